@@ -1,0 +1,36 @@
+# edge: two commands on a fresh Debian machine.
+#   make run   build everything and serve the default app on localhost
+#   make test  run every test
+SHELL := /bin/bash
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/edge/target
+CARGO ?= cargo
+COMPONENTS := echo fixtures
+WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
+
+.PHONY: run test setup components host lint bench-host clean
+
+setup:
+	@./scripts/setup.sh
+
+components: setup
+	$(CARGO) build --profile wasm --target wasm32-wasip2 $(addprefix -p ,$(COMPONENTS))
+	@mkdir -p build/components
+	@for c in $(COMPONENTS); do cp -f $(WASM_DIR)/$$c.wasm build/components/$$c.wasm; done
+
+host: setup
+	$(CARGO) build --release -p edge
+
+run: components host
+	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
+
+test: components host
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --release --workspace --exclude echo --exclude fixtures -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -- -D warnings
+	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures
+
+bench-host: components host
+	./bench/host.sh
+
+clean:
+	rm -rf build .edge-data

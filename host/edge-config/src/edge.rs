@@ -1,0 +1,133 @@
+//! The edge-config file schema (per point of presence). Every key is
+//! documented in `edge-config/REFERENCE.md`; defaults live here.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EdgeFile {
+    pub app: Spanned<String>,
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub pool: PoolSection,
+    #[serde(default)]
+    pub limits: LimitsSection,
+    #[serde(default, rename = "tenant")]
+    pub tenants: Vec<Spanned<TenantSection>>,
+    #[serde(default, rename = "component")]
+    pub components: BTreeMap<Spanned<String>, Spanned<ComponentSection>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct ServerSection {
+    pub listen: Spanned<String>,
+    pub admin_listen: Option<Spanned<String>>,
+    pub data_dir: String,
+    pub http2: bool,
+    pub workers: Option<Spanned<usize>>,
+    pub max_connections: Spanned<usize>,
+    pub max_header_bytes: Spanned<usize>,
+    pub max_body_bytes: u64,
+    pub header_read_timeout_ms: Spanned<u64>,
+    pub drain_timeout_ms: u64,
+    pub watch_interval_ms: u64,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        Self {
+            listen: Spanned::new(0..0, "127.0.0.1:8080".into()),
+            admin_listen: Some(Spanned::new(0..0, "127.0.0.1:9080".into())),
+            data_dir: ".edge-data".into(),
+            http2: true,
+            workers: None,
+            max_connections: Spanned::new(0..0, 10_000),
+            max_header_bytes: Spanned::new(0..0, 16 * 1024),
+            max_body_bytes: 10 * 1024 * 1024,
+            header_read_timeout_ms: Spanned::new(0..0, 10_000),
+            drain_timeout_ms: 10_000,
+            watch_interval_ms: 1_000,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct PoolSection {
+    pub total_component_instances: Spanned<u32>,
+    pub total_core_instances: Option<u32>,
+    pub total_memories: Option<u32>,
+    pub total_tables: Option<u32>,
+    pub total_stacks: Option<u32>,
+    pub max_memory_bytes: Spanned<u64>,
+    pub max_core_instances_per_component: u32,
+    pub max_memories_per_component: u32,
+    pub max_tables_per_component: u32,
+    pub keep_resident_bytes: u64,
+}
+
+impl Default for PoolSection {
+    fn default() -> Self {
+        Self {
+            total_component_instances: Spanned::new(0..0, 1_000),
+            total_core_instances: None,
+            total_memories: None,
+            total_tables: None,
+            total_stacks: None,
+            max_memory_bytes: Spanned::new(0..0, 128 * 1024 * 1024),
+            max_core_instances_per_component: 16,
+            max_memories_per_component: 4,
+            max_tables_per_component: 8,
+            keep_resident_bytes: 64 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitsSection {
+    pub request_deadline_ms: Option<Spanned<u64>>,
+    pub memory_bytes: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TenantSection {
+    pub name: Spanned<String>,
+    pub hosts: Vec<Spanned<String>>,
+    pub components: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub limits: LimitsSection,
+    #[serde(default)]
+    pub variables: BTreeMap<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    pub secrets: BTreeMap<Spanned<String>, Spanned<SecretSource>>,
+}
+
+/// Where a secret's value comes from.
+#[derive(Debug, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub(crate) enum SecretSource {
+    Env { env: String },
+    File { file: String },
+    Inline(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ComponentSection {
+    #[serde(default)]
+    pub instance: Option<Spanned<String>>,
+    #[serde(default)]
+    pub session_key: Option<Spanned<String>>,
+    #[serde(default)]
+    pub max_sessions: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub idle_timeout_ms: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub max_queued_per_session: Option<Spanned<usize>>,
+}

@@ -1,0 +1,249 @@
+//! Loads and validates the two files an `edge` node runs from:
+//!
+//! - the **application**: a Spin manifest (version 2) naming components,
+//!   their sources, HTTP routes, variables and allowed outbound hosts;
+//! - the **edge-config** of this point of presence: listen addresses, pool
+//!   sizes, limits, tenants with their hostnames, components, variables and
+//!   secrets, and per-component instance modes.
+//!
+//! [`load`] reads both, checks everything that can be checked without
+//! running a component, and returns a [`Config`] whose values are ready to
+//! use. Every problem is a [`ConfigError`] naming the file, line, column,
+//! key and what is allowed, so an operator can fix it without reading code.
+//!
+//! ```no_run
+//! let config = edge_config::load("edge-config/default.toml".as_ref())?;
+//! println!("listening on {}", config.server.listen);
+//! # Ok::<(), edge_config::ConfigError>(())
+//! ```
+#![deny(missing_docs)]
+
+mod edge;
+mod error;
+mod outbound;
+mod resolve;
+mod route;
+mod spin;
+
+pub use error::{ConfigError, SourceFile};
+pub use outbound::OutboundRule;
+pub use resolve::load;
+pub use route::RoutePattern;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A validated configuration, ready to serve.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The edge-config file this came from.
+    pub edge_file: PathBuf,
+    /// The Spin manifest it names.
+    pub app_file: PathBuf,
+    /// The application's name from the manifest.
+    pub app_name: String,
+    /// Listeners, caps and timeouts.
+    pub server: Server,
+    /// Instance pool sizing.
+    pub pool: Pool,
+    /// Components by id, in id order.
+    pub components: BTreeMap<String, Component>,
+    /// HTTP routes, most specific first (the order the router tries them).
+    pub routes: Vec<Route>,
+    /// Tenants in file order.
+    pub tenants: Vec<Tenant>,
+}
+
+impl Config {
+    /// Every file whose change should trigger a reload.
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.edge_file.clone(), self.app_file.clone()];
+        files.extend(self.components.values().map(|c| c.source.clone()));
+        files
+    }
+}
+
+/// Listener settings and request caps.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// Address for application traffic.
+    pub listen: SocketAddr,
+    /// Address for `/health` and `/metrics`; `None` serves them nowhere.
+    pub admin_listen: Option<SocketAddr>,
+    /// Compile cache and embedded stores live here.
+    pub data_dir: PathBuf,
+    /// Accept HTTP/2 (prior knowledge, h2c) beside HTTP/1.1.
+    pub http2: bool,
+    /// Tokio worker threads; `None` means one per core.
+    pub workers: Option<usize>,
+    /// Open connections beyond this wait in the listen backlog.
+    pub max_connections: usize,
+    /// Request head (line plus headers) cap; larger gets 431.
+    pub max_header_bytes: usize,
+    /// Request body cap; larger gets 413.
+    pub max_body_bytes: u64,
+    /// Time a client has to send its request head.
+    pub header_read_timeout: Duration,
+    /// How long SIGTERM waits for in-flight requests.
+    pub drain_timeout: Duration,
+    /// How often config and component files are checked for changes.
+    pub watch_interval: Option<Duration>,
+}
+
+/// Pooling allocator sizing (see `edge-config/REFERENCE.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    /// Component instances alive at once.
+    pub total_component_instances: u32,
+    /// Core module instances alive at once.
+    pub total_core_instances: u32,
+    /// Linear memories alive at once.
+    pub total_memories: u32,
+    /// Tables alive at once.
+    pub total_tables: u32,
+    /// Async fiber stacks alive at once.
+    pub total_stacks: u32,
+    /// Largest linear memory any instance may have (the slot size).
+    pub max_memory_bytes: u64,
+    /// Core instances one component may create.
+    pub max_core_instances_per_component: u32,
+    /// Memories one component may create.
+    pub max_memories_per_component: u32,
+    /// Tables one component may create.
+    pub max_tables_per_component: u32,
+    /// Memory bytes reset with `memset` instead of `madvise` on reuse.
+    pub keep_resident_bytes: u64,
+}
+
+/// A component from the manifest plus its edge settings.
+#[derive(Debug, Clone)]
+pub struct Component {
+    /// Spin component id.
+    pub id: String,
+    /// Absolute path of the `.wasm` file.
+    pub source: PathBuf,
+    /// Outbound HTTP allowlist.
+    pub allowed_outbound_hosts: Vec<OutboundRule>,
+    /// Key-value store labels the component may open.
+    pub key_value_stores: Vec<String>,
+    /// Whether the component gets `wasi:config/store` (it declares variables).
+    pub has_variables: bool,
+    /// How instances are created.
+    pub mode: InstanceMode,
+}
+
+/// How a component's instances live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstanceMode {
+    /// A fresh instance for every request (the isolation default).
+    PerRequest,
+    /// One long-lived instance per session key.
+    Session(SessionSettings),
+}
+
+/// Settings of a per-session component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSettings {
+    /// Where the session key comes from.
+    pub key: SessionKey,
+    /// Sessions alive at once; one more is refused with 503.
+    pub max_sessions: usize,
+    /// A session with no request for this long is evicted.
+    pub idle_timeout: Duration,
+    /// Requests waiting on one session; one more is refused with 503.
+    pub max_queued: usize,
+}
+
+/// Where a request's session key is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionKey {
+    /// A request header (lower-case name).
+    Header(String),
+    /// A cookie by name.
+    Cookie(String),
+    /// The N-th (1-based) segment of the request path.
+    PathSegment(usize),
+}
+
+/// One HTTP route from the manifest.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// The route pattern.
+    pub pattern: RoutePattern,
+    /// The component it serves.
+    pub component: String,
+}
+
+/// A tenant: who owns which hostnames and which components serve them.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    /// Unique name, used in metrics and logs.
+    pub name: String,
+    /// Hostnames this tenant answers.
+    pub hosts: Vec<HostPattern>,
+    /// Component ids this tenant gets.
+    pub components: BTreeSet<String>,
+    /// Per-request limits.
+    pub limits: Limits,
+    /// Resolved variables per component id (only for components that
+    /// declare variables), shared by every instance.
+    pub variables: BTreeMap<String, Arc<BTreeMap<String, String>>>,
+}
+
+/// Per-tenant limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock limit for one request, from accept to the guest's return.
+    pub request_deadline: Duration,
+    /// Linear-memory cap per instance.
+    pub memory_bytes: u64,
+}
+
+/// A hostname pattern of a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HostPattern {
+    /// One hostname (lower-case, no port).
+    Exact(String),
+    /// `*.example.com`, stored as `.example.com`: any subdomain.
+    Suffix(String),
+    /// `*`: any host not claimed by another tenant.
+    Any,
+}
+
+impl HostPattern {
+    /// Parses `example.com`, `*.example.com` or `*`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim().to_ascii_lowercase();
+        let valid = |h: &str| {
+            !h.is_empty()
+                && h.bytes().all(|b| {
+                    b.is_ascii_alphanumeric()
+                        || b == b'-'
+                        || b == b'.'
+                        || b == b':'
+                        || b == b'['
+                        || b == b']'
+                })
+        };
+        if s == "*" {
+            Ok(Self::Any)
+        } else if let Some(rest) = s.strip_prefix("*.") {
+            if valid(rest) {
+                Ok(Self::Suffix(format!(".{rest}")))
+            } else {
+                Err(format!(
+                    "{s:?} is not a valid host pattern (allowed: \"example.com\", \"*.example.com\", \"*\")"
+                ))
+            }
+        } else if valid(&s) && !s.contains('*') && (!s.contains(':') || s.starts_with('[')) {
+            Ok(Self::Exact(s))
+        } else {
+            Err(format!(
+                "{s:?} is not a valid host pattern (allowed: \"example.com\", \"*.example.com\", \"*\")"
+            ))
+        }
+    }
+}

@@ -1,0 +1,835 @@
+//! Turns the two parsed files into a validated [`Config`].
+
+use crate::edge::{self, EdgeFile, SecretSource};
+use crate::spin::{self, Manifest};
+use crate::{
+    Component, Config, ConfigError, HostPattern, InstanceMode, Limits, OutboundRule, Pool, Route,
+    RoutePattern, Server, SessionKey, SessionSettings, SourceFile, Tenant,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use toml::Spanned;
+
+/// Loads an edge-config file and the Spin manifest it names, and validates
+/// both.
+///
+/// Relative paths in either file are relative to that file's directory.
+pub fn load(edge_path: &Path) -> Result<Config, ConfigError> {
+    let edge_src = SourceFile::read(edge_path)?;
+    let edge: EdgeFile = toml::from_str(&edge_src.text).map_err(|e| edge_src.toml_error(&e))?;
+    let edge_dir = parent_dir(edge_path);
+
+    let app_path = edge_dir.join(edge.app.get_ref());
+    let app_src = SourceFile::read(&app_path).map_err(|mut e| {
+        e.message = format!("{} (named by `app` in {})", e.message, edge_path.display());
+        e
+    })?;
+    let manifest: Manifest = toml::from_str(&app_src.text).map_err(|e| app_src.toml_error(&e))?;
+
+    Resolver {
+        edge_src: &edge_src,
+        app_src: &app_src,
+        edge_dir: &edge_dir,
+        app_dir: &parent_dir(&app_path),
+    }
+    .resolve(edge, manifest, app_path)
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+struct Resolver<'a> {
+    edge_src: &'a SourceFile,
+    app_src: &'a SourceFile,
+    edge_dir: &'a Path,
+    app_dir: &'a Path,
+}
+
+type R<T> = Result<T, ConfigError>;
+
+impl Resolver<'_> {
+    fn edge_err<T>(&self, span: std::ops::Range<usize>, key: &str, msg: impl Into<String>) -> R<T> {
+        let span = (span != (0..0)).then_some(span);
+        Err(self.edge_src.error(span, Some(key.to_string()), msg))
+    }
+
+    fn app_err<T>(&self, span: std::ops::Range<usize>, key: &str, msg: impl Into<String>) -> R<T> {
+        Err(self.app_src.error(Some(span), Some(key.to_string()), msg))
+    }
+
+    fn resolve(&self, edge: EdgeFile, manifest: Manifest, app_file: PathBuf) -> R<Config> {
+        let version = &manifest.spin_manifest_version;
+        if version.get_ref().as_integer() != Some(2) && version.get_ref().as_str() != Some("2") {
+            return self.app_err(
+                version.span(),
+                "spin_manifest_version",
+                "edge reads Spin manifest version 2; set `spin_manifest_version = 2`",
+            );
+        }
+        let server = self.server(&edge.server)?;
+        let pool = self.pool(&edge.pool)?;
+        let default_limits = self.limits(&edge.limits, "limits", None, &pool)?;
+        let app_vars = self.app_variables(&manifest)?;
+        let mut components = self.components(&manifest)?;
+        self.component_settings(&edge, &mut components)?;
+        let routes = self.routes(&manifest, &components)?;
+        let tenants = self.tenants(
+            &edge,
+            &manifest,
+            &components,
+            &app_vars,
+            &default_limits,
+            &pool,
+        )?;
+
+        Ok(Config {
+            edge_file: std::path::absolute(&self.edge_src.path)
+                .unwrap_or_else(|_| self.edge_src.path.clone()),
+            app_file: std::path::absolute(&app_file).unwrap_or(app_file),
+            app_name: manifest.application.name.clone(),
+            server,
+            pool,
+            components,
+            routes,
+            tenants,
+        })
+    }
+
+    fn server(&self, s: &edge::ServerSection) -> R<Server> {
+        let addr = |v: &Spanned<String>, key: &str| -> R<SocketAddr> {
+            v.get_ref().parse().or_else(|_| {
+                self.edge_err(v.span(), key, format!("{:?} is not a socket address (allowed: \"127.0.0.1:8080\", \"[::1]:8080\", \"0.0.0.0:80\"; port 0 picks a free port)", v.get_ref()))
+            })
+        };
+        if *s.max_header_bytes.get_ref() < 8192 {
+            return self.edge_err(
+                s.max_header_bytes.span(),
+                "server.max_header_bytes",
+                "must be at least 8192 (the HTTP parser's smallest buffer)",
+            );
+        }
+        if *s.max_connections.get_ref() == 0 {
+            return self.edge_err(
+                s.max_connections.span(),
+                "server.max_connections",
+                "must be at least 1",
+            );
+        }
+        if *s.header_read_timeout_ms.get_ref() == 0 {
+            return self.edge_err(
+                s.header_read_timeout_ms.span(),
+                "server.header_read_timeout_ms",
+                "must be at least 1",
+            );
+        }
+        if let Some(w) = &s.workers
+            && *w.get_ref() == 0
+        {
+            return self.edge_err(
+                w.span(),
+                "server.workers",
+                "must be at least 1 (omit it for one per core)",
+            );
+        }
+        Ok(Server {
+            listen: addr(&s.listen, "server.listen")?,
+            admin_listen: s
+                .admin_listen
+                .as_ref()
+                .map(|a| addr(a, "server.admin_listen"))
+                .transpose()?,
+            data_dir: self.edge_dir.join(&s.data_dir),
+            http2: s.http2,
+            workers: s.workers.as_ref().map(|w| *w.get_ref()),
+            max_connections: *s.max_connections.get_ref(),
+            max_header_bytes: *s.max_header_bytes.get_ref(),
+            max_body_bytes: s.max_body_bytes,
+            header_read_timeout: Duration::from_millis(*s.header_read_timeout_ms.get_ref()),
+            drain_timeout: Duration::from_millis(s.drain_timeout_ms),
+            watch_interval: (s.watch_interval_ms > 0)
+                .then(|| Duration::from_millis(s.watch_interval_ms)),
+        })
+    }
+
+    fn pool(&self, p: &edge::PoolSection) -> R<Pool> {
+        let instances = *p.total_component_instances.get_ref();
+        if instances == 0 {
+            return self.edge_err(
+                p.total_component_instances.span(),
+                "pool.total_component_instances",
+                "must be at least 1",
+            );
+        }
+        let max_mem = *p.max_memory_bytes.get_ref();
+        if max_mem < 65536 || max_mem % 65536 != 0 {
+            return self.edge_err(
+                p.max_memory_bytes.span(),
+                "pool.max_memory_bytes",
+                "must be a positive multiple of 65536 (the Wasm page size)",
+            );
+        }
+        // Each component instance typically holds a few core instances (the
+        // guest plus adapter shims) but one memory; size the rest from that.
+        Ok(Pool {
+            total_component_instances: instances,
+            total_core_instances: p
+                .total_core_instances
+                .unwrap_or(instances.saturating_mul(4)),
+            total_memories: p.total_memories.unwrap_or(instances.saturating_mul(2)),
+            total_tables: p.total_tables.unwrap_or(instances.saturating_mul(4)),
+            total_stacks: p.total_stacks.unwrap_or(instances),
+            max_memory_bytes: max_mem,
+            max_core_instances_per_component: p.max_core_instances_per_component,
+            max_memories_per_component: p.max_memories_per_component,
+            max_tables_per_component: p.max_tables_per_component,
+            keep_resident_bytes: p.keep_resident_bytes,
+        })
+    }
+
+    fn limits(
+        &self,
+        l: &edge::LimitsSection,
+        key: &str,
+        base: Option<&Limits>,
+        pool: &Pool,
+    ) -> R<Limits> {
+        let deadline = match &l.request_deadline_ms {
+            Some(d) if *d.get_ref() == 0 => {
+                return self.edge_err(
+                    d.span(),
+                    &format!("{key}.request_deadline_ms"),
+                    "must be at least 1",
+                );
+            }
+            Some(d) => Duration::from_millis(*d.get_ref()),
+            None => base.map_or(Duration::from_secs(30), |b| b.request_deadline),
+        };
+        let memory = match &l.memory_bytes {
+            Some(m) if *m.get_ref() > pool.max_memory_bytes => {
+                return self.edge_err(
+                    m.span(),
+                    &format!("{key}.memory_bytes"),
+                    format!(
+                        "{} exceeds pool.max_memory_bytes ({})",
+                        m.get_ref(),
+                        pool.max_memory_bytes
+                    ),
+                );
+            }
+            Some(m) if *m.get_ref() < 65536 => {
+                return self.edge_err(
+                    m.span(),
+                    &format!("{key}.memory_bytes"),
+                    "must be at least 65536 (one Wasm page)",
+                );
+            }
+            Some(m) => *m.get_ref(),
+            None => base.map_or(pool.max_memory_bytes.min(64 * 1024 * 1024), |b| {
+                b.memory_bytes
+            }),
+        };
+        Ok(Limits {
+            request_deadline: deadline,
+            memory_bytes: memory,
+        })
+    }
+
+    fn app_variables(&self, m: &Manifest) -> R<BTreeMap<String, spin::AppVariable>> {
+        let mut out = BTreeMap::new();
+        for (name, var) in &m.variables {
+            check_variable_name(name.get_ref()).or_else(|e| {
+                self.app_err(name.span(), &format!("variables.{}", name.get_ref()), e)
+            })?;
+            let v = var.get_ref();
+            if v.required && v.default.is_some() {
+                return self.app_err(
+                    var.span(),
+                    &format!("variables.{}", name.get_ref()),
+                    "a variable cannot be both `required` and have a `default`",
+                );
+            }
+            out.insert(
+                name.get_ref().clone(),
+                spin::AppVariable {
+                    default: v.default.clone(),
+                    required: v.required,
+                    secret: v.secret,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    fn components(&self, m: &Manifest) -> R<BTreeMap<String, Component>> {
+        let mut out = BTreeMap::new();
+        for (id, c) in &m.component {
+            let key = format!("component.{}", id.get_ref());
+            check_component_id(id.get_ref()).or_else(|e| self.app_err(id.span(), &key, e))?;
+            let c = c.get_ref();
+            let source = match c.source.get_ref() {
+                toml::Value::String(s) => self.app_dir.join(s),
+                _ => return self.app_err(c.source.span(), &format!("{key}.source"), "edge loads components from local files: give a path such as \"target/wasm32-wasip2/release/x.wasm\" (download remote sources first)"),
+            };
+            let mut rules = Vec::new();
+            for (i, h) in c.allowed_outbound_hosts.iter().enumerate() {
+                match OutboundRule::parse(h.get_ref()) {
+                    Ok(r) => rules.push(r),
+                    Err(e) => {
+                        return self.app_err(
+                            h.span(),
+                            &format!("{key}.allowed_outbound_hosts[{i}]"),
+                            e,
+                        );
+                    }
+                }
+            }
+            let mut stores = Vec::new();
+            for s in &c.key_value_stores {
+                if !is_label(s.get_ref()) {
+                    return self.app_err(
+                        s.span(),
+                        &format!("{key}.key_value_stores"),
+                        format!(
+                            "{:?} is not a store label (lower-case letters, digits, '_' and '-')",
+                            s.get_ref()
+                        ),
+                    );
+                }
+                stores.push(s.get_ref().clone());
+            }
+            for name in c.variables.keys() {
+                check_variable_name(name.get_ref()).or_else(|e| {
+                    self.app_err(
+                        name.span(),
+                        &format!("{key}.variables.{}", name.get_ref()),
+                        e,
+                    )
+                })?;
+            }
+            out.insert(
+                id.get_ref().clone(),
+                Component {
+                    id: id.get_ref().clone(),
+                    source,
+                    allowed_outbound_hosts: rules,
+                    key_value_stores: stores,
+                    has_variables: !c.variables.is_empty(),
+                    mode: InstanceMode::PerRequest,
+                },
+            );
+        }
+        if out.is_empty() {
+            return Err(self.app_src.error(
+                None,
+                None,
+                "the application has no [component.*]; add at least one",
+            ));
+        }
+        Ok(out)
+    }
+
+    fn component_settings(
+        &self,
+        edge: &EdgeFile,
+        components: &mut BTreeMap<String, Component>,
+    ) -> R<()> {
+        for (id, section) in &edge.components {
+            let key = format!("component.{}", id.get_ref());
+            let Some(component) = components.get_mut(id.get_ref()) else {
+                let known: Vec<_> = components.keys().map(String::as_str).collect();
+                return self.edge_err(
+                    id.span(),
+                    &key,
+                    format!(
+                        "no component {:?} in the application; it has: {}",
+                        id.get_ref(),
+                        known.join(", ")
+                    ),
+                );
+            };
+            let s = section.get_ref();
+            let mode = s
+                .instance
+                .as_ref()
+                .map_or("per-request", |m| m.get_ref().as_str());
+            component.mode = match mode {
+                "per-request" => {
+                    if let Some(k) = &s.session_key {
+                        return self.edge_err(
+                            k.span(),
+                            &format!("{key}.session_key"),
+                            "only components with instance = \"session\" take a session_key",
+                        );
+                    }
+                    InstanceMode::PerRequest
+                }
+                "session" => {
+                    let Some(k) = &s.session_key else {
+                        return self.edge_err(section.span(), &key, "instance = \"session\" needs a session_key (\"header:NAME\", \"cookie:NAME\" or \"path:N\")");
+                    };
+                    let session_key = parse_session_key(k.get_ref())
+                        .or_else(|e| self.edge_err(k.span(), &format!("{key}.session_key"), e))?;
+                    let positive =
+                        |v: &Option<Spanned<usize>>, name: &str, default: usize| -> R<usize> {
+                            match v {
+                                Some(v) if *v.get_ref() == 0 => self.edge_err(
+                                    v.span(),
+                                    &format!("{key}.{name}"),
+                                    "must be at least 1",
+                                ),
+                                Some(v) => Ok(*v.get_ref()),
+                                None => Ok(default),
+                            }
+                        };
+                    let idle = match &s.idle_timeout_ms {
+                        Some(v) if *v.get_ref() == 0 => {
+                            return self.edge_err(
+                                v.span(),
+                                &format!("{key}.idle_timeout_ms"),
+                                "must be at least 1",
+                            );
+                        }
+                        Some(v) => Duration::from_millis(*v.get_ref()),
+                        None => Duration::from_secs(60),
+                    };
+                    InstanceMode::Session(SessionSettings {
+                        key: session_key,
+                        max_sessions: positive(&s.max_sessions, "max_sessions", 1000)?,
+                        idle_timeout: idle,
+                        max_queued: positive(
+                            &s.max_queued_per_session,
+                            "max_queued_per_session",
+                            64,
+                        )?,
+                    })
+                }
+                other => {
+                    let span = s.instance.as_ref().map_or(0..0, |m| m.span());
+                    return self.edge_err(span, &format!("{key}.instance"), format!("{other:?} is not an instance mode (allowed: \"per-request\", \"session\")"));
+                }
+            };
+        }
+        Ok(())
+    }
+
+    fn routes(&self, m: &Manifest, components: &BTreeMap<String, Component>) -> R<Vec<Route>> {
+        let mut routes: Vec<(Route, std::ops::Range<usize>)> = Vec::new();
+        for (i, t) in m.trigger.http.iter().enumerate() {
+            let key = format!("trigger.http[{i}]");
+            let t = t.get_ref();
+            let Some(route) = t.route.get_ref().as_str() else {
+                // `route = { private = true }` is Spin's for components only
+                // reachable by service chaining; edge has none of those.
+                if t.route.get_ref().get("private").is_some() {
+                    continue;
+                }
+                return self.app_err(
+                    t.route.span(),
+                    &format!("{key}.route"),
+                    "expected a route string such as \"/...\" or { private = true }",
+                );
+            };
+            let pattern = RoutePattern::parse(route)
+                .or_else(|e| self.app_err(t.route.span(), &format!("{key}.route"), e))?;
+            let Some(component) = t.component.get_ref().as_str() else {
+                return self.app_err(
+                    t.component.span(),
+                    &format!("{key}.component"),
+                    "edge needs a component id here, not an inline component table",
+                );
+            };
+            if !components.contains_key(component) {
+                let known: Vec<_> = components.keys().map(String::as_str).collect();
+                return self.app_err(
+                    t.component.span(),
+                    &format!("{key}.component"),
+                    format!(
+                        "no component {component:?}; the application has: {}",
+                        known.join(", ")
+                    ),
+                );
+            }
+            if let Some((dup, _)) = routes.iter().find(|(r, _)| r.pattern.same_shape(&pattern)) {
+                return self.app_err(
+                    t.route.span(),
+                    &format!("{key}.route"),
+                    format!(
+                        "route {route:?} duplicates {:?} (component {:?})",
+                        dup.pattern.as_str(),
+                        dup.component
+                    ),
+                );
+            }
+            routes.push((
+                Route {
+                    pattern,
+                    component: component.to_string(),
+                },
+                t.route.span(),
+            ));
+        }
+        let mut routes: Vec<Route> = routes.into_iter().map(|(r, _)| r).collect();
+        routes.sort_by(|a, b| a.pattern.specificity_cmp(&b.pattern));
+        Ok(routes)
+    }
+
+    fn tenants(
+        &self,
+        edge: &EdgeFile,
+        manifest: &Manifest,
+        components: &BTreeMap<String, Component>,
+        app_vars: &BTreeMap<String, spin::AppVariable>,
+        default_limits: &Limits,
+        pool: &Pool,
+    ) -> R<Vec<Tenant>> {
+        if edge.tenants.is_empty() {
+            return Err(self.edge_src.error(
+                None,
+                None,
+                "no [[tenant]]: add one with `name`, `hosts` and `components`",
+            ));
+        }
+        let mut names = BTreeSet::new();
+        let mut claimed: BTreeMap<HostPattern, String> = BTreeMap::new();
+        let mut out = Vec::new();
+        for (ti, t) in edge.tenants.iter().enumerate() {
+            let t = t.get_ref();
+            let key = format!("tenant[{ti}]");
+            let name = t.name.get_ref();
+            if !is_label(name) {
+                return self.edge_err(
+                    t.name.span(),
+                    &format!("{key}.name"),
+                    format!(
+                        "{name:?} is not a tenant name (lower-case letters, digits, '_' and '-')"
+                    ),
+                );
+            }
+            if !names.insert(name.clone()) {
+                return self.edge_err(
+                    t.name.span(),
+                    &format!("{key}.name"),
+                    format!("tenant {name:?} is defined twice"),
+                );
+            }
+            let mut hosts = Vec::new();
+            if t.hosts.is_empty() {
+                return self.edge_err(t.name.span(), &format!("{key}.hosts"), "a tenant needs at least one host (\"example.com\", \"*.example.com\" or \"*\")");
+            }
+            for (hi, h) in t.hosts.iter().enumerate() {
+                let pattern = HostPattern::parse(h.get_ref())
+                    .or_else(|e| self.edge_err(h.span(), &format!("{key}.hosts[{hi}]"), e))?;
+                if let Some(other) = claimed.get(&pattern) {
+                    return self.edge_err(
+                        h.span(),
+                        &format!("{key}.hosts[{hi}]"),
+                        format!(
+                            "host {:?} is already served by tenant {other:?}",
+                            h.get_ref()
+                        ),
+                    );
+                }
+                claimed.insert(pattern.clone(), name.clone());
+                hosts.push(pattern);
+            }
+            let mut granted = BTreeSet::new();
+            for (ci, c) in t.components.iter().enumerate() {
+                if c.get_ref() == "*" {
+                    granted.extend(components.keys().cloned());
+                } else if components.contains_key(c.get_ref()) {
+                    granted.insert(c.get_ref().clone());
+                } else {
+                    let known: Vec<_> = components.keys().map(String::as_str).collect();
+                    return self.edge_err(
+                        c.span(),
+                        &format!("{key}.components[{ci}]"),
+                        format!(
+                            "no component {:?} in the application; it has: {} (or \"*\" for all)",
+                            c.get_ref(),
+                            known.join(", ")
+                        ),
+                    );
+                }
+            }
+            let limits = self.limits(
+                &t.limits,
+                &format!("{key}.limits"),
+                Some(default_limits),
+                pool,
+            )?;
+            let values = self.tenant_values(t, &key, app_vars)?;
+            let mut variables = BTreeMap::new();
+            for (cid, comp) in &manifest.component {
+                if !granted.contains(cid.get_ref()) || comp.get_ref().variables.is_empty() {
+                    continue;
+                }
+                let mut resolved = BTreeMap::new();
+                for (vname, template) in &comp.get_ref().variables {
+                    let value = render_template(template.get_ref(), &values).map_err(|e| {
+                        self.app_src.error(
+                            Some(template.span()),
+                            Some(format!(
+                                "component.{}.variables.{}",
+                                cid.get_ref(),
+                                vname.get_ref()
+                            )),
+                            format!("{e} (for tenant {name:?})"),
+                        )
+                    })?;
+                    resolved.insert(vname.get_ref().clone(), value);
+                }
+                variables.insert(cid.get_ref().clone(), Arc::new(resolved));
+            }
+            out.push(Tenant {
+                name: name.clone(),
+                hosts,
+                components: granted,
+                limits,
+                variables,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Values of the application variables for one tenant: its variables and
+    /// secrets, else the manifest defaults. `None` marks a required variable
+    /// without a value (an error only if a template uses it).
+    fn tenant_values(
+        &self,
+        t: &edge::TenantSection,
+        key: &str,
+        app_vars: &BTreeMap<String, spin::AppVariable>,
+    ) -> R<BTreeMap<String, Result<String, String>>> {
+        let declared = || {
+            app_vars
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut values: BTreeMap<String, Result<String, String>> = app_vars
+            .iter()
+            .map(|(n, v)| {
+                let value = match (&v.default, v.required) {
+                    (Some(d), _) => Ok(d.clone()),
+                    (None, _) => Err(format!(
+                        "variable {n:?} is required but tenant {:?} gives no value",
+                        t.name.get_ref()
+                    )),
+                };
+                (n.clone(), value)
+            })
+            .collect();
+        for (n, v) in &t.variables {
+            let k = format!("{key}.variables.{}", n.get_ref());
+            match app_vars.get(n.get_ref()) {
+                None => {
+                    return self.edge_err(
+                        n.span(),
+                        &k,
+                        format!(
+                            "the application declares no variable {:?}; it declares: {}",
+                            n.get_ref(),
+                            declared()
+                        ),
+                    );
+                }
+                Some(av) if av.secret => {
+                    return self.edge_err(
+                        n.span(),
+                        &k,
+                        format!(
+                            "{:?} is a secret: give it under [tenant.secrets] (from env or file)",
+                            n.get_ref()
+                        ),
+                    );
+                }
+                Some(_) => values.insert(n.get_ref().clone(), Ok(v.get_ref().clone())),
+            };
+        }
+        for (n, s) in &t.secrets {
+            let k = format!("{key}.secrets.{}", n.get_ref());
+            if !app_vars.contains_key(n.get_ref()) {
+                return self.edge_err(
+                    n.span(),
+                    &k,
+                    format!(
+                        "the application declares no variable {:?}; it declares: {}",
+                        n.get_ref(),
+                        declared()
+                    ),
+                );
+            }
+            let value = match s.get_ref() {
+                SecretSource::Inline(v) => v.clone(),
+                SecretSource::Env { env } => std::env::var(env).or_else(|_| {
+                    self.edge_err(
+                        s.span(),
+                        &k,
+                        format!("environment variable {env:?} is not set"),
+                    )
+                })?,
+                SecretSource::File { file } => {
+                    let path = self.edge_dir.join(file);
+                    std::fs::read_to_string(&path)
+                        .map(|v| v.trim_end_matches(['\n', '\r']).to_string())
+                        .or_else(|e| {
+                            self.edge_err(
+                                s.span(),
+                                &k,
+                                format!("cannot read secret file {}: {e}", path.display()),
+                            )
+                        })?
+                }
+            };
+            values.insert(n.get_ref().clone(), Ok(value));
+        }
+        Ok(values)
+    }
+}
+
+fn parse_session_key(s: &str) -> Result<SessionKey, String> {
+    const ALLOWED: &str =
+        "allowed: \"header:NAME\", \"cookie:NAME\", \"path:N\" (N-th path segment, from 1)";
+    match s.split_once(':') {
+        Some(("header", name)) if !name.is_empty() && http_token(name) => {
+            Ok(SessionKey::Header(name.to_ascii_lowercase()))
+        }
+        Some(("cookie", name)) if !name.is_empty() && http_token(name) => {
+            Ok(SessionKey::Cookie(name.to_string()))
+        }
+        Some(("path", n)) => match n.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(SessionKey::PathSegment(n)),
+            _ => Err(format!(
+                "{s:?}: the path segment must be a number from 1 ({ALLOWED})"
+            )),
+        },
+        _ => Err(format!("{s:?} is not a session key ({ALLOWED})")),
+    }
+}
+
+fn http_token(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// Spin's component ids: kebab-case words of lower-case letters and digits.
+fn check_component_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.split('-').all(|w| {
+            !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+        && id.as_bytes()[0].is_ascii_lowercase();
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{id:?} is not a component id (kebab-case: lower-case letters and digits in '-'-separated words, starting with a letter)"
+        ))
+    }
+}
+
+/// Spin's variable names: lower-case letters, digits and '_', starting with a letter.
+fn check_variable_name(name: &str) -> Result<(), String> {
+    let ok = name.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a variable name (lower-case letters, digits and '_', starting with a letter)"
+        ))
+    }
+}
+
+/// Renders a Spin variable template: literal text with `{{ name }}`
+/// references to application variables.
+fn render_template(
+    template: &str,
+    values: &BTreeMap<String, Result<String, String>>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find("}}")
+            .ok_or_else(|| format!("unclosed '{{{{' in template {template:?}"))?;
+        let name = after[..end].trim();
+        match values.get(name) {
+            Some(Ok(v)) => out.push_str(v),
+            Some(Err(e)) => return Err(e.clone()),
+            None => {
+                return Err(format!(
+                    "template {template:?} names {name:?}, which is not in the application's [variables]"
+                ));
+            }
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_render_and_fail_precisely() {
+        let mut v = BTreeMap::new();
+        v.insert("a".to_string(), Ok("1".to_string()));
+        v.insert("b".to_string(), Err("b is required".to_string()));
+        assert_eq!(render_template("x{{ a }}y{{a}}", &v).unwrap(), "x1y1");
+        assert_eq!(render_template("{{ b }}", &v).unwrap_err(), "b is required");
+        assert!(
+            render_template("{{ c }}", &v)
+                .unwrap_err()
+                .contains("not in the application")
+        );
+        assert!(
+            render_template("{{ a", &v)
+                .unwrap_err()
+                .contains("unclosed")
+        );
+    }
+
+    #[test]
+    fn session_keys() {
+        assert_eq!(
+            parse_session_key("header:X-Session").unwrap(),
+            SessionKey::Header("x-session".into())
+        );
+        assert_eq!(
+            parse_session_key("path:2").unwrap(),
+            SessionKey::PathSegment(2)
+        );
+        assert!(parse_session_key("path:0").is_err());
+        assert!(
+            parse_session_key("query:x")
+                .unwrap_err()
+                .contains("allowed")
+        );
+    }
+}

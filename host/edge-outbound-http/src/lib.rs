@@ -1,0 +1,110 @@
+//! Outbound HTTP capability.
+//!
+//! Every component can import `wasi:http/outgoing-handler` (it is part of
+//! the `wasi:http/proxy` world), so the grant is not whether the import is
+//! linked but where requests may go: a request is sent only if its
+//! `scheme://host:port` matches an entry of the component's
+//! `allowed_outbound_hosts` (Spin's syntax, see [`edge_config::OutboundRule`]).
+//! Anything else fails with `HTTP-request-denied` before a socket is opened.
+//!
+//! ```
+//! use edge_outbound_http::OutboundPolicy;
+//! let policy = OutboundPolicy::new(
+//!     vec![edge_config::OutboundRule::parse("http://127.0.0.1:*").unwrap()],
+//!     "tenant/component",
+//! );
+//! assert!(policy.allows("http", "127.0.0.1", 8080));
+//! assert!(!policy.allows("https", "example.com", 443));
+//! ```
+#![deny(missing_docs)]
+
+use edge_config::OutboundRule;
+use std::sync::Arc;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+/// The outbound allowlist of one component for one tenant. Cheap to clone
+/// (shared), so each store gets its own handle.
+#[derive(Clone, Debug)]
+pub struct OutboundPolicy {
+    rules: Arc<[OutboundRule]>,
+    who: Arc<str>,
+}
+
+impl OutboundPolicy {
+    /// A policy allowing exactly `rules`; `who` names the caller in logs.
+    pub fn new(rules: Vec<OutboundRule>, who: &str) -> Self {
+        Self {
+            rules: rules.into(),
+            who: who.into(),
+        }
+    }
+
+    /// A policy that allows nothing.
+    pub fn deny_all(who: &str) -> Self {
+        Self::new(Vec::new(), who)
+    }
+
+    /// Whether a request to `scheme://host:port` may be sent.
+    pub fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.rules.iter().any(|r| r.allows(scheme, host, port))
+    }
+
+    fn check(&self, request: &http::Request<WasiBody>) -> Result<(), Error> {
+        let uri = request.uri();
+        let scheme = uri.scheme_str().unwrap_or("https");
+        let Some(host) = uri.host() else {
+            return Err(Error::HttpRequestUriInvalid);
+        };
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "http" { 80 } else { 443 });
+        if self.allows(scheme, host, port) {
+            Ok(())
+        } else {
+            tracing::warn!(
+                component = %self.who,
+                %scheme, %host, port,
+                "outbound request denied: not in allowed_outbound_hosts"
+            );
+            Err(Error::HttpRequestDenied)
+        }
+    }
+}
+
+type SendFuture = Box<
+    dyn Future<
+            Output = Result<
+                (
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = Result<(), Error>> + Send>,
+                ),
+                Error,
+            >,
+        > + Send,
+>;
+
+impl WasiHttpHooks for OutboundPolicy {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> SendFuture {
+        let checked = self.check(&request);
+        Box::new(async move {
+            checked?;
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            Ok((
+                response.map(|b| http_body_util_boxed(b)),
+                Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,
+            ))
+        })
+    }
+}
+
+fn http_body_util_boxed<B>(b: B) -> WasiBody
+where
+    B: http_body::Body<Data = bytes::Bytes, Error = Error> + Send + 'static,
+{
+    http_body_util::BodyExt::boxed_unsync(b)
+}

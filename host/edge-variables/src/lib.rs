@@ -1,0 +1,57 @@
+//! Variables capability: `wasi:config/store` (WIT in `wit/deps/config`).
+//!
+//! A component gets this import only if its manifest entry declares
+//! `[component.NAME.variables]`. Values are resolved once per config load
+//! (templates, tenant values, secrets; see `edge-config`) and shared by all
+//! instances, so preparing a store costs one reference-count increment.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! let mut values = BTreeMap::new();
+//! values.insert("greeting".to_string(), "hello".to_string());
+//! let vars = edge_variables::Variables::from_map(&values);
+//! assert_eq!(vars.get("greeting"), Some("hello"));
+//! ```
+#![deny(missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use wasmtime::component::Linker;
+use wasmtime_wasi_config::{WasiConfig, WasiConfigVariables};
+
+/// The resolved variables of one component for one tenant.
+#[derive(Clone, Default)]
+pub struct Variables {
+    shared: Arc<(WasiConfigVariables, BTreeMap<String, String>)>,
+}
+
+impl Variables {
+    /// Variables from resolved name/value pairs.
+    pub fn from_map(values: &BTreeMap<String, String>) -> Self {
+        let wasi: WasiConfigVariables = values
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Self {
+            shared: Arc::new((wasi, values.clone())),
+        }
+    }
+
+    /// One value by name.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.shared.1.get(name).map(String::as_str)
+    }
+}
+
+/// Store data that carries a component's [`Variables`].
+pub trait VariablesView {
+    /// The variables of the component running in this store.
+    fn variables(&mut self) -> &Variables;
+}
+
+/// Adds `wasi:config/store` to a linker.
+pub fn add_to_linker<T: VariablesView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wasmtime_wasi_config::add_to_linker(linker, |t: &mut T| {
+        WasiConfig::new(&t.variables().shared.0)
+    })
+}

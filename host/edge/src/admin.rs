@@ -1,0 +1,135 @@
+//! The admin listener: `/health` (JSON) and `/metrics` (Prometheus text).
+//! Kept off the application listener so tenants cannot reach or shadow it.
+
+use crate::app::ComponentStatus;
+use crate::respond::{self, Body};
+use crate::server::Shared;
+use anyhow::Result;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use std::convert::Infallible;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Serves admin requests until `shutdown` flips.
+pub async fn serve(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    loop {
+        let (stream, _) = tokio::select! {
+            a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+            _ = shutdown.changed() => return Ok(()),
+        };
+        let shared = shared.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handle(&shared, req)) }
+            });
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    match req.uri().path() {
+        "/health" => health(shared),
+        "/metrics" => {
+            let text = shared
+                .runtime
+                .metrics
+                .render(shared.runtime.engine.pooling_allocator_metrics());
+            respond::bytes(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                text,
+            )
+        }
+        other => respond::text(
+            StatusCode::NOT_FOUND,
+            format!("no admin endpoint {other} (try /health or /metrics)"),
+        ),
+    }
+}
+
+/// `200 {"status":"ok"}` when every component loaded, `200` with
+/// `"degraded"` and the reasons when some failed (the rest still serve),
+/// `503 "draining"` during shutdown so balancers stop sending.
+fn health(shared: &Shared) -> Response<Body> {
+    let app = shared.app.load();
+    let draining = shared.draining.load(Relaxed);
+    let failed = app.failed_components();
+    let status = if draining {
+        "draining"
+    } else if failed.is_empty() {
+        "ok"
+    } else {
+        "degraded"
+    };
+    let mut json = format!(
+        "{{\"status\":\"{status}\",\"app\":{},\"components\":{{",
+        json_string(&app.config.app_name)
+    );
+    for (i, (id, s)) in app.status.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        let _ = match s {
+            ComponentStatus::Ready => write!(json, "{}:{{\"status\":\"ready\"}}", json_string(id)),
+            ComponentStatus::Failed(why) => write!(
+                json,
+                "{}:{{\"status\":\"failed\",\"error\":{}}}",
+                json_string(id),
+                json_string(why)
+            ),
+        };
+    }
+    json.push_str("}}");
+    let code = if draining {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    respond::bytes(code, "application/json", json)
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn json_strings_escape_control_characters() {
+        assert_eq!(
+            super::json_string("a\"b\\c\nd\u{1}"),
+            "\"a\\\"b\\\\c\\nd\\u0001\""
+        );
+    }
+}

@@ -1,0 +1,343 @@
+//! A loaded application: tenants, routes and prepared components, built
+//! from a [`Config`] beside the one serving and swapped in whole.
+
+use crate::engine::{ComponentCache, ContentHash, EpochTicker, deadline_ticks};
+use crate::metrics::{Metrics, RouteMetrics};
+use crate::session::{SessionPool, SessionRegistry};
+use crate::state::{HostState, StoreSpec};
+use anyhow::{Context, Result};
+use edge_config::{Config, HostPattern, InstanceMode, RoutePattern};
+use edge_outbound_http::OutboundPolicy;
+use edge_variables::Variables;
+use http::HeaderValue;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+
+/// Process-wide parts that outlive any one config: the engine and its
+/// ticker, the compile cache, metrics and pinned sessions.
+pub struct Runtime {
+    /// The one engine.
+    pub engine: Engine,
+    /// Compiled components by content hash.
+    pub cache: ComponentCache,
+    /// Host-wide metrics.
+    pub metrics: Arc<Metrics>,
+    /// Session pools, kept across reloads while their component is unchanged.
+    pub sessions: SessionRegistry,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    /// Creates the engine from `config`'s pool settings and starts the ticker.
+    pub fn new(config: &Config) -> Result<Self> {
+        let engine = crate::engine::build_engine(&config.pool)?;
+        let cache = ComponentCache::new(&engine, &config.server.data_dir.join("cache"));
+        Ok(Self {
+            _ticker: EpochTicker::start(&engine),
+            engine,
+            cache,
+            metrics: Arc::default(),
+            sessions: SessionRegistry::default(),
+        })
+    }
+}
+
+/// A component ready to instantiate.
+pub struct Prepared {
+    /// Linked and type-checked against the proxy world.
+    pub pre: ProxyPre<HostState>,
+    /// Content hash of the component's bytes.
+    pub hash: ContentHash,
+}
+
+/// What a route leads to: one component as seen by one tenant.
+pub struct Target {
+    /// Tenant name.
+    pub tenant: Arc<str>,
+    /// Component id.
+    pub component: Arc<str>,
+    /// The prepared component, or why it failed to load.
+    pub prepared: Result<Arc<Prepared>, Arc<str>>,
+    /// Store settings for this tenant and component.
+    pub spec: StoreSpec,
+    /// Wall-clock limit per request.
+    pub deadline: Duration,
+    /// The same limit in epoch ticks.
+    pub deadline_ticks: u64,
+    /// Metrics of this tenant and component.
+    pub metrics: Arc<RouteMetrics>,
+    /// Pinned sessions, for per-session components.
+    pub sessions: Option<Arc<SessionPool>>,
+}
+
+/// A route of one tenant.
+pub struct TenantRoute {
+    /// The pattern from spin.toml.
+    pub pattern: RoutePattern,
+    /// `spin-matched-route` / `spin-raw-component-route` header value.
+    pub raw_route: HeaderValue,
+    /// `spin-component-route` header value.
+    pub component_route: HeaderValue,
+    /// Where it leads.
+    pub target: Arc<Target>,
+}
+
+/// A tenant's routes, most specific first.
+pub struct TenantRt {
+    /// Tenant name.
+    pub name: Arc<str>,
+    /// Routes to the components this tenant was granted.
+    pub routes: Vec<TenantRoute>,
+}
+
+impl TenantRt {
+    /// The first (most specific) route matching `path`, and the length of
+    /// the matched prefix.
+    pub fn route(&self, path: &str) -> Option<(&TenantRoute, usize)> {
+        self.routes
+            .iter()
+            .find_map(|r| r.pattern.match_len(path).map(|n| (r, n)))
+    }
+}
+
+/// Load status of a component, for `/health`.
+#[derive(Clone, Debug)]
+pub enum ComponentStatus {
+    /// Compiled and linked.
+    Ready,
+    /// Failed to load; the reason.
+    Failed(String),
+}
+
+/// Everything one config serves.
+pub struct App {
+    /// The config it was built from.
+    pub config: Config,
+    tenants: Vec<TenantRt>,
+    hosts: HostIndex,
+    /// Load status per component id.
+    pub status: BTreeMap<String, ComponentStatus>,
+}
+
+impl App {
+    /// Builds an app: compiles (or loads from cache) and links every
+    /// component, and resolves every tenant's routes. A component that fails
+    /// to load is reported in [`App::status`]; its routes answer 503.
+    pub fn build(rt: &Runtime, config: Config) -> Result<Self> {
+        let mut prepared: BTreeMap<String, Result<Arc<Prepared>, Arc<str>>> = BTreeMap::new();
+        let mut status = BTreeMap::new();
+        for (id, component) in &config.components {
+            match prepare(rt, component) {
+                Ok(p) => {
+                    status.insert(id.clone(), ComponentStatus::Ready);
+                    prepared.insert(id.clone(), Ok(Arc::new(p)));
+                }
+                Err(e) => {
+                    let reason = format!("{e:#}");
+                    tracing::error!(component = %id, error = %reason, "component failed to load; its routes answer 503");
+                    status.insert(id.clone(), ComponentStatus::Failed(reason.clone()));
+                    prepared.insert(id.clone(), Err(reason.into()));
+                }
+            }
+        }
+
+        let mut tenants = Vec::new();
+        let mut hosts = HostIndex::default();
+        for (index, tenant) in config.tenants.iter().enumerate() {
+            let name: Arc<str> = tenant.name.as_str().into();
+            let mut targets: HashMap<&str, Arc<Target>> = HashMap::new();
+            let mut routes = Vec::new();
+            for route in &config.routes {
+                if !tenant.components.contains(&route.component) {
+                    continue;
+                }
+                let component = &config.components[&route.component];
+                let target = targets.entry(route.component.as_str()).or_insert_with(|| {
+                    let prep = prepared[&route.component].clone();
+                    let variables = tenant
+                        .variables
+                        .get(&route.component)
+                        .map(|v| Variables::from_map(v))
+                        .unwrap_or_default();
+                    let who = format!("{}/{}", tenant.name, component.id);
+                    let sessions = match (&component.mode, &prep) {
+                        (InstanceMode::Session(settings), Ok(p)) => {
+                            Some(rt.sessions.pool(&tenant.name, &component.id, p, settings))
+                        }
+                        _ => None,
+                    };
+                    Arc::new(Target {
+                        tenant: name.clone(),
+                        component: component.id.as_str().into(),
+                        prepared: prep,
+                        spec: StoreSpec {
+                            memory_bytes: tenant.limits.memory_bytes,
+                            outbound: OutboundPolicy::new(
+                                component.allowed_outbound_hosts.clone(),
+                                &who,
+                            ),
+                            variables,
+                        },
+                        deadline: tenant.limits.request_deadline,
+                        deadline_ticks: deadline_ticks(tenant.limits.request_deadline),
+                        metrics: rt.metrics.route(&tenant.name, &component.id),
+                        sessions,
+                    })
+                });
+                let base = route.pattern.base();
+                routes.push(TenantRoute {
+                    raw_route: HeaderValue::from_str(route.pattern.as_str())
+                        .context("route as header")?,
+                    component_route: HeaderValue::from_str(&base).context("route as header")?,
+                    pattern: route.pattern.clone(),
+                    target: target.clone(),
+                });
+            }
+            for h in &tenant.hosts {
+                hosts.insert(h, index);
+            }
+            tenants.push(TenantRt { name, routes });
+        }
+        hosts
+            .suffix
+            .sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+
+        let failed = status
+            .values()
+            .filter(|s| matches!(s, ComponentStatus::Failed(_)))
+            .count();
+        rt.metrics
+            .components_failed
+            .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
+        Ok(Self {
+            config,
+            tenants,
+            hosts,
+            status,
+        })
+    }
+
+    /// The tenant serving `host` (a Host header or URI authority, port
+    /// allowed).
+    pub fn tenant(&self, host: &str) -> Option<&TenantRt> {
+        self.hosts.find(host).map(|i| &self.tenants[i])
+    }
+
+    /// Ids of components that failed to load.
+    pub fn failed_components(&self) -> Vec<&str> {
+        self.status
+            .iter()
+            .filter(|(_, s)| matches!(s, ComponentStatus::Failed(_)))
+            .map(|(id, _)| id.as_str())
+            .collect()
+    }
+}
+
+fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared> {
+    let (compiled, hash) = rt.cache.load(&component.source)?;
+    let mut linker = Linker::<HostState>::new(&rt.engine);
+    // The full WASI p2 set is linked for compatibility with components built
+    // by ordinary toolchains; the context grants no files, sockets or
+    // environment, so linking is not granting.
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    if component.has_variables {
+        edge_variables::add_to_linker(&mut linker)?;
+    }
+    let pre = linker.instantiate_pre(&compiled).map_err(anyhow::Error::from).with_context(|| {
+        format!(
+            "linking component {:?}: it imports something not granted to it (variables grant wasi:config/store, key_value_stores grant wasi:keyvalue)",
+            component.id
+        )
+    })?;
+    let pre = ProxyPre::new(pre)
+        .map_err(anyhow::Error::from)
+        .with_context(|| {
+            format!(
+                "component {:?} does not export wasi:http/incoming-handler",
+                component.id
+            )
+        })?;
+    Ok(Prepared { pre, hash })
+}
+
+#[derive(Default)]
+struct HostIndex {
+    exact: HashMap<String, usize>,
+    suffix: Vec<(String, usize)>,
+    any: Option<usize>,
+}
+
+impl HostIndex {
+    fn insert(&mut self, pattern: &HostPattern, tenant: usize) {
+        match pattern {
+            HostPattern::Exact(h) => {
+                self.exact.insert(h.clone(), tenant);
+            }
+            HostPattern::Suffix(s) => self.suffix.push((s.clone(), tenant)),
+            HostPattern::Any => self.any = Some(tenant),
+        }
+    }
+
+    fn find(&self, host: &str) -> Option<usize> {
+        let host = strip_port(host);
+        let lower;
+        let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            lower = host.to_ascii_lowercase();
+            lower.as_str()
+        } else {
+            host
+        };
+        let host = host.strip_suffix('.').unwrap_or(host);
+        if let Some(i) = self.exact.get(host) {
+            return Some(*i);
+        }
+        self.suffix
+            .iter()
+            .find(|(s, _)| host.len() > s.len() && host.ends_with(s.as_str()))
+            .map(|(_, i)| *i)
+            .or(self.any)
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |i| &host[..=i]);
+    }
+    match host.rfind(':') {
+        Some(i) if host[i + 1..].bytes().all(|b| b.is_ascii_digit()) => &host[..i],
+        _ => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_index_prefers_exact_then_longest_suffix() {
+        let mut idx = HostIndex::default();
+        idx.insert(&HostPattern::parse("*").unwrap(), 0);
+        idx.insert(&HostPattern::parse("*.example.com").unwrap(), 1);
+        idx.insert(&HostPattern::parse("*.a.example.com").unwrap(), 2);
+        idx.insert(&HostPattern::parse("example.com").unwrap(), 3);
+        idx.suffix.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+        assert_eq!(idx.find("example.com:8080"), Some(3));
+        assert_eq!(idx.find("EXAMPLE.com"), Some(3));
+        assert_eq!(idx.find("x.example.com"), Some(1));
+        assert_eq!(idx.find("x.a.example.com"), Some(2));
+        assert_eq!(idx.find("other.org"), Some(0));
+        assert_eq!(idx.find("[::1]:80"), Some(0));
+    }
+
+    #[test]
+    fn ports_are_stripped() {
+        assert_eq!(strip_port("a:1"), "a");
+        assert_eq!(strip_port("[::1]:8080"), "[::1]");
+        assert_eq!(strip_port("a"), "a");
+    }
+}

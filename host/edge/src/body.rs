@@ -1,0 +1,105 @@
+//! A request body that stops at a byte cap, for bodies without a
+//! Content-Length (chunked), whose size is only known as they arrive.
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::task::{Context, Poll};
+use wasmtime_wasi_http::Error;
+
+/// Passes frames through until more than `cap` bytes have arrived, then
+/// fails the stream and raises `exceeded`, so the host can answer 413 even
+/// if the guest gave up on the body.
+pub struct CappedBody<B> {
+    inner: B,
+    seen: u64,
+    cap: u64,
+    exceeded: Arc<AtomicBool>,
+}
+
+impl<B> CappedBody<B> {
+    /// Wraps `inner`; `exceeded` is set when the cap is passed.
+    pub fn new(inner: B, cap: u64, exceeded: Arc<AtomicBool>) -> Self {
+        Self {
+            inner,
+            seen: 0,
+            cap,
+            exceeded,
+        }
+    }
+}
+
+impl<B> Body for CappedBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Error>,
+{
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.seen += data.len() as u64;
+                    if this.seen > this.cap {
+                        this.exceeded.store(true, Relaxed);
+                        return Poll::Ready(Some(Err(Error::HttpRequestBodySize(Some(this.seen)))));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            other => other.map(|o| o.map(|r| r.map_err(Into::into))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, Full};
+    use std::convert::Infallible;
+
+    fn full(data: &'static [u8]) -> impl Body<Data = Bytes, Error = Infallible> + Unpin {
+        Full::new(Bytes::from_static(data))
+    }
+
+    #[tokio::test]
+    async fn stops_past_the_cap() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let err = CappedBody::new(full(b"abcdef"), 4, flag.clone())
+            .collect()
+            .await
+            .err()
+            .expect("over the cap");
+        assert!(matches!(err, Error::HttpRequestBodySize(Some(6))));
+        assert!(flag.load(Relaxed));
+    }
+
+    #[tokio::test]
+    async fn passes_bodies_within_the_cap() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let body = CappedBody::new(full(b"abcd"), 4, flag.clone())
+            .collect()
+            .await
+            .ok()
+            .expect("within the cap");
+        assert_eq!(body.to_bytes(), Bytes::from_static(b"abcd"));
+        assert!(!flag.load(Relaxed));
+    }
+}

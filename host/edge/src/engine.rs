@@ -1,0 +1,199 @@
+//! The Wasmtime engine, the epoch ticker and the compile cache.
+//!
+//! One engine per process: a pooling allocator sized from `[pool]`,
+//! copy-on-write memory images, and epoch interruption driven by a ticker
+//! thread so every store can carry a wall-clock deadline at the cost of one
+//! counter check per loop back-edge.
+
+use anyhow::{Context, Result};
+use edge_config::Pool;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::hash::Hasher;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::component::Component;
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the epoch advances. Deadlines are rounded up to this.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Builds the process-wide engine from the pool settings.
+pub fn build_engine(pool: &Pool) -> Result<Engine> {
+    let mut pooling = PoolingAllocationConfig::new();
+    pooling
+        .total_component_instances(pool.total_component_instances)
+        .total_core_instances(pool.total_core_instances)
+        .total_memories(pool.total_memories)
+        .total_tables(pool.total_tables)
+        .total_stacks(pool.total_stacks)
+        .max_memory_size(pool.max_memory_bytes as usize)
+        .max_core_instances_per_component(pool.max_core_instances_per_component)
+        .max_memories_per_component(pool.max_memories_per_component)
+        .max_tables_per_component(pool.max_tables_per_component)
+        // Resetting a few dirty pages with memset is cheaper than the
+        // madvise syscall (and the page faults after it) for small guests.
+        .linear_memory_keep_resident(pool.keep_resident_bytes as usize)
+        .table_keep_resident(pool.keep_resident_bytes as usize);
+
+    let mut config = wasmtime::Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .memory_init_cow(true)
+        .cranelift_opt_level(wasmtime::OptLevel::Speed)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    Engine::new(&config).map_err(anyhow::Error::from).context(
+        "creating the Wasmtime engine (pool settings may exceed this machine's address space)",
+    )
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+pub struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    /// Starts the ticker thread.
+    pub fn start(engine: &Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.weak();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("edge-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match engine.upgrade() {
+                        Some(e) => e.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .expect("spawning the epoch thread");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Epoch ticks for a deadline, rounded up, plus one because the current
+/// tick may be almost over.
+pub fn deadline_ticks(deadline: Duration) -> u64 {
+    deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64 + 1
+}
+
+/// A content hash of a component's bytes.
+pub type ContentHash = [u8; 32];
+
+/// Compiles components once and keeps them: in memory for reloads, on disk
+/// (keyed by content hash and the engine's compatibility hash) for restarts.
+pub struct ComponentCache {
+    engine: Engine,
+    dir: PathBuf,
+    engine_key: String,
+    loaded: Mutex<HashMap<ContentHash, Component>>,
+}
+
+struct Sha256Hasher(Sha256);
+impl Hasher for Sha256Hasher {
+    fn finish(&self) -> u64 {
+        unreachable!("only the digest is read")
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+impl ComponentCache {
+    /// A cache storing compiled artifacts under `dir`.
+    pub fn new(engine: &Engine, dir: &Path) -> Self {
+        let mut h = Sha256Hasher(Sha256::new());
+        std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
+        let engine_key = hex::encode(&h.0.finalize()[..8]);
+        Self {
+            engine: engine.clone(),
+            dir: dir.to_path_buf(),
+            engine_key,
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Loads the component at `path`, compiling it only if neither memory
+    /// nor disk has it. Returns the component and its content hash.
+    pub fn load(&self, path: &Path) -> Result<(Component, ContentHash)> {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("reading component {}", path.display()))?;
+        let hash: ContentHash = Sha256::digest(&bytes).into();
+        if let Some(c) = self.lock().get(&hash) {
+            return Ok((c.clone(), hash));
+        }
+        let file = self
+            .dir
+            .join(format!("{}-{}.cwasm", hex::encode(hash), self.engine_key));
+        let component = match self.load_precompiled(&file) {
+            Some(c) => c,
+            None => {
+                let started = std::time::Instant::now();
+                let compiled = self
+                    .engine
+                    .precompile_component(&bytes)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("compiling component {}", path.display()))?;
+                tracing::info!(component = %path.display(), ms = started.elapsed().as_millis() as u64, "compiled");
+                self.store(&file, &compiled);
+                // SAFETY: the bytes were produced by this engine just now.
+                unsafe { Component::deserialize(&self.engine, &compiled)? }
+            }
+        };
+        self.lock().insert(hash, component.clone());
+        Ok((component, hash))
+    }
+
+    fn load_precompiled(&self, file: &Path) -> Option<Component> {
+        if !file.exists() {
+            return None;
+        }
+        // SAFETY: the cache directory is the host's own data directory and
+        // the file name carries the engine's compatibility hash; Wasmtime
+        // also checks the artifact's header and engine settings. A file
+        // that fails those checks is recompiled below.
+        match unsafe { Component::deserialize_file(&self.engine, file) } {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(file = %file.display(), error = %e, "ignoring unusable compile-cache entry");
+                None
+            }
+        }
+    }
+
+    fn store(&self, file: &Path, compiled: &[u8]) {
+        // Write then rename so a concurrent reader never sees half a file.
+        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        let result = std::fs::create_dir_all(&self.dir)
+            .and_then(|_| std::fs::write(&tmp, compiled))
+            .and_then(|_| std::fs::rename(&tmp, file));
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
+            tracing::warn!(file = %file.display(), error = %e, "cannot write compile cache; will recompile next start");
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContentHash, Component>> {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

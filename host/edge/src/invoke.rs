@@ -1,0 +1,151 @@
+//! Running a request through a guest: a fresh instance per request, or the
+//! pinned instance of a session (see [`crate::session`]).
+
+use crate::app::Target;
+use crate::metrics::ActiveInstance;
+use crate::respond::{Body, Failure};
+use crate::state::HostState;
+use bytes::Bytes;
+use http::Response;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use tokio::sync::oneshot;
+use wasmtime::Store;
+use wasmtime_wasi_http::WasiHttpView;
+use wasmtime_wasi_http::p2::bindings::Proxy;
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
+
+/// What a guest call hands back to the request: the response head once the
+/// guest sets it.
+pub type ResponseReceiver = oneshot::Receiver<Result<Response<Body>, ErrorCode>>;
+
+/// A fresh store for `target`, with its limiter and deadline set.
+pub fn new_store(engine: &wasmtime::Engine, target: &Target) -> Store<HostState> {
+    let mut store = Store::new(engine, HostState::new(&target.spec));
+    store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(target.deadline_ticks);
+    store
+}
+
+/// Puts a request and a response slot into the store's table.
+pub fn bind_request<B>(
+    store: &mut Store<HostState>,
+    request: http::Request<B>,
+) -> Result<
+    (
+        wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
+        wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+        ResponseReceiver,
+    ),
+    Failure,
+>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<wasmtime_wasi_http::Error>,
+{
+    let (tx, rx) = oneshot::channel();
+    let mut http = store.data_mut().http();
+    let req = http
+        .new_incoming_request(Scheme::Http, request)
+        .map_err(|e| Failure::Internal(format!("{e:#}")))?;
+    let out = http
+        .new_response_outparam(tx)
+        .map_err(|e| Failure::Internal(format!("{e:#}")))?;
+    Ok((req, out, rx))
+}
+
+/// Calls the guest's handler once, under the target's wall-clock deadline.
+pub async fn call(
+    store: &mut Store<HostState>,
+    proxy: &Proxy,
+    target: &Target,
+    req: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
+    out: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+) -> Result<(), Failure> {
+    let call = proxy
+        .wasi_http_incoming_handler()
+        .call_handle(&mut *store, req, out);
+    let result = match tokio::time::timeout(target.deadline, call).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure::classify(&e, store.data().limiter.hit)),
+        Err(_) => Err(Failure::Deadline),
+    };
+    if let Err(f) = &result {
+        count_failure(target, f);
+    }
+    result
+}
+
+/// Counts and logs a guest failure.
+pub fn count_failure(target: &Target, failure: &Failure) {
+    let m = &target.metrics;
+    match failure {
+        Failure::Deadline => {
+            m.deadline_kills.fetch_add(1, Relaxed);
+            tracing::warn!(tenant = %target.tenant, component = %target.component, "deadline exceeded; instance killed");
+        }
+        Failure::MemoryCap(why) => {
+            m.traps.fetch_add(1, Relaxed);
+            m.memory_cap_kills.fetch_add(1, Relaxed);
+            tracing::warn!(tenant = %target.tenant, component = %target.component, error = %why, "memory cap exceeded; instance killed");
+        }
+        Failure::Trap(why) => {
+            m.traps.fetch_add(1, Relaxed);
+            tracing::warn!(tenant = %target.tenant, component = %target.component, error = %why, "guest trapped");
+        }
+        other => {
+            tracing::warn!(tenant = %target.tenant, component = %target.component, failure = ?other, "request failed")
+        }
+    }
+}
+
+/// Serves one request on a fresh instance that is dropped when the guest
+/// returns (after it has written the whole body).
+pub async fn per_request<B>(
+    engine: &wasmtime::Engine,
+    target: &Arc<Target>,
+    request: http::Request<B>,
+) -> Result<Response<Body>, Failure>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<wasmtime_wasi_http::Error>,
+{
+    let prepared = match &target.prepared {
+        Ok(p) => p.clone(),
+        Err(why) => return Err(Failure::Unavailable(why.to_string())),
+    };
+    let mut store = new_store(engine, target);
+    let (req, out, rx) = bind_request(&mut store, request)?;
+    let target2 = target.clone();
+    // The guest runs in its own task so it can keep streaming the body
+    // after the response head has gone back to hyper.
+    let task = tokio::spawn(async move {
+        let _active = ActiveInstance::new(&target2.metrics);
+        let proxy = match prepared.pre.instantiate_async(&mut store).await {
+            Ok(p) => p,
+            Err(e) => {
+                let f = Failure::classify(&e, store.data().limiter.hit);
+                count_failure(&target2, &f);
+                return Err(f);
+            }
+        };
+        call(&mut store, &proxy, &target2, req, out).await
+    });
+    await_response(rx, task).await
+}
+
+/// Waits for the response head; if the guest never sets one, reports why.
+pub async fn await_response(
+    rx: ResponseReceiver,
+    task: tokio::task::JoinHandle<Result<(), Failure>>,
+) -> Result<Response<Body>, Failure> {
+    match rx.await {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(code)) => Err(Failure::GuestError(format!("{code:?}"))),
+        Err(_) => match task.await {
+            Ok(Ok(())) => Err(Failure::NoResponse),
+            Ok(Err(f)) => Err(f),
+            Err(join) => Err(Failure::Internal(format!("guest task failed: {join}"))),
+        },
+    }
+}

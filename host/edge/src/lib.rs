@@ -1,0 +1,19 @@
+//! The `edge` host: serves `wasi:http` components described by a Spin
+//! manifest, under the limits and tenants of an edge-config file.
+//!
+//! Modules follow the request path: [`server`] accepts and routes,
+//! [`invoke`] and [`session`] run guests, [`respond`] maps failures to
+//! status codes; [`app`] and [`engine`] build what they use; [`reload`]
+//! swaps configs; [`admin`] and [`metrics`] report.
+
+pub mod admin;
+pub mod app;
+pub mod body;
+pub mod engine;
+pub mod invoke;
+pub mod metrics;
+pub mod reload;
+pub mod respond;
+pub mod server;
+pub mod session;
+pub mod state;

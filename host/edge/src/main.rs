@@ -1,0 +1,236 @@
+//! `edge`: the command-line entry point.
+
+use anyhow::{Context, Result};
+use arc_swap::ArcSwap;
+use clap::{Parser, Subcommand};
+use edge::app::{App, ComponentStatus, Runtime};
+use edge::reload::Overrides;
+use edge::server::Shared;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use tokio::sync::watch;
+
+/// A WebAssembly edge-function host: serves wasi:http components from a
+/// Spin manifest under the tenants and limits of an edge-config file.
+#[derive(Parser)]
+#[command(name = "edge", version)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the application named by an edge-config file.
+    ///
+    /// Prints `edge listening on http://ADDR (admin http://ADDR)` on stdout
+    /// once both listeners are bound. SIGHUP or a change to any config or
+    /// component file reloads; SIGTERM or SIGINT drains and exits.
+    Serve {
+        /// The edge-config file (it names the Spin manifest with `app`).
+        #[arg(
+            long,
+            short,
+            env = "EDGE_CONFIG",
+            default_value = "edge-config/default.toml"
+        )]
+        config: PathBuf,
+        /// Listen address for application traffic (overrides `server.listen`;
+        /// port 0 picks a free port).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Listen address for /health and /metrics (overrides `server.admin_listen`).
+        #[arg(long)]
+        admin_listen: Option<SocketAddr>,
+        /// Directory for the compile cache and embedded stores (overrides `server.data_dir`).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Validate a config and load every component, then exit: 0 when all is
+    /// well, 1 when a component fails, 2 when the config is invalid.
+    Check {
+        /// The edge-config file.
+        #[arg(
+            long,
+            short,
+            env = "EDGE_CONFIG",
+            default_value = "edge-config/default.toml"
+        )]
+        config: PathBuf,
+        /// Directory for the compile cache (overrides `server.data_dir`).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let code = match cli.command {
+        Command::Serve {
+            config,
+            listen,
+            admin_listen,
+            data_dir,
+        } => {
+            let overrides = Overrides {
+                listen,
+                admin_listen,
+                data_dir,
+            };
+            match serve(config, overrides) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("edge: {e:#}");
+                    if e.downcast_ref::<edge_config::ConfigError>().is_some() {
+                        2
+                    } else {
+                        1
+                    }
+                }
+            }
+        }
+        Command::Check { config, data_dir } => check(
+            config,
+            Overrides {
+                data_dir,
+                ..Default::default()
+            },
+        ),
+    };
+    std::process::exit(code);
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EDGE_LOG")
+        .unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn check(path: PathBuf, overrides: Overrides) -> i32 {
+    let config = match overrides.load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("edge: {e}");
+            return 2;
+        }
+    };
+    let result = Runtime::new(&config).and_then(|rt| App::build(&rt, config));
+    match result {
+        Ok(app) => {
+            let mut failed = false;
+            for (id, status) in &app.status {
+                match status {
+                    ComponentStatus::Ready => println!("ok      {id}"),
+                    ComponentStatus::Failed(why) => {
+                        failed = true;
+                        println!("FAILED  {id}: {why}");
+                    }
+                }
+            }
+            i32::from(failed)
+        }
+        Err(e) => {
+            eprintln!("edge: {e:#}");
+            1
+        }
+    }
+}
+
+fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
+    let config = overrides.load(&path)?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(w) = config.server.workers {
+        rt.worker_threads(w);
+    }
+    let rt = rt
+        .enable_all()
+        .thread_name("edge-worker")
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let runtime = Runtime::new(&config)?;
+        let listen = config.server.listen;
+        let admin_listen = config.server.admin_listen;
+        let app = App::build(&runtime, config)?;
+        for id in app.failed_components() {
+            tracing::error!(
+                component = id,
+                "started without this component; see /health"
+            );
+        }
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let admin = match admin_listen {
+            Some(a) => Some(
+                tokio::net::TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("binding admin {a}"))?,
+            ),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            runtime,
+            app: ArcSwap::from_pointee(app),
+            draining: AtomicBool::new(false),
+        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+
+        let app_addr = listener.local_addr()?;
+        let admin_addr = admin.as_ref().map(|a| a.local_addr()).transpose()?;
+        let mut line = format!("edge listening on http://{app_addr}");
+        if let Some(a) = admin_addr {
+            line.push_str(&format!(" (admin http://{a})"));
+        }
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+        tracing::info!(%app_addr, admin = ?admin_addr, "serving");
+
+        let admin_task =
+            admin.map(|a| tokio::spawn(edge::admin::serve(shared.clone(), a, stop_rx.clone())));
+        tokio::spawn(edge::reload::watch(shared.clone(), path, overrides));
+        let server = tokio::spawn(edge::server::serve(shared.clone(), listener, stop_rx));
+
+        wait_for_shutdown().await;
+        shared.draining.store(true, Relaxed);
+        let _ = stop_tx.send(true);
+        server.await??;
+        if let Some(t) = admin_task {
+            t.abort();
+        }
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+async fn wait_for_shutdown() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let int = tokio::signal::ctrl_c();
+    tokio::select! {
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {},
+        _ = int => {},
+    }
+    tracing::info!("shutdown signal received");
+}

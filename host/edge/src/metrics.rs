@@ -1,0 +1,317 @@
+//! Counters and histograms, rendered in the Prometheus text format.
+//!
+//! The request path only touches atomics in a [`RouteMetrics`] it already
+//! holds (looked up once per config load), so metrics cost no locks and no
+//! allocation per request.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Latency bucket upper bounds, in seconds.
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// A fixed-bucket latency histogram.
+#[derive(Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let i = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Relaxed);
+        self.sum_nanos.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
+}
+
+/// Metrics of one (tenant, component).
+#[derive(Default)]
+pub struct RouteMetrics {
+    /// Responses by status class: 1xx..5xx.
+    pub responses: [AtomicU64; 5],
+    /// Time from request accepted to response head ready.
+    pub latency: Histogram,
+    /// Guest traps (including memory-cap traps).
+    pub traps: AtomicU64,
+    /// Traps caused by the memory cap.
+    pub memory_cap_kills: AtomicU64,
+    /// Requests killed at their deadline.
+    pub deadline_kills: AtomicU64,
+    /// Instances alive now.
+    pub active_instances: AtomicI64,
+    /// Instances created so far.
+    pub instances_created: AtomicU64,
+    /// Pinned sessions alive now.
+    pub sessions_active: AtomicI64,
+    /// Sessions evicted after their idle timeout.
+    pub sessions_evicted: AtomicU64,
+    /// Requests refused because the session cap or queue was full.
+    pub sessions_rejected: AtomicU64,
+}
+
+impl RouteMetrics {
+    /// Counts a response and its latency.
+    pub fn record(&self, status: u16, latency: Duration) {
+        let class = (status / 100).clamp(1, 5) as usize - 1;
+        self.responses[class].fetch_add(1, Relaxed);
+        self.latency.observe(latency);
+    }
+}
+
+/// Keeps an instance counted as active while alive.
+pub struct ActiveInstance(Arc<RouteMetrics>);
+
+impl ActiveInstance {
+    /// Counts one more live instance until dropped.
+    pub fn new(m: &Arc<RouteMetrics>) -> Self {
+        m.active_instances.fetch_add(1, Relaxed);
+        m.instances_created.fetch_add(1, Relaxed);
+        Self(m.clone())
+    }
+}
+
+impl Drop for ActiveInstance {
+    fn drop(&mut self) {
+        self.0.active_instances.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Host-wide metrics; survives reloads.
+#[derive(Default)]
+pub struct Metrics {
+    routes: Mutex<BTreeMap<(String, String), Arc<RouteMetrics>>>,
+    /// Requests answered 404 before reaching a component, by reason.
+    pub unrouted_host: AtomicU64,
+    /// Requests whose path matched no route of their tenant.
+    pub unrouted_path: AtomicU64,
+    /// Requests refused for their body size.
+    pub body_too_large: AtomicU64,
+    /// Open client connections.
+    pub connections: AtomicI64,
+    /// Successful reloads.
+    pub reloads_ok: AtomicU64,
+    /// Refused reloads.
+    pub reloads_failed: AtomicU64,
+    /// Components that failed to load in the serving config.
+    pub components_failed: AtomicI64,
+}
+
+impl Metrics {
+    /// The metrics of a (tenant, component), created on first use.
+    pub fn route(&self, tenant: &str, component: &str) -> Arc<RouteMetrics> {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes
+            .entry((tenant.to_string(), component.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    /// Renders everything in the Prometheus text exposition format.
+    pub fn render(&self, pool: Option<wasmtime::PoolingAllocatorMetrics>) -> String {
+        let mut out = String::with_capacity(8192);
+        let routes = self
+            .routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let labels =
+            |t: &str, c: &str| format!("tenant=\"{}\",component=\"{}\"", escape(t), escape(c));
+
+        out.push_str("# HELP edge_requests_total Responses sent, by status class.\n# TYPE edge_requests_total counter\n");
+        for ((t, c), m) in &routes {
+            for (i, n) in m.responses.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "edge_requests_total{{{},code=\"{}xx\"}} {}",
+                    labels(t, c),
+                    i + 1,
+                    n.load(Relaxed)
+                );
+            }
+        }
+        out.push_str("# HELP edge_request_duration_seconds Time to response head.\n# TYPE edge_request_duration_seconds histogram\n");
+        for ((t, c), m) in &routes {
+            let l = labels(t, c);
+            let mut cumulative = 0;
+            for (i, b) in BUCKETS.iter().enumerate() {
+                cumulative += m.latency.counts[i].load(Relaxed);
+                let _ = writeln!(
+                    out,
+                    "edge_request_duration_seconds_bucket{{{l},le=\"{b}\"}} {cumulative}"
+                );
+            }
+            cumulative += m.latency.counts[BUCKETS.len()].load(Relaxed);
+            let _ = writeln!(
+                out,
+                "edge_request_duration_seconds_bucket{{{l},le=\"+Inf\"}} {cumulative}"
+            );
+            let _ = writeln!(
+                out,
+                "edge_request_duration_seconds_sum{{{l}}} {}",
+                m.latency.sum_nanos.load(Relaxed) as f64 / 1e9
+            );
+            let _ = writeln!(
+                out,
+                "edge_request_duration_seconds_count{{{l}}} {cumulative}"
+            );
+        }
+        let per_route: [(&str, &str, &str, fn(&RouteMetrics) -> i64); 8] = [
+            ("edge_traps_total", "counter", "Guest traps.", |m| {
+                m.traps.load(Relaxed) as i64
+            }),
+            (
+                "edge_memory_cap_kills_total",
+                "counter",
+                "Guests killed for exceeding their memory cap.",
+                |m| m.memory_cap_kills.load(Relaxed) as i64,
+            ),
+            (
+                "edge_deadline_kills_total",
+                "counter",
+                "Requests killed at their deadline.",
+                |m| m.deadline_kills.load(Relaxed) as i64,
+            ),
+            (
+                "edge_active_instances",
+                "gauge",
+                "Component instances alive.",
+                |m| m.active_instances.load(Relaxed),
+            ),
+            (
+                "edge_instances_created_total",
+                "counter",
+                "Component instances created.",
+                |m| m.instances_created.load(Relaxed) as i64,
+            ),
+            (
+                "edge_sessions_active",
+                "gauge",
+                "Pinned sessions alive.",
+                |m| m.sessions_active.load(Relaxed),
+            ),
+            (
+                "edge_sessions_evicted_total",
+                "counter",
+                "Sessions evicted when idle.",
+                |m| m.sessions_evicted.load(Relaxed) as i64,
+            ),
+            (
+                "edge_sessions_rejected_total",
+                "counter",
+                "Requests refused by a full session cap or queue.",
+                |m| m.sessions_rejected.load(Relaxed) as i64,
+            ),
+        ];
+        for (name, kind, help, get) in per_route {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for ((t, c), m) in &routes {
+                let _ = writeln!(out, "{name}{{{}}} {}", labels(t, c), get(m));
+            }
+        }
+        let global: [(&str, &str, &str, i64); 7] = [
+            (
+                "edge_unrouted_host_total",
+                "counter",
+                "Requests for a host no tenant serves.",
+                self.unrouted_host.load(Relaxed) as i64,
+            ),
+            (
+                "edge_unrouted_path_total",
+                "counter",
+                "Requests whose path matched no route.",
+                self.unrouted_path.load(Relaxed) as i64,
+            ),
+            (
+                "edge_body_too_large_total",
+                "counter",
+                "Requests refused for body size.",
+                self.body_too_large.load(Relaxed) as i64,
+            ),
+            (
+                "edge_connections",
+                "gauge",
+                "Open client connections.",
+                self.connections.load(Relaxed),
+            ),
+            (
+                "edge_reloads_total{result=\"ok\"}",
+                "counter",
+                "Config reloads.",
+                self.reloads_ok.load(Relaxed) as i64,
+            ),
+            (
+                "edge_reloads_total{result=\"refused\"}",
+                "",
+                "",
+                self.reloads_failed.load(Relaxed) as i64,
+            ),
+            (
+                "edge_components_failed",
+                "gauge",
+                "Components that failed to load.",
+                self.components_failed.load(Relaxed),
+            ),
+        ];
+        for (name, kind, help, v) in global {
+            if !kind.is_empty() {
+                let base = name.split('{').next().unwrap_or(name);
+                let _ = writeln!(out, "# HELP {base} {help}\n# TYPE {base} {kind}");
+            }
+            let _ = writeln!(out, "{name} {v}");
+        }
+        if let Some(p) = pool {
+            let slots: [(&str, u64); 5] = [
+                ("component_instances", p.component_instances()),
+                ("core_instances", p.core_instances()),
+                ("memories", p.memories() as u64),
+                ("tables", p.tables() as u64),
+                ("stacks", p.stacks() as u64),
+            ];
+            out.push_str("# HELP edge_pool_slots_in_use Pooling allocator slots in use.\n# TYPE edge_pool_slots_in_use gauge\n");
+            for (kind, v) in slots {
+                let _ = writeln!(out, "edge_pool_slots_in_use{{kind=\"{kind}\"}} {v}");
+            }
+        }
+        out
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_buckets() {
+        let m = Metrics::default();
+        let r = m.route("t", "c");
+        r.record(200, Duration::from_micros(50));
+        r.record(503, Duration::from_millis(3));
+        let text = m.render(None);
+        assert!(text.contains("edge_requests_total{tenant=\"t\",component=\"c\",code=\"2xx\"} 1"));
+        assert!(text.contains("edge_requests_total{tenant=\"t\",component=\"c\",code=\"5xx\"} 1"));
+        assert!(text.contains(
+            "edge_request_duration_seconds_bucket{tenant=\"t\",component=\"c\",le=\"0.0001\"} 1"
+        ));
+        assert!(text.contains(
+            "edge_request_duration_seconds_bucket{tenant=\"t\",component=\"c\",le=\"+Inf\"} 2"
+        ));
+    }
+}

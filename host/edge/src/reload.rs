@@ -1,0 +1,135 @@
+//! Reloading: SIGHUP or a changed file rebuilds the app beside the serving
+//! one and swaps it in whole. In-flight requests keep the `Arc<App>` they
+//! started with and finish on it. A config that does not load, or that would
+//! break a component that works now, is refused and the old app serves on.
+
+use crate::app::App;
+use crate::server::Shared;
+use anyhow::{Result, bail};
+use edge_config::Config;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::SystemTime;
+
+/// Command-line settings that override the file and survive reloads.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<std::net::SocketAddr>,
+    /// `--admin-listen`.
+    pub admin_listen: Option<std::net::SocketAddr>,
+    /// `--data-dir`.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Overrides {
+    /// Loads the config file and applies the overrides.
+    pub fn load(&self, path: &Path) -> Result<Config, edge_config::ConfigError> {
+        let mut config = edge_config::load(path)?;
+        if let Some(l) = self.listen {
+            config.server.listen = l;
+        }
+        if let Some(a) = self.admin_listen {
+            config.server.admin_listen = Some(a);
+        }
+        if let Some(d) = &self.data_dir {
+            config.server.data_dir = d.clone();
+        }
+        Ok(config)
+    }
+}
+
+/// Loads, builds and swaps in a new app; on any problem keeps the old one.
+pub fn reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()> {
+    let result = try_reload(shared, path, overrides);
+    match &result {
+        Ok(()) => {
+            shared.runtime.metrics.reloads_ok.fetch_add(1, Relaxed);
+            tracing::info!(config = %path.display(), "config reloaded");
+        }
+        Err(e) => {
+            shared.runtime.metrics.reloads_failed.fetch_add(1, Relaxed);
+            tracing::error!(config = %path.display(), error = %format!("{e:#}"), "reload refused; the previous config keeps serving");
+        }
+    }
+    result
+}
+
+fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()> {
+    let config = overrides.load(path)?;
+    let old = shared.app.load_full();
+    if config.pool != old.config.pool {
+        tracing::warn!("[pool] changed: pool sizes apply at start; restart edge to apply them");
+    }
+    if config.server.listen != old.config.server.listen
+        || config.server.admin_listen != old.config.server.admin_listen
+    {
+        tracing::warn!("listen addresses changed: they apply at start; restart edge to apply them");
+    }
+    let app = App::build(&shared.runtime, config)?;
+    let newly_failed: Vec<_> = app
+        .failed_components()
+        .into_iter()
+        .filter(|id| !old.failed_components().contains(id))
+        .map(|id| format!("{id}: {:?}", app.status[id]))
+        .collect();
+    if !newly_failed.is_empty() {
+        bail!(
+            "components that load now would fail: {}",
+            newly_failed.join("; ")
+        );
+    }
+    shared.app.store(Arc::new(app));
+    Ok(())
+}
+
+/// The modification times of the files a config depends on.
+pub fn snapshot(files: &[PathBuf]) -> Vec<Option<SystemTime>> {
+    files
+        .iter()
+        .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+        .collect()
+}
+
+/// Watches the serving config's files and reloads on change; also reloads
+/// on SIGHUP. Polling (not inotify) keeps it simple and works on every
+/// filesystem, including the bind mounts and symlink swaps of deploy tools.
+pub async fn watch(shared: Arc<Shared>, path: PathBuf, overrides: Overrides) {
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP");
+            None
+        }
+    };
+    let mut files = shared.app.load().config.watched_files();
+    let mut seen = snapshot(&files);
+    loop {
+        let interval = shared.app.load().config.server.watch_interval;
+        let tick = async {
+            match interval {
+                Some(i) => tokio::time::sleep(i).await,
+                None => std::future::pending().await,
+            }
+        };
+        let by_signal = tokio::select! {
+            _ = tick => false,
+            Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
+        };
+        let now = snapshot(&files);
+        if !by_signal && now == seen {
+            continue;
+        }
+        // Blocking: compiling a changed component takes a while.
+        let s = shared.clone();
+        let (p, o) = (path.clone(), overrides.clone());
+        let _ = tokio::task::spawn_blocking(move || reload(&s, &p, &o)).await;
+        files = shared.app.load().config.watched_files();
+        seen = if now.len() == files.len() {
+            now
+        } else {
+            snapshot(&files)
+        };
+    }
+}

@@ -1,0 +1,145 @@
+//! Host-made responses and the one place where failures map to status
+//! codes.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
+
+/// The body type of every response the host sends.
+pub type Body = UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>;
+
+/// A short plain-text response made by the host.
+pub fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
+    let mut message = message.into();
+    message.push('\n');
+    let mut response = Response::new(
+        Full::new(Bytes::from(message))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// A response with a body already in memory and a content type.
+pub fn bytes(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(body.into())
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// Why a request did not get a response from its component.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// The deadline passed (epoch trap or wall clock); the instance was killed.
+    Deadline,
+    /// The guest asked for more memory than its cap.
+    MemoryCap(String),
+    /// The guest trapped.
+    Trap(String),
+    /// The pool has no free slot for another instance.
+    PoolExhausted,
+    /// The guest returned without calling `response-outparam.set`.
+    NoResponse,
+    /// The guest set an error instead of a response.
+    GuestError(String),
+    /// The request body was larger than allowed.
+    BodyTooLarge(u64),
+    /// The request is malformed for this route (e.g. no session key).
+    BadRequest(String),
+    /// The session cap or queue is full.
+    SessionsFull(String),
+    /// The component failed to load.
+    Unavailable(String),
+    /// A host-side failure.
+    Internal(String),
+}
+
+impl Failure {
+    /// Classifies an error from instantiating or calling a guest.
+    pub fn classify(error: &wasmtime::Error, memory_cap_hit: bool) -> Self {
+        if memory_cap_hit {
+            return Self::MemoryCap(format!("{error:#}"));
+        }
+        if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+            if *trap == wasmtime::Trap::Interrupt {
+                return Self::Deadline;
+            }
+            return Self::Trap(format!("{error:#}"));
+        }
+        if error
+            .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+            .is_some()
+        {
+            return Self::PoolExhausted;
+        }
+        Self::Trap(format!("{error:#}"))
+    }
+
+    /// The response a client gets for this failure. Bodies say what happened
+    /// without leaking guest internals; details go to the log.
+    pub fn response(&self, component: &str) -> Response<Body> {
+        match self {
+            Self::Deadline => text(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("component {component} exceeded its deadline and was stopped"),
+            ),
+            Self::MemoryCap(_) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("component {component} exceeded its memory limit and was stopped"),
+            ),
+            Self::Trap(_) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("component {component} failed (trap)"),
+            ),
+            Self::PoolExhausted => {
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no free instance slot; try again shortly",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
+            Self::NoResponse => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("component {component} returned without a response"),
+            ),
+            Self::GuestError(_) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("component {component} answered with an error"),
+            ),
+            Self::BodyTooLarge(cap) => text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body exceeds {cap} bytes"),
+            ),
+            Self::BadRequest(why) => text(StatusCode::BAD_REQUEST, why.clone()),
+            Self::SessionsFull(why) => {
+                let mut r = text(StatusCode::SERVICE_UNAVAILABLE, why.clone());
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
+            Self::Unavailable(why) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("component {component} is unavailable: {why}"),
+            ),
+            Self::Internal(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The HTTP front: accept connections, route each request to its tenant and
+//! component, and answer. Request phases, in order:
+//!
+//! 1. **host** → tenant (404 if none), 2. **path** → route (404 if none),
+//! 3. **body cap** (413), 4. **instance**: per-request or pinned session,
+//! 5. **response** streamed back while the guest may still write.
+//!
+//! Malformed HTTP (400) and oversized heads (431) are answered by hyper
+//! before phase 1.
+
+use crate::app::{App, Runtime, TenantRoute};
+use crate::body::CappedBody;
+use crate::invoke;
+use crate::respond::{self, Body, Failure};
+use anyhow::Result;
+use arc_swap::ArcSwap;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Instant;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+/// State shared by every connection: the runtime and the app now serving.
+pub struct Shared {
+    /// Process-wide runtime.
+    pub runtime: Runtime,
+    /// The app now serving; swapped whole on reload.
+    pub app: ArcSwap<App>,
+    /// Set while draining for shutdown.
+    pub draining: AtomicBool,
+}
+
+/// Serves application traffic on `listener` until `shutdown` flips, then
+/// drains open connections for up to the configured drain timeout.
+pub async fn serve(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    let server = shared.app.load().config.server.clone();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(server.header_read_timeout)
+        .max_buf_size(server.max_header_bytes)
+        .keep_alive(true);
+    if !server.http2 {
+        builder = builder.http1_only();
+    }
+    let builder = Arc::new(builder);
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(server.max_connections));
+
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p?,
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        // Responses are written in one go; Nagle would hold the last
+        // segment for up to 40 ms waiting for the client's ACK.
+        let _ = stream.set_nodelay(true);
+        let for_service = shared.clone();
+        let service = service_fn(move |req| {
+            let shared = for_service.clone();
+            async move { Ok::<_, Infallible>(handle(&shared, req, peer).await) }
+        });
+        let conn = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        let metrics = shared.runtime.metrics.clone();
+        tokio::spawn(async move {
+            metrics.connections.fetch_add(1, Relaxed);
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+            metrics.connections.fetch_sub(1, Relaxed);
+            drop(permit);
+        });
+    }
+
+    drop(listener);
+    tracing::info!(
+        timeout_ms = server.drain_timeout.as_millis() as u64,
+        "draining connections"
+    );
+    if tokio::time::timeout(server.drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain timeout passed; closing remaining connections");
+    }
+    Ok(())
+}
+
+/// Runs one request through the phases above.
+pub async fn handle(shared: &Shared, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+    let started = Instant::now();
+    let app = shared.app.load_full();
+    let metrics = &shared.runtime.metrics;
+
+    // Phase 1: host → tenant.
+    let host = req.uri().authority().map(|a| a.as_str()).or_else(|| {
+        req.headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+    });
+    let Some(host) = host else {
+        return respond::text(StatusCode::BAD_REQUEST, "missing Host header");
+    };
+    let Some(tenant) = app.tenant(host) else {
+        metrics.unrouted_host.fetch_add(1, Relaxed);
+        return respond::text(
+            StatusCode::NOT_FOUND,
+            format!("no tenant serves host {host:?}"),
+        );
+    };
+
+    // Phase 2: path → route.
+    let Some((route, matched)) = tenant.route(req.uri().path()) else {
+        metrics.unrouted_path.fetch_add(1, Relaxed);
+        return respond::text(
+            StatusCode::NOT_FOUND,
+            format!("no route for {}", req.uri().path()),
+        );
+    };
+    let target = route.target.clone();
+
+    // Phase 3: body cap. A declared length is checked now; a chunked body
+    // is counted as it streams.
+    let cap = app.config.server.max_body_bytes;
+    let declared = req.body().size_hint().exact();
+    if declared.is_some_and(|n| n > cap) {
+        metrics.body_too_large.fetch_add(1, Relaxed);
+        let response = Failure::BodyTooLarge(cap).response(&target.component);
+        target
+            .metrics
+            .record(response.status().as_u16(), started.elapsed());
+        return response;
+    }
+    let mut req = req;
+    add_spin_headers(&mut req, route, matched, peer);
+
+    // Phase 4: instance.
+    let exceeded = Arc::new(AtomicBool::new(false));
+    let engine = &shared.runtime.engine;
+    let result = match (&target.sessions, declared) {
+        (Some(pool), _) => {
+            let req = req.map(|b| CappedBody::new(b, cap, exceeded.clone()).boxed_unsync());
+            pool.dispatch(engine, &target, req).await
+        }
+        (None, Some(_)) => invoke::per_request(engine, &target, req).await,
+        (None, None) => {
+            invoke::per_request(
+                engine,
+                &target,
+                req.map(|b| CappedBody::new(b, cap, exceeded.clone())),
+            )
+            .await
+        }
+    };
+
+    // Phase 5: response.
+    let response = match result {
+        Ok(r) => r,
+        Err(_) if exceeded.load(Relaxed) => {
+            metrics.body_too_large.fetch_add(1, Relaxed);
+            Failure::BodyTooLarge(cap).response(&target.component)
+        }
+        Err(f) => f.response(&target.component),
+    };
+    target
+        .metrics
+        .record(response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// The headers Spin gives components, so Spin SDK routers work unchanged.
+fn add_spin_headers(
+    req: &mut Request<Incoming>,
+    route: &TenantRoute,
+    matched: usize,
+    peer: SocketAddr,
+) {
+    let path = req.uri().path();
+    let path_info = HeaderValue::from_str(&path[matched.min(path.len())..]).ok();
+    let full_url = {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost");
+        let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        HeaderValue::from_str(&format!("http://{host}{pq}")).ok()
+    };
+    let client = HeaderValue::from_str(&peer.to_string()).ok();
+    let h = req.headers_mut();
+    h.insert("spin-matched-route", route.raw_route.clone());
+    h.insert("spin-raw-component-route", route.raw_route.clone());
+    h.insert("spin-component-route", route.component_route.clone());
+    h.insert("spin-base-path", HeaderValue::from_static("/"));
+    if let Some(v) = path_info {
+        h.insert("spin-path-info", v);
+    }
+    if let Some(v) = full_url {
+        h.insert("spin-full-url", v);
+    }
+    if let Some(v) = client {
+        h.insert("spin-client-addr", v);
+    }
+}

@@ -1,0 +1,319 @@
+//! Per-session instances: requests carrying the same session key go, in
+//! order, to one long-lived instance pinned to that key.
+//!
+//! Each session is a task that owns its store and instance and takes jobs
+//! from a bounded queue. The pool's map is locked only to look up, create or
+//! evict a session (never across a guest call), and jobs are queued while
+//! holding it, so an idle session can check "no queued job" and remove
+//! itself atomically: a request never lands on a session that is exiting.
+
+use crate::app::{Prepared, Target};
+use crate::engine::ContentHash;
+use crate::invoke::{bind_request, call, count_failure, new_store};
+use crate::metrics::ActiveInstance;
+use crate::respond::{Body, Failure};
+use bytes::Bytes;
+use edge_config::{SessionKey, SessionSettings};
+use http::Response;
+use http_body_util::combinators::UnsyncBoxBody;
+use std::collections::HashMap;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use tokio::sync::{mpsc, oneshot};
+
+/// Longest accepted session key.
+const MAX_KEY_BYTES: usize = 256;
+
+/// The request type queued to a session.
+pub type SessionRequest = http::Request<UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>>;
+
+struct Job {
+    target: Arc<Target>,
+    request: SessionRequest,
+    reply: oneshot::Sender<Result<Response<Body>, Failure>>,
+}
+
+struct Session {
+    id: u64,
+    tx: mpsc::Sender<Job>,
+}
+
+/// The sessions of one (tenant, component).
+pub struct SessionPool {
+    settings: SessionSettings,
+    prepared: Arc<Prepared>,
+    sessions: Mutex<HashMap<String, Session>>,
+    next_id: AtomicU64,
+}
+
+type PoolKey = (String, String, ContentHash);
+
+/// Session pools by (tenant, component, content hash), so a reload that
+/// leaves a component unchanged keeps its sessions.
+#[derive(Default)]
+pub struct SessionRegistry {
+    pools: Mutex<HashMap<PoolKey, Weak<SessionPool>>>,
+}
+
+impl SessionRegistry {
+    /// The pool for a tenant's component, reusing a live one when the
+    /// component and its session settings are unchanged.
+    pub fn pool(
+        &self,
+        tenant: &str,
+        component: &str,
+        prepared: &Arc<Prepared>,
+        settings: &SessionSettings,
+    ) -> Arc<SessionPool> {
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools.retain(|_, p| p.strong_count() > 0);
+        let key = (tenant.to_string(), component.to_string(), prepared.hash);
+        if let Some(pool) = pools.get(&key).and_then(Weak::upgrade)
+            && pool.settings == *settings
+        {
+            return pool;
+        }
+        let pool = Arc::new(SessionPool {
+            settings: settings.clone(),
+            prepared: prepared.clone(),
+            sessions: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+        });
+        pools.insert(key, Arc::downgrade(&pool));
+        pool
+    }
+}
+
+impl SessionPool {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sessions alive now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no session is alive.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queues a request on its session, creating the session if needed, and
+    /// waits for the response head.
+    pub async fn dispatch(
+        self: &Arc<Self>,
+        engine: &wasmtime::Engine,
+        target: &Arc<Target>,
+        request: SessionRequest,
+    ) -> Result<Response<Body>, Failure> {
+        let key = session_key(&self.settings.key, &request)?;
+        let (reply, response) = oneshot::channel();
+        let job = Job {
+            target: target.clone(),
+            request,
+            reply,
+        };
+        {
+            let mut sessions = self.lock();
+            let unqueued = match sessions.get(&key) {
+                Some(session) => match session.tx.try_send(job) {
+                    Ok(()) => None,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        target.metrics.sessions_rejected.fetch_add(1, Relaxed);
+                        return Err(Failure::SessionsFull(format!(
+                            "session queue full: {} requests already wait on this session of component {}",
+                            self.settings.max_queued, target.component
+                        )));
+                    }
+                    Err(mpsc::error::TrySendError::Closed(job)) => {
+                        // The session ended after a failure; start afresh.
+                        sessions.remove(&key);
+                        Some(job)
+                    }
+                },
+                None => Some(job),
+            };
+            if let Some(job) = unqueued {
+                if sessions.len() >= self.settings.max_sessions {
+                    target.metrics.sessions_rejected.fetch_add(1, Relaxed);
+                    return Err(Failure::SessionsFull(format!(
+                        "session capacity reached: component {} already has {} active sessions (max_sessions); retry later",
+                        target.component, self.settings.max_sessions
+                    )));
+                }
+                let (tx, rx) = mpsc::channel(self.settings.max_queued);
+                let id = self.next_id.fetch_add(1, Relaxed);
+                // A fresh channel has room for the first job.
+                let _ = tx.try_send(job);
+                sessions.insert(key.clone(), Session { id, tx });
+                tokio::spawn(run_session(
+                    self.clone(),
+                    engine.clone(),
+                    key,
+                    id,
+                    rx,
+                    target.clone(),
+                ));
+            }
+        }
+        response
+            .await
+            .unwrap_or_else(|_| Err(Failure::Internal("session ended without answering".into())))
+    }
+
+    /// Removes the session if it is still `id` and nothing is queued on it.
+    fn evict_if_idle(&self, key: &str, id: u64, rx: &mpsc::Receiver<Job>) -> bool {
+        let mut sessions = self.lock();
+        if !rx.is_empty() {
+            return false;
+        }
+        if sessions.get(key).is_some_and(|s| s.id == id) {
+            sessions.remove(key);
+        }
+        true
+    }
+
+    fn remove(&self, key: &str, id: u64) {
+        let mut sessions = self.lock();
+        if sessions.get(key).is_some_and(|s| s.id == id) {
+            sessions.remove(key);
+        }
+    }
+}
+
+fn session_key(source: &SessionKey, request: &SessionRequest) -> Result<String, Failure> {
+    let key = match source {
+        SessionKey::Header(name) => request
+            .headers()
+            .get(name.as_str())
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        SessionKey::Cookie(name) => request
+            .headers()
+            .get_all(http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.to_string()),
+        SessionKey::PathSegment(n) => request
+            .uri()
+            .path()
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .nth(n - 1)
+            .map(str::to_string),
+    };
+    let describe = || match source {
+        SessionKey::Header(h) => format!("header {h}"),
+        SessionKey::Cookie(c) => format!("cookie {c}"),
+        SessionKey::PathSegment(n) => format!("path segment {n}"),
+    };
+    match key {
+        Some(k) if !k.is_empty() && k.len() <= MAX_KEY_BYTES => Ok(k),
+        Some(k) if !k.is_empty() => Err(Failure::BadRequest(format!(
+            "session key ({}) is longer than {MAX_KEY_BYTES} bytes",
+            describe()
+        ))),
+        _ => Err(Failure::BadRequest(format!(
+            "missing session key: this route needs a non-empty {}",
+            describe()
+        ))),
+    }
+}
+
+struct SessionGauge(Arc<crate::metrics::RouteMetrics>);
+impl Drop for SessionGauge {
+    fn drop(&mut self) {
+        self.0.sessions_active.fetch_sub(1, Relaxed);
+    }
+}
+
+async fn run_session(
+    pool: Arc<SessionPool>,
+    engine: wasmtime::Engine,
+    key: String,
+    id: u64,
+    mut rx: mpsc::Receiver<Job>,
+    first: Arc<Target>,
+) {
+    first.metrics.sessions_active.fetch_add(1, Relaxed);
+    let _gauge = SessionGauge(first.metrics.clone());
+    let _active = ActiveInstance::new(&first.metrics);
+    let mut store = new_store(&engine, &first);
+    let proxy = match pool.prepared.pre.instantiate_async(&mut store).await {
+        Ok(p) => p,
+        Err(e) => {
+            let failure = Failure::classify(&e, store.data().limiter.hit);
+            count_failure(&first, &failure);
+            pool.remove(&key, id);
+            rx.close();
+            while let Ok(job) = rx.try_recv() {
+                let _ = job.reply.send(Err(failure.clone()));
+            }
+            return;
+        }
+    };
+    loop {
+        let job = match tokio::time::timeout(pool.settings.idle_timeout, rx.recv()).await {
+            Ok(Some(job)) => job,
+            Ok(None) => return,
+            Err(_) => {
+                if pool.evict_if_idle(&key, id, &rx) {
+                    first.metrics.sessions_evicted.fetch_add(1, Relaxed);
+                    tracing::debug!(component = %first.component, session = %key, "idle session evicted");
+                    return;
+                }
+                continue;
+            }
+        };
+        let Job {
+            target,
+            request,
+            reply,
+        } = job;
+        store.set_epoch_deadline(target.deadline_ticks);
+        let (req, out, mut head) = match bind_request(&mut store, request) {
+            Ok(bound) => bound,
+            Err(f) => {
+                let _ = reply.send(Err(f));
+                continue;
+            }
+        };
+        let mut reply = Some(reply);
+        let outcome = {
+            let mut guest = pin!(call(&mut store, &proxy, &target, req, out));
+            tokio::select! {
+                h = &mut head => {
+                    if let (Ok(h), Some(r)) = (h, reply.take()) {
+                        let _ = r.send(h.map_err(|code| Failure::GuestError(format!("{code:?}"))));
+                    }
+                    guest.await
+                }
+                r = &mut guest => r,
+            }
+        };
+        if let Some(r) = reply.take() {
+            let result = match head.try_recv() {
+                Ok(h) => h.map_err(|code| Failure::GuestError(format!("{code:?}"))),
+                Err(_) => Err(outcome.clone().err().unwrap_or(Failure::NoResponse)),
+            };
+            let _ = r.send(result);
+        }
+        if outcome.is_err() {
+            // A trapped instance cannot be entered again: end the session
+            // and tell whoever queued behind it to retry on a fresh one.
+            pool.remove(&key, id);
+            rx.close();
+            while let Ok(job) = rx.try_recv() {
+                let _ = job.reply.send(Err(Failure::SessionsFull(
+                    "the session was reset after a failure; retry".into(),
+                )));
+            }
+            return;
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! What each store carries: WASI and wasi:http contexts, the resource table,
+//! the memory limiter and the capabilities granted to this component for
+//! this tenant.
+
+use edge_outbound_http::OutboundPolicy;
+use edge_variables::{Variables, VariablesView};
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// Everything needed to create a store for one (tenant, component), built
+/// once per config load.
+#[derive(Clone)]
+pub struct StoreSpec {
+    /// Linear-memory cap per instance.
+    pub memory_bytes: u64,
+    /// Where outbound HTTP may go.
+    pub outbound: OutboundPolicy,
+    /// Resolved variables (empty when the component declares none).
+    pub variables: Variables,
+}
+
+/// The `T` of `Store<T>`.
+pub struct HostState {
+    table: ResourceTable,
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    outbound: OutboundPolicy,
+    variables: Variables,
+    /// The memory cap, read by the store's limiter.
+    pub limiter: MemoryCap,
+}
+
+/// Caps each linear memory of an instance and remembers whether the cap was
+/// hit, so a trap can be reported as a memory-cap kill rather than a bug.
+pub struct MemoryCap {
+    bytes: usize,
+    /// Set when the guest asked for more than `bytes`.
+    pub hit: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.bytes {
+            // Trapping (rather than failing memory.grow) stops a guest that
+            // would otherwise limp on or abort with a less clear message.
+            self.hit = true;
+            wasmtime::bail!(
+                "memory cap of {} bytes exceeded: the guest asked for {desired}",
+                self.bytes
+            );
+        }
+        Ok(maximum.is_none_or(|m| desired <= m))
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(maximum.is_none_or(|m| desired <= m))
+    }
+}
+
+impl HostState {
+    /// Fresh state for one instance. No ambient authority: no preopened
+    /// directories, no environment, no sockets, stdio discarded.
+    pub fn new(spec: &StoreSpec) -> Self {
+        Self {
+            table: ResourceTable::new(),
+            wasi: WasiCtx::builder().build(),
+            http: WasiHttpCtx::new(),
+            outbound: spec.outbound.clone(),
+            variables: spec.variables.clone(),
+            limiter: MemoryCap {
+                bytes: spec.memory_bytes as usize,
+                hit: false,
+            },
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outbound,
+        }
+    }
+}
+
+impl VariablesView for HostState {
+    fn variables(&mut self) -> &Variables {
+        &self.variables
+    }
+}
