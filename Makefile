@@ -25,7 +25,7 @@ run: components host
 
 test: components host
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --release --workspace --exclude echo --exclude fixtures -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures -- -D warnings
 	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -- -D warnings
 	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures
 

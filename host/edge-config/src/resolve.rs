@@ -171,7 +171,7 @@ impl Resolver<'_> {
             );
         }
         let max_mem = *p.max_memory_bytes.get_ref();
-        if max_mem < 65536 || max_mem % 65536 != 0 {
+        if max_mem < 65536 || !max_mem.is_multiple_of(65536) {
             return self.edge_err(
                 p.max_memory_bytes.span(),
                 "pool.max_memory_bytes",

@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn specificity_orders_exact_before_wildcard() {
-        let mut routes = vec![r("/..."), r("/echo/..."), r("/echo/health"), r("/echo/:x")];
+        let mut routes = [r("/..."), r("/echo/..."), r("/echo/health"), r("/echo/:x")];
         routes.sort_by(RoutePattern::specificity_cmp);
         let order: Vec<_> = routes.iter().map(|r| r.as_str()).collect();
         assert_eq!(order, ["/echo/health", "/echo/:x", "/echo/...", "/..."]);

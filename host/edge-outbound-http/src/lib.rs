@@ -95,16 +95,9 @@ impl WasiHttpHooks for OutboundPolicy {
             checked?;
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             Ok((
-                response.map(|b| http_body_util_boxed(b)),
+                response.map(http_body_util::BodyExt::boxed_unsync),
                 Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,
             ))
         })
     }
-}
-
-fn http_body_util_boxed<B>(b: B) -> WasiBody
-where
-    B: http_body::Body<Data = bytes::Bytes, Error = Error> + Send + 'static,
-{
-    http_body_util::BodyExt::boxed_unsync(b)
 }

@@ -85,8 +85,7 @@ mod tests {
         let err = CappedBody::new(full(b"abcdef"), 4, flag.clone())
             .collect()
             .await
-            .err()
-            .expect("over the cap");
+            .expect_err("over the cap");
         assert!(matches!(err, Error::HttpRequestBodySize(Some(6))));
         assert!(flag.load(Relaxed));
     }
@@ -97,7 +96,6 @@ mod tests {
         let body = CappedBody::new(full(b"abcd"), 4, flag.clone())
             .collect()
             .await
-            .ok()
             .expect("within the cap");
         assert_eq!(body.to_bytes(), Bytes::from_static(b"abcd"));
         assert!(!flag.load(Relaxed));

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
 
 /// A WebAssembly edge-function host: serves wasi:http components from a
@@ -196,6 +197,14 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
             draining: AtomicBool::new(false),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
+        // Handlers go in before the "listening" line: until then SIGHUP
+        // would end the process and SIGTERM would skip the drain.
+        let hup = signal(SignalKind::hangup())
+            .map_err(|e| tracing::warn!(error = %e, "cannot listen for SIGHUP"))
+            .ok();
+        let term = signal(SignalKind::terminate())
+            .map_err(|e| tracing::warn!(error = %e, "cannot listen for SIGTERM"))
+            .ok();
 
         let app_addr = listener.local_addr()?;
         let admin_addr = admin.as_ref().map(|a| a.local_addr()).transpose()?;
@@ -209,10 +218,10 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
 
         let admin_task =
             admin.map(|a| tokio::spawn(edge::admin::serve(shared.clone(), a, stop_rx.clone())));
-        tokio::spawn(edge::reload::watch(shared.clone(), path, overrides));
+        tokio::spawn(edge::reload::watch(shared.clone(), path, overrides, hup));
         let server = tokio::spawn(edge::server::serve(shared.clone(), listener, stop_rx));
 
-        wait_for_shutdown().await;
+        wait_for_shutdown(term).await;
         shared.draining.store(true, Relaxed);
         let _ = stop_tx.send(true);
         server.await??;
@@ -224,9 +233,7 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
     })
 }
 
-async fn wait_for_shutdown() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).ok();
+async fn wait_for_shutdown(mut term: Option<Signal>) {
     let int = tokio::signal::ctrl_c();
     tokio::select! {
         _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {},

@@ -88,6 +88,9 @@ impl Drop for ActiveInstance {
     }
 }
 
+/// Reads one series value from a route's metrics.
+type Getter = fn(&RouteMetrics) -> i64;
+
 /// Host-wide metrics; survives reloads.
 #[derive(Default)]
 pub struct Metrics {
@@ -167,7 +170,7 @@ impl Metrics {
                 "edge_request_duration_seconds_count{{{l}}} {cumulative}"
             );
         }
-        let per_route: [(&str, &str, &str, fn(&RouteMetrics) -> i64); 8] = [
+        let per_route: [(&str, &str, &str, Getter); 8] = [
             ("edge_traps_total", "counter", "Guest traps.", |m| {
                 m.traps.load(Relaxed) as i64
             }),

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
+use tokio::signal::unix::Signal;
 
 /// Command-line settings that override the file and survive reloads.
 #[derive(Clone, Debug, Default)]
@@ -95,14 +96,15 @@ pub fn snapshot(files: &[PathBuf]) -> Vec<Option<SystemTime>> {
 /// Watches the serving config's files and reloads on change; also reloads
 /// on SIGHUP. Polling (not inotify) keeps it simple and works on every
 /// filesystem, including the bind mounts and symlink swaps of deploy tools.
-pub async fn watch(shared: Arc<Shared>, path: PathBuf, overrides: Overrides) {
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGHUP");
-            None
-        }
-    };
+///
+/// `hup` must be registered before the process announces it is serving:
+/// SIGHUP's default action ends the process.
+pub async fn watch(
+    shared: Arc<Shared>,
+    path: PathBuf,
+    overrides: Overrides,
+    mut hup: Option<Signal>,
+) {
     let mut files = shared.app.load().config.watched_files();
     let mut seen = snapshot(&files);
     loop {

@@ -185,11 +185,13 @@ pub async fn handle(shared: &Shared, req: Request<Incoming>, peer: SocketAddr) -
 
     // Phase 5: response.
     let response = match result {
-        Ok(r) => r,
-        Err(_) if exceeded.load(Relaxed) => {
+        // The host cut the body at the cap: whatever the guest made of the
+        // truncated body, the answer is 413.
+        _ if exceeded.load(Relaxed) => {
             metrics.body_too_large.fetch_add(1, Relaxed);
             Failure::BodyTooLarge(cap).response(&target.component)
         }
+        Ok(r) => r,
         Err(f) => f.response(&target.component),
     };
     target

@@ -1,0 +1,309 @@
+//! Harness for end-to-end tests: writes a Spin manifest and an edge-config
+//! into a temporary directory, starts the real `edge` binary on ephemeral
+//! ports, and talks to it over loopback HTTP.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+/// A built component of this repository (`make components` puts them there).
+pub fn component(name: &str) -> String {
+    let path = repo().join("build/components").join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `make components` first",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// The `edge` binary under test.
+pub fn edge_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("EDGE_BIN") {
+        return p.into();
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo().join("target"));
+    target.join("release/edge")
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh, empty directory.
+    pub fn new(tag: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("edge-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    /// Writes a file inside it and returns the file's path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).expect("write test file");
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A compile cache shared by all tests, so each component is compiled once
+/// per machine rather than once per test.
+pub fn shared_cache() -> PathBuf {
+    let dir = std::env::temp_dir().join("edge-test-cache");
+    std::fs::create_dir_all(&dir).expect("cache dir");
+    dir
+}
+
+/// A running `edge serve`.
+pub struct Edge {
+    child: Child,
+    /// `http://127.0.0.1:PORT` of the application listener.
+    pub url: String,
+    /// `http://127.0.0.1:PORT` of the admin listener.
+    pub admin: String,
+    /// Everything the process wrote to stderr so far.
+    pub stderr: Arc<Mutex<String>>,
+    /// Where its config lives; keep it alive as long as the process.
+    pub dir: TempDir,
+    /// The edge-config path.
+    pub config: PathBuf,
+}
+
+impl Edge {
+    /// Starts edge on `edge_toml` (its `app` should be "spin.toml") and
+    /// `spin_toml`, both written into a fresh directory.
+    pub fn start(spin_toml: &str, edge_toml: &str) -> Self {
+        Self::start_with(spin_toml, edge_toml, &shared_cache())
+    }
+
+    /// Like [`Edge::start`] with a given data directory.
+    pub fn start_with(spin_toml: &str, edge_toml: &str, data_dir: &Path) -> Self {
+        let dir = TempDir::new("edge");
+        dir.write("spin.toml", spin_toml);
+        let config = dir.write("edge.toml", edge_toml);
+        let mut child = Command::new(edge_bin())
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(data_dir)
+            .env("EDGE_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", edge_bin().display()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err_pipe = child.stderr.take().expect("stderr");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        let _ = out.read_line(&mut line);
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        // "edge listening on http://A (admin http://B)"
+        let mut urls = line
+            .split_whitespace()
+            .filter(|w| w.contains("http://"))
+            .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_string());
+        let (Some(url), Some(admin)) = (urls.next(), urls.next()) else {
+            let _ = child.kill();
+            std::thread::sleep(Duration::from_millis(100));
+            panic!(
+                "edge did not start; stdout: {line:?}; stderr: {}",
+                stderr.lock().unwrap()
+            );
+        };
+        Self {
+            child,
+            url,
+            admin,
+            stderr,
+            dir,
+            config,
+        }
+    }
+
+    /// Sends a signal to the process.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    pub fn wait(&mut self, timeout: Duration) -> Option<i32> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// The stderr log so far.
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        get(&format!("{}/metrics", self.admin)).await.1
+    }
+
+    /// The value of one metric line (exact name with labels), or 0.
+    pub async fn metric(&self, series: &str) -> f64 {
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(series)
+                    .and_then(|v| v.strip_prefix(' '))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(0.0)
+    }
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A keep-alive HTTP/1.1 client.
+pub fn client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// GET `url` and return (status, body).
+pub async fn get(url: &str) -> (u16, String) {
+    request(&client(), "GET", url, &[], Bytes::new()).await
+}
+
+/// GET `url` with a Host header.
+pub async fn get_host(url: &str, host: &str) -> (u16, String) {
+    request(&client(), "GET", url, &[("host", host)], Bytes::new()).await
+}
+
+/// Any request; returns (status, body), or (0, error) when the exchange
+/// failed at the HTTP level (connection closed, body cut short).
+pub async fn request(
+    client: &Client<HttpConnector, Full<Bytes>>,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> (u16, String) {
+    let mut req = http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(body)).expect("request");
+    match client.request(req).await {
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            match resp.into_body().collect().await {
+                Ok(b) => (status, String::from_utf8_lossy(&b.to_bytes()).into_owned()),
+                Err(e) => (0, format!("body error: {e}")),
+            }
+        }
+        Err(e) => (0, format!("request error: {e:?}")),
+    }
+}
+
+/// Sends raw bytes on a fresh connection and returns what comes back
+/// (until the server closes or 2 s pass).
+pub fn raw(url: &str, bytes: &[u8]) -> String {
+    use std::io::Write;
+    let addr = url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+    s.write_all(bytes).expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A Spin manifest with the repository's echo and fixtures components and
+/// a `counter` (the fixtures component again, for session mode).
+pub fn standard_spin() -> String {
+    format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "test-app"
+
+[variables]
+greeting = {{ default = "hello" }}
+
+[[trigger.http]]
+route = "/..."
+component = "echo"
+
+[[trigger.http]]
+route = "/fixtures/..."
+component = "fixtures"
+
+[[trigger.http]]
+route = "/counter/..."
+component = "counter"
+
+[component.echo]
+source = "{echo}"
+
+[component.fixtures]
+source = "{fixtures}"
+
+[component.counter]
+source = "{fixtures}"
+"#,
+        echo = component("echo"),
+        fixtures = component("fixtures"),
+    )
+}

@@ -1,0 +1,216 @@
+//! Bad configs are refused with the file, line, column, key and what is
+//! allowed, and nothing starts serving.
+
+use edge_tests::{TempDir, component, edge_bin, shared_cache};
+use std::process::Command;
+
+const GOOD_EDGE: &str = r#"app = "spin.toml"
+[[tenant]]
+name = "default"
+hosts = ["*"]
+components = ["*"]
+"#;
+
+fn good_spin() -> String {
+    format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "t"
+[variables]
+token = {{ required = true }}
+[[trigger.http]]
+route = "/..."
+component = "echo"
+[component.echo]
+source = "{}"
+"#,
+        component("echo")
+    )
+}
+
+/// Runs `edge check` on the pair and returns (exit code, stderr).
+fn check(spin: &str, edge: &str) -> (i32, String) {
+    let dir = TempDir::new("cfg");
+    dir.write("spin.toml", spin);
+    let config = dir.write("edge.toml", edge);
+    let out = Command::new(edge_bin())
+        .arg("check")
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(shared_cache())
+        .output()
+        .expect("run edge check");
+    let stderr =
+        String::from_utf8_lossy(&out.stderr).replace(&dir.path().display().to_string(), "DIR");
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+fn assert_error(spin: &str, edge: &str, expected: &str) {
+    let (code, stderr) = check(spin, edge);
+    assert_eq!(
+        code, 2,
+        "expected exit 2 (invalid config), stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains(expected),
+        "expected {expected:?} in:\n{stderr}"
+    );
+}
+
+fn spin_without_required() -> String {
+    good_spin().replace("token = { required = true }", "token = { default = \"x\" }")
+}
+
+#[test]
+fn valid_config_checks_clean() {
+    let (code, stderr) = check(&spin_without_required(), GOOD_EDGE);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn unknown_keys_are_errors() {
+    let edge = GOOD_EDGE.replace(
+        "app = \"spin.toml\"",
+        "app = \"spin.toml\"\n[server]\nlisen = \"x\"",
+    );
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:3:1: unknown field `lisen`, expected one of `listen`, `admin_listen`",
+    );
+}
+
+#[test]
+fn bad_listen_address_says_what_is_allowed() {
+    let edge = GOOD_EDGE.replace(
+        "app = \"spin.toml\"",
+        "app = \"spin.toml\"\n[server]\nlisten = \"localhost\"",
+    );
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:3:10: server.listen: \"localhost\" is not a socket address (allowed: \"127.0.0.1:8080\"",
+    );
+}
+
+#[test]
+fn tenant_with_unknown_component() {
+    let edge = GOOD_EDGE.replace("components = [\"*\"]", "components = [\"echo\", \"ecco\"]");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:5:23: tenant[0].components[1]: no component \"ecco\" in the application; it has: echo (or \"*\" for all)",
+    );
+}
+
+#[test]
+fn duplicate_host_across_tenants() {
+    let edge = format!(
+        "{GOOD_EDGE}[[tenant]]\nname = \"other\"\nhosts = [\"*\"]\ncomponents = [\"echo\"]\n"
+    );
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:8:10: tenant[1].hosts[0]: host \"*\" is already served by tenant \"default\"",
+    );
+}
+
+#[test]
+fn bad_session_key() {
+    let edge = format!(
+        "{GOOD_EDGE}[component.echo]\ninstance = \"session\"\nsession_key = \"query:id\"\n"
+    );
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:8:15: component.echo.session_key: \"query:id\" is not a session key (allowed: \"header:NAME\", \"cookie:NAME\", \"path:N\"",
+    );
+}
+
+#[test]
+fn unknown_instance_mode() {
+    let edge = format!("{GOOD_EDGE}[component.echo]\ninstance = \"pooled\"\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "component.echo.instance: \"pooled\" is not an instance mode (allowed: \"per-request\", \"session\")",
+    );
+}
+
+#[test]
+fn memory_limit_above_pool_slot() {
+    let edge = format!("{GOOD_EDGE}[limits]\nmemory_bytes = 999999999999\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "limits.memory_bytes: 999999999999 exceeds pool.max_memory_bytes (134217728)",
+    );
+}
+
+#[test]
+fn route_without_slash() {
+    let spin = spin_without_required().replace("route = \"/...\"", "route = \"echo\"");
+    assert_error(
+        &spin,
+        GOOD_EDGE,
+        "DIR/spin.toml:7:9: trigger.http[0].route: route \"echo\" must start with '/'",
+    );
+}
+
+#[test]
+fn trigger_for_unknown_component() {
+    let spin = spin_without_required().replace("component = \"echo\"", "component = \"nope\"");
+    assert_error(
+        &spin,
+        GOOD_EDGE,
+        "trigger.http[0].component: no component \"nope\"; the application has: echo",
+    );
+}
+
+#[test]
+fn required_variable_without_value() {
+    let spin = good_spin().replace(
+        "[component.echo]",
+        "[component.echo.variables]\nkey = \"{{ token }}\"\n[component.echo]",
+    );
+    let spin = spin.replace(
+        "[component.echo.variables]\nkey = \"{{ token }}\"\n[component.echo]\nsource",
+        "[component.echo]\nsource",
+    );
+    let spin = format!("{spin}[component.echo.variables]\nkey = \"{{{{ token }}}}\"\n");
+    assert_error(
+        &spin,
+        GOOD_EDGE,
+        "component.echo.variables.key: variable \"token\" is required but tenant \"default\" gives no value (for tenant \"default\")",
+    );
+}
+
+#[test]
+fn outbound_host_without_scheme() {
+    let spin = spin_without_required().replace(
+        "source = ",
+        "allowed_outbound_hosts = [\"example.com\"]\nsource = ",
+    );
+    assert_error(
+        &spin,
+        GOOD_EDGE,
+        "component.echo.allowed_outbound_hosts[0]: \"example.com\" has no scheme",
+    );
+}
+
+#[test]
+fn serve_refuses_a_bad_config_with_exit_code_2() {
+    let dir = TempDir::new("cfg");
+    dir.write("spin.toml", &spin_without_required());
+    let config = dir.write("edge.toml", "app = \"spin.toml\"\n");
+    let out = Command::new(edge_bin())
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("run edge");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no [[tenant]]"), "{stderr}");
+}

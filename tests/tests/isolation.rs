@@ -1,0 +1,139 @@
+//! A misbehaving guest fails its own request and nobody else's: traps,
+//! infinite loops (deadline kill), host-blocked guests (wall clock) and
+//! memory hogs (memory cap), each under concurrent healthy load.
+
+use edge_tests::{Edge, client, get, request, standard_spin};
+use std::time::Duration;
+
+fn config(deadline_ms: u64, memory: u64) -> String {
+    format!(
+        "app = \"spin.toml\"\n[limits]\nrequest_deadline_ms = {deadline_ms}\nmemory_bytes = {memory}\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n"
+    )
+}
+
+/// Runs `healthy` requests to echo on 8 connections while `bad` runs
+/// `bad_count` times; returns the healthy statuses and the bad ones.
+async fn under_load(edge: &Edge, bad: &str, bad_count: usize) -> (Vec<u16>, Vec<(u16, String)>) {
+    let mut healthy = Vec::new();
+    for w in 0..8 {
+        let url = format!("{}/w{w}", edge.url);
+        healthy.push(tokio::spawn(async move {
+            let c = client();
+            let mut statuses = Vec::new();
+            for _ in 0..150 {
+                statuses.push(request(&c, "GET", &url, &[], Default::default()).await.0);
+            }
+            statuses
+        }));
+    }
+    let mut bads = Vec::new();
+    for _ in 0..bad_count {
+        let url = format!("{}{bad}", edge.url);
+        bads.push(tokio::spawn(async move { get(&url).await }));
+    }
+    let mut ok = Vec::new();
+    for h in healthy {
+        ok.extend(h.await.expect("join"));
+    }
+    let mut bad_results = Vec::new();
+    for b in bads {
+        bad_results.push(b.await.expect("join"));
+    }
+    (ok, bad_results)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traps_fail_only_their_own_request() {
+    let edge = Edge::start(&standard_spin(), &config(10_000, 64 << 20));
+    let (healthy, bad) = under_load(&edge, "/fixtures/trap", 50).await;
+    assert!(
+        healthy.iter().all(|s| *s == 200),
+        "healthy requests all succeed: {:?}",
+        healthy.iter().filter(|s| **s != 200).collect::<Vec<_>>()
+    );
+    assert_eq!(healthy.len(), 1200);
+    for (status, body) in &bad {
+        assert_eq!(
+            (*status, body.as_str()),
+            (500, "component fixtures failed (trap)\n")
+        );
+    }
+    assert_eq!(
+        edge.metric("edge_traps_total{tenant=\"t\",component=\"fixtures\"}")
+            .await,
+        50.0
+    );
+    assert!(
+        edge.log().contains("fixture: deliberate trap") || edge.log().contains("guest trapped")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn infinite_loops_are_killed_at_the_deadline() {
+    let edge = Edge::start(&standard_spin(), &config(300, 64 << 20));
+    let (healthy, bad) = under_load(&edge, "/fixtures/loop", 4).await;
+    assert!(healthy.iter().all(|s| *s == 200));
+    for (status, body) in &bad {
+        assert_eq!(
+            (*status, body.as_str()),
+            (
+                504,
+                "component fixtures exceeded its deadline and was stopped\n"
+            )
+        );
+    }
+    assert_eq!(
+        edge.metric("edge_deadline_kills_total{tenant=\"t\",component=\"fixtures\"}")
+            .await,
+        4.0
+    );
+    // The killed instances are gone.
+    assert_eq!(
+        edge.metric("edge_active_instances{tenant=\"t\",component=\"fixtures\"}")
+            .await,
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn guests_blocked_in_the_host_are_killed_at_the_deadline() {
+    let edge = Edge::start(&standard_spin(), &config(300, 64 << 20));
+    let (status, _) = get(&format!("{}/fixtures/sleep?ms=5000", edge.url)).await;
+    assert_eq!(status, 504);
+    let (status, body) = get(&format!("{}/fixtures/sleep?ms=10", edge.url)).await;
+    assert_eq!((status, body.as_str()), (200, "slept\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_hogs_hit_their_cap_alone() {
+    let edge = Edge::start(&standard_spin(), &config(10_000, 32 << 20));
+    let (healthy, bad) = under_load(&edge, "/fixtures/hog?mb=100", 10).await;
+    assert!(healthy.iter().all(|s| *s == 200));
+    for (status, body) in &bad {
+        assert_eq!(
+            (*status, body.as_str()),
+            (
+                500,
+                "component fixtures exceeded its memory limit and was stopped\n"
+            )
+        );
+    }
+    // Under the cap works.
+    let (status, body) = get(&format!("{}/fixtures/hog?mb=8", edge.url)).await;
+    assert_eq!((status, body.as_str()), (200, "allocated 8 MiB\n"));
+    assert_eq!(
+        edge.metric("edge_memory_cap_kills_total{tenant=\"t\",component=\"fixtures\"}")
+            .await,
+        10.0
+    );
+}
+
+#[tokio::test]
+async fn a_truncated_stream_is_never_presented_as_complete() {
+    // 40 MB in 300 ms at loopback speed is fine; the deadline is the guard.
+    let edge = Edge::start(&standard_spin(), &config(10_000, 64 << 20));
+    let (status, body) = get(&format!("{}/fixtures/stream?bytes=40000000", edge.url)).await;
+    assert_eq!(status, 200);
+    assert_eq!(body.len(), 40_000_000);
+    let _ = Duration::from_secs(0);
+}

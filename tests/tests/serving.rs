@@ -1,0 +1,222 @@
+//! Routing, HTTP edge cases, health, metrics and the compile cache, against
+//! the real binary over loopback.
+
+use edge_tests::{Edge, TempDir, client, component, get, get_host, raw, request, standard_spin};
+
+const TWO_TENANTS: &str = r#"app = "spin.toml"
+[[tenant]]
+name = "alpha"
+hosts = ["alpha.test", "*.alpha.test"]
+components = ["echo", "fixtures"]
+
+[[tenant]]
+name = "beta"
+hosts = ["beta.test"]
+components = ["fixtures"]
+"#;
+
+#[tokio::test]
+async fn routes_by_host_and_path() {
+    let edge = Edge::start(&standard_spin(), TWO_TENANTS);
+    let u = &edge.url;
+    assert_eq!(
+        get_host(&format!("{u}/hello"), "alpha.test").await,
+        (200, "hello from edge: /hello\n".into())
+    );
+    assert_eq!(
+        get_host(&format!("{u}/a/b?c=1"), "ALPHA.test:8080").await,
+        (200, "hello from edge: /a/b?c=1\n".into())
+    );
+    assert_eq!(get_host(&format!("{u}/x"), "www.alpha.test").await.0, 200);
+    // The more specific route wins over the catch-all.
+    assert_eq!(
+        get_host(&format!("{u}/fixtures/anything"), "alpha.test").await,
+        (200, "ok\n".into())
+    );
+    // beta only has fixtures: its catch-all is not there.
+    assert_eq!(
+        get_host(&format!("{u}/fixtures/x"), "beta.test").await,
+        (200, "ok\n".into())
+    );
+    let (status, body) = get_host(&format!("{u}/hello"), "beta.test").await;
+    assert_eq!((status, body.as_str()), (404, "no route for /hello\n"));
+    let (status, body) = get_host(&format!("{u}/hello"), "gamma.test").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (404, "no tenant serves host \"gamma.test\"\n")
+    );
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_requests() {
+    let edge = Edge::start(
+        &standard_spin(),
+        "app = \"spin.toml\"\n[server]\nmax_body_bytes = 1000\nmax_header_bytes = 8192\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+    );
+    let garbage = raw(&edge.url, b"NOT HTTP AT ALL\r\n\r\n");
+    assert!(garbage.starts_with("HTTP/1.1 400"), "{garbage}");
+
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
+    let answer = raw(&edge.url, big.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+
+    let c = client();
+    let (status, body) = request(
+        &c,
+        "POST",
+        &format!("{}/fixtures/body", edge.url),
+        &[],
+        vec![b'x'; 2000].into(),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (413, "request body exceeds 1000 bytes\n")
+    );
+    let (status, body) = request(
+        &c,
+        "POST",
+        &format!("{}/fixtures/body", edge.url),
+        &[],
+        vec![b'x'; 1000].into(),
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "1000\n"));
+
+    // Chunked: the size is only known while streaming.
+    let chunked = format!(
+        "POST /fixtures/body HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n7d0\r\n{}\r\n0\r\n\r\n",
+        "y".repeat(2000)
+    );
+    let answer = raw(&edge.url, chunked.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(edge.metric("edge_body_too_large_total").await >= 2.0);
+}
+
+#[tokio::test]
+async fn health_and_metrics() {
+    let edge = Edge::start(
+        &standard_spin(),
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+    );
+    for _ in 0..3 {
+        assert_eq!(get(&format!("{}/x", edge.url)).await.0, 200);
+    }
+    assert_eq!(get(&format!("{}/fixtures/trap", edge.url)).await.0, 500);
+    let (status, health) = get(&format!("{}/health", edge.admin)).await;
+    assert_eq!(status, 200);
+    assert!(health.starts_with("{\"status\":\"ok\""), "{health}");
+    assert!(
+        health.contains("\"echo\":{\"status\":\"ready\"}"),
+        "{health}"
+    );
+
+    let m = edge.metrics().await;
+    for line in [
+        "edge_requests_total{tenant=\"t\",component=\"echo\",code=\"2xx\"} 3",
+        "edge_requests_total{tenant=\"t\",component=\"fixtures\",code=\"5xx\"} 1",
+        "edge_request_duration_seconds_count{tenant=\"t\",component=\"echo\"} 3",
+        "edge_traps_total{tenant=\"t\",component=\"fixtures\"} 1",
+        "edge_deadline_kills_total{tenant=\"t\",component=\"echo\"} 0",
+        "edge_active_instances{tenant=\"t\",component=\"echo\"} 0",
+        "edge_instances_created_total{tenant=\"t\",component=\"echo\"} 3",
+        "# TYPE edge_pool_slots_in_use gauge",
+        "edge_pool_slots_in_use{kind=\"component_instances\"} 0",
+        "edge_components_failed 0",
+    ] {
+        assert!(m.contains(line), "missing {line:?} in:\n{m}");
+    }
+    assert!(m.contains(
+        "edge_request_duration_seconds_bucket{tenant=\"t\",component=\"echo\",le=\"+Inf\"} 3"
+    ));
+}
+
+#[tokio::test]
+async fn a_component_that_fails_to_load_does_not_stop_the_others() {
+    let dir = TempDir::new("broken");
+    let broken = dir.write("broken.wasm", "this is not wasm");
+    let spin = format!(
+        "{}\n[[trigger.http]]\nroute = \"/broken/...\"\ncomponent = \"broken\"\n[component.broken]\nsource = \"{}\"\n",
+        standard_spin(),
+        broken.display()
+    );
+    let edge = Edge::start(
+        &spin,
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+    );
+    assert_eq!(get(&format!("{}/x", edge.url)).await.0, 200);
+    let (status, body) = get(&format!("{}/broken/x", edge.url)).await;
+    assert_eq!(status, 503);
+    assert!(
+        body.starts_with("component broken is unavailable: compiling component"),
+        "{body}"
+    );
+    let (_, health) = get(&format!("{}/health", edge.admin)).await;
+    assert!(health.starts_with("{\"status\":\"degraded\""), "{health}");
+    assert!(
+        health.contains("\"broken\":{\"status\":\"failed\",\"error\":\"compiling component"),
+        "{health}"
+    );
+    assert_eq!(edge.metric("edge_components_failed").await, 1.0);
+}
+
+#[tokio::test]
+async fn restarts_load_compiled_components_from_the_cache() {
+    let data = TempDir::new("cache");
+    let cfg =
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"echo\"]\n";
+    let spin = format!(
+        "spin_manifest_version = 2\n[application]\nname = \"c\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"echo\"\n[component.echo]\nsource = \"{}\"\n",
+        component("echo")
+    );
+    {
+        let first = Edge::start_with(&spin, cfg, data.path());
+        assert_eq!(get(&format!("{}/", first.url)).await.0, 200);
+        assert!(
+            first.log().contains("compiled"),
+            "first start compiles: {}",
+            first.log()
+        );
+    }
+    let entries: Vec<_> = std::fs::read_dir(data.path().join("cache"))
+        .expect("cache dir")
+        .collect();
+    assert_eq!(entries.len(), 1, "one artifact for one component");
+    let second = Edge::start_with(&spin, cfg, data.path());
+    assert_eq!(get(&format!("{}/", second.url)).await.0, 200);
+    assert!(
+        !second.log().contains("compiled"),
+        "second start must not recompile: {}",
+        second.log()
+    );
+}
+
+#[tokio::test]
+async fn sigterm_drains_in_flight_requests() {
+    let mut edge = Edge::start(
+        &standard_spin(),
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+    );
+    let url = format!("{}/fixtures/sleep?ms=700", edge.url);
+    let slow = tokio::spawn(async move { get(&url).await });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    edge.signal(libc_sigterm());
+    let (status, body) = slow.await.expect("join");
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "slept\n"),
+        "in-flight request finishes during drain"
+    );
+    assert_eq!(
+        edge.wait(std::time::Duration::from_secs(10)),
+        Some(0),
+        "exits cleanly after draining"
+    );
+}
+
+fn libc_sigterm() -> i32 {
+    15
+}

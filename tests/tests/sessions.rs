@@ -1,0 +1,144 @@
+//! Per-session instances: pinning, separation, cap and idle eviction.
+
+use edge_tests::{Edge, client, get, request, standard_spin};
+use std::time::Duration;
+
+fn config(max_sessions: usize, idle_ms: u64, key: &str) -> String {
+    format!(
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n[component.counter]\ninstance = \"session\"\nsession_key = \"{key}\"\nmax_sessions = {max_sessions}\nidle_timeout_ms = {idle_ms}\n"
+    )
+}
+
+#[tokio::test]
+async fn same_key_same_instance_different_keys_different_instances() {
+    let edge = Edge::start(&standard_spin(), &config(10, 60_000, "path:2"));
+    let count = |s: &str| format!("{}/counter/{s}/count", edge.url);
+    for expected in 1..=5 {
+        assert_eq!(get(&count("alice")).await, (200, format!("{expected}\n")));
+    }
+    assert_eq!(get(&count("bob")).await, (200, "1\n".into()));
+    assert_eq!(get(&count("alice")).await, (200, "6\n".into()));
+    // The same fixture per request never counts past 1.
+    for _ in 0..3 {
+        assert_eq!(
+            get(&format!("{}/fixtures/count", edge.url)).await,
+            (200, "1\n".into())
+        );
+    }
+    assert_eq!(
+        edge.metric("edge_sessions_active{tenant=\"t\",component=\"counter\"}")
+            .await,
+        2.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_on_one_session_run_in_order_and_lose_nothing() {
+    let edge = Edge::start(&standard_spin(), &config(10, 60_000, "header:x-session"));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let url = format!("{}/counter/count", edge.url);
+        tasks.push(tokio::spawn(async move {
+            let c = client();
+            let mut seen = Vec::new();
+            for _ in 0..25 {
+                let (status, body) = request(
+                    &c,
+                    "GET",
+                    &url,
+                    &[("x-session", "shared")],
+                    Default::default(),
+                )
+                .await;
+                assert_eq!(status, 200, "{body}");
+                seen.push(body.trim().parse::<u64>().expect("a count"));
+            }
+            seen
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("join"));
+    }
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (1..=200).collect::<Vec<u64>>(),
+        "every request saw a distinct count: serialized on one instance"
+    );
+}
+
+#[tokio::test]
+async fn the_session_cap_answers_503_with_a_clear_body() {
+    let edge = Edge::start(&standard_spin(), &config(2, 60_000, "cookie:sid"));
+    let c = client();
+    let url = format!("{}/counter/count", edge.url);
+    for sid in ["a", "b"] {
+        assert_eq!(
+            request(
+                &c,
+                "GET",
+                &url,
+                &[("cookie", &format!("theme=dark; sid={sid}"))],
+                Default::default()
+            )
+            .await
+            .0,
+            200
+        );
+    }
+    let (status, body) = request(&c, "GET", &url, &[("cookie", "sid=c")], Default::default()).await;
+    assert_eq!(status, 503);
+    assert_eq!(
+        body,
+        "session capacity reached: component counter already has 2 active sessions (max_sessions); retry later\n"
+    );
+    // Existing sessions still work.
+    assert_eq!(
+        request(&c, "GET", &url, &[("cookie", "sid=a")], Default::default()).await,
+        (200, "2\n".into())
+    );
+    let (status, body) = get(&url).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            400,
+            "missing session key: this route needs a non-empty cookie sid\n"
+        )
+    );
+    assert_eq!(
+        edge.metric("edge_sessions_rejected_total{tenant=\"t\",component=\"counter\"}")
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn idle_sessions_are_evicted() {
+    let edge = Edge::start(&standard_spin(), &config(1, 300, "path:2"));
+    let count = |s: &str| format!("{}/counter/{s}/count", edge.url);
+    assert_eq!(get(&count("a")).await.1, "1\n");
+    assert_eq!(get(&count("a")).await.1, "2\n");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    // Evicted: its slot is free for another key, and "a" starts over.
+    assert_eq!(get(&count("b")).await, (200, "1\n".into()));
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(get(&count("a")).await, (200, "1\n".into()));
+    assert!(
+        edge.metric("edge_sessions_evicted_total{tenant=\"t\",component=\"counter\"}")
+            .await
+            >= 2.0
+    );
+}
+
+#[tokio::test]
+async fn a_trapping_session_is_reset() {
+    let edge = Edge::start(&standard_spin(), &config(4, 60_000, "path:2"));
+    assert_eq!(get(&format!("{}/counter/s/count", edge.url)).await.1, "1\n");
+    assert_eq!(get(&format!("{}/counter/s/trap", edge.url)).await.0, 500);
+    assert_eq!(
+        get(&format!("{}/counter/s/count", edge.url)).await,
+        (200, "1\n".into()),
+        "a fresh instance after the trap"
+    );
+}
