@@ -34,10 +34,16 @@ pub fn build_engine(pool: &Pool) -> Result<Engine> {
         .max_core_instances_per_component(pool.max_core_instances_per_component)
         .max_memories_per_component(pool.max_memories_per_component)
         .max_tables_per_component(pool.max_tables_per_component)
-        // Resetting a few dirty pages with memset is cheaper than the
-        // madvise syscall (and the page faults after it) for small guests.
+        // Reset dirty pages in place instead of madvise(DONTNEED): no
+        // syscall, no TLB shootdown, and no page faults when the next
+        // instance touches the same pages. With PAGEMAP_SCAN (Linux 6.7+)
+        // only pages actually written are reset, so a large budget costs
+        // nothing for guests that touch little.
+        .pagemap_scan(wasmtime::Enabled::Auto)
         .linear_memory_keep_resident(pool.keep_resident_bytes as usize)
-        .table_keep_resident(pool.keep_resident_bytes as usize);
+        .table_keep_resident(pool.keep_resident_bytes as usize)
+        // Whatever must still be decommitted goes in batches.
+        .decommit_batch_size(32);
 
     let mut config = wasmtime::Config::new();
     config
