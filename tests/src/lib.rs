@@ -307,3 +307,7 @@ source = "{fixtures}"
         fixtures = component("fixtures"),
     )
 }
+
+/// An edge-config with one tenant `t` on every host with every component.
+pub const ONE_TENANT: &str =
+    "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n";

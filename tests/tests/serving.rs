@@ -1,7 +1,9 @@
 //! Routing, HTTP edge cases, health, metrics and the compile cache, against
 //! the real binary over loopback.
 
-use edge_tests::{Edge, TempDir, client, component, get, get_host, raw, request, standard_spin};
+use edge_tests::{
+    Edge, ONE_TENANT, TempDir, client, component, get, get_host, raw, request, standard_spin,
+};
 
 const TWO_TENANTS: &str = r#"app = "spin.toml"
 [[tenant]]
@@ -98,10 +100,7 @@ async fn malformed_and_oversized_requests() {
 
 #[tokio::test]
 async fn health_and_metrics() {
-    let edge = Edge::start(
-        &standard_spin(),
-        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
-    );
+    let edge = Edge::start(&standard_spin(), ONE_TENANT);
     for _ in 0..3 {
         assert_eq!(get(&format!("{}/x", edge.url)).await.0, 200);
     }
@@ -143,10 +142,7 @@ async fn a_component_that_fails_to_load_does_not_stop_the_others() {
         standard_spin(),
         broken.display()
     );
-    let edge = Edge::start(
-        &spin,
-        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
-    );
+    let edge = Edge::start(&spin, ONE_TENANT);
     assert_eq!(get(&format!("{}/x", edge.url)).await.0, 200);
     let (status, body) = get(&format!("{}/broken/x", edge.url)).await;
     assert_eq!(status, 503);
@@ -196,10 +192,7 @@ async fn restarts_load_compiled_components_from_the_cache() {
 
 #[tokio::test]
 async fn sigterm_drains_in_flight_requests() {
-    let mut edge = Edge::start(
-        &standard_spin(),
-        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
-    );
+    let mut edge = Edge::start(&standard_spin(), ONE_TENANT);
     let url = format!("{}/fixtures/sleep?ms=700", edge.url);
     let slow = tokio::spawn(async move { get(&url).await });
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
