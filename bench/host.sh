@@ -88,7 +88,7 @@ for p in $EDGE_PORT $WT_PORT $NGINX_PORT; do
 done
 
 run_wrk() { # port -> "req/s p50 p99"
-  wrk -t2 -c1 -d1s "http://127.0.0.1:$1/warm" >/dev/null # warm-up
+  wrk -t1 -c10 -d1s "http://127.0.0.1:$1/warm" >/dev/null # warm-up
   wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "http://127.0.0.1:$1/bench" > "$work/wrk.$1"
   local rps p50 p99
   rps=$(awk '/Requests\/sec/ {print $2}' "$work/wrk.$1")
