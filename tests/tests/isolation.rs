@@ -3,7 +3,6 @@
 //! memory hogs (memory cap), each under concurrent healthy load.
 
 use edge_tests::{Edge, client, get, request, standard_spin};
-use std::time::Duration;
 
 fn config(deadline_ms: u64, memory: u64) -> String {
     format!(
@@ -129,11 +128,9 @@ async fn memory_hogs_hit_their_cap_alone() {
 }
 
 #[tokio::test]
-async fn a_truncated_stream_is_never_presented_as_complete() {
-    // 40 MB in 300 ms at loopback speed is fine; the deadline is the guard.
+async fn large_bodies_stream_through_whole() {
     let edge = Edge::start(&standard_spin(), &config(10_000, 64 << 20));
     let (status, body) = get(&format!("{}/fixtures/stream?bytes=40000000", edge.url)).await;
     assert_eq!(status, 200);
     assert_eq!(body.len(), 40_000_000);
-    let _ = Duration::from_secs(0);
 }
