@@ -69,10 +69,11 @@ fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()>
         tracing::warn!("listen addresses changed: they apply at start; restart edge to apply them");
     }
     let app = App::build(&shared.runtime, config)?;
+    let failing_before = old.failed_components();
     let newly_failed: Vec<_> = app
         .failed_components()
         .into_iter()
-        .filter(|id| !old.failed_components().contains(id))
+        .filter(|id| !failing_before.contains(id))
         .map(|id| format!("{id}: {:?}", app.status[id]))
         .collect();
     if !newly_failed.is_empty() {
