@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/edge/target
 CARGO ?= cargo
-COMPONENTS := echo fixtures
+COMPONENTS := echo fixtures probe
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
 .PHONY: run test setup components host lint bench-host clean
@@ -25,9 +25,9 @@ run: components host
 
 test: components host
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures -- -D warnings
-	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -- -D warnings
-	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures
+	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures --exclude probe -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -p probe -- -D warnings
+	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures --exclude probe
 
 bench-host: components host
 	./bench/host.sh

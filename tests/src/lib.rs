@@ -15,7 +15,12 @@ use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    // Cargo sets CARGO_MANIFEST_DIR when it runs a test too. Prefer that to
+    // the compile-time value: another clone sharing CARGO_TARGET_DIR may have
+    // built this binary.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+    Path::new(&manifest_dir)
         .parent()
         .expect("repo root")
         .to_path_buf()

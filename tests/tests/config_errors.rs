@@ -149,6 +149,29 @@ fn memory_limit_above_pool_slot() {
 }
 
 #[test]
+fn tiny_key_value_cap() {
+    let edge = GOOD_EDGE.to_string() + "[tenant.limits]\nkv_store_bytes = 100\n";
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:7:18: tenant[0].limits.kv_store_bytes: must be at least 4096",
+    );
+}
+
+#[test]
+fn key_value_label_with_a_slash() {
+    let spin = spin_without_required().replace(
+        "[component.echo]\n",
+        "[component.echo]\nkey_value_stores = [\"../etc\"]\n",
+    );
+    assert_error(
+        &spin,
+        GOOD_EDGE,
+        "component.echo.key_value_stores: \"../etc\" is not a store label (lower-case letters, digits, '_' and '-')",
+    );
+}
+
+#[test]
 fn route_without_slash() {
     let spin = spin_without_required().replace("route = \"/...\"", "route = \"echo\"");
     assert_error(

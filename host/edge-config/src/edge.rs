@@ -92,6 +92,7 @@ impl Default for PoolSection {
 pub(crate) struct LimitsSection {
     pub request_deadline_ms: Option<Spanned<u64>>,
     pub memory_bytes: Option<Spanned<u64>>,
+    pub kv_store_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

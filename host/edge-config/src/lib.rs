@@ -200,6 +200,8 @@ pub struct Limits {
     pub request_deadline: Duration,
     /// Linear-memory cap per instance.
     pub memory_bytes: u64,
+    /// Size cap (keys plus values) of each key-value store of the tenant.
+    pub kv_store_bytes: u64,
 }
 
 /// A hostname pattern of a tenant.

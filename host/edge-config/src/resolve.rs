@@ -238,9 +238,21 @@ impl Resolver<'_> {
                 b.memory_bytes
             }),
         };
+        let kv_store_bytes = match &l.kv_store_bytes {
+            Some(b) if *b.get_ref() < 4096 => {
+                return self.edge_err(
+                    b.span(),
+                    &format!("{key}.kv_store_bytes"),
+                    "must be at least 4096",
+                );
+            }
+            Some(b) => *b.get_ref(),
+            None => base.map_or(64 * 1024 * 1024, |b| b.kv_store_bytes),
+        };
         Ok(Limits {
             request_deadline: deadline,
             memory_bytes: memory,
+            kv_store_bytes,
         })
     }
 

@@ -7,6 +7,7 @@ use crate::session::{SessionPool, SessionRegistry};
 use crate::state::{HostState, StoreSpec};
 use anyhow::{Context, Result};
 use edge_config::{Config, HostPattern, InstanceMode, RoutePattern};
+use edge_keyvalue::Grants;
 use edge_outbound_http::OutboundPolicy;
 use edge_variables::Variables;
 use http::HeaderValue;
@@ -28,12 +29,27 @@ pub struct Runtime {
     pub metrics: Arc<Metrics>,
     /// Session pools, kept across reloads while their component is unchanged.
     pub sessions: SessionRegistry,
+    /// Key-value store files, each opened once while any config grants it.
+    pub kv: edge_keyvalue::Registry,
     _ticker: EpochTicker,
 }
 
 impl Runtime {
     /// Creates the engine from `config`'s pool settings and starts the ticker.
     pub fn new(config: &Config) -> Result<Self> {
+        Self::with_kv(
+            config,
+            edge_keyvalue::Registry::new(&config.server.data_dir.join("kv")),
+        )
+    }
+
+    /// Like [`Runtime::new`] with key-value stores in memory: for checking a
+    /// config while a server holds the store files.
+    pub fn for_check(config: &Config) -> Result<Self> {
+        Self::with_kv(config, edge_keyvalue::Registry::in_memory())
+    }
+
+    fn with_kv(config: &Config, kv: edge_keyvalue::Registry) -> Result<Self> {
         let engine = crate::engine::build_engine(&config.pool)?;
         let cache = ComponentCache::new(&engine, &config.server.data_dir.join("cache"));
         Ok(Self {
@@ -42,6 +58,7 @@ impl Runtime {
             cache,
             metrics: Arc::default(),
             sessions: SessionRegistry::default(),
+            kv,
         })
     }
 }
@@ -157,7 +174,17 @@ impl App {
                 }
                 let component = &config.components[&route.component];
                 let target = targets.entry(route.component.as_str()).or_insert_with(|| {
-                    let prep = prepared[&route.component].clone();
+                    let mut prep = prepared[&route.component].clone();
+                    let kv = match open_stores(rt, tenant, component) {
+                        Ok(kv) => kv,
+                        Err(reason) => {
+                            let reason = format!("tenant {:?}: {reason}", tenant.name);
+                            tracing::error!(component = %component.id, error = %reason, "key-value store failed to open; the component's routes answer 503 for this tenant");
+                            status.insert(component.id.clone(), ComponentStatus::Failed(reason.clone()));
+                            prep = Err(reason.into());
+                            Grants::default()
+                        }
+                    };
                     let variables = tenant
                         .variables
                         .get(&route.component)
@@ -181,6 +208,7 @@ impl App {
                                 &who,
                             ),
                             variables,
+                            kv,
                         },
                         deadline: tenant.limits.request_deadline,
                         deadline_ticks: deadline_ticks(tenant.limits.request_deadline),
@@ -248,6 +276,9 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     if component.has_variables {
         edge_variables::add_to_linker(&mut linker)?;
     }
+    if !component.key_value_stores.is_empty() {
+        edge_keyvalue::add_to_linker(&mut linker)?;
+    }
     let pre = linker.instantiate_pre(&compiled).map_err(anyhow::Error::from).with_context(|| {
         format!(
             "linking component {:?}: it imports something not granted to it (variables grant wasi:config/store, key_value_stores grant wasi:keyvalue)",
@@ -263,6 +294,23 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
             )
         })?;
     Ok(Prepared { pre, hash })
+}
+
+/// Opens the stores `component` names, as `tenant`'s.
+fn open_stores(
+    rt: &Runtime,
+    tenant: &edge_config::Tenant,
+    component: &edge_config::Component,
+) -> Result<Grants, String> {
+    let mut stores = BTreeMap::new();
+    for label in &component.key_value_stores {
+        let store = rt
+            .kv
+            .open(&tenant.name, label, tenant.limits.kv_store_bytes)
+            .map_err(|e| format!("key-value store {label:?}: {e}"))?;
+        stores.insert(label.clone(), store);
+    }
+    Ok(Grants::new(stores))
 }
 
 #[derive(Default)]

@@ -136,7 +136,7 @@ fn check(path: PathBuf, overrides: Overrides) -> i32 {
             return 2;
         }
     };
-    let result = Runtime::new(&config).and_then(|rt| App::build(&rt, config));
+    let result = Runtime::for_check(&config).and_then(|rt| App::build(&rt, config));
     match result {
         Ok(app) => {
             let mut failed = false;

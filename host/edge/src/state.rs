@@ -2,6 +2,7 @@
 //! the memory limiter and the capabilities granted to this component for
 //! this tenant.
 
+use edge_keyvalue::{Grants, KeyValue, KeyValueView};
 use edge_outbound_http::OutboundPolicy;
 use edge_variables::{Variables, VariablesView};
 use wasmtime::ResourceLimiter;
@@ -19,6 +20,8 @@ pub struct StoreSpec {
     pub outbound: OutboundPolicy,
     /// Resolved variables (empty when the component declares none).
     pub variables: Variables,
+    /// Key-value stores granted (empty when the component names none).
+    pub kv: Grants,
 }
 
 /// The `T` of `Store<T>`.
@@ -28,6 +31,7 @@ pub struct HostState {
     http: WasiHttpCtx,
     outbound: OutboundPolicy,
     variables: Variables,
+    kv: Grants,
     /// The memory cap, read by the store's limiter.
     pub limiter: MemoryCap,
 }
@@ -79,6 +83,7 @@ impl HostState {
             http: WasiHttpCtx::new(),
             outbound: spec.outbound.clone(),
             variables: spec.variables.clone(),
+            kv: spec.kv.clone(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
                 hit: false,
@@ -109,5 +114,14 @@ impl WasiHttpView for HostState {
 impl VariablesView for HostState {
     fn variables(&mut self) -> &Variables {
         &self.variables
+    }
+}
+
+impl KeyValueView for HostState {
+    fn keyvalue(&mut self) -> KeyValue<'_> {
+        KeyValue {
+            grants: &self.kv,
+            table: &mut self.table,
+        }
     }
 }

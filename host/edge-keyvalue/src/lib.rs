@@ -1,0 +1,208 @@
+//! Key-value capability: `wasi:keyvalue@0.2.0-draft` (`store`, `atomics`,
+//! `batch`; WIT in `wit/deps/keyvalue`) over an embedded [redb] database.
+//!
+//! A component gets these imports only if its manifest entry lists
+//! `key_value_stores = ["label", ...]`; `store.open(label)` then succeeds for
+//! exactly those labels (others answer `access-denied`). Each tenant has its
+//! own database file per label, `DATA_DIR/kv/TENANT/LABEL.redb`, shared by
+//! that tenant's components that name the label (Spin's semantics), never by
+//! two tenants.
+//!
+//! Writes commit without waiting for the disk; a background thread makes
+//! them durable within [`FLUSH_INTERVAL`] (as Redis' `appendfsync everysec`),
+//! and a store is flushed when it is dropped. A crash loses at most that
+//! window, never consistency: redb is copy-on-write.
+//!
+//! Limits, because tenants are hostile: keys up to [`MAX_KEY_BYTES`], values
+//! up to [`MAX_VALUE_BYTES`], and each store up to the tenant's
+//! `limits.kv_store_bytes` (keys plus values); a write past a limit fails
+//! with `error::other` saying which limit, and changes nothing.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let stores = edge_keyvalue::Registry::new(dir.path());
+//! let store = stores.open("acme", "default", 1 << 20)?;
+//! store.set("greeting", b"hello")?;
+//! assert_eq!(store.get("greeting")?.as_deref(), Some(&b"hello"[..]));
+//! assert_eq!(store.increment("visits", 2)?, 2);
+//! assert_eq!(store.used_bytes(), "greeting".len() as u64 + 5 + "visits".len() as u64 + 1);
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod store;
+
+pub use store::{FLUSH_INTERVAL, KvError, MAX_KEY_BYTES, MAX_VALUE_BYTES, Registry, Store};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit/deps/keyvalue",
+        world: "wasi:keyvalue/imports",
+        imports: { default: trappable },
+        with: {
+            "wasi:keyvalue/store.bucket": crate::Bucket,
+        },
+        trappable_error_type: {
+            "wasi:keyvalue/store.error" => crate::KvError,
+        },
+    });
+}
+
+use generated::wasi::keyvalue::{atomics, batch, store as wit};
+
+/// The stores one component may open, by label; shared by every instance.
+#[derive(Clone, Default)]
+pub struct Grants {
+    stores: Arc<BTreeMap<String, Arc<Store>>>,
+}
+
+impl Grants {
+    /// Grants the given stores under their labels.
+    pub fn new(stores: BTreeMap<String, Arc<Store>>) -> Self {
+        Self {
+            stores: Arc::new(stores),
+        }
+    }
+}
+
+/// An open bucket: a guest's handle to one granted store.
+pub struct Bucket {
+    store: Arc<Store>,
+}
+
+/// What the linked functions see of the store data.
+pub struct KeyValue<'a> {
+    /// The component's grants.
+    pub grants: &'a Grants,
+    /// The instance's resource table.
+    pub table: &'a mut ResourceTable,
+}
+
+/// Store data that carries a component's key-value [`Grants`].
+pub trait KeyValueView {
+    /// The grants and resource table of the instance in this store.
+    fn keyvalue(&mut self) -> KeyValue<'_>;
+}
+
+/// Adds `wasi:keyvalue/{store,atomics,batch}` to a linker.
+pub fn add_to_linker<T: KeyValueView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    fn view<T: KeyValueView>(t: &mut T) -> KeyValue<'_> {
+        t.keyvalue()
+    }
+    wit::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
+    atomics::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
+    batch::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
+    Ok(())
+}
+
+struct HasKeyValue;
+
+impl HasData for HasKeyValue {
+    type Data<'a> = KeyValue<'a>;
+}
+
+impl KeyValue<'_> {
+    fn store(&self, bucket: &Resource<Bucket>) -> Result<Arc<Store>, KvError> {
+        Ok(self.table.get(bucket)?.store.clone())
+    }
+}
+
+impl wit::Host for KeyValue<'_> {
+    fn open(&mut self, identifier: String) -> Result<Resource<Bucket>, KvError> {
+        let store = self
+            .grants
+            .stores
+            .get(&identifier)
+            .ok_or(KvError::AccessDenied)?
+            .clone();
+        Ok(self.table.push(Bucket { store })?)
+    }
+
+    fn convert_error(&mut self, err: KvError) -> wasmtime::Result<wit::Error> {
+        Ok(match err {
+            KvError::AccessDenied => wit::Error::AccessDenied,
+            KvError::Trap(e) => return Err(e),
+            other => wit::Error::Other(other.to_string()),
+        })
+    }
+}
+
+impl wit::HostBucket for KeyValue<'_> {
+    fn get(&mut self, bucket: Resource<Bucket>, key: String) -> Result<Option<Vec<u8>>, KvError> {
+        self.store(&bucket)?.get(&key)
+    }
+
+    fn set(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+        value: Vec<u8>,
+    ) -> Result<(), KvError> {
+        self.store(&bucket)?.set(&key, &value)
+    }
+
+    fn delete(&mut self, bucket: Resource<Bucket>, key: String) -> Result<(), KvError> {
+        self.store(&bucket)?.delete(&key)
+    }
+
+    fn exists(&mut self, bucket: Resource<Bucket>, key: String) -> Result<bool, KvError> {
+        Ok(self.store(&bucket)?.get(&key)?.is_some())
+    }
+
+    fn list_keys(
+        &mut self,
+        bucket: Resource<Bucket>,
+        cursor: Option<u64>,
+    ) -> Result<wit::KeyResponse, KvError> {
+        let (keys, cursor) = self.store(&bucket)?.list_keys(cursor.unwrap_or(0))?;
+        Ok(wit::KeyResponse { keys, cursor })
+    }
+
+    fn drop(&mut self, bucket: Resource<Bucket>) -> wasmtime::Result<()> {
+        self.table.delete(bucket)?;
+        Ok(())
+    }
+}
+
+impl atomics::Host for KeyValue<'_> {
+    fn increment(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+        delta: u64,
+    ) -> Result<u64, KvError> {
+        self.store(&bucket)?.increment(&key, delta)
+    }
+}
+
+impl batch::Host for KeyValue<'_> {
+    fn get_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        keys: Vec<String>,
+    ) -> Result<Vec<Option<(String, Vec<u8>)>>, KvError> {
+        let values = self.store(&bucket)?.get_many(&keys)?;
+        Ok(keys
+            .into_iter()
+            .zip(values)
+            .map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+
+    fn set_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key_values: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), KvError> {
+        self.store(&bucket)?.set_many(&key_values)
+    }
+
+    fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> Result<(), KvError> {
+        self.store(&bucket)?.delete_many(&keys)
+    }
+}

@@ -1,0 +1,264 @@
+//! Host capabilities as a component sees them, through the `probe` fixture:
+//! variables (`wasi:config/store`), key-value (`wasi:keyvalue`, embedded and
+//! persistent) and outbound HTTP limited to `allowed_outbound_hosts`; and
+//! that a capability not granted is not there.
+
+use bytes::Bytes;
+use edge_tests::{Edge, TempDir, client, component, get, get_host, request};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+
+/// A manifest with the probe under `/probe/...`; `extra` goes into its
+/// component table.
+fn probe_spin(extra: &str) -> String {
+    format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "probe-app"
+
+[variables]
+greeting = {{ default = "hello" }}
+token = {{ required = true, secret = true }}
+
+[[trigger.http]]
+route = "/probe/..."
+component = "probe"
+
+[component.probe]
+source = "{probe}"
+{extra}
+"#,
+        probe = component("probe"),
+    )
+}
+
+const GRANTS: &str = r#"key_value_stores = ["default", "cache"]
+[component.probe.variables]
+greeting = "{{ greeting }}"
+token = "{{ token }}"
+"#;
+
+const TWO_TENANTS: &str = r#"app = "spin.toml"
+[[tenant]]
+name = "alpha"
+hosts = ["alpha.test"]
+components = ["probe"]
+[tenant.variables]
+greeting = "hi from alpha"
+[tenant.secrets]
+token = "alpha-secret"
+
+[[tenant]]
+name = "beta"
+hosts = ["beta.test"]
+components = ["probe"]
+[tenant.secrets]
+token = "beta-secret"
+"#;
+
+async fn send(method: &str, url: &str, host: &str, body: &str) -> (u16, String) {
+    request(
+        &client(),
+        method,
+        url,
+        &[("host", host)],
+        Bytes::from(body.to_string()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn variables_resolve_per_tenant() {
+    let data = TempDir::new("vars");
+    let edge = Edge::start_with(&probe_spin(GRANTS), TWO_TENANTS, data.path());
+    let u = &edge.url;
+    assert_eq!(
+        get_host(&format!("{u}/probe/var/greeting"), "alpha.test").await,
+        (200, "hi from alpha".into())
+    );
+    // beta sets no greeting: the manifest default.
+    assert_eq!(
+        get_host(&format!("{u}/probe/var/greeting"), "beta.test").await,
+        (200, "hello".into())
+    );
+    assert_eq!(
+        get_host(&format!("{u}/probe/var/token"), "beta.test").await,
+        (200, "beta-secret".into())
+    );
+    assert_eq!(
+        get_host(&format!("{u}/probe/var/nope"), "alpha.test")
+            .await
+            .0,
+        404
+    );
+}
+
+#[tokio::test]
+async fn key_value_is_per_tenant_limited_and_persistent() {
+    let data = TempDir::new("kv");
+    let spin = probe_spin(GRANTS);
+    let edge_toml = format!("{TWO_TENANTS}[tenant.limits]\nkv_store_bytes = 4096\n");
+    let edge = Edge::start_with(&spin, &edge_toml, data.path());
+    let u = &edge.url;
+    let kv = |path: &str| format!("{u}/probe/kv/{path}");
+
+    assert_eq!(
+        send("PUT", &kv("default/name"), "alpha.test", "Ada").await,
+        (200, "stored\n".into())
+    );
+    assert_eq!(
+        get_host(&kv("default/name"), "alpha.test").await,
+        (200, "Ada".into())
+    );
+    // Another tenant's store of the same label is another store.
+    assert_eq!(get_host(&kv("default/name"), "beta.test").await.0, 404);
+    // Another label of the same tenant too.
+    assert_eq!(get_host(&kv("cache/name"), "alpha.test").await.0, 404);
+
+    for expected in ["5\n", "10\n"] {
+        assert_eq!(
+            send("POST", &kv("default/hits/incr?by=5"), "alpha.test", "").await,
+            (200, expected.into())
+        );
+    }
+    let (status, body) = send("POST", &kv("default/name/incr"), "alpha.test", "").await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("\"Ada\" is not a decimal unsigned 64-bit number"),
+        "{body}"
+    );
+
+    assert_eq!(
+        get_host(&kv("default"), "alpha.test").await,
+        (200, "hits\nname\n".into())
+    );
+    assert_eq!(
+        send("DELETE", &kv("default/hits"), "alpha.test", "").await,
+        (200, "deleted\n".into())
+    );
+    assert_eq!(
+        get_host(&kv("default"), "alpha.test").await,
+        (200, "name\n".into())
+    );
+
+    // Labels not granted are refused.
+    assert_eq!(
+        get_host(&kv("other/x"), "alpha.test").await,
+        (403, "access-denied\n".into())
+    );
+
+    // beta's stores are capped at 4096 bytes.
+    let big = "x".repeat(4000);
+    assert_eq!(
+        send("PUT", &kv("default/a"), "beta.test", &big).await.0,
+        200
+    );
+    let (status, body) = send("PUT", &kv("default/b"), "beta.test", &big).await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("store \"default\" is full: the write needs 8002 bytes, the store holds 4001 of its 4096-byte cap (limits.kv_store_bytes)"),
+        "{body}"
+    );
+    // alpha's cap is the default.
+    assert_eq!(
+        send("PUT", &kv("default/b"), "alpha.test", &big).await.0,
+        200
+    );
+
+    // Stop and start again on the same data directory: the data is there.
+    let mut edge = edge;
+    edge.signal(libc::SIGTERM);
+    assert_eq!(edge.wait(std::time::Duration::from_secs(10)), Some(0));
+    drop(edge);
+    let edge = Edge::start_with(&spin, &edge_toml, data.path());
+    assert_eq!(
+        get_host(&format!("{}/probe/kv/default/name", edge.url), "alpha.test").await,
+        (200, "Ada".into())
+    );
+    assert_eq!(
+        get_host(&format!("{}/probe/kv/default/a", edge.url), "beta.test").await,
+        (200, big)
+    );
+
+    // A crash (SIGKILL) loses at most the last second of writes.
+    let url = format!("{}/probe/kv/default/late", edge.url);
+    assert_eq!(send("PUT", &url, "alpha.test", "kept").await.0, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    edge.signal(libc::SIGKILL);
+    drop(edge);
+    let edge = Edge::start_with(&spin, &edge_toml, data.path());
+    assert_eq!(
+        get_host(&format!("{}/probe/kv/default/late", edge.url), "alpha.test").await,
+        (200, "kept".into())
+    );
+}
+
+#[tokio::test]
+async fn capabilities_not_granted_are_not_linked() {
+    let data = TempDir::new("nogrant");
+    // The probe imports wasi:config and wasi:keyvalue, but this manifest
+    // grants neither: it must fail to load, with the reason on /health.
+    let edge = Edge::start_with(
+        &probe_spin(""),
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+        data.path(),
+    );
+    let (status, body) = get(&format!("{}/probe/var/greeting", edge.url)).await;
+    assert_eq!(status, 503, "{body}");
+    let (_, health) = get(&format!("{}/health", edge.admin)).await;
+    assert!(health.contains("\"status\":\"degraded\""), "{health}");
+    assert!(
+        health.contains("it imports something not granted to it"),
+        "{health}"
+    );
+}
+
+/// A one-shot HTTP server on loopback answering `body`; returns its port.
+fn upstream(body: &'static str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn outbound_http_only_to_allowed_hosts() {
+    let allowed = upstream("from upstream");
+    let other = upstream("must not be reached");
+    let data = TempDir::new("outbound");
+    let spin = probe_spin(&format!(
+        "allowed_outbound_hosts = [\"http://127.0.0.1:{allowed}\"]\n{GRANTS}"
+    ));
+    let edge = Edge::start_with(&spin, TWO_TENANTS, data.path());
+    let fetch = |port: u16| format!("{}/probe/fetch?url=http://127.0.0.1:{port}/x", edge.url);
+    assert_eq!(
+        get_host(&fetch(allowed), "alpha.test").await,
+        (200, "200\nfrom upstream".into())
+    );
+    let (status, body) = get_host(&fetch(other), "alpha.test").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (502, "ErrorCode::HttpRequestDenied\n")
+    );
+    let (status, body) = get_host(
+        &format!("{}/probe/fetch?url=https://example.com/", edge.url),
+        "alpha.test",
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (502, "ErrorCode::HttpRequestDenied\n")
+    );
+    assert!(edge.log().contains("outbound request denied"));
+}
