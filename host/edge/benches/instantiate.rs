@@ -11,7 +11,17 @@ use edge::app::{App, Runtime};
 use http_body_util::{BodyExt, Empty};
 use std::time::Instant;
 
-const REQUESTS: usize = 10_000;
+// The allocator of the `edge` binary, so the figure is the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Requests measured; `EDGE_BENCH_REQUESTS` overrides it (for profiling).
+fn requests() -> usize {
+    std::env::var("EDGE_BENCH_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
 
 fn main() -> anyhow::Result<()> {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -68,7 +78,7 @@ fn main() -> anyhow::Result<()> {
             one().await?; // warm-up: page in the pool slots and code
         }
         let start = Instant::now();
-        for _ in 0..REQUESTS {
+        for _ in 0..requests() {
             one().await?;
         }
         let elapsed = start.elapsed();
@@ -76,9 +86,10 @@ fn main() -> anyhow::Result<()> {
     });
     let _ = std::fs::remove_dir_all(&dir);
     let elapsed = result?;
-    let per = elapsed.as_secs_f64() * 1e6 / REQUESTS as f64;
+    let per = elapsed.as_secs_f64() * 1e6 / requests() as f64;
     println!(
-        "instantiate+handle+drop: {per:.2} µs/request over {REQUESTS} requests on one core ({:.0} req/s)",
+        "instantiate+handle+drop: {per:.2} µs/request over {} requests on one core ({:.0} req/s)",
+        requests(),
         1e6 / per
     );
     Ok(())

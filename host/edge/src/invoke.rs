@@ -115,37 +115,39 @@ where
         Err(why) => return Err(Failure::Unavailable(why.to_string())),
     };
     let mut store = new_store(engine, target);
-    let (req, out, rx) = bind_request(&mut store, request)?;
-    let target2 = target.clone();
-    // The guest runs in its own task so it can keep streaming the body
-    // after the response head has gone back to hyper.
-    let task = tokio::spawn(async move {
-        let _active = ActiveInstance::new(&target2.metrics);
+    let (req, out, mut rx) = bind_request(&mut store, request)?;
+    let target = target.clone();
+    let mut guest = Box::pin(async move {
+        let _active = ActiveInstance::new(&target.metrics);
         let proxy = match prepared.pre.instantiate_async(&mut store).await {
             Ok(p) => p,
             Err(e) => {
                 let f = Failure::classify(&e, store.data().limiter.hit);
-                count_failure(&target2, &f);
+                count_failure(&target, &f);
                 return Err(f);
             }
         };
-        call(&mut store, &proxy, &target2, req, out).await
+        call(&mut store, &proxy, &target, req, out).await
     });
-    await_response(rx, task).await
-}
-
-/// Waits for the response head; if the guest never sets one, reports why.
-pub async fn await_response(
-    rx: ResponseReceiver,
-    task: tokio::task::JoinHandle<Result<(), Failure>>,
-) -> Result<Response<Body>, Failure> {
-    match rx.await {
-        Ok(Ok(response)) => Ok(response),
-        Ok(Err(code)) => Err(Failure::GuestError(format!("{code:?}"))),
-        Err(_) => match task.await {
-            Ok(Ok(())) => Err(Failure::NoResponse),
-            Ok(Err(f)) => Err(f),
-            Err(join) => Err(Failure::Internal(format!("guest task failed: {join}"))),
+    // Run the guest right here, in the connection's task: most guests
+    // finish (body written) before we could even hand them to another task,
+    // and a spawn per request costs a task allocation and often a wake-up
+    // of the other worker thread. Only a guest still streaming its body when
+    // the response head is ready moves to a task of its own.
+    tokio::select! {
+        biased;
+        result = &mut guest => match rx.try_recv() {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(code)) => Err(Failure::GuestError(format!("{code:?}"))),
+            Err(_) => Err(result.err().unwrap_or(Failure::NoResponse)),
         },
+        head = &mut rx => match head {
+            Ok(head) => {
+                tokio::spawn(guest);
+                head.map_err(|code| Failure::GuestError(format!("{code:?}")))
+            }
+            // The outparam was dropped unset: the guest's own result says why.
+            Err(_) => Err(guest.await.err().unwrap_or(Failure::NoResponse)),
+        }
     }
 }

@@ -10,6 +10,11 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+// glibc malloc took ~13% of a loaded echo server's CPU (arena locks,
+// consolidation); mimalloc's per-thread heaps suit many short-lived stores.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
