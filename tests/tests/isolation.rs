@@ -134,3 +134,40 @@ async fn large_bodies_stream_through_whole() {
     assert_eq!(status, 200);
     assert_eq!(body.len(), 40_000_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spinning_guest_does_not_hold_its_thread() {
+    // One serving thread: the loop and the healthy requests share it. The
+    // loop yields at every epoch tick, so healthy requests are answered
+    // while it spins, long before its deadline ends it.
+    let config = config(3_000, 64 << 20).replace("[limits]", "[server]\nworkers = 1\n[limits]");
+    let edge = Edge::start(&standard_spin(), &config);
+    let loop_url = format!("{}/fixtures/loop", edge.url);
+    let looping = tokio::spawn(async move { get(&loop_url).await });
+    // Let the loop start before the healthy requests arrive.
+    while edge
+        .metric("edge_active_instances{tenant=\"t\",component=\"fixtures\"}")
+        .await
+        < 1.0
+    {
+        tokio::task::yield_now().await;
+    }
+    let c = client();
+    for i in 0..20 {
+        let (status, _) = request(
+            &c,
+            "GET",
+            &format!("{}/h{i}", edge.url),
+            &[],
+            Default::default(),
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+    assert!(
+        !looping.is_finished(),
+        "the healthy requests were answered while the loop still ran: {:?}",
+        looping.await
+    );
+    assert_eq!(looping.await.expect("join").0, 504);
+}

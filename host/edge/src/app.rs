@@ -1,7 +1,7 @@
 //! A loaded application: tenants, routes and prepared components, built
 //! from a [`Config`] beside the one serving and swapped in whole.
 
-use crate::engine::{ComponentCache, ContentHash, EpochTicker, deadline_ticks};
+use crate::engine::{ComponentCache, ContentHash, EpochTicker};
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::session::{SessionPool, SessionRegistry};
 use crate::state::{HostState, StoreSpec};
@@ -83,8 +83,6 @@ pub struct Target {
     pub spec: StoreSpec,
     /// Wall-clock limit per request.
     pub deadline: Duration,
-    /// The same limit in epoch ticks.
-    pub deadline_ticks: u64,
     /// Metrics of this tenant and component.
     pub metrics: Arc<RouteMetrics>,
     /// Pinned sessions, for per-session components.
@@ -211,7 +209,6 @@ impl App {
                             kv,
                         },
                         deadline: tenant.limits.request_deadline,
-                        deadline_ticks: deadline_ticks(tenant.limits.request_deadline),
                         metrics: rt.metrics.route(&tenant.name, &component.id),
                         sessions,
                     })

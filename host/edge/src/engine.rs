@@ -97,12 +97,6 @@ impl Drop for EpochTicker {
     }
 }
 
-/// Epoch ticks for a deadline, rounded up, plus one because the current
-/// tick may be almost over.
-pub fn deadline_ticks(deadline: Duration) -> u64 {
-    deadline.as_micros().div_ceil(EPOCH_TICK.as_micros()) as u64 + 1
-}
-
 /// A content hash of a component's bytes.
 pub type ContentHash = [u8; 32];
 

@@ -9,8 +9,9 @@ use bytes::Bytes;
 use http::Response;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
 use tokio::sync::oneshot;
-use wasmtime::Store;
+use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::Proxy;
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
@@ -20,10 +21,30 @@ use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 pub type ResponseReceiver = oneshot::Receiver<Result<Response<Body>, ErrorCode>>;
 
 /// A fresh store for `target`, with its limiter and deadline set.
+///
+/// A running guest yields to the executor at every epoch tick, so a guest
+/// spinning in a loop cannot hold its thread (and the other connections
+/// on it) for longer than a tick; the wall-clock timeout in [`call`] ends
+/// it at its deadline. Should the guest be re-entered past the deadline
+/// anyway, the epoch callback traps it as a backstop.
 pub fn new_store(engine: &wasmtime::Engine, target: &Target) -> Store<HostState> {
     let mut store = Store::new(engine, HostState::new(&target.spec));
     store.limiter(|s| &mut s.limiter);
-    store.set_epoch_deadline(target.deadline_ticks);
+    store.data_mut().deadline = Instant::now() + target.deadline;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|store| {
+        if Instant::now() >= store.data().deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            // tokio's yield_now, not wasmtime's plain yield: it runs again
+            // only after the scheduler has polled for I/O, so connections
+            // on this thread get their turn.
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        }
+    });
     store
 }
 
@@ -119,12 +140,17 @@ where
     let target = target.clone();
     let mut guest = Box::pin(async move {
         let _active = ActiveInstance::new(&target.metrics);
-        let proxy = match prepared.pre.instantiate_async(&mut store).await {
-            Ok(p) => p,
-            Err(e) => {
+        let instantiate = prepared.pre.instantiate_async(&mut store);
+        let proxy = match tokio::time::timeout(target.deadline, instantiate).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
                 let f = Failure::classify(&e, store.data().limiter.hit);
                 count_failure(&target, &f);
                 return Err(f);
+            }
+            Err(_) => {
+                count_failure(&target, &Failure::Deadline);
+                return Err(Failure::Deadline);
             }
         };
         call(&mut store, &proxy, &target, req, out).await

@@ -165,13 +165,16 @@ fn check(path: PathBuf, overrides: Overrides) -> i32 {
 
 fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
     let config = overrides.load(&path)?;
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(w) = config.server.workers {
-        rt.worker_threads(w);
-    }
-    let rt = rt
+    // Application traffic runs on its own threads (`server::spawn_workers`);
+    // this runtime carries the control plane: admin, signals, reloads.
+    let workers = config
+        .server
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
-        .thread_name("edge-worker")
+        .thread_name("edge-control")
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
@@ -185,8 +188,7 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
                 "started without this component; see /health"
             );
         }
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
+        let listeners = edge::server::bind_listeners(listen, workers)
             .with_context(|| format!("binding {listen}"))?;
         let admin = match admin_listen {
             Some(a) => Some(
@@ -211,7 +213,7 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
             .map_err(|e| tracing::warn!(error = %e, "cannot listen for SIGTERM"))
             .ok();
 
-        let app_addr = listener.local_addr()?;
+        let app_addr = listeners[0].local_addr()?;
         let admin_addr = admin.as_ref().map(|a| a.local_addr()).transpose()?;
         let mut line = format!("edge listening on http://{app_addr}");
         if let Some(a) = admin_addr {
@@ -224,12 +226,19 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
         let admin_task =
             admin.map(|a| tokio::spawn(edge::admin::serve(shared.clone(), a, stop_rx.clone())));
         tokio::spawn(edge::reload::watch(shared.clone(), path, overrides, hup));
-        let server = tokio::spawn(edge::server::serve(shared.clone(), listener, stop_rx));
+        let workers = edge::server::spawn_workers(shared.clone(), listeners, stop_rx)?;
 
         wait_for_shutdown(term).await;
         shared.draining.store(true, Relaxed);
         let _ = stop_tx.send(true);
-        server.await??;
+        tokio::task::spawn_blocking(move || {
+            for w in workers {
+                w.join()
+                    .map_err(|_| anyhow::anyhow!("a worker thread panicked"))??;
+            }
+            Ok::<_, anyhow::Error>(())
+        })
+        .await??;
         if let Some(t) = admin_task {
             t.abort();
         }

@@ -40,6 +40,65 @@ pub struct Shared {
     pub draining: AtomicBool,
 }
 
+/// Binds `n` listening sockets to `addr` with `SO_REUSEPORT`, so the kernel
+/// spreads new connections over them (port 0: the first picks the port,
+/// the rest share it).
+pub fn bind_listeners(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    // SO_REUSEPORT would also let a second edge (same user) join the port
+    // silently and take half the traffic; a plain bind first makes "address
+    // in use" an error, as without it.
+    if addr.port() != 0 {
+        drop(std::net::TcpListener::bind(addr)?);
+    }
+    let mut listeners = Vec::with_capacity(n);
+    let mut addr = addr;
+    for _ in 0..n.max(1) {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(4096)?;
+        let listener: std::net::TcpListener = socket.into();
+        addr = listener.local_addr()?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}
+
+/// Serves application traffic thread-per-core: one thread per listener,
+/// each with its own single-threaded runtime, sharing nothing but [`Shared`].
+/// A connection, its requests and their guests stay on the thread that
+/// accepted it, so there is no work stealing and no cross-thread wake-up
+/// on the request path (as in nginx, Pingora and Seastar).
+pub fn spawn_workers(
+    shared: Arc<Shared>,
+    listeners: Vec<std::net::TcpListener>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Vec<std::thread::JoinHandle<Result<()>>>> {
+    listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, listener)| {
+            let shared = shared.clone();
+            let shutdown = shutdown.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("edge-worker-{i}"))
+                .spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    rt.block_on(async move {
+                        let listener = TcpListener::from_std(listener)?;
+                        serve(shared, listener, shutdown).await
+                    })
+                })?;
+            Ok(thread)
+        })
+        .collect()
+}
+
 /// Serves application traffic on `listener` until `shutdown` flips, then
 /// drains open connections for up to the configured drain timeout.
 pub async fn serve(

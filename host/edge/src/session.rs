@@ -275,7 +275,8 @@ async fn run_session(
             request,
             reply,
         } = job;
-        store.set_epoch_deadline(target.deadline_ticks);
+        store.data_mut().deadline = std::time::Instant::now() + target.deadline;
+        store.set_epoch_deadline(1);
         let (req, out, mut head) = match bind_request(&mut store, request) {
             Ok(bound) => bound,
             Err(f) => {

@@ -34,6 +34,8 @@ pub struct HostState {
     kv: Grants,
     /// The memory cap, read by the store's limiter.
     pub limiter: MemoryCap,
+    /// When the current request must be done; read at each epoch tick.
+    pub deadline: std::time::Instant,
 }
 
 /// Caps each linear memory of an instance and remembers whether the cap was
@@ -88,6 +90,7 @@ impl HostState {
                 bytes: spec.memory_bytes as usize,
                 hit: false,
             },
+            deadline: std::time::Instant::now(),
         }
     }
 }
