@@ -1,0 +1,328 @@
+//! Streaming search-and-replace with many rules in one pass.
+//!
+//! A [`RuleSet`] compiles every rule into one multi-pattern lazy DFA
+//! (regex-automata); a [`Rewriter`] applies it to one body fed in chunks of
+//! any size, emitting output as soon as it is certain.
+//!
+//! # Semantics
+//!
+//! The body is scanned left to right. At each point the engine takes the
+//! match that starts leftmost among all enabled rules; of the matches that
+//! start there it takes the longest; of equally long ones, the rule listed
+//! first. The match is replaced and scanning resumes after it, so matches
+//! never overlap and replacement text is never rescanned. A rule with the
+//! `o` flag is disabled after its first replacement in a body. Patterns may
+//! not match the empty string.
+//!
+//! Output does not depend on how the body is split into chunks: the engine
+//! holds back only bytes where a match may still be in progress and emits
+//! everything before them. If more than [`Rewriter::with_hold_cap`] bytes
+//! (64 KiB by default) would be held, the oldest are emitted as they are —
+//! a match longer than the cap is then not replaced — and
+//! [`Stats::forced_emits`] counts it. Memory per body is therefore bounded
+//! by the cap plus one chunk.
+//!
+//! Every pattern runs in time linear in the input: there is no
+//! backtracking, and constructs that would need it (look-around,
+//! backreferences) are refused when the rules are compiled.
+//!
+//! ```
+//! use rewrite_engine::{Rule, RuleSet, Rewriter};
+//! let rules = RuleSet::new(&[
+//!     Rule::new("origin\\.example", "clone.example"),
+//!     Rule::new("UA-(\\d+)", "UA-0000${1}").with_flags("o").unwrap(),
+//! ]).unwrap();
+//! let mut out = Vec::new();
+//! let mut rw = Rewriter::new(&rules);
+//! for chunk in ["see origin.exa", "mple, UA-12 UA-34"] {
+//!     rw.write(chunk.as_bytes(), &mut out);
+//! }
+//! rw.finish(&mut out);
+//! assert_eq!(out, b"see clone.example, UA-000012 UA-34");
+//! ```
+#![deny(missing_docs)]
+
+mod rules;
+
+pub use rules::{Rule, RuleError, RuleSet};
+
+use regex_automata::hybrid::{dfa, regex as hregex};
+use regex_automata::util::primitives::PatternID;
+use regex_automata::{Anchored, Input};
+use rules::{Automata, Part};
+use std::sync::Arc;
+
+/// Default cap on held-back bytes.
+pub const DEFAULT_HOLD_CAP: usize = 64 * 1024;
+
+/// Counters of one body.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Replacements made.
+    pub replacements: u64,
+    /// Times held bytes passed the cap and were emitted unmatched.
+    pub forced_emits: u64,
+}
+
+/// Rewrites one body.
+pub struct Rewriter<'r> {
+    rules: &'r RuleSet,
+    automata: Arc<Automata>,
+    find_cache: hregex::Cache,
+    all_cache: dfa::Cache,
+    disabled: Vec<bool>,
+    /// Unemitted bytes, preceded by `ctx` bytes already emitted (kept as
+    /// look-behind context for `\b` and `^`).
+    buf: Vec<u8>,
+    ctx: usize,
+    hold_cap: usize,
+    /// Which rules have matched in this body (bit per rule).
+    matched: Vec<bool>,
+    stats: Stats,
+}
+
+enum Longest {
+    /// A match ending at `end` of rule `rule`.
+    Match { end: usize, rule: usize },
+    /// The match may still grow: more input is needed.
+    NeedMore,
+    /// No match starts here after all.
+    None,
+}
+
+impl<'r> Rewriter<'r> {
+    /// A rewriter for one body.
+    pub fn new(rules: &'r RuleSet) -> Self {
+        let disabled = vec![false; rules.len()];
+        let automata = rules
+            .automata(&disabled)
+            .expect("built when the rule set was compiled");
+        Self {
+            find_cache: automata.find.create_cache(),
+            all_cache: automata.all.create_cache(),
+            automata,
+            rules,
+            disabled,
+            buf: Vec::new(),
+            ctx: 0,
+            hold_cap: DEFAULT_HOLD_CAP,
+            matched: vec![false; rules.len()],
+            stats: Stats::default(),
+        }
+    }
+
+    /// Sets the cap on held-back bytes (at least 1).
+    pub fn with_hold_cap(mut self, cap: usize) -> Self {
+        self.hold_cap = cap.max(1);
+        self
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Which rules matched at least once so far, by rule index.
+    pub fn matched_rules(&self) -> &[bool] {
+        &self.matched
+    }
+
+    /// Feeds a chunk; appends to `out` whatever is now certain.
+    pub fn write(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        self.buf.extend_from_slice(chunk);
+        self.run(false, out);
+    }
+
+    /// Ends the body; appends the rest to `out`.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        self.run(true, out);
+    }
+
+    /// Rewrites a whole body at once.
+    pub fn rewrite_all(rules: &RuleSet, input: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(input.len());
+        let mut rw = Rewriter::new(rules);
+        rw.write(input, &mut out);
+        rw.finish(&mut out);
+        out
+    }
+
+    fn run(&mut self, last: bool, out: &mut Vec<u8>) {
+        let mut pos = self.ctx;
+        loop {
+            let len = self.buf.len();
+            if pos >= len {
+                break;
+            }
+            if !last && len - pos > self.hold_cap {
+                // Too much held: let the oldest bytes go as they are.
+                let to = len - self.hold_cap;
+                out.extend_from_slice(&self.buf[pos..to]);
+                pos = to;
+                self.stats.forced_emits += 1;
+            }
+            let found = {
+                let input = Input::new(&self.buf).range(pos..);
+                self.automata
+                    .find
+                    .try_search(&mut self.find_cache, &input)
+                    .expect("lazy DFA without quit bytes or give-up cannot fail")
+            };
+            let Some(m) = found else {
+                let to = if last {
+                    len
+                } else {
+                    self.earliest_live(pos, len)
+                };
+                out.extend_from_slice(&self.buf[pos..to]);
+                pos = to;
+                break;
+            };
+            let start = m.start();
+            if !last {
+                // A match that starts earlier but is still incomplete
+                // would win over this one: wait for it.
+                let live = self.earliest_live(pos, start);
+                if live < start {
+                    out.extend_from_slice(&self.buf[pos..live]);
+                    pos = live;
+                    break;
+                }
+            }
+            out.extend_from_slice(&self.buf[pos..start]);
+            pos = start;
+            match self.longest_at(start, last) {
+                Longest::Match { end, rule } => {
+                    self.replace(rule, start, end, out);
+                    pos = end;
+                }
+                Longest::NeedMore => break,
+                Longest::None => {
+                    // The leftmost search saw a match that needed the end
+                    // of input; with more input there is none here.
+                    out.push(self.buf[start]);
+                    pos = start + 1;
+                }
+            }
+        }
+        // Keep one byte of look-behind context before what is held.
+        let keep_from = pos.saturating_sub(1);
+        self.buf.drain(..keep_from);
+        self.ctx = pos - keep_from;
+        if last {
+            self.buf.clear();
+            self.ctx = 0;
+        }
+    }
+
+    /// The longest match of any enabled rule starting at `start`.
+    fn longest_at(&mut self, start: usize, last: bool) -> Longest {
+        let all = &self.automata.all;
+        let cache = &mut self.all_cache;
+        let input = Input::new(&self.buf).range(start..).anchored(Anchored::Yes);
+        let mut sid = all
+            .start_state_forward(cache, &input)
+            .expect("anchored start state");
+        let mut best: Option<(usize, usize)> = None;
+        let mut i = start;
+        let len = self.buf.len();
+        loop {
+            if i == len {
+                if !last {
+                    if len - start >= self.hold_cap {
+                        // Cannot hold more: take what we have.
+                        self.stats.forced_emits += 1;
+                        return best
+                            .map_or(Longest::None, |(end, rule)| Longest::Match { end, rule });
+                    }
+                    return Longest::NeedMore;
+                }
+                sid = all.next_eoi_state(cache, sid).expect("eoi");
+                if sid.is_match() {
+                    best = Some((len, lowest_rule(all, cache, sid, &self.automata.rule_of)));
+                }
+                break;
+            }
+            sid = all.next_state(cache, sid, self.buf[i]).expect("next state");
+            if sid.is_match() {
+                // DFA matches are reported one byte late: it ended at i.
+                best = Some((i, lowest_rule(all, cache, sid, &self.automata.rule_of)));
+            }
+            if sid.is_dead() {
+                break;
+            }
+            i += 1;
+        }
+        best.map_or(Longest::None, |(end, rule)| Longest::Match { end, rule })
+    }
+
+    /// The first position in `from..to` where a partial match is still
+    /// alive at the end of the buffer, or `to` if there is none.
+    fn earliest_live(&mut self, from: usize, to: usize) -> usize {
+        let all = &self.automata.all;
+        let cache = &mut self.all_cache;
+        let len = self.buf.len();
+        let from = from.max(len.saturating_sub(self.hold_cap));
+        'starts: for s in from..to {
+            let input = Input::new(&self.buf).range(s..).anchored(Anchored::Yes);
+            let mut sid = all
+                .start_state_forward(cache, &input)
+                .expect("anchored start state");
+            for &b in &self.buf[s..len] {
+                sid = all.next_state(cache, sid, b).expect("next state");
+                if sid.is_dead() {
+                    continue 'starts;
+                }
+            }
+            return s;
+        }
+        to
+    }
+
+    fn replace(&mut self, rule: usize, start: usize, end: usize, out: &mut Vec<u8>) {
+        let compiled = &self.rules.rules[rule];
+        let caps = compiled.captures.as_ref().and_then(|re| {
+            let input = Input::new(&self.buf[..end])
+                .range(start..end)
+                .anchored(Anchored::Yes);
+            let mut caps = re.create_captures();
+            re.search_captures(&input, &mut caps);
+            caps.is_match().then_some(caps)
+        });
+        for part in &compiled.parts {
+            match part {
+                Part::Literal(b) => out.extend_from_slice(b),
+                Part::Group(0) => out.extend_from_slice(&self.buf[start..end]),
+                Part::Group(g) => {
+                    if let Some(span) = caps.as_ref().and_then(|c| c.get_group(*g)) {
+                        out.extend_from_slice(&self.buf[span.range()]);
+                    }
+                }
+            }
+        }
+        self.stats.replacements += 1;
+        self.matched[rule] = true;
+        if compiled.once {
+            self.disabled[rule] = true;
+            self.automata = self
+                .rules
+                .automata(&self.disabled)
+                .expect("a subset of compiled rules compiles");
+            self.find_cache = self.automata.find.create_cache();
+            self.all_cache = self.automata.all.create_cache();
+        }
+    }
+}
+
+/// The lowest rule index among the patterns matching in state `sid`.
+fn lowest_rule(
+    all: &dfa::DFA,
+    cache: &dfa::Cache,
+    sid: regex_automata::hybrid::LazyStateID,
+    rule_of: &[usize],
+) -> usize {
+    (0..all.match_len(cache, sid))
+        .map(|k| rule_of[all.match_pattern(cache, sid, k).as_usize()])
+        .min()
+        .unwrap_or_else(|| rule_of[PatternID::ZERO.as_usize()])
+}

@@ -1,0 +1,361 @@
+//! Rules: patterns, flags and replacements, checked and compiled.
+
+use regex_automata::hybrid::{dfa, regex as hregex};
+use regex_automata::nfa::thompson;
+use regex_automata::util::syntax;
+use regex_automata::{MatchKind, meta};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// One search-and-replace rule as written by a user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// A regular expression (Rust `regex` syntax, no look-around or
+    /// backreferences).
+    pub pattern: String,
+    /// The replacement: literal text with `$0`..`$9`, `${N}` and `${name}`
+    /// group references; `$$` is a literal `$`.
+    pub replacement: String,
+    /// Match case-insensitively (flag `i`).
+    pub case_insensitive: bool,
+    /// Replace only the first match in a body (flag `o`); otherwise every
+    /// match (flag `g`, the default).
+    pub once: bool,
+}
+
+impl Rule {
+    /// A global, case-sensitive rule.
+    pub fn new(pattern: &str, replacement: &str) -> Self {
+        Self {
+            pattern: pattern.into(),
+            replacement: replacement.into(),
+            case_insensitive: false,
+            once: false,
+        }
+    }
+
+    /// Sets flags from letters: `i` (case-insensitive), `g` (global, the
+    /// default), `o` (once).
+    pub fn with_flags(mut self, flags: &str) -> Result<Self, String> {
+        for c in flags.chars() {
+            match c {
+                'i' => self.case_insensitive = true,
+                'g' => self.once = false,
+                'o' => self.once = true,
+                other => return Err(format!("unknown flag {other:?} (allowed: i, g, o)")),
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// Why a rule set was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("rule {index}: {what}")]
+pub struct RuleError {
+    /// 1-based rule number.
+    pub index: usize,
+    /// What is wrong, with the position where there is one.
+    pub what: String,
+}
+
+/// A piece of a parsed replacement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    Literal(Vec<u8>),
+    Group(usize),
+}
+
+pub(crate) struct CompiledRule {
+    pub once: bool,
+    pub parts: Vec<Part>,
+    /// Set when the replacement uses groups: the pattern anchored at both
+    /// ends, to resolve groups of a match already found.
+    pub captures: Option<meta::Regex>,
+}
+
+/// The automata for one set of enabled rules.
+pub(crate) struct Automata {
+    /// Leftmost-first, unanchored: finds where the leftmost match starts.
+    pub find: hregex::Regex,
+    /// All matches, anchored: the longest match from a given start, and
+    /// whether a partial match is still alive.
+    pub all: dfa::DFA,
+    /// Pattern id → rule index.
+    pub rule_of: Vec<usize>,
+}
+
+/// A compiled, immutable set of rules; share it between bodies.
+pub struct RuleSet {
+    pub(crate) rules: Vec<CompiledRule>,
+    patterns: Vec<String>,
+    /// Automata per set of disabled once-rules (usually just the empty set).
+    automata: Mutex<HashMap<Vec<bool>, Arc<Automata>>>,
+}
+
+impl RuleSet {
+    /// Checks and compiles `rules`. Refuses, naming the rule and the
+    /// position: invalid or unsupported syntax (look-around,
+    /// backreferences), patterns that can match the empty string, and
+    /// replacements naming groups the pattern does not have.
+    pub fn new(rules: &[Rule]) -> Result<Self, RuleError> {
+        let mut compiled = Vec::with_capacity(rules.len());
+        let mut patterns = Vec::with_capacity(rules.len());
+        for (i, rule) in rules.iter().enumerate() {
+            let err = |what: String| RuleError { index: i + 1, what };
+            let pattern = if rule.case_insensitive {
+                format!("(?i:{})", rule.pattern)
+            } else {
+                format!("(?:{})", rule.pattern)
+            };
+            // Checked alone (not wrapped) so positions are the user's.
+            let hir = regex_syntax::ParserBuilder::new()
+                .utf8(false)
+                .case_insensitive(rule.case_insensitive)
+                .build()
+                .parse(&rule.pattern)
+                .map_err(|e| {
+                    err(format!(
+                        "pattern {:?} is not supported: {}",
+                        rule.pattern,
+                        syntax_error(&e)
+                    ))
+                })?;
+            if hir.properties().minimum_len() == Some(0) {
+                return Err(err(format!(
+                    "pattern {:?} can match the empty string; a rule must match at least one byte",
+                    rule.pattern
+                )));
+            }
+            let groups = hir.properties().explicit_captures_len() + 1;
+            let names = group_names(&hir);
+            let parts = parse_replacement(&rule.replacement, groups, &names).map_err(err)?;
+            let uses_groups = parts.iter().any(|p| matches!(p, Part::Group(g) if *g > 0));
+            let captures = if uses_groups {
+                Some(
+                    meta::Regex::builder()
+                        .syntax(syntax::Config::new().utf8(false))
+                        .build(&format!("{pattern}\\z"))
+                        .map_err(|e| err(format!("pattern {:?}: {e}", rule.pattern)))?,
+                )
+            } else {
+                None
+            };
+            compiled.push(CompiledRule {
+                once: rule.once,
+                parts,
+                captures,
+            });
+            patterns.push(pattern);
+        }
+        let set = Self {
+            rules: compiled,
+            patterns,
+            automata: Mutex::default(),
+        };
+        // Build the common automata now so errors (such as size limits)
+        // surface at load, not on the first body.
+        set.automata(&vec![false; rules.len()])
+            .map_err(|what| RuleError { index: 0, what })?;
+        Ok(set)
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub(crate) fn automata(&self, disabled: &[bool]) -> Result<Arc<Automata>, String> {
+        let mut map = self.automata.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = map.get(disabled) {
+            return Ok(a.clone());
+        }
+        let rule_of: Vec<usize> = (0..self.patterns.len()).filter(|i| !disabled[*i]).collect();
+        let patterns: Vec<&str> = rule_of.iter().map(|i| self.patterns[*i].as_str()).collect();
+        let syntax = syntax::Config::new().utf8(false);
+        let nfa = thompson::Config::new()
+            .utf8(false)
+            .which_captures(thompson::WhichCaptures::None);
+        let find = hregex::Regex::builder()
+            .syntax(syntax)
+            .thompson(nfa.clone())
+            .dfa(dfa::Config::new().match_kind(MatchKind::LeftmostFirst))
+            .build_many(&patterns)
+            .map_err(|e| format!("compiling the rules: {e}"))?;
+        let all = dfa::Builder::new()
+            .syntax(syntax)
+            .thompson(nfa)
+            .configure(dfa::Config::new().match_kind(MatchKind::All))
+            .build_many(&patterns)
+            .map_err(|e| format!("compiling the rules: {e}"))?;
+        let a = Arc::new(Automata { find, all, rule_of });
+        map.insert(disabled.to_vec(), a.clone());
+        Ok(a)
+    }
+}
+
+/// The error with its position given relative to the user's pattern.
+fn syntax_error(e: &regex_syntax::Error) -> String {
+    let (kind, span) = match e {
+        regex_syntax::Error::Parse(p) => (p.kind().to_string(), Some(*p.span())),
+        regex_syntax::Error::Translate(t) => (t.kind().to_string(), Some(*t.span())),
+        other => (other.to_string(), None),
+    };
+    match span {
+        Some(s) => format!("{kind} at byte {}", s.start.offset),
+        None => kind,
+    }
+}
+
+fn group_names(hir: &regex_syntax::hir::Hir) -> HashMap<String, usize> {
+    use regex_syntax::hir::{Hir, HirKind};
+    fn walk(h: &Hir, out: &mut HashMap<String, usize>) {
+        match h.kind() {
+            HirKind::Capture(c) => {
+                if let Some(n) = &c.name {
+                    out.insert(n.to_string(), c.index as usize);
+                }
+                walk(&c.sub, out);
+            }
+            HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().for_each(|h| walk(h, out)),
+            HirKind::Repetition(r) => walk(&r.sub, out),
+            _ => {}
+        }
+    }
+    let mut out = HashMap::new();
+    walk(hir, &mut out);
+    out
+}
+
+/// Parses `$0`..`$9`, `${N}`, `${name}` and `$$`.
+pub(crate) fn parse_replacement(
+    text: &str,
+    groups: usize,
+    names: &HashMap<String, usize>,
+) -> Result<Vec<Part>, String> {
+    let b = text.as_bytes();
+    let mut parts = Vec::new();
+    let mut lit = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'$' {
+            lit.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let at = i;
+        let group = match b.get(i + 1) {
+            Some(b'$') => {
+                lit.push(b'$');
+                i += 2;
+                continue;
+            }
+            Some(d) if d.is_ascii_digit() => {
+                i += 2;
+                (d - b'0') as usize
+            }
+            Some(b'{') => {
+                let Some(close) = text[i + 2..].find('}') else {
+                    return Err(format!("replacement {text:?}: unclosed ${{ at byte {at}"));
+                };
+                let name = &text[i + 2..i + 2 + close];
+                i += 3 + close;
+                match name.parse::<usize>() {
+                    Ok(n) => n,
+                    Err(_) => *names.get(name).ok_or_else(|| {
+                        format!("replacement {text:?}: no group named {name:?} (byte {at})")
+                    })?,
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "replacement {text:?}: '$' at byte {at} must be followed by a digit, {{name}} or '$'"
+                ));
+            }
+        };
+        if group >= groups {
+            return Err(format!(
+                "replacement {text:?}: ${group} at byte {at}, but the pattern has {} group{}",
+                groups - 1,
+                if groups == 2 { "" } else { "s" }
+            ));
+        }
+        if !lit.is_empty() {
+            parts.push(Part::Literal(std::mem::take(&mut lit)));
+        }
+        parts.push(Part::Group(group));
+    }
+    if !lit.is_empty() {
+        parts.push(Part::Literal(lit));
+    }
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(rule: Rule) -> String {
+        match RuleSet::new(&[Rule::new("ok", "fine"), rule]) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn unsupported_constructs_are_refused_with_position() {
+        assert_eq!(
+            refused(Rule::new("foo(?=bar)", "x")),
+            "rule 2: pattern \"foo(?=bar)\" is not supported: look-around, including look-ahead and look-behind, is not supported at byte 3"
+        );
+        assert_eq!(
+            refused(Rule::new("(a)\\1", "x")),
+            "rule 2: pattern \"(a)\\\\1\" is not supported: backreferences are not supported at byte 3"
+        );
+        let e = refused(Rule::new("a(", "x"));
+        assert_eq!(
+            e,
+            "rule 2: pattern \"a(\" is not supported: unclosed group at byte 1"
+        );
+    }
+
+    #[test]
+    fn empty_matches_are_refused() {
+        assert_eq!(
+            refused(Rule::new("a*", "x")),
+            "rule 2: pattern \"a*\" can match the empty string; a rule must match at least one byte"
+        );
+    }
+
+    #[test]
+    fn replacement_references_are_checked() {
+        assert_eq!(
+            refused(Rule::new("(a)(b)", "$7")),
+            "rule 2: replacement \"$7\": $7 at byte 0, but the pattern has 2 groups"
+        );
+        assert_eq!(
+            refused(Rule::new("(?P<x>a)", "${y}")),
+            "rule 2: replacement \"${y}\": no group named \"y\" (byte 0)"
+        );
+        assert_eq!(
+            refused(Rule::new("a", "cost: $")),
+            "rule 2: replacement \"cost: $\": '$' at byte 6 must be followed by a digit, {name} or '$'"
+        );
+        assert!(RuleSet::new(&[Rule::new("(?P<x>a)(b)", "${x}$2$$${0}")]).is_ok());
+    }
+
+    #[test]
+    fn flags() {
+        let r = Rule::new("a", "b").with_flags("io").unwrap();
+        assert!(r.case_insensitive && r.once);
+        assert_eq!(
+            Rule::new("a", "b").with_flags("x").unwrap_err(),
+            "unknown flag 'x' (allowed: i, g, o)"
+        );
+    }
+}
