@@ -42,6 +42,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod nginx;
 mod rules;
 
 pub use rules::{Rule, RuleError, RuleSet};
@@ -154,13 +155,6 @@ impl<'r> Rewriter<'r> {
             if pos >= len {
                 break;
             }
-            if !last && len - pos > self.hold_cap {
-                // Too much held: let the oldest bytes go as they are.
-                let to = len - self.hold_cap;
-                out.extend_from_slice(&self.buf[pos..to]);
-                pos = to;
-                self.stats.forced_emits += 1;
-            }
             let found = {
                 let input = Input::new(&self.buf).range(pos..);
                 self.automata
@@ -257,13 +251,20 @@ impl<'r> Rewriter<'r> {
     }
 
     /// The first position in `from..to` where a partial match is still
-    /// alive at the end of the buffer, or `to` if there is none.
+    /// alive at the end of the buffer, or `to` if there is none. Only the
+    /// last `hold_cap` bytes are candidates: that is what bounds memory.
     fn earliest_live(&mut self, from: usize, to: usize) -> usize {
         let all = &self.automata.all;
         let cache = &mut self.all_cache;
         let len = self.buf.len();
-        let from = from.max(len.saturating_sub(self.hold_cap));
+        let bound = len.saturating_sub(self.hold_cap);
+        let capped = from < bound;
+        let from = from.max(bound);
+        let first = &self.automata.first_bytes;
         'starts: for s in from..to {
+            if !first[self.buf[s] as usize] {
+                continue;
+            }
             let input = Input::new(&self.buf).range(s..).anchored(Anchored::Yes);
             let mut sid = all
                 .start_state_forward(cache, &input)
@@ -273,6 +274,10 @@ impl<'r> Rewriter<'r> {
                 if sid.is_dead() {
                     continue 'starts;
                 }
+            }
+            if capped && s == bound {
+                // A match in progress may have begun before the window.
+                self.stats.forced_emits += 1;
             }
             return s;
         }

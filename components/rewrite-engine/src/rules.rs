@@ -83,6 +83,9 @@ pub(crate) struct Automata {
     pub all: dfa::DFA,
     /// Pattern id → rule index.
     pub rule_of: Vec<usize>,
+    /// Bytes that can begin a match (under any look-behind): other
+    /// positions are skipped without running the DFA.
+    pub first_bytes: [bool; 256],
 }
 
 /// A compiled, immutable set of rules; share it between bodies.
@@ -103,10 +106,11 @@ impl RuleSet {
         let mut patterns = Vec::with_capacity(rules.len());
         for (i, rule) in rules.iter().enumerate() {
             let err = |what: String| RuleError { index: i + 1, what };
+            let ascii_b = ascii_word_boundaries(&rule.pattern);
             let pattern = if rule.case_insensitive {
-                format!("(?i:{})", rule.pattern)
+                format!("(?i:{ascii_b})")
             } else {
-                format!("(?:{})", rule.pattern)
+                format!("(?:{ascii_b})")
             };
             // Checked alone (not wrapped) so positions are the user's.
             let hir = regex_syntax::ParserBuilder::new()
@@ -193,10 +197,76 @@ impl RuleSet {
             .configure(dfa::Config::new().match_kind(MatchKind::All))
             .build_many(&patterns)
             .map_err(|e| format!("compiling the rules: {e}"))?;
-        let a = Arc::new(Automata { find, all, rule_of });
+        let first_bytes = first_bytes(&all).map_err(|e| format!("compiling the rules: {e}"))?;
+        let a = Arc::new(Automata {
+            find,
+            all,
+            rule_of,
+            first_bytes,
+        });
         map.insert(disabled.to_vec(), a.clone());
         Ok(a)
     }
+}
+
+fn first_bytes(all: &dfa::DFA) -> Result<[bool; 256], String> {
+    use regex_automata::util::start;
+    let mut cache = all.create_cache();
+    let mut live = [false; 256];
+    // Every kind of look-behind a start state distinguishes.
+    for behind in [None, Some(b'\n'), Some(b'\r'), Some(b'a'), Some(b' ')] {
+        let config = start::Config::new()
+            .anchored(regex_automata::Anchored::Yes)
+            .look_behind(behind);
+        let sid = all
+            .start_state(&mut cache, &config)
+            .map_err(|e| e.to_string())?;
+        for b in 0..=255u8 {
+            let next = all
+                .next_state(&mut cache, sid, b)
+                .map_err(|e| e.to_string())?;
+            if !next.is_dead() {
+                live[b as usize] = true;
+            }
+        }
+    }
+    Ok(live)
+}
+
+/// `\b` and `\B` as ASCII word boundaries, everything else unchanged: a
+/// lazy DFA cannot decide Unicode word boundaries in linear time, and in
+/// markup the ASCII rule is what people mean. So a non-ASCII letter counts
+/// as a non-word byte for `\b`; `\w`, classes and `i` stay Unicode-aware.
+fn ascii_word_boundaries(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut chars = pattern.chars();
+    let mut class_depth = 0usize;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(b @ ('b' | 'B')) if class_depth == 0 => {
+                    out.push_str("(?-u:\\");
+                    out.push(b);
+                    out.push(')');
+                }
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                None => out.push('\\'),
+            },
+            '[' => {
+                class_depth += 1;
+                out.push(c);
+            }
+            ']' if class_depth > 0 => {
+                class_depth -= 1;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// The error with its position given relative to the user's pattern.
@@ -347,6 +417,14 @@ mod tests {
             "rule 2: replacement \"cost: $\": '$' at byte 6 must be followed by a digit, {name} or '$'"
         );
         assert!(RuleSet::new(&[Rule::new("(?P<x>a)(b)", "${x}$2$$${0}")]).is_ok());
+    }
+
+    #[test]
+    fn word_boundaries_become_ascii() {
+        assert_eq!(
+            ascii_word_boundaries(r"\bfoo\B[\b]\\b"),
+            r"(?-u:\b)foo(?-u:\B)[\b]\\b"
+        );
     }
 
     #[test]

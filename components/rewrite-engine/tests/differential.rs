@@ -170,3 +170,28 @@ fn held_bytes_are_capped() {
     // The emitted prefix is untouched; the held tail still matched.
     assert!(out.ends_with(b"X"));
 }
+
+#[test]
+fn shared_bench_rule_files_load() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/rewriter");
+    if !dir.exists() {
+        return; // the shared inputs live beside the repository on dev machines
+    }
+    for n in [1, 10, 50, 200] {
+        let text = std::fs::read_to_string(dir.join(format!("rules-{n}.conf"))).unwrap();
+        let rules = rewrite_engine::nginx::import(&text).unwrap();
+        assert_eq!(rules.len(), n);
+        RuleSet::new(&rules).unwrap_or_else(|e| panic!("rules-{n}.conf: {e}"));
+    }
+}
+
+#[test]
+fn word_boundaries_see_the_bytes_around_the_match_across_chunks() {
+    let set = RuleSet::new(&[Rule::new(r"\bcat\b", "dog").with_flags("i").unwrap()]).unwrap();
+    let input = b"cat concat cats Cat. xcat cat";
+    let expected = b"dog concat cats dog. xcat dog".to_vec();
+    assert_eq!(Rewriter::rewrite_all(&set, input), expected);
+    let bytewise: Vec<usize> = (1..input.len()).collect();
+    assert_eq!(streamed(&set, input, &bytewise), expected);
+}
