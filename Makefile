@@ -7,7 +7,7 @@ CARGO ?= cargo
 COMPONENTS := echo fixtures probe
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host lint bench-host clean
+.PHONY: run test setup components host lint bench-host bench-rewrite-engine clean
 
 setup:
 	@./scripts/setup.sh
@@ -31,6 +31,9 @@ test: components host
 
 bench-host: components host
 	./bench/host.sh
+
+bench-rewrite-engine: host
+	./bench/rewrite-engine.sh
 
 clean:
 	rm -rf build .edge-data

@@ -47,7 +47,7 @@ mod rules;
 
 pub use rules::{Rule, RuleError, RuleSet};
 
-use regex_automata::hybrid::{dfa, regex as hregex};
+use regex_automata::hybrid::dfa;
 use regex_automata::util::primitives::PatternID;
 use regex_automata::{Anchored, Input};
 use rules::{Automata, Part};
@@ -69,7 +69,7 @@ pub struct Stats {
 pub struct Rewriter<'r> {
     rules: &'r RuleSet,
     automata: Arc<Automata>,
-    find_cache: hregex::Cache,
+    find_cache: regex_automata::meta::Cache,
     all_cache: dfa::Cache,
     disabled: Vec<bool>,
     /// Unemitted bytes, preceded by `ctx` bytes already emitted (kept as
@@ -80,6 +80,8 @@ pub struct Rewriter<'r> {
     /// Which rules have matched in this body (bit per rule).
     matched: Vec<bool>,
     stats: Stats,
+    /// Scratch for [`Rewriter::earliest_live`]: (state, start) by start.
+    threads: Vec<(regex_automata::hybrid::LazyStateID, usize)>,
 }
 
 enum Longest {
@@ -109,6 +111,7 @@ impl<'r> Rewriter<'r> {
             hold_cap: DEFAULT_HOLD_CAP,
             matched: vec![false; rules.len()],
             stats: Stats::default(),
+            threads: Vec::new(),
         }
     }
 
@@ -157,10 +160,7 @@ impl<'r> Rewriter<'r> {
             }
             let found = {
                 let input = Input::new(&self.buf).range(pos..);
-                self.automata
-                    .find
-                    .try_search(&mut self.find_cache, &input)
-                    .expect("lazy DFA without quit bytes or give-up cannot fail")
+                self.automata.find.search_with(&mut self.find_cache, &input)
             };
             let Some(m) = found else {
                 let to = if last {
@@ -253,6 +253,12 @@ impl<'r> Rewriter<'r> {
     /// The first position in `from..to` where a partial match is still
     /// alive at the end of the buffer, or `to` if there is none. Only the
     /// last `hold_cap` bytes are candidates: that is what bounds memory.
+    ///
+    /// One forward pass: every candidate start runs the anchored DFA, and
+    /// of the runs that reach the same state at the same byte only the
+    /// earliest start is kept (they continue identically). So the cost is
+    /// the window length times the number of distinct live states, not the
+    /// window length squared.
     fn earliest_live(&mut self, from: usize, to: usize) -> usize {
         let all = &self.automata.all;
         let cache = &mut self.all_cache;
@@ -261,27 +267,49 @@ impl<'r> Rewriter<'r> {
         let capped = from < bound;
         let from = from.max(bound);
         let first = &self.automata.first_bytes;
-        'starts: for s in from..to {
-            if !first[self.buf[s] as usize] {
-                continue;
-            }
-            let input = Input::new(&self.buf).range(s..).anchored(Anchored::Yes);
-            let mut sid = all
-                .start_state_forward(cache, &input)
-                .expect("anchored start state");
-            for &b in &self.buf[s..len] {
-                sid = all.next_state(cache, sid, b).expect("next state");
-                if sid.is_dead() {
-                    continue 'starts;
+        let threads = &mut self.threads;
+        threads.clear();
+        for i in from..len {
+            let b = self.buf[i];
+            if i < to && first[b as usize] {
+                let input = Input::new(&self.buf).range(i..).anchored(Anchored::Yes);
+                let sid = all
+                    .start_state_forward(cache, &input)
+                    .expect("anchored start state");
+                if !threads.iter().any(|(t, _)| *t == sid) {
+                    threads.push((sid, i));
                 }
             }
-            if capped && s == bound {
-                // A match in progress may have begun before the window.
-                self.stats.forced_emits += 1;
+            if threads.is_empty() {
+                if i >= to {
+                    // No run left and no more candidates.
+                    break;
+                }
+                continue;
             }
-            return s;
+            let mut kept = 0;
+            for k in 0..threads.len() {
+                let (sid, start) = threads[k];
+                let next = all.next_state(cache, sid, b).expect("next state");
+                // Threads are in start order, so the first to reach a state
+                // is the earliest.
+                if !next.is_dead() && !threads[..kept].iter().any(|(t, _)| *t == next) {
+                    threads[kept] = (next, start);
+                    kept += 1;
+                }
+            }
+            threads.truncate(kept);
         }
-        to
+        match threads.first() {
+            Some(&(_, s)) => {
+                if capped && s == bound {
+                    // A match in progress may have begun before the window.
+                    self.stats.forced_emits += 1;
+                }
+                s
+            }
+            None => to,
+        }
     }
 
     fn replace(&mut self, rule: usize, start: usize, end: usize, out: &mut Vec<u8>) {

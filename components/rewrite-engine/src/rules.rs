@@ -1,6 +1,6 @@
 //! Rules: patterns, flags and replacements, checked and compiled.
 
-use regex_automata::hybrid::{dfa, regex as hregex};
+use regex_automata::hybrid::dfa;
 use regex_automata::nfa::thompson;
 use regex_automata::util::syntax;
 use regex_automata::{MatchKind, meta};
@@ -76,8 +76,9 @@ pub(crate) struct CompiledRule {
 
 /// The automata for one set of enabled rules.
 pub(crate) struct Automata {
-    /// Leftmost-first, unanchored: finds where the leftmost match starts.
-    pub find: hregex::Regex,
+    /// Leftmost-first, unanchored: finds where the leftmost match starts
+    /// (a meta regex: literal prefilters skip most of the text).
+    pub find: meta::Regex,
     /// All matches, anchored: the longest match from a given start, and
     /// whether a partial match is still alive.
     pub all: dfa::DFA,
@@ -185,10 +186,17 @@ impl RuleSet {
         let nfa = thompson::Config::new()
             .utf8(false)
             .which_captures(thompson::WhichCaptures::None);
-        let find = hregex::Regex::builder()
+        let find = meta::Regex::builder()
             .syntax(syntax)
-            .thompson(nfa.clone())
-            .dfa(dfa::Config::new().match_kind(MatchKind::LeftmostFirst))
+            .configure(
+                meta::Config::new()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    // Implicit, not None: with no group slots at all a meta
+                    // regex cannot report where a match is.
+                    .which_captures(thompson::WhichCaptures::Implicit)
+                    // Linear-time engines only.
+                    .backtrack(false),
+            )
             .build_many(&patterns)
             .map_err(|e| format!("compiling the rules: {e}"))?;
         let all = dfa::Builder::new()
