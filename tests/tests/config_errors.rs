@@ -237,3 +237,64 @@ fn serve_refuses_a_bad_config_with_exit_code_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no [[tenant]]"), "{stderr}");
 }
+
+fn with_site(site: &str) -> String {
+    format!("{GOOD_EDGE}[[tenant.site]]\nname = \"clone\"\nhosts = [\"clone.test\"]\n{site}")
+}
+
+#[test]
+fn site_rule_with_look_around() {
+    let edge = with_site(
+        "origin = \"https://origin.test\"\n[[tenant.site.rules]]\npattern = 'ok'\nreplacement = 'x'\n[[tenant.site.rules]]\npattern = 'a(?=b)'\nreplacement = 'x'\n",
+    );
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:14:11: tenant[0].site[0].rules[1]: pattern \"a(?=b)\" is not supported: look-around, including look-ahead and look-behind, is not supported at byte 1",
+    );
+}
+
+#[test]
+fn site_rules_file_with_bad_group_reference() {
+    let dir = TempDir::new("site");
+    dir.write("spin.toml", &spin_without_required());
+    dir.write(
+        "site.conf",
+        "subs_filter 'ok' 'x' g;\nsubs_filter '(a)(b)' '$7' gr;\n",
+    );
+    let config = dir.write(
+        "edge.toml",
+        &with_site("origin = \"https://origin.test\"\nrules_file = \"site.conf\"\n"),
+    );
+    let out = Command::new(edge_bin())
+        .args(["check", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(shared_cache())
+        .output()
+        .expect("run edge check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("tenant[0].site[0].rules_file: site.conf: rule 2: replacement \"$7\": $7 at byte 0, but the pattern has 2 groups"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn site_origin_with_a_path() {
+    assert_error(
+        &spin_without_required(),
+        &with_site("origin = \"https://origin.test/app\"\n"),
+        "tenant[0].site[0].origin: \"https://origin.test/app\" must be a scheme and host only",
+    );
+}
+
+#[test]
+fn a_valid_site_loads() {
+    let edge = with_site(
+        "origin = \"http://127.0.0.1:9\"\ncontent_types = [\"text/html\"]\n[[tenant.site.rules]]\npattern = 'origin\\.test'\nreplacement = 'clone.test'\nflags = \"gi\"\n",
+    );
+    let (code, stderr) = check(&spin_without_required(), &edge);
+    assert_eq!(code, 0, "{stderr}");
+}

@@ -107,6 +107,8 @@ pub(crate) struct TenantSection {
     pub variables: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
     pub secrets: BTreeMap<Spanned<String>, Spanned<SecretSource>>,
+    #[serde(default, rename = "site")]
+    pub sites: Vec<crate::site::SiteSection>,
 }
 
 /// Where a secret's value comes from.

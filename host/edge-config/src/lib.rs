@@ -23,12 +23,14 @@ mod error;
 mod outbound;
 mod resolve;
 mod route;
+mod site;
 mod spin;
 
 pub use error::{ConfigError, SourceFile};
 pub use outbound::OutboundRule;
 pub use resolve::load;
 pub use route::RoutePattern;
+pub use site::{DEFAULT_CONTENT_TYPES, Site, read_rules_file};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -62,6 +64,9 @@ impl Config {
     pub fn watched_files(&self) -> Vec<PathBuf> {
         let mut files = vec![self.edge_file.clone(), self.app_file.clone()];
         files.extend(self.components.values().map(|c| c.source.clone()));
+        for t in &self.tenants {
+            files.extend(t.sites.iter().filter_map(|s| s.rules_file.clone()));
+        }
         files
     }
 }
@@ -191,6 +196,8 @@ pub struct Tenant {
     /// Resolved variables per component id (only for components that
     /// declare variables), shared by every instance.
     pub variables: BTreeMap<String, Arc<BTreeMap<String, String>>>,
+    /// Sites proxied through the rewriter.
+    pub sites: Vec<Site>,
 }
 
 /// Per-tenant limits.

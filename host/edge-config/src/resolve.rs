@@ -602,12 +602,134 @@ impl Resolver<'_> {
                 }
                 variables.insert(cid.get_ref().clone(), Arc::new(resolved));
             }
+            let sites = self.sites(t, &key)?;
             out.push(Tenant {
                 name: name.clone(),
                 hosts,
                 components: granted,
                 limits,
                 variables,
+                sites,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A tenant's `[[tenant.site]]` entries, rules compiled.
+    fn sites(&self, t: &edge::TenantSection, key: &str) -> R<Vec<crate::Site>> {
+        use crate::site::{DEFAULT_CONTENT_TYPES, check_origin, read_rules_file};
+        let mut out: Vec<crate::Site> = Vec::new();
+        for (si, s) in t.sites.iter().enumerate() {
+            let key = format!("{key}.site[{si}]");
+            let name = s.name.get_ref();
+            if !is_label(name) {
+                return self.edge_err(
+                    s.name.span(),
+                    &format!("{key}.name"),
+                    format!(
+                        "{name:?} is not a site name (lower-case letters, digits, '_' and '-')"
+                    ),
+                );
+            }
+            if out.iter().any(|o| &o.name == name) {
+                return self.edge_err(
+                    s.name.span(),
+                    &format!("{key}.name"),
+                    format!("site {name:?} is defined twice in this tenant"),
+                );
+            }
+            if s.hosts.is_empty() {
+                return self.edge_err(
+                    s.name.span(),
+                    &format!("{key}.hosts"),
+                    "a site needs at least one host (\"clone.example\")",
+                );
+            }
+            let mut hosts = Vec::new();
+            for (hi, h) in s.hosts.iter().enumerate() {
+                match HostPattern::parse(h.get_ref()) {
+                    Ok(HostPattern::Exact(h)) => hosts.push(h),
+                    Ok(_) => {
+                        return self.edge_err(
+                            h.span(),
+                            &format!("{key}.hosts[{hi}]"),
+                            "site hosts are exact names (no wildcards)",
+                        );
+                    }
+                    Err(e) => return self.edge_err(h.span(), &format!("{key}.hosts[{hi}]"), e),
+                }
+            }
+            let origin = check_origin(s.origin.get_ref())
+                .or_else(|e| self.edge_err(s.origin.span(), &format!("{key}.origin"), e))?;
+            let content_types = match &s.content_types {
+                None => DEFAULT_CONTENT_TYPES
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect(),
+                Some(list) => {
+                    let mut types = Vec::new();
+                    for (ci, c) in list.iter().enumerate() {
+                        let ct = c.get_ref().trim().to_ascii_lowercase();
+                        if ct.split('/').count() != 2
+                            || ct.contains([';', ' '])
+                            || ct.starts_with('/')
+                            || ct.ends_with('/')
+                        {
+                            return self.edge_err(c.span(), &format!("{key}.content_types[{ci}]"), format!("{:?} is not a content type (allowed: \"text/html\", no parameters)", c.get_ref()));
+                        }
+                        types.push(ct);
+                    }
+                    types
+                }
+            };
+            let mut rules = Vec::new();
+            let mut rules_file = None;
+            if let Some(f) = &s.rules_file {
+                let path = self.edge_dir.join(f.get_ref());
+                rules = read_rules_file(&path)
+                    .or_else(|e| self.edge_err(f.span(), &format!("{key}.rules_file"), e))?;
+                rules_file = Some(path);
+            }
+            let from_file = rules.len();
+            for (ri, r) in s.rules.iter().enumerate() {
+                let flags = r.flags.as_ref().map_or("", |f| f.get_ref().as_str());
+                let rule = rewrite_engine::Rule::new(r.pattern.get_ref(), r.replacement.get_ref())
+                    .with_flags(flags)
+                    .or_else(|e| {
+                        let span = r.flags.as_ref().map_or(0..0, |f| f.span());
+                        self.edge_err(span, &format!("{key}.rules[{ri}].flags"), e)
+                    })?;
+                rules.push(rule);
+            }
+            let compiled = rewrite_engine::RuleSet::new(&rules).or_else(|e| {
+                // Point at the inline rule, or at the file for its rules.
+                let (span, what) = if e.index > from_file {
+                    let r = &s.rules[e.index - from_file - 1];
+                    (
+                        r.pattern.span(),
+                        format!("{key}.rules[{}]", e.index - from_file - 1),
+                    )
+                } else {
+                    let span = s.rules_file.as_ref().map_or(0..0, |f| f.span());
+                    (span, format!("{key}.rules_file"))
+                };
+                let msg = if e.index > from_file {
+                    e.what.clone()
+                } else {
+                    format!(
+                        "{}: {e}",
+                        s.rules_file.as_ref().map_or("", |f| f.get_ref().as_str())
+                    )
+                };
+                self.edge_err(span, &what, msg)
+            })?;
+            out.push(crate::Site {
+                name: name.clone(),
+                hosts,
+                origin,
+                content_types,
+                rules: Arc::new(compiled),
+                rules_file,
             });
         }
         Ok(out)
