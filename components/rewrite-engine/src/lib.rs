@@ -42,9 +42,11 @@
 //! ```
 #![deny(missing_docs)]
 
+mod match_cache;
 pub mod nginx;
 mod rules;
 
+pub use match_cache::MatchCache;
 pub use rules::{Rule, RuleError, RuleSet};
 
 use regex_automata::hybrid::dfa;
@@ -96,10 +98,20 @@ enum Longest {
 impl<'r> Rewriter<'r> {
     /// A rewriter for one body.
     pub fn new(rules: &'r RuleSet) -> Self {
-        let disabled = vec![false; rules.len()];
+        Self::with_rules(rules, &vec![true; rules.len()])
+    }
+
+    /// A rewriter that applies only the rules marked in `enabled` (by rule
+    /// index), such as the ones a [`MatchCache`] says matched this resource
+    /// before. Output equals that of all rules whenever the others would
+    /// not have matched: a rule that never wins a position changes nothing.
+    pub fn with_rules(rules: &'r RuleSet, enabled: &[bool]) -> Self {
+        let disabled: Vec<bool> = (0..rules.len())
+            .map(|i| !enabled.get(i).copied().unwrap_or(false))
+            .collect();
         let automata = rules
             .automata(&disabled)
-            .expect("built when the rule set was compiled");
+            .expect("a subset of compiled rules compiles");
         Self {
             find_cache: automata.find.create_cache(),
             all_cache: automata.all.create_cache(),
@@ -140,6 +152,11 @@ impl<'r> Rewriter<'r> {
     /// Ends the body; appends the rest to `out`.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
         self.run(true, out);
+    }
+
+    /// Whether no rule is enabled: the body can pass through untouched.
+    pub fn is_passthrough(&self) -> bool {
+        self.automata.rule_of.is_empty()
     }
 
     /// Rewrites a whole body at once.

@@ -89,6 +89,9 @@ pub(crate) struct Automata {
     pub first_bytes: [bool; 256],
 }
 
+/// Most automata kept for subsets of the rules.
+const MAX_SUBSETS: usize = 64;
+
 /// A compiled, immutable set of rules; share it between bodies.
 pub struct RuleSet {
     pub(crate) rules: Vec<CompiledRule>,
@@ -179,6 +182,11 @@ impl RuleSet {
         let mut map = self.automata.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(a) = map.get(disabled) {
             return Ok(a.clone());
+        }
+        // Subsets come from once-rules and the match cache; keep a bounded
+        // number of them (the full set is rebuilt on demand if dropped too).
+        if map.len() >= MAX_SUBSETS {
+            map.clear();
         }
         let rule_of: Vec<usize> = (0..self.patterns.len()).filter(|i| !disabled[*i]).collect();
         let patterns: Vec<&str> = rule_of.iter().map(|i| self.patterns[*i].as_str()).collect();

@@ -195,3 +195,26 @@ fn word_boundaries_see_the_bytes_around_the_match_across_chunks() {
     let bytewise: Vec<usize> = (1..input.len()).collect();
     assert_eq!(streamed(&set, input, &bytewise), expected);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Rewriting with only the rules that matched gives the same output:
+    /// what the match cache relies on.
+    #[test]
+    fn only_the_matching_rules_give_the_same_output(
+        rules in prop::collection::vec(rule(), 1..6),
+        input in "[abcAB x]{0,60}",
+    ) {
+        let set = RuleSet::new(&rules).unwrap();
+        let mut full = Rewriter::new(&set);
+        let mut out = Vec::new();
+        full.write(input.as_bytes(), &mut out);
+        full.finish(&mut out);
+        let mut sub = Rewriter::with_rules(&set, full.matched_rules());
+        let mut out2 = Vec::new();
+        sub.write(input.as_bytes(), &mut out2);
+        sub.finish(&mut out2);
+        prop_assert_eq!(out, out2);
+    }
+}
