@@ -142,3 +142,36 @@ async fn a_trapping_session_is_reset() {
         "a fresh instance after the trap"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_warm_instances_per_key() {
+    // Two instances for each key: a request goes to an idle one, else to a
+    // new one, so a slow request does not hold up the next.
+    let edge = Edge::start(
+        &standard_spin(),
+        &(config(10, 60_000, "path:2") + "instances_per_key = 2\n"),
+    );
+    let slow_url = format!("{}/counter/k/sleep?ms=1500", edge.url);
+    let slow = tokio::spawn(async move { get(&slow_url).await });
+    // Wait until the slow request occupies the first instance.
+    while edge
+        .metric("edge_active_instances{tenant=\"t\",component=\"counter\"}")
+        .await
+        < 1.0
+    {
+        tokio::task::yield_now().await;
+    }
+    let count = format!("{}/counter/k/count", edge.url);
+    // The second instance answers while the first sleeps.
+    assert_eq!(get(&count).await, (200, "1\n".into()));
+    assert!(!slow.is_finished(), "answered beside the slow request");
+    assert_eq!(slow.await.unwrap().0, 200);
+    // Both idle now: the first (which has not counted yet) is preferred.
+    assert_eq!(get(&count).await, (200, "1\n".into()));
+    assert_eq!(get(&count).await, (200, "2\n".into()));
+    assert_eq!(
+        edge.metric("edge_sessions_active{tenant=\"t\",component=\"counter\"}")
+            .await,
+        2.0
+    );
+}

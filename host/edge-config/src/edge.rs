@@ -133,4 +133,6 @@ pub(crate) struct ComponentSection {
     pub idle_timeout_ms: Option<Spanned<u64>>,
     #[serde(default)]
     pub max_queued_per_session: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub instances_per_key: Option<Spanned<usize>>,
 }

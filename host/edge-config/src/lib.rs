@@ -160,6 +160,10 @@ pub struct SessionSettings {
     pub idle_timeout: Duration,
     /// Requests waiting on one session; one more is refused with 503.
     pub max_queued: usize,
+    /// Warm instances per session key: a request goes to an idle one, else
+    /// a new one (up to this many), else the least loaded. 1: strict
+    /// per-key order.
+    pub instances_per_key: usize,
 }
 
 /// Where a request's session key is read from.

@@ -423,6 +423,7 @@ impl Resolver<'_> {
                             "max_queued_per_session",
                             64,
                         )?,
+                        instances_per_key: positive(&s.instances_per_key, "instances_per_key", 1)?,
                     })
                 }
                 other => {

@@ -37,6 +37,8 @@ struct Job {
 struct Session {
     id: u64,
     tx: mpsc::Sender<Job>,
+    /// Requests queued or running on it.
+    inflight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The sessions of one (tenant, component).
@@ -108,7 +110,7 @@ impl SessionPool {
         target: &Arc<Target>,
         request: SessionRequest,
     ) -> Result<Response<Body>, Failure> {
-        let key = session_key(&self.settings.key, &request)?;
+        let base = session_key(&self.settings.key, &request)?;
         let (reply, response) = oneshot::channel();
         let job = Job {
             target: target.clone(),
@@ -117,9 +119,13 @@ impl SessionPool {
         };
         {
             let mut sessions = self.lock();
+            let key = self.pick_instance(&sessions, base);
             let unqueued = match sessions.get(&key) {
                 Some(session) => match session.tx.try_send(job) {
-                    Ok(()) => None,
+                    Ok(()) => {
+                        session.inflight.fetch_add(1, Relaxed);
+                        None
+                    }
                     Err(mpsc::error::TrySendError::Full(_)) => {
                         target.metrics.sessions_rejected.fetch_add(1, Relaxed);
                         return Err(Failure::SessionsFull(format!(
@@ -147,7 +153,15 @@ impl SessionPool {
                 let id = self.next_id.fetch_add(1, Relaxed);
                 // A fresh channel has room for the first job.
                 let _ = tx.try_send(job);
-                sessions.insert(key.clone(), Session { id, tx });
+                let inflight = Arc::new(std::sync::atomic::AtomicUsize::new(1));
+                sessions.insert(
+                    key.clone(),
+                    Session {
+                        id,
+                        tx,
+                        inflight: inflight.clone(),
+                    },
+                );
                 tokio::spawn(run_session(
                     self.clone(),
                     engine.clone(),
@@ -155,12 +169,43 @@ impl SessionPool {
                     id,
                     rx,
                     target.clone(),
+                    inflight,
                 ));
             }
         }
         response
             .await
             .unwrap_or_else(|_| Err(Failure::Internal("session ended without answering".into())))
+    }
+
+    /// Which instance of the key's `instances_per_key` takes the request:
+    /// an idle one, else a new one, else the least loaded.
+    fn pick_instance(&self, sessions: &HashMap<String, Session>, base: String) -> String {
+        let n = self.settings.instances_per_key;
+        if n <= 1 {
+            return base;
+        }
+        let mut missing = None;
+        let mut least: Option<(usize, String)> = None;
+        for i in 0..n {
+            let name = format!("{base}#{i}");
+            match sessions.get(&name) {
+                Some(s) => {
+                    let load = s.inflight.load(Relaxed);
+                    if load == 0 {
+                        return name;
+                    }
+                    if least.as_ref().is_none_or(|(l, _)| load < *l) {
+                        least = Some((load, name));
+                    }
+                }
+                None if missing.is_none() => missing = Some(name),
+                None => {}
+            }
+        }
+        missing
+            .or(least.map(|(_, name)| name))
+            .expect("instances_per_key >= 2")
     }
 
     /// Removes the session if it is still `id` and nothing is queued on it.
@@ -239,6 +284,7 @@ async fn run_session(
     id: u64,
     mut rx: mpsc::Receiver<Job>,
     first: Arc<Target>,
+    inflight: Arc<std::sync::atomic::AtomicUsize>,
 ) {
     first.metrics.sessions_active.fetch_add(1, Relaxed);
     let _gauge = SessionGauge(first.metrics.clone());
@@ -297,6 +343,13 @@ async fn run_session(
                 r = &mut guest => r,
             }
         };
+        if outcome.is_err() {
+            // A trapped instance cannot be entered again: take the session
+            // out of the pool before answering, so a request sent after
+            // this answer starts a fresh instance.
+            pool.remove(&key, id);
+            rx.close();
+        }
         if let Some(r) = reply.take() {
             let result = match head.try_recv() {
                 Ok(h) => h.map_err(|code| Failure::GuestError(format!("{code:?}"))),
@@ -304,11 +357,9 @@ async fn run_session(
             };
             let _ = r.send(result);
         }
+        inflight.fetch_sub(1, Relaxed);
         if outcome.is_err() {
-            // A trapped instance cannot be entered again: end the session
-            // and tell whoever queued behind it to retry on a fresh one.
-            pool.remove(&key, id);
-            rx.close();
+            // Whoever queued behind the failure retries on a fresh one.
             while let Ok(job) = rx.try_recv() {
                 let _ = job.reply.send(Err(Failure::SessionsFull(
                     "the session was reset after a failure; retry".into(),
