@@ -62,8 +62,12 @@ async fn traps_fail_only_their_own_request() {
             .await,
         50.0
     );
+    // The guest's own panic message reaches the log, beside the trap.
+    let log = edge.log();
+    assert!(log.contains("guest trapped"), "{log}");
     assert!(
-        edge.log().contains("fixture: deliberate trap") || edge.log().contains("guest trapped")
+        log.contains("guest output") && log.contains("fixture: deliberate trap"),
+        "{log}"
     );
 }
 

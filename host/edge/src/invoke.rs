@@ -97,6 +97,14 @@ pub async fn call(
     result
 }
 
+/// Logs what the guest wrote to stdout/stderr during its request, if
+/// anything (after the failure, if there was one, so they read together).
+pub fn log_guest_output(store: &Store<HostState>, target: &Target) {
+    if let Some(output) = store.data().log.take() {
+        tracing::info!(tenant = %target.tenant, component = %target.component, %output, "guest output");
+    }
+}
+
 /// Counts and logs a guest failure.
 pub fn count_failure(target: &Target, failure: &Failure) {
     let m = &target.metrics;
@@ -153,7 +161,9 @@ where
                 return Err(Failure::Deadline);
             }
         };
-        call(&mut store, &proxy, &target, req, out).await
+        let result = call(&mut store, &proxy, &target, req, out).await;
+        log_guest_output(&store, &target);
+        result
     });
     // Run the guest right here, in the connection's task: most guests
     // finish (body written) before we could even hand them to another task,

@@ -10,6 +10,7 @@ pub mod admin;
 pub mod app;
 pub mod body;
 pub mod engine;
+pub mod guest_log;
 pub mod invoke;
 pub mod metrics;
 pub mod reload;

@@ -343,6 +343,7 @@ async fn run_session(
                 r = &mut guest => r,
             }
         };
+        crate::invoke::log_guest_output(&store, &target);
         if outcome.is_err() {
             // A trapped instance cannot be entered again: take the session
             // out of the pool before answering, so a request sent after

@@ -36,6 +36,8 @@ pub struct HostState {
     pub limiter: MemoryCap,
     /// When the current request must be done; read at each epoch tick.
     pub deadline: std::time::Instant,
+    /// The guest's stdout and stderr, bounded.
+    pub log: crate::guest_log::GuestLog,
 }
 
 /// Caps each linear memory of an instance and remembers whether the cap was
@@ -77,11 +79,14 @@ impl ResourceLimiter for MemoryCap {
 
 impl HostState {
     /// Fresh state for one instance. No ambient authority: no preopened
-    /// directories, no environment, no sockets, stdio discarded.
+    /// directories, no environment, no sockets; stdout and stderr kept (bounded) for the log.
     pub fn new(spec: &StoreSpec) -> Self {
+        let log = crate::guest_log::GuestLog::default();
+        let mut wasi = WasiCtx::builder();
+        wasi.stdout(log.clone()).stderr(log.clone());
         Self {
             table: ResourceTable::new(),
-            wasi: WasiCtx::builder().build(),
+            wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             outbound: spec.outbound.clone(),
             variables: spec.variables.clone(),
@@ -91,6 +96,7 @@ impl HostState {
                 hit: false,
             },
             deadline: std::time::Instant::now(),
+            log,
         }
     }
 }
