@@ -42,6 +42,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod live;
 mod match_cache;
 pub mod nginx;
 mod rules;
@@ -82,8 +83,7 @@ pub struct Rewriter<'r> {
     /// Which rules have matched in this body (bit per rule).
     matched: Vec<bool>,
     stats: Stats,
-    /// Scratch for [`Rewriter::earliest_live`]: (state, start) by start.
-    threads: Vec<(regex_automata::hybrid::LazyStateID, usize)>,
+    live_cache: dfa::Cache,
 }
 
 enum Longest {
@@ -115,6 +115,7 @@ impl<'r> Rewriter<'r> {
         Self {
             find_cache: automata.find.create_cache(),
             all_cache: automata.all.create_cache(),
+            live_cache: automata.live.create_cache(),
             automata,
             rules,
             disabled,
@@ -123,7 +124,6 @@ impl<'r> Rewriter<'r> {
             hold_cap: DEFAULT_HOLD_CAP,
             matched: vec![false; rules.len()],
             stats: Stats::default(),
-            threads: Vec::new(),
         }
     }
 
@@ -271,62 +271,46 @@ impl<'r> Rewriter<'r> {
     /// alive at the end of the buffer, or `to` if there is none. Only the
     /// last `hold_cap` bytes are candidates: that is what bounds memory.
     ///
-    /// One forward pass: every candidate start runs the anchored DFA, and
-    /// of the runs that reach the same state at the same byte only the
-    /// earliest start is kept (they continue identically). So the cost is
-    /// the window length times the number of distinct live states, not the
-    /// window length squared.
+    /// Runs the reverse prefix automaton backwards from the end of the
+    /// buffer until it dies: a match at boundary `s` means `buf[s..]` may
+    /// begin a match (see `live.rs`).
     fn earliest_live(&mut self, from: usize, to: usize) -> usize {
-        let all = &self.automata.all;
-        let cache = &mut self.all_cache;
+        let live = &self.automata.live;
+        let cache = &mut self.live_cache;
         let len = self.buf.len();
         let bound = len.saturating_sub(self.hold_cap);
-        let capped = from < bound;
-        let from = from.max(bound);
-        let first = &self.automata.first_bytes;
-        let threads = &mut self.threads;
-        threads.clear();
-        for i in from..len {
-            let b = self.buf[i];
-            if i < to && first[b as usize] {
-                let input = Input::new(&self.buf).range(i..).anchored(Anchored::Yes);
-                let sid = all
-                    .start_state_forward(cache, &input)
-                    .expect("anchored start state");
-                if !threads.iter().any(|(t, _)| *t == sid) {
-                    threads.push((sid, i));
-                }
-            }
-            if threads.is_empty() {
-                if i >= to {
-                    // No run left and no more candidates.
-                    break;
-                }
-                continue;
-            }
-            let mut kept = 0;
-            for k in 0..threads.len() {
-                let (sid, start) = threads[k];
-                let next = all.next_state(cache, sid, b).expect("next state");
-                // Threads are in start order, so the first to reach a state
-                // is the earliest.
-                if !next.is_dead() && !threads[..kept].iter().any(|(t, _)| *t == next) {
-                    threads[kept] = (next, start);
-                    kept += 1;
-                }
-            }
-            threads.truncate(kept);
+        let lo = from.max(bound);
+        if lo >= to {
+            return to;
         }
-        match threads.first() {
-            Some(&(_, s)) => {
-                if capped && s == bound {
-                    // A match in progress may have begun before the window.
-                    self.stats.forced_emits += 1;
-                }
-                s
+        let input = Input::new(&self.buf).range(lo..len).anchored(Anchored::Yes);
+        let mut sid = live
+            .start_state_reverse(cache, &input)
+            .expect("reverse start state");
+        let mut earliest = to;
+        // Each transition reveals whether the boundary just passed starts
+        // a live prefix (DFA matches are reported one byte late).
+        let mut at = len;
+        loop {
+            sid = if at == 0 {
+                live.next_eoi_state(cache, sid).expect("eoi")
+            } else {
+                live.next_state(cache, sid, self.buf[at - 1])
+                    .expect("next state")
+            };
+            if sid.is_match() && at < to && at < len {
+                earliest = at;
             }
-            None => to,
+            if sid.is_dead() || at == lo {
+                break;
+            }
+            at -= 1;
         }
+        if earliest == bound && from < bound {
+            // A match in progress may have begun before the window.
+            self.stats.forced_emits += 1;
+        }
+        earliest
     }
 
     fn replace(&mut self, rule: usize, start: usize, end: usize, out: &mut Vec<u8>) {
@@ -360,6 +344,7 @@ impl<'r> Rewriter<'r> {
                 .expect("a subset of compiled rules compiles");
             self.find_cache = self.automata.find.create_cache();
             self.all_cache = self.automata.all.create_cache();
+            self.live_cache = self.automata.live.create_cache();
         }
     }
 }

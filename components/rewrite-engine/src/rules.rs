@@ -84,9 +84,9 @@ pub(crate) struct Automata {
     pub all: dfa::DFA,
     /// Pattern id → rule index.
     pub rule_of: Vec<usize>,
-    /// Bytes that can begin a match (under any look-behind): other
-    /// positions are skipped without running the DFA.
-    pub first_bytes: [bool; 256],
+    /// Reverse automaton of the rules' prefixes: which starts are live at
+    /// the end of the buffer (see `live.rs`).
+    pub live: dfa::DFA,
 }
 
 /// Most automata kept for subsets of the rules.
@@ -96,6 +96,8 @@ const MAX_SUBSETS: usize = 64;
 pub struct RuleSet {
     pub(crate) rules: Vec<CompiledRule>,
     patterns: Vec<String>,
+    /// Each rule's parsed pattern, for the prefix automaton.
+    hirs: Vec<regex_syntax::hir::Hir>,
     /// Automata per set of disabled once-rules (usually just the empty set).
     automata: Mutex<HashMap<Vec<bool>, Arc<Automata>>>,
 }
@@ -108,6 +110,7 @@ impl RuleSet {
     pub fn new(rules: &[Rule]) -> Result<Self, RuleError> {
         let mut compiled = Vec::with_capacity(rules.len());
         let mut patterns = Vec::with_capacity(rules.len());
+        let mut hirs = Vec::with_capacity(rules.len());
         for (i, rule) in rules.iter().enumerate() {
             let err = |what: String| RuleError { index: i + 1, what };
             let ascii_b = ascii_word_boundaries(&rule.pattern);
@@ -155,10 +158,12 @@ impl RuleSet {
                 captures,
             });
             patterns.push(pattern);
+            hirs.push(hir);
         }
         let set = Self {
             rules: compiled,
             patterns,
+            hirs,
             automata: Mutex::default(),
         };
         // Build the common automata now so errors (such as size limits)
@@ -213,40 +218,32 @@ impl RuleSet {
             .configure(dfa::Config::new().match_kind(MatchKind::All))
             .build_many(&patterns)
             .map_err(|e| format!("compiling the rules: {e}"))?;
-        let first_bytes = first_bytes(&all).map_err(|e| format!("compiling the rules: {e}"))?;
+        let prefixes: Vec<regex_syntax::hir::Hir> = rule_of
+            .iter()
+            .map(|i| crate::live::prefixes(&self.hirs[*i]))
+            .collect();
+        let live_nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .reverse(true)
+                    .utf8(false)
+                    .which_captures(thompson::WhichCaptures::None),
+            )
+            .build_many_from_hir(&prefixes)
+            .map_err(|e| format!("compiling the rules' prefixes: {e}"))?;
+        let live = dfa::Builder::new()
+            .configure(dfa::Config::new().match_kind(MatchKind::All))
+            .build_from_nfa(live_nfa)
+            .map_err(|e| format!("compiling the rules' prefixes: {e}"))?;
         let a = Arc::new(Automata {
             find,
             all,
             rule_of,
-            first_bytes,
+            live,
         });
         map.insert(disabled.to_vec(), a.clone());
         Ok(a)
     }
-}
-
-fn first_bytes(all: &dfa::DFA) -> Result<[bool; 256], String> {
-    use regex_automata::util::start;
-    let mut cache = all.create_cache();
-    let mut live = [false; 256];
-    // Every kind of look-behind a start state distinguishes.
-    for behind in [None, Some(b'\n'), Some(b'\r'), Some(b'a'), Some(b' ')] {
-        let config = start::Config::new()
-            .anchored(regex_automata::Anchored::Yes)
-            .look_behind(behind);
-        let sid = all
-            .start_state(&mut cache, &config)
-            .map_err(|e| e.to_string())?;
-        for b in 0..=255u8 {
-            let next = all
-                .next_state(&mut cache, sid, b)
-                .map_err(|e| e.to_string())?;
-            if !next.is_dead() {
-                live[b as usize] = true;
-            }
-        }
-    }
-    Ok(live)
 }
 
 /// `\b` and `\B` as ASCII word boundaries, everything else unchanged: a
