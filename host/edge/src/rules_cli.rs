@@ -12,43 +12,13 @@
 
 use anyhow::{Context, Result, bail};
 use rewrite_engine::{Rewriter, Rule, RuleSet};
-use serde::Deserialize;
 use std::io::{Read, Write};
 use std::path::Path;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RulesFile {
-    #[serde(default)]
-    rule: Vec<RuleEntry>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RuleEntry {
-    pattern: String,
-    replacement: String,
-    #[serde(default)]
-    flags: String,
-}
-
-/// Reads a rules file (nginx `.conf` or TOML).
+/// Reads a rules file (nginx `.conf` or TOML), as `[[tenant.site]]`'s
+/// `rules_file` does.
 pub fn load(path: &Path) -> Result<Vec<Rule>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    if path.extension().is_some_and(|e| e == "conf") {
-        return rewrite_engine::nginx::import(&text).with_context(|| format!("{}", path.display()));
-    }
-    let file: RulesFile = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
-    file.rule
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            Rule::new(&r.pattern, &r.replacement)
-                .with_flags(&r.flags)
-                .map_err(|e| anyhow::anyhow!("{}: rule {}: {e}", path.display(), i + 1))
-        })
-        .collect()
+    edge_config::read_rules_file(path).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// Compiles rules, naming the file in errors.
