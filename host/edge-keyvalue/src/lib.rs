@@ -33,7 +33,10 @@
 
 mod store;
 
-pub use store::{FLUSH_INTERVAL, KvError, MAX_KEY_BYTES, MAX_VALUE_BYTES, Registry, Store};
+pub use store::{
+    FLUSH_INTERVAL, KvError, MAX_BATCH_BYTES, MAX_BATCH_KEYS, MAX_KEY_BYTES, MAX_VALUE_BYTES,
+    Registry, Store,
+};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -67,6 +70,18 @@ impl Grants {
         Self {
             stores: Arc::new(stores),
         }
+    }
+}
+
+impl Grants {
+    /// Whether both grant the same stores under the same labels.
+    pub fn same_stores(&self, other: &Grants) -> bool {
+        self.stores.len() == other.stores.len()
+            && self
+                .stores
+                .iter()
+                .zip(other.stores.iter())
+                .all(|((la, a), (lb, b))| la == lb && Arc::ptr_eq(a, b))
     }
 }
 

@@ -12,6 +12,11 @@ use std::time::Duration;
 pub const MAX_KEY_BYTES: usize = 1024;
 /// Largest value accepted, in bytes.
 pub const MAX_VALUE_BYTES: usize = 1024 * 1024;
+/// Most keys in one `get-many`.
+pub const MAX_BATCH_KEYS: usize = 1000;
+/// Most bytes one `get-many` returns: the host builds the answer before the
+/// guest's memory cap applies, so it must be bounded here.
+pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// How long a write may stay in memory before it is made durable.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// Keys per `list-keys` page.
@@ -55,6 +60,9 @@ pub enum KvError {
     /// `increment` past `u64::MAX`.
     #[error("incrementing {0:?} would overflow an unsigned 64-bit number")]
     Overflow(String),
+    /// A batch read past [`MAX_BATCH_KEYS`] or [`MAX_BATCH_BYTES`].
+    #[error("batch too large: {0}")]
+    BatchTooLarge(String),
     /// The database failed.
     #[error("storage error: {0}")]
     Storage(String),
@@ -238,12 +246,30 @@ impl Store {
 
     /// The values of `keys`, in order, from one snapshot.
     pub fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        if keys.len() > MAX_BATCH_KEYS {
+            return Err(KvError::BatchTooLarge(format!(
+                "{} keys asked, at most {MAX_BATCH_KEYS}",
+                keys.len()
+            )));
+        }
         keys.iter().try_for_each(|k| check_key(k))?;
         let txn = self.db.begin_read()?;
         let table = txn.open_table(TABLE)?;
-        keys.iter()
-            .map(|k| Ok(table.get(k.as_str())?.map(|v| v.value().to_vec())))
-            .collect()
+        let mut total = 0usize;
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            let v = table.get(k.as_str())?;
+            if let Some(v) = &v {
+                total += v.value().len();
+                if total > MAX_BATCH_BYTES {
+                    return Err(KvError::BatchTooLarge(format!(
+                        "the values come to more than {MAX_BATCH_BYTES} bytes; ask for fewer keys"
+                    )));
+                }
+            }
+            out.push(v.map(|v| v.value().to_vec()));
+        }
+        Ok(out)
     }
 
     /// Sets `key` to `value`.
@@ -491,6 +517,20 @@ mod tests {
         assert!(matches!(s.increment("t", 1), Err(KvError::NotANumber(_))));
         s.set("m", u64::MAX.to_string().as_bytes()).unwrap();
         assert!(matches!(s.increment("m", 1), Err(KvError::Overflow(_))));
+    }
+
+    #[test]
+    fn batch_reads_are_bounded() {
+        let (_d, _r, s) = store(1 << 30);
+        s.set("big", &vec![0; MAX_VALUE_BYTES]).unwrap();
+        let many: Vec<String> = vec!["big".into(); 17];
+        assert!(matches!(s.get_many(&many), Err(KvError::BatchTooLarge(_))));
+        let too_many: Vec<String> = vec!["x".into(); MAX_BATCH_KEYS + 1];
+        assert!(matches!(
+            s.get_many(&too_many),
+            Err(KvError::BatchTooLarge(_))
+        ));
+        assert_eq!(s.get_many(&["big".into()]).unwrap().len(), 1);
     }
 
     #[test]

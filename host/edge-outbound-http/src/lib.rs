@@ -44,6 +44,11 @@ impl OutboundPolicy {
         Self::new(Vec::new(), who)
     }
 
+    /// Whether both allow exactly the same destinations.
+    pub fn same_rules(&self, other: &OutboundPolicy) -> bool {
+        self.rules == other.rules
+    }
+
     /// Whether a request to `scheme://host:port` may be sent.
     pub fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
         self.rules.iter().any(|r| r.allows(scheme, host, port))

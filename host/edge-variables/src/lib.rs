@@ -37,6 +37,11 @@ impl Variables {
         }
     }
 
+    /// Whether both hold the same names and values.
+    pub fn same_values(&self, other: &Variables) -> bool {
+        self.shared.1 == other.shared.1
+    }
+
     /// One value by name.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.shared.1.get(name).map(String::as_str)

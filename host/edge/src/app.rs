@@ -189,25 +189,30 @@ impl App {
                         .map(|v| Variables::from_map(v))
                         .unwrap_or_default();
                     let who = format!("{}/{}", tenant.name, component.id);
+                    let spec = StoreSpec {
+                        memory_bytes: tenant.limits.memory_bytes,
+                        outbound: OutboundPolicy::new(
+                            component.allowed_outbound_hosts.clone(),
+                            &who,
+                        ),
+                        variables,
+                        kv,
+                    };
                     let sessions = match (&component.mode, &prep) {
-                        (InstanceMode::Session(settings), Ok(p)) => {
-                            Some(rt.sessions.pool(&tenant.name, &component.id, p, settings))
-                        }
+                        (InstanceMode::Session(settings), Ok(p)) => Some(rt.sessions.pool(
+                            &tenant.name,
+                            &component.id,
+                            p,
+                            settings,
+                            &spec,
+                        )),
                         _ => None,
                     };
                     Arc::new(Target {
                         tenant: name.clone(),
                         component: component.id.as_str().into(),
                         prepared: prep,
-                        spec: StoreSpec {
-                            memory_bytes: tenant.limits.memory_bytes,
-                            outbound: OutboundPolicy::new(
-                                component.allowed_outbound_hosts.clone(),
-                                &who,
-                            ),
-                            variables,
-                            kv,
-                        },
+                        spec,
                         deadline: tenant.limits.request_deadline,
                         metrics: rt.metrics.route(&tenant.name, &component.id),
                         sessions,

@@ -101,7 +101,8 @@ pub async fn call(
 /// anything (after the failure, if there was one, so they read together).
 pub fn log_guest_output(store: &Store<HostState>, target: &Target) {
     if let Some(output) = store.data().log.take() {
-        tracing::info!(tenant = %target.tenant, component = %target.component, %output, "guest output");
+        // Debug formatting escapes newlines: a guest cannot forge log lines.
+        tracing::info!(tenant = %target.tenant, component = %target.component, ?output, "guest output");
     }
 }
 
@@ -172,10 +173,14 @@ where
     // the response head is ready moves to a task of its own.
     tokio::select! {
         biased;
-        result = &mut guest => match rx.try_recv() {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(code)) => Err(Failure::GuestError(format!("{code:?}"))),
-            Err(_) => Err(result.err().unwrap_or(Failure::NoResponse)),
+        result = &mut guest => match (result, rx.try_recv()) {
+            // The guest failed after setting the head: nothing has gone to
+            // the client yet, so answer the failure rather than a body the
+            // failure cut short.
+            (Err(f), _) => Err(f),
+            (Ok(()), Ok(Ok(response))) => Ok(response),
+            (Ok(()), Ok(Err(code))) => Err(Failure::GuestError(format!("{code:?}"))),
+            (Ok(()), Err(_)) => Err(Failure::NoResponse),
         },
         head = &mut rx => match head {
             Ok(head) => {

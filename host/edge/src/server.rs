@@ -77,12 +77,17 @@ pub fn spawn_workers(
     listeners: Vec<std::net::TcpListener>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Vec<std::thread::JoinHandle<Result<()>>>> {
+    // One connection limit for the process, shared by every worker.
+    let slots = Arc::new(Semaphore::new(
+        shared.app.load().config.server.max_connections,
+    ));
     listeners
         .into_iter()
         .enumerate()
         .map(|(i, listener)| {
             let shared = shared.clone();
             let shutdown = shutdown.clone();
+            let slots = slots.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("edge-worker-{i}"))
                 .spawn(move || {
@@ -91,7 +96,7 @@ pub fn spawn_workers(
                         .build()?;
                     rt.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;
-                        serve(shared, listener, shutdown).await
+                        serve(shared, listener, slots, shutdown).await
                     })
                 })?;
             Ok(thread)
@@ -104,6 +109,7 @@ pub fn spawn_workers(
 pub async fn serve(
     shared: Arc<Shared>,
     listener: TcpListener,
+    slots: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
     let server = shared.app.load().config.server.clone();
@@ -119,7 +125,6 @@ pub async fn serve(
     }
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(server.max_connections));
 
     loop {
         let permit = tokio::select! {

@@ -44,6 +44,10 @@ struct Session {
 /// The sessions of one (tenant, component).
 pub struct SessionPool {
     settings: SessionSettings,
+    /// The grants its stores were built with: a reload that changes them
+    /// (memory cap, outbound hosts, variables, stores) gets a new pool, so
+    /// no live session keeps rights the new config took away.
+    spec: crate::state::StoreSpec,
     prepared: Arc<Prepared>,
     sessions: Mutex<HashMap<String, Session>>,
     next_id: AtomicU64,
@@ -67,17 +71,20 @@ impl SessionRegistry {
         component: &str,
         prepared: &Arc<Prepared>,
         settings: &SessionSettings,
+        spec: &crate::state::StoreSpec,
     ) -> Arc<SessionPool> {
         let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
         pools.retain(|_, p| p.strong_count() > 0);
         let key = (tenant.to_string(), component.to_string(), prepared.hash);
         if let Some(pool) = pools.get(&key).and_then(Weak::upgrade)
             && pool.settings == *settings
+            && pool.spec.same_grants(spec)
         {
             return pool;
         }
         let pool = Arc::new(SessionPool {
             settings: settings.clone(),
+            spec: spec.clone(),
             prepared: prepared.clone(),
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
@@ -327,6 +334,7 @@ async fn run_session(
             Ok(bound) => bound,
             Err(f) => {
                 let _ = reply.send(Err(f));
+                inflight.fetch_sub(1, Relaxed);
                 continue;
             }
         };

@@ -24,6 +24,17 @@ pub struct StoreSpec {
     pub kv: Grants,
 }
 
+impl StoreSpec {
+    /// Whether `other` grants exactly the same (so a store built from one
+    /// is a store built from the other).
+    pub fn same_grants(&self, other: &StoreSpec) -> bool {
+        self.memory_bytes == other.memory_bytes
+            && self.outbound.same_rules(&other.outbound)
+            && self.variables.same_values(&other.variables)
+            && self.kv.same_stores(&other.kv)
+    }
+}
+
 /// The `T` of `Store<T>`.
 pub struct HostState {
     table: ResourceTable,
