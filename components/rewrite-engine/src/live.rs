@@ -13,7 +13,7 @@
 //! Over-approximating is safe: a start wrongly thought live only delays
 //! output until more input (or the end) decides it.
 
-use regex_syntax::hir::{Hir, HirKind, Repetition};
+use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir, HirKind, Repetition};
 
 /// An expression matching every prefix (possibly empty) of `h`'s matches,
 /// and more (see the module docs).
@@ -27,7 +27,15 @@ pub(crate) fn prefixes(h: &Hir) -> Hir {
             }
             Hir::alternation(alts)
         }
-        HirKind::Class(_) => Hir::alternation(vec![Hir::empty(), h.clone()]),
+        HirKind::Class(c) => {
+            let mut alts = vec![Hir::empty(), h.clone()];
+            if !is_ascii(c) {
+                // A chunk may end inside a multi-byte character: any lead
+                // byte and up to two continuation bytes may begin one.
+                alts.push(partial_utf8());
+            }
+            Hir::alternation(alts)
+        }
         HirKind::Repetition(r) => Hir::concat(vec![
             Hir::repetition(Repetition {
                 min: 0,
@@ -49,6 +57,32 @@ pub(crate) fn prefixes(h: &Hir) -> Hir {
         }
         HirKind::Alternation(xs) => Hir::alternation(xs.iter().map(prefixes).collect()),
     }
+}
+
+fn is_ascii(c: &Class) -> bool {
+    match c {
+        Class::Unicode(u) => u.ranges().iter().all(|r| r.end() <= '\x7f'),
+        Class::Bytes(b) => b.ranges().iter().all(|r| r.end() <= 0x7f),
+    }
+}
+
+/// `[\xC0-\xF7][\x80-\xBF]{0,2}`: the start of a multi-byte UTF-8
+/// character.
+fn partial_utf8() -> Hir {
+    let bytes = |lo, hi| {
+        Hir::class(Class::Bytes(ClassBytes::new([ClassBytesRange::new(
+            lo, hi,
+        )])))
+    };
+    Hir::concat(vec![
+        bytes(0xC0, 0xF7),
+        Hir::repetition(Repetition {
+            min: 0,
+            max: Some(2),
+            greedy: true,
+            sub: Box::new(bytes(0x80, 0xBF)),
+        }),
+    ])
 }
 
 /// `h` with every assertion replaced by the empty match.

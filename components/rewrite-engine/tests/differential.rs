@@ -218,3 +218,24 @@ proptest! {
         prop_assert_eq!(out, out2);
     }
 }
+
+#[test]
+fn characters_split_between_chunks_still_match() {
+    for (pattern, flags, input) in [
+        ("a.c", "", "aéc"),
+        ("[äé]", "", "é"),
+        ("é", "i", "É"),
+        ("[^x]y", "", "éy"),
+        ("k", "i", "\u{212A}"),
+    ] {
+        let set = RuleSet::new(&[Rule::new(pattern, "X").with_flags(flags).unwrap()]).unwrap();
+        let input = input.as_bytes();
+        let bytewise: Vec<usize> = (1..input.len()).collect();
+        assert_eq!(
+            streamed(&set, input, &bytewise),
+            b"X",
+            "{pattern} on {:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+}

@@ -101,3 +101,55 @@ mod tests {
         assert!(!flag.load(Relaxed));
     }
 }
+
+/// A streamed response body that ends cleanly only if its guest did: a
+/// guest that traps or passes its deadline while streaming makes the body
+/// end with an error, so hyper aborts the response (no final chunk, the
+/// connection is closed) and the client sees a truncated response, never
+/// a complete-looking one.
+pub struct GuestOutcomeBody {
+    inner: crate::respond::Body,
+    outcome: Option<tokio::sync::oneshot::Receiver<bool>>,
+}
+
+impl GuestOutcomeBody {
+    /// Wraps `inner`; `outcome` gets `true` when the guest finished well.
+    pub fn new(inner: crate::respond::Body, outcome: tokio::sync::oneshot::Receiver<bool>) -> Self {
+        Self {
+            inner,
+            outcome: Some(outcome),
+        }
+    }
+}
+
+impl http_body::Body for GuestOutcomeBody {
+    type Data = bytes::Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(None) => {}
+            other => return other,
+        }
+        let Some(outcome) = self.outcome.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match std::pin::Pin::new(outcome).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(ok) => {
+                self.outcome = None;
+                if ok.unwrap_or(false) {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Ready(Some(Err(wasmtime_wasi_http::Error::InternalError(Some(
+                        "the component failed while streaming its response".into(),
+                    )))))
+                }
+            }
+        }
+    }
+}

@@ -184,8 +184,16 @@ where
         },
         head = &mut rx => match head {
             Ok(head) => {
-                tokio::spawn(guest);
-                head.map_err(|code| Failure::GuestError(format!("{code:?}")))
+                let (done, outcome) = oneshot::channel();
+                tokio::spawn(async move {
+                    let _ = done.send(guest.await.is_ok());
+                });
+                let response = head.map_err(|code| Failure::GuestError(format!("{code:?}")))?;
+                Ok(response.map(|body| {
+                    http_body_util::BodyExt::boxed_unsync(crate::body::GuestOutcomeBody::new(
+                        body, outcome,
+                    ))
+                }))
             }
             // The outparam was dropped unset: the guest's own result says why.
             Err(_) => Err(guest.await.err().unwrap_or(Failure::NoResponse)),
