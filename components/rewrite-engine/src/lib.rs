@@ -84,6 +84,10 @@ pub struct Rewriter<'r> {
     matched: Vec<bool>,
     stats: Stats,
     live_cache: dfa::Cache,
+    /// Live starts of the current buffer, ascending (`None`: not scanned
+    /// since the buffer changed).
+    live_starts: Option<Vec<usize>>,
+    live_spare: Option<Vec<usize>>,
 }
 
 enum Longest {
@@ -116,6 +120,8 @@ impl<'r> Rewriter<'r> {
             find_cache: automata.find.create_cache(),
             all_cache: automata.all.create_cache(),
             live_cache: automata.live.create_cache(),
+            live_starts: None,
+            live_spare: None,
             automata,
             rules,
             disabled,
@@ -169,6 +175,8 @@ impl<'r> Rewriter<'r> {
     }
 
     fn run(&mut self, last: bool, out: &mut Vec<u8>) {
+        // The buffer changed since the last scan.
+        self.live_spare = self.live_starts.take().or(self.live_spare.take());
         let mut pos = self.ctx;
         loop {
             let len = self.buf.len();
@@ -271,46 +279,65 @@ impl<'r> Rewriter<'r> {
     /// alive at the end of the buffer, or `to` if there is none. Only the
     /// last `hold_cap` bytes are candidates: that is what bounds memory.
     ///
-    /// Runs the reverse prefix automaton backwards from the end of the
-    /// buffer until it dies: a match at boundary `s` means `buf[s..]` may
-    /// begin a match (see `live.rs`).
+    /// Live starts depend only on the buffer, so they are found once per
+    /// [`Rewriter::run`] (see [`Rewriter::scan_live`]) and then looked up.
     fn earliest_live(&mut self, from: usize, to: usize) -> usize {
+        if self.live_starts.is_none() {
+            self.scan_live();
+        }
+        let len = self.buf.len();
+        let bound = len.saturating_sub(self.hold_cap);
+        let starts = self.live_starts.as_deref().unwrap_or(&[]);
+        let i = starts.partition_point(|&s| s < from.max(bound));
+        match starts.get(i) {
+            Some(&s) if s < to => {
+                if s == bound && from < bound {
+                    // A match in progress may have begun before the window.
+                    self.stats.forced_emits += 1;
+                }
+                s
+            }
+            _ => to,
+        }
+    }
+
+    /// Runs the reverse prefix automaton backwards from the end of the
+    /// buffer, over at most the last `hold_cap` bytes, until it dies: a
+    /// match at boundary `s` means `buf[s..]` may begin a match (see
+    /// `live.rs`). Records those starts in ascending order.
+    fn scan_live(&mut self) {
         let live = &self.automata.live;
         let cache = &mut self.live_cache;
         let len = self.buf.len();
-        let bound = len.saturating_sub(self.hold_cap);
-        let lo = from.max(bound);
-        if lo >= to {
-            return to;
-        }
-        let input = Input::new(&self.buf).range(lo..len).anchored(Anchored::Yes);
-        let mut sid = live
-            .start_state_reverse(cache, &input)
-            .expect("reverse start state");
-        let mut earliest = to;
-        // Each transition reveals whether the boundary just passed starts
-        // a live prefix (DFA matches are reported one byte late).
-        let mut at = len;
-        loop {
-            sid = if at == 0 {
-                live.next_eoi_state(cache, sid).expect("eoi")
-            } else {
-                live.next_state(cache, sid, self.buf[at - 1])
-                    .expect("next state")
-            };
-            if sid.is_match() && at < to && at < len {
-                earliest = at;
+        let lo = self.ctx.max(len.saturating_sub(self.hold_cap));
+        let mut starts = self.live_spare.take().unwrap_or_default();
+        starts.clear();
+        if lo < len {
+            let input = Input::new(&self.buf).range(lo..len).anchored(Anchored::Yes);
+            let mut sid = live
+                .start_state_reverse(cache, &input)
+                .expect("reverse start state");
+            // Each transition reveals whether the boundary just passed
+            // starts a live prefix (DFA matches are reported one byte late).
+            let mut at = len;
+            loop {
+                sid = if at == 0 {
+                    live.next_eoi_state(cache, sid).expect("eoi")
+                } else {
+                    live.next_state(cache, sid, self.buf[at - 1])
+                        .expect("next state")
+                };
+                if sid.is_match() && at < len {
+                    starts.push(at);
+                }
+                if sid.is_dead() || at == lo {
+                    break;
+                }
+                at -= 1;
             }
-            if sid.is_dead() || at == lo {
-                break;
-            }
-            at -= 1;
         }
-        if earliest == bound && from < bound {
-            // A match in progress may have begun before the window.
-            self.stats.forced_emits += 1;
-        }
-        earliest
+        starts.reverse();
+        self.live_starts = Some(starts);
     }
 
     fn replace(&mut self, rule: usize, start: usize, end: usize, out: &mut Vec<u8>) {
@@ -345,6 +372,8 @@ impl<'r> Rewriter<'r> {
             self.find_cache = self.automata.find.create_cache();
             self.all_cache = self.automata.all.create_cache();
             self.live_cache = self.automata.live.create_cache();
+            // Fewer rules, fewer live starts.
+            self.live_spare = self.live_starts.take().or(self.live_spare.take());
         }
     }
 }

@@ -69,39 +69,6 @@ where
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use http_body_util::{BodyExt, Full};
-    use std::convert::Infallible;
-
-    fn full(data: &'static [u8]) -> impl Body<Data = Bytes, Error = Infallible> + Unpin {
-        Full::new(Bytes::from_static(data))
-    }
-
-    #[tokio::test]
-    async fn stops_past_the_cap() {
-        let flag = Arc::new(AtomicBool::new(false));
-        let err = CappedBody::new(full(b"abcdef"), 4, flag.clone())
-            .collect()
-            .await
-            .expect_err("over the cap");
-        assert!(matches!(err, Error::HttpRequestBodySize(Some(6))));
-        assert!(flag.load(Relaxed));
-    }
-
-    #[tokio::test]
-    async fn passes_bodies_within_the_cap() {
-        let flag = Arc::new(AtomicBool::new(false));
-        let body = CappedBody::new(full(b"abcd"), 4, flag.clone())
-            .collect()
-            .await
-            .expect("within the cap");
-        assert_eq!(body.to_bytes(), Bytes::from_static(b"abcd"));
-        assert!(!flag.load(Relaxed));
-    }
-}
-
 /// A streamed response body that ends cleanly only if its guest did: a
 /// guest that traps or passes its deadline while streaming makes the body
 /// end with an error, so hyper aborts the response (no final chunk, the
@@ -151,5 +118,38 @@ impl http_body::Body for GuestOutcomeBody {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, Full};
+    use std::convert::Infallible;
+
+    fn full(data: &'static [u8]) -> impl Body<Data = Bytes, Error = Infallible> + Unpin {
+        Full::new(Bytes::from_static(data))
+    }
+
+    #[tokio::test]
+    async fn stops_past_the_cap() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let err = CappedBody::new(full(b"abcdef"), 4, flag.clone())
+            .collect()
+            .await
+            .expect_err("over the cap");
+        assert!(matches!(err, Error::HttpRequestBodySize(Some(6))));
+        assert!(flag.load(Relaxed));
+    }
+
+    #[tokio::test]
+    async fn passes_bodies_within_the_cap() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let body = CappedBody::new(full(b"abcd"), 4, flag.clone())
+            .collect()
+            .await
+            .expect("within the cap");
+        assert_eq!(body.to_bytes(), Bytes::from_static(b"abcd"));
+        assert!(!flag.load(Relaxed));
     }
 }
