@@ -83,10 +83,13 @@ pub async fn call(
     req: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
     out: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
 ) -> Result<(), Failure> {
+    // One deadline per request, set when its store or job began: the call
+    // gets what instantiation left of it.
+    let deadline = tokio::time::Instant::from_std(store.data().deadline);
     let call = proxy
         .wasi_http_incoming_handler()
         .call_handle(&mut *store, req, out);
-    let result = match tokio::time::timeout(target.deadline, call).await {
+    let result = match tokio::time::timeout_at(deadline, call).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Failure::classify(&e, store.data().limiter.hit)),
         Err(_) => Err(Failure::Deadline),
@@ -149,12 +152,14 @@ where
     let target = target.clone();
     let mut guest = Box::pin(async move {
         let _active = ActiveInstance::new(&target.metrics);
+        let deadline = tokio::time::Instant::from_std(store.data().deadline);
         let instantiate = prepared.pre.instantiate_async(&mut store);
-        let proxy = match tokio::time::timeout(target.deadline, instantiate).await {
+        let proxy = match tokio::time::timeout_at(deadline, instantiate).await {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
                 let f = Failure::classify(&e, store.data().limiter.hit);
                 count_failure(&target, &f);
+                log_guest_output(&store, &target);
                 return Err(f);
             }
             Err(_) => {

@@ -297,11 +297,17 @@ async fn run_session(
     let _gauge = SessionGauge(first.metrics.clone());
     let _active = ActiveInstance::new(&first.metrics);
     let mut store = new_store(&engine, &first);
-    let proxy = match pool.prepared.pre.instantiate_async(&mut store).await {
+    let deadline = tokio::time::Instant::from_std(store.data().deadline);
+    let instantiate = pool.prepared.pre.instantiate_async(&mut store);
+    let instantiated = match tokio::time::timeout_at(deadline, instantiate).await {
+        Ok(r) => r.map_err(|e| Failure::classify(&e, store.data().limiter.hit)),
+        Err(_) => Err(Failure::Deadline),
+    };
+    let proxy = match instantiated {
         Ok(p) => p,
-        Err(e) => {
-            let failure = Failure::classify(&e, store.data().limiter.hit);
+        Err(failure) => {
             count_failure(&first, &failure);
+            crate::invoke::log_guest_output(&store, &first);
             pool.remove(&key, id);
             rx.close();
             while let Ok(job) = rx.try_recv() {
