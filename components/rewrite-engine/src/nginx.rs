@@ -72,7 +72,7 @@ pub fn import(text: &str) -> Result<Vec<Rule>, ImportError> {
             }
             "replace_filter" => {
                 let (src, dst, flags) = arguments(&words).map_err(err)?;
-                let mut rule = Rule::new(src, &dst.replace("$&", "${0}"));
+                let mut rule = Rule::new(src, &whole_match_refs(dst));
                 rule.once = true;
                 for c in flags.chars() {
                     match c {
@@ -91,6 +91,26 @@ pub fn import(text: &str) -> Result<Vec<Rule>, ImportError> {
         }
     }
     Ok(rules)
+}
+
+/// `$&` (the whole match, sregex) as `${0}`; `$$` stays a literal `$`.
+fn whole_match_refs(dst: &str) -> String {
+    let mut out = String::with_capacity(dst.len());
+    let mut chars = dst.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('$', Some('$')) => {
+                out.push_str("$$");
+                chars.next();
+            }
+            ('$', Some('&')) => {
+                out.push_str("${0}");
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 fn arguments(words: &[String]) -> Result<(&str, &str, &str), String> {
@@ -209,6 +229,7 @@ mod tests {
         assert!(rules[0].once);
         assert_eq!(rules[0].replacement, "<${0}>");
         assert!(!rules[1].once && rules[1].case_insensitive);
+        assert_eq!(whole_match_refs("$$&-$&"), "$$&-${0}");
     }
 
     #[test]

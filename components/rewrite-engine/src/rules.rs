@@ -168,8 +168,23 @@ impl RuleSet {
         };
         // Build the common automata now so errors (such as size limits)
         // surface at load, not on the first body.
-        set.automata(&vec![false; rules.len()])
-            .map_err(|what| RuleError { index: 0, what })?;
+        if let Err(what) = set.automata(&vec![false; rules.len()]) {
+            // Name the rule: build each alone until one fails.
+            for (i, rule) in rules.iter().enumerate() {
+                let only: Vec<bool> = (0..rules.len()).map(|j| j != i).collect();
+                if let Err(e) = set.automata(&only) {
+                    return Err(RuleError {
+                        index: i + 1,
+                        what: format!(
+                            "pattern {:?} is not supported: {}",
+                            rule.pattern,
+                            e.trim_start_matches("compiling the rules: ")
+                        ),
+                    });
+                }
+            }
+            return Err(RuleError { index: 0, what });
+        }
         Ok(set)
     }
 
@@ -257,7 +272,9 @@ fn ascii_word_boundaries(pattern: &str) -> String {
     while let Some(c) = chars.next() {
         match c {
             '\\' => match chars.next() {
-                Some(b @ ('b' | 'B')) if class_depth == 0 => {
+                // `\b{start}` and friends are left as they are (and then
+                // refused by the lazy DFA with a clear message).
+                Some(b @ ('b' | 'B')) if class_depth == 0 && chars.clone().next() != Some('{') => {
                     out.push_str("(?-u:\\");
                     out.push(b);
                     out.push(')');
@@ -404,6 +421,15 @@ mod tests {
         assert_eq!(
             e,
             "rule 2: pattern \"a(\" is not supported: unclosed group at byte 1"
+        );
+    }
+
+    #[test]
+    fn rules_the_lazy_dfa_refuses_are_named() {
+        let e = refused(Rule::new(r"\b{start}cat", "x"));
+        assert!(
+            e.starts_with("rule 2: pattern \"\\\\b{start}cat\" is not supported"),
+            "{e}"
         );
     }
 
