@@ -71,9 +71,7 @@ impl Grants {
             stores: Arc::new(stores),
         }
     }
-}
 
-impl Grants {
     /// Whether both grant the same stores under the same labels.
     pub fn same_stores(&self, other: &Grants) -> bool {
         self.stores.len() == other.stores.len()

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::task::{Context, Poll};
+use tokio::sync::oneshot;
 use wasmtime_wasi_http::Error;
 
 /// Passes frames through until more than `cap` bytes have arrived, then
@@ -76,12 +77,12 @@ where
 /// a complete-looking one.
 pub struct GuestOutcomeBody {
     inner: crate::respond::Body,
-    outcome: Option<tokio::sync::oneshot::Receiver<bool>>,
+    outcome: Option<oneshot::Receiver<bool>>,
 }
 
 impl GuestOutcomeBody {
     /// Wraps `inner`; `outcome` gets `true` when the guest finished well.
-    pub fn new(inner: crate::respond::Body, outcome: tokio::sync::oneshot::Receiver<bool>) -> Self {
+    pub fn new(inner: crate::respond::Body, outcome: oneshot::Receiver<bool>) -> Self {
         Self {
             inner,
             outcome: Some(outcome),
@@ -89,34 +90,29 @@ impl GuestOutcomeBody {
     }
 }
 
-impl http_body::Body for GuestOutcomeBody {
-    type Data = bytes::Bytes;
-    type Error = wasmtime_wasi_http::Error;
+impl Body for GuestOutcomeBody {
+    type Data = Bytes;
+    type Error = Error;
 
     fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        use std::task::Poll;
-        match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(None) => {}
             other => return other,
         }
         let Some(outcome) = self.outcome.as_mut() else {
             return Poll::Ready(None);
         };
-        match std::pin::Pin::new(outcome).poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(ok) => {
-                self.outcome = None;
-                if ok.unwrap_or(false) {
-                    Poll::Ready(None)
-                } else {
-                    Poll::Ready(Some(Err(wasmtime_wasi_http::Error::InternalError(Some(
-                        "the component failed while streaming its response".into(),
-                    )))))
-                }
-            }
+        let ok = std::task::ready!(Pin::new(outcome).poll(cx)).unwrap_or(false);
+        self.outcome = None;
+        if ok {
+            Poll::Ready(None)
+        } else {
+            Poll::Ready(Some(Err(Error::InternalError(Some(
+                "the component failed while streaming its response".into(),
+            )))))
         }
     }
 }
@@ -129,6 +125,19 @@ mod tests {
 
     fn full(data: &'static [u8]) -> impl Body<Data = Bytes, Error = Infallible> + Unpin {
         Full::new(Bytes::from_static(data))
+    }
+
+    #[tokio::test]
+    async fn a_failed_guest_ends_its_body_with_an_error() {
+        for (ok, clean) in [(true, true), (false, false)] {
+            let (done, outcome) = oneshot::channel();
+            let inner = Full::new(Bytes::from_static(b"part"))
+                .map_err(|never: Infallible| match never {})
+                .boxed_unsync();
+            let body = GuestOutcomeBody::new(inner, outcome);
+            done.send(ok).unwrap();
+            assert_eq!(body.collect().await.is_ok(), clean);
+        }
     }
 
     #[tokio::test]
