@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/edge/target
 CARGO ?= cargo
-COMPONENTS := echo fixtures probe
+COMPONENTS := echo fixtures probe rewriter
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
 .PHONY: run test setup components host lint bench-host bench-rewrite-engine clean

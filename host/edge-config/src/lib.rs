@@ -30,7 +30,7 @@ pub use error::{ConfigError, SourceFile};
 pub use outbound::OutboundRule;
 pub use resolve::load;
 pub use route::RoutePattern;
-pub use site::{DEFAULT_CONTENT_TYPES, Site, read_rules_file};
+pub use site::{DEFAULT_CONTENT_TYPES, SITE_VARIABLE_PREFIX, Site, read_rules_file};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -175,6 +175,8 @@ pub enum SessionKey {
     Cookie(String),
     /// The N-th (1-based) segment of the request path.
     PathSegment(usize),
+    /// The request's host (lower-case, without port): one key per site.
+    Host,
 }
 
 /// One HTTP route from the manifest.
@@ -227,6 +229,22 @@ pub enum HostPattern {
 }
 
 impl HostPattern {
+    /// Whether `host` (lower-case, no port) is one this pattern names.
+    ///
+    /// ```
+    /// use edge_config::HostPattern;
+    /// assert!(HostPattern::parse("*.example.com").unwrap().matches("a.example.com"));
+    /// assert!(!HostPattern::parse("*.example.com").unwrap().matches("example.com"));
+    /// assert!(HostPattern::parse("*").unwrap().matches("anything"));
+    /// ```
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            Self::Exact(h) => h == host,
+            Self::Suffix(s) => host.len() > s.len() && host.ends_with(s.as_str()),
+            Self::Any => true,
+        }
+    }
+
     /// Parses `example.com`, `*.example.com` or `*`.
     pub fn parse(s: &str) -> Result<Self, String> {
         let s = s.trim().to_ascii_lowercase();

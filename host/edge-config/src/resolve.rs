@@ -4,7 +4,7 @@ use crate::edge::{self, EdgeFile, SecretSource};
 use crate::spin::{self, Manifest};
 use crate::{
     Component, Config, ConfigError, HostPattern, InstanceMode, Limits, OutboundRule, Pool, Route,
-    RoutePattern, Server, SessionKey, SessionSettings, SourceFile, Tenant,
+    RoutePattern, SITE_VARIABLE_PREFIX, Server, SessionKey, SessionSettings, SourceFile, Tenant,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -91,6 +91,12 @@ impl Resolver<'_> {
             &default_limits,
             &pool,
         )?;
+        // A site's component reads the site as variables.
+        for site in tenants.iter().flat_map(|t| &t.sites) {
+            if let Some(c) = components.get_mut(&site.component) {
+                c.has_variables = true;
+            }
+        }
 
         Ok(Config {
             edge_file: std::path::absolute(&self.edge_src.path)
@@ -387,7 +393,7 @@ impl Resolver<'_> {
                 }
                 "session" => {
                     let Some(k) = &s.session_key else {
-                        return self.edge_err(section.span(), &key, "instance = \"session\" needs a session_key (\"header:NAME\", \"cookie:NAME\" or \"path:N\")");
+                        return self.edge_err(section.span(), &key, "instance = \"session\" needs a session_key (\"header:NAME\", \"cookie:NAME\", \"path:N\" or \"host\")");
                     };
                     let session_key = parse_session_key(k.get_ref())
                         .or_else(|e| self.edge_err(k.span(), &format!("{key}.session_key"), e))?;
@@ -581,6 +587,7 @@ impl Resolver<'_> {
                 pool,
             )?;
             let values = self.tenant_values(t, &key, app_vars)?;
+            let sites = self.sites(t, &key, &hosts, components, &granted)?;
             let mut variables = BTreeMap::new();
             for (cid, comp) in &manifest.component {
                 if !granted.contains(cid.get_ref()) || comp.get_ref().variables.is_empty() {
@@ -601,9 +608,20 @@ impl Resolver<'_> {
                     })?;
                     resolved.insert(vname.get_ref().clone(), value);
                 }
-                variables.insert(cid.get_ref().clone(), Arc::new(resolved));
+                variables.insert(cid.get_ref().clone(), resolved);
             }
-            let sites = self.sites(t, &key)?;
+            // Each site reaches its component as a variable per host.
+            for site in &sites {
+                let config = site.guest_config();
+                let vars = variables.entry(site.component.clone()).or_default();
+                for h in &site.hosts {
+                    vars.insert(format!("{SITE_VARIABLE_PREFIX}{h}"), config.clone());
+                }
+            }
+            let variables = variables
+                .into_iter()
+                .map(|(k, v)| (k, Arc::new(v)))
+                .collect();
             out.push(Tenant {
                 name: name.clone(),
                 hosts,
@@ -616,10 +634,31 @@ impl Resolver<'_> {
         Ok(out)
     }
 
+    /// A list of content types (`type/subtype`, no parameters).
+    fn content_types(&self, list: &[Spanned<String>], key: &str) -> R<Vec<String>> {
+        let mut types = Vec::new();
+        for (ci, c) in list.iter().enumerate() {
+            let ct = crate::site::check_content_type(c.get_ref())
+                .or_else(|e| self.edge_err(c.span(), &format!("{key}[{ci}]"), e))?;
+            types.push(ct);
+        }
+        Ok(types)
+    }
+
     /// A tenant's `[[tenant.site]]` entries, rules compiled.
-    fn sites(&self, t: &edge::TenantSection, key: &str) -> R<Vec<crate::Site>> {
-        use crate::site::{DEFAULT_CONTENT_TYPES, check_origin, read_rules_file};
+    fn sites(
+        &self,
+        t: &edge::TenantSection,
+        key: &str,
+        tenant_hosts: &[HostPattern],
+        components: &BTreeMap<String, Component>,
+        granted: &BTreeSet<String>,
+    ) -> R<Vec<crate::Site>> {
+        use crate::site::{
+            DEFAULT_CONTENT_TYPES, DEFAULT_ORIGIN_TIMEOUT_MS, check_origin, read_rules_file,
+        };
         let mut out: Vec<crate::Site> = Vec::new();
+        let mut claimed_hosts = BTreeSet::new();
         for (si, s) in t.sites.iter().enumerate() {
             let key = format!("{key}.site[{si}]");
             let name = s.name.get_ref();
@@ -649,7 +688,24 @@ impl Resolver<'_> {
             let mut hosts = Vec::new();
             for (hi, h) in s.hosts.iter().enumerate() {
                 match HostPattern::parse(h.get_ref()) {
-                    Ok(HostPattern::Exact(h)) => hosts.push(h),
+                    Ok(HostPattern::Exact(name)) if !tenant_hosts.iter().any(|p| p.matches(&name)) => {
+                        return self.edge_err(
+                            h.span(),
+                            &format!("{key}.hosts[{hi}]"),
+                            format!("host {name:?} is not among this tenant's hosts, so no request for it reaches the site"),
+                        );
+                    }
+                    Ok(HostPattern::Exact(name)) if claimed_hosts.contains(&name) => {
+                        return self.edge_err(
+                            h.span(),
+                            &format!("{key}.hosts[{hi}]"),
+                            format!("host {name:?} already belongs to another site of this tenant"),
+                        );
+                    }
+                    Ok(HostPattern::Exact(name)) => {
+                        claimed_hosts.insert(name.clone());
+                        hosts.push(name)
+                    }
                     Ok(_) => {
                         return self.edge_err(
                             h.span(),
@@ -667,20 +723,40 @@ impl Resolver<'_> {
                     .iter()
                     .map(|c| c.to_string())
                     .collect(),
-                Some(list) => {
-                    let mut types = Vec::new();
-                    for (ci, c) in list.iter().enumerate() {
-                        let ct = c.get_ref().trim().to_ascii_lowercase();
-                        if ct.split('/').count() != 2
-                            || ct.contains([';', ' '])
-                            || ct.starts_with('/')
-                            || ct.ends_with('/')
-                        {
-                            return self.edge_err(c.span(), &format!("{key}.content_types[{ci}]"), format!("{:?} is not a content type (allowed: \"text/html\", no parameters)", c.get_ref()));
-                        }
-                        types.push(ct);
-                    }
-                    types
+                Some(list) => self.content_types(list, &format!("{key}.content_types"))?,
+            };
+            let component = match &s.component {
+                None => "rewriter".to_string(),
+                Some(c) => c.get_ref().clone(),
+            };
+            let component_span = s.component.as_ref().map_or(s.name.span(), |c| c.span());
+            if !components.contains_key(&component) {
+                let known: Vec<_> = components.keys().map(String::as_str).collect();
+                return self.edge_err(
+                    component_span,
+                    &format!("{key}.component"),
+                    format!(
+                        "no component {component:?} in the application to proxy this site; it has: {}",
+                        known.join(", ")
+                    ),
+                );
+            }
+            if !granted.contains(&component) {
+                return self.edge_err(
+                    component_span,
+                    &format!("{key}.component"),
+                    format!("component {component:?} is not among this tenant's components"),
+                );
+            }
+            let origin_timeout_ms = match &s.origin_timeout_ms {
+                None => DEFAULT_ORIGIN_TIMEOUT_MS,
+                Some(t) if *t.get_ref() >= 1 => *t.get_ref(),
+                Some(t) => {
+                    return self.edge_err(
+                        t.span(),
+                        &format!("{key}.origin_timeout_ms"),
+                        "must be at least 1 (milliseconds)",
+                    );
                 }
             };
             let mut rules = Vec::new();
@@ -692,7 +768,31 @@ impl Resolver<'_> {
                 rules_file = Some(path);
             }
             let from_file = rules.len();
+            let mut rule_content_types = vec![Vec::new(); from_file];
             for (ri, r) in s.rules.iter().enumerate() {
+                let types = match &r.content_types {
+                    None => Vec::new(),
+                    Some(list) => {
+                        let types =
+                            self.content_types(list, &format!("{key}.rules[{ri}].content_types"))?;
+                        if let Some((ci, t)) = types
+                            .iter()
+                            .enumerate()
+                            .find(|(_, t)| !content_types.contains(t))
+                        {
+                            return self.edge_err(
+                                list[ci].span(),
+                                &format!("{key}.rules[{ri}].content_types[{ci}]"),
+                                format!(
+                                    "{t:?} is not among the site's content_types ({}), so the rule would never apply",
+                                    content_types.join(", ")
+                                ),
+                            );
+                        }
+                        types
+                    }
+                };
+                rule_content_types.push(types);
                 let flags = r.flags.as_ref().map_or("", |f| f.get_ref().as_str());
                 let rule = rewrite_engine::Rule::new(r.pattern.get_ref(), r.replacement.get_ref())
                     .with_flags(flags)
@@ -728,8 +828,12 @@ impl Resolver<'_> {
                 name: name.clone(),
                 hosts,
                 origin,
+                component,
+                origin_timeout: Duration::from_millis(origin_timeout_ms),
                 content_types,
-                rules: Arc::new(compiled),
+                rules,
+                rule_content_types,
+                compiled: Arc::new(compiled),
                 rules_file,
             });
         }
@@ -834,8 +938,10 @@ impl Resolver<'_> {
 }
 
 fn parse_session_key(s: &str) -> Result<SessionKey, String> {
-    const ALLOWED: &str =
-        "allowed: \"header:NAME\", \"cookie:NAME\", \"path:N\" (N-th path segment, from 1)";
+    const ALLOWED: &str = "allowed: \"header:NAME\", \"cookie:NAME\", \"path:N\" (N-th path segment, from 1), \"host\"";
+    if s == "host" {
+        return Ok(SessionKey::Host);
+    }
     match s.split_once(':') {
         Some(("header", name)) if !name.is_empty() && http_token(name) => {
             Ok(SessionKey::Header(name.to_ascii_lowercase()))

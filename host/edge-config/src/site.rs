@@ -23,6 +23,8 @@ pub(crate) struct SiteSection {
     pub name: Spanned<String>,
     pub hosts: Vec<Spanned<String>>,
     pub origin: Spanned<String>,
+    pub component: Option<Spanned<String>>,
+    pub origin_timeout_ms: Option<Spanned<u64>>,
     pub content_types: Option<Vec<Spanned<String>>>,
     pub rules_file: Option<Spanned<String>>,
     #[serde(default)]
@@ -36,6 +38,7 @@ pub(crate) struct RuleSection {
     pub replacement: Spanned<String>,
     #[serde(default)]
     pub flags: Option<Spanned<String>>,
+    pub content_types: Option<Vec<Spanned<String>>>,
 }
 
 /// A site of a tenant.
@@ -47,10 +50,20 @@ pub struct Site {
     pub hosts: Vec<String>,
     /// Origin base URL (`http://` or `https://`, no path).
     pub origin: String,
+    /// The component that proxies the site (`rewriter` unless named).
+    pub component: String,
+    /// How long the origin may take to send its response head, and then
+    /// each piece of its body.
+    pub origin_timeout: std::time::Duration,
     /// Content types (without parameters) whose bodies are rewritten.
     pub content_types: Vec<String>,
-    /// The compiled rules: `rules_file` first, then the inline ones.
-    pub rules: Arc<RuleSet>,
+    /// The rules: `rules_file` first, then the inline ones.
+    pub rules: Vec<Rule>,
+    /// Per rule, the content types it is limited to (empty: every type of
+    /// the site).
+    pub rule_content_types: Vec<Vec<String>>,
+    /// The rules compiled (checked at load; the guest compiles its own).
+    pub compiled: Arc<RuleSet>,
     /// The rules file, watched for reloads.
     pub rules_file: Option<std::path::PathBuf>,
 }
@@ -61,6 +74,7 @@ impl std::fmt::Debug for Site {
             .field("name", &self.name)
             .field("hosts", &self.hosts)
             .field("origin", &self.origin)
+            .field("component", &self.component)
             .field("content_types", &self.content_types)
             .field("rules", &self.rules.len())
             .finish()
@@ -113,4 +127,96 @@ pub(crate) fn check_origin(origin: &str) -> Result<String, String> {
         ));
     }
     Ok(origin.trim_end_matches('/').to_string())
+}
+
+/// Default of `origin_timeout_ms`.
+pub const DEFAULT_ORIGIN_TIMEOUT_MS: u64 = 15_000;
+
+/// The variable prefix under which a site is handed to its component:
+/// `edge.site.HOST` holds [`Site::guest_config`]. Spin variable names cannot
+/// contain '.', so these never collide with a manifest's variables.
+pub const SITE_VARIABLE_PREFIX: &str = "edge.site.";
+
+impl Site {
+    /// The site as its component reads it (`wasi:config/store`, key
+    /// `edge.site.HOST`): one JSON object.
+    ///
+    /// ```json
+    /// {"name": "clone", "origin": "https://origin.example", "origin_timeout_ms": 15000,
+    ///  "content_types": ["text/html"],
+    ///  "rules": [{"pattern": "origin\\.example", "replacement": "clone.example",
+    ///             "flags": "gi", "content_types": []}]}
+    /// ```
+    pub fn guest_config(&self) -> String {
+        let list = |items: &[String]| {
+            let quoted: Vec<String> = items.iter().map(|s| json_string(s)).collect();
+            format!("[{}]", quoted.join(","))
+        };
+        let rules: Vec<String> = self
+            .rules
+            .iter()
+            .zip(&self.rule_content_types)
+            .map(|(r, types)| {
+                let flags = match (r.case_insensitive, r.once) {
+                    (false, false) => "g",
+                    (true, false) => "gi",
+                    (false, true) => "o",
+                    (true, true) => "oi",
+                };
+                format!(
+                    "{{\"pattern\":{},\"replacement\":{},\"flags\":\"{flags}\",\"content_types\":{}}}",
+                    json_string(&r.pattern),
+                    json_string(&r.replacement),
+                    list(types)
+                )
+            })
+            .collect();
+        format!(
+            "{{\"name\":{},\"origin\":{},\"origin_timeout_ms\":{},\"content_types\":{},\"rules\":[{}]}}",
+            json_string(&self.name),
+            json_string(&self.origin),
+            self.origin_timeout.as_millis(),
+            list(&self.content_types),
+            rules.join(",")
+        )
+    }
+}
+
+/// A JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Parses a content-type list entry: `type/subtype`, no parameters.
+pub(crate) fn check_content_type(ct: &str) -> Result<String, String> {
+    let ct = ct.trim().to_ascii_lowercase();
+    if ct.split('/').count() != 2 || ct.contains([';', ' ']) || ct.starts_with('/') || ct.ends_with('/')
+    {
+        return Err(format!(
+            "{ct:?} is not a content type (allowed: \"text/html\", no parameters)"
+        ));
+    }
+    Ok(ct)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_escape_quotes_backslashes_and_controls() {
+        assert_eq!(json_string("a\"b\\c\nd"), r#""a\"b\\c\u000ad""#);
+        assert_eq!(json_string("é"), "\"é\"");
+    }
 }

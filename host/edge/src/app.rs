@@ -107,12 +107,22 @@ pub struct TenantRt {
     pub name: Arc<str>,
     /// Routes to the components this tenant was granted.
     pub routes: Vec<TenantRoute>,
+    /// Hosts of the tenant's sites: every path of such a host goes to the
+    /// site's component, before the manifest's routes are looked at.
+    pub sites: HashMap<String, TenantRoute>,
 }
 
 impl TenantRt {
-    /// The first (most specific) route matching `path`, and the length of
-    /// the matched prefix.
-    pub fn route(&self, path: &str) -> Option<(&TenantRoute, usize)> {
+    /// The route for a request: the site's if `host` is a site's, else the
+    /// first (most specific) route matching `path`; with the length of the
+    /// matched prefix.
+    pub fn route(&self, host: &str, path: &str) -> Option<(&TenantRoute, usize)> {
+        if !self.sites.is_empty() {
+            let host = strip_port(host).to_ascii_lowercase();
+            if let Some(site) = self.sites.get(host.strip_suffix('.').unwrap_or(&host)) {
+                return Some((site, 0));
+            }
+        }
         self.routes
             .iter()
             .find_map(|r| r.pattern.match_len(path).map(|n| (r, n)))
@@ -165,72 +175,51 @@ impl App {
         for (index, tenant) in config.tenants.iter().enumerate() {
             let name: Arc<str> = tenant.name.as_str().into();
             let mut targets: HashMap<&str, Arc<Target>> = HashMap::new();
+            let mut target_for = |id: &str| -> Arc<Target> {
+                let component = &config.components[id];
+                targets
+                    .entry(component.id.as_str())
+                    .or_insert_with(|| {
+                        build_target(rt, tenant, component, &prepared[id], &mut status)
+                    })
+                    .clone()
+            };
             let mut routes = Vec::new();
             for route in &config.routes {
                 if !tenant.components.contains(&route.component) {
                     continue;
                 }
-                let component = &config.components[&route.component];
-                let target = targets.entry(route.component.as_str()).or_insert_with(|| {
-                    let mut prep = prepared[&route.component].clone();
-                    let kv = match open_stores(rt, tenant, component) {
-                        Ok(kv) => kv,
-                        Err(reason) => {
-                            let reason = format!("tenant {:?}: {reason}", tenant.name);
-                            tracing::error!(component = %component.id, error = %reason, "key-value store failed to open; the component's routes answer 503 for this tenant");
-                            status.insert(component.id.clone(), ComponentStatus::Failed(reason.clone()));
-                            prep = Err(reason.into());
-                            Grants::default()
-                        }
-                    };
-                    let variables = tenant
-                        .variables
-                        .get(&route.component)
-                        .map(|v| Variables::from_map(v))
-                        .unwrap_or_default();
-                    let who = format!("{}/{}", tenant.name, component.id);
-                    let spec = StoreSpec {
-                        memory_bytes: tenant.limits.memory_bytes,
-                        outbound: OutboundPolicy::new(
-                            component.allowed_outbound_hosts.clone(),
-                            &who,
-                        ),
-                        variables,
-                        kv,
-                    };
-                    let sessions = match (&component.mode, &prep) {
-                        (InstanceMode::Session(settings), Ok(p)) => Some(rt.sessions.pool(
-                            &tenant.name,
-                            &component.id,
-                            p,
-                            settings,
-                            &spec,
-                        )),
-                        _ => None,
-                    };
-                    Arc::new(Target {
-                        tenant: name.clone(),
-                        component: component.id.as_str().into(),
-                        prepared: prep,
-                        spec,
-                        deadline: tenant.limits.request_deadline,
-                        metrics: rt.metrics.route(&tenant.name, &component.id),
-                        sessions,
-                    })
-                });
                 let base = route.pattern.base();
                 routes.push(TenantRoute {
                     raw_route: HeaderValue::from_str(route.pattern.as_str())
                         .context("route as header")?,
                     component_route: HeaderValue::from_str(&base).context("route as header")?,
                     pattern: route.pattern.clone(),
-                    target: target.clone(),
+                    target: target_for(&route.component),
                 });
+            }
+            let mut sites = HashMap::new();
+            for site in &tenant.sites {
+                for host in &site.hosts {
+                    sites.insert(
+                        host.clone(),
+                        TenantRoute {
+                            pattern: RoutePattern::parse("/...").expect("valid route"),
+                            raw_route: HeaderValue::from_static("/..."),
+                            component_route: HeaderValue::from_static(""),
+                            target: target_for(&site.component),
+                        },
+                    );
+                }
             }
             for h in &tenant.hosts {
                 hosts.insert(h, index);
             }
-            tenants.push(TenantRt { name, routes });
+            tenants.push(TenantRt {
+                name,
+                routes,
+                sites,
+            });
         }
         hosts
             .suffix
@@ -265,6 +254,70 @@ impl App {
             .map(|(id, _)| id.as_str())
             .collect()
     }
+}
+
+/// The target of one component for one tenant: its grants, limits, metrics
+/// and session pool.
+fn build_target(
+    rt: &Runtime,
+    tenant: &edge_config::Tenant,
+    component: &edge_config::Component,
+    prepared: &Result<Arc<Prepared>, Arc<str>>,
+    status: &mut BTreeMap<String, ComponentStatus>,
+) -> Arc<Target> {
+    let mut prep = prepared.clone();
+    let kv = match open_stores(rt, tenant, component) {
+        Ok(kv) => kv,
+        Err(reason) => {
+            let reason = format!("tenant {:?}: {reason}", tenant.name);
+            tracing::error!(component = %component.id, error = %reason, "key-value store failed to open; the component's routes answer 503 for this tenant");
+            status.insert(
+                component.id.clone(),
+                ComponentStatus::Failed(reason.clone()),
+            );
+            prep = Err(reason.into());
+            Grants::default()
+        }
+    };
+    let variables = tenant
+        .variables
+        .get(&component.id)
+        .map(|v| Variables::from_map(v))
+        .unwrap_or_default();
+    // A site's component may reach the site's origin.
+    let mut outbound = component.allowed_outbound_hosts.clone();
+    for site in tenant.sites.iter().filter(|s| s.component == component.id) {
+        match edge_config::OutboundRule::parse(&site.origin) {
+            Ok(rule) => outbound.push(rule),
+            Err(e) => tracing::error!(site = %site.name, error = %e, "site origin is not a valid outbound rule"),
+        }
+    }
+    let who = format!("{}/{}", tenant.name, component.id);
+    let spec = StoreSpec {
+        memory_bytes: tenant.limits.memory_bytes,
+        outbound: OutboundPolicy::new(outbound, &who),
+        variables,
+        kv,
+    };
+    let sessions = match (&component.mode, &prep) {
+        (InstanceMode::Session(settings), Ok(p)) => Some(rt.sessions.pool(
+            &tenant.name,
+            &component.id,
+            p,
+            settings,
+            &spec,
+        )),
+        _ => None,
+    };
+    Arc::new(Target {
+        tenant: tenant.name.as_str().into(),
+        component: component.id.as_str().into(),
+        prepared: prep,
+        spec,
+        deadline: tenant.limits.request_deadline,
+        metrics: rt.metrics.route(&tenant.name, &component.id),
+        sessions,
+    })
 }
 
 fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared> {
@@ -354,7 +407,8 @@ impl HostIndex {
     }
 }
 
-fn strip_port(host: &str) -> &str {
+/// `host` without a trailing `:port`.
+pub fn strip_port(host: &str) -> &str {
     if host.starts_with('[') {
         return host.find(']').map_or(host, |i| &host[..=i]);
     }

@@ -204,7 +204,7 @@ pub async fn handle(shared: &Shared, req: Request<Incoming>, peer: SocketAddr) -
     };
 
     // Phase 2: path → route.
-    let Some((route, matched)) = tenant.route(req.uri().path()) else {
+    let Some((route, matched)) = tenant.route(host, req.uri().path()) else {
         metrics.unrouted_path.fetch_add(1, Relaxed);
         return respond::text(
             StatusCode::NOT_FOUND,

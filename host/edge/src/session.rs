@@ -258,11 +258,22 @@ fn session_key(source: &SessionKey, request: &SessionRequest) -> Result<String, 
             .filter(|s| !s.is_empty())
             .nth(n - 1)
             .map(str::to_string),
+        SessionKey::Host => request
+            .uri()
+            .host()
+            .or_else(|| {
+                request
+                    .headers()
+                    .get(http::header::HOST)
+                    .and_then(|v| v.to_str().ok())
+            })
+            .map(|h| crate::app::strip_port(h).to_ascii_lowercase()),
     };
     let describe = || match source {
         SessionKey::Header(h) => format!("header {h}"),
         SessionKey::Cookie(c) => format!("cookie {c}"),
         SessionKey::PathSegment(n) => format!("path segment {n}"),
+        SessionKey::Host => "Host header".to_string(),
     };
     match key {
         Some(k) if !k.is_empty() && k.len() <= MAX_KEY_BYTES => Ok(k),

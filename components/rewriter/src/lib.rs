@@ -1,0 +1,536 @@
+//! The streaming rewriter: a reverse proxy for a site's origin that rewrites
+//! responses with the site's rules while they stream (a `wasi:http/proxy`
+//! component; the engine is `rewrite-engine`).
+//!
+//! # What it does with a request
+//!
+//! 1. Finds the site by the request's host (see [`site`]); an unknown host
+//!    answers `404`.
+//! 2. Forwards the request to the origin: same method, path, query, headers
+//!    and body, minus hop-by-hop headers, plus `X-Forwarded-For`,
+//!    `X-Forwarded-Host` and `X-Forwarded-Proto`. `Accept-Encoding` is cut
+//!    to what the client accepts of `gzip` and `br` (the codings decoded
+//!    here), or `identity`.
+//! 3. Answers the origin's response. Its body is rewritten when its media
+//!    type is one of the site's `content_types` and at least one rule applies;
+//!    everything else (images, fonts, `206` partial content, `HEAD`, unknown
+//!    codings) passes through untouched, `Content-Length` and all.
+//! 4. A rewritten body is decoded (gzip/br), rewritten in one streaming pass,
+//!    and re-encoded with gzip when it came compressed and the client accepts
+//!    gzip (otherwise sent as identity). `Content-Length` is dropped (the body
+//!    is chunked), `Accept-Ranges` too, and a strong `ETag` becomes weak (the
+//!    bytes differ from the origin's, the meaning does not).
+//! 5. `Location` headers pointing at the origin are pointed at the site's
+//!    host (nginx's `proxy_redirect default`).
+//!
+//! # Failures
+//!
+//! - Origin unreachable: `502` with the reason; no response head within the
+//!   site's `origin_timeout_ms` (or a body that stalls that long): `504`.
+//! - A body that ends early (the origin's connection drops, a compressed
+//!   stream is cut short) is passed on as a truncated response: the
+//!   component never finishes the client's body, so the client sees an
+//!   incomplete chunked body (or a short `Content-Length`), never a
+//!   fabricated complete one.
+//!
+//! # The match cache
+//!
+//! For responses with an `ETag` or `Last-Modified`, the site remembers
+//! which rules ever matched the resource (URL + validator). The next time
+//! only those rules run, and a resource no rule touches passes through
+//! untouched, still compressed. Each instance keeps its own cache.
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "edge:platform/variables",
+        generate_all,
+    });
+}
+
+mod body;
+mod site;
+
+use body::{ClientWriter, Coding, Decoder, RewriteStage};
+use rewrite_engine::Rewriter;
+use site::Site;
+use wasi::http::types::{
+    ErrorCode, Fields, IncomingBody, IncomingRequest, IncomingResponse, Method, OutgoingBody,
+    OutgoingRequest, OutgoingResponse, RequestOptions, ResponseOutparam,
+};
+use wasi::io::streams::{InputStream, StreamError};
+
+/// Bytes asked of a stream per read.
+const READ_SIZE: u64 = 64 * 1024;
+
+/// Headers that belong to one connection, never forwarded either way.
+const HOP_BY_HOP: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "http2-settings",
+];
+
+struct Component;
+
+impl wasi::exports::http::incoming_handler::Guest for Component {
+    fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let headers = request.headers().entries();
+        let host = request
+            .authority()
+            .or_else(|| header(&headers, "host").map(str::to_string))
+            .map(|h| strip_port(&h).to_ascii_lowercase())
+            .unwrap_or_default();
+        match site::for_host(&host) {
+            Ok(Some(site)) => proxy(&site, &host, request, headers, out),
+            Ok(None) => respond(out, 404, &format!("no site is configured for host {host:?}\n")),
+            Err(why) => respond(out, 500, &format!("site {host:?} cannot be served: {why}\n")),
+        }
+    }
+}
+
+wasi::http::proxy::export!(Component);
+
+/// Proxies one request to the site's origin and answers its response.
+fn proxy(
+    site: &Site,
+    host: &str,
+    request: IncomingRequest,
+    headers: Vec<(String, Vec<u8>)>,
+    out: ResponseOutparam,
+) {
+    let method = request.method();
+    let path = request.path_with_query().unwrap_or_else(|| "/".into());
+    let accepted = accepted_codings(&headers);
+
+    let forwarded = Fields::new();
+    let dropped = connection_listed(&headers);
+    for (name, value) in &headers {
+        let n = name.as_str();
+        if HOP_BY_HOP.contains(&n)
+            || n == "host"
+            || n == "accept-encoding"
+            || n.starts_with("spin-")
+            || dropped.iter().any(|d| d == n)
+        {
+            continue;
+        }
+        // The host refuses some names (forbidden headers); skipping them is right.
+        let _ = forwarded.append(name, value);
+    }
+    let offer = match (accepted.gzip, accepted.br) {
+        (true, true) => "gzip, br",
+        (true, false) => "gzip",
+        (false, true) => "br",
+        (false, false) => "identity",
+    };
+    let _ = forwarded.set("accept-encoding", &[offer.as_bytes().to_vec()]);
+    if let Some(client) = header(&headers, "spin-client-addr") {
+        let ip = strip_port(client).trim_matches(['[', ']']);
+        let xff = match header(&headers, "x-forwarded-for") {
+            Some(before) => format!("{before}, {ip}"),
+            None => ip.to_string(),
+        };
+        let _ = forwarded.set("x-forwarded-for", &[xff.into_bytes()]);
+    }
+    let _ = forwarded.set("x-forwarded-host", &[host.as_bytes().to_vec()]);
+    let _ = forwarded.set("x-forwarded-proto", &[b"http".to_vec()]);
+
+    let outgoing = OutgoingRequest::new(forwarded);
+    let _ = outgoing.set_method(&method);
+    let _ = outgoing.set_scheme(Some(&site.scheme));
+    let _ = outgoing.set_authority(Some(&site.authority));
+    let _ = outgoing.set_path_with_query(Some(&path));
+    let options = RequestOptions::new();
+    let _ = options.set_connect_timeout(Some(site.timeout_ns));
+    let _ = options.set_first_byte_timeout(Some(site.timeout_ns));
+    let _ = options.set_between_bytes_timeout(Some(site.timeout_ns));
+    let Ok(outgoing_body) = outgoing.body() else {
+        return respond(out, 500, "outgoing request body unavailable\n");
+    };
+    let future = match wasi::http::outgoing_handler::handle(outgoing, Some(options)) {
+        Ok(f) => f,
+        Err(e) => return origin_failed(out, site, &e),
+    };
+    if send_request_body(request, outgoing_body).is_err() {
+        return respond(out, 400, "the request body could not be read to the end\n");
+    }
+    future.subscribe().block();
+    let response = match future.get() {
+        Some(Ok(Ok(r))) => r,
+        Some(Ok(Err(e))) => return origin_failed(out, site, &e),
+        _ => return respond(out, 502, "the origin's response was lost\n"),
+    };
+    answer(site, host, &method, &path, accepted, response, out);
+}
+
+/// Streams the client's request body to the origin.
+fn send_request_body(request: IncomingRequest, body: OutgoingBody) -> Result<(), ()> {
+    let incoming = request.consume()?;
+    let input = incoming.stream()?;
+    let output = body.write()?;
+    let pollable = output.subscribe();
+    loop {
+        match input.blocking_read(READ_SIZE) {
+            Ok(bytes) => body::write_all(&output, &pollable, &bytes).map_err(|_| ())?,
+            Err(StreamError::Closed) => break,
+            // Dropping the body unfinished tells the origin it was cut short.
+            Err(StreamError::LastOperationFailed(_)) => return Err(()),
+        }
+    }
+    drop(pollable);
+    drop(output);
+    drop(input);
+    drop(incoming);
+    OutgoingBody::finish(body, None).map_err(|_| ())
+}
+
+/// Which of the codings this component decodes the client accepts.
+#[derive(Clone, Copy)]
+struct Accepted {
+    gzip: bool,
+    br: bool,
+}
+
+fn accepted_codings(headers: &[(String, Vec<u8>)]) -> Accepted {
+    let mut accepted = Accepted {
+        gzip: false,
+        br: false,
+    };
+    for (name, value) in headers {
+        if name != "accept-encoding" {
+            continue;
+        }
+        for item in String::from_utf8_lossy(value).split(',') {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let refused = parts.any(|p| {
+                let p = p.trim().replace(' ', "");
+                p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
+            });
+            match coding.as_str() {
+                "gzip" | "x-gzip" => accepted.gzip = !refused,
+                "br" => accepted.br = !refused,
+                "*" if !refused => {
+                    accepted.gzip = true;
+                    accepted.br = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    accepted
+}
+
+/// Header names listed in `Connection` (hop-by-hop by declaration).
+fn connection_listed(headers: &[(String, Vec<u8>)]) -> Vec<String> {
+    headers
+        .iter()
+        .filter(|(n, _)| n == "connection")
+        .flat_map(|(_, v)| {
+            String::from_utf8_lossy(v)
+                .split(',')
+                .map(|s| s.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// What to do with an origin response's body.
+enum Plan {
+    /// Pass it through byte for byte.
+    Pass,
+    /// Rewrite it with the enabled rules; `full` when those are all the
+    /// rules that apply (so what matched may be recorded in the cache).
+    Rewrite {
+        coding: Coding,
+        enabled: Vec<bool>,
+        full: bool,
+        gzip_out: bool,
+    },
+}
+
+fn plan(
+    site: &Site,
+    method: &Method,
+    path: &str,
+    accepted: Accepted,
+    status: u16,
+    headers: &[(String, Vec<u8>)],
+) -> Plan {
+    if matches!(method, Method::Head) || matches!(status, 100..=199 | 204 | 206 | 304) {
+        return Plan::Pass;
+    }
+    let Some(content_type) = header(headers, "content-type") else {
+        return Plan::Pass;
+    };
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let Some(applicable) = site.rules_for(&media) else {
+        return Plan::Pass;
+    };
+    let Some(coding) = Coding::parse(header(headers, "content-encoding").unwrap_or("")) else {
+        return Plan::Pass;
+    };
+    let mut enabled = applicable.clone();
+    let mut full = true;
+    if let Some(validator) = validator(headers)
+        && let Some(matched) = site.cache.lookup(path, validator)
+    {
+        for (e, m) in enabled.iter_mut().zip(matched.iter()) {
+            *e &= *m;
+        }
+        full = enabled == applicable;
+    }
+    if !enabled.contains(&true) {
+        return Plan::Pass;
+    }
+    Plan::Rewrite {
+        coding,
+        enabled,
+        full,
+        gzip_out: coding != Coding::Identity && accepted.gzip,
+    }
+}
+
+/// `ETag`, else `Last-Modified`: what identifies this version of a resource.
+fn validator(headers: &[(String, Vec<u8>)]) -> Option<&str> {
+    header(headers, "etag").or_else(|| header(headers, "last-modified"))
+}
+
+/// Sends the origin's response on, rewritten or not.
+#[allow(clippy::too_many_arguments)]
+fn answer(
+    site: &Site,
+    host: &str,
+    method: &Method,
+    path: &str,
+    accepted: Accepted,
+    response: IncomingResponse,
+    out: ResponseOutparam,
+) {
+    let status = response.status();
+    let headers = response.headers().entries();
+    let plan = plan(site, method, path, accepted, status, &headers);
+    let rewriting = matches!(plan, Plan::Rewrite { .. });
+    let dropped = connection_listed(&headers);
+    let fields = Fields::new();
+    for (name, value) in &headers {
+        let n = name.as_str();
+        if HOP_BY_HOP.contains(&n) || dropped.iter().any(|d| d == n) {
+            continue;
+        }
+        let value = match n {
+            "content-length" | "content-encoding" | "accept-ranges" if rewriting => continue,
+            "etag" if rewriting && !value.starts_with(b"W/") => [b"W/".as_slice(), value].concat(),
+            "location" | "content-location" => redirect_to_site(site, host, value),
+            _ => value.clone(),
+        };
+        let _ = fields.append(name, &value);
+    }
+    if let Plan::Rewrite { gzip_out: true, .. } = plan {
+        let _ = fields.set("content-encoding", &[b"gzip".to_vec()]);
+        if !headers
+            .iter()
+            .any(|(n, v)| n == "vary" && String::from_utf8_lossy(v).to_ascii_lowercase().contains("accept-encoding"))
+        {
+            let _ = fields.append("vary", b"accept-encoding");
+        }
+    }
+    let outgoing = OutgoingResponse::new(fields);
+    let _ = outgoing.set_status_code(status);
+    let Ok(client_body) = outgoing.body() else {
+        return respond(out, 500, "response body unavailable\n");
+    };
+    let Ok(origin_body) = response.consume() else {
+        return respond(out, 502, "the origin's body was unavailable\n");
+    };
+    ResponseOutparam::set(out, Ok(outgoing));
+    let Ok(input) = origin_body.stream() else {
+        return;
+    };
+    let complete = match plan {
+        Plan::Pass => pass_through(&input, &client_body),
+        Plan::Rewrite {
+            coding,
+            enabled,
+            full,
+            gzip_out,
+        } => rewrite(site, path, &headers, &input, &client_body, coding, &enabled, full, gzip_out),
+    };
+    drop(input);
+    // A body the origin cut short (or whose trailers report an error) is
+    // left unfinished: the host then ends the client's response as
+    // incomplete.
+    if complete && body_ended_cleanly(origin_body) {
+        let _ = OutgoingBody::finish(client_body, None);
+    }
+}
+
+/// Whether the origin's body ended without an error after its stream closed.
+fn body_ended_cleanly(body: IncomingBody) -> bool {
+    let trailers = IncomingBody::finish(body);
+    trailers.subscribe().block();
+    matches!(trailers.get(), Some(Ok(Ok(_))))
+}
+
+/// Copies the body host-side (splice), never through this instance's memory.
+fn pass_through(input: &InputStream, client: &OutgoingBody) -> bool {
+    let Ok(output) = client.write() else {
+        return false;
+    };
+    loop {
+        match output.blocking_splice(input, READ_SIZE) {
+            Ok(_) => {}
+            Err(StreamError::Closed) => {
+                // Closed: the origin's end, or the client's. Only the origin's
+                // (its stream at end) is a complete body.
+                return matches!(input.read(0), Err(StreamError::Closed));
+            }
+            Err(StreamError::LastOperationFailed(_)) => return false,
+        }
+    }
+}
+
+/// Streams the body through decode → rewrite → encode.
+#[allow(clippy::too_many_arguments)]
+fn rewrite(
+    site: &Site,
+    path: &str,
+    headers: &[(String, Vec<u8>)],
+    input: &InputStream,
+    client: &OutgoingBody,
+    coding: Coding,
+    enabled: &[bool],
+    full: bool,
+    gzip_out: bool,
+) -> bool {
+    let Ok(output) = client.write() else {
+        return false;
+    };
+    let stage = RewriteStage::new(
+        Rewriter::with_rules(&site.rules, enabled),
+        ClientWriter::new(&output),
+        gzip_out,
+    );
+    let mut decoder = Decoder::new(coding, stage);
+    loop {
+        match input.blocking_read(READ_SIZE) {
+            Ok(chunk) => {
+                if let Err(e) = decoder.write_chunk(&chunk) {
+                    eprintln!("site {}: {path}: {e}", site.name);
+                    return false;
+                }
+            }
+            Err(StreamError::Closed) => break,
+            Err(StreamError::LastOperationFailed(e)) => {
+                eprintln!(
+                    "site {}: {path}: origin body failed: {}",
+                    site.name,
+                    e.to_debug_string()
+                );
+                return false;
+            }
+        }
+    }
+    let finished = decoder.finish().and_then(RewriteStage::finish);
+    let rewriter = match finished {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("site {}: {path}: {e}", site.name);
+            return false;
+        }
+    };
+    let stats = rewriter.stats();
+    if stats.forced_emits > 0 {
+        eprintln!(
+            "site {}: {path}: {} forced emits (a possible match outgrew the hold cap; it was passed on unreplaced)",
+            site.name, stats.forced_emits
+        );
+    } else if full && let Some(v) = validator(headers) {
+        site.cache.record(path, v, rewriter.matched_rules());
+    }
+    true
+}
+
+/// Points an origin URL at the site (nginx's `proxy_redirect default`).
+fn redirect_to_site(site: &Site, host: &str, value: &[u8]) -> Vec<u8> {
+    let origin = site.origin.as_bytes();
+    if value.len() >= origin.len()
+        && value[..origin.len()].eq_ignore_ascii_case(origin)
+        && matches!(value.get(origin.len()), None | Some(b'/' | b'?' | b'#'))
+    {
+        let mut v = format!("http://{host}").into_bytes();
+        v.extend_from_slice(&value[origin.len()..]);
+        return v;
+    }
+    value.to_vec()
+}
+
+/// Answers a failed origin request: `504` for timeouts, `502` otherwise.
+fn origin_failed(out: ResponseOutparam, site: &Site, e: &ErrorCode) {
+    let (status, what) = match e {
+        ErrorCode::ConnectionTimeout => (504, "did not accept a connection in time".to_string()),
+        ErrorCode::ConnectionReadTimeout | ErrorCode::HttpResponseTimeout => (
+            504,
+            format!("did not answer within {} ms", site.timeout_ns / 1_000_000),
+        ),
+        ErrorCode::ConnectionRefused => (502, "refused the connection".to_string()),
+        ErrorCode::DnsError(_) | ErrorCode::DestinationNotFound => {
+            (502, "could not be resolved".to_string())
+        }
+        ErrorCode::HttpRequestDenied => (
+            502,
+            "is not allowed for this component (outbound allowlist)".to_string(),
+        ),
+        other => (502, format!("failed: {other:?}")),
+    };
+    respond(
+        out,
+        status,
+        &format!("origin {} of site {} {what}\n", site.origin, site.name),
+    );
+}
+
+fn respond(out: ResponseOutparam, status: u16, text: &str) {
+    let fields = Fields::new();
+    let _ = fields.set("content-type", &[b"text/plain; charset=utf-8".to_vec()]);
+    let response = OutgoingResponse::new(fields);
+    let _ = response.set_status_code(status);
+    let Ok(body) = response.body() else {
+        return;
+    };
+    ResponseOutparam::set(out, Ok(response));
+    if let Ok(stream) = body.write() {
+        let pollable = stream.subscribe();
+        let _ = body::write_all(&stream, &pollable, text.as_bytes());
+    }
+    let _ = OutgoingBody::finish(body, None);
+}
+
+fn header<'h>(headers: &'h [(String, Vec<u8>)], name: &str) -> Option<&'h str> {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+}
+
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |i| &host[..=i]);
+    }
+    match host.rfind(':') {
+        Some(i) if host[i + 1..].bytes().all(|b| b.is_ascii_digit()) => &host[..i],
+        _ => host,
+    }
+}
