@@ -7,7 +7,7 @@ CARGO ?= cargo
 COMPONENTS := echo fixtures probe rewriter
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host lint bench-host bench-rewrite-engine clean
+.PHONY: run test setup components host lint bench-host bench-rewrite-engine bench-rewriter clean
 
 setup:
 	@./scripts/setup.sh
@@ -25,15 +25,18 @@ run: components host
 
 test: components host
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures --exclude probe -- -D warnings
-	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -p probe -- -D warnings
-	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures --exclude probe
+	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures --exclude probe --exclude rewriter -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -p probe -p rewriter -- -D warnings
+	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures --exclude probe --exclude rewriter
 
 bench-host: components host
 	./bench/host.sh
 
 bench-rewrite-engine: host
 	./bench/rewrite-engine.sh
+
+bench-rewriter: components host
+	./bench/rewriter.sh
 
 clean:
 	rm -rf build .edge-data

@@ -171,6 +171,11 @@ impl Edge {
         }
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends a signal to the process.
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid.

@@ -239,7 +239,9 @@ fn serve_refuses_a_bad_config_with_exit_code_2() {
 }
 
 fn with_site(site: &str) -> String {
-    format!("{GOOD_EDGE}[[tenant.site]]\nname = \"clone\"\nhosts = [\"clone.test\"]\n{site}")
+    format!(
+        "{GOOD_EDGE}[[tenant.site]]\nname = \"clone\"\nhosts = [\"clone.test\"]\ncomponent = \"echo\"\n{site}"
+    )
 }
 
 #[test]
@@ -250,7 +252,7 @@ fn site_rule_with_look_around() {
     assert_error(
         &spin_without_required(),
         &edge,
-        "DIR/edge.toml:14:11: tenant[0].site[0].rules[1]: pattern \"a(?=b)\" is not supported: look-around, including look-ahead and look-behind, is not supported at byte 1",
+        "DIR/edge.toml:15:11: tenant[0].site[0].rules[1]: pattern \"a(?=b)\" is not supported: look-around, including look-ahead and look-behind, is not supported at byte 1",
     );
 }
 
@@ -297,4 +299,39 @@ fn a_valid_site_loads() {
     );
     let (code, stderr) = check(&spin_without_required(), &edge);
     assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn site_without_its_component() {
+    let edge = format!(
+        "{GOOD_EDGE}[[tenant.site]]\nname = \"clone\"\nhosts = [\"clone.test\"]\norigin = \"http://127.0.0.1:9\"\n"
+    );
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "tenant[0].site[0].component: no component \"rewriter\" in the application to proxy this site; it has: echo",
+    );
+}
+
+#[test]
+fn site_host_outside_the_tenant() {
+    let edge = GOOD_EDGE.replace("hosts = [\"*\"]", "hosts = [\"*.example.com\"]")
+        + "[[tenant.site]]\nname = \"clone\"\nhosts = [\"clone.test\"]\ncomponent = \"echo\"\norigin = \"http://127.0.0.1:9\"\n";
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "tenant[0].site[0].hosts[0]: host \"clone.test\" is not among this tenant's hosts, so no request for it reaches the site",
+    );
+}
+
+#[test]
+fn site_rule_for_a_type_the_site_does_not_rewrite() {
+    let edge = with_site(
+        "origin = \"http://127.0.0.1:9\"\ncontent_types = [\"text/html\"]\n[[tenant.site.rules]]\npattern = 'a'\nreplacement = 'b'\ncontent_types = [\"text/css\"]\n",
+    );
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "tenant[0].site[0].rules[0].content_types[0]: \"text/css\" is not among the site's content_types (text/html), so the rule would never apply",
+    );
 }

@@ -164,7 +164,7 @@ impl Coding {
 /// The decode stage in front of the rewriter.
 pub enum Decoder<'r, 's> {
     /// Passes bytes as they are.
-    Identity(RewriteStage<'r, 's>),
+    Identity(Box<RewriteStage<'r, 's>>),
     /// Gunzips.
     Gzip(Box<MultiGzDecoder<RewriteStage<'r, 's>>>),
     /// Decodes brotli.
@@ -175,7 +175,7 @@ impl<'r, 's> Decoder<'r, 's> {
     /// A decoder for `coding` feeding `next`.
     pub fn new(coding: Coding, next: RewriteStage<'r, 's>) -> Self {
         match coding {
-            Coding::Identity => Self::Identity(next),
+            Coding::Identity => Self::Identity(Box::new(next)),
             Coding::Gzip => Self::Gzip(Box::new(MultiGzDecoder::new(next))),
             Coding::Brotli => Self::Brotli(Box::new(brotli_decompressor::DecompressorWriter::new(
                 next,
@@ -206,7 +206,7 @@ impl<'r, 's> Decoder<'r, 's> {
     /// error (the body was truncated), not an end.
     pub fn finish(self) -> io::Result<RewriteStage<'r, 's>> {
         match self {
-            Self::Identity(w) => Ok(w),
+            Self::Identity(w) => Ok(*w),
             Self::Gzip(w) => w.finish(),
             Self::Brotli(mut w) => {
                 w.close()?;

@@ -89,8 +89,16 @@ impl wasi::exports::http::incoming_handler::Guest for Component {
             .unwrap_or_default();
         match site::for_host(&host) {
             Ok(Some(site)) => proxy(&site, &host, request, headers, out),
-            Ok(None) => respond(out, 404, &format!("no site is configured for host {host:?}\n")),
-            Err(why) => respond(out, 500, &format!("site {host:?} cannot be served: {why}\n")),
+            Ok(None) => respond(
+                out,
+                404,
+                &format!("no site is configured for host {host:?}\n"),
+            ),
+            Err(why) => respond(
+                out,
+                500,
+                &format!("site {host:?} cannot be served: {why}\n"),
+            ),
         }
     }
 }
@@ -340,10 +348,12 @@ fn answer(
     }
     if let Plan::Rewrite { gzip_out: true, .. } = plan {
         let _ = fields.set("content-encoding", &[b"gzip".to_vec()]);
-        if !headers
-            .iter()
-            .any(|(n, v)| n == "vary" && String::from_utf8_lossy(v).to_ascii_lowercase().contains("accept-encoding"))
-        {
+        if !headers.iter().any(|(n, v)| {
+            n == "vary"
+                && String::from_utf8_lossy(v)
+                    .to_ascii_lowercase()
+                    .contains("accept-encoding")
+        }) {
             let _ = fields.append("vary", b"accept-encoding");
         }
     }
@@ -366,7 +376,17 @@ fn answer(
             enabled,
             full,
             gzip_out,
-        } => rewrite(site, path, &headers, &input, &client_body, coding, &enabled, full, gzip_out),
+        } => rewrite(
+            site,
+            path,
+            &headers,
+            &input,
+            &client_body,
+            coding,
+            &enabled,
+            full,
+            gzip_out,
+        ),
     };
     drop(input);
     // A body the origin cut short (or whose trailers report an error) is

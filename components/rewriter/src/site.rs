@@ -128,8 +128,9 @@ fn from_variables() -> Result<Option<String>, String> {
         return Ok(None);
     };
     let rules = match get("rules")? {
-        Some(text) => rewrite_engine::nginx::import(&text)
-            .map_err(|e| format!("variable rules: {e}"))?,
+        Some(text) => {
+            rewrite_engine::nginx::import(&text).map_err(|e| format!("variable rules: {e}"))?
+        }
         None => Vec::new(),
     };
     let content_types: Vec<String> = match get("content_types")? {
@@ -138,7 +139,10 @@ fn from_variables() -> Result<Option<String>, String> {
             .map(|t| t.trim().to_ascii_lowercase())
             .filter(|t| !t.is_empty())
             .collect(),
-        None => DEFAULT_CONTENT_TYPES.iter().map(|t| t.to_string()).collect(),
+        None => DEFAULT_CONTENT_TYPES
+            .iter()
+            .map(|t| t.to_string())
+            .collect(),
     };
     let value = serde_json::json!({
         "name": "default",
@@ -156,12 +160,16 @@ fn from_variables() -> Result<Option<String>, String> {
 }
 
 fn compile(text: &str) -> Result<Site, String> {
-    let config: SiteConfig =
-        serde_json::from_str(text).map_err(|e| format!("site config: {e}"))?;
+    let config: SiteConfig = serde_json::from_str(text).map_err(|e| format!("site config: {e}"))?;
     let (scheme, authority) = match config.origin.split_once("://") {
         Some(("http", a)) => (Scheme::Http, a),
         Some(("https", a)) => (Scheme::Https, a),
-        _ => return Err(format!("site {}: origin {:?} is not http(s)://host", config.name, config.origin)),
+        _ => {
+            return Err(format!(
+                "site {}: origin {:?} is not http(s)://host",
+                config.name, config.origin
+            ));
+        }
     };
     let mut rules = Vec::with_capacity(config.rules.len());
     let mut rule_types = Vec::with_capacity(config.rules.len());

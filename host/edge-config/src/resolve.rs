@@ -688,7 +688,9 @@ impl Resolver<'_> {
             let mut hosts = Vec::new();
             for (hi, h) in s.hosts.iter().enumerate() {
                 match HostPattern::parse(h.get_ref()) {
-                    Ok(HostPattern::Exact(name)) if !tenant_hosts.iter().any(|p| p.matches(&name)) => {
+                    Ok(HostPattern::Exact(name))
+                        if !tenant_hosts.iter().any(|p| p.matches(&name)) =>
+                    {
                         return self.edge_err(
                             h.span(),
                             &format!("{key}.hosts[{hi}]"),

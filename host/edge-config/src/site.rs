@@ -201,7 +201,10 @@ fn json_string(s: &str) -> String {
 /// Parses a content-type list entry: `type/subtype`, no parameters.
 pub(crate) fn check_content_type(ct: &str) -> Result<String, String> {
     let ct = ct.trim().to_ascii_lowercase();
-    if ct.split('/').count() != 2 || ct.contains([';', ' ']) || ct.starts_with('/') || ct.ends_with('/')
+    if ct.split('/').count() != 2
+        || ct.contains([';', ' '])
+        || ct.starts_with('/')
+        || ct.ends_with('/')
     {
         return Err(format!(
             "{ct:?} is not a content type (allowed: \"text/html\", no parameters)"

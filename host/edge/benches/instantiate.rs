@@ -52,7 +52,7 @@ fn main() -> anyhow::Result<()> {
         let runtime = Runtime::new(&config)?;
         let app = App::build(&runtime, config)?;
         let tenant = app.tenant("localhost").expect("tenant");
-        let (route, _) = tenant.route("/bench").expect("route");
+        let (route, _) = tenant.route("localhost", "/bench").expect("route");
         let target = route.target.clone();
         let one = || async {
             let req = http::Request::builder()

@@ -289,7 +289,9 @@ fn build_target(
     for site in tenant.sites.iter().filter(|s| s.component == component.id) {
         match edge_config::OutboundRule::parse(&site.origin) {
             Ok(rule) => outbound.push(rule),
-            Err(e) => tracing::error!(site = %site.name, error = %e, "site origin is not a valid outbound rule"),
+            Err(e) => {
+                tracing::error!(site = %site.name, error = %e, "site origin is not a valid outbound rule")
+            }
         }
     }
     let who = format!("{}/{}", tenant.name, component.id);
@@ -300,13 +302,12 @@ fn build_target(
         kv,
     };
     let sessions = match (&component.mode, &prep) {
-        (InstanceMode::Session(settings), Ok(p)) => Some(rt.sessions.pool(
-            &tenant.name,
-            &component.id,
-            p,
-            settings,
-            &spec,
-        )),
+        (InstanceMode::Session(settings), Ok(p)) => {
+            Some(
+                rt.sessions
+                    .pool(&tenant.name, &component.id, p, settings, &spec),
+            )
+        }
         _ => None,
     };
     Arc::new(Target {
