@@ -21,10 +21,20 @@ need_apt /usr/lib/nginx/modules/ngx_http_subs_filter_module.so libnginx-mod-http
 need_apt /usr/share/doc/python3.11/html/library/os.html python3.11-doc
 
 work=$(mktemp -d)
+chmod 755 "$work" # nginx workers run as an unprivileged user
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 did not open" >&2; return 1; }
+# A benchmark of error pages measures nothing: check each side rewrites.
+check_rewrites() { # url host
+  local out
+  out=$(curl -s -H "Host: $2" "$1")
+  if [ "${#out}" -lt $((page / 2)) ] || [ "$out" = "$(cat "$work/www/page.html")" ]; then
+    echo "$1 (Host: $2) did not answer the rewritten page (${#out} bytes)" >&2
+    exit 1
+  fi
+}
 reqs() { wrk -t1 -c2 -d"$DURATION" -H "Host: $2" "$1" | awk '/Requests\/sec/ {print $2}'; }
 
 # The origin: the shared page (and a 1 GB body made of it) from disk.
@@ -32,8 +42,8 @@ mkdir -p "$work/www" "$work/origin"
 lib=/usr/share/doc/python3.11/html/library
 cat "$lib/os.html" "$lib/stdtypes.html" > "$work/www/page.html"
 page=$(wc -c < "$work/www/page.html")
-head -c 1048576 "$work/www/page.html" > "$work/www/1mb.html"
-for _ in $(seq 735); do cat "$work/www/page.html"; done | head -c 1073741824 > "$work/www/1gb.html"
+dd if="$work/www/page.html" of="$work/www/1mb.html" bs=1048576 count=1 status=none
+for _ in $(seq 735); do cat "$work/www/page.html"; done > "$work/www/1gb.html" # 1.07 GB
 cat > "$work/origin/nginx.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -75,7 +85,6 @@ http {
     location / {
       proxy_pass http://127.0.0.1:$ORIGIN_PORT;
       proxy_set_header Accept-Encoding "";
-      subs_filter_types text/html;
       include $1;
     }
   }
@@ -83,7 +92,9 @@ http {
 CONF
   nginx -c "$work/subs/nginx.conf" -p "$work/subs" &
   nginx_pid=$!
+  pids+=("$nginx_pid")
   wait_port "$NGINX_PORT"
+  check_rewrites "http://127.0.0.1:$NGINX_PORT/page.html" localhost
 }
 
 run_edge() { # rules file
@@ -123,10 +134,11 @@ instances_per_key = 2
 TOML
   EDGE_LOG=warn "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml" >/dev/null &
   edge_pid=$!
+  pids+=("$edge_pid")
   wait_port "$EDGE_PORT"
   # Warm: the first request compiles the rules in the instance.
-  curl -s -o /dev/null -H "Host: clone.test" "http://127.0.0.1:$EDGE_PORT/page.html"
-  curl -s -o /dev/null -H "Host: clone.test" "http://127.0.0.1:$EDGE_PORT/page.html"
+  check_rewrites "http://127.0.0.1:$EDGE_PORT/page.html" clone.test
+  check_rewrites "http://127.0.0.1:$EDGE_PORT/page.html" clone.test
 }
 
 wait_port "$ORIGIN_PORT"

@@ -736,3 +736,71 @@ async fn match_cache_passes_resources_no_rule_matches_untouched() {
         );
     }
 }
+
+/// Polls until `check` holds for the answer to `path` (reloads are
+/// asynchronous), or gives up after 10 s and returns the last answer.
+async fn eventually(edge: &Edge, path: &str, check: impl Fn(&str) -> bool) -> String {
+    let mut last = String::new();
+    for _ in 0..100 {
+        last = text(&fetch(edge, "clone.test", path, &[]).await);
+        if check(&last) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    last
+}
+
+#[tokio::test]
+async fn rules_file_changes_apply_and_a_broken_one_keeps_the_old_rules() {
+    let origin = Origin::start();
+    let rules = edge_tests::TempDir::new("rules");
+    let file = rules.write("site.conf", "subs_filter 'origin\\.test' 'v1.test' gr;\n");
+    let config = edge_config(origin.port, closed_port())
+        .replace("[limits]", "[server]\nwatch_interval_ms = 100\n[limits]")
+        .replace(
+            "origin_timeout_ms = 1000\n",
+            &format!(
+                "origin_timeout_ms = 1000\nrules_file = \"{}\"\n",
+                file.display()
+            ),
+        );
+    let edge = Edge::start(&spin(), &config);
+    let page = text(&fetch(&edge, "clone.test", "/nothing", &[]).await);
+    assert_eq!(page, "no v1.test here");
+
+    // A broken file is refused with the rule and position; v1 keeps serving.
+    std::fs::write(
+        &file,
+        "subs_filter 'origin\\.test' 'v2.test' gr;\nsubs_filter '(a' 'x' gr;\n",
+    )
+    .unwrap();
+    for _ in 0..100 {
+        if edge.log().contains("reload refused") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = edge.log();
+    assert!(
+        log.contains("reload refused") && log.contains("rule 2"),
+        "{log}"
+    );
+    assert_eq!(
+        text(&fetch(&edge, "clone.test", "/nothing", &[]).await),
+        "no v1.test here"
+    );
+
+    // A fixed file applies: warm instances are replaced, none serves v1.
+    std::fs::write(&file, "subs_filter 'origin\\.test' 'v2.test' gr;\n").unwrap();
+    let page = eventually(&edge, "/nothing", |p| p.contains("v2")).await;
+    assert_eq!(page, "no v2.test here");
+    for _ in 0..4 {
+        assert_eq!(
+            text(&fetch(&edge, "clone.test", "/page.html", &[]).await),
+            // The file's rule comes first; the inline `i` rule still takes
+            // the upper-case spelling.
+            "<html><a href=\"https://v2.test/x\">clone.test</a> UA-91 UA-2 only-in-css</html>"
+        );
+    }
+}

@@ -53,7 +53,7 @@ pub use rules::{Rule, RuleError, RuleSet};
 use regex_automata::hybrid::dfa;
 use regex_automata::util::primitives::PatternID;
 use regex_automata::{Anchored, Input};
-use rules::{Automata, Part};
+use rules::{Automata, Caches, Part};
 use std::sync::Arc;
 
 /// Default cap on held-back bytes.
@@ -72,8 +72,8 @@ pub struct Stats {
 pub struct Rewriter<'r> {
     rules: &'r RuleSet,
     automata: Arc<Automata>,
-    find_cache: regex_automata::meta::Cache,
-    all_cache: dfa::Cache,
+    /// The automata's search caches (given back when the body is done).
+    caches: Option<Caches>,
     disabled: Vec<bool>,
     /// Unemitted bytes, preceded by `ctx` bytes already emitted (kept as
     /// look-behind context for `\b` and `^`).
@@ -83,7 +83,6 @@ pub struct Rewriter<'r> {
     /// Which rules have matched in this body (bit per rule).
     matched: Vec<bool>,
     stats: Stats,
-    live_cache: dfa::Cache,
     /// Live starts of the current buffer, ascending (`None`: not scanned
     /// since the buffer changed).
     live_starts: Option<Vec<usize>>,
@@ -117,9 +116,7 @@ impl<'r> Rewriter<'r> {
             .automata(&disabled)
             .expect("a subset of compiled rules compiles");
         Self {
-            find_cache: automata.find.create_cache(),
-            all_cache: automata.all.create_cache(),
-            live_cache: automata.live.create_cache(),
+            caches: Some(automata.caches()),
             live_starts: None,
             live_spare: None,
             automata,
@@ -185,7 +182,9 @@ impl<'r> Rewriter<'r> {
             }
             let found = {
                 let input = Input::new(&self.buf).range(pos..);
-                self.automata.find.search_with(&mut self.find_cache, &input)
+                self.automata
+                    .find
+                    .search_with(&mut self.caches.as_mut().expect(CACHES).find, &input)
             };
             let Some(m) = found else {
                 let to = if last {
@@ -237,7 +236,7 @@ impl<'r> Rewriter<'r> {
     /// The longest match of any enabled rule starting at `start`.
     fn longest_at(&mut self, start: usize, last: bool) -> Longest {
         let all = &self.automata.all;
-        let cache = &mut self.all_cache;
+        let cache = &mut self.caches.as_mut().expect(CACHES).all;
         let input = Input::new(&self.buf).range(start..).anchored(Anchored::Yes);
         let mut sid = all
             .start_state_forward(cache, &input)
@@ -307,7 +306,7 @@ impl<'r> Rewriter<'r> {
     /// `live.rs`). Records those starts in ascending order.
     fn scan_live(&mut self) {
         let live = &self.automata.live;
-        let cache = &mut self.live_cache;
+        let cache = &mut self.caches.as_mut().expect(CACHES).live;
         let len = self.buf.len();
         let lo = self.ctx.max(len.saturating_sub(self.hold_cap));
         let mut starts = self.live_spare.take().unwrap_or_default();
@@ -365,18 +364,29 @@ impl<'r> Rewriter<'r> {
         self.matched[rule] = true;
         if compiled.once {
             self.disabled[rule] = true;
-            self.automata = self
+            let automata = self
                 .rules
                 .automata(&self.disabled)
                 .expect("a subset of compiled rules compiles");
-            self.find_cache = self.automata.find.create_cache();
-            self.all_cache = self.automata.all.create_cache();
-            self.live_cache = self.automata.live.create_cache();
+            let old = std::mem::replace(&mut self.automata, automata);
+            if let Some(caches) = self.caches.replace(self.automata.caches()) {
+                old.give_back(caches);
+            }
             // Fewer rules, fewer live starts.
             self.live_spare = self.live_starts.take().or(self.live_spare.take());
         }
     }
 }
+
+impl Drop for Rewriter<'_> {
+    fn drop(&mut self) {
+        if let Some(caches) = self.caches.take() {
+            self.automata.give_back(caches);
+        }
+    }
+}
+
+const CACHES: &str = "a rewriter holds its caches until dropped";
 
 /// The lowest rule index among the patterns matching in state `sid`.
 fn lowest_rule(

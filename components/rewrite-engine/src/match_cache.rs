@@ -3,7 +3,8 @@
 //! passes through untouched when none do).
 //!
 //! Entries are small: a 64-bit hash of the URL and validator (ETag or
-//! Last-Modified) and a bitmap of rules. Memory is bounded by two
+//! Last-Modified) and a bitmap of rules (one bit per rule, so 50 rules take
+//! 8 bytes plus the rule count). Memory is bounded by two
 //! generations of at most `capacity / 2` entries each: when the young one
 //! fills, it becomes the old one and the old one is dropped; a hit in the
 //! old generation moves the entry back to the young one. That is LRU-like
@@ -22,13 +23,31 @@
 //! rw.finish(&mut out);
 //! cache.record("/x.css", "\"v1\"", rw.matched_rules());
 //! let enabled = cache.lookup("/x.css", "\"v1\"").unwrap();
-//! assert_eq!(&*enabled, &[true, false]);
+//! assert_eq!(enabled, [true, false]);
 //! assert!(cache.lookup("/x.css", "\"v2\"").is_none());
 //! ```
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+
+/// Which rules matched: word 0 is the rule count, then one bit per rule.
+type Bitmap = Box<[u64]>;
+
+fn pack(matched: &[bool]) -> Bitmap {
+    let mut words = vec![0u64; 1 + matched.len().div_ceil(64)];
+    words[0] = matched.len() as u64;
+    for (i, _) in matched.iter().enumerate().filter(|(_, m)| **m) {
+        words[1 + i / 64] |= 1 << (i % 64);
+    }
+    words.into()
+}
+
+fn unpack(bits: &Bitmap) -> Vec<bool> {
+    (0..bits[0] as usize)
+        .map(|i| bits[1 + i / 64] & (1 << (i % 64)) != 0)
+        .collect()
+}
 
 /// The cache; share one per rule set.
 pub struct MatchCache {
@@ -39,8 +58,8 @@ pub struct MatchCache {
 
 #[derive(Default)]
 struct Generations {
-    young: HashMap<u64, Arc<[bool]>>,
-    old: HashMap<u64, Arc<[bool]>>,
+    young: HashMap<u64, Bitmap>,
+    old: HashMap<u64, Bitmap>,
 }
 
 impl MatchCache {
@@ -62,22 +81,23 @@ impl MatchCache {
     }
 
     /// The rules that matched this resource last time, by rule index.
-    pub fn lookup(&self, url: &str, validator: &str) -> Option<Arc<[bool]>> {
+    pub fn lookup(&self, url: &str, validator: &str) -> Option<Vec<bool>> {
         let key = self.key(url, validator);
         let mut g = self.gens.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = g.young.get(&key) {
-            return Some(v.clone());
+            return Some(unpack(v));
         }
         let v = g.old.remove(&key)?;
-        self.insert(&mut g, key, v.clone());
-        Some(v)
+        let matched = unpack(&v);
+        self.insert(&mut g, key, v);
+        Some(matched)
     }
 
     /// Records which rules matched a body rewritten with all of them.
     pub fn record(&self, url: &str, validator: &str, matched: &[bool]) {
         let key = self.key(url, validator);
         let mut g = self.gens.lock().unwrap_or_else(|e| e.into_inner());
-        self.insert(&mut g, key, matched.into());
+        self.insert(&mut g, key, pack(matched));
     }
 
     /// Entries held.
@@ -91,7 +111,7 @@ impl MatchCache {
         self.len() == 0
     }
 
-    fn insert(&self, g: &mut Generations, key: u64, v: Arc<[bool]>) {
+    fn insert(&self, g: &mut Generations, key: u64, v: Bitmap) {
         if g.young.len() >= self.half && !g.young.contains_key(&key) {
             g.old = std::mem::take(&mut g.young);
         }
@@ -103,6 +123,14 @@ impl MatchCache {
 mod tests {
     use super::*;
     use crate::{Rewriter, Rule, RuleSet};
+
+    #[test]
+    fn bitmaps_round_trip() {
+        for n in [0, 1, 63, 64, 65, 200] {
+            let m: Vec<bool> = (0..n).map(|i| i % 3 == 0 || i == n - 1).collect();
+            assert_eq!(unpack(&pack(&m)), m, "{n} rules");
+        }
+    }
 
     #[test]
     fn bounded_and_recently_used_entries_survive() {

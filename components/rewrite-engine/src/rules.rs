@@ -87,6 +87,40 @@ pub(crate) struct Automata {
     /// Reverse automaton of the rules' prefixes: which starts are live at
     /// the end of the buffer (see `live.rs`).
     pub live: dfa::DFA,
+    /// Search caches of finished bodies, for the next ones.
+    spare: Mutex<Vec<Caches>>,
+}
+
+/// The search caches of one [`Automata`]: the lazy DFAs' state tables.
+/// Building states is most of the work on a short body, so they outlive
+/// the body and serve the next (a site's pages share most of their states).
+pub(crate) struct Caches {
+    pub find: meta::Cache,
+    pub all: dfa::Cache,
+    pub live: dfa::Cache,
+}
+
+/// Spare caches kept per automata set: one per body in flight at once.
+const MAX_SPARE_CACHES: usize = 8;
+
+impl Automata {
+    /// Warm caches if a finished body left some, else fresh ones.
+    pub fn caches(&self) -> Caches {
+        let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        spare.unwrap_or_else(|| Caches {
+            find: self.find.create_cache(),
+            all: self.all.create_cache(),
+            live: self.live.create_cache(),
+        })
+    }
+
+    /// Takes caches back from a finished body.
+    pub fn give_back(&self, caches: Caches) {
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() < MAX_SPARE_CACHES {
+            spare.push(caches);
+        }
+    }
 }
 
 /// Most automata kept for subsets of the rules.
@@ -255,6 +289,7 @@ impl RuleSet {
             all,
             rule_of,
             live,
+            spare: Mutex::default(),
         });
         map.insert(disabled.to_vec(), a.clone());
         Ok(a)
