@@ -123,6 +123,23 @@ impl Automata {
     }
 }
 
+/// Whether the rules' prefixes give a fast literal search for where
+/// matches can start (memchr, memmem, or Teddy where the CPU has the
+/// vectors for it). Only then does the meta regex get to pick a prefilter
+/// (it picks better literals than the prefixes, inner ones too).
+///
+/// A slow prefilter (an Aho-Corasick automaton over dozens of literals, as
+/// on wasm, which has no Teddy) is worse than none: the lazy DFA returns to
+/// its start state after most bytes and would call it each time. Measured
+/// in the rewriter component on the shared page, 200 rules: 25 req/s with
+/// the prefilter meta picks by itself, 66 without; 1 rule: 769 with,
+/// 262 without. (Natively Teddy is fast; at 200 rules its literal count
+/// is past Teddy and the same rule applies.)
+fn has_fast_prefilter(hirs: &[&regex_syntax::hir::Hir]) -> bool {
+    regex_automata::util::prefilter::Prefilter::from_hirs_prefix(MatchKind::LeftmostFirst, hirs)
+        .is_some_and(|p| p.is_fast())
+}
+
 /// Most automata kept for subsets of the rules.
 const MAX_SUBSETS: usize = 64;
 
@@ -248,6 +265,8 @@ impl RuleSet {
         let nfa = thompson::Config::new()
             .utf8(false)
             .which_captures(thompson::WhichCaptures::None);
+        let enabled_hirs: Vec<&regex_syntax::hir::Hir> =
+            rule_of.iter().map(|i| &self.hirs[*i]).collect();
         let find = meta::Regex::builder()
             .syntax(syntax)
             .configure(
@@ -257,7 +276,8 @@ impl RuleSet {
                     // regex cannot report where a match is.
                     .which_captures(thompson::WhichCaptures::Implicit)
                     // Linear-time engines only.
-                    .backtrack(false),
+                    .backtrack(false)
+                    .auto_prefilter(has_fast_prefilter(&enabled_hirs)),
             )
             .build_many(&patterns)
             .map_err(|e| format!("compiling the rules: {e}"))?;

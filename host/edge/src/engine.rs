@@ -52,6 +52,11 @@ pub fn build_engine(pool: &Pool) -> Result<Engine> {
         .memory_init_cow(true)
         .cranelift_opt_level(wasmtime::OptLevel::Speed)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    // `EDGE_PERFMAP=1` writes /tmp/perf-PID.map so `perf report` names
+    // guest functions (for profiling only: it costs a write per compile).
+    if std::env::var_os("EDGE_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     Engine::new(&config).map_err(anyhow::Error::from).context(
         "creating the Wasmtime engine (pool settings may exceed this machine's address space)",
     )
