@@ -26,6 +26,10 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 did not open" >&2; return 1; }
+for port in $ORIGIN_PORT $EDGE_PORT $NGINX_PORT; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "port $port is in use; stop what holds it" >&2; exit 1; fi
+done
+
 # A benchmark of error pages measures nothing: check each side rewrites.
 check_rewrites() { # url host
   local out
@@ -166,7 +170,8 @@ run_edge "$SHARED/rules-50.conf"
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$edge_pid/status"; }
 for body in 1mb 1gb; do
   start=$(date +%s.%N)
-  bytes=$(curl -s -H "Host: clone.test" "http://127.0.0.1:$EDGE_PORT/$body.html" | wc -c)
+  bytes=$(curl -s -f -H "Host: clone.test" "http://127.0.0.1:$EDGE_PORT/$body.html" | wc -c)
+  [ "$bytes" -gt 1000000 ] || { echo "the $body body did not come through ($bytes bytes)" >&2; exit 1; }
   secs=$(echo "$(date +%s.%N) - $start" | bc -l)
   printf '  %-4s body: %11d bytes out in %6.2f s (%6.1f MB/s), peak RSS %6d KiB\n' "$body" "$bytes" "$secs" \
     "$(echo "$bytes / $secs / 1000000" | bc -l)" "$(hwm)"
