@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Installs what building and testing need, once: the Rust toolchain's
-# wasm32-wasip2 target and clippy/rustfmt. Safe to run again.
+# wasm32-wasip2 target and clippy/rustfmt, and the Debian packages tests use
+# (PyJWT as the independent JWT implementation). Safe to run again.
 set -euo pipefail
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+# Debian packages the tests need, by a file each provides.
+missing=()
+[ -e /usr/lib/python3/dist-packages/jwt/__init__.py ] || missing+=(python3-jwt)
+[ -e /usr/lib/python3/dist-packages/cryptography/__init__.py ] || missing+=(python3-cryptography)
+command -v cc >/dev/null || missing+=(build-essential)
+if [ ${#missing[@]} -gt 0 ]; then
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 if ! command -v cargo >/dev/null; then
   if ! command -v curl >/dev/null; then
-    sudo_or_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-    sudo_or_root apt-get update -qq && sudo_or_root apt-get install -y -qq curl ca-certificates build-essential
+    as_root apt-get update -qq && as_root apt-get install -y -qq curl ca-certificates build-essential
   fi
   curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
   # shellcheck disable=SC1091
   source "$HOME/.cargo/env"
-fi
-if ! command -v cc >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq build-essential; else sudo apt-get update -qq && sudo apt-get install -y -qq build-essential; fi
 fi
 installed=$(rustup target list --installed)
 grep -qx wasm32-wasip2 <<<"$installed" || rustup target add wasm32-wasip2
