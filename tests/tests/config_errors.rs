@@ -335,3 +335,13 @@ fn site_rule_for_a_type_the_site_does_not_rewrite() {
         "tenant[0].site[0].rules[0].content_types[0]: \"text/css\" is not among the site's content_types (text/html), so the rule would never apply",
     );
 }
+
+#[test]
+fn a_secret_of_a_kind_that_cannot_be_generated() {
+    let edge = format!("{GOOD_EDGE}[tenant.secrets]\ntoken = {{ generate = \"rsa\" }}\n");
+    assert_error(
+        &good_spin(),
+        &edge,
+        "tenant[0].secrets.token: cannot generate \"rsa\" (allowed: { generate = \"ed25519\" })",
+    );
+}

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod jwt;
+pub mod keyfile;
 pub mod keys;
 pub mod presets;
 pub mod row;

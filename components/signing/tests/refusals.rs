@@ -237,3 +237,43 @@ fn row_encoding_is_unambiguous() {
     assert!(!verify_row(&[7; 32], &row, &sig[..62]));
     assert!(!verify_row(&[7; 32], &row, "not hex"));
 }
+
+#[test]
+fn key_files_parse_and_say_which_line_is_wrong() {
+    let ed = Key::ed25519_from_seed("x", &[3; 32]).unwrap();
+    let text = format!(
+        "# keys\nkid: conf-2026\n{}\n{}hs256 billing {}\n",
+        ed.to_pkcs8_pem().unwrap(),
+        ed.public_pem().unwrap(),
+        B64.encode([5u8; 32])
+    );
+    let keys = signing::keyfile::parse(&text).unwrap();
+    let kids: Vec<&str> = keys.iter().map(|k| k.kid()).collect();
+    assert_eq!(kids[0], "conf-2026");
+    assert_eq!(
+        kids[1].len(),
+        43,
+        "an unnamed PEM key gets its RFC 7638 thumbprint"
+    );
+    assert_eq!(kids[2], "billing");
+    assert!(keys[0].can_sign() && !keys[1].can_sign());
+
+    let err = |t: &str| signing::keyfile::parse(t).unwrap_err().to_string();
+    assert_eq!(
+        err("\nhs256 k c2hvcnQ=\n"),
+        "line 2: key \"k\": an HS256 secret needs at least 32 bytes, this one has 5"
+    );
+    assert_eq!(
+        err("hs256 k\n"),
+        "line 1: an HMAC key line is `hs256 KID SECRET` (secret in base64)"
+    );
+    assert_eq!(
+        err("kid: a\n"),
+        "line 1: `kid:` line not followed by a PEM block"
+    );
+    assert_eq!(
+        err("-----BEGIN PRIVATE KEY-----\nAAAA\n"),
+        "line 1: PEM block without its END line"
+    );
+    assert!(err("ssh-rsa AAAA").starts_with("line 1: expected `kid: NAME`"));
+}

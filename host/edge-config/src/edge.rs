@@ -117,6 +117,7 @@ pub(crate) struct TenantSection {
 pub(crate) enum SecretSource {
     Env { env: String },
     File { file: String },
+    Generate { generate: String },
     Inline(String),
 }
 

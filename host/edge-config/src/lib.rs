@@ -23,12 +23,13 @@ mod error;
 mod outbound;
 mod resolve;
 mod route;
+mod secrets;
 mod site;
 mod spin;
 
 pub use error::{ConfigError, SourceFile};
 pub use outbound::OutboundRule;
-pub use resolve::load;
+pub use resolve::{load, load_with};
 pub use route::RoutePattern;
 pub use site::{DEFAULT_CONTENT_TYPES, SITE_VARIABLE_PREFIX, Site, read_rules_file};
 
@@ -57,6 +58,9 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// Tenants in file order.
     pub tenants: Vec<Tenant>,
+    /// Secret files this load generated (`{ generate = "ed25519" }`), for
+    /// the host to announce.
+    pub generated_secrets: Vec<PathBuf>,
 }
 
 impl Config {

@@ -18,6 +18,13 @@ use toml::Spanned;
 ///
 /// Relative paths in either file are relative to that file's directory.
 pub fn load(edge_path: &Path) -> Result<Config, ConfigError> {
+    load_with(edge_path, None)
+}
+
+/// Like [`load`], with `server.data_dir` replaced by `data_dir` (the
+/// `--data-dir` flag) before anything is resolved against it: generated
+/// secrets live there.
+pub fn load_with(edge_path: &Path, data_dir: Option<&Path>) -> Result<Config, ConfigError> {
     let edge_src = SourceFile::read(edge_path)?;
     let edge: EdgeFile = toml::from_str(&edge_src.text).map_err(|e| edge_src.toml_error(&e))?;
     let edge_dir = parent_dir(edge_path);
@@ -34,6 +41,9 @@ pub fn load(edge_path: &Path) -> Result<Config, ConfigError> {
         app_src: &app_src,
         edge_dir: &edge_dir,
         app_dir: &parent_dir(&app_path),
+        data_dir: data_dir.map(Path::to_path_buf),
+        generated: Default::default(),
+        keys_dir: Default::default(),
     }
     .resolve(edge, manifest, app_path)
 }
@@ -53,6 +63,13 @@ struct Resolver<'a> {
     app_src: &'a SourceFile,
     edge_dir: &'a Path,
     app_dir: &'a Path,
+    /// `--data-dir`, if given; otherwise set from `server.data_dir`.
+    data_dir: Option<PathBuf>,
+    /// Secrets generated during this load.
+    generated: std::cell::RefCell<Vec<PathBuf>>,
+    /// Where generated secrets live (`DATA_DIR/keys`), once the server
+    /// section is resolved.
+    keys_dir: std::cell::OnceCell<PathBuf>,
 }
 
 type R<T> = Result<T, ConfigError>;
@@ -76,7 +93,11 @@ impl Resolver<'_> {
                 "edge reads Spin manifest version 2; set `spin_manifest_version = 2`",
             );
         }
-        let server = self.server(&edge.server)?;
+        let mut server = self.server(&edge.server)?;
+        if let Some(d) = &self.data_dir {
+            server.data_dir = d.clone();
+        }
+        let _ = self.keys_dir.set(server.data_dir.join("keys"));
         let pool = self.pool(&edge.pool)?;
         let default_limits = self.limits(&edge.limits, "limits", None, &pool)?;
         let app_vars = self.app_variables(&manifest)?;
@@ -108,6 +129,7 @@ impl Resolver<'_> {
             components,
             routes,
             tenants,
+            generated_secrets: self.generated.take(),
         })
     }
 
@@ -913,6 +935,23 @@ impl Resolver<'_> {
             }
             let value = match s.get_ref() {
                 SecretSource::Inline(v) => v.clone(),
+                SecretSource::Generate { generate } => {
+                    let path = self
+                        .keys_dir
+                        .get()
+                        .expect("the server section resolves first")
+                        .join(t.name.get_ref())
+                        .join(format!("{}.pem", n.get_ref()));
+                    match crate::secrets::generated(generate, &path) {
+                        Ok((value, created)) => {
+                            if created {
+                                self.generated.borrow_mut().push(path);
+                            }
+                            value
+                        }
+                        Err(e) => return self.edge_err(s.span(), &k, e),
+                    }
+                }
                 SecretSource::Env { env } => std::env::var(env).or_else(|_| {
                     self.edge_err(
                         s.span(),

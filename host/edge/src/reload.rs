@@ -27,15 +27,15 @@ pub struct Overrides {
 impl Overrides {
     /// Loads the config file and applies the overrides.
     pub fn load(&self, path: &Path) -> Result<Config, edge_config::ConfigError> {
-        let mut config = edge_config::load(path)?;
+        let mut config = edge_config::load_with(path, self.data_dir.as_deref())?;
+        for generated in &config.generated_secrets {
+            tracing::warn!(path = %generated.display(), "generated a development Ed25519 signing key (keep it secret; configure your own keys for production)");
+        }
         if let Some(l) = self.listen {
             config.server.listen = l;
         }
         if let Some(a) = self.admin_listen {
             config.server.admin_listen = Some(a);
-        }
-        if let Some(d) = &self.data_dir {
-            config.server.data_dir = d.clone();
         }
         Ok(config)
     }

@@ -1,0 +1,313 @@
+//! The signer: issues and verifies join tokens for the conferencing service
+//! and publishes its public keys (a `wasi:http/proxy` component; the
+//! cryptography is the `signing` library, shared with the MariaDB UDFs).
+//!
+//! | request | answer |
+//! |---|---|
+//! | `POST /tokens` | `{"token", "kid", "alg", "expires_at"}` for a room and user |
+//! | `POST /tokens/verify` | `{"valid": true, "kid", "claims"}`, or 401 `{"valid": false, "error"}` |
+//! | `GET /.well-known/jwks.json` | the public keys (JWK Set; HMAC secrets never) |
+//!
+//! Paths are taken after the component's route (Spin's `spin-path-info`).
+//! Configuration comes from variables, keys from a secret:
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `keys` | the key set in `signing::keyfile` text form (PEM blocks, `hs256 KID SECRET` lines) |
+//! | `signing_kid` | the key that signs by default (empty: the first private key) |
+//! | `preset` | `jitsi` (default) or `livekit` |
+//! | `issuer` | Jitsi app id / LiveKit API key (`iss`) |
+//! | `audience` | Jitsi `aud` (default `jitsi`) |
+//! | `subject` | Jitsi `sub`: the tenant or XMPP domain (default `*`) |
+//! | `ttl_seconds`, `max_ttl_seconds` | default and longest lifetime (3600, 86400) |
+//! | `leeway_seconds` | clock skew allowed when verifying (60) |
+//!
+//! `POST /tokens` takes `{"room", "user": {"id", "name", "email"?,
+//! "avatar"?}, "moderator"?, "can_publish"?, "can_subscribe"?, "ttl"?,
+//! "kid"?}`; anything else, or a value out of range, is a 400 naming the
+//! field.
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "edge:platform/variables",
+        generate_all,
+    });
+}
+
+mod request;
+
+use bindings::wasi::config::store as config;
+use serde_json::{Value, json};
+use signing::KeySet;
+use signing::jwt::{self, Validation};
+use wasi::http::types::{
+    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
+
+/// Largest request body read.
+const MAX_BODY: usize = 64 * 1024;
+
+struct Signer;
+
+/// The component's settings, read per request (a fresh instance each time).
+struct Settings {
+    keys: KeySet,
+    preset: String,
+    issuer: String,
+    audience: String,
+    subject: String,
+    ttl: i64,
+    max_ttl: i64,
+    leeway: i64,
+}
+
+fn var(name: &str) -> Result<Option<String>, String> {
+    config::get(name).map_err(|e| format!("reading variable {name}: {e:?}"))
+}
+
+fn number(name: &str, default: i64) -> Result<i64, String> {
+    match var(name)? {
+        None => Ok(default),
+        Some(v) if v.trim().is_empty() => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("variable {name} is {v:?}, not a whole number")),
+    }
+}
+
+fn settings() -> Result<Settings, String> {
+    let text = var("keys")?.ok_or("no `keys` variable: configure the signer's keys")?;
+    let keys = signing::keyfile::parse(&text).map_err(|e| format!("variable keys: {e}"))?;
+    let signing_kid = match var("signing_kid")?.filter(|k| !k.trim().is_empty()) {
+        Some(k) => k.trim().to_string(),
+        None => keys
+            .iter()
+            .find(|k| k.can_sign())
+            .map(|k| k.kid().to_string())
+            .ok_or("variable keys holds no private key to sign with")?,
+    };
+    let keys = KeySet::new(keys, &signing_kid).map_err(|e| e.to_string())?;
+    let preset = var("preset")?.unwrap_or_else(|| "jitsi".into());
+    if preset != "jitsi" && preset != "livekit" {
+        return Err(format!(
+            "variable preset is {preset:?} (allowed: jitsi, livekit)"
+        ));
+    }
+    Ok(Settings {
+        keys,
+        preset,
+        issuer: var("issuer")?.unwrap_or_default(),
+        audience: var("audience")?
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| "jitsi".into()),
+        subject: var("subject")?
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "*".into()),
+        ttl: number("ttl_seconds", 3600)?,
+        max_ttl: number("max_ttl_seconds", 86_400)?,
+        leeway: number("leeway_seconds", 60)?,
+    })
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl wasi::exports::http::incoming_handler::Guest for Signer {
+    fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let headers = request.headers().entries();
+        let path = headers
+            .iter()
+            .find(|(n, _)| n == "spin-path-info")
+            .and_then(|(_, v)| String::from_utf8(v.clone()).ok())
+            .unwrap_or_else(|| {
+                let pq = request.path_with_query().unwrap_or_default();
+                pq.split('?').next().unwrap_or("").to_string()
+            });
+        let method = request.method();
+        let (status, body) = match (&method, path.as_str()) {
+            (Method::Get, "/.well-known/jwks.json") => match settings() {
+                Ok(s) => (200, s.keys.jwks()),
+                Err(e) => unavailable(&e),
+            },
+            (Method::Post, "/tokens") => with_body(request, |body| issue(&body)),
+            (Method::Post, "/tokens/verify") => with_body(request, |body| check(&body)),
+            (_, "/tokens" | "/tokens/verify" | "/.well-known/jwks.json") => (
+                405,
+                json!({"error": {"message": format!("{method:?} is not allowed here (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)")}}),
+            ),
+            _ => (
+                404,
+                json!({"error": {"message": format!("no endpoint {path:?} (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)")}}),
+            ),
+        };
+        respond(out, status, &body);
+    }
+}
+
+wasi::http::proxy::export!(Signer);
+
+fn unavailable(why: &str) -> (u16, Value) {
+    eprintln!("signer misconfigured: {why}");
+    (
+        503,
+        json!({"error": {"message": format!("the signer is not configured: {why}")}}),
+    )
+}
+
+fn with_body(request: IncomingRequest, f: impl FnOnce(Vec<u8>) -> (u16, Value)) -> (u16, Value) {
+    match read_body(request) {
+        Ok(body) => f(body),
+        Err(why) => (400, json!({"error": {"message": why}})),
+    }
+}
+
+fn read_body(request: IncomingRequest) -> Result<Vec<u8>, String> {
+    let body = request.consume().map_err(|_| "no request body")?;
+    let stream = body.stream().map_err(|_| "no request body")?;
+    let mut out = Vec::new();
+    loop {
+        match stream.blocking_read(16 * 1024) {
+            Ok(chunk) => {
+                out.extend_from_slice(&chunk);
+                if out.len() > MAX_BODY {
+                    return Err(format!("the body is over {MAX_BODY} bytes"));
+                }
+            }
+            Err(wasi::io::streams::StreamError::Closed) => return Ok(out),
+            Err(_) => return Err("the request body broke off".into()),
+        }
+    }
+}
+
+fn issue(body: &[u8]) -> (u16, Value) {
+    let s = match settings() {
+        Ok(s) => s,
+        Err(e) => return unavailable(&e),
+    };
+    let req = match request::TokenRequest::parse(body, s.max_ttl) {
+        Ok(r) => r,
+        Err((field, message)) => {
+            return (400, json!({"error": {"field": field, "message": message}}));
+        }
+    };
+    let now = now();
+    let ttl = req.ttl.unwrap_or(s.ttl).min(s.max_ttl);
+    let claims = match s.preset.as_str() {
+        "livekit" => signing::presets::livekit(
+            &s.issuer,
+            &req.user.id,
+            &req.user.name,
+            &req.room,
+            signing::presets::Grants {
+                can_publish: req.can_publish.unwrap_or(true),
+                can_subscribe: req.can_subscribe.unwrap_or(true),
+            },
+            now,
+            ttl,
+        ),
+        _ => signing::presets::jitsi(
+            &s.issuer,
+            &s.subject,
+            &req.room,
+            &req.user,
+            req.moderator.unwrap_or(false),
+            now,
+            ttl,
+        ),
+    };
+    let key = match &req.kid {
+        Some(kid) => match s.keys.get(kid) {
+            Some(k) if k.can_sign() => k,
+            Some(_) => {
+                return (
+                    400,
+                    json!({"error": {"field": "kid", "message": format!("key {kid:?} is a public key and cannot sign")}}),
+                );
+            }
+            None => {
+                let known: Vec<&str> = s
+                    .keys
+                    .keys()
+                    .iter()
+                    .filter(|k| k.can_sign())
+                    .map(|k| k.kid())
+                    .collect();
+                return (
+                    400,
+                    json!({"error": {"field": "kid", "message": format!("no key {kid:?} (signing keys: {})", known.join(", "))}}),
+                );
+            }
+        },
+        None => s.keys.signing_key(),
+    };
+    match jwt::sign(&s.keys, Some(key.kid()), &claims) {
+        Ok(token) => (
+            200,
+            json!({"token": token, "kid": key.kid(), "alg": key.algorithm().name(), "expires_at": now + ttl}),
+        ),
+        Err(e) => (500, json!({"error": {"message": e.to_string()}})),
+    }
+}
+
+fn check(body: &[u8]) -> (u16, Value) {
+    let s = match settings() {
+        Ok(s) => s,
+        Err(e) => return unavailable(&e),
+    };
+    let token = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => match (m.get("token"), m.len()) {
+            (Some(Value::String(t)), 1) => t.clone(),
+            _ => {
+                return (
+                    400,
+                    json!({"error": {"field": "token", "message": "the body is {\"token\": \"...\"} and nothing else"}}),
+                );
+            }
+        },
+        _ => {
+            return (
+                400,
+                json!({"error": {"message": "the body is not a JSON object"}}),
+            );
+        }
+    };
+    let v = Validation {
+        leeway: s.leeway,
+        audience: (s.preset == "jitsi").then(|| s.audience.clone()),
+        issuer: (!s.issuer.is_empty()).then(|| s.issuer.clone()),
+        ..Validation::at(now())
+    };
+    match jwt::verify(&s.keys, &token, &v) {
+        Ok(claims) => (200, json!({"valid": true, "claims": claims})),
+        Err(e) => (401, json!({"valid": false, "error": e.to_string()})),
+    }
+}
+
+fn respond(out: ResponseOutparam, status: u16, body: &Value) {
+    let fields = Fields::new();
+    let _ = fields.set("content-type", &[b"application/json".to_vec()]);
+    if status == 200 {
+        let _ = fields.set("cache-control", &[b"no-store".to_vec()]);
+    }
+    let response = OutgoingResponse::new(fields);
+    let _ = response.set_status_code(status);
+    let Ok(outgoing) = response.body() else {
+        return;
+    };
+    ResponseOutparam::set(out, Ok(response));
+    if let Ok(stream) = outgoing.write() {
+        let mut bytes = body.to_string().into_bytes();
+        bytes.push(b'\n');
+        for chunk in bytes.chunks(4096) {
+            if stream.blocking_write_and_flush(chunk).is_err() {
+                break;
+            }
+        }
+    }
+    let _ = OutgoingBody::finish(outgoing, None);
+}
