@@ -9,6 +9,7 @@ missing=()
 [ -e /usr/lib/python3/dist-packages/jwt/__init__.py ] || missing+=(python3-jwt)
 [ -e /usr/lib/python3/dist-packages/cryptography/__init__.py ] || missing+=(python3-cryptography)
 command -v cc >/dev/null || missing+=(build-essential)
+command -v mariadbd >/dev/null || missing+=(mariadb-server)
 if [ ${#missing[@]} -gt 0 ]; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null

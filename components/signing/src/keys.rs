@@ -179,6 +179,15 @@ impl Key {
         })
     }
 
+    /// The shared secret of an HS256 key (what row signatures are keyed
+    /// with), or `None` for asymmetric keys.
+    pub fn hmac_secret(&self) -> Option<&[u8]> {
+        match &self.material {
+            Material::Hmac(secret) => Some(secret),
+            _ => None,
+        }
+    }
+
     /// The key id.
     pub fn kid(&self) -> &str {
         &self.kid

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod rules_cli;
+mod udf_cli;
 
 // glibc malloc took ~13% of a loaded echo server's CPU (arena locks,
 // consolidation); mimalloc's per-thread heaps suit many short-lived stores.
@@ -86,6 +87,18 @@ enum Command {
     /// Rewrite rules: try them on a file, import them from nginx.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// MariaDB user-defined functions (`libedge_udf.so`).
+    #[command(subcommand)]
+    Udf(UdfCommand),
+}
+
+#[derive(Subcommand)]
+enum UdfCommand {
+    /// Copy the UDF library into the server's `@@plugin_dir` and (re)create
+    /// its functions: sys_exec, sys_eval, sys_exec_fast, sys_eval_fast,
+    /// edge_sign_row, edge_verify_row. Talks to the server with the
+    /// `mariadb` command-line client.
+    Install(udf_cli::InstallArgs),
 }
 
 #[derive(Subcommand)]
@@ -110,6 +123,13 @@ fn main() {
     let cli = Cli::parse();
     init_logging(cli.log_format);
     let code = match cli.command {
+        Command::Udf(UdfCommand::Install(args)) => match udf_cli::install(&args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("edge: {e:#}");
+                1
+            }
+        },
         Command::Rules(cmd) => {
             let result = match cmd {
                 RulesCommand::Test { rules } => rules_cli::test(&rules),

@@ -1,0 +1,373 @@
+//! Running a program the cheap way: `posix_spawn(p)` (glibc spawns with
+//! `clone(CLONE_VM | CLONE_VFORK)`, no copy of the parent's page tables),
+//! no shell unless asked for, stdin from `/dev/null`, stdout captured through
+//! a pipe up to a cap (the rest is drained and dropped, so the child never
+//! blocks on a full pipe), the signal mask and dispositions reset (database
+//! servers block signals in their threads; children must not inherit that).
+//!
+//! ```
+//! use edge_spawn::{Command, Stdout};
+//! let out = Command::new("echo").arg("hello world").stdout(Stdout::Capture(1024)).run().unwrap();
+//! assert_eq!(out.stdout, b"hello world\n");
+//! assert_eq!(out.exit_code(), 0);
+//! ```
+#![deny(missing_docs)]
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+
+/// What becomes of the child's stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stdout {
+    /// The parent's stdout.
+    Inherit,
+    /// `/dev/null`.
+    Null,
+    /// Captured, keeping at most this many bytes.
+    Capture(usize),
+}
+
+/// A program to run.
+#[derive(Clone, Debug)]
+pub struct Command {
+    program: CString,
+    args: Vec<CString>,
+    search_path: bool,
+    stdout: Stdout,
+    env: Option<Vec<CString>>,
+}
+
+/// How a child ended and what it wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    /// The raw wait status (`system()`'s return value: 256 for exit code 1).
+    pub status: i32,
+    /// Captured stdout (empty unless [`Stdout::Capture`]).
+    pub stdout: Vec<u8>,
+    /// Whether stdout passed the cap (the rest was dropped).
+    pub truncated: bool,
+}
+
+impl Output {
+    /// The exit code, or 128 + N if signal N ended the child (the shells'
+    /// convention).
+    pub fn exit_code(&self) -> i32 {
+        if libc::WIFEXITED(self.status) {
+            libc::WEXITSTATUS(self.status)
+        } else if libc::WIFSIGNALED(self.status) {
+            128 + libc::WTERMSIG(self.status)
+        } else {
+            -1
+        }
+    }
+}
+
+fn cstring(s: &[u8], what: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        )
+    })
+}
+
+impl Command {
+    /// Runs `program` (looked up in `PATH` unless it contains a '/'),
+    /// with `argv[0]` = `program`.
+    pub fn new(program: impl AsRef<OsStr>) -> Self {
+        let p = program.as_ref().as_bytes();
+        let program = CString::new(p).unwrap_or_default();
+        Self {
+            args: vec![program.clone()],
+            program,
+            search_path: true,
+            stdout: Stdout::Inherit,
+            env: None,
+        }
+    }
+
+    /// `/bin/sh -c script`: the shell, for compatibility with callers that
+    /// pass command lines.
+    pub fn shell(script: impl AsRef<OsStr>) -> Self {
+        let mut c = Self::new("/bin/sh");
+        c.args[0] = CString::new("sh").expect("literal");
+        c.arg("-c").arg(script)
+    }
+
+    /// Appends one argument, passed verbatim (no word splitting, no quoting).
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args
+            .push(CString::new(arg.as_ref().as_bytes()).unwrap_or_default());
+        self
+    }
+
+    /// Appends arguments given as bytes; an argument holding a NUL byte is
+    /// an error (C strings cannot carry it).
+    pub fn args_bytes<'a>(mut self, args: impl IntoIterator<Item = &'a [u8]>) -> io::Result<Self> {
+        for a in args {
+            self.args.push(cstring(a, "an argument")?);
+        }
+        Ok(self)
+    }
+
+    /// Do not search `PATH`: `program` must be a path.
+    pub fn no_path_search(mut self) -> Self {
+        self.search_path = false;
+        self
+    }
+
+    /// Where stdout goes.
+    pub fn stdout(mut self, stdout: Stdout) -> Self {
+        self.stdout = stdout;
+        self
+    }
+
+    /// Runs with an empty environment instead of the parent's.
+    pub fn env_clear(mut self) -> Self {
+        self.env = Some(Vec::new());
+        self
+    }
+
+    /// Spawns the program and returns its pid and the read end of its
+    /// stdout pipe (when captured).
+    pub fn spawn(&self) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
+        if self.program.as_bytes().is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "empty program name (or one with a NUL byte)",
+            ));
+        }
+        spawn(self)
+    }
+
+    /// Runs the program to its end.
+    pub fn run(&self) -> io::Result<Output> {
+        let (pid, pipe) = self.spawn()?;
+        let (stdout, truncated) = match (pipe, self.stdout) {
+            (Some(mut pipe), Stdout::Capture(cap)) => read_capped(&mut pipe, cap),
+            _ => (Vec::new(), false),
+        };
+        let status = wait(pid)?;
+        Ok(Output {
+            status,
+            stdout,
+            truncated,
+        })
+    }
+}
+
+/// Reads to EOF, keeping at most `cap` bytes and draining the rest.
+fn read_capped(pipe: &mut std::fs::File, cap: usize) -> (Vec<u8>, bool) {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let mut truncated = false;
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(out.len());
+                if n > room {
+                    truncated = true;
+                }
+                out.extend_from_slice(&buf[..n.min(room)]);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    (out, truncated)
+}
+
+/// Waits for `pid`, retrying on EINTR; returns the raw wait status.
+pub fn wait(pid: libc::pid_t) -> io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on a child we spawned, with a valid status pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+struct Attr(libc::posix_spawnattr_t);
+impl Drop for Attr {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `spawn` before this guard exists.
+        unsafe { libc::posix_spawnattr_destroy(&mut self.0) };
+    }
+}
+struct Actions(libc::posix_spawn_file_actions_t);
+impl Drop for Actions {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `spawn` before this guard exists.
+        unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
+    }
+}
+
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r))
+    }
+}
+
+fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain libc calls on locals; every pointer passed lives until
+    // posix_spawn returns; fds are closed on every path.
+    unsafe {
+        let mut attr = Attr(std::mem::zeroed());
+        check(libc::posix_spawnattr_init(&mut attr.0))?;
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        check(libc::posix_spawnattr_setsigmask(&mut attr.0, &empty))?;
+        check(libc::posix_spawnattr_setsigdefault(&mut attr.0, &all))?;
+        let flags = libc::POSIX_SPAWN_USEVFORK as libc::c_int
+            | libc::POSIX_SPAWN_SETSIGMASK
+            | libc::POSIX_SPAWN_SETSIGDEF;
+        check(libc::posix_spawnattr_setflags(&mut attr.0, flags as _))?;
+
+        let mut actions = Actions(std::mem::zeroed());
+        check(libc::posix_spawn_file_actions_init(&mut actions.0))?;
+        let dev_null = c"/dev/null";
+        check(libc::posix_spawn_file_actions_addopen(
+            &mut actions.0,
+            0,
+            dev_null.as_ptr(),
+            libc::O_RDONLY,
+            0,
+        ))?;
+        let mut pipe_fds = [-1; 2];
+        match cmd.stdout {
+            Stdout::Inherit => {}
+            Stdout::Null => check(libc::posix_spawn_file_actions_addopen(
+                &mut actions.0,
+                1,
+                dev_null.as_ptr(),
+                libc::O_WRONLY,
+                0,
+            ))?,
+            Stdout::Capture(_) => {
+                if libc::pipe2(pipe_fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let r = libc::posix_spawn_file_actions_adddup2(&mut actions.0, pipe_fds[1], 1);
+                if r != 0 {
+                    libc::close(pipe_fds[0]);
+                    libc::close(pipe_fds[1]);
+                    return Err(io::Error::from_raw_os_error(r));
+                }
+            }
+        }
+
+        let mut argv: Vec<*mut libc::c_char> =
+            cmd.args.iter().map(|a| a.as_ptr() as *mut _).collect();
+        argv.push(std::ptr::null_mut());
+        let env_storage: Vec<*mut libc::c_char>;
+        let envp: *const *mut libc::c_char = match &cmd.env {
+            Some(vars) => {
+                env_storage = vars
+                    .iter()
+                    .map(|v| v.as_ptr() as *mut _)
+                    .chain(std::iter::once(std::ptr::null_mut()))
+                    .collect();
+                env_storage.as_ptr()
+            }
+            None => environ(),
+        };
+        let mut pid: libc::pid_t = 0;
+        let r = if cmd.search_path {
+            libc::posix_spawnp(
+                &mut pid,
+                cmd.program.as_ptr(),
+                &actions.0,
+                &attr.0,
+                argv.as_ptr(),
+                envp,
+            )
+        } else {
+            libc::posix_spawn(
+                &mut pid,
+                cmd.program.as_ptr(),
+                &actions.0,
+                &attr.0,
+                argv.as_ptr(),
+                envp,
+            )
+        };
+        if pipe_fds[1] >= 0 {
+            libc::close(pipe_fds[1]);
+        }
+        if r != 0 {
+            if pipe_fds[0] >= 0 {
+                libc::close(pipe_fds[0]);
+            }
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        let pipe = (pipe_fds[0] >= 0).then(|| std::fs::File::from_raw_fd(pipe_fds[0]));
+        Ok((pid, pipe))
+    }
+}
+
+fn environ() -> *const *mut libc::c_char {
+    unsafe extern "C" {
+        static environ: *const *mut libc::c_char;
+    }
+    // SAFETY: reading the process's environment pointer.
+    unsafe { environ }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_pass_verbatim_without_a_shell() {
+        let tricky = ["$(id)", "a b", "quote'\"", "line\nbreak", ""];
+        let mut c = Command::new("printf").arg("%s|");
+        for t in tricky {
+            c = c.arg(t);
+        }
+        let out = c.stdout(Stdout::Capture(1 << 10)).run().unwrap();
+        assert_eq!(out.stdout, b"$(id)|a b|quote'\"|line\nbreak||");
+    }
+
+    #[test]
+    fn wait_status_and_exit_codes() {
+        let out = Command::shell("exit 3").run().unwrap();
+        assert_eq!((out.status, out.exit_code()), (768, 3));
+        let out = Command::shell("kill -9 $$").run().unwrap();
+        assert_eq!(out.exit_code(), 137);
+    }
+
+    #[test]
+    fn output_is_capped_and_the_child_still_finishes() {
+        let out = Command::new("head")
+            .args_bytes([b"-c".as_slice(), b"1000000", b"/dev/zero"])
+            .unwrap()
+            .stdout(Stdout::Capture(10))
+            .run()
+            .unwrap();
+        assert_eq!(
+            (out.stdout.len(), out.truncated, out.exit_code()),
+            (10, true, 0)
+        );
+    }
+
+    #[test]
+    fn missing_programs_are_errors() {
+        let e = Command::new("/nonexistent/prog").run().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(Command::new("x").args_bytes([b"a\0b".as_slice()]).is_err());
+    }
+}

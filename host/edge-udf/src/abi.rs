@@ -1,0 +1,108 @@
+//! The MariaDB/MySQL UDF calling convention (the server's
+//! `include/mysql_com.h`; Connector/C's copy of these structs stops after
+//! `maybe_null`, which is all this library reads).
+
+use std::ffi::{c_char, c_uint, c_ulong};
+
+/// `enum Item_result`.
+pub const STRING_RESULT: i32 = 0;
+/// A `double`.
+pub const REAL_RESULT: i32 = 1;
+/// A `long long`.
+pub const INT_RESULT: i32 = 2;
+/// A decimal, passed as its text.
+pub const DECIMAL_RESULT: i32 = 4;
+
+/// `UDF_ARGS`.
+#[repr(C)]
+pub struct UdfArgs {
+    pub arg_count: c_uint,
+    pub arg_type: *mut i32,
+    pub args: *mut *mut c_char,
+    pub lengths: *mut c_ulong,
+    pub maybe_null: *mut c_char,
+}
+
+/// `UDF_INIT`.
+#[repr(C)]
+pub struct UdfInit {
+    pub maybe_null: c_char,
+    pub decimals: c_uint,
+    pub max_length: c_ulong,
+    pub ptr: *mut c_char,
+    pub const_item: c_char,
+}
+
+/// One argument as the server passed it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg<'a> {
+    /// SQL NULL (or a constant not known at init).
+    Null,
+    /// A string (or decimal text), with its declared type.
+    Bytes(i32, &'a [u8]),
+    /// An integer.
+    Int(i64),
+    /// A double.
+    Real(f64),
+}
+
+impl UdfArgs {
+    /// Number of arguments.
+    pub fn len(&self) -> usize {
+        self.arg_count as usize
+    }
+
+    /// Whether the function was called without arguments.
+    pub fn is_empty(&self) -> bool {
+        self.arg_count == 0
+    }
+
+    /// Forces argument `i` to be passed as a string.
+    ///
+    /// # Safety
+    /// `self` is the server's `UDF_ARGS` during `*_init`.
+    pub unsafe fn coerce_to_string(&mut self, i: usize) {
+        // SAFETY: arg_type has arg_count entries.
+        unsafe { *self.arg_type.add(i) = STRING_RESULT };
+    }
+
+    /// Argument `i`.
+    ///
+    /// # Safety
+    /// `self` is the server's `UDF_ARGS` for the current call and
+    /// `i < arg_count`; the returned slice lives as long as the call.
+    pub unsafe fn get<'a>(&'a self, i: usize) -> Arg<'a> {
+        // SAFETY: the server's arrays have arg_count entries; a non-NULL
+        // arg points at `lengths[i]` bytes, a `long long` or a `double`.
+        unsafe {
+            let p = *self.args.add(i);
+            if p.is_null() {
+                return Arg::Null;
+            }
+            let t = *self.arg_type.add(i);
+            match t {
+                INT_RESULT => Arg::Int(std::ptr::read_unaligned(p as *const i64)),
+                REAL_RESULT => Arg::Real(std::ptr::read_unaligned(p as *const f64)),
+                _ => {
+                    let len = *self.lengths.add(i) as usize;
+                    Arg::Bytes(t, std::slice::from_raw_parts(p as *const u8, len))
+                }
+            }
+        }
+    }
+}
+
+/// Writes an error message for `CREATE FUNCTION`/`*_init` (the server
+/// gives MYSQL_ERRMSG_SIZE = 512 bytes).
+///
+/// # Safety
+/// `message` is the server's init message buffer.
+pub unsafe fn set_message(message: *mut c_char, text: &str) {
+    let bytes = text.as_bytes();
+    let n = bytes.len().min(511);
+    // SAFETY: the buffer holds 512 bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), message as *mut u8, n);
+        *message.add(n) = 0;
+    }
+}

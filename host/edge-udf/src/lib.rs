@@ -1,0 +1,36 @@
+//! MariaDB user-defined functions (`libedge_udf.so`; `edge udf install`
+//! loads them).
+//!
+//! | function | returns |
+//! |---|---|
+//! | `sys_exec(command)` | the raw wait status of `/bin/sh -c command` (256 for exit code 1), as lib_mysqludf_sys |
+//! | `sys_eval(command)` | its standard output, as lib_mysqludf_sys |
+//! | `sys_exec_fast(program, arg...)` | the exit code (128 + N if killed by signal N) |
+//! | `sys_eval_fast(program, arg...)` | standard output |
+//! | `edge_sign_row(key_id, col...)` | the row's HMAC-SHA256 signature (64 hex digits) |
+//! | `edge_verify_row(key_id, signature, col...)` | 1 if it is the row's, else 0 |
+//!
+//! The `_fast` variants spawn the program directly (`posix_spawnp`, looked
+//! up in `PATH`): no shell, one process instead of two, and arguments are
+//! passed verbatim (`sys_eval_fast('echo', '$(id)')` prints `$(id)`).
+//! The `sys_*` pair keeps lib_mysqludf_sys's shell semantics for drop-in
+//! compatibility, without its defects: no leaked or overrun buffer, no
+//! uninitialised read on empty output, and a failed spawn is an error
+//! rather than a crash. A NULL argument gives NULL. Output is capped at
+//! 16 MiB (the rest is read and dropped).
+//!
+//! Row signatures take their keys from a key file (`signing::keyfile`
+//! format, `hs256 KID SECRET` lines) named by the `EDGE_UDF_KEY_FILE`
+//! environment variable of the server, else `/etc/edge/udf-keys`; SQL never
+//! sees a secret. The file is read when a statement using the function
+//! starts.
+
+pub mod abi;
+mod exec;
+mod rows;
+
+pub use exec::*;
+pub use rows::*;
+
+/// Largest output returned by the `eval` functions.
+pub const MAX_OUTPUT: usize = 16 << 20;
