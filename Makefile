@@ -7,7 +7,7 @@ CARGO ?= cargo
 COMPONENTS := echo fixtures probe rewriter signer
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host lint bench-host bench-rewrite-engine bench-rewriter clean
+.PHONY: run test setup components host lint bench-host bench-rewrite-engine bench-rewriter bench-udf clean
 
 setup:
 	@./scripts/setup.sh
@@ -37,6 +37,9 @@ bench-rewrite-engine: host
 
 bench-rewriter: components host
 	./bench/rewriter.sh
+
+bench-udf: components host
+	./bench/udf.sh
 
 clean:
 	rm -rf build .edge-data
