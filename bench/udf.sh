@@ -43,7 +43,7 @@ per_call() { # expr connections -> µs per call over 2,000 calls in total
 echo "1. inside MariaDB $(mariadbd --version | awk '{print $3}'): µs per call, 2,000 calls"
 printf '| %-36s | %12s | %14s |\n' call "1 connection" "4 connections"
 printf '|%s|%s|%s|\n' -------------------------------------- -------------- ----------------
-for pair in "sys_exec('/bin/true')|sys_exec_fast('/bin/true')" "sys_eval('echo hello')|sys_eval_fast('echo', 'hello')"; do
+for pair in "sys_exec('/bin/true')|sys_exec_fast('/bin/true')" "sys_eval('echo hello')|sys_eval_fast('echo', 'hello')" "sys_eval('/bin/echo hello')|sys_eval_fast('/bin/echo', 'hello')"; do
   shell=${pair%|*} fast=${pair#*|}
   s1=$(per_call "$shell" 1); s4=$(per_call "$shell" 4)
   f1=$(per_call "$fast" 1); f4=$(per_call "$fast" 4)
@@ -86,6 +86,10 @@ hosts = ["*"]
 components = ["*"]
 [tenant.secrets]
 signer_keys = { generate = "ed25519" }
+[component.signer]
+instance = "session"
+session_key = "host"
+instances_per_key = 4
 TOML
 EDGE_LOG=error "$EDGE" serve --config "$work/edge.toml" >/dev/null &
 pids+=($!)

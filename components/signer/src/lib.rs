@@ -77,7 +77,26 @@ fn number(name: &str, default: i64) -> Result<i64, String> {
     }
 }
 
-fn settings() -> Result<Settings, String> {
+thread_local! {
+    /// Settings parsed once per instance: a warm (session) instance skips
+    /// the PEM parsing and public-key derivation, most of a token's cost in
+    /// wasm. Variables never change under a running instance: a config
+    /// change gives the component fresh instances.
+    static SETTINGS: std::cell::OnceCell<std::rc::Rc<Settings>> = const { std::cell::OnceCell::new() };
+}
+
+fn settings() -> Result<std::rc::Rc<Settings>, String> {
+    if let Some(s) = SETTINGS.with(|c| c.get().cloned()) {
+        return Ok(s);
+    }
+    let s = std::rc::Rc::new(load_settings()?);
+    SETTINGS.with(|c| {
+        let _ = c.set(s.clone());
+    });
+    Ok(s)
+}
+
+fn load_settings() -> Result<Settings, String> {
     let text = var("keys")?.ok_or("no `keys` variable: configure the signer's keys")?;
     let keys = signing::keyfile::parse(&text).map_err(|e| format!("variable keys: {e}"))?;
     let signing_kid = match var("signing_kid")?.filter(|k| !k.trim().is_empty()) {
