@@ -48,21 +48,33 @@ fn measure(name: &str, calls: usize, threads: usize, f: fn()) -> f64 {
 }
 
 fn main() {
-    let calls: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(2000);
+    let calls: usize = std::env::args()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000);
     println!("{calls} calls per row; µs per call (wall time / calls)");
     println!("| what | threads | µs/call |");
     println!("|---|---|---|");
     for threads in [1, 4] {
-        let shell = measure("system(\"/bin/true\")", calls, threads, || system(c"/bin/true"));
+        let shell = measure("system(\"/bin/true\")", calls, threads, || {
+            system(c"/bin/true")
+        });
         let fast = measure("posix_spawnp /bin/true", calls, threads, || {
-            Command::new("/bin/true").stdout(Stdout::Null).run().unwrap();
+            Command::new("/bin/true")
+                .stdout(Stdout::Null)
+                .run()
+                .unwrap();
         });
         println!("|   ratio | {threads} | {:.2}x |", shell / fast);
         let shell = measure("popen(\"echo hello\")", calls, threads, || {
             assert_eq!(popen(c"echo hello"), b"hello\n");
         });
         let fast = measure("posix_spawnp echo hello (pipe)", calls, threads, || {
-            let out = Command::new("echo").arg("hello").stdout(Stdout::Capture(4096)).run().unwrap();
+            let out = Command::new("echo")
+                .arg("hello")
+                .stdout(Stdout::Capture(4096))
+                .run()
+                .unwrap();
             assert_eq!(out.stdout, b"hello\n");
         });
         println!("|   ratio | {threads} | {:.2}x |", shell / fast);

@@ -36,6 +36,10 @@ pub struct Command {
     search_path: bool,
     stdout: Stdout,
     env: Option<Vec<CString>>,
+    /// Limited runs: stdin and stderr through pipes, a process group of its own.
+    piped: bool,
+    /// (fd in the parent, fd in the child) pairs to `dup2`.
+    extra_dups: Vec<(libc::c_int, libc::c_int)>,
 }
 
 /// How a child ended and what it wrote.
@@ -84,6 +88,8 @@ impl Command {
             search_path: true,
             stdout: Stdout::Inherit,
             env: None,
+            piped: false,
+            extra_dups: Vec::new(),
         }
     }
 
@@ -232,21 +238,28 @@ fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
         libc::sigfillset(&mut all);
         check(libc::posix_spawnattr_setsigmask(&mut attr.0, &empty))?;
         check(libc::posix_spawnattr_setsigdefault(&mut attr.0, &all))?;
-        let flags = libc::POSIX_SPAWN_USEVFORK as libc::c_int
+        let mut flags = libc::POSIX_SPAWN_USEVFORK as libc::c_int
             | libc::POSIX_SPAWN_SETSIGMASK
             | libc::POSIX_SPAWN_SETSIGDEF;
+        if cmd.piped {
+            // A group of its own (pgid = pid), so a timeout kills it whole.
+            flags |= libc::POSIX_SPAWN_SETPGROUP;
+            check(libc::posix_spawnattr_setpgroup(&mut attr.0, 0))?;
+        }
         check(libc::posix_spawnattr_setflags(&mut attr.0, flags as _))?;
 
         let mut actions = Actions(std::mem::zeroed());
         check(libc::posix_spawn_file_actions_init(&mut actions.0))?;
         let dev_null = c"/dev/null";
-        check(libc::posix_spawn_file_actions_addopen(
-            &mut actions.0,
-            0,
-            dev_null.as_ptr(),
-            libc::O_RDONLY,
-            0,
-        ))?;
+        if !cmd.piped {
+            check(libc::posix_spawn_file_actions_addopen(
+                &mut actions.0,
+                0,
+                dev_null.as_ptr(),
+                libc::O_RDONLY,
+                0,
+            ))?;
+        }
         let mut pipe_fds = [-1; 2];
         match cmd.stdout {
             Stdout::Inherit => {}
@@ -270,6 +283,16 @@ fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
             }
         }
 
+        for (from, to) in &cmd.extra_dups {
+            let r = libc::posix_spawn_file_actions_adddup2(&mut actions.0, *from, *to);
+            if r != 0 {
+                if pipe_fds[0] >= 0 {
+                    libc::close(pipe_fds[0]);
+                    libc::close(pipe_fds[1]);
+                }
+                return Err(io::Error::from_raw_os_error(r));
+            }
+        }
         let mut argv: Vec<*mut libc::c_char> =
             cmd.args.iter().map(|a| a.as_ptr() as *mut _).collect();
         argv.push(std::ptr::null_mut());
@@ -319,6 +342,188 @@ fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
     }
 }
 
+/// Why a limited run failed.
+#[derive(Debug)]
+pub enum LimitError {
+    /// The program could not be started.
+    Spawn(io::Error),
+    /// It ran past its time and its process group was killed.
+    Timeout,
+    /// It wrote more than allowed (stdout or stderr) and was killed.
+    OutputTooLarge,
+}
+
+impl std::fmt::Display for LimitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Spawn(e) => write!(f, "could not start the program: {e}"),
+            Self::Timeout => write!(f, "timed out; its process group was killed"),
+            Self::OutputTooLarge => write!(
+                f,
+                "wrote more output than allowed; its process group was killed"
+            ),
+        }
+    }
+}
+
+/// What a limited run produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limited {
+    /// The raw wait status.
+    pub status: i32,
+    /// Standard output.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: Vec<u8>,
+}
+
+impl Limited {
+    /// The exit code, or 128 + N if signal N ended it.
+    pub fn exit_code(&self) -> i32 {
+        Output {
+            status: self.status,
+            stdout: Vec::new(),
+            truncated: false,
+        }
+        .exit_code()
+    }
+}
+
+impl Command {
+    /// Runs with `stdin` fed through a pipe, stdout and stderr captured up
+    /// to `max_output` bytes each, in a process group of its own that is
+    /// killed (SIGKILL) if the program passes `timeout` or the output cap,
+    /// and after it exits (so nothing it started outlives the call).
+    pub fn run_limited(
+        &self,
+        stdin: &[u8],
+        timeout: std::time::Duration,
+        max_output: usize,
+    ) -> Result<Limited, LimitError> {
+        use std::io::{Read, Write};
+        use std::os::fd::FromRawFd;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let deadline = std::time::Instant::now() + timeout;
+        let mut cmd = self.clone();
+        cmd.piped = true;
+        cmd.stdout = Stdout::Capture(max_output);
+        let pipe = || -> io::Result<(std::fs::File, std::fs::File)> {
+            let mut fds = [-1; 2];
+            // SAFETY: pipe2 into a local array.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: fresh descriptors we own.
+            Ok(unsafe {
+                (
+                    std::fs::File::from_raw_fd(fds[0]),
+                    std::fs::File::from_raw_fd(fds[1]),
+                )
+            })
+        };
+        let (stdin_r, mut stdin_w) = pipe().map_err(LimitError::Spawn)?;
+        let (stderr_r, stderr_w) = pipe().map_err(LimitError::Spawn)?;
+        use std::os::fd::AsRawFd;
+        cmd.extra_dups = vec![(stdin_r.as_raw_fd(), 0), (stderr_w.as_raw_fd(), 2)];
+        let spawned = spawn(&cmd);
+        drop(stdin_r);
+        drop(stderr_w);
+        let (pid, stdout) = spawned.map_err(LimitError::Spawn)?;
+        let stdout = stdout.expect("captured");
+        let too_large = Arc::new(AtomicBool::new(false));
+        let kill_group = move || {
+            // SAFETY: signalling the group we created.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        };
+        let reader = |mut pipe: std::fs::File, too_large: Arc<AtomicBool>| {
+            move || {
+                let mut out = Vec::new();
+                let mut buf = [0u8; 16 * 1024];
+                loop {
+                    match pipe.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) if out.len() + n > max_output => {
+                            too_large.store(true, Ordering::Relaxed);
+                            kill_group();
+                            break;
+                        }
+                        Ok(n) => out.extend_from_slice(&buf[..n]),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+                out
+            }
+        };
+        let (status, timed_out, out, err) = std::thread::scope(|s| {
+            let input = stdin.to_vec();
+            s.spawn(move || {
+                // A program that does not read its stdin gets EPIPE here.
+                let _ = stdin_w.write_all(&input);
+            });
+            let out = s.spawn(reader(stdout, too_large.clone()));
+            let err = s.spawn(reader(stderr_r, too_large.clone()));
+            let (status, timed_out) = wait_until(pid, deadline);
+            // Whatever it started goes too; then the pipes reach EOF.
+            kill_group();
+            (
+                status,
+                timed_out,
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default(),
+            )
+        });
+        if timed_out {
+            return Err(LimitError::Timeout);
+        }
+        if too_large.load(Ordering::Relaxed) {
+            return Err(LimitError::OutputTooLarge);
+        }
+        Ok(Limited {
+            status,
+            stdout: out,
+            stderr: err,
+        })
+    }
+}
+
+/// Waits for `pid` until `deadline`; past it, kills its group and reaps it.
+/// Returns the wait status and whether the deadline passed.
+fn wait_until(pid: libc::pid_t, deadline: std::time::Instant) -> (i32, bool) {
+    // SAFETY: pidfd_open on our own child; the fd is closed below.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+    let mut timed_out = false;
+    if pidfd >= 0 {
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let mut pfd = libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd on the stack.
+            let r =
+                unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+            if r > 0 {
+                break;
+            }
+            if r == 0 {
+                timed_out = true;
+                // SAFETY: signalling the group we created.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                break;
+            }
+            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+        // SAFETY: closing the fd opened above.
+        unsafe { libc::close(pidfd) };
+    }
+    (wait(pid).unwrap_or(-1), timed_out)
+}
+
 fn environ() -> *const *mut libc::c_char {
     unsafe extern "C" {
         static environ: *const *mut libc::c_char;
@@ -362,6 +567,45 @@ mod tests {
             (out.stdout.len(), out.truncated, out.exit_code()),
             (10, true, 0)
         );
+    }
+
+    #[test]
+    fn limited_runs_feed_stdin_and_capture_both_streams() {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("cat; echo oops >&2; exit 4")
+            .env_clear()
+            .run_limited(b"in\nput", std::time::Duration::from_secs(10), 1024)
+            .unwrap();
+        assert_eq!(
+            (
+                out.stdout.as_slice(),
+                out.stderr.as_slice(),
+                out.exit_code()
+            ),
+            (&b"in\nput"[..], &b"oops\n"[..], 4)
+        );
+    }
+
+    #[test]
+    fn timeouts_kill_the_whole_group() {
+        let start = std::time::Instant::now();
+        // The child's own child would keep the pipe open if it survived.
+        let r = Command::new("sh")
+            .arg("-c")
+            .arg("sleep 30 & sleep 30")
+            .run_limited(b"", std::time::Duration::from_millis(200), 1024);
+        assert!(matches!(r, Err(LimitError::Timeout)), "{r:?}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn output_past_the_cap_is_an_error() {
+        let r = Command::new("head")
+            .args_bytes([b"-c".as_slice(), b"100000", b"/dev/zero"])
+            .unwrap()
+            .run_limited(b"", std::time::Duration::from_secs(10), 1000);
+        assert!(matches!(r, Err(LimitError::OutputTooLarge)), "{r:?}");
     }
 
     #[test]
