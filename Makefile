@@ -18,7 +18,7 @@ components: setup
 	@for c in $(COMPONENTS); do cp -f $(WASM_DIR)/$$c.wasm build/components/$$c.wasm; done
 
 host: setup
-	$(CARGO) build --release -p edge -p edge-udf
+	$(CARGO) build --release -p edge -p edge-udf -p edge-sidecar
 
 run: components host
 	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml

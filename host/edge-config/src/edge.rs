@@ -19,6 +19,18 @@ pub(crate) struct EdgeFile {
     pub tenants: Vec<Spanned<TenantSection>>,
     #[serde(default, rename = "component")]
     pub components: BTreeMap<Spanned<String>, Spanned<ComponentSection>>,
+    #[serde(default)]
+    pub sidecar: Option<SidecarSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SidecarSection {
+    pub socket: Option<Spanned<String>>,
+    pub allow: Vec<Spanned<String>>,
+    pub max_concurrent: Option<Spanned<usize>>,
+    pub timeout_ms: Option<Spanned<u64>>,
+    pub max_output_bytes: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +121,9 @@ pub(crate) struct TenantSection {
     pub secrets: BTreeMap<Spanned<String>, Spanned<SecretSource>>,
     #[serde(default, rename = "site")]
     pub sites: Vec<crate::site::SiteSection>,
+    /// Programs of the sidecar's allowlist this tenant's components may run.
+    #[serde(default)]
+    pub sidecar_programs: Vec<Spanned<String>>,
 }
 
 /// Where a secret's value comes from.

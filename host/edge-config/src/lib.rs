@@ -24,6 +24,7 @@ mod outbound;
 mod resolve;
 mod route;
 mod secrets;
+pub mod sidecar;
 mod site;
 mod spin;
 
@@ -61,6 +62,23 @@ pub struct Config {
     /// Secret files this load generated (`{ generate = "ed25519" }`), for
     /// the host to announce.
     pub generated_secrets: Vec<PathBuf>,
+    /// The process-execution sidecar, if configured.
+    pub sidecar: Option<Sidecar>,
+}
+
+/// `[sidecar]`: the native process-execution daemon (`edge-sidecar`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sidecar {
+    /// Its Unix socket.
+    pub socket: PathBuf,
+    /// Programs it may run: absolute paths, nothing else.
+    pub allow: Vec<PathBuf>,
+    /// Runs at once; one more is refused as busy.
+    pub max_concurrent: usize,
+    /// Longest run (and the default).
+    pub timeout: Duration,
+    /// Most bytes of stdout (and of stderr) per run.
+    pub max_output_bytes: usize,
 }
 
 impl Config {
@@ -208,6 +226,9 @@ pub struct Tenant {
     pub variables: BTreeMap<String, Arc<BTreeMap<String, String>>>,
     /// Sites proxied through the rewriter.
     pub sites: Vec<Site>,
+    /// Sidecar programs this tenant's components may run (a subset of
+    /// `[sidecar] allow`; empty: none).
+    pub sidecar_programs: Vec<PathBuf>,
 }
 
 /// Per-tenant limits.

@@ -44,6 +44,7 @@ pub fn load_with(edge_path: &Path, data_dir: Option<&Path>) -> Result<Config, Co
         data_dir: data_dir.map(Path::to_path_buf),
         generated: Default::default(),
         keys_dir: Default::default(),
+        sidecar: Default::default(),
     }
     .resolve(edge, manifest, app_path)
 }
@@ -70,6 +71,8 @@ struct Resolver<'a> {
     /// Where generated secrets live (`DATA_DIR/keys`), once the server
     /// section is resolved.
     keys_dir: std::cell::OnceCell<PathBuf>,
+    /// `[sidecar]`, once resolved (tenants check their grants against it).
+    sidecar: std::cell::OnceCell<Option<crate::Sidecar>>,
 }
 
 type R<T> = Result<T, ConfigError>;
@@ -98,6 +101,8 @@ impl Resolver<'_> {
             server.data_dir = d.clone();
         }
         let _ = self.keys_dir.set(server.data_dir.join("keys"));
+        let sidecar = self.resolve_sidecar(edge.sidecar.as_ref(), &server.data_dir)?;
+        let _ = self.sidecar.set(sidecar.clone());
         let pool = self.pool(&edge.pool)?;
         let default_limits = self.limits(&edge.limits, "limits", None, &pool)?;
         let app_vars = self.app_variables(&manifest)?;
@@ -130,6 +135,7 @@ impl Resolver<'_> {
             routes,
             tenants,
             generated_secrets: self.generated.take(),
+            sidecar,
         })
     }
 
@@ -533,6 +539,7 @@ impl Resolver<'_> {
         default_limits: &Limits,
         pool: &Pool,
     ) -> R<Vec<Tenant>> {
+        let sidecar = self.sidecar.get().and_then(Option::as_ref);
         if edge.tenants.is_empty() {
             return Err(self.edge_src.error(
                 None,
@@ -644,6 +651,27 @@ impl Resolver<'_> {
                 .into_iter()
                 .map(|(k, v)| (k, Arc::new(v)))
                 .collect();
+            let mut sidecar_programs = Vec::new();
+            for (pi, p) in t.sidecar_programs.iter().enumerate() {
+                let path = PathBuf::from(p.get_ref());
+                match sidecar {
+                    None => {
+                        return self.edge_err(
+                            p.span(),
+                            &format!("{key}.sidecar_programs[{pi}]"),
+                            "there is no [sidecar] section to run programs",
+                        );
+                    }
+                    Some(s) if !s.allow.contains(&path) => {
+                        return self.edge_err(
+                            p.span(),
+                            &format!("{key}.sidecar_programs[{pi}]"),
+                            format!("{:?} is not in [sidecar] allow", p.get_ref()),
+                        );
+                    }
+                    Some(_) => sidecar_programs.push(path),
+                }
+            }
             out.push(Tenant {
                 name: name.clone(),
                 hosts,
@@ -651,9 +679,51 @@ impl Resolver<'_> {
                 limits,
                 variables,
                 sites,
+                sidecar_programs,
             });
         }
         Ok(out)
+    }
+
+    /// `[sidecar]`.
+    fn resolve_sidecar(
+        &self,
+        s: Option<&edge::SidecarSection>,
+        data_dir: &Path,
+    ) -> R<Option<crate::Sidecar>> {
+        let Some(s) = s else { return Ok(None) };
+        let mut allow = Vec::new();
+        for (i, p) in s.allow.iter().enumerate() {
+            let path = crate::sidecar::check_program(p.get_ref())
+                .or_else(|e| self.edge_err(p.span(), &format!("sidecar.allow[{i}]"), e))?;
+            allow.push(path);
+        }
+        let positive = |v: &Option<Spanned<u64>>, key: &str, default: u64| -> R<u64> {
+            match v {
+                None => Ok(default),
+                Some(v) if *v.get_ref() >= 1 => Ok(*v.get_ref()),
+                Some(v) => self.edge_err(v.span(), key, "must be at least 1"),
+            }
+        };
+        let as_u64 = |v: &Option<Spanned<usize>>| {
+            v.as_ref()
+                .map(|v| Spanned::new(v.span(), *v.get_ref() as u64))
+        };
+        Ok(Some(crate::Sidecar {
+            socket: match &s.socket {
+                Some(p) => self.edge_dir.join(p.get_ref()),
+                None => data_dir.join("sidecar.sock"),
+            },
+            allow,
+            max_concurrent: positive(&as_u64(&s.max_concurrent), "sidecar.max_concurrent", 16)?
+                as usize,
+            timeout: Duration::from_millis(positive(&s.timeout_ms, "sidecar.timeout_ms", 10_000)?),
+            max_output_bytes: positive(
+                &as_u64(&s.max_output_bytes),
+                "sidecar.max_output_bytes",
+                1 << 20,
+            )? as usize,
+        }))
     }
 
     /// A list of content types (`type/subtype`, no parameters).

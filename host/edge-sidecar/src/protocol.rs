@@ -1,0 +1,140 @@
+//! The wire format on the sidecar's Unix socket: one request per
+//! connection, each message a 4-byte big-endian length and a JSON object.
+//! Bytes (stdin, stdout, stderr) travel as base64.
+//!
+//! Request: `{"program": "/bin/echo", "args": ["hi"], "stdin": "", "timeout_ms": 1000, "max_output": 65536}`
+//! (or `{"metrics": true}`).
+//! Answer: `{"ok": {"exit_code": 0, "stdout": "aGkK", "stderr": ""}}` or
+//! `{"error": {"kind": "not-allowed", "message": "..."}}`.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+/// Largest message accepted (stdin included).
+pub const MAX_MESSAGE: usize = 32 << 20;
+
+/// A run request.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// Absolute path of the program.
+    pub program: String,
+    /// Arguments, verbatim.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Standard input, base64.
+    #[serde(default)]
+    pub stdin: String,
+    /// Time limit (capped by the sidecar's own).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Output cap per stream (capped by the sidecar's own).
+    #[serde(default)]
+    pub max_output: Option<usize>,
+    /// Ask for the counters instead of running anything.
+    #[serde(default)]
+    pub metrics: bool,
+}
+
+/// What a run produced.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunOutput {
+    /// Exit code, or 128 + N when signal N ended it.
+    pub exit_code: i32,
+    /// Standard output, base64.
+    pub stdout: String,
+    /// Standard error, base64.
+    pub stderr: String,
+}
+
+/// Why a run was refused or failed: `kind` is one of the `KIND_*` values.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunError {
+    /// Machine-readable kind.
+    pub kind: String,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// The answer.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Response {
+    /// It ran.
+    Ok(RunOutput),
+    /// It did not (or not to the end).
+    Error(RunError),
+    /// Counters.
+    Metrics(serde_json::Value),
+}
+
+/// The program is not on the allowlist.
+pub const KIND_NOT_ALLOWED: &str = "not-allowed";
+/// The path is relative or not normalised.
+pub const KIND_BAD_PATH: &str = "bad-path";
+/// The program does not exist.
+pub const KIND_NOT_FOUND: &str = "not-found";
+/// It ran past its time.
+pub const KIND_TIMEOUT: &str = "timeout";
+/// It wrote more than allowed.
+pub const KIND_OUTPUT_TOO_LARGE: &str = "output-too-large";
+/// Too many runs at once.
+pub const KIND_BUSY: &str = "busy";
+/// The request itself is malformed.
+pub const KIND_BAD_REQUEST: &str = "bad-request";
+/// Any other failure to start.
+pub const KIND_SPAWN_FAILED: &str = "spawn-failed";
+
+impl RunOutput {
+    /// Decoded stdout.
+    pub fn stdout_bytes(&self) -> Vec<u8> {
+        B64.decode(&self.stdout).unwrap_or_default()
+    }
+    /// Decoded stderr.
+    pub fn stderr_bytes(&self) -> Vec<u8> {
+        B64.decode(&self.stderr).unwrap_or_default()
+    }
+}
+
+/// Encodes bytes for the wire.
+pub fn encode(bytes: &[u8]) -> String {
+    B64.encode(bytes)
+}
+
+/// Decodes bytes from the wire.
+pub fn decode(text: &str) -> Option<Vec<u8>> {
+    B64.decode(text).ok()
+}
+
+/// Writes one message.
+pub fn write_message<T: Serialize>(w: &mut impl Write, value: &T) -> io::Result<()> {
+    let body = serde_json::to_vec(value)?;
+    w.write_all(&(body.len() as u32).to_be_bytes())?;
+    w.write_all(&body)?;
+    w.flush()
+}
+
+/// Reads one message.
+pub fn read_message<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<T> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_MESSAGE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("message of {len} bytes is over {MAX_MESSAGE}"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Sends a request to the sidecar at `socket` and waits for the answer.
+pub fn call(socket: &std::path::Path, request: &Request) -> io::Result<Response> {
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
+    write_message(&mut stream, request)?;
+    read_message(&mut stream)
+}

@@ -1,0 +1,203 @@
+//! The daemon: accepts connections, checks requests, runs programs.
+
+use crate::protocol::*;
+use edge_spawn::{Command, LimitError};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Counters since start.
+#[derive(Default, Debug)]
+pub struct Metrics {
+    /// Programs run to their end.
+    pub runs: AtomicU64,
+    /// Requests refused before spawning (allowlist, path, busy, malformed).
+    pub refused: AtomicU64,
+    /// Runs killed at their time limit.
+    pub timeouts: AtomicU64,
+    /// Runs killed for too much output.
+    pub output_too_large: AtomicU64,
+    /// Runs that could not start.
+    pub spawn_failures: AtomicU64,
+}
+
+/// A configured sidecar.
+pub struct Sidecar {
+    config: edge_config::Sidecar,
+    running: AtomicUsize,
+    /// The counters.
+    pub metrics: Metrics,
+}
+
+fn refuse(kind: &str, message: String) -> Response {
+    Response::Error(RunError {
+        kind: kind.into(),
+        message,
+    })
+}
+
+impl Sidecar {
+    /// A sidecar with these settings.
+    pub fn new(config: edge_config::Sidecar) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            running: AtomicUsize::new(0),
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// Binds the socket (replacing a stale one), mode 0600.
+    pub fn bind(&self) -> std::io::Result<UnixListener> {
+        let path = &self.config.socket;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{} is served by another sidecar", path.display()),
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(listener)
+    }
+
+    /// Serves connections until the listener fails.
+    pub fn serve(self: &Arc<Self>, listener: UnixListener) -> std::io::Result<()> {
+        for stream in listener.incoming() {
+            let stream = stream?;
+            let me = self.clone();
+            std::thread::spawn(move || me.connection(stream));
+        }
+        Ok(())
+    }
+
+    fn connection(&self, mut stream: UnixStream) {
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let response = match read_message::<Request>(&mut stream) {
+            Ok(req) => self.handle(&req),
+            Err(e) => {
+                self.metrics.refused.fetch_add(1, Relaxed);
+                refuse(KIND_BAD_REQUEST, format!("unreadable request: {e}"))
+            }
+        };
+        let _ = write_message(&mut stream, &response);
+    }
+
+    /// Checks and runs one request.
+    pub fn handle(&self, req: &Request) -> Response {
+        if req.metrics {
+            let m = &self.metrics;
+            return Response::Metrics(serde_json::json!({
+                "runs": m.runs.load(Relaxed),
+                "refused": m.refused.load(Relaxed),
+                "timeouts": m.timeouts.load(Relaxed),
+                "output_too_large": m.output_too_large.load(Relaxed),
+                "spawn_failures": m.spawn_failures.load(Relaxed),
+                "running": self.running.load(Relaxed),
+            }));
+        }
+        let refused = |kind: &str, message: String| {
+            self.metrics.refused.fetch_add(1, Relaxed);
+            eprintln!("edge-sidecar: refused {:?}: {message}", req.program);
+            refuse(kind, message)
+        };
+        let program = match edge_config::sidecar::check_program(&req.program) {
+            Ok(p) => p,
+            Err(e) => return refused(KIND_BAD_PATH, e),
+        };
+        if !self.config.allow.contains(&program) {
+            return refused(
+                KIND_NOT_ALLOWED,
+                format!("{:?} is not on the sidecar's allowlist", req.program),
+            );
+        }
+        let Some(stdin) = decode(&req.stdin) else {
+            return refused(KIND_BAD_REQUEST, "stdin is not base64".into());
+        };
+        if req.args.iter().any(|a| a.contains('\0')) {
+            return refused(KIND_BAD_REQUEST, "an argument contains a NUL byte".into());
+        }
+        // Reserve a slot, or refuse: never queue without bound.
+        if self.running.fetch_add(1, Relaxed) >= self.config.max_concurrent {
+            self.running.fetch_sub(1, Relaxed);
+            return refused(
+                KIND_BUSY,
+                format!(
+                    "{} runs already (max_concurrent); retry later",
+                    self.config.max_concurrent
+                ),
+            );
+        }
+        let timeout = req
+            .timeout_ms
+            .map(Duration::from_millis)
+            .map_or(self.config.timeout, |t| t.min(self.config.timeout));
+        let cap = req.max_output.map_or(self.config.max_output_bytes, |c| {
+            c.min(self.config.max_output_bytes)
+        });
+        let result = run(&program, &req.args, &stdin, timeout, cap);
+        self.running.fetch_sub(1, Relaxed);
+        match result {
+            Ok(out) => {
+                self.metrics.runs.fetch_add(1, Relaxed);
+                Response::Ok(RunOutput {
+                    exit_code: out.exit_code(),
+                    stdout: encode(&out.stdout),
+                    stderr: encode(&out.stderr),
+                })
+            }
+            Err(LimitError::Timeout) => {
+                self.metrics.timeouts.fetch_add(1, Relaxed);
+                refuse(
+                    KIND_TIMEOUT,
+                    format!(
+                        "{:?} ran past {} ms; its process group was killed",
+                        req.program,
+                        timeout.as_millis()
+                    ),
+                )
+            }
+            Err(LimitError::OutputTooLarge) => {
+                self.metrics.output_too_large.fetch_add(1, Relaxed);
+                refuse(
+                    KIND_OUTPUT_TOO_LARGE,
+                    format!(
+                        "{:?} wrote more than {cap} bytes; its process group was killed",
+                        req.program
+                    ),
+                )
+            }
+            Err(LimitError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.metrics.spawn_failures.fetch_add(1, Relaxed);
+                refuse(KIND_NOT_FOUND, format!("{:?} does not exist", req.program))
+            }
+            Err(LimitError::Spawn(e)) => {
+                self.metrics.spawn_failures.fetch_add(1, Relaxed);
+                refuse(
+                    KIND_SPAWN_FAILED,
+                    format!("{:?} could not start: {e}", req.program),
+                )
+            }
+        }
+    }
+}
+
+fn run(
+    program: &PathBuf,
+    args: &[String],
+    stdin: &[u8],
+    timeout: Duration,
+    cap: usize,
+) -> Result<edge_spawn::Limited, LimitError> {
+    let mut cmd = Command::new(program).no_path_search().env_clear();
+    for a in args {
+        cmd = cmd.arg(a);
+    }
+    cmd.run_limited(stdin, timeout, cap)
+}
