@@ -262,3 +262,86 @@ async fn outbound_http_only_to_allowed_hosts() {
     );
     assert!(edge.log().contains("outbound request denied"));
 }
+
+/// The sidecar daemon for the process test, stopped on drop.
+struct SidecarDaemon(std::process::Child);
+impl Drop for SidecarDaemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn processes_run_through_the_sidecar_only_as_granted() {
+    use std::io::BufRead;
+    let data = TempDir::new("process");
+    let socket = data.path().join("sidecar.sock");
+    // alpha may run /bin/echo and /bin/cat; beta nothing; /bin/sh is on
+    // the sidecar's allowlist but granted to no tenant.
+    let edge_toml = TWO_TENANTS.replace(
+        "components = [\"probe\"]\n[tenant.variables]",
+        "components = [\"probe\"]\nsidecar_programs = [\"/bin/echo\", \"/bin/cat\"]\n[tenant.variables]",
+    ) + &format!(
+        "[sidecar]\nsocket = \"{}\"\nallow = [\"/bin/echo\", \"/bin/cat\", \"/bin/sh\"]\n",
+        socket.display()
+    );
+    let edge = Edge::start_with(&probe_spin(GRANTS), &edge_toml, data.path());
+    let u = &edge.url;
+    let run = |q: &str| format!("{u}/probe/run?{q}");
+
+    // No daemon yet: unavailable, not a trap.
+    let (status, body) = send("POST", &run("program=/bin/echo&arg=hi"), "alpha.test", "").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with("unavailable: the sidecar does not answer"),
+        "{body}"
+    );
+
+    let mut child =
+        std::process::Command::new(edge_tests::edge_bin().with_file_name("edge-sidecar"))
+            .arg("--config")
+            .arg(&edge.config)
+            .arg("--data-dir")
+            .arg(data.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("edge-sidecar");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _daemon = SidecarDaemon(child);
+
+    assert_eq!(
+        send(
+            "POST",
+            &run("program=/bin/echo&arg=a%20b&arg=%24(id)"),
+            "alpha.test",
+            ""
+        )
+        .await,
+        (200, "0\na b $(id)\n".into())
+    );
+    assert_eq!(
+        send("POST", &run("program=/bin/cat"), "alpha.test", "piped in").await,
+        (200, "0\npiped in".into())
+    );
+    let (status, body) = send(
+        "POST",
+        &run("program=/bin/sh&arg=-c&arg=id"),
+        "alpha.test",
+        "",
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            403,
+            "not-allowed: \"/bin/sh\" is not among this tenant's sidecar_programs\n"
+        )
+    );
+    let (status, _) = send("POST", &run("program=/bin/echo&arg=x"), "beta.test", "").await;
+    assert_eq!(status, 403, "beta was granted nothing");
+}

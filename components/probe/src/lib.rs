@@ -10,6 +10,7 @@
 //! | `POST /kv/LABEL/KEY/incr?by=N`   | atomic increment: the new value                   |
 //! | `GET /kv/LABEL`                  | every key, one per line (follows the cursor)      |
 //! | `GET /fetch?url=URL`             | outbound GET: `STATUS\nBODY`, or 502 and why       |
+//! | `POST /run?program=P&arg=A...` (body: stdin) | sidecar run: `EXIT\nSTDOUT`, or 403/502 and `KIND: why` |
 //!
 //! Failures answer 500 with the host's error text (403 for `access-denied`),
 //! which is what the tests check.
@@ -151,6 +152,42 @@ fn key_value(method: &Method, rest: &[&str], query: &str, body: Vec<u8>) -> (u16
     }
 }
 
+fn run(query: &str, stdin: Vec<u8>) -> (u16, Vec<u8>) {
+    use bindings::edge::platform::process::{self, Error};
+    let mut program = None;
+    let mut args = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("program", p)) => program = Some(percent_decode(p)),
+            Some(("arg", a)) => args.push(percent_decode(a)),
+            _ => {}
+        }
+    }
+    let Some(program) = program else {
+        return (400, b"usage: /run?program=P&arg=A...\n".to_vec());
+    };
+    match process::run(&program, &args, &stdin, None, None) {
+        Ok(out) => {
+            let mut body = format!("{}\n", out.exit_code).into_bytes();
+            body.extend(out.stdout);
+            (200, body)
+        }
+        Err(e) => {
+            let (status, kind, why) = match e {
+                Error::NotAllowed(m) => (403, "not-allowed", m),
+                Error::BadPath(m) => (400, "bad-path", m),
+                Error::NotFound(m) => (502, "not-found", m),
+                Error::Timeout(m) => (504, "timeout", m),
+                Error::OutputTooLarge(m) => (502, "output-too-large", m),
+                Error::Busy(m) => (503, "busy", m),
+                Error::Unavailable(m) => (503, "unavailable", m),
+                Error::Failed(m) => (502, "failed", m),
+            };
+            (status, format!("{kind}: {why}\n").into_bytes())
+        }
+    }
+}
+
 fn fetch(url: &str) -> (u16, Vec<u8>) {
     let (scheme, rest) = match url.split_once("://") {
         Some(("http", r)) => (Scheme::Http, r),
@@ -205,6 +242,10 @@ impl wasi::exports::http::incoming_handler::Guest for Probe {
             ["kv", rest @ ..] => {
                 let body = read_body(&request);
                 key_value(&method, rest, query, body)
+            }
+            ["run"] => {
+                let body = read_body(&request);
+                run(query, body)
             }
             ["fetch"] => match query_param(query, "url") {
                 Some(url) => fetch(&percent_decode(url)),

@@ -180,7 +180,14 @@ impl App {
                 targets
                     .entry(component.id.as_str())
                     .or_insert_with(|| {
-                        build_target(rt, tenant, component, &prepared[id], &mut status)
+                        build_target(
+                            rt,
+                            tenant,
+                            component,
+                            &prepared[id],
+                            &mut status,
+                            config.sidecar.as_ref(),
+                        )
                     })
                     .clone()
             };
@@ -264,6 +271,7 @@ fn build_target(
     component: &edge_config::Component,
     prepared: &Result<Arc<Prepared>, Arc<str>>,
     status: &mut BTreeMap<String, ComponentStatus>,
+    sidecar: Option<&edge_config::Sidecar>,
 ) -> Arc<Target> {
     let mut prep = prepared.clone();
     let kv = match open_stores(rt, tenant, component) {
@@ -300,6 +308,10 @@ fn build_target(
         outbound: OutboundPolicy::new(outbound, &who),
         variables,
         kv,
+        process: edge_process::Grant::new(
+            sidecar.map(|s| s.socket.clone()),
+            tenant.sidecar_programs.clone(),
+        ),
     };
     let sessions = match (&component.mode, &prep) {
         (InstanceMode::Session(settings), Ok(p)) => {
@@ -335,6 +347,8 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     if !component.key_value_stores.is_empty() {
         edge_keyvalue::add_to_linker(&mut linker)?;
     }
+    // Linking is not granting: each call checks the tenant's programs.
+    edge_process::add_to_linker(&mut linker)?;
     let pre = linker.instantiate_pre(&compiled).map_err(anyhow::Error::from).with_context(|| {
         format!(
             "linking component {:?}: it imports something not granted to it (variables grant wasi:config/store, key_value_stores grant wasi:keyvalue)",

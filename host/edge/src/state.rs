@@ -22,6 +22,8 @@ pub struct StoreSpec {
     pub variables: Variables,
     /// Key-value stores granted (empty when the component names none).
     pub kv: Grants,
+    /// Sidecar programs the tenant may run.
+    pub process: edge_process::Grant,
 }
 
 impl StoreSpec {
@@ -32,6 +34,7 @@ impl StoreSpec {
             && self.outbound.same_rules(&other.outbound)
             && self.variables.same_values(&other.variables)
             && self.kv.same_stores(&other.kv)
+            && self.process.same(&other.process)
     }
 }
 
@@ -43,6 +46,7 @@ pub struct HostState {
     outbound: OutboundPolicy,
     variables: Variables,
     kv: Grants,
+    process: edge_process::Grant,
     /// The memory cap, read by the store's limiter.
     pub limiter: MemoryCap,
     /// When the current request must be done; read at each epoch tick.
@@ -102,6 +106,7 @@ impl HostState {
             outbound: spec.outbound.clone(),
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),
+            process: spec.process.clone(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
                 hit: false,
@@ -143,5 +148,11 @@ impl KeyValueView for HostState {
             grants: &self.kv,
             table: &mut self.table,
         }
+    }
+}
+
+impl edge_process::ProcessView for HostState {
+    fn process(&mut self) -> &edge_process::Grant {
+        &self.process
     }
 }

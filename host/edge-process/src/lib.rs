@@ -1,0 +1,123 @@
+//! Process capability: `edge:platform/process` (WIT in `wit/edge.wit`).
+//!
+//! Components cannot start processes; the native sidecar (`edge-sidecar`)
+//! can, for an allowlist. This crate forwards a component's `run` to it,
+//! after checking the calling tenant's grant (`sidecar_programs` in
+//! edge-config): a program the tenant was not granted is refused here and
+//! never reaches the sidecar, which checks its own allowlist again. The
+//! call runs on a blocking thread, so a long program does not hold the
+//! worker thread the component runs on.
+#![deny(missing_docs)]
+
+use edge_sidecar::protocol::{self, Request, Response};
+use std::path::PathBuf;
+use std::sync::Arc;
+use wasmtime::component::{HasData, Linker};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "edge:platform/process-imports",
+        imports: { default: async },
+    });
+}
+
+use generated::edge::platform::process::{self as wit, Error, Output};
+
+/// What one tenant's components may run, and where the sidecar is.
+#[derive(Clone, Debug, Default)]
+pub struct Grant {
+    socket: Option<PathBuf>,
+    programs: Arc<[PathBuf]>,
+}
+
+impl Grant {
+    /// A grant of `programs` through the sidecar at `socket` (`None`: no
+    /// sidecar configured).
+    pub fn new(socket: Option<PathBuf>, programs: Vec<PathBuf>) -> Self {
+        Self {
+            socket,
+            programs: programs.into(),
+        }
+    }
+
+    /// Whether both allow the same.
+    pub fn same(&self, other: &Grant) -> bool {
+        self.socket == other.socket && self.programs == other.programs
+    }
+}
+
+/// Store data that carries a [`Grant`].
+pub trait ProcessView: Send {
+    /// The grant of the component running in this store.
+    fn process(&mut self) -> &Grant;
+}
+
+struct HasProcess;
+
+impl HasData for HasProcess {
+    type Data<'a> = &'a Grant;
+}
+
+/// Adds `edge:platform/process` to a linker.
+pub fn add_to_linker<T: ProcessView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, HasProcess>(linker, |t: &mut T| t.process())
+}
+
+impl wit::Host for &Grant {
+    async fn run(
+        &mut self,
+        program: String,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+        timeout_ms: Option<u32>,
+        max_output: Option<u32>,
+    ) -> Result<Output, Error> {
+        if !self
+            .programs
+            .iter()
+            .any(|p| p.as_os_str() == program.as_str())
+        {
+            return Err(Error::NotAllowed(format!(
+                "{program:?} is not among this tenant's sidecar_programs"
+            )));
+        }
+        let Some(socket) = self.socket.clone() else {
+            return Err(Error::Unavailable("no [sidecar] is configured".into()));
+        };
+        let request = Request {
+            program,
+            args,
+            stdin: protocol::encode(&stdin),
+            timeout_ms: timeout_ms.map(u64::from),
+            max_output: max_output.map(|m| m as usize),
+            metrics: false,
+        };
+        let answer = tokio::task::spawn_blocking(move || protocol::call(&socket, &request))
+            .await
+            .map_err(|e| Error::Failed(format!("sidecar call: {e}")))?;
+        match answer {
+            Ok(Response::Ok(out)) => Ok(Output {
+                exit_code: out.exit_code,
+                stdout: out.stdout_bytes(),
+                stderr: out.stderr_bytes(),
+            }),
+            Ok(Response::Error(e)) => Err(match e.kind.as_str() {
+                protocol::KIND_NOT_ALLOWED => Error::NotAllowed(e.message),
+                protocol::KIND_BAD_PATH => Error::BadPath(e.message),
+                protocol::KIND_NOT_FOUND => Error::NotFound(e.message),
+                protocol::KIND_TIMEOUT => Error::Timeout(e.message),
+                protocol::KIND_OUTPUT_TOO_LARGE => Error::OutputTooLarge(e.message),
+                protocol::KIND_BUSY => Error::Busy(e.message),
+                _ => Error::Failed(e.message),
+            }),
+            Ok(Response::Metrics(_)) => Err(Error::Failed("unexpected answer".into())),
+            Err(e) => {
+                tracing::warn!(error = %e, "the sidecar does not answer");
+                Err(Error::Unavailable(format!(
+                    "the sidecar does not answer: {e}"
+                )))
+            }
+        }
+    }
+}
