@@ -19,11 +19,11 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-mkdir -p "$work/plugins"
+mkdir -p "$work/plugins" "$work/tmp"
 printf 'hs256 billing %s\n' "$(head -c 32 /dev/urandom | base64 -w0)" > "$work/keys"
-mariadb-install-db --no-defaults --user=root --auth-root-authentication-method=normal --datadir="$work/data" >/dev/null
+mariadb-install-db --no-defaults --user=root --auth-root-authentication-method=normal --datadir="$work/data" --tmpdir="$work/tmp" >/dev/null
 EDGE_UDF_KEY_FILE="$work/keys" mariadbd --no-defaults --user=root --skip-networking --datadir="$work/data" \
-  --socket="$work/sock" --plugin-dir="$work/plugins" --pid-file="$work/pid" --log-error="$work/err.log" &
+  --socket="$work/sock" --plugin-dir="$work/plugins" --tmpdir="$work/tmp" --pid-file="$work/pid" --log-error="$work/err.log" &
 pids+=($!)
 for _ in $(seq 100); do mariadb --socket="$work/sock" -u root -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.1; done
 "$EDGE" udf install --socket "$work/sock" >/dev/null

@@ -20,6 +20,10 @@ impl Mariadb {
         let plugins = dir.path().join("plugins");
         std::fs::create_dir_all(&plugins).unwrap();
         let keys = dir.write("udf-keys", key_file);
+        // Its own temporary directory: two bootstraps at once in one /tmp
+        // collide on temporary table names.
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
         let out = Command::new("mariadb-install-db")
             .args([
                 "--no-defaults",
@@ -27,6 +31,8 @@ impl Mariadb {
                 "--auth-root-authentication-method=normal",
             ])
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
+            .env("TMPDIR", &tmp)
             .output()
             .expect("mariadb-install-db (the test command installs mariadb-server)");
         assert!(
@@ -39,6 +45,7 @@ impl Mariadb {
             .arg(format!("--datadir={}", data.display()))
             .arg(format!("--socket={}", dir.path().join("sock").display()))
             .arg(format!("--plugin-dir={}", plugins.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--pid-file={}", dir.path().join("pid").display()))
             .arg(format!(
                 "--log-error={}",
