@@ -160,7 +160,7 @@ impl Room {
             return Err(MixError::TooLong { len, window });
         }
         let channels = usize::from(self.config.channels);
-        if len % channels != 0 || at % channels as u64 != 0 {
+        if !len.is_multiple_of(channels) || !at.is_multiple_of(channels as u64) {
             return Err(MixError::PartialFrame {
                 len,
                 channels: self.config.channels,
