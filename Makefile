@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/edge/target
 CARGO ?= cargo
-COMPONENTS := echo fixtures probe rewriter signer
+COMPONENTS := echo fixtures probe rewriter signer codec
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
 .PHONY: run test setup components host lint bench-host bench-rewrite-engine bench-rewriter bench-udf clean
@@ -25,9 +25,9 @@ run: components host
 
 test: components host
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer -- -D warnings
-	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -p probe -p rewriter -p signer -- -D warnings
-	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer
+	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer --exclude codec -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -p probe -p rewriter -p signer -p codec -- -D warnings
+	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer --exclude codec
 
 bench-host: components host
 	./bench/host.sh

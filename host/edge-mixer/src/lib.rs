@@ -26,6 +26,9 @@
 //! ```
 #![deny(missing_docs)]
 
+mod wit;
+pub use wit::{MixerGrant, MixerView, add_to_linker};
+
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering::Relaxed};

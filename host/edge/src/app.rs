@@ -31,6 +31,8 @@ pub struct Runtime {
     pub sessions: SessionRegistry,
     /// Key-value store files, each opened once while any config grants it.
     pub kv: edge_keyvalue::Registry,
+    /// Mixing rooms, kept across reloads.
+    pub mixer: Arc<edge_mixer::Mixer>,
     _ticker: EpochTicker,
 }
 
@@ -59,6 +61,7 @@ impl Runtime {
             metrics: Arc::default(),
             sessions: SessionRegistry::default(),
             kv,
+            mixer: Arc::default(),
         })
     }
 }
@@ -312,6 +315,7 @@ fn build_target(
             sidecar.map(|s| s.socket.clone()),
             tenant.sidecar_programs.clone(),
         ),
+        mixer: edge_mixer::MixerGrant::new(rt.mixer.clone(), &tenant.name),
     };
     let sessions = match (&component.mode, &prep) {
         (InstanceMode::Session(settings), Ok(p)) => {
@@ -349,6 +353,8 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;
+    // Rooms are per tenant; a component sees only its tenant's.
+    edge_mixer::add_to_linker(&mut linker)?;
     let pre = linker.instantiate_pre(&compiled).map_err(anyhow::Error::from).with_context(|| {
         format!(
             "linking component {:?}: it imports something not granted to it (variables grant wasi:config/store, key_value_stores grant wasi:keyvalue)",

@@ -24,6 +24,8 @@ pub struct StoreSpec {
     pub kv: Grants,
     /// Sidecar programs the tenant may run.
     pub process: edge_process::Grant,
+    /// The tenant's mixing rooms.
+    pub mixer: edge_mixer::MixerGrant,
 }
 
 impl StoreSpec {
@@ -47,6 +49,7 @@ pub struct HostState {
     variables: Variables,
     kv: Grants,
     process: edge_process::Grant,
+    mixer: edge_mixer::MixerGrant,
     /// The memory cap, read by the store's limiter.
     pub limiter: MemoryCap,
     /// When the current request must be done; read at each epoch tick.
@@ -107,6 +110,7 @@ impl HostState {
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),
             process: spec.process.clone(),
+            mixer: spec.mixer.clone(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
                 hit: false,
@@ -154,5 +158,11 @@ impl KeyValueView for HostState {
 impl edge_process::ProcessView for HostState {
     fn process(&mut self) -> &edge_process::Grant {
         &self.process
+    }
+}
+
+impl edge_mixer::MixerView for HostState {
+    fn mixer(&mut self) -> &edge_mixer::MixerGrant {
+        &self.mixer
     }
 }

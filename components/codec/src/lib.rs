@@ -1,0 +1,364 @@
+//! The codec worker of a group-singing room (`wasi:http/proxy`). Each
+//! singer's session is pinned to one instance, which keeps that singer's
+//! Opus encoder and decoder (`opus-rs`); the shared mixing buffer and the
+//! room state live in the host (`edge:platform/mixer`).
+//!
+//! # Protocol
+//!
+//! Paths after the component's route (`spin-path-info`):
+//!
+//! | request | does |
+//! |---|---|
+//! | `POST /ROOM/SESSION/join?name=NAME` | joins; answers the room state (JSON) |
+//! | `POST /ROOM/SESSION/leave` | leaves; answers the room state |
+//! | `POST /ROOM/SESSION/lead?song_start=N` | becomes the leader, sets the song start (sample position) |
+//! | `GET /ROOM/state` | the room state |
+//! | `POST /ROOM/SESSION/chunk?write_at=W&read_at=R&read_frames=K` | see below |
+//!
+//! A chunk's body is the Opus packets the singer recorded, one per frame
+//! (20 ms by default), each as a 2-byte big-endian length and the packet.
+//! They are decoded with the session's decoder and added to the room's mix
+//! from sample position `W`; then `K` frames of the mix from position `R`
+//! are encoded with the session's encoder. The answer
+//! (`application/octet-stream`) is a 4-byte big-endian length, that many
+//! bytes of JSON (`{"state": {...}, "concealed": N, "frames": K}`), then
+//! the `K` packets, each length-prefixed like the request's.
+//!
+//! A packet that does not decode (corrupt, truncated, the wrong frame
+//! size) is concealed (Opus packet-loss concealment) and counted in
+//! `concealed`, never a trap. Offsets outside the room's window: 409 with
+//! the window. Unknown room: it is opened by the first join or chunk.
+//!
+//! Layout, fixed for now: 48 kHz mono, 20 ms frames (960 samples), a
+//! 60 s window; the encoder at 64 kb/s, complexity 5. (Per-room settings
+//! are the next step: issue 5.)
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "edge:platform/codec-imports",
+        generate_all,
+    });
+}
+
+use bindings::edge::platform::mixer::{self, RoomState};
+use opus_rs::{Application, OpusDecoder, OpusEncoder};
+use serde_json::{Value, json};
+use std::cell::RefCell;
+use wasi::http::types::{
+    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
+
+/// Largest request body.
+const MAX_BODY: usize = 1 << 20;
+/// Largest Opus packet (RFC 6716: 1275 bytes per frame).
+const MAX_PACKET: usize = 1275;
+
+/// Session settings (see the module docs).
+#[derive(Clone, Copy)]
+struct Layout {
+    sample_rate: u32,
+    channels: u16,
+    frame: usize,
+    window_frames: u32,
+    bitrate: i32,
+    complexity: i32,
+}
+
+fn layout() -> Layout {
+    Layout {
+        sample_rate: 48_000,
+        channels: 1,
+        frame: 960,
+        window_frames: 3_000,
+        bitrate: 64_000,
+        complexity: 5,
+    }
+}
+
+/// One singer's codec state, alive as long as the session's instance.
+struct Session {
+    room: String,
+    id: String,
+    encoder: OpusEncoder,
+    decoder: OpusDecoder,
+}
+
+thread_local! {
+    static SESSION: RefCell<Option<Session>> = const { RefCell::new(None) };
+}
+
+struct Codec;
+
+impl wasi::exports::http::incoming_handler::Guest for Codec {
+    fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let headers = request.headers().entries();
+        let full = headers
+            .iter()
+            .find(|(n, _)| n == "spin-path-info")
+            .and_then(|(_, v)| String::from_utf8(v.clone()).ok())
+            .unwrap_or_else(|| request.path_with_query().unwrap_or_default());
+        let query = request
+            .path_with_query()
+            .and_then(|p| p.split_once('?').map(|(_, q)| q.to_string()))
+            .unwrap_or_default();
+        let path = full.split('?').next().unwrap_or("").to_string();
+        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let method = request.method();
+        let answer = match (&method, parts.as_slice()) {
+            (Method::Get, [room, "state"]) => state_of(room),
+            (Method::Post, [room, session, "join"]) => {
+                join(room, session, &param(&query, "name").unwrap_or_default())
+            }
+            (Method::Post, [room, session, "leave"]) => json_answer(mixer::leave(room, session)),
+            (Method::Post, [room, session, "lead"]) => {
+                let start = param(&query, "song_start").and_then(|v| v.parse().ok());
+                json_answer(mixer::lead(room, session, start))
+            }
+            (Method::Post, [room, session, "chunk"]) => match read_body(request) {
+                Ok(body) => chunk(room, session, &query, &body),
+                Err(e) => error(400, &e),
+            },
+            _ => error(
+                404,
+                &format!("no endpoint {method:?} {path} (see the codec protocol in docs/CODEC.md)"),
+            ),
+        };
+        respond(out, answer);
+    }
+}
+
+wasi::http::proxy::export!(Codec);
+
+/// Status, content type, body.
+type Answer = (u16, &'static str, Vec<u8>);
+
+fn error(status: u16, message: &str) -> Answer {
+    (
+        status,
+        "application/json",
+        json!({"error": message}).to_string().into_bytes(),
+    )
+}
+
+fn state_json(s: &RoomState) -> Value {
+    json!({
+        "members": s.members.iter().map(|m| json!({"session": m.session, "name": m.name})).collect::<Vec<_>>(),
+        "leader": s.leader,
+        "song_start": s.song_start,
+        "sample_rate": s.sample_rate,
+        "channels": s.channels,
+    })
+}
+
+fn mixer_error(e: mixer::Error) -> Answer {
+    match e {
+        mixer::Error::OutsideWindow(m) => error(409, &m),
+        mixer::Error::BadInput(m) => error(400, &m),
+        mixer::Error::UnknownRoom(m) => error(404, &m),
+    }
+}
+
+fn json_answer(r: Result<RoomState, mixer::Error>) -> Answer {
+    match r {
+        Ok(s) => (
+            200,
+            "application/json",
+            state_json(&s).to_string().into_bytes(),
+        ),
+        Err(e) => mixer_error(e),
+    }
+}
+
+fn open(room: &str) -> Result<RoomState, mixer::Error> {
+    let l = layout();
+    mixer::open_room(
+        room,
+        l.sample_rate,
+        l.channels,
+        l.frame as u32,
+        l.window_frames,
+    )
+}
+
+fn state_of(room: &str) -> Answer {
+    json_answer(mixer::state(room))
+}
+
+fn join(room: &str, session: &str, name: &str) -> Answer {
+    if let Err(e) = open(room) {
+        return mixer_error(e);
+    }
+    json_answer(mixer::join(
+        room,
+        session,
+        if name.is_empty() { session } else { name },
+    ))
+}
+
+/// The session's codec state, created on first use (or when the instance
+/// is asked to serve another session after a restart).
+fn with_session<R>(room: &str, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<R, String> {
+    SESSION.with_borrow_mut(|slot| {
+        if slot.as_ref().is_none_or(|s| s.room != room || s.id != id) {
+            let l = layout();
+            let mut encoder =
+                OpusEncoder::new(l.sample_rate as i32, l.channels.into(), Application::Audio)
+                    .map_err(|e| format!("encoder: {e}"))?;
+            encoder.bitrate_bps = l.bitrate;
+            encoder.complexity = l.complexity;
+            let decoder = OpusDecoder::new(l.sample_rate as i32, l.channels.into())
+                .map_err(|e| format!("decoder: {e}"))?;
+            *slot = Some(Session {
+                room: room.into(),
+                id: id.into(),
+                encoder,
+                decoder,
+            });
+        }
+        Ok(f(slot.as_mut().expect("just set")))
+    })
+}
+
+fn chunk(room: &str, session: &str, query: &str, body: &[u8]) -> Answer {
+    let num = |name: &str| param(query, name).and_then(|v| v.parse::<u64>().ok());
+    let (Some(write_at), Some(read_at), Some(read_frames)) =
+        (num("write_at"), num("read_at"), num("read_frames"))
+    else {
+        return error(
+            400,
+            "chunk needs write_at, read_at and read_frames (whole numbers)",
+        );
+    };
+    let l = layout();
+    if read_frames > 500 {
+        return error(400, "read_frames is at most 500 (10 s of 20 ms frames)");
+    }
+    let packets = match split_packets(body) {
+        Ok(p) => p,
+        Err(e) => return error(400, &e),
+    };
+    if let Err(e) = open(room) {
+        return mixer_error(e);
+    }
+    let frame_samples = l.frame * usize::from(l.channels);
+    let result = with_session(room, session, |s| {
+        // Decode: every packet becomes exactly one frame, concealed if bad.
+        let mut pcm = vec![0.0f32; packets.len() * frame_samples];
+        let mut concealed = 0;
+        for (p, out) in packets.iter().zip(pcm.chunks_mut(frame_samples)) {
+            match s.decoder.decode(p, l.frame, out) {
+                Ok(n) if n == l.frame => {}
+                _ => {
+                    concealed += 1;
+                    let _ = s.decoder.decode(&[], l.frame, out);
+                }
+            }
+        }
+        if !pcm.is_empty() {
+            mixer::write(room, write_at, &pcm)?;
+        }
+        let mix = mixer::read(room, read_at, (read_frames as usize * frame_samples) as u32)?;
+        let mut encoded = Vec::with_capacity(read_frames as usize);
+        let mut buf = vec![0u8; MAX_PACKET];
+        for frame in mix.chunks(frame_samples) {
+            let n = s.encoder.encode(frame, l.frame, &mut buf).unwrap_or(0);
+            encoded.push(buf[..n].to_vec());
+        }
+        Ok::<_, mixer::Error>((concealed, encoded))
+    });
+    let (concealed, encoded) = match result {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return mixer_error(e),
+        Err(e) => return error(500, &e),
+    };
+    let state = match mixer::state(room) {
+        Ok(s) => state_json(&s),
+        Err(e) => return mixer_error(e),
+    };
+    let head = json!({"state": state, "concealed": concealed, "frames": encoded.len()}).to_string();
+    let mut body =
+        Vec::with_capacity(4 + head.len() + encoded.iter().map(|p| p.len() + 2).sum::<usize>());
+    body.extend_from_slice(&(head.len() as u32).to_be_bytes());
+    body.extend_from_slice(head.as_bytes());
+    for p in &encoded {
+        body.extend_from_slice(&(p.len() as u16).to_be_bytes());
+        body.extend_from_slice(p);
+    }
+    (200, "application/octet-stream", body)
+}
+
+/// Splits a body of 2-byte-length-prefixed packets.
+fn split_packets(mut body: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        if body.len() < 2 {
+            return Err(format!(
+                "packet {}: a length needs 2 bytes, 1 is left",
+                out.len() + 1
+            ));
+        }
+        let n = u16::from_be_bytes([body[0], body[1]]) as usize;
+        if n > MAX_PACKET {
+            return Err(format!(
+                "packet {}: {n} bytes, more than an Opus packet holds ({MAX_PACKET})",
+                out.len() + 1
+            ));
+        }
+        if body.len() < 2 + n {
+            return Err(format!(
+                "packet {}: {n} bytes announced, {} left",
+                out.len() + 1,
+                body.len() - 2
+            ));
+        }
+        out.push(&body[2..2 + n]);
+        body = &body[2 + n..];
+    }
+    Ok(out)
+}
+
+fn param(query: &str, name: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.replace("%20", " "))
+}
+
+fn read_body(request: IncomingRequest) -> Result<Vec<u8>, String> {
+    let body = request.consume().map_err(|_| "no request body")?;
+    let stream = body.stream().map_err(|_| "no request body")?;
+    let mut out = Vec::new();
+    loop {
+        match stream.blocking_read(64 * 1024) {
+            Ok(chunk) => {
+                out.extend_from_slice(&chunk);
+                if out.len() > MAX_BODY {
+                    return Err(format!("the body is over {MAX_BODY} bytes"));
+                }
+            }
+            Err(wasi::io::streams::StreamError::Closed) => return Ok(out),
+            Err(_) => return Err("the request body broke off".into()),
+        }
+    }
+}
+
+fn respond(out: ResponseOutparam, (status, content_type, body): Answer) {
+    let fields = Fields::new();
+    let _ = fields.set("content-type", &[content_type.as_bytes().to_vec()]);
+    let response = OutgoingResponse::new(fields);
+    let _ = response.set_status_code(status);
+    let Ok(outgoing) = response.body() else {
+        return;
+    };
+    ResponseOutparam::set(out, Ok(response));
+    if let Ok(stream) = outgoing.write() {
+        for piece in body.chunks(4096) {
+            if stream.blocking_write_and_flush(piece).is_err() {
+                break;
+            }
+        }
+    }
+    let _ = OutgoingBody::finish(outgoing, None);
+}
