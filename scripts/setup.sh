@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing need, once: the Rust toolchain's
 # wasm32-wasip2 target and clippy/rustfmt, and the Debian packages tests use
-# (PyJWT as the independent JWT implementation). Safe to run again.
+# (PyJWT as the independent JWT implementation, MariaDB for the UDFs,
+# opus-tools as the reference Opus implementation). Safe to run again.
 set -euo pipefail
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Debian packages the tests need, by a file each provides.
@@ -10,6 +11,7 @@ missing=()
 [ -e /usr/lib/python3/dist-packages/cryptography/__init__.py ] || missing+=(python3-cryptography)
 command -v cc >/dev/null || missing+=(build-essential)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
+command -v opusdec >/dev/null || missing+=(opus-tools)
 if [ ${#missing[@]} -gt 0 ]; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -2,6 +2,8 @@
 //! into a temporary directory, starts the real `edge` binary on ephemeral
 //! ports, and talks to it over loopback HTTP.
 
+pub mod ogg;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -64,6 +66,12 @@ impl TempDir {
     /// Its path.
     pub fn path(&self) -> &Path {
         &self.0
+    }
+    /// Writes bytes to a file inside it and returns the file's path.
+    pub fn write_bytes(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, bytes).expect("write test file");
+        p
     }
     /// Writes a file inside it and returns the file's path.
     pub fn write(&self, name: &str, text: &str) -> PathBuf {
