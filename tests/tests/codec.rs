@@ -314,3 +314,58 @@ async fn interoperates_with_libopus_both_ways() {
     eprintln!("libopus -> component -> libopus: SNR {quality:.1} dB");
     assert!(quality > INTEROP_SNR_DB, "SNR {quality:.1} dB");
 }
+
+#[tokio::test]
+async fn each_session_keeps_its_codec_state_until_evicted_and_sessions_are_capped() {
+    let edge_toml = EDGE.replace(
+        "session_key = \"path:3\"",
+        "session_key = \"path:3\"\nidle_timeout_ms = 400\nmax_sessions = 2",
+    );
+    let edge = Edge::start(&spin(), &edge_toml);
+    let (s, _, _) = chunk(
+        &edge,
+        "st/w/chunk?write_at=0&read_at=0&read_frames=0",
+        packets(&tone(440.0, 0.3, 10, 0)),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let window = "read_at=0&read_frames=10&write_at=0";
+    let read = |session: &'static str| {
+        let edge = &edge;
+        async move {
+            chunk_packets(edge, &format!("st/{session}/chunk?{window}"), Vec::new())
+                .await
+                .3
+        }
+    };
+    let first = read("a").await;
+    let again = read("a").await;
+    assert_ne!(
+        first, again,
+        "the same session's encoder carried its state on"
+    );
+    // The cap: "w" and "a" are live; a third session is refused.
+    let (s, body) = request(
+        &client(),
+        "POST",
+        &format!("{}/codec/st/c/chunk?{window}", edge.url),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(s, 503, "{body}");
+    assert!(body.contains("session capacity reached"), "{body}");
+    // Idle sessions go; a fresh one starts from a fresh encoder, which
+    // encodes the window exactly as "a" did the first time.
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    assert_eq!(
+        read("b").await,
+        first,
+        "a fresh session's encoder starts afresh"
+    );
+    assert_eq!(
+        read("a").await,
+        first,
+        "\"a\" was evicted and started afresh"
+    );
+}
