@@ -7,7 +7,7 @@ CARGO ?= cargo
 COMPONENTS := echo fixtures probe rewriter signer codec
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host lint bench-host bench-rewrite-engine bench-rewriter bench-udf clean
+.PHONY: run test setup components host lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec clean
 
 setup:
 	@./scripts/setup.sh
@@ -40,6 +40,9 @@ bench-rewriter: components host
 
 bench-udf: components host
 	./bench/udf.sh
+
+bench-codec: components host
+	./bench/codec.sh
 
 clean:
 	rm -rf build .edge-data

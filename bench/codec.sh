@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Codec worker under N simulated singers (bench/codec-load): one request per
+# singer per second carrying 1 s of Opus audio, each waiting for its
+# answer; prints, per N, how many answers missed the real-time deadline.
+#
+#   make bench-codec            (SECONDS=10 SINGERS="50 100 200 400")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
+SECONDS_PER_RUN=${SECONDS:-10}
+SINGERS=${SINGERS:-"50 100 200 400"}
+cargo build --release -q -p codec-load
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+cat > "$work/spin.toml" <<TOML
+spin_manifest_version = 2
+[application]
+name = "bench"
+[[trigger.http]]
+route = "/codec/..."
+component = "codec"
+[component.codec]
+source = "$PWD/build/components/codec.wasm"
+TOML
+cat > "$work/edge.toml" <<TOML
+app = "spin.toml"
+[server]
+listen = "127.0.0.1:18380"
+admin_listen = "127.0.0.1:18389"
+data_dir = "$HOME/.cache/edge/bench-data"
+watch_interval_ms = 0
+[pool]
+total_component_instances = 2000
+[[tenant]]
+name = "bench"
+hosts = ["*"]
+components = ["*"]
+[component.codec]
+instance = "session"
+session_key = "path:3"
+max_sessions = 2000
+idle_timeout_ms = 5000
+TOML
+EDGE_LOG=error "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml" >/dev/null &
+pids+=($!)
+for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18380/codec/r/state && break; sleep 0.1; done
+echo "codec worker, $SECONDS_PER_RUN s per run, 1 request per singer per second (1 s of 48 kHz mono Opus in, 1 s of mix out), 2 cores shared with the load generator"
+"$CARGO_TARGET_DIR/release/codec-load" http://127.0.0.1:18380 "$SECONDS_PER_RUN" $SINGERS
