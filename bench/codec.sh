@@ -3,11 +3,11 @@
 # singer per second carrying 1 s of Opus audio, each waiting for its
 # answer; prints, per N, how many answers missed the real-time deadline.
 #
-#   make bench-codec            (SECONDS=10 SINGERS="50 100 200 400")
+#   make bench-codec            (DURATION_S=10 SINGERS="50 100 200 400")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
-SECONDS_PER_RUN=${SECONDS:-10}
+SECONDS_PER_RUN=${DURATION_S:-10}
 SINGERS=${SINGERS:-"50 100 200 400"}
 cargo build --release -q -p codec-load
 work=$(mktemp -d)

@@ -46,6 +46,7 @@ async fn main() {
     }
     let url = args[1].trim_end_matches('/').to_string();
     let seconds: u64 = args[2].parse().expect("SECONDS");
+    assert!(seconds > 0, "SECONDS must be at least 1");
     let body = audio_packets();
     println!("| singers | requests | missed deadline | errors | p50 ms | p99 ms |");
     println!("|---|---|---|---|---|---|");
