@@ -369,3 +369,95 @@ async fn each_session_keeps_its_codec_state_until_evicted_and_sessions_are_cappe
         "\"a\" was evicted and started afresh"
     );
 }
+
+#[tokio::test]
+async fn rooms_take_their_settings_from_the_first_join() {
+    let edge = Edge::start(&spin(), EDGE);
+    let c = client();
+    let join = |q: &str| format!("{}/codec/quiet/{q}", edge.url);
+    let (s, body) = request(
+        &c,
+        "POST",
+        &join("a/join?name=A&sample_rate=24000&frame_ms=10&bitrate=32000&complexity=2"),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let state: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        state["settings"],
+        serde_json::json!({"sample_rate": 24000, "channels": 1, "frame_samples": 240, "window_frames": 6000, "bitrate": 32000, "complexity": 2})
+    );
+    // A later join may leave the settings out, not contradict them.
+    let (s, _) = request(&c, "POST", &join("b/join?name=B"), &[], Bytes::new()).await;
+    assert_eq!(s, 200);
+    let (s, body) = request(
+        &c,
+        "POST",
+        &join("c/join?sample_rate=48000"),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(s, 409, "{body}");
+    assert!(body.contains("exists with other settings"), "{body}");
+    let (s, body) = request(
+        &c,
+        "POST",
+        &format!("{}/codec/other/a/join?frame_ms=25", edge.url),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("frame_ms 25: allowed 10, 20, 40, 60"),
+        "{body}"
+    );
+
+    // The room's sessions code at its rate and frame size: 10 ms at 24 kHz.
+    let mut enc = OpusEncoder::new(24_000, 1, Application::Audio).unwrap();
+    let pcm: Vec<f32> = (0..240 * 20)
+        .map(|i| 0.3 * (i as f32 * 0.05).sin())
+        .collect();
+    let mut body = Vec::new();
+    let mut buf = [0u8; 1275];
+    for frame in pcm.chunks(240) {
+        let n = enc.encode(frame, 240, &mut buf).unwrap();
+        body.extend_from_slice(&(n as u16).to_be_bytes());
+        body.extend_from_slice(&buf[..n]);
+    }
+    let url = format!(
+        "{}/codec/quiet/a/chunk?write_at=0&read_at=0&read_frames=20",
+        edge.url
+    );
+    let req = http::Request::post(&url)
+        .body(http_body_util::Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = client().request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let n = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+    let head: serde_json::Value = serde_json::from_slice(&bytes[4..4 + n]).unwrap();
+    assert_eq!(
+        (head["frames"].as_u64(), head["concealed"].as_u64()),
+        (Some(20), Some(0)),
+        "{head}"
+    );
+    let mut dec = OpusDecoder::new(24_000, 1).unwrap();
+    let mut rest = &bytes[4 + n..];
+    let mut out = vec![0.0; 240];
+    while !rest.is_empty() {
+        let len = u16::from_be_bytes([rest[0], rest[1]]) as usize;
+        assert_eq!(
+            dec.decode(&rest[2..2 + len], 240, &mut out).unwrap(),
+            240,
+            "10 ms frames at 24 kHz"
+        );
+        rest = &rest[2 + len..];
+    }
+}

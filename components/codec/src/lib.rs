@@ -9,7 +9,7 @@
 //!
 //! | request | does |
 //! |---|---|
-//! | `POST /ROOM/SESSION/join?name=NAME` | joins; answers the room state (JSON) |
+//! | `POST /ROOM/SESSION/join?name=NAME[&settings]` | joins (creating the room with the settings); answers the room state (JSON) |
 //! | `POST /ROOM/SESSION/leave` | leaves; answers the room state |
 //! | `POST /ROOM/SESSION/lead?song_start=N` | becomes the leader, sets the song start (sample position) |
 //! | `GET /ROOM/state` | the room state |
@@ -29,9 +29,12 @@
 //! `concealed`, never a trap. Offsets outside the room's window: 409 with
 //! the window. Unknown room: it is opened by the first join or chunk.
 //!
-//! Layout, fixed for now: 48 kHz mono, 20 ms frames (960 samples), a
-//! 60 s window; the encoder at 64 kb/s, complexity 4. (Per-room settings
-//! are the next step: issue 5.) Complexity 5 and up turn on CELT's pitch
+//! Room settings, given on the join that creates the room (query
+//! parameters; later joins may repeat them or leave them out):
+//! `sample_rate` (48000; 8000, 12000, 16000, 24000 or 48000), `channels`
+//! (1 or 2), `frame_ms` (20; 10, 20, 40 or 60), `bitrate` (64000;
+//! 6000-510000) and `complexity` (4; 0-10). The window is 60 s. A chunk for
+//! a room nobody joined creates it with the defaults. Complexity 5 and up turn on CELT's pitch
 //! pre-filter, whose correlation search is half of all encoding time in
 //! wasm (no SIMD kernel in opus-rs there): at 4 this machine holds 200
 //! simulated singers without a missed deadline, at 5 about 90.
@@ -41,10 +44,11 @@ mod bindings {
         path: "../../wit",
         world: "edge:platform/codec-imports",
         generate_all,
+        additional_derives: [PartialEq],
     });
 }
 
-use bindings::edge::platform::mixer::{self, RoomState};
+use bindings::edge::platform::mixer::{self, RoomSettings, RoomState};
 use opus_rs::{Application, OpusDecoder, OpusEncoder};
 use serde_json::{Value, json};
 use std::cell::RefCell;
@@ -54,35 +58,93 @@ use wasi::http::types::{
 
 /// Largest request body.
 const MAX_BODY: usize = 1 << 20;
-/// Largest Opus packet (RFC 6716: 1275 bytes per frame).
-const MAX_PACKET: usize = 1275;
+/// Largest Opus packet accepted: 1,275 bytes per 20 ms (RFC 6716), for
+/// frames of up to 60 ms.
+const MAX_PACKET: usize = 3 * 1275;
 
-/// Session settings (see the module docs).
-#[derive(Clone, Copy)]
+/// A room's settings as this component uses them.
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Layout {
     sample_rate: u32,
     channels: u16,
+    /// Samples per channel in one frame.
     frame: usize,
-    window_frames: u32,
     bitrate: i32,
     complexity: i32,
 }
 
-fn layout() -> Layout {
-    Layout {
-        sample_rate: 48_000,
-        channels: 1,
-        frame: 960,
-        window_frames: 3_000,
-        bitrate: 64_000,
-        complexity: 4,
+impl Layout {
+    fn of(s: &RoomSettings) -> Self {
+        Self {
+            sample_rate: s.sample_rate,
+            channels: s.channels,
+            frame: s.frame_samples as usize,
+            bitrate: s.bitrate as i32,
+            complexity: i32::from(s.complexity),
+        }
     }
+}
+
+/// Room settings from a join's query (defaults where absent), checked.
+fn settings_from(query: &str) -> Result<(RoomSettings, bool), String> {
+    let get = |name: &str| param(query, name);
+    let given = [
+        "sample_rate",
+        "channels",
+        "frame_ms",
+        "bitrate",
+        "complexity",
+    ]
+    .iter()
+    .any(|n| get(n).is_some());
+    let num = |name: &str, default: u32| -> Result<u32, String> {
+        match get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("{name} is {v:?}, not a whole number")),
+        }
+    };
+    let sample_rate = num("sample_rate", 48_000)?;
+    if ![8_000, 12_000, 16_000, 24_000, 48_000].contains(&sample_rate) {
+        return Err(format!(
+            "sample_rate {sample_rate}: allowed 8000, 12000, 16000, 24000, 48000"
+        ));
+    }
+    let channels = num("channels", 1)?;
+    if !(1..=2).contains(&channels) {
+        return Err(format!("channels {channels}: allowed 1 or 2"));
+    }
+    let frame_ms = num("frame_ms", 20)?;
+    if ![10, 20, 40, 60].contains(&frame_ms) {
+        return Err(format!("frame_ms {frame_ms}: allowed 10, 20, 40, 60"));
+    }
+    let bitrate = num("bitrate", 64_000)?;
+    if !(6_000..=510_000).contains(&bitrate) {
+        return Err(format!("bitrate {bitrate}: allowed 6000 to 510000"));
+    }
+    let complexity = num("complexity", 4)?;
+    if complexity > 10 {
+        return Err(format!("complexity {complexity}: allowed 0 to 10"));
+    }
+    Ok((
+        RoomSettings {
+            sample_rate,
+            channels: channels as u16,
+            frame_samples: sample_rate / 1000 * frame_ms,
+            window_frames: 60_000 / frame_ms,
+            bitrate,
+            complexity: complexity as u8,
+        },
+        given,
+    ))
 }
 
 /// One singer's codec state, alive as long as the session's instance.
 struct Session {
     room: String,
     id: String,
+    layout: Layout,
     encoder: OpusEncoder,
     decoder: OpusDecoder,
 }
@@ -110,9 +172,7 @@ impl wasi::exports::http::incoming_handler::Guest for Codec {
         let method = request.method();
         let answer = match (&method, parts.as_slice()) {
             (Method::Get, [room, "state"]) => state_of(room),
-            (Method::Post, [room, session, "join"]) => {
-                join(room, session, &param(&query, "name").unwrap_or_default())
-            }
+            (Method::Post, [room, session, "join"]) => join(room, session, &query),
             (Method::Post, [room, session, "leave"]) => json_answer(mixer::leave(room, session)),
             (Method::Post, [room, session, "lead"]) => {
                 let start = param(&query, "song_start").and_then(|v| v.parse().ok());
@@ -149,8 +209,14 @@ fn state_json(s: &RoomState) -> Value {
         "members": s.members.iter().map(|m| json!({"session": m.session, "name": m.name})).collect::<Vec<_>>(),
         "leader": s.leader,
         "song_start": s.song_start,
-        "sample_rate": s.sample_rate,
-        "channels": s.channels,
+        "settings": {
+            "sample_rate": s.settings.sample_rate,
+            "channels": s.settings.channels,
+            "frame_samples": s.settings.frame_samples,
+            "window_frames": s.settings.window_frames,
+            "bitrate": s.settings.bitrate,
+            "complexity": s.settings.complexity,
+        },
     })
 }
 
@@ -173,38 +239,60 @@ fn json_answer(r: Result<RoomState, mixer::Error>) -> Answer {
     }
 }
 
-fn open(room: &str) -> Result<RoomState, mixer::Error> {
-    let l = layout();
-    mixer::open_room(
-        room,
-        l.sample_rate,
-        l.channels,
-        l.frame as u32,
-        l.window_frames,
-    )
-}
-
 fn state_of(room: &str) -> Answer {
     json_answer(mixer::state(room))
 }
 
-fn join(room: &str, session: &str, name: &str) -> Answer {
-    if let Err(e) = open(room) {
-        return mixer_error(e);
+fn join(room: &str, session: &str, query: &str) -> Answer {
+    let (settings, given) = match settings_from(query) {
+        Ok(s) => s,
+        Err(e) => return error(400, &e),
+    };
+    let state = match mixer::open_room(room, settings) {
+        Ok(s) => s,
+        Err(e) => return mixer_error(e),
+    };
+    if given && state.settings != settings {
+        return error(
+            409,
+            &format!(
+                "room {room:?} exists with other settings: {}",
+                state_json(&state)["settings"]
+            ),
+        );
     }
+    let name = param(query, "name").unwrap_or_default();
     json_answer(mixer::join(
         room,
         session,
-        if name.is_empty() { session } else { name },
+        if name.is_empty() { session } else { &name },
     ))
+}
+
+/// The room's state, creating the room with the defaults if nobody has.
+fn room_state(room: &str) -> Result<RoomState, mixer::Error> {
+    match mixer::state(room) {
+        Err(mixer::Error::UnknownRoom(_)) => {
+            let (defaults, _) = settings_from("").expect("the defaults are valid");
+            mixer::open_room(room, defaults)
+        }
+        other => other,
+    }
 }
 
 /// The session's codec state, created on first use (or when the instance
 /// is asked to serve another session after a restart).
-fn with_session<R>(room: &str, id: &str, f: impl FnOnce(&mut Session) -> R) -> Result<R, String> {
+fn with_session<R>(
+    room: &str,
+    id: &str,
+    l: Layout,
+    f: impl FnOnce(&mut Session) -> R,
+) -> Result<R, String> {
     SESSION.with_borrow_mut(|slot| {
-        if slot.as_ref().is_none_or(|s| s.room != room || s.id != id) {
-            let l = layout();
+        if slot
+            .as_ref()
+            .is_none_or(|s| s.room != room || s.id != id || s.layout != l)
+        {
             let mut encoder =
                 OpusEncoder::new(l.sample_rate as i32, l.channels.into(), Application::Audio)
                     .map_err(|e| format!("encoder: {e}"))?;
@@ -215,6 +303,7 @@ fn with_session<R>(room: &str, id: &str, f: impl FnOnce(&mut Session) -> R) -> R
             *slot = Some(Session {
                 room: room.into(),
                 id: id.into(),
+                layout: l,
                 encoder,
                 decoder,
             });
@@ -233,19 +322,19 @@ fn chunk(room: &str, session: &str, query: &str, body: &[u8]) -> Answer {
             "chunk needs write_at, read_at and read_frames (whole numbers)",
         );
     };
-    let l = layout();
     if read_frames > 500 {
-        return error(400, "read_frames is at most 500 (10 s of 20 ms frames)");
+        return error(400, "read_frames is at most 500");
     }
     let packets = match split_packets(body) {
         Ok(p) => p,
         Err(e) => return error(400, &e),
     };
-    if let Err(e) = open(room) {
-        return mixer_error(e);
-    }
+    let l = match room_state(room) {
+        Ok(s) => Layout::of(&s.settings),
+        Err(e) => return mixer_error(e),
+    };
     let frame_samples = l.frame * usize::from(l.channels);
-    let result = with_session(room, session, |s| {
+    let result = with_session(room, session, l, |s| {
         // Decode: every packet becomes exactly one frame, concealed if bad.
         let mut pcm = vec![0.0f32; packets.len() * frame_samples];
         let mut concealed = 0;

@@ -52,6 +52,10 @@ pub struct RoomConfig {
     pub chunk_frames: u32,
     /// Chunks in the ring: the window (3,000 × 20 ms = 60 s).
     pub chunks: u32,
+    /// Encoder bitrate for the room's codec sessions (bits per second).
+    pub bitrate: u32,
+    /// Encoder complexity for the room's codec sessions (0-10).
+    pub complexity: u8,
 }
 
 impl Default for RoomConfig {
@@ -61,6 +65,8 @@ impl Default for RoomConfig {
             channels: 1,
             chunk_frames: 960,
             chunks: 3_000,
+            bitrate: 64_000,
+            complexity: 4,
         }
     }
 }
@@ -327,10 +333,9 @@ mod tests {
 
     fn small() -> RoomConfig {
         RoomConfig {
-            sample_rate: 48_000,
-            channels: 1,
             chunk_frames: 4,
             chunks: 8,
+            ..RoomConfig::default()
         }
     }
 

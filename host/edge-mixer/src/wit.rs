@@ -11,7 +11,7 @@ mod generated {
     });
 }
 
-use generated::edge::platform::mixer::{self as api, Error, Member};
+use generated::edge::platform::mixer::{self as api, Error, Member, RoomSettings};
 
 /// Longest room name.
 const MAX_ROOM: usize = 128;
@@ -78,8 +78,17 @@ fn wire_state(room: &crate::Room, s: &RoomState) -> api::RoomState {
             .collect(),
         leader: s.leader.clone(),
         song_start: s.song_start,
-        sample_rate: room.config().sample_rate,
-        channels: room.config().channels,
+        settings: {
+            let c = room.config();
+            RoomSettings {
+                sample_rate: c.sample_rate,
+                channels: c.channels,
+                frame_samples: c.chunk_frames,
+                window_frames: c.chunks,
+                bitrate: c.bitrate,
+                complexity: c.complexity,
+            }
+        },
     }
 }
 
@@ -91,28 +100,25 @@ fn mix_error(e: MixError) -> Error {
 }
 
 impl api::Host for &MixerGrant {
-    fn open_room(
-        &mut self,
-        room: String,
-        sample_rate: u32,
-        channels: u16,
-        frame_samples: u32,
-        window_frames: u32,
-    ) -> Result<api::RoomState, Error> {
+    fn open_room(&mut self, room: String, s: RoomSettings) -> Result<api::RoomState, Error> {
         let config = RoomConfig {
-            sample_rate,
-            channels,
-            chunk_frames: frame_samples,
-            chunks: window_frames,
+            sample_rate: s.sample_rate,
+            channels: s.channels,
+            chunk_frames: s.frame_samples,
+            chunks: s.window_frames,
+            bitrate: s.bitrate,
+            complexity: s.complexity,
         };
-        if !(1..=2).contains(&channels)
-            || frame_samples == 0
-            || window_frames < 2
-            || !(8_000..=48_000).contains(&sample_rate)
+        if !(1..=2).contains(&s.channels)
+            || s.frame_samples == 0
+            || s.window_frames < 2
+            || !(8_000..=48_000).contains(&s.sample_rate)
             || config.window() > MAX_WINDOW_SAMPLES
+            || s.complexity > 10
         {
             return Err(Error::BadInput(format!(
-                "room layout {sample_rate} Hz, {channels} channels, {frame_samples} samples per frame, {window_frames} frames: allowed 8000-48000 Hz, 1-2 channels, a window of at most {MAX_WINDOW_SAMPLES} samples"
+                "room settings {} Hz, {} channels, {} samples per frame, {} frames, complexity {}: allowed 8000-48000 Hz, 1-2 channels, a window of at most {MAX_WINDOW_SAMPLES} samples, complexity 0-10",
+                s.sample_rate, s.channels, s.frame_samples, s.window_frames, s.complexity
             )));
         }
         let r = self.mixer.room(&self.key(&room)?, config);
