@@ -198,7 +198,19 @@ async fn bad_packets_are_concealed_and_bad_offsets_refused() {
     body.extend_from_slice(&[0, 5, 0xff, 0xfe, 0xfd, 0xfc, 0xfb]);
     let (s, head, _) = chunk(&edge, "r/s/chunk?write_at=0&read_at=0&read_frames=1", body).await;
     assert_eq!(s, 200, "{head}");
-    assert!(head["concealed"].as_u64().unwrap() >= 1, "{head}");
+    let concealed = head["concealed"].as_u64().unwrap();
+    assert!(concealed >= 1, "{head}");
+    // Counted in the host's metrics too.
+    let series = "edge_guest_counter_total{tenant=\"t\",component=\"codec\",name=\"opus_packets_concealed\"}";
+    assert_eq!(
+        edge.metric(series).await,
+        concealed as f64,
+        "{}",
+        edge.metrics().await
+    );
+    let decoded =
+        "edge_guest_counter_total{tenant=\"t\",component=\"codec\",name=\"opus_packets_decoded\"}";
+    assert_eq!(edge.metric(decoded).await, 4.0);
 
     let (s, head, _) = chunk(
         &edge,

@@ -26,7 +26,8 @@
 //!
 //! A packet that does not decode (corrupt, truncated, the wrong frame
 //! size) is concealed (Opus packet-loss concealment) and counted in
-//! `concealed`, never a trap. Offsets outside the room's window: 409 with
+//! `concealed` and in the host's `/metrics`
+//! (`edge_guest_counter_total{name="opus_packets_concealed"}`), never a trap. Offsets outside the room's window: 409 with
 //! the window. Unknown room: it is opened by the first join or chunk.
 //!
 //! Room settings, given on the join that creates the room (query
@@ -360,7 +361,21 @@ fn chunk(room: &str, session: &str, query: &str, body: &[u8]) -> Answer {
         Ok::<_, mixer::Error>((concealed, encoded))
     });
     let (concealed, encoded) = match result {
-        Ok(Ok(r)) => r,
+        Ok(Ok(r)) => {
+            // The host's /metrics: edge_guest_counter_total{name=...}.
+            bindings::edge::platform::metrics::counter_add(
+                "opus_packets_decoded",
+                packets.len() as u64,
+            );
+            if r.0 > 0 {
+                bindings::edge::platform::metrics::counter_add(
+                    "opus_packets_concealed",
+                    r.0 as u64,
+                );
+            }
+            bindings::edge::platform::metrics::counter_add("opus_frames_encoded", r.1.len() as u64);
+            r
+        }
         Ok(Err(e)) => return mixer_error(e),
         Err(e) => return error(500, &e),
     };

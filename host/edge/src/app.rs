@@ -355,6 +355,7 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     edge_process::add_to_linker(&mut linker)?;
     // Rooms are per tenant; a component sees only its tenant's.
     edge_mixer::add_to_linker(&mut linker)?;
+    crate::guest_metrics::add_to_linker(&mut linker)?;
     let pre = linker.instantiate_pre(&compiled).map_err(anyhow::Error::from).with_context(|| {
         format!(
             "linking component {:?}: it imports something not granted to it (variables grant wasi:config/store, key_value_stores grant wasi:keyvalue)",

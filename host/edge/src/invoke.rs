@@ -28,7 +28,7 @@ pub type ResponseReceiver = oneshot::Receiver<Result<Response<Body>, ErrorCode>>
 /// it at its deadline. Should the guest be re-entered past the deadline
 /// anyway, the epoch callback traps it as a backstop.
 pub fn new_store(engine: &wasmtime::Engine, target: &Target) -> Store<HostState> {
-    let mut store = Store::new(engine, HostState::new(&target.spec));
+    let mut store = Store::new(engine, HostState::new(&target.spec, target.metrics.clone()));
     store.limiter(|s| &mut s.limiter);
     store.data_mut().deadline = Instant::now() + target.deadline;
     store.set_epoch_deadline(1);

@@ -11,6 +11,7 @@ pub mod app;
 pub mod body;
 pub mod engine;
 pub mod guest_log;
+pub mod guest_metrics;
 pub mod invoke;
 pub mod metrics;
 pub mod reload;

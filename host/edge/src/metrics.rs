@@ -59,6 +59,48 @@ pub struct RouteMetrics {
     pub sessions_evicted: AtomicU64,
     /// Requests refused because the session cap or queue was full.
     pub sessions_rejected: AtomicU64,
+    /// Counters the component reports itself (`edge:platform/metrics`).
+    pub guest: GuestCounters,
+}
+
+/// Most counter names one component may report per tenant: hostile guests
+/// must not blow up the exposition.
+pub const MAX_GUEST_COUNTERS: usize = 32;
+
+/// A component's own counters by name. The map is locked only to find or
+/// add a name; adding to a counter is an atomic.
+#[derive(Default)]
+pub struct GuestCounters(Mutex<BTreeMap<String, Arc<AtomicU64>>>);
+
+impl GuestCounters {
+    /// Adds `value` to `name`; false if the name is invalid or the
+    /// component already has [`MAX_GUEST_COUNTERS`] names.
+    pub fn add(&self, name: &str, value: u64) -> bool {
+        let valid = (1..=48).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return false;
+        }
+        let counter = {
+            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match map.get(name) {
+                Some(c) => c.clone(),
+                None if map.len() >= MAX_GUEST_COUNTERS => return false,
+                None => map.entry(name.to_string()).or_default().clone(),
+            }
+        };
+        counter.fetch_add(value, Relaxed);
+        true
+    }
+
+    fn snapshot(&self) -> Vec<(String, u64)> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .map(|(k, v)| (k.clone(), v.load(Relaxed)))
+            .collect()
+    }
 }
 
 impl RouteMetrics {
@@ -132,6 +174,16 @@ impl Metrics {
         let labels =
             |t: &str, c: &str| format!("tenant=\"{}\",component=\"{}\"", escape(t), escape(c));
 
+        out.push_str("# HELP edge_guest_counter_total Counters components report about their own work.\n# TYPE edge_guest_counter_total counter\n");
+        for ((t, c), m) in &routes {
+            for (name, v) in m.guest.snapshot() {
+                let _ = writeln!(
+                    out,
+                    "edge_guest_counter_total{{{},name=\"{name}\"}} {v}",
+                    labels(t, c)
+                );
+            }
+        }
         out.push_str("# HELP edge_requests_total Responses sent, by status class.\n# TYPE edge_requests_total counter\n");
         for ((t, c), m) in &routes {
             for (i, n) in m.responses.iter().enumerate() {
@@ -300,6 +352,23 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_counters_are_named_sparingly() {
+        let m = Metrics::default();
+        let r = m.route("t", "c");
+        assert!(r.guest.add("packets_concealed", 2));
+        assert!(r.guest.add("packets_concealed", 3));
+        assert!(!r.guest.add("Bad-Name", 1));
+        assert!(!r.guest.add("", 1));
+        for i in 1..MAX_GUEST_COUNTERS {
+            assert!(r.guest.add(&format!("c{i}"), 1));
+        }
+        assert!(!r.guest.add("one_too_many", 1), "the cap holds");
+        assert!(r.guest.add("c1", 1), "known names still count");
+        let text = m.render(None);
+        assert!(text.contains("edge_guest_counter_total{tenant=\"t\",component=\"c\",name=\"packets_concealed\"} 5"), "{text}");
+    }
 
     #[test]
     fn renders_counters_and_cumulative_buckets() {

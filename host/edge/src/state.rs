@@ -56,6 +56,8 @@ pub struct HostState {
     pub deadline: std::time::Instant,
     /// The guest's stdout and stderr, bounded.
     pub log: crate::guest_log::GuestLog,
+    /// Metrics of this tenant and component (guest counters go here).
+    pub metrics: std::sync::Arc<crate::metrics::RouteMetrics>,
 }
 
 /// Caps each linear memory of an instance and remembers whether the cap was
@@ -98,7 +100,7 @@ impl ResourceLimiter for MemoryCap {
 impl HostState {
     /// Fresh state for one instance. No ambient authority: no preopened
     /// directories, no environment, no sockets; stdout and stderr kept (bounded) for the log.
-    pub fn new(spec: &StoreSpec) -> Self {
+    pub fn new(spec: &StoreSpec, metrics: std::sync::Arc<crate::metrics::RouteMetrics>) -> Self {
         let log = crate::guest_log::GuestLog::default();
         let mut wasi = WasiCtx::builder();
         wasi.stdout(log.clone()).stderr(log.clone());
@@ -117,6 +119,7 @@ impl HostState {
             },
             deadline: std::time::Instant::now(),
             log,
+            metrics,
         }
     }
 }
