@@ -13,6 +13,7 @@
 //! | `POST /ROOM/SESSION/leave` | leaves; answers the room state |
 //! | `POST /ROOM/SESSION/lead?song_start=N` | becomes the leader, sets the song start (sample position) |
 //! | `GET /ROOM/state` | the room state |
+//! | `GET /ROOM/mix?read_at=R&read_frames=K` | `K` frames of the mix from `R` as raw PCM (16-bit little-endian, interleaved): for monitoring and tests |
 //! | `POST /ROOM/SESSION/chunk?write_at=W&read_at=R&read_frames=K` | see below |
 //!
 //! A chunk's body is the Opus packets the singer recorded, one per frame
@@ -173,6 +174,7 @@ impl wasi::exports::http::incoming_handler::Guest for Codec {
         let method = request.method();
         let answer = match (&method, parts.as_slice()) {
             (Method::Get, [room, "state"]) => state_of(room),
+            (Method::Get, [room, "mix"]) => mix_pcm(room, &query),
             (Method::Post, [room, session, "join"]) => join(room, session, &query),
             (Method::Post, [room, session, "leave"]) => json_answer(mixer::leave(room, session)),
             (Method::Post, [room, session, "lead"]) => {
@@ -268,6 +270,33 @@ fn join(room: &str, session: &str, query: &str) -> Answer {
         session,
         if name.is_empty() { session } else { &name },
     ))
+}
+
+/// Raw PCM of the mix (no codec): 16-bit little-endian, interleaved.
+fn mix_pcm(room: &str, query: &str) -> Answer {
+    let num = |name: &str| param(query, name).and_then(|v| v.parse::<u64>().ok());
+    let (Some(read_at), Some(frames)) = (num("read_at"), num("read_frames")) else {
+        return error(400, "mix needs read_at and read_frames (whole numbers)");
+    };
+    if frames > 3_000 {
+        return error(400, "read_frames is at most 3000");
+    }
+    let state = match mixer::state(room) {
+        Ok(s) => s,
+        Err(e) => return mixer_error(e),
+    };
+    let len = frames * u64::from(state.settings.frame_samples) * u64::from(state.settings.channels);
+    match mixer::read(room, read_at, len as u32) {
+        Ok(samples) => (
+            200,
+            "application/octet-stream",
+            samples
+                .iter()
+                .flat_map(|s| ((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes())
+                .collect(),
+        ),
+        Err(e) => mixer_error(e),
+    }
 }
 
 /// The room's state, creating the room with the defaults if nobody has.
