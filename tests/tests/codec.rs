@@ -51,6 +51,19 @@ fn packets(pcm: &[f32]) -> Vec<u8> {
     body
 }
 
+/// Joins `session` to `room` (with default settings).
+async fn join(edge: &Edge, room: &str, session: &str) {
+    let (s, body) = request(
+        &client(),
+        "POST",
+        &format!("{}/codec/{room}/{session}/join", edge.url),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+}
+
 /// Posts a chunk; returns (status, JSON head, decoded mix).
 async fn chunk(edge: &Edge, path: &str, body: Vec<u8>) -> (u16, serde_json::Value, Vec<f32>) {
     let (status, head, pcm, _) = chunk_packets(edge, path, body).await;
@@ -193,6 +206,29 @@ async fn two_singers_mix_in_the_host() {
 #[tokio::test]
 async fn bad_packets_are_concealed_and_bad_offsets_refused() {
     let edge = Edge::start(&spin(), EDGE);
+    // A session must join before it sends audio.
+    let (s, head, _) = chunk(
+        &edge,
+        "r/s/chunk?write_at=0&read_at=0&read_frames=1",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(s, 404, "{head}");
+    join(&edge, "r", "s").await;
+    let (s, head, _) = chunk(
+        &edge,
+        "r/stranger/chunk?write_at=0&read_at=0&read_frames=1",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(s, 404, "{head}");
+    assert!(
+        head["error"]
+            .as_str()
+            .unwrap()
+            .contains("has not joined room"),
+        "{head}"
+    );
     let mut body = packets(&tone(440.0, 0.3, 3, 0));
     // A fourth packet of garbage.
     body.extend_from_slice(&[0, 5, 0xff, 0xfe, 0xfd, 0xfc, 0xfb]);
@@ -253,6 +289,7 @@ const INTEROP_SNR_DB: f32 = 15.0;
 #[tokio::test]
 async fn interoperates_with_libopus_both_ways() {
     let edge = Edge::start(&spin(), EDGE);
+    join(&edge, "interop", "a").await;
     let dir = edge_tests::TempDir::new("opus");
     // 2 s of a chord with a little noise (deterministic).
     let mut seed = 1u32;
@@ -372,6 +409,8 @@ async fn each_session_keeps_its_codec_state_until_evicted_and_sessions_are_cappe
         "session_key = \"path:3\"\nidle_timeout_ms = 400\nmax_sessions = 2",
     );
     let edge = Edge::start(&spin(), &edge_toml);
+    join(&edge, "st", "w").await;
+    join(&edge, "st", "a").await;
     let (s, _, _) = chunk(
         &edge,
         "st/w/chunk?write_at=0&read_at=0&read_frames=0",
@@ -408,6 +447,7 @@ async fn each_session_keeps_its_codec_state_until_evicted_and_sessions_are_cappe
     // Idle sessions go; a fresh one starts from a fresh encoder, which
     // encodes the window exactly as "a" did the first time.
     tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    join(&edge, "st", "b").await;
     assert_eq!(
         read("b").await,
         first,

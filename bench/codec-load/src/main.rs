@@ -62,6 +62,11 @@ async fn main() {
             let body = body.clone();
             tasks.push(tokio::spawn(async move {
                 let mut out = Vec::new();
+                let join = format!("{url}/codec/room{}/s{singer}/join?name=singer{singer}", singer / 50);
+                let req = http::Request::post(join).body(Full::new(Bytes::new())).unwrap();
+                if let Ok(resp) = client.request(req).await {
+                    let _ = resp.into_body().collect().await;
+                }
                 // Spread the singers over the first second.
                 let phase = Duration::from_micros((singer as u64 * 1_000_000) / n as u64);
                 for k in 0..seconds {

@@ -29,14 +29,14 @@
 //! size) is concealed (Opus packet-loss concealment) and counted in
 //! `concealed` and in the host's `/metrics`
 //! (`edge_guest_counter_total{name="opus_packets_concealed"}`), never a trap. Offsets outside the room's window: 409 with
-//! the window. Unknown room: it is opened by the first join or chunk.
+//! the window. A chunk or leave for a room nobody opened, or for a session
+//! that has not joined the room: 404 saying so.
 //!
 //! Room settings, given on the join that creates the room (query
 //! parameters; later joins may repeat them or leave them out):
 //! `sample_rate` (48000; 8000, 12000, 16000, 24000 or 48000), `channels`
 //! (1 or 2), `frame_ms` (20; 10, 20, 40 or 60), `bitrate` (64000;
-//! 6000-510000) and `complexity` (4; 0-10). The window is 60 s. A chunk for
-//! a room nobody joined creates it with the defaults. Complexity 5 and up turn on CELT's pitch
+//! 6000-510000) and `complexity` (4; 0-10). The window is 60 s. Complexity 5 and up turn on CELT's pitch
 //! pre-filter, whose correlation search is half of all encoding time in
 //! wasm (no SIMD kernel in opus-rs there): at 4 this machine holds 200
 //! simulated singers without a missed deadline, at 5 about 90.
@@ -176,7 +176,7 @@ impl wasi::exports::http::incoming_handler::Guest for Codec {
             (Method::Get, [room, "state"]) => state_of(room),
             (Method::Get, [room, "mix"]) => mix_pcm(room, &query),
             (Method::Post, [room, session, "join"]) => join(room, session, &query),
-            (Method::Post, [room, session, "leave"]) => json_answer(mixer::leave(room, session)),
+            (Method::Post, [room, session, "leave"]) => leave(room, session),
             (Method::Post, [room, session, "lead"]) => {
                 let start = param(&query, "song_start").and_then(|v| v.parse().ok());
                 json_answer(mixer::lead(room, session, start))
@@ -272,6 +272,16 @@ fn join(room: &str, session: &str, query: &str) -> Answer {
     ))
 }
 
+fn leave(room: &str, session: &str) -> Answer {
+    match mixer::state(room) {
+        Ok(s) if s.members.iter().any(|m| m.session == session) => {
+            json_answer(mixer::leave(room, session))
+        }
+        Ok(_) => error(404, &format!("session {session:?} is not in room {room:?}")),
+        Err(e) => mixer_error(e),
+    }
+}
+
 /// Raw PCM of the mix (no codec): 16-bit little-endian, interleaved.
 fn mix_pcm(room: &str, query: &str) -> Answer {
     let num = |name: &str| param(query, name).and_then(|v| v.parse::<u64>().ok());
@@ -296,17 +306,6 @@ fn mix_pcm(room: &str, query: &str) -> Answer {
                 .collect(),
         ),
         Err(e) => mixer_error(e),
-    }
-}
-
-/// The room's state, creating the room with the defaults if nobody has.
-fn room_state(room: &str) -> Result<RoomState, mixer::Error> {
-    match mixer::state(room) {
-        Err(mixer::Error::UnknownRoom(_)) => {
-            let (defaults, _) = settings_from("").expect("the defaults are valid");
-            mixer::open_room(room, defaults)
-        }
-        other => other,
     }
 }
 
@@ -359,8 +358,16 @@ fn chunk(room: &str, session: &str, query: &str, body: &[u8]) -> Answer {
         Ok(p) => p,
         Err(e) => return error(400, &e),
     };
-    let l = match room_state(room) {
-        Ok(s) => Layout::of(&s.settings),
+    let l = match mixer::state(room) {
+        Ok(s) if s.members.iter().any(|m| m.session == session) => Layout::of(&s.settings),
+        Ok(_) => {
+            return error(
+                404,
+                &format!(
+                    "session {session:?} has not joined room {room:?}: POST /{room}/{session}/join first"
+                ),
+            );
+        }
         Err(e) => return mixer_error(e),
     };
     let frame_samples = l.frame * usize::from(l.channels);
