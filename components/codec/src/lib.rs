@@ -288,14 +288,19 @@ fn mix_pcm(room: &str, query: &str) -> Answer {
     let (Some(read_at), Some(frames)) = (num("read_at"), num("read_frames")) else {
         return error(400, "mix needs read_at and read_frames (whole numbers)");
     };
-    if frames > 3_000 {
-        return error(400, "read_frames is at most 3000");
+    if frames > 6_000 {
+        return error(400, "read_frames is at most 6000");
     }
     let state = match mixer::state(room) {
         Ok(s) => s,
         Err(e) => return mixer_error(e),
     };
     let len = frames * u64::from(state.settings.frame_samples) * u64::from(state.settings.channels);
+    // At most 60 s of 48 kHz mono per call: the samples cross into this
+    // instance's memory.
+    if len > 2_880_000 {
+        return error(400, &format!("{len} samples asked for; at most 2880000 per call"));
+    }
     match mixer::read(room, read_at, len as u32) {
         Ok(samples) => (
             200,

@@ -175,12 +175,12 @@ impl Room {
                 channels: self.config.channels,
             });
         }
-        let end = at + len as u64;
         let head = self.head.load(Relaxed);
         // Writes may run ahead of the head by up to a window (a client
         // ahead of the others); reads and writes may lag by a window.
         let from = head.saturating_sub(window);
-        let to = head + window;
+        let to = head.saturating_add(window);
+        let end = at.checked_add(len as u64).unwrap_or(u64::MAX);
         if at < from || end > to {
             return Err(MixError::OutsideWindow { at, from, to });
         }
