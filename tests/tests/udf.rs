@@ -165,6 +165,18 @@ fn process_functions_from_sql() {
             .to_string()
     );
 
+    // A failing row is that row's NULL; later rows still run.
+    assert_eq!(
+        db.sql("SELECT sys_exec_fast(c) FROM (SELECT 'true' c UNION ALL SELECT '/nonexistent' UNION ALL SELECT 'false') t")
+            .unwrap(),
+        "0\nNULL\n1\n"
+    );
+    // Not folded as a constant: runs once per row.
+    assert_eq!(
+        db.one("COUNT(*) FROM seq_1_to_3 WHERE sys_exec_fast('true') = 0"),
+        "3"
+    );
+
     // Wrong argument counts: refused with the function's usage.
     let e = db.sql("SELECT sys_exec()").unwrap_err();
     assert!(e.contains("sys_exec(command): one argument"), "{e}");
@@ -226,6 +238,9 @@ fn billing_rows_are_signed_by_the_trigger_and_tampering_shows() {
     );
     assert_eq!(sig, expected);
 
+    // A numeric key id is not read as a string at init (it sits in an
+    // 8-byte slot); at call time it is the string "1": no such key, NULL.
+    assert_eq!(db.one("edge_sign_row(1, 'x') IS NULL"), "1");
     // An unknown key is refused when the statement starts.
     let e = db.sql("SELECT edge_sign_row('nope', 1)").unwrap_err();
     assert!(e.contains("no key \"nope\" in the key file"), "{e}");

@@ -299,7 +299,10 @@ fn mix_pcm(room: &str, query: &str) -> Answer {
     // At most 60 s of 48 kHz mono per call: the samples cross into this
     // instance's memory.
     if len > 2_880_000 {
-        return error(400, &format!("{len} samples asked for; at most 2880000 per call"));
+        return error(
+            400,
+            &format!("{len} samples asked for; at most 2880000 per call"),
+        );
     }
     match mixer::read(room, read_at, len as u32) {
         Ok(samples) => (

@@ -62,6 +62,8 @@ macro_rules! int_udf {
             // SAFETY: valid for the duration of the call.
             let (initid, args) = unsafe { (&mut *initid, &mut *args) };
             initid.maybe_null = 1;
+            // Runs a program: never folded as a constant.
+            initid.const_item = 0;
             init_strings(args, message, $exact, $usage) as c_char
         }
 
@@ -81,10 +83,13 @@ macro_rules! int_udf {
                 return 0;
             };
             let run: fn(&[&[u8]]) -> std::io::Result<i64> = $run;
+            // A failure is this row's NULL. (Not `*error`: MariaDB would
+            // then return NULL for every later row of the statement.)
+            let _ = error;
             match run(&argv) {
                 Ok(v) => v,
                 Err(_) => {
-                    unsafe { *error = 1 };
+                    unsafe { *is_null = 1 };
                     0
                 }
             }
@@ -113,6 +118,7 @@ macro_rules! string_udf {
                 return 1;
             }
             initid.maybe_null = 1;
+            initid.const_item = 0;
             initid.max_length = MAX_OUTPUT as c_ulong;
             initid.ptr = Box::into_raw(Box::new(EvalState { out: Vec::new() })) as *mut c_char;
             0
@@ -137,16 +143,18 @@ macro_rules! string_udf {
                 return std::ptr::null_mut();
             };
             let run: fn(&[&[u8]]) -> std::io::Result<Vec<u8>> = $run;
+            let _ = error;
             match run(&argv) {
                 Ok(out) => {
                     state.out = out;
                     unsafe { *length = state.out.len() as c_ulong };
-                    // Never NULL for an empty result: the server reads
-                    // `length` bytes from it, zero here.
+                    // A NUL after the value, so the pointer is valid (and
+                    // readable one past `length`) even for empty output.
+                    state.out.push(0);
                     state.out.as_mut_ptr() as *mut c_char
                 }
                 Err(_) => {
-                    unsafe { *error = 1 };
+                    unsafe { *is_null = 1 };
                     std::ptr::null_mut()
                 }
             }

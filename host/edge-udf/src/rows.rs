@@ -45,9 +45,11 @@ fn init(
         Ok(k) => k,
         Err(e) => return fail(e),
     };
-    // A constant key id is checked now, at CREATE/first use.
+    // A constant string key id is checked now. Only a string: a numeric
+    // constant sits in an 8-byte slot whatever `lengths` says, and the
+    // caller coerces the type only after this check.
     // SAFETY: during init, 0 < arg_count.
-    if let Arg::Bytes(_, kid) = unsafe { args.get(0) } {
+    if let Arg::Bytes(crate::abi::STRING_RESULT, kid) = unsafe { args.get(0) } {
         let kid = String::from_utf8_lossy(kid);
         match keys.iter().find(|k| k.kid() == kid) {
             None => return fail(format!("no key {kid:?} in the key file")),
@@ -103,17 +105,20 @@ pub unsafe extern "C" fn edge_sign_row_init(
 ) -> c_char {
     // SAFETY: valid for the duration of the call.
     let (initid, args) = unsafe { (&mut *initid, &mut *args) };
-    if !args.is_empty() {
-        // SAFETY: during init, 0 < arg_count.
-        unsafe { args.coerce_to_string(0) };
-    }
-    init(
+    // Check first (init reads a constant key id by its own type), then
+    // have the server pass the key id as a string from now on.
+    let failed = init(
         initid,
         args,
         message,
         1,
         "edge_sign_row(key_id, column...): a key id from the key file, then the row's columns in order",
-    ) as c_char
+    );
+    if !failed {
+        // SAFETY: during init, 0 < arg_count (init checked the count).
+        unsafe { args.coerce_to_string(0) };
+    }
+    failed as c_char
 }
 
 /// # Safety
@@ -130,17 +135,18 @@ pub unsafe extern "C" fn edge_sign_row(
     // SAFETY: valid for the duration of the call; ptr is ours.
     let (initid, args) = unsafe { (&mut *initid, &*args) };
     let state = unsafe { &mut *(initid.ptr as *mut RowState) };
+    let _ = error;
     let Some(key) = secret(state, args) else {
-        // An unknown or NULL key id: an error, never an unsigned row.
-        unsafe {
-            *is_null = 1;
-            *error = 1;
-        }
+        // An unknown or NULL key id: NULL, never an unsigned row. (Not
+        // `*error`: MariaDB would then return NULL for every later row.)
+        unsafe { *is_null = 1 };
         return std::ptr::null_mut();
     };
     let sig = sign_row(key, &columns(args, 1));
     state.out = sig.into_bytes();
     unsafe { *length = state.out.len() as c_ulong };
+    // A NUL after the value: some server paths read one byte past it.
+    state.out.push(0);
     state.out.as_mut_ptr() as *mut c_char
 }
 
@@ -166,20 +172,21 @@ pub unsafe extern "C" fn edge_verify_row_init(
 ) -> c_char {
     // SAFETY: valid for the duration of the call.
     let (initid, args) = unsafe { (&mut *initid, &mut *args) };
-    if args.len() >= 2 {
-        // SAFETY: during init, 0, 1 < arg_count.
-        unsafe {
-            args.coerce_to_string(0);
-            args.coerce_to_string(1);
-        }
-    }
-    init(
+    let failed = init(
         initid,
         args,
         message,
         2,
         "edge_verify_row(key_id, signature, column...): a key id, the stored signature, then the row's columns in the order they were signed",
-    ) as c_char
+    );
+    if !failed {
+        // SAFETY: during init, 0, 1 < arg_count (init checked the count).
+        unsafe {
+            args.coerce_to_string(0);
+            args.coerce_to_string(1);
+        }
+    }
+    failed as c_char
 }
 
 /// # Safety
@@ -194,11 +201,9 @@ pub unsafe extern "C" fn edge_verify_row(
     // SAFETY: valid for the duration of the call; ptr is ours.
     let (initid, args) = unsafe { (&mut *initid, &*args) };
     let state = unsafe { &*(initid.ptr as *const RowState) };
+    let _ = error;
     let Some(key) = secret(state, args) else {
-        unsafe {
-            *is_null = 1;
-            *error = 1;
-        }
+        unsafe { *is_null = 1 };
         return 0;
     };
     // SAFETY: during a call, 1 < arg_count.
