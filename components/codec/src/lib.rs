@@ -177,10 +177,14 @@ impl wasi::exports::http::incoming_handler::Guest for Codec {
             (Method::Get, [room, "mix"]) => mix_pcm(room, &query),
             (Method::Post, [room, session, "join"]) => join(room, session, &query),
             (Method::Post, [room, session, "leave"]) => leave(room, session),
-            (Method::Post, [room, session, "lead"]) => {
-                let start = param(&query, "song_start").and_then(|v| v.parse().ok());
-                json_answer(mixer::lead(room, session, start))
-            }
+            (Method::Post, [room, session, "lead"]) => match mixer::state(room) {
+                Ok(s) if s.members.iter().any(|m| m.session == *session) => {
+                    let start = param(&query, "song_start").and_then(|v| v.parse().ok());
+                    json_answer(mixer::lead(room, session, start))
+                }
+                Ok(_) => error(404, &format!("session {session:?} is not in room {room:?}")),
+                Err(e) => mixer_error(e),
+            },
             (Method::Post, [room, session, "chunk"]) => match read_body(request) {
                 Ok(body) => chunk(room, session, &query, &body),
                 Err(e) => error(400, &e),
@@ -379,6 +383,18 @@ fn chunk(room: &str, session: &str, query: &str, body: &[u8]) -> Answer {
         Err(e) => return mixer_error(e),
     };
     let frame_samples = l.frame * usize::from(l.channels);
+    // At most 60 s of packets per chunk, checked before anything is
+    // allocated (a 1 MiB body of empty packets is 524,288 of them).
+    let max_packets = 60_000 * l.sample_rate as usize / 1000 / l.frame;
+    if packets.len() > max_packets {
+        return error(
+            400,
+            &format!(
+                "{} packets; at most {max_packets} (60 s) per chunk",
+                packets.len()
+            ),
+        );
+    }
     let result = with_session(room, session, l, |s| {
         // Decode: every packet becomes exactly one frame, concealed if bad.
         let mut pcm = vec![0.0f32; packets.len() * frame_samples];

@@ -20,23 +20,32 @@ use wasi::io::streams::{OutputStream, StreamError};
 const DECODE_BUFFER: usize = 32 * 1024;
 
 /// Writes to the client's body stream, waiting when it is full.
+///
+/// Once `abandoned` is set it refuses every write: a body that failed must
+/// not get the gzip trailer an encoder writes when it is dropped, or the
+/// client would see a complete stream of truncated content.
 pub struct ClientWriter<'s> {
     stream: &'s OutputStream,
     pollable: wasi::io::poll::Pollable,
+    abandoned: &'s std::cell::Cell<bool>,
 }
 
 impl<'s> ClientWriter<'s> {
     /// A writer over the response body stream.
-    pub fn new(stream: &'s OutputStream) -> Self {
+    pub fn new(stream: &'s OutputStream, abandoned: &'s std::cell::Cell<bool>) -> Self {
         Self {
             pollable: stream.subscribe(),
             stream,
+            abandoned,
         }
     }
 }
 
 impl Write for ClientWriter<'_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.abandoned.get() {
+            return Err(io::Error::other("the body was abandoned"));
+        }
         write_all(self.stream, &self.pollable, data).map_err(client_gone)?;
         Ok(data.len())
     }
@@ -203,15 +212,26 @@ impl<'r, 's> Decoder<'r, 's> {
     }
 
     /// Ends the origin body: a compressed stream that stopped early is an
-    /// error (the body was truncated), not an end.
-    pub fn finish(self) -> io::Result<RewriteStage<'r, 's>> {
+    /// error (the body was truncated), not an end. On error `abandoned` is
+    /// set before anything is dropped.
+    pub fn finish(self, abandoned: &std::cell::Cell<bool>) -> io::Result<RewriteStage<'r, 's>> {
+        let fail = |e: io::Error| {
+            abandoned.set(true);
+            e
+        };
         match self {
             Self::Identity(w) => Ok(*w),
-            Self::Gzip(w) => w.finish(),
+            Self::Gzip(mut w) => {
+                w.try_finish().map_err(fail)?;
+                w.finish().map_err(fail)
+            }
             Self::Brotli(mut w) => {
-                w.close()?;
+                w.close().map_err(fail)?;
                 (*w).into_inner().map_err(|_| {
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "brotli stream cut short")
+                    fail(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "brotli stream cut short",
+                    ))
                 })
             }
         }

@@ -82,13 +82,14 @@ struct Component;
 impl wasi::exports::http::incoming_handler::Guest for Component {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
         let headers = request.headers().entries();
-        let host = request
+        let authority = request
             .authority()
             .or_else(|| header(&headers, "host").map(str::to_string))
-            .map(|h| strip_port(&h).to_ascii_lowercase())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let host = strip_port(&authority).to_string();
         match site::for_host(&host) {
-            Ok(Some(site)) => proxy(&site, &host, request, headers, out),
+            Ok(Some(site)) => proxy(&site, &host, &authority, request, headers, out),
             Ok(None) => respond(
                 out,
                 404,
@@ -109,6 +110,7 @@ wasi::http::proxy::export!(Component);
 fn proxy(
     site: &Site,
     host: &str,
+    authority: &str,
     request: IncomingRequest,
     headers: Vec<(String, Vec<u8>)>,
     out: ResponseOutparam,
@@ -175,7 +177,9 @@ fn proxy(
         Some(Ok(Err(e))) => return origin_failed(out, site, &e),
         _ => return respond(out, 502, "the origin's response was lost\n"),
     };
-    answer(site, host, &method, &path, accepted, response, out);
+    answer(
+        site, host, authority, &method, &path, accepted, response, out,
+    );
 }
 
 /// Streams the client's request body to the origin.
@@ -254,12 +258,13 @@ fn connection_listed(headers: &[(String, Vec<u8>)]) -> Vec<String> {
 enum Plan {
     /// Pass it through byte for byte.
     Pass,
-    /// Rewrite it with the enabled rules; `full` when those are all the
-    /// rules that apply (so what matched may be recorded in the cache).
+    /// Rewrite it with the enabled rules; `record` is the match-cache key
+    /// when those are all the rules that apply (so what matched may be
+    /// recorded once the body ended cleanly).
     Rewrite {
         coding: Coding,
         enabled: Vec<bool>,
-        full: bool,
+        record: Option<(String, String)>,
         gzip_out: bool,
     },
 }
@@ -267,6 +272,7 @@ enum Plan {
 fn plan(
     site: &Site,
     method: &Method,
+    host: &str,
     path: &str,
     accepted: Accepted,
     status: u16,
@@ -292,8 +298,11 @@ fn plan(
     };
     let mut enabled = applicable.clone();
     let mut full = true;
-    if let Some(validator) = validator(headers)
-        && let Some(matched) = site.cache.lookup(path, validator)
+    // The cache key names everything the output depends on: host, media
+    // type (per-rule types), path with query, and a strong validator.
+    let key = cache_validator(headers).map(|v| (format!("{host}\0{media}\0{path}"), v.to_string()));
+    if let Some((url, validator)) = &key
+        && let Some(matched) = site.cache.lookup(url, validator)
     {
         for (e, m) in enabled.iter_mut().zip(matched.iter()) {
             *e &= *m;
@@ -306,14 +315,26 @@ fn plan(
     Plan::Rewrite {
         coding,
         enabled,
-        full,
+        record: key.filter(|_| full),
         gzip_out: coding != Coding::Identity && accepted.gzip,
     }
 }
 
-/// `ETag`, else `Last-Modified`: what identifies this version of a resource.
-fn validator(headers: &[(String, Vec<u8>)]) -> Option<&str> {
-    header(headers, "etag").or_else(|| header(headers, "last-modified"))
+/// A strong `ETag` that identifies this exact representation, if the
+/// response may be cached by it: weak ETags and `Last-Modified` (one-second
+/// resolution) can stay the same across different bytes, and a `Vary` on
+/// anything but `Accept-Encoding` means one URL has several bodies.
+fn cache_validator(headers: &[(String, Vec<u8>)]) -> Option<&str> {
+    let varies = headers.iter().filter(|(n, _)| n == "vary").any(|(_, v)| {
+        String::from_utf8_lossy(v)
+            .split(',')
+            .map(|f| f.trim().to_ascii_lowercase())
+            .any(|f| !f.is_empty() && f != "accept-encoding")
+    });
+    if varies {
+        return None;
+    }
+    header(headers, "etag").filter(|e| e.starts_with('"'))
 }
 
 /// Sends the origin's response on, rewritten or not.
@@ -321,6 +342,7 @@ fn validator(headers: &[(String, Vec<u8>)]) -> Option<&str> {
 fn answer(
     site: &Site,
     host: &str,
+    authority: &str,
     method: &Method,
     path: &str,
     accepted: Accepted,
@@ -329,7 +351,7 @@ fn answer(
 ) {
     let status = response.status();
     let headers = response.headers().entries();
-    let plan = plan(site, method, path, accepted, status, &headers);
+    let plan = plan(site, method, host, path, accepted, status, &headers);
     let rewriting = matches!(plan, Plan::Rewrite { .. });
     let dropped = connection_listed(&headers);
     let fields = Fields::new();
@@ -341,7 +363,8 @@ fn answer(
         let value = match n {
             "content-length" | "content-encoding" | "accept-ranges" if rewriting => continue,
             "etag" if rewriting && !value.starts_with(b"W/") => [b"W/".as_slice(), value].concat(),
-            "location" | "content-location" => redirect_to_site(site, host, value),
+            // The client's own authority, port included.
+            "location" | "content-location" => redirect_to_site(site, authority, value),
             _ => value.clone(),
         };
         let _ = fields.append(name, &value);
@@ -369,30 +392,26 @@ fn answer(
     let Ok(input) = origin_body.stream() else {
         return;
     };
-    let complete = match plan {
-        Plan::Pass => pass_through(&input, &client_body),
+    let (complete, record) = match plan {
+        Plan::Pass => (pass_through(&input, &client_body), None),
         Plan::Rewrite {
             coding,
             enabled,
-            full,
+            record,
             gzip_out,
-        } => rewrite(
-            site,
-            path,
-            &headers,
-            &input,
-            &client_body,
-            coding,
-            &enabled,
-            full,
-            gzip_out,
-        ),
+        } => match rewrite(site, path, &input, &client_body, coding, &enabled, gzip_out) {
+            Some(matched) => (true, record.zip(matched)),
+            None => (false, None),
+        },
     };
     drop(input);
     // A body the origin cut short (or whose trailers report an error) is
     // left unfinished: the host then ends the client's response as
-    // incomplete.
+    // incomplete. Only a clean end teaches the match cache.
     if complete && body_ended_cleanly(origin_body) {
+        if let Some(((url, validator), matched)) = record {
+            site.cache.record(&url, &validator, &matched);
+        }
         let _ = OutgoingBody::finish(client_body, None);
     }
 }
@@ -422,25 +441,25 @@ fn pass_through(input: &InputStream, client: &OutgoingBody) -> bool {
     }
 }
 
-/// Streams the body through decode → rewrite → encode.
-#[allow(clippy::too_many_arguments)]
+/// Streams the body through decode → rewrite → encode. Returns the rules
+/// that matched (for the match cache, `None` if there were forced emits:
+/// what matched then depends on chunking), or `None` if the body failed.
 fn rewrite(
     site: &Site,
     path: &str,
-    headers: &[(String, Vec<u8>)],
     input: &InputStream,
     client: &OutgoingBody,
     coding: Coding,
     enabled: &[bool],
-    full: bool,
     gzip_out: bool,
-) -> bool {
+) -> Option<Option<Vec<bool>>> {
     let Ok(output) = client.write() else {
-        return false;
+        return None;
     };
+    let abandoned = std::cell::Cell::new(false);
     let stage = RewriteStage::new(
         Rewriter::with_rules(&site.rules, enabled),
-        ClientWriter::new(&output),
+        ClientWriter::new(&output, &abandoned),
         gzip_out,
     );
     let mut decoder = Decoder::new(coding, stage);
@@ -449,7 +468,8 @@ fn rewrite(
             Ok(chunk) => {
                 if let Err(e) = decoder.write_chunk(&chunk) {
                     eprintln!("site {}: {path}: {e}", site.name);
-                    return false;
+                    abandoned.set(true);
+                    return None;
                 }
             }
             Err(StreamError::Closed) => break,
@@ -459,16 +479,18 @@ fn rewrite(
                     site.name,
                     e.to_debug_string()
                 );
-                return false;
+                abandoned.set(true);
+                return None;
             }
         }
     }
-    let finished = decoder.finish().and_then(RewriteStage::finish);
+    let finished = decoder.finish(&abandoned).and_then(RewriteStage::finish);
     let rewriter = match finished {
         Ok(r) => r,
         Err(e) => {
+            abandoned.set(true);
             eprintln!("site {}: {path}: {e}", site.name);
-            return false;
+            return None;
         }
     };
     let stats = rewriter.stats();
@@ -477,10 +499,9 @@ fn rewrite(
             "site {}: {path}: {} forced emits (a possible match outgrew the hold cap; it was passed on unreplaced)",
             site.name, stats.forced_emits
         );
-    } else if full && let Some(v) = validator(headers) {
-        site.cache.record(path, v, rewriter.matched_rules());
+        return Some(None);
     }
-    true
+    Some(Some(rewriter.matched_rules().to_vec()))
 }
 
 /// Points an origin URL at the site (nginx's `proxy_redirect default`).

@@ -76,9 +76,10 @@ impl RoomConfig {
         u64::from(self.chunk_frames) * u64::from(self.channels)
     }
 
-    /// The window in samples (interleaved).
+    /// The window in samples (interleaved). Saturates: an absurd layout
+    /// must fail validation, not wrap into a small one.
     pub fn window(&self) -> u64 {
-        self.chunk_len() * u64::from(self.chunks)
+        self.chunk_len().saturating_mul(u64::from(self.chunks))
     }
 }
 
@@ -162,8 +163,9 @@ impl Room {
         self.config
     }
 
-    /// Checks `at..at + len` against the window and moves the head.
-    fn admit(&self, at: u64, len: usize) -> Result<(), MixError> {
+    /// Checks `at..at + len` against the window; a write moves the head
+    /// (reads do not: a reader must not push the singers out of the window).
+    fn admit(&self, at: u64, len: usize, write: bool) -> Result<(), MixError> {
         let window = self.config.window();
         if len as u64 > window {
             return Err(MixError::TooLong { len, window });
@@ -180,11 +182,13 @@ impl Room {
         // ahead of the others); reads and writes may lag by a window.
         let from = head.saturating_sub(window);
         let to = head.saturating_add(window);
-        let end = at.checked_add(len as u64).unwrap_or(u64::MAX);
+        let end = at.saturating_add(len as u64);
         if at < from || end > to {
             return Err(MixError::OutsideWindow { at, from, to });
         }
-        self.head.fetch_max(end, Relaxed);
+        if write {
+            self.head.fetch_max(end, Relaxed);
+        }
         Ok(())
     }
 
@@ -217,7 +221,7 @@ impl Room {
 
     /// Adds interleaved `samples` (clamped to -1..1) at position `at`.
     pub fn write(&self, at: u64, samples: &[f32]) -> Result<(), MixError> {
-        self.admit(at, samples.len())?;
+        self.admit(at, samples.len(), true)?;
         let chunk_len = self.config.chunk_len();
         let mut pos = at;
         let mut rest = samples;
@@ -247,7 +251,7 @@ impl Room {
     /// Reads the mix at `at` into `out` (clamped to -1..1; silence where
     /// nothing was written).
     pub fn read(&self, at: u64, out: &mut [f32]) -> Result<(), MixError> {
-        self.admit(at, out.len())?;
+        self.admit(at, out.len(), false)?;
         let chunk_len = self.config.chunk_len();
         let mut pos = at;
         let mut done = 0;
@@ -310,6 +314,15 @@ impl Mixer {
             next
         });
         self.rooms.load().get(name).cloned().expect("just inserted")
+    }
+
+    /// How many rooms have names starting with `prefix`.
+    pub fn count_prefix(&self, prefix: &str) -> usize {
+        self.rooms
+            .load()
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .count()
     }
 
     /// The room `name`, if it exists.

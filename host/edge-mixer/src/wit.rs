@@ -15,8 +15,12 @@ use generated::edge::platform::mixer::{self as api, Error, Member, RoomSettings}
 
 /// Longest room name.
 const MAX_ROOM: usize = 128;
-/// Largest layout a component may ask for: 2 channels, 10 minutes at 48 kHz.
-const MAX_WINDOW_SAMPLES: u64 = 2 * 48_000 * 600;
+/// Largest window a component may ask for: 60 s of 48 kHz stereo (23 MB).
+const MAX_WINDOW_SAMPLES: u64 = 2 * 48_000 * 60;
+/// Largest frame: 120 ms at 48 kHz (Opus's longest).
+const MAX_FRAME_SAMPLES: u32 = 5_760;
+/// Rooms one tenant may hold at once (each up to 23 MB).
+const MAX_ROOMS_PER_TENANT: usize = 32;
 
 /// The mixer as one tenant sees it.
 #[derive(Clone)]
@@ -111,6 +115,7 @@ impl api::Host for &MixerGrant {
         };
         if !(1..=2).contains(&s.channels)
             || s.frame_samples == 0
+            || s.frame_samples > MAX_FRAME_SAMPLES
             || s.window_frames < 2
             || !(8_000..=48_000).contains(&s.sample_rate)
             || config.window() > MAX_WINDOW_SAMPLES
@@ -121,7 +126,15 @@ impl api::Host for &MixerGrant {
                 s.sample_rate, s.channels, s.frame_samples, s.window_frames, s.complexity
             )));
         }
-        let r = self.mixer.room(&self.key(&room)?, config);
+        let key = self.key(&room)?;
+        if self.mixer.get(&key).is_none()
+            && self.mixer.count_prefix(&format!("{}/", self.tenant)) >= MAX_ROOMS_PER_TENANT
+        {
+            return Err(Error::BadInput(format!(
+                "this tenant already has {MAX_ROOMS_PER_TENANT} rooms"
+            )));
+        }
+        let r = self.mixer.room(&key, config);
         Ok(wire_state(&r, &r.state()))
     }
 
@@ -131,6 +144,13 @@ impl api::Host for &MixerGrant {
 
     fn read(&mut self, room: String, at: u64, len: u32) -> Result<Vec<f32>, Error> {
         let r = self.room(&room)?;
+        // Check before allocating: `len` comes from the guest.
+        if u64::from(len) > r.config().window() {
+            return Err(Error::BadInput(format!(
+                "{len} samples is more than the window of {}",
+                r.config().window()
+            )));
+        }
         let mut out = vec![0.0; len as usize];
         r.read(at, &mut out).map_err(mix_error)?;
         Ok(out)

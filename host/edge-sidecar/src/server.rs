@@ -67,18 +67,34 @@ impl Sidecar {
         Ok(listener)
     }
 
-    /// Serves connections until the listener fails.
+    /// Serves connections. Transient failures (out of file descriptors or
+    /// threads, an aborted connection) are logged and waited out, never
+    /// fatal: a flood of idle clients must not end the daemon.
     pub fn serve(self: &Arc<Self>, listener: UnixListener) -> std::io::Result<()> {
         for stream in listener.incoming() {
-            let stream = stream?;
+            let stream = match stream {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("edge-sidecar: accept failed: {e}; retrying");
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
             let me = self.clone();
-            std::thread::spawn(move || me.connection(stream));
+            if let Err(e) = std::thread::Builder::new()
+                .name("edge-sidecar-conn".into())
+                .spawn(move || me.connection(stream))
+            {
+                eprintln!("edge-sidecar: no thread for a connection: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
         Ok(())
     }
 
     fn connection(&self, mut stream: UnixStream) {
         let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
         let response = match read_message::<Request>(&mut stream) {
             Ok(req) => self.handle(&req),
             Err(e) => {
@@ -123,9 +139,12 @@ impl Sidecar {
         if req.args.iter().any(|a| a.contains('\0')) {
             return refused(KIND_BAD_REQUEST, "an argument contains a NUL byte".into());
         }
-        // Reserve a slot, or refuse: never queue without bound.
-        if self.running.fetch_add(1, Relaxed) >= self.config.max_concurrent {
-            self.running.fetch_sub(1, Relaxed);
+        // Reserve a slot, or refuse: never queue without bound. The guard
+        // gives it back even if the run panics.
+        let reserved = self.running.fetch_update(Relaxed, Relaxed, |n| {
+            (n < self.config.max_concurrent).then_some(n + 1)
+        });
+        if reserved.is_err() {
             return refused(
                 KIND_BUSY,
                 format!(
@@ -134,6 +153,13 @@ impl Sidecar {
                 ),
             );
         }
+        struct Slot<'a>(&'a AtomicUsize);
+        impl Drop for Slot<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Relaxed);
+            }
+        }
+        let _slot = Slot(&self.running);
         let timeout = req
             .timeout_ms
             .map(Duration::from_millis)
@@ -142,7 +168,6 @@ impl Sidecar {
             c.min(self.config.max_output_bytes)
         });
         let result = run(&program, &req.args, &stdin, timeout, cap);
-        self.running.fetch_sub(1, Relaxed);
         match result {
             Ok(out) => {
                 self.metrics.runs.fetch_add(1, Relaxed);

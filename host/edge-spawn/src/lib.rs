@@ -16,6 +16,8 @@
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 /// What becomes of the child's stdout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -393,18 +395,21 @@ impl Command {
     /// Runs with `stdin` fed through a pipe, stdout and stderr captured up
     /// to `max_output` bytes each, in a process group of its own that is
     /// killed (SIGKILL) if the program passes `timeout` or the output cap,
-    /// and after it exits (so nothing it started outlives the call).
+    /// and after it exits (so nothing it started stays in the group).
+    ///
+    /// The call returns within about `timeout` plus a short grace period
+    /// whatever the program does: a descendant that left the group
+    /// (`setsid`) and holds the pipes open is no longer waited for. The
+    /// group is signalled before its leader is reaped, so the signal can
+    /// never reach a process that reused the pid.
     pub fn run_limited(
         &self,
         stdin: &[u8],
-        timeout: std::time::Duration,
+        timeout: Duration,
         max_output: usize,
     ) -> Result<Limited, LimitError> {
-        use std::io::{Read, Write};
-        use std::os::fd::FromRawFd;
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let deadline = std::time::Instant::now() + timeout;
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let deadline = Instant::now() + timeout;
         let mut cmd = self.clone();
         cmd.piped = true;
         cmd.stdout = Stdout::Capture(max_output);
@@ -422,62 +427,46 @@ impl Command {
                 )
             })
         };
-        let (stdin_r, mut stdin_w) = pipe().map_err(LimitError::Spawn)?;
+        let (stdin_r, stdin_w) = pipe().map_err(LimitError::Spawn)?;
         let (stderr_r, stderr_w) = pipe().map_err(LimitError::Spawn)?;
-        use std::os::fd::AsRawFd;
         cmd.extra_dups = vec![(stdin_r.as_raw_fd(), 0), (stderr_w.as_raw_fd(), 2)];
         let spawned = spawn(&cmd);
         drop(stdin_r);
         drop(stderr_w);
         let (pid, stdout) = spawned.map_err(LimitError::Spawn)?;
         let stdout = stdout.expect("captured");
-        let too_large = Arc::new(AtomicBool::new(false));
-        let kill_group = move || {
+        // SAFETY: setting O_NONBLOCK on our own pipe end.
+        unsafe {
+            let fl = libc::fcntl(stdin_w.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(stdin_w.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        let stop = AtomicBool::new(false);
+        let too_large = AtomicBool::new(false);
+        let (status, timed_out, out, err) = std::thread::scope(|s| {
+            let writer = s.spawn(|| feed(stdin_w, stdin, &stop));
+            let out = s.spawn(|| drain(stdout, max_output, &stop, &too_large));
+            let err = s.spawn(|| drain(stderr_r, max_output, &stop, &too_large));
+            let timed_out = wait_exit(pid, deadline, &too_large);
+            // The leader is a zombie at most (not reaped yet), so its group
+            // id cannot have been reused: kill whatever is left in it.
             // SAFETY: signalling the group we created.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
-        };
-        let reader = |mut pipe: std::fs::File, too_large: Arc<AtomicBool>| {
-            move || {
-                let mut out = Vec::new();
-                let mut buf = [0u8; 16 * 1024];
-                loop {
-                    match pipe.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) if out.len() + n > max_output => {
-                            too_large.store(true, Ordering::Relaxed);
-                            kill_group();
-                            break;
-                        }
-                        Ok(n) => out.extend_from_slice(&buf[..n]),
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-                out
+            // Let the readers take what is buffered, then stop waiting for
+            // pipes that an escaped descendant may hold open.
+            let grace = Instant::now() + GRACE;
+            while !(out.is_finished() && err.is_finished()) && Instant::now() < grace {
+                std::thread::sleep(Duration::from_millis(5));
             }
-        };
-        let (status, timed_out, out, err) = std::thread::scope(|s| {
-            let input = stdin.to_vec();
-            s.spawn(move || {
-                // A program that does not read its stdin gets EPIPE here.
-                let _ = stdin_w.write_all(&input);
-            });
-            let out = s.spawn(reader(stdout, too_large.clone()));
-            let err = s.spawn(reader(stderr_r, too_large.clone()));
-            let (status, timed_out) = wait_until(pid, deadline);
-            // Whatever it started goes too; then the pipes reach EOF.
-            kill_group();
-            (
-                status,
-                timed_out,
-                out.join().unwrap_or_default(),
-                err.join().unwrap_or_default(),
-            )
+            stop.store(true, Relaxed);
+            let out = out.join().unwrap_or_default();
+            let err = err.join().unwrap_or_default();
+            let _ = writer.join();
+            (wait(pid).unwrap_or(-1), timed_out, out, err)
         });
         if timed_out {
             return Err(LimitError::Timeout);
         }
-        if too_large.load(Ordering::Relaxed) {
+        if too_large.load(Relaxed) {
             return Err(LimitError::OutputTooLarge);
         }
         Ok(Limited {
@@ -488,40 +477,116 @@ impl Command {
     }
 }
 
-/// Waits for `pid` until `deadline`; past it, kills its group and reaps it.
-/// Returns the wait status and whether the deadline passed.
-fn wait_until(pid: libc::pid_t, deadline: std::time::Instant) -> (i32, bool) {
+/// How long pipes are drained after the program ended or was killed.
+const GRACE: Duration = Duration::from_millis(200);
+/// How often blocked pipe loops look at the stop flag.
+const TICK_MS: i32 = 20;
+
+fn poll_one(fd: libc::c_int, events: libc::c_short) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on the stack.
+    unsafe { libc::poll(&mut pfd, 1, TICK_MS) > 0 }
+}
+
+/// Writes `data` to the (non-blocking) stdin pipe until done, the reader
+/// is gone, or `stop`.
+fn feed(pipe: std::fs::File, mut data: &[u8], stop: &AtomicBool) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let mut pipe = pipe;
+    while !data.is_empty() && !stop.load(Relaxed) {
+        if !poll_one(pipe.as_raw_fd(), libc::POLLOUT) {
+            continue;
+        }
+        match pipe.write(data) {
+            Ok(n) => data = &data[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            // EPIPE: the program does not read its stdin.
+            Err(_) => return,
+        }
+    }
+}
+
+/// Reads a pipe to EOF (or `stop`); past `cap` bytes, flags `too_large`
+/// and stops reading.
+fn drain(pipe: std::fs::File, cap: usize, stop: &AtomicBool, too_large: &AtomicBool) -> Vec<u8> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut pipe = pipe;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    while !stop.load(Relaxed) {
+        if !poll_one(pipe.as_raw_fd(), libc::POLLIN) {
+            continue;
+        }
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) if out.len() + n > cap => {
+                too_large.store(true, Relaxed);
+                break;
+            }
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Waits, without reaping, until `pid` exits, `deadline` passes (true) or
+/// `too_large` is set.
+fn wait_exit(pid: libc::pid_t, deadline: Instant, too_large: &AtomicBool) -> bool {
     // SAFETY: pidfd_open on our own child; the fd is closed below.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
-    let mut timed_out = false;
-    if pidfd >= 0 {
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let mut pfd = libc::pollfd {
-                fd: pidfd,
-                events: libc::POLLIN,
-                revents: 0,
+    let exited = || {
+        if pidfd >= 0 {
+            poll_one(pidfd, libc::POLLIN)
+        } else {
+            // No pidfd (old kernel, seccomp): waitid without reaping.
+            // SAFETY: waitid on our child into a zeroed siginfo.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                )
             };
-            // SAFETY: one pollfd on the stack.
-            let r =
-                unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
-            if r > 0 {
-                break;
+            // SAFETY: reading the pid field waitid filled in (0 if not yet).
+            let done = r == 0 && unsafe { info.si_pid() } == pid;
+            if !done {
+                std::thread::sleep(Duration::from_millis(TICK_MS as u64));
             }
-            if r == 0 {
-                timed_out = true;
-                // SAFETY: signalling the group we created.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-                break;
-            }
-            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                break;
-            }
+            done
         }
+    };
+    let mut timed_out = false;
+    loop {
+        if exited() {
+            break;
+        }
+        if too_large.load(Relaxed) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            break;
+        }
+    }
+    if pidfd >= 0 {
         // SAFETY: closing the fd opened above.
         unsafe { libc::close(pidfd) };
     }
-    (wait(pid).unwrap_or(-1), timed_out)
+    timed_out
 }
 
 fn environ() -> *const *mut libc::c_char {
@@ -597,6 +662,33 @@ mod tests {
             .run_limited(b"", std::time::Duration::from_millis(200), 1024);
         assert!(matches!(r, Err(LimitError::Timeout)), "{r:?}");
         assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn an_escaped_descendant_does_not_hold_the_call() {
+        let start = std::time::Instant::now();
+        let r = Command::new("sh")
+            .arg("-c")
+            .arg("setsid sleep 5 & sleep 30")
+            .run_limited(b"", std::time::Duration::from_millis(200), 1024);
+        assert!(matches!(r, Err(LimitError::Timeout)), "{r:?}");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_program_that_ignores_stdin_does_not_block_the_writer() {
+        let out = Command::new("true")
+            .run_limited(
+                &vec![b'x'; 1 << 20],
+                std::time::Duration::from_secs(5),
+                1024,
+            )
+            .unwrap();
+        assert_eq!(out.exit_code(), 0);
     }
 
     #[test]
