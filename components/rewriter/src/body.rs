@@ -172,6 +172,11 @@ impl Coding {
 
 /// The decode stage in front of the rewriter.
 pub enum Decoder<'r, 's> {
+    /// Nothing came yet; becomes one of the others at the first byte (an
+    /// empty compressed body is an empty body, not a truncated stream).
+    Pending(Coding, Box<RewriteStage<'r, 's>>),
+    /// Only while switching from `Pending`.
+    Idle,
     /// Passes bytes as they are.
     Identity(Box<RewriteStage<'r, 's>>),
     /// Gunzips.
@@ -183,6 +188,10 @@ pub enum Decoder<'r, 's> {
 impl<'r, 's> Decoder<'r, 's> {
     /// A decoder for `coding` feeding `next`.
     pub fn new(coding: Coding, next: RewriteStage<'r, 's>) -> Self {
+        Self::Pending(coding, Box::new(next))
+    }
+
+    fn start(coding: Coding, next: RewriteStage<'r, 's>) -> Self {
         match coding {
             Coding::Identity => Self::Identity(Box::new(next)),
             Coding::Gzip => Self::Gzip(Box::new(MultiGzDecoder::new(next))),
@@ -195,7 +204,17 @@ impl<'r, 's> Decoder<'r, 's> {
 
     /// Feeds a piece of the origin body.
     pub fn write_chunk(&mut self, chunk: &[u8]) -> io::Result<()> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if let Self::Pending(..) = self {
+            let Self::Pending(coding, next) = std::mem::replace(self, Self::Idle) else {
+                unreachable!("matched above")
+            };
+            *self = Self::start(coding, *next);
+        }
         match self {
+            Self::Pending(..) | Self::Idle => unreachable!("started above"),
             Self::Identity(w) => {
                 w.write_all(chunk)?;
                 w.flush()
@@ -220,7 +239,8 @@ impl<'r, 's> Decoder<'r, 's> {
             e
         };
         match self {
-            Self::Identity(w) => Ok(*w),
+            Self::Pending(_, w) | Self::Identity(w) => Ok(*w),
+            Self::Idle => Err(fail(io::Error::other("decoder in an impossible state"))),
             Self::Gzip(mut w) => {
                 w.try_finish().map_err(fail)?;
                 w.finish().map_err(fail)

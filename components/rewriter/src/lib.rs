@@ -211,10 +211,9 @@ struct Accepted {
 }
 
 fn accepted_codings(headers: &[(String, Vec<u8>)]) -> Accepted {
-    let mut accepted = Accepted {
-        gzip: false,
-        br: false,
-    };
+    // Explicit codings first; `*` then speaks only for codings not named
+    // (RFC 9110 §12.5.3), so `gzip;q=0, *` still refuses gzip.
+    let (mut gzip, mut br, mut star) = (None, None, None);
     for (name, value) in headers {
         if name != "accept-encoding" {
             continue;
@@ -222,22 +221,24 @@ fn accepted_codings(headers: &[(String, Vec<u8>)]) -> Accepted {
         for item in String::from_utf8_lossy(value).split(',') {
             let mut parts = item.split(';');
             let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-            let refused = parts.any(|p| {
-                let p = p.trim().replace(' ', "");
-                p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
-            });
+            let q = parts
+                .filter_map(|p| p.trim().split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .and_then(|(_, v)| v.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            let ok = Some(q > 0.0);
             match coding.as_str() {
-                "gzip" | "x-gzip" => accepted.gzip = !refused,
-                "br" => accepted.br = !refused,
-                "*" if !refused => {
-                    accepted.gzip = true;
-                    accepted.br = true;
-                }
+                "gzip" | "x-gzip" => gzip = ok,
+                "br" => br = ok,
+                "*" => star = ok,
                 _ => {}
             }
         }
     }
-    accepted
+    Accepted {
+        gzip: gzip.or(star).unwrap_or(false),
+        br: br.or(star).unwrap_or(false),
+    }
 }
 
 /// Header names listed in `Connection` (hop-by-hop by declaration).
@@ -353,6 +354,17 @@ fn answer(
     let headers = response.headers().entries();
     let plan = plan(site, method, host, path, accepted, status, &headers);
     let rewriting = matches!(plan, Plan::Rewrite { .. });
+    // 304s and HEADs of a type we rewrite describe the rewritten 200.
+    let rewritable_type = (status == 304 || matches!(method, Method::Head))
+        && header(&headers, "content-type")
+            .map(|ct| {
+                ct.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .is_some_and(|media| site.rules_for(&media).is_some());
     let dropped = connection_listed(&headers);
     let fields = Fields::new();
     for (name, value) in &headers {
@@ -361,8 +373,17 @@ fn answer(
             continue;
         }
         let value = match n {
-            "content-length" | "content-encoding" | "accept-ranges" if rewriting => continue,
-            "etag" if rewriting && !value.starts_with(b"W/") => [b"W/".as_slice(), value].concat(),
+            "content-length" | "content-encoding" | "accept-ranges" | "content-md5" | "digest"
+            | "content-digest"
+                if rewriting =>
+            {
+                continue;
+            }
+            // A 304 or HEAD for a representation we would rewrite carries
+            // the same weak ETag as the rewritten 200.
+            "etag" if (rewriting || rewritable_type) && !value.starts_with(b"W/") => {
+                [b"W/".as_slice(), value].concat()
+            }
             // The client's own authority, port included.
             "location" | "content-location" => redirect_to_site(site, authority, value),
             _ => value.clone(),
