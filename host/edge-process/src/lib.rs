@@ -93,9 +93,14 @@ impl wit::Host for &Grant {
             max_output: max_output.map(|m| m as usize),
             metrics: false,
         };
-        let answer = tokio::task::spawn_blocking(move || protocol::call(&socket, &request))
-            .await
-            .map_err(|e| Error::Failed(format!("sidecar call: {e}")))?;
+        // The sidecar caps runs at its own timeout; past that (asked for or
+        // its default of at most a few minutes) plus a margin, stop waiting.
+        let limit = std::time::Duration::from_millis(timeout_ms.map_or(600_000, u64::from) + 5_000);
+        let answer = tokio::task::spawn_blocking(move || {
+            protocol::call_within(&socket, &request, Some(limit))
+        })
+        .await
+        .map_err(|e| Error::Failed(format!("sidecar call: {e}")))?;
         match answer {
             Ok(Response::Ok(out)) => Ok(Output {
                 exit_code: out.exit_code,

@@ -134,7 +134,20 @@ pub fn read_message<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Resu
 
 /// Sends a request to the sidecar at `socket` and waits for the answer.
 pub fn call(socket: &std::path::Path, request: &Request) -> io::Result<Response> {
+    call_within(socket, request, None)
+}
+
+/// Like [`call`], giving up after `limit` for each read and write (the
+/// run's own timeout plus a margin): a stalled sidecar must not pin the
+/// caller's thread.
+pub fn call_within(
+    socket: &std::path::Path,
+    request: &Request,
+    limit: Option<std::time::Duration>,
+) -> io::Result<Response> {
     let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
+    stream.set_read_timeout(limit)?;
+    stream.set_write_timeout(limit)?;
     write_message(&mut stream, request)?;
     read_message(&mut stream)
 }
