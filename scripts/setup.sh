@@ -12,6 +12,7 @@ missing=()
 command -v cc >/dev/null || missing+=(build-essential)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
 command -v opusdec >/dev/null || missing+=(opus-tools)
+command -v pgrep >/dev/null || missing+=(procps)
 if [ ${#missing[@]} -gt 0 ]; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
