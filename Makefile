@@ -25,9 +25,9 @@ run: components host
 
 test: components host
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer --exclude codec -- -D warnings
-	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -p probe -p rewriter -p signer -p codec -- -D warnings
-	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer --exclude codec
+	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer --exclude codec --exclude guest-http -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -p probe -p rewriter -p signer -p codec -p guest-http -- -D warnings
+	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer --exclude codec --exclude guest-http
 
 bench-host: components host
 	./bench/host.sh

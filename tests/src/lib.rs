@@ -329,3 +329,30 @@ source = "{fixtures}"
 /// An edge-config with one tenant `t` on every host with every component.
 pub const ONE_TENANT: &str =
     "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n";
+
+/// Runs a snippet with Debian's Python (`/usr/bin/python3`, where the test
+/// command installs python3-jwt; pyenv's `python3` may lack it), `input` as
+/// JSON on stdin; returns its stdout parsed as JSON.
+pub fn python(script: &str, input: &serde_json::Value) -> serde_json::Value {
+    use std::io::Write;
+    let mut child = Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run /usr/bin/python3 (the test command installs python3-jwt)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.to_string().as_bytes())
+        .expect("write to python");
+    let out = child.wait_with_output().expect("python");
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("python printed JSON")
+}

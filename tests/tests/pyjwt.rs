@@ -1,38 +1,13 @@
 //! Interoperability with an independent implementation: PyJWT (Debian's
 //! python3-jwt with python3-cryptography). Our tokens verify there, theirs
-//! verify here, and our JWKS yields keys PyJWT verifies with.
+//! verify here, and our JWKS yields keys PyJWT verifies with. (The
+//! library is `components/signing`; this runs with the other tests that
+//! need Debian packages.)
 
+use edge_tests::python;
 use serde_json::{Value, json};
 use signing::jwt::{self, Claims, Validation};
 use signing::{Key, KeySet};
-use std::io::Write;
-use std::process::{Command, Stdio};
-
-const PYTHON: &str = "/usr/bin/python3";
-
-/// Runs a Python snippet with `input` as JSON on stdin; returns its stdout.
-fn python(script: &str, input: &Value) -> String {
-    let mut child = Command::new(PYTHON)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run /usr/bin/python3 (the test command installs python3-jwt)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn keys() -> KeySet {
     KeySet::new(
@@ -93,11 +68,7 @@ fn our_tokens_verify_in_pyjwt() {
             .unwrap_or_else(|| "0123456789abcdef0123456789abcdef-secret".into());
         verify_keys.insert(kid.into(), json!([alg, material]));
     }
-    let out: Value = serde_json::from_str(&python(
-        VERIFY,
-        &json!({"tokens": tokens, "keys": verify_keys}),
-    ))
-    .unwrap();
+    let out: Value = python(VERIFY, &json!({"tokens": tokens, "keys": verify_keys}));
     for (kid, alg) in [("ed", "EdDSA"), ("ec", "ES256"), ("hs", "HS256")] {
         assert_eq!(out[kid]["claims"], Value::Object(claims.clone()), "{kid}");
         assert_eq!(out[kid]["header"]["alg"], alg);
@@ -126,8 +97,7 @@ fn pyjwt_tokens_verify_here_and_tampering_is_caught() {
             .unwrap_or_else(|| "0123456789abcdef0123456789abcdef-secret".into());
         sign_keys.insert(kid.into(), json!([alg, material]));
     }
-    let out: Value =
-        serde_json::from_str(&python(SIGN, &json!({"claims": claims, "keys": sign_keys}))).unwrap();
+    let out: Value = python(SIGN, &json!({"claims": claims, "keys": sign_keys}));
     let v = Validation {
         audience: Some("jitsi".into()),
         issuer: Some("app".into()),
@@ -174,8 +144,7 @@ fn jwks_keys_verify_our_tokens_in_pyjwt() {
         "ed": jwt::sign(&keys, Some("ed"), &claims()).unwrap(),
         "ec": jwt::sign(&keys, Some("ec"), &claims()).unwrap(),
     });
-    let out: Value =
-        serde_json::from_str(&python(JWKS, &json!({"jwks": jwks, "tokens": tokens}))).unwrap();
+    let out: Value = python(JWKS, &json!({"jwks": jwks, "tokens": tokens}));
     assert_eq!(
         out,
         json!({"ed": "meet.example.com", "ec": "meet.example.com"})

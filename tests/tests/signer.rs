@@ -3,10 +3,8 @@
 //! refusals, and the development key the host generates on first start.
 
 use bytes::Bytes;
-use edge_tests::{Edge, TempDir, client, component, request};
+use edge_tests::{Edge, TempDir, client, component, python, request};
 use serde_json::{Value, json};
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 fn spin(preset: &str) -> String {
     format!(
@@ -70,29 +68,6 @@ async fn call(edge: &Edge, method: &str, path: &str, body: Value) -> (u16, Value
         status,
         serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}")),
     )
-}
-
-fn python(script: &str, input: &Value) -> Value {
-    let mut child = Command::new("/usr/bin/python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 (the test command installs python3-jwt)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "python: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 const PYJWT_VERIFY_WITH_JWKS: &str = r#"

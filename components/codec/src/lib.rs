@@ -54,9 +54,7 @@ use bindings::edge::platform::mixer::{self, RoomSettings, RoomState};
 use opus_rs::{Application, OpusDecoder, OpusEncoder};
 use serde_json::{Value, json};
 use std::cell::RefCell;
-use wasi::http::types::{
-    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
-};
+use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
 
 /// Largest request body.
 const MAX_BODY: usize = 1 << 20;
@@ -185,10 +183,12 @@ impl wasi::exports::http::incoming_handler::Guest for Codec {
                 Ok(_) => error(404, &format!("session {session:?} is not in room {room:?}")),
                 Err(e) => mixer_error(e),
             },
-            (Method::Post, [room, session, "chunk"]) => match read_body(request) {
-                Ok(body) => chunk(room, session, &query, &body),
-                Err(e) => error(400, &e),
-            },
+            (Method::Post, [room, session, "chunk"]) => {
+                match guest_http::read_body(request, MAX_BODY) {
+                    Ok(body) => chunk(room, session, &query, &body),
+                    Err(e) => error(400, &e),
+                }
+            }
             _ => error(
                 404,
                 &format!("no endpoint {method:?} {path} (see the codec protocol in docs/CODEC.md)"),
@@ -493,39 +493,6 @@ fn param(query: &str, name: &str) -> Option<String> {
         .map(|(_, v)| v.replace("%20", " "))
 }
 
-fn read_body(request: IncomingRequest) -> Result<Vec<u8>, String> {
-    let body = request.consume().map_err(|_| "no request body")?;
-    let stream = body.stream().map_err(|_| "no request body")?;
-    let mut out = Vec::new();
-    loop {
-        match stream.blocking_read(64 * 1024) {
-            Ok(chunk) => {
-                out.extend_from_slice(&chunk);
-                if out.len() > MAX_BODY {
-                    return Err(format!("the body is over {MAX_BODY} bytes"));
-                }
-            }
-            Err(wasi::io::streams::StreamError::Closed) => return Ok(out),
-            Err(_) => return Err("the request body broke off".into()),
-        }
-    }
-}
-
 fn respond(out: ResponseOutparam, (status, content_type, body): Answer) {
-    let fields = Fields::new();
-    let _ = fields.set("content-type", &[content_type.as_bytes().to_vec()]);
-    let response = OutgoingResponse::new(fields);
-    let _ = response.set_status_code(status);
-    let Ok(outgoing) = response.body() else {
-        return;
-    };
-    ResponseOutparam::set(out, Ok(response));
-    if let Ok(stream) = outgoing.write() {
-        for piece in body.chunks(4096) {
-            if stream.blocking_write_and_flush(piece).is_err() {
-                break;
-            }
-        }
-    }
-    let _ = OutgoingBody::finish(outgoing, None);
+    guest_http::respond(out, status, &[("content-type", content_type)], &body);
 }

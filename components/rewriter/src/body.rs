@@ -46,7 +46,7 @@ impl Write for ClientWriter<'_> {
         if self.abandoned.get() {
             return Err(io::Error::other("the body was abandoned"));
         }
-        write_all(self.stream, &self.pollable, data).map_err(client_gone)?;
+        guest_http::write_all(self.stream, &self.pollable, data).map_err(client_gone)?;
         Ok(data.len())
     }
 
@@ -57,25 +57,6 @@ impl Write for ClientWriter<'_> {
 
 fn client_gone(e: StreamError) -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, format!("client stream: {e:?}"))
-}
-
-/// Writes all of `data`, as fast as the stream takes it.
-pub fn write_all(
-    stream: &OutputStream,
-    pollable: &wasi::io::poll::Pollable,
-    mut data: &[u8],
-) -> Result<(), StreamError> {
-    while !data.is_empty() {
-        let room = stream.check_write()? as usize;
-        if room == 0 {
-            pollable.block();
-            continue;
-        }
-        let n = room.min(data.len());
-        stream.write(&data[..n])?;
-        data = &data[n..];
-    }
-    Ok(())
 }
 
 /// Where rewritten bytes go: straight to the client, or through gzip.

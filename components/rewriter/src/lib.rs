@@ -190,7 +190,7 @@ fn send_request_body(request: IncomingRequest, body: OutgoingBody) -> Result<(),
     let pollable = output.subscribe();
     loop {
         match input.blocking_read(READ_SIZE) {
-            Ok(bytes) => body::write_all(&output, &pollable, &bytes).map_err(|_| ())?,
+            Ok(bytes) => guest_http::write_all(&output, &pollable, &bytes).map_err(|_| ())?,
             Err(StreamError::Closed) => break,
             // Dropping the body unfinished tells the origin it was cut short.
             Err(StreamError::LastOperationFailed(_)) => return Err(()),
@@ -282,15 +282,9 @@ fn plan(
     if matches!(method, Method::Head) || matches!(status, 100..=199 | 204 | 206 | 304) {
         return Plan::Pass;
     }
-    let Some(content_type) = header(headers, "content-type") else {
+    let Some(media) = media_type(headers) else {
         return Plan::Pass;
     };
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
     let Some(applicable) = site.rules_for(&media) else {
         return Plan::Pass;
     };
@@ -356,15 +350,7 @@ fn answer(
     let rewriting = matches!(plan, Plan::Rewrite { .. });
     // 304s and HEADs of a type we rewrite describe the rewritten 200.
     let rewritable_type = (status == 304 || matches!(method, Method::Head))
-        && header(&headers, "content-type")
-            .map(|ct| {
-                ct.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            })
-            .is_some_and(|media| site.rules_for(&media).is_some());
+        && media_type(&headers).is_some_and(|media| site.rules_for(&media).is_some());
     let dropped = connection_listed(&headers);
     let fields = Fields::new();
     for (name, value) in &headers {
@@ -565,19 +551,25 @@ fn origin_failed(out: ResponseOutparam, site: &Site, e: &ErrorCode) {
 }
 
 fn respond(out: ResponseOutparam, status: u16, text: &str) {
-    let fields = Fields::new();
-    let _ = fields.set("content-type", &[b"text/plain; charset=utf-8".to_vec()]);
-    let response = OutgoingResponse::new(fields);
-    let _ = response.set_status_code(status);
-    let Ok(body) = response.body() else {
-        return;
-    };
-    ResponseOutparam::set(out, Ok(response));
-    if let Ok(stream) = body.write() {
-        let pollable = stream.subscribe();
-        let _ = body::write_all(&stream, &pollable, text.as_bytes());
-    }
-    let _ = OutgoingBody::finish(body, None);
+    guest_http::respond(
+        out,
+        status,
+        &[("content-type", "text/plain; charset=utf-8")],
+        text.as_bytes(),
+    );
+}
+
+/// The `Content-Type`'s media type: lower-case, no parameters.
+fn media_type(headers: &[(String, Vec<u8>)]) -> Option<String> {
+    let content_type = header(headers, "content-type")?;
+    Some(
+        content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase(),
+    )
 }
 
 fn header<'h>(headers: &'h [(String, Vec<u8>)], name: &str) -> Option<&'h str> {

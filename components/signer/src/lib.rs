@@ -41,9 +41,7 @@ use bindings::wasi::config::store as config;
 use serde_json::{Value, json};
 use signing::KeySet;
 use signing::jwt::{self, Validation};
-use wasi::http::types::{
-    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
-};
+use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
 
 /// Largest request body read.
 const MAX_BODY: usize = 64 * 1024;
@@ -179,27 +177,9 @@ fn unavailable(why: &str) -> (u16, Value) {
 }
 
 fn with_body(request: IncomingRequest, f: impl FnOnce(Vec<u8>) -> (u16, Value)) -> (u16, Value) {
-    match read_body(request) {
+    match guest_http::read_body(request, MAX_BODY) {
         Ok(body) => f(body),
         Err(why) => (400, json!({"error": {"message": why}})),
-    }
-}
-
-fn read_body(request: IncomingRequest) -> Result<Vec<u8>, String> {
-    let body = request.consume().map_err(|_| "no request body")?;
-    let stream = body.stream().map_err(|_| "no request body")?;
-    let mut out = Vec::new();
-    loop {
-        match stream.blocking_read(16 * 1024) {
-            Ok(chunk) => {
-                out.extend_from_slice(&chunk);
-                if out.len() > MAX_BODY {
-                    return Err(format!("the body is over {MAX_BODY} bytes"));
-                }
-            }
-            Err(wasi::io::streams::StreamError::Closed) => return Ok(out),
-            Err(_) => return Err("the request body broke off".into()),
-        }
     }
 }
 
@@ -308,25 +288,11 @@ fn check(body: &[u8]) -> (u16, Value) {
 }
 
 fn respond(out: ResponseOutparam, status: u16, body: &Value) {
-    let fields = Fields::new();
-    let _ = fields.set("content-type", &[b"application/json".to_vec()]);
+    let mut headers = vec![("content-type", "application/json")];
     if status == 200 {
-        let _ = fields.set("cache-control", &[b"no-store".to_vec()]);
+        headers.push(("cache-control", "no-store"));
     }
-    let response = OutgoingResponse::new(fields);
-    let _ = response.set_status_code(status);
-    let Ok(outgoing) = response.body() else {
-        return;
-    };
-    ResponseOutparam::set(out, Ok(response));
-    if let Ok(stream) = outgoing.write() {
-        let mut bytes = body.to_string().into_bytes();
-        bytes.push(b'\n');
-        for chunk in bytes.chunks(4096) {
-            if stream.blocking_write_and_flush(chunk).is_err() {
-                break;
-            }
-        }
-    }
-    let _ = OutgoingBody::finish(outgoing, None);
+    let mut bytes = body.to_string().into_bytes();
+    bytes.push(b'\n');
+    guest_http::respond(out, status, &headers, &bytes);
 }

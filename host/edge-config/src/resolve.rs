@@ -896,7 +896,9 @@ impl Resolver<'_> {
                     })?;
                 rules.push(rule);
             }
-            let compiled = rewrite_engine::RuleSet::new(&rules).or_else(|e| {
+            // Compiled only to refuse bad rules now; the site's component
+            // compiles its own copy.
+            rewrite_engine::RuleSet::new(&rules).or_else(|e| {
                 // Point at the inline rule, or at the file for its rules.
                 let (span, what) = if e.index > from_file {
                     let r = &s.rules[e.index - from_file - 1];
@@ -927,7 +929,6 @@ impl Resolver<'_> {
                 content_types,
                 rules,
                 rule_content_types,
-                compiled: Arc::new(compiled),
                 rules_file,
             });
         }

@@ -3,9 +3,8 @@
 //! and/or a `rules_file`, nginx `subs_filter` lines or TOML), compiled at
 //! load so a bad rule refuses the config.
 
-use rewrite_engine::{Rule, RuleSet};
+use rewrite_engine::Rule;
 use serde::Deserialize;
-use std::sync::Arc;
 use toml::Spanned;
 
 /// Content types rewritten when a site names none.
@@ -62,8 +61,6 @@ pub struct Site {
     /// Per rule, the content types it is limited to (empty: every type of
     /// the site).
     pub rule_content_types: Vec<Vec<String>>,
-    /// The rules compiled (checked at load; the guest compiles its own).
-    pub compiled: Arc<RuleSet>,
     /// The rules file, watched for reloads.
     pub rules_file: Option<std::path::PathBuf>,
 }

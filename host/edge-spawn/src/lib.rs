@@ -59,13 +59,18 @@ impl Output {
     /// The exit code, or 128 + N if signal N ended the child (the shells'
     /// convention).
     pub fn exit_code(&self) -> i32 {
-        if libc::WIFEXITED(self.status) {
-            libc::WEXITSTATUS(self.status)
-        } else if libc::WIFSIGNALED(self.status) {
-            128 + libc::WTERMSIG(self.status)
-        } else {
-            -1
-        }
+        exit_code(self.status)
+    }
+}
+
+/// The exit code in a raw wait status, or 128 + N if signal N ended it.
+fn exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        -1
     }
 }
 
@@ -382,12 +387,7 @@ pub struct Limited {
 impl Limited {
     /// The exit code, or 128 + N if signal N ended it.
     pub fn exit_code(&self) -> i32 {
-        Output {
-            status: self.status,
-            stdout: Vec::new(),
-            truncated: false,
-        }
-        .exit_code()
+        exit_code(self.status)
     }
 }
 

@@ -106,3 +106,22 @@ pub unsafe fn set_message(message: *mut c_char, text: &str) {
         *message.add(n) = 0;
     }
 }
+
+/// Returns `value` as a string function's result: kept in `buf` (the
+/// statement's buffer, reused row after row), its length stored, and a NUL
+/// after it so the pointer is valid, and readable one past `length`, even
+/// for an empty value.
+///
+/// # Safety
+/// `length` is the server's length slot for this call.
+pub unsafe fn string_result(
+    buf: &mut Vec<u8>,
+    value: Vec<u8>,
+    length: *mut c_ulong,
+) -> *mut c_char {
+    *buf = value;
+    // SAFETY: the caller's contract.
+    unsafe { *length = buf.len() as c_ulong };
+    buf.push(0);
+    buf.as_mut_ptr() as *mut c_char
+}

@@ -1,7 +1,7 @@
 //! `sys_exec`, `sys_eval`, `sys_exec_fast`, `sys_eval_fast`.
 
 use crate::MAX_OUTPUT;
-use crate::abi::{Arg, UdfArgs, UdfInit, set_message};
+use crate::abi::{Arg, UdfArgs, UdfInit, set_message, string_result};
 use edge_spawn::{Command, Stdout};
 use std::ffi::{OsStr, c_char, c_longlong, c_ulong};
 use std::os::unix::ffi::OsStrExt;
@@ -74,7 +74,7 @@ macro_rules! int_udf {
             _initid: *mut UdfInit,
             args: *mut UdfArgs,
             is_null: *mut c_char,
-            error: *mut c_char,
+            _error: *mut c_char,
         ) -> c_longlong {
             // SAFETY: valid for the duration of the call.
             let args = unsafe { &*args };
@@ -85,7 +85,6 @@ macro_rules! int_udf {
             let run: fn(&[&[u8]]) -> std::io::Result<i64> = $run;
             // A failure is this row's NULL. (Not `*error`: MariaDB would
             // then return NULL for every later row of the statement.)
-            let _ = error;
             match run(&argv) {
                 Ok(v) => v,
                 Err(_) => {
@@ -133,7 +132,7 @@ macro_rules! string_udf {
             _result: *mut c_char,
             length: *mut c_ulong,
             is_null: *mut c_char,
-            error: *mut c_char,
+            _error: *mut c_char,
         ) -> *mut c_char {
             // SAFETY: valid for the duration of the call; ptr is ours.
             let (initid, args) = unsafe { (&mut *initid, &*args) };
@@ -143,16 +142,10 @@ macro_rules! string_udf {
                 return std::ptr::null_mut();
             };
             let run: fn(&[&[u8]]) -> std::io::Result<Vec<u8>> = $run;
-            let _ = error;
+            // A failure is this row's NULL (see the integer functions).
             match run(&argv) {
-                Ok(out) => {
-                    state.out = out;
-                    unsafe { *length = state.out.len() as c_ulong };
-                    // A NUL after the value, so the pointer is valid (and
-                    // readable one past `length`) even for empty output.
-                    state.out.push(0);
-                    state.out.as_mut_ptr() as *mut c_char
-                }
+                // SAFETY: the server's length slot.
+                Ok(out) => unsafe { string_result(&mut state.out, out, length) },
                 Err(_) => {
                     unsafe { *is_null = 1 };
                     std::ptr::null_mut()

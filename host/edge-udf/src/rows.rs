@@ -1,7 +1,7 @@
 //! `edge_sign_row(key_id, col...)` and `edge_verify_row(key_id, signature,
 //! col...)`: row signatures from the `signing` library.
 
-use crate::abi::{Arg, DECIMAL_RESULT, UdfArgs, UdfInit, set_message};
+use crate::abi::{Arg, DECIMAL_RESULT, UdfArgs, UdfInit, set_message, string_result};
 use signing::row::{Column, sign_row, verify_row};
 use std::ffi::{c_char, c_longlong, c_ulong};
 
@@ -26,11 +26,13 @@ fn load_keys() -> Result<Vec<signing::Key>, String> {
     signing::keyfile::parse(&text).map_err(|e| format!("key file {path}: {e}"))
 }
 
+/// Shared by both inits: the first `string_args` arguments (key id, and
+/// signature for verify) are required and, once checked, passed as strings.
 fn init(
     initid: &mut UdfInit,
-    args: &UdfArgs,
+    args: &mut UdfArgs,
     message: *mut c_char,
-    min: usize,
+    string_args: usize,
     usage: &str,
 ) -> bool {
     let fail = |text: String| {
@@ -38,7 +40,7 @@ fn init(
         unsafe { set_message(message, &text) };
         true
     };
-    if args.len() < min {
+    if args.len() < string_args {
         return fail(usage.to_string());
     }
     let keys = match load_keys() {
@@ -46,8 +48,8 @@ fn init(
         Err(e) => return fail(e),
     };
     // A constant string key id is checked now. Only a string: a numeric
-    // constant sits in an 8-byte slot whatever `lengths` says, and the
-    // caller coerces the type only after this check.
+    // constant sits in an 8-byte slot whatever `lengths` says (the types
+    // are coerced only after this check).
     // SAFETY: during init, 0 < arg_count.
     if let Arg::Bytes(crate::abi::STRING_RESULT, kid) = unsafe { args.get(0) } {
         let kid = String::from_utf8_lossy(kid);
@@ -60,6 +62,10 @@ fn init(
             }
             Some(_) => {}
         }
+    }
+    for i in 0..string_args {
+        // SAFETY: during init, i < arg_count (checked above).
+        unsafe { args.coerce_to_string(i) };
     }
     initid.maybe_null = 1;
     initid.max_length = 64;
@@ -105,20 +111,13 @@ pub unsafe extern "C" fn edge_sign_row_init(
 ) -> c_char {
     // SAFETY: valid for the duration of the call.
     let (initid, args) = unsafe { (&mut *initid, &mut *args) };
-    // Check first (init reads a constant key id by its own type), then
-    // have the server pass the key id as a string from now on.
-    let failed = init(
+    init(
         initid,
         args,
         message,
         1,
         "edge_sign_row(key_id, column...): a key id from the key file, then the row's columns in order",
-    );
-    if !failed {
-        // SAFETY: during init, 0 < arg_count (init checked the count).
-        unsafe { args.coerce_to_string(0) };
-    }
-    failed as c_char
+    ) as c_char
 }
 
 /// # Safety
@@ -130,12 +129,11 @@ pub unsafe extern "C" fn edge_sign_row(
     _result: *mut c_char,
     length: *mut c_ulong,
     is_null: *mut c_char,
-    error: *mut c_char,
+    _error: *mut c_char,
 ) -> *mut c_char {
     // SAFETY: valid for the duration of the call; ptr is ours.
     let (initid, args) = unsafe { (&mut *initid, &*args) };
     let state = unsafe { &mut *(initid.ptr as *mut RowState) };
-    let _ = error;
     let Some(key) = secret(state, args) else {
         // An unknown or NULL key id: NULL, never an unsigned row. (Not
         // `*error`: MariaDB would then return NULL for every later row.)
@@ -143,11 +141,8 @@ pub unsafe extern "C" fn edge_sign_row(
         return std::ptr::null_mut();
     };
     let sig = sign_row(key, &columns(args, 1));
-    state.out = sig.into_bytes();
-    unsafe { *length = state.out.len() as c_ulong };
-    // A NUL after the value: some server paths read one byte past it.
-    state.out.push(0);
-    state.out.as_mut_ptr() as *mut c_char
+    // SAFETY: the server's length slot.
+    unsafe { string_result(&mut state.out, sig.into_bytes(), length) }
 }
 
 /// # Safety
@@ -172,21 +167,13 @@ pub unsafe extern "C" fn edge_verify_row_init(
 ) -> c_char {
     // SAFETY: valid for the duration of the call.
     let (initid, args) = unsafe { (&mut *initid, &mut *args) };
-    let failed = init(
+    init(
         initid,
         args,
         message,
         2,
         "edge_verify_row(key_id, signature, column...): a key id, the stored signature, then the row's columns in the order they were signed",
-    );
-    if !failed {
-        // SAFETY: during init, 0, 1 < arg_count (init checked the count).
-        unsafe {
-            args.coerce_to_string(0);
-            args.coerce_to_string(1);
-        }
-    }
-    failed as c_char
+    ) as c_char
 }
 
 /// # Safety
@@ -196,12 +183,11 @@ pub unsafe extern "C" fn edge_verify_row(
     initid: *mut UdfInit,
     args: *mut UdfArgs,
     is_null: *mut c_char,
-    error: *mut c_char,
+    _error: *mut c_char,
 ) -> c_longlong {
     // SAFETY: valid for the duration of the call; ptr is ours.
     let (initid, args) = unsafe { (&mut *initid, &*args) };
     let state = unsafe { &*(initid.ptr as *const RowState) };
-    let _ = error;
     let Some(key) = secret(state, args) else {
         unsafe { *is_null = 1 };
         return 0;

@@ -1,0 +1,66 @@
+//! What every `wasi:http` guest here does the same way: read a request
+//! body under a cap, answer a complete response in one call, write a byte
+//! slice to an output stream as fast as it takes it.
+
+use wasi::http::types::{
+    Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
+use wasi::io::poll::Pollable;
+use wasi::io::streams::{OutputStream, StreamError};
+
+/// Reads the whole request body, refusing one over `max` bytes.
+pub fn read_body(request: IncomingRequest, max: usize) -> Result<Vec<u8>, String> {
+    let body = request.consume().map_err(|_| "no request body")?;
+    let stream = body.stream().map_err(|_| "no request body")?;
+    let mut out = Vec::new();
+    loop {
+        match stream.blocking_read(64 * 1024) {
+            Ok(chunk) => {
+                out.extend_from_slice(&chunk);
+                if out.len() > max {
+                    return Err(format!("the body is over {max} bytes"));
+                }
+            }
+            Err(StreamError::Closed) => return Ok(out),
+            Err(_) => return Err("the request body broke off".into()),
+        }
+    }
+}
+
+/// Writes all of `data`, waiting on `pollable` whenever the stream is full.
+pub fn write_all(
+    stream: &OutputStream,
+    pollable: &Pollable,
+    mut data: &[u8],
+) -> Result<(), StreamError> {
+    while !data.is_empty() {
+        let room = stream.check_write()? as usize;
+        if room == 0 {
+            pollable.block();
+            continue;
+        }
+        let n = room.min(data.len());
+        stream.write(&data[..n])?;
+        data = &data[n..];
+    }
+    Ok(())
+}
+
+/// Answers `status` with `headers` and the whole `body`.
+pub fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+    let fields = Fields::new();
+    for (name, value) in headers {
+        let _ = fields.set(name, &[value.as_bytes().to_vec()]);
+    }
+    let response = OutgoingResponse::new(fields);
+    let _ = response.set_status_code(status);
+    let Ok(outgoing) = response.body() else {
+        return;
+    };
+    ResponseOutparam::set(out, Ok(response));
+    if let Ok(stream) = outgoing.write() {
+        let pollable = stream.subscribe();
+        let _ = write_all(&stream, &pollable, body);
+    }
+    let _ = OutgoingBody::finish(outgoing, None);
+}
