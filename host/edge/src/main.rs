@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod hints_cli;
 mod rules_cli;
 mod udf_cli;
 
@@ -90,6 +91,17 @@ enum Command {
     /// MariaDB user-defined functions (`libedge_udf.so`).
     #[command(subcommand)]
     Udf(UdfCommand),
+    /// The hint engine's indexes: build them, try queries.
+    #[command(subcommand)]
+    Hints(HintsCommand),
+}
+
+#[derive(Subcommand)]
+enum HintsCommand {
+    /// Build `address.idx` and/or `names.idx` from JSON Lines records.
+    Build(hints_cli::BuildArgs),
+    /// Print the suggestions an index gives for a query.
+    Query(hints_cli::QueryArgs),
 }
 
 #[derive(Subcommand)]
@@ -130,6 +142,19 @@ fn main() {
                 1
             }
         },
+        Command::Hints(cmd) => {
+            let result = match cmd {
+                HintsCommand::Build(args) => hints_cli::build(&args),
+                HintsCommand::Query(args) => hints_cli::query(&args),
+            };
+            match result {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("edge: {e:#}");
+                    2
+                }
+            }
+        }
         Command::Rules(cmd) => {
             let result = match cmd {
                 RulesCommand::Test { rules } => rules_cli::test(&rules),

@@ -1,0 +1,1126 @@
+//! Address suggestions.
+//!
+//! # Model
+//! The index is a two-level tree: **places** (cities, towns, villages, with
+//! country, region, aliases and population) and their **streets** (with a
+//! type and a list of house numbers). An *entry* a user can pick is a place,
+//! a street, or one house of a street; houses are stored as lists on their
+//! street, not as nodes, so a million houses cost four bytes each.
+//!
+//! # Query
+//! A query is free text in any order and case: `москва хабар 12`,
+//! `г. Москва, ул. Хабаровская, д 12`, `riga brivibas`. Every token must
+//! match a word of the entry (the place's words count for its streets and
+//! houses); the last token, if the user is still typing it, matches as a
+//! prefix. Tokens may carry typos ([`crate::fuzzy::max_edits`]:
+//! none up to 3 letters, one up to 6–7, two beyond; a transposition is one
+//! edit). Type words in any variant (`улица`, `ул`, `street`) are
+//! normalized and optional: an entry of another type costs as much as a
+//! typo, but is not excluded. A number that no word matches is looked up among the houses
+//! of the matched streets.
+//!
+//! # Ranking
+//! Score = the entry's weight (ln of the place's population; streets rank
+//! below their place, houses with their street) − 2 per edit − 0.6 for each
+//! earlier token that only began a word; an exactly typed last word, a
+//! matched type word and an exact house number add a little. Whole words
+//! without typos therefore beat typo matches unless the typo'd entry is far
+//! larger (Moscow with one typo still beats a village typed exactly).
+//!
+//! # Speed
+//! The token dictionary is an FST searched with one Levenshtein automaton per
+//! query token. The most selective token (fewest entries) drives: only its
+//! entries are checked against the other tokens, and a place drives its
+//! streets. Queries of one short prefix (1–3 letters) read a precomputed
+//! best-20 list.
+//!
+//! ```
+//! use hints_engine::address::{AddressIndex, build_address_index};
+//! let data = r#"
+//! {"kind":"place","id":"gn:1","name":"Москва","type":"г","country":"Россия","country_iso_code":"RU","aliases":["Moscow"],"population":12000000}
+//! {"kind":"place","id":"gn:2","name":"Мосальск","type":"г","country":"Россия","country_iso_code":"RU","population":4000}
+//! {"kind":"street","id":"s:1","parent":"gn:1","name":"Хабаровская","type":"ул","house_range":[1,30]}
+//! "#;
+//! let (blob, _) = build_address_index(data.trim().as_bytes()).unwrap();
+//! let index = AddressIndex::open(&blob).unwrap();
+//! let value = |q: &str| index.suggest(q, 1).first().map(|s| index.address(s).value());
+//! assert_eq!(value("мос").as_deref(), Some("г Москва"));
+//! assert_eq!(value("москва хабар 12").as_deref(), Some("г Москва, ул Хабаровская, д 12"));
+//! assert_eq!(value("Хабаровскя ул Moscow").as_deref(), Some("г Москва, ул Хабаровская"));
+//! ```
+
+use crate::IndexError;
+use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
+use crate::fuzzy::{Hit, Matcher, max_edits};
+use crate::text::{address_tokens, canonical_type, char_len, ends_in_word, fold};
+use crate::topk::TopK;
+use fst::Map;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+
+const MAGIC: &[u8; 8] = b"EDGEHA01";
+const NONE: u32 = u32::MAX;
+/// Streets rank this far (in ln units) below their place.
+const STREET_BELOW_PLACE: f32 = 6.0;
+/// Precomputed best lists cover prefixes up to this many chars.
+const TOP_PREFIX_CHARS: usize = 3;
+const TOP_LEN: usize = 20;
+/// A query token whose words fill more than this many entries is too broad
+/// to drive the search.
+const EXPANSION_CAP: usize = 50_000;
+/// Query limits (the component refuses longer queries before this).
+const MAX_QUERY_TOKENS: usize = 10;
+const MAX_TOKEN_CHARS: usize = 48;
+
+// ---------------------------------------------------------------------------
+// Input
+
+/// One line of the builder's JSON Lines input.
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum Record {
+    Place(PlaceRecord),
+    Street(StreetRecord),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlaceRecord {
+    id: String,
+    name: String,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    country: Option<String>,
+    #[serde(default)]
+    country_iso_code: Option<String>,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    aliases: Vec<String>,
+    #[serde(default)]
+    population: Option<f64>,
+    #[serde(default)]
+    postal_code: Option<String>,
+    #[serde(default)]
+    lat: Option<f64>,
+    #[serde(default)]
+    lon: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreetRecord {
+    id: String,
+    parent: String,
+    name: String,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    postal_code: Option<String>,
+    #[serde(default)]
+    houses: Option<Vec<String>>,
+    #[serde(default)]
+    house_range: Option<[u32; 2]>,
+}
+
+/// What the builder read.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct AddressStats {
+    pub places: usize,
+    pub streets: usize,
+    pub houses: usize,
+    pub tokens: usize,
+}
+
+impl AddressStats {
+    /// Entries a user can pick: places, streets and houses.
+    pub fn entries(&self) -> usize {
+        self.places + self.streets + self.houses
+    }
+}
+
+struct NodeDraft {
+    parent: u32,
+    weight: f32,
+    tokens: Vec<String>,
+    name: u32,
+    kind: u32,
+    country: u32,
+    iso: u32,
+    region: u32,
+    postal: u32,
+    source_id: u32,
+    lat: f32,
+    lon: f32,
+    houses: Vec<u32>,
+}
+
+/// Builds an address index from JSON Lines (see `edge hints build --help`
+/// and docs/HINTS.md for the record format). Errors name the line.
+pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats), IndexError> {
+    let mut strs = StrTableBuilder::default();
+    let mut nodes: Vec<NodeDraft> = Vec::new();
+    let mut streets: Vec<(usize, StreetRecord)> = Vec::new();
+    let mut place_ids: HashMap<String, u32> = HashMap::new();
+    let mut stats = AddressStats::default();
+    for (n, line) in input.lines().enumerate() {
+        let line_no = n + 1;
+        let line = line.map_err(|e| IndexError::Input(format!("line {line_no}: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: Record = serde_json::from_str(&line)
+            .map_err(|e| IndexError::Input(format!("line {line_no}: {e}")))?;
+        match record {
+            Record::Place(p) => {
+                let bad = |what: &str| {
+                    IndexError::Input(format!("line {line_no}: place {:?}: {what}", p.id))
+                };
+                if p.name.trim().is_empty() {
+                    return Err(bad("empty name"));
+                }
+                let id = nodes.len() as u32;
+                if place_ids.insert(p.id.clone(), id).is_some() {
+                    return Err(bad("duplicate id"));
+                }
+                let pop = p.population.unwrap_or(0.0);
+                if !(pop.is_finite() && pop >= 0.0) {
+                    return Err(bad("population must be a non-negative number"));
+                }
+                let mut tokens = address_tokens(&p.name);
+                for a in &p.aliases {
+                    tokens.extend(address_tokens(a));
+                }
+                for extra in [&p.country, &p.region, &p.postal_code]
+                    .into_iter()
+                    .flatten()
+                {
+                    tokens.extend(address_tokens(extra));
+                }
+                tokens.extend(type_token(p.kind.as_deref()));
+                nodes.push(NodeDraft {
+                    parent: NONE,
+                    weight: (1.0 + pop).ln() as f32,
+                    tokens,
+                    name: strs.intern(p.name.trim()),
+                    kind: strs.intern(p.kind.as_deref().unwrap_or("")),
+                    country: strs.intern(p.country.as_deref().unwrap_or("")),
+                    iso: strs.intern(p.country_iso_code.as_deref().unwrap_or("")),
+                    region: strs.intern(p.region.as_deref().unwrap_or("")),
+                    postal: strs.intern(p.postal_code.as_deref().unwrap_or("")),
+                    source_id: strs.intern(&p.id),
+                    lat: p.lat.map_or(f32::NAN, |v| v as f32),
+                    lon: p.lon.map_or(f32::NAN, |v| v as f32),
+                    houses: Vec::new(),
+                });
+                stats.places += 1;
+            }
+            Record::Street(s) => streets.push((line_no, s)),
+        }
+    }
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+    let mut street_ids: HashMap<String, ()> = HashMap::new();
+    for (line_no, s) in streets {
+        let bad =
+            |what: String| IndexError::Input(format!("line {line_no}: street {:?}: {what}", s.id));
+        let parent = *place_ids
+            .get(&s.parent)
+            .ok_or_else(|| bad(format!("parent place {:?} not found", s.parent)))?;
+        if street_ids.insert(s.id.clone(), ()).is_some() || place_ids.contains_key(&s.id) {
+            return Err(bad("duplicate id".into()));
+        }
+        if s.name.trim().is_empty() {
+            return Err(bad("empty name".into()));
+        }
+        let houses: Vec<String> = match (s.houses, s.house_range) {
+            (Some(_), Some(_)) => return Err(bad("give houses or house_range, not both".into())),
+            (Some(list), None) => list
+                .iter()
+                .map(|h| house_key(h))
+                .filter(|h| !h.is_empty())
+                .collect(),
+            (None, Some([a, b])) if a <= b && b - a < 100_000 => {
+                (a..=b).map(|n| n.to_string()).collect()
+            }
+            (None, Some(r)) => {
+                return Err(bad(format!(
+                    "house_range {r:?} must be [low, high] with low ≤ high"
+                )));
+            }
+            (None, None) => Vec::new(),
+        };
+        let mut tokens = address_tokens(&s.name);
+        tokens.extend(type_token(s.kind.as_deref()));
+        tokens.extend(s.postal_code.iter().flat_map(|p| address_tokens(p)));
+        let id = nodes.len() as u32;
+        children[parent as usize].push(id);
+        stats.streets += 1;
+        stats.houses += houses.len();
+        let p = &nodes[parent as usize];
+        let (country, iso, region, weight) =
+            (p.country, p.iso, p.region, p.weight - STREET_BELOW_PLACE);
+        nodes.push(NodeDraft {
+            parent,
+            weight,
+            tokens,
+            name: strs.intern(s.name.trim()),
+            kind: strs.intern(s.kind.as_deref().unwrap_or("")),
+            country,
+            iso,
+            region,
+            postal: strs.intern(s.postal_code.as_deref().unwrap_or("")),
+            source_id: strs.intern(&s.id),
+            lat: f32::NAN,
+            lon: f32::NAN,
+            houses: houses.iter().map(|h| strs.intern(h)).collect(),
+        });
+        children.push(Vec::new());
+    }
+
+    // The token dictionary (sorted, so a token's id is its rank) with the
+    // nodes holding each token.
+    let mut postings: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (id, node) in nodes.iter_mut().enumerate() {
+        node.tokens.sort();
+        node.tokens.dedup();
+        for t in &node.tokens {
+            postings.entry(t.clone()).or_default().push(id as u32);
+        }
+    }
+    stats.tokens = postings.len();
+    let mut token_ids: HashMap<&str, u32> = HashMap::with_capacity(postings.len());
+    let mut fst = fst::MapBuilder::memory();
+    let mut tok_strs = StrTableBuilder::default();
+    let (mut post_offsets, mut post, mut cost) = (vec![0u32], Vec::new(), Vec::new());
+    for (i, (token, nodes_of)) in postings.iter().enumerate() {
+        // Checking a place can mean checking all its streets.
+        let work: usize = nodes_of
+            .iter()
+            .map(|&n| 1 + children[n as usize].len())
+            .sum();
+        cost.push(work.min(u32::MAX as usize) as u32);
+        fst.insert(token, i as u64)
+            .map_err(|e| IndexError::Format(e.to_string()))?;
+        token_ids.insert(token, i as u32);
+        let sid = tok_strs.intern(token);
+        debug_assert_eq!(sid, i as u32 + 1); // id 0 is ""
+        post.extend(nodes_of);
+        post_offsets.push(post.len() as u32);
+    }
+
+    // Best entries per short prefix, for the first keystrokes.
+    let mut tops: HashMap<String, Vec<(f32, u32)>> = HashMap::new();
+    for (id, node) in nodes.iter().enumerate() {
+        let mut seen: Vec<&str> = Vec::new();
+        for t in &node.tokens {
+            for (n, (end, _)) in t.char_indices().skip(1).chain([(t.len(), ' ')]).enumerate() {
+                if n >= TOP_PREFIX_CHARS {
+                    break;
+                }
+                let prefix = &t[..end];
+                if seen.contains(&prefix) {
+                    continue;
+                }
+                seen.push(prefix);
+                let list = tops.entry(prefix.to_owned()).or_default();
+                insert_top(list, (node.weight, id as u32));
+            }
+        }
+    }
+    let mut tops: Vec<_> = tops.into_iter().collect();
+    tops.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut top_fst = fst::MapBuilder::memory();
+    let (mut top_offsets, mut top_nodes) = (vec![0u32], Vec::new());
+    for (i, (prefix, list)) in tops.iter().enumerate() {
+        top_fst
+            .insert(prefix, i as u64)
+            .map_err(|e| IndexError::Format(e.to_string()))?;
+        top_nodes.extend(list.iter().map(|&(_, id)| id));
+        top_offsets.push(top_nodes.len() as u32);
+    }
+
+    let mut w = BlobWriter::default();
+    w.add(
+        b"tfst",
+        fst.into_inner()
+            .map_err(|e| IndexError::Format(e.to_string()))?,
+    );
+    w.add_strs(b"tok_", &tok_strs);
+    w.add_u32s(b"pofs", &post_offsets);
+    w.add_u32s(b"post", &post);
+    w.add_u32s(b"tcst", &cost);
+    w.add(
+        b"pfst",
+        top_fst
+            .into_inner()
+            .map_err(|e| IndexError::Format(e.to_string()))?,
+    );
+    w.add_u32s(b"ptof", &top_offsets);
+    w.add_u32s(b"ptop", &top_nodes);
+    w.add_strs(b"str_", &strs);
+    let col = |f: &dyn Fn(&NodeDraft) -> u32| nodes.iter().map(f).collect::<Vec<u32>>();
+    w.add_u32s(b"npar", &col(&|n| n.parent));
+    w.add_f32s(b"nwgt", &nodes.iter().map(|n| n.weight).collect::<Vec<_>>());
+    w.add_u32s(b"nnam", &col(&|n| n.name));
+    w.add_u32s(b"ntyp", &col(&|n| n.kind));
+    w.add_u32s(b"nctr", &col(&|n| n.country));
+    w.add_u32s(b"niso", &col(&|n| n.iso));
+    w.add_u32s(b"nreg", &col(&|n| n.region));
+    w.add_u32s(b"npos", &col(&|n| n.postal));
+    w.add_u32s(b"nsid", &col(&|n| n.source_id));
+    w.add_f32s(b"nlat", &nodes.iter().map(|n| n.lat).collect::<Vec<_>>());
+    w.add_f32s(b"nlon", &nodes.iter().map(|n| n.lon).collect::<Vec<_>>());
+    let (tok_off, tok_ids) = flatten(
+        nodes
+            .iter()
+            .map(|n| n.tokens.iter().map(|t| token_ids[t.as_str()])),
+    );
+    w.add_u32s(b"ntko", &tok_off);
+    w.add_u32s(b"ntok", &tok_ids);
+    let (house_off, house_ids) = flatten(nodes.iter().map(|n| n.houses.iter().copied()));
+    w.add_u32s(b"nhof", &house_off);
+    w.add_u32s(b"nhou", &house_ids);
+    let (child_off, child_ids) = flatten(children.iter().map(|c| c.iter().copied()));
+    w.add_u32s(b"ncof", &child_off);
+    w.add_u32s(b"nchi", &child_ids);
+    Ok((w.finish(MAGIC), stats))
+}
+
+/// The canonical token of a type abbreviation (`улица` → `ул`).
+fn type_token(kind: Option<&str>) -> Option<String> {
+    let folded = fold(kind?.trim()).replace('.', "");
+    if folded.is_empty() {
+        return None;
+    }
+    Some(canonical_type(&folded).map_or(folded, str::to_owned))
+}
+
+/// A house number as stored and matched: folded, without spaces (`12 А` → `12а`).
+fn house_key(h: &str) -> String {
+    fold(h).chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+fn insert_top(list: &mut Vec<(f32, u32)>, item: (f32, u32)) {
+    let at = list.partition_point(|e| e.0 > item.0 || (e.0 == item.0 && e.1 < item.1));
+    if at < TOP_LEN {
+        list.insert(at, item);
+        list.truncate(TOP_LEN);
+    }
+}
+
+fn flatten<I: Iterator<Item = u32>>(lists: impl Iterator<Item = I>) -> (Vec<u32>, Vec<u32>) {
+    let (mut offsets, mut values) = (vec![0u32], Vec::new());
+    for list in lists {
+        values.extend(list);
+        offsets.push(values.len() as u32);
+    }
+    (offsets, values)
+}
+
+// ---------------------------------------------------------------------------
+// Index
+
+/// An address index over borrowed bytes (see the module docs).
+pub struct AddressIndex<'a> {
+    tokens: Map<&'a [u8]>,
+    token_strs: Strs<'a>,
+    post_offsets: U32s<'a>,
+    post: U32s<'a>,
+    cost: U32s<'a>,
+    tops: Map<&'a [u8]>,
+    top_offsets: U32s<'a>,
+    top_nodes: U32s<'a>,
+    strs: Strs<'a>,
+    parent: U32s<'a>,
+    weight: U32s<'a>,
+    name: U32s<'a>,
+    kind: U32s<'a>,
+    country: U32s<'a>,
+    iso: U32s<'a>,
+    region: U32s<'a>,
+    postal: U32s<'a>,
+    source_id: U32s<'a>,
+    lat: U32s<'a>,
+    lon: U32s<'a>,
+    tok_off: U32s<'a>,
+    tok: U32s<'a>,
+    house_off: U32s<'a>,
+    house: U32s<'a>,
+    child_off: U32s<'a>,
+    child: U32s<'a>,
+}
+
+/// One suggestion: a place or street node, and a house of a street.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Suggestion {
+    pub node: u32,
+    /// String id of the house number, if the entry is a house.
+    pub house: Option<u32>,
+    pub score: f32,
+}
+
+/// A query token with its role.
+struct QueryToken {
+    m: Matcher,
+    numeric: bool,
+    optional: bool,
+    last: bool,
+}
+
+type Cover = [Option<Hit>; MAX_QUERY_TOKENS];
+
+impl<'a> AddressIndex<'a> {
+    /// Opens an index built by [`build_address_index`], checking its shape.
+    pub fn open(bytes: &'a [u8]) -> Result<Self, IndexError> {
+        let b = Blob::parse(bytes, MAGIC)?;
+        let fst = |tag: &[u8; 4]| -> Result<Map<&'a [u8]>, IndexError> {
+            Map::new(b.section(tag)?)
+                .map_err(|e| IndexError::Format(format!("{}: {e}", String::from_utf8_lossy(tag))))
+        };
+        let index = Self {
+            tokens: fst(b"tfst")?,
+            token_strs: b.strs(b"tok_")?,
+            post_offsets: b.u32s(b"pofs")?,
+            post: b.u32s(b"post")?,
+            cost: b.u32s(b"tcst")?,
+            tops: fst(b"pfst")?,
+            top_offsets: b.u32s(b"ptof")?,
+            top_nodes: b.u32s(b"ptop")?,
+            strs: b.strs(b"str_")?,
+            parent: b.u32s(b"npar")?,
+            weight: b.u32s(b"nwgt")?,
+            name: b.u32s(b"nnam")?,
+            kind: b.u32s(b"ntyp")?,
+            country: b.u32s(b"nctr")?,
+            iso: b.u32s(b"niso")?,
+            region: b.u32s(b"nreg")?,
+            postal: b.u32s(b"npos")?,
+            source_id: b.u32s(b"nsid")?,
+            lat: b.u32s(b"nlat")?,
+            lon: b.u32s(b"nlon")?,
+            tok_off: b.u32s(b"ntko")?,
+            tok: b.u32s(b"ntok")?,
+            house_off: b.u32s(b"nhof")?,
+            house: b.u32s(b"nhou")?,
+            child_off: b.u32s(b"ncof")?,
+            child: b.u32s(b"nchi")?,
+        };
+        let n = index.parent.len();
+        let columns = [
+            &index.weight,
+            &index.name,
+            &index.kind,
+            &index.country,
+            &index.iso,
+            &index.region,
+        ];
+        if columns.iter().any(|c| c.len() != n)
+            || [&index.tok_off, &index.house_off, &index.child_off]
+                .iter()
+                .any(|c| c.len() != n + 1)
+            || index.post_offsets.len() != index.tokens.len() + 1
+            || index.cost.len() != index.tokens.len()
+            || index.token_strs.len() != index.tokens.len() + 1
+        {
+            return Err(IndexError::Format(
+                "address index columns disagree in length".into(),
+            ));
+        }
+        Ok(index)
+    }
+
+    /// Number of place and street nodes.
+    pub fn nodes(&self) -> usize {
+        self.parent.len()
+    }
+
+    /// The best `count` entries for `query`, best first.
+    pub fn suggest(&self, query: &str, count: usize) -> Vec<Suggestion> {
+        let Some(tokens) = self.query_tokens(query) else {
+            return Vec::new();
+        };
+        let mut top = TopK::new(count * 2 + 4);
+        let required: Vec<usize> = (0..tokens.len()).filter(|&i| !tokens[i].optional).collect();
+        if required.len() == 1 && tokens.len() == 1 {
+            let t = &tokens[0];
+            if t.last && !t.numeric && char_len(&t.m.text) <= TOP_PREFIX_CHARS {
+                self.best_of_prefix(t, &mut top);
+                return self.finish(top, count);
+            }
+        }
+        let Some(driver) = self.pick_driver(&tokens, &required) else {
+            return Vec::new();
+        };
+        // Every node holding one of the driver's words, best weight first:
+        // once a node's best possible score cannot enter the top, neither
+        // can any later one nor its streets (which weigh less).
+        let mut candidates: Vec<u32> = Vec::new();
+        for token in &driver {
+            let (a, b) = (
+                self.post_offsets.get(*token as usize),
+                self.post_offsets.get(*token as usize + 1),
+            );
+            candidates.extend(self.post.range(a as usize, b as usize));
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates.sort_by(|a, b| self.weight(*b).total_cmp(&self.weight(*a)));
+        let bonus = max_bonus(&tokens);
+        for node in candidates {
+            if self.weight(node) + bonus <= top.threshold() {
+                break;
+            }
+            self.try_node(node, &tokens, &mut top);
+        }
+        self.finish(top, count)
+    }
+
+    fn query_tokens(&self, query: &str) -> Option<Vec<QueryToken>> {
+        let words = address_tokens(query);
+        if words.is_empty() {
+            return None;
+        }
+        let typing = ends_in_word(query);
+        let n = words.len().min(MAX_QUERY_TOKENS);
+        let original: Vec<String> = words
+            .iter()
+            .take(n)
+            .map(|w| w.chars().take(MAX_TOKEN_CHARS).collect())
+            .collect();
+        let tokens = words
+            .into_iter()
+            .take(MAX_QUERY_TOKENS)
+            .enumerate()
+            .map(|(i, w)| {
+                let w: String = w.chars().take(MAX_TOKEN_CHARS).collect();
+                let last = i + 1 == n && typing;
+                let chars = char_len(&w);
+                match canonical_type(&w) {
+                    // A type word typed in full (or a finished abbreviation).
+                    Some(canon) if !last || chars >= 2 => QueryToken {
+                        m: Matcher::new(canon, false, 0),
+                        numeric: false,
+                        optional: true,
+                        last,
+                    },
+                    _ => {
+                        let numeric = w.starts_with(|c: char| c.is_ascii_digit());
+                        let edits = if numeric { 0 } else { max_edits(chars, last) };
+                        QueryToken {
+                            m: Matcher::new(&w, true, edits),
+                            numeric,
+                            optional: false,
+                            last,
+                        }
+                    }
+                }
+            })
+            .collect::<Vec<QueryToken>>();
+        let mut tokens = tokens;
+        if tokens.iter().all(|t| t.optional) {
+            // Only type words: the last one is required, as the type
+            // ("проспект" → streets of type пр-кт) or, while a short one is
+            // being typed ("ул"), as the beginning of any word.
+            let t = tokens.last_mut().expect("not empty");
+            let word = original.last().expect("same length");
+            t.optional = false;
+            if t.last && char_len(word) <= 2 {
+                t.m = Matcher::new(word, true, 0);
+            }
+        }
+        Some(tokens)
+    }
+
+    /// Word ids matching a token and the work of checking their nodes; the
+    /// flag says the expansion stopped at [`EXPANSION_CAP`].
+    fn expand(&self, t: &QueryToken) -> (Vec<u32>, usize, bool) {
+        let (mut ids, mut work, mut broad) = (Vec::new(), 0usize, false);
+        t.m.for_each_key(&self.tokens, |_, id| {
+            work += self.cost.get(id as usize) as usize;
+            ids.push(id as u32);
+            broad = work > EXPANSION_CAP;
+            !broad
+        });
+        (ids, work, broad)
+    }
+
+    /// The word ids of the most selective required token. Numbers may be
+    /// house numbers, which are not in the dictionary, so they drive only
+    /// when nothing else can. If every token is broad, the longest one
+    /// drives over the part of its expansion within the cap.
+    fn pick_driver(&self, tokens: &[QueryToken], required: &[usize]) -> Option<Vec<u32>> {
+        let words: Vec<usize> = required
+            .iter()
+            .copied()
+            .filter(|&i| !tokens[i].numeric)
+            .collect();
+        let mut pool: Vec<usize> = if words.is_empty() {
+            required.to_vec()
+        } else {
+            words
+        };
+        // Longer tokens first: they are cheaper to expand and usually more
+        // selective; a 1–2 letter token is expanded only if nothing else is.
+        pool.sort_by_key(|&i| std::cmp::Reverse(char_len(&tokens[i].m.text)));
+        let longest = char_len(&tokens[*pool.first()?].m.text);
+        let mut best: Option<(bool, usize, Vec<u32>)> = None;
+        for &i in &pool {
+            if longest > 2 && char_len(&tokens[i].m.text) <= 2 {
+                continue;
+            }
+            let (ids, work, broad) = self.expand(&tokens[i]);
+            if best
+                .as_ref()
+                .is_none_or(|(b_broad, b_work, _)| (broad, work) < (*b_broad, *b_work))
+            {
+                best = Some((broad, work, ids));
+            }
+        }
+        best.map(|(_, _, ids)| ids)
+    }
+
+    fn best_of_prefix(&self, t: &QueryToken, top: &mut TopK<(u32, u32)>) {
+        let Some(i) = self.tops.get(&t.m.text) else {
+            return;
+        };
+        let (a, b) = (
+            self.top_offsets.get(i as usize),
+            self.top_offsets.get(i as usize + 1),
+        );
+        for node in self.top_nodes.range(a as usize, b as usize) {
+            let exact = self.words(node).any(|w| w == t.m.text);
+            let score = self.weight(node) + if exact { 0.15 } else { 0.0 };
+            top.push(score, (node, NONE));
+        }
+    }
+
+    /// Checks a candidate node (and, for uncovered tokens, its streets and
+    /// houses) against the query.
+    fn try_node(&self, node: u32, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+        let mut cover: Cover = [None; MAX_QUERY_TOKENS];
+        let own = self.cover(node, tokens, &mut cover);
+        let parent = self.parent.get(node as usize);
+        if parent != NONE {
+            if !own {
+                return; // a street must match by its own words, not only its place's
+            }
+            self.cover(parent, tokens, &mut cover);
+        }
+        let weight = self.weight(node);
+        match uncovered(tokens, &cover) {
+            Uncovered::None => top.push(weight + score_adjust(tokens, &cover, false), (node, NONE)),
+            Uncovered::OneNumber(i) if parent != NONE => {
+                self.try_houses(node, weight, i, tokens, &cover, top)
+            }
+            _ if parent == NONE => {
+                for street in self.children(node) {
+                    let weight = self.weight(street);
+                    if weight + 1.0 <= top.threshold() {
+                        continue; // cannot enter even with every bonus
+                    }
+                    let mut c = cover;
+                    if !self.cover(street, tokens, &mut c) {
+                        continue;
+                    }
+                    match uncovered(tokens, &c) {
+                        Uncovered::None => {
+                            top.push(weight + score_adjust(tokens, &c, false), (street, NONE))
+                        }
+                        Uncovered::OneNumber(i) => {
+                            self.try_houses(street, weight, i, tokens, &c, top)
+                        }
+                        Uncovered::More => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn try_houses(
+        &self,
+        street: u32,
+        weight: f32,
+        i: usize,
+        tokens: &[QueryToken],
+        cover: &Cover,
+        top: &mut TopK<(u32, u32)>,
+    ) {
+        let q = &tokens[i];
+        let base = weight + score_adjust(tokens, cover, true);
+        let (a, b) = (
+            self.house_off.get(street as usize),
+            self.house_off.get(street as usize + 1),
+        );
+        let mut rank = 0.0;
+        for house in self.house.range(a as usize, b as usize) {
+            let h = self.strs.get(house);
+            let score = if h == q.m.text {
+                base + 0.5
+            } else if q.last && h.starts_with(q.m.text.as_str()) {
+                base - rank
+            } else {
+                continue;
+            };
+            if score <= top.threshold() && rank > 0.0 {
+                break; // houses are in order: later ones only score lower
+            }
+            top.push(score, (street, house));
+            rank += 0.001;
+        }
+    }
+
+    /// Records the best match of each query token among a node's words;
+    /// true if a required token matched one.
+    fn cover(&self, node: u32, tokens: &[QueryToken], cover: &mut Cover) -> bool {
+        let mut any = false;
+        for word in self.words(node) {
+            for (t, slot) in tokens.iter().zip(cover.iter_mut()) {
+                if let Some(hit) = t.m.check(word) {
+                    any |= !t.optional;
+                    if slot.is_none_or(|s| better(hit, s)) {
+                        *slot = Some(hit);
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    fn words(&self, node: u32) -> impl Iterator<Item = &'a str> + '_ {
+        let (a, b) = (
+            self.tok_off.get(node as usize),
+            self.tok_off.get(node as usize + 1),
+        );
+        self.tok
+            .range(a as usize, b as usize)
+            .map(|t| self.token_strs.get(t + 1))
+    }
+
+    fn children(&self, node: u32) -> impl Iterator<Item = u32> + 'a {
+        let (a, b) = (
+            self.child_off.get(node as usize),
+            self.child_off.get(node as usize + 1),
+        );
+        self.child.range(a as usize, b as usize)
+    }
+
+    fn weight(&self, node: u32) -> f32 {
+        self.weight.f32(node as usize)
+    }
+
+    /// Best first, one suggestion per distinct address text.
+    fn finish(&self, top: TopK<(u32, u32)>, count: usize) -> Vec<Suggestion> {
+        let mut seen: Vec<String> = Vec::new();
+        let mut out = Vec::new();
+        for (score, (node, house)) in top.into_sorted() {
+            let s = Suggestion {
+                node,
+                house: (house != NONE).then_some(house),
+                score,
+            };
+            let value = self.address(&s).unrestricted_value();
+            if seen.contains(&value) {
+                continue;
+            }
+            seen.push(value);
+            out.push(s);
+            if out.len() == count {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The fields of a suggestion.
+    pub fn address(&self, s: &Suggestion) -> Address<'a> {
+        let node = s.node as usize;
+        let parent = self.parent.get(node);
+        let place = if parent == NONE {
+            node
+        } else {
+            parent as usize
+        };
+        let str_of =
+            |col: &U32s<'a>, i: usize| Some(self.strs.get(col.get(i))).filter(|s| !s.is_empty());
+        let street = (parent != NONE).then_some(node);
+        let lat = self.lat.f32(place);
+        let lon = self.lon.f32(place);
+        Address {
+            country: str_of(&self.country, place),
+            country_iso_code: str_of(&self.iso, place),
+            region: str_of(&self.region, place),
+            city_type: str_of(&self.kind, place),
+            city: self.strs.get(self.name.get(place)),
+            street_type: street.and_then(|n| str_of(&self.kind, n)),
+            street: street.map(|n| self.strs.get(self.name.get(n))),
+            house: s.house.map(|h| self.strs.get(h)),
+            postal_code: str_of(&self.postal, node).or_else(|| str_of(&self.postal, place)),
+            place_id: self.strs.get(self.source_id.get(place)),
+            street_id: street.map(|n| self.strs.get(self.source_id.get(n))),
+            geo: (!lat.is_nan() && !lon.is_nan()).then_some((lat, lon)),
+        }
+    }
+}
+
+/// The most [`score_adjust`] can add.
+fn max_bonus(tokens: &[QueryToken]) -> f32 {
+    0.65 + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
+}
+
+fn better(a: Hit, b: Hit) -> bool {
+    (a.edits, !a.exact) < (b.edits, !b.exact)
+}
+
+enum Uncovered {
+    None,
+    OneNumber(usize),
+    More,
+}
+
+fn uncovered(tokens: &[QueryToken], cover: &Cover) -> Uncovered {
+    let mut missing = tokens
+        .iter()
+        .zip(cover)
+        .enumerate()
+        .filter(|(_, (t, c))| !t.optional && c.is_none());
+    match (missing.next(), missing.next()) {
+        (None, _) => Uncovered::None,
+        (Some((i, (t, _))), None) if t.numeric => Uncovered::OneNumber(i),
+        _ => Uncovered::More,
+    }
+}
+
+/// Penalties and bonuses of how the tokens matched (see the module docs).
+fn score_adjust(tokens: &[QueryToken], cover: &Cover, house: bool) -> f32 {
+    let mut s = 0.0;
+    for (t, c) in tokens.iter().zip(cover) {
+        match (c, t.optional) {
+            (Some(_), true) => s += 0.3,
+            // "д" (дом) names the house the entry is.
+            (None, true) if house && t.m.text == "д" => s += 0.3,
+            // Another type than the one typed: as bad as a typo.
+            (None, true) => s -= 2.0,
+            (Some(hit), false) => {
+                s -= 2.0 * hit.edits as f32;
+                if !t.last && !hit.exact {
+                    s -= 0.6;
+                }
+                if t.last && hit.exact {
+                    s += 0.15;
+                }
+            }
+            (None, _) => {}
+        }
+    }
+    s
+}
+
+/// A suggestion's fields, in DaData's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Address<'a> {
+    pub country: Option<&'a str>,
+    pub country_iso_code: Option<&'a str>,
+    pub region: Option<&'a str>,
+    pub city_type: Option<&'a str>,
+    pub city: &'a str,
+    pub street_type: Option<&'a str>,
+    pub street: Option<&'a str>,
+    pub house: Option<&'a str>,
+    pub postal_code: Option<&'a str>,
+    /// The data set's id of the place (`gn:524901` for GeoNames).
+    pub place_id: &'a str,
+    pub street_id: Option<&'a str>,
+    pub geo: Option<(f32, f32)>,
+}
+
+impl Address<'_> {
+    fn is_russian(&self) -> bool {
+        self.country_iso_code == Some("RU")
+    }
+
+    /// The address from the region down, as DaData's `value` (Russian
+    /// addresses omit the country: `г Москва, ул Хабаровская, д 12`).
+    pub fn value(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if !self.is_russian() {
+            parts.extend(self.country.map(str::to_owned));
+        }
+        if let Some(r) = self.region.filter(|r| *r != self.city) {
+            parts.push(r.to_owned());
+        }
+        let ru = self.is_russian();
+        parts.push(typed(self.city_type, self.city, ru));
+        if let Some(street) = self.street {
+            parts.push(typed(self.street_type, street, ru));
+        }
+        if let Some(h) = self.house {
+            parts.push(if self.is_russian() {
+                format!("д {h}")
+            } else {
+                h.to_owned()
+            });
+        }
+        parts.join(", ")
+    }
+
+    /// The full address: postal code, country, then [`Self::value`].
+    pub fn unrestricted_value(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        parts.extend(self.postal_code.map(str::to_owned));
+        if self.is_russian() {
+            parts.extend(self.country.map(str::to_owned));
+        }
+        parts.push(self.value());
+        parts.join(", ")
+    }
+
+    /// A stable id of the entry: the place's or street's data-set id, with
+    /// `#HOUSE` for a house.
+    pub fn hint_id(&self) -> String {
+        match (self.street_id, self.house) {
+            (Some(s), Some(h)) => format!("{s}#{h}"),
+            (Some(s), None) => s.to_owned(),
+            _ => self.place_id.to_owned(),
+        }
+    }
+
+    /// The GeoNames id, for places from GeoNames.
+    pub fn geoname_id(&self) -> Option<&str> {
+        self.place_id.strip_prefix("gn:")
+    }
+}
+
+/// A name with its type: before it in Russian (`ул Мира`), after it
+/// elsewhere (`Brīvības iela`).
+fn typed(kind: Option<&str>, name: &str, type_first: bool) -> String {
+    match kind {
+        Some(k) if type_first => format!("{k} {name}"),
+        Some(k) => format!("{name} {k}"),
+        None => name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DATA: &str = r#"
+{"kind":"place","id":"gn:1","name":"Москва","type":"г","country":"Россия","country_iso_code":"RU","aliases":["Moscow"],"population":12000000,"lat":55.75,"lon":37.6}
+{"kind":"place","id":"gn:2","name":"Мосальск","type":"г","country":"Россия","country_iso_code":"RU","population":4000}
+{"kind":"place","id":"gn:3","name":"Хабаровск","type":"г","country":"Россия","country_iso_code":"RU","population":600000}
+{"kind":"place","id":"gn:4","name":"Rīga","country":"Latvia","country_iso_code":"LV","population":700000}
+{"kind":"street","id":"s:1","parent":"gn:1","name":"Хабаровская","type":"ул","house_range":[1,30]}
+{"kind":"street","id":"s:2","parent":"gn:1","name":"Мира","type":"пр-кт","houses":["1","2","12 А"]}
+{"kind":"street","id":"s:3","parent":"gn:3","name":"Мира","type":"ул","house_range":[1,5]}
+{"kind":"street","id":"s:4","parent":"gn:4","name":"Brīvības iela","postal_code":"LV-1010","houses":["1","12"]}
+"#;
+
+    fn index() -> Vec<u8> {
+        build_address_index(DATA.trim().as_bytes()).unwrap().0
+    }
+
+    fn values(ix: &AddressIndex, q: &str) -> Vec<String> {
+        ix.suggest(q, 5)
+            .iter()
+            .map(|s| ix.address(s).value())
+            .collect()
+    }
+
+    #[test]
+    fn builds_and_counts() {
+        let (_, stats) = build_address_index(DATA.trim().as_bytes()).unwrap();
+        assert_eq!(
+            (stats.places, stats.streets, stats.houses),
+            (4, 4, 30 + 3 + 5 + 2)
+        );
+        assert_eq!(stats.entries(), 48);
+    }
+
+    #[test]
+    fn prefixes_typos_orders() {
+        let blob = index();
+        let ix = AddressIndex::open(&blob).unwrap();
+        assert_eq!(values(&ix, "мос")[..2], ["г Москва", "г Мосальск"]);
+        assert_eq!(values(&ix, "москва")[0], "г Москва");
+        assert_eq!(values(&ix, "мсоква")[0], "г Москва"); // transposition
+        assert_eq!(
+            values(&ix, "moscow хабаровская")[0],
+            "г Москва, ул Хабаровская"
+        );
+        assert_eq!(
+            values(&ix, "12 хабаровская москва")[0],
+            "г Москва, ул Хабаровская, д 12"
+        );
+        assert_eq!(
+            values(&ix, "г. Москва, проспект Мира, д. 12а")[0],
+            "г Москва, пр-кт Мира, д 12а"
+        );
+        assert_eq!(
+            values(&ix, "хабаровск мира 3")[0],
+            "г Хабаровск, ул Мира, д 3"
+        );
+        assert_eq!(
+            values(&ix, "riga brivibas 12")[0],
+            "Latvia, Rīga, Brīvības iela, 12"
+        );
+        assert_eq!(values(&ix, "хабаровск")[0], "г Хабаровск");
+        // A street is suggested for its own words, not for its city's alone.
+        assert_eq!(
+            values(&ix, "хабаровск"),
+            ["г Хабаровск", "г Москва, ул Хабаровская"]
+        );
+        assert_eq!(values(&ix, "мира")[0], "г Москва, пр-кт Мира");
+        assert_eq!(values(&ix, "проспект")[0], "г Москва, пр-кт Мира");
+        assert!(values(&ix, "несуществующий").is_empty());
+    }
+
+    #[test]
+    fn type_words_are_optional_and_ranked() {
+        let blob = index();
+        let ix = AddressIndex::open(&blob).unwrap();
+        // A typed type word lifts streets of that type over others by as
+        // much as a typo, without excluding the others.
+        let gap = |q: &str| {
+            let hits = ix.suggest(q, 5);
+            let score = |v: &str| {
+                hits.iter()
+                    .find(|s| ix.address(s).value() == v)
+                    .unwrap()
+                    .score
+            };
+            score("г Хабаровск, ул Мира") - score("г Москва, пр-кт Мира")
+        };
+        assert!(gap("мира улица") - gap("мира") > 2.0);
+        assert!(gap("мира проспект") - gap("мира") < -2.0);
+        assert_eq!(values(&ix, "хабаровск ул мира")[0], "г Хабаровск, ул Мира");
+    }
+
+    #[test]
+    fn house_numbers_complete_as_prefixes() {
+        let blob = index();
+        let ix = AddressIndex::open(&blob).unwrap();
+        let got = values(&ix, "москва хабаровская 1");
+        assert_eq!(got[0], "г Москва, ул Хабаровская, д 1");
+        assert_eq!(got[1], "г Москва, ул Хабаровская, д 10");
+        let s = ix.suggest("москва хабаровская 12", 1)[0];
+        assert_eq!(ix.address(&s).hint_id(), "s:1#12");
+        assert_eq!(
+            ix.address(&ix.suggest("москва", 1)[0]).geoname_id(),
+            Some("1")
+        );
+    }
+
+    #[test]
+    fn bad_input_names_the_line() {
+        let err = |s: &str| build_address_index(s.as_bytes()).err().unwrap().to_string();
+        assert!(err("{\"kind\":\"place\"}").contains("line 1"));
+        let orphan = "{\"kind\":\"place\",\"id\":\"a\",\"name\":\"A\"}\n{\"kind\":\"street\",\"id\":\"b\",\"parent\":\"x\",\"name\":\"B\"}";
+        assert!(err(orphan).contains("line 2: street \"b\": parent place \"x\" not found"));
+        let dup = "{\"kind\":\"place\",\"id\":\"a\",\"name\":\"A\"}\n{\"kind\":\"place\",\"id\":\"a\",\"name\":\"B\"}";
+        assert!(err(dup).contains("line 2: place \"a\": duplicate id"));
+        assert!(AddressIndex::open(b"garbage").is_err());
+    }
+}

@@ -1,0 +1,278 @@
+//! Typo-tolerant token matching: Levenshtein automata (with transpositions
+//! counted as one edit) run over the FST dictionaries and over single tokens.
+
+use fst::{Automaton, IntoStreamer, Streamer};
+use levenshtein_automata::{DFA, Distance, LevenshteinAutomatonBuilder, SINK_STATE};
+use std::sync::OnceLock;
+
+/// Edits allowed for a query token of `chars` characters: none up to 2
+/// (3 for the word being typed: a 3-letter prefix within one edit matches
+/// most of the dictionary), one up to 8, two from 9. Two edits on shorter
+/// words make the automaton walk most of the dictionary's upper branches
+/// (a millisecond per word on 400k surnames) and match too much to rank.
+pub fn max_edits(chars: usize, prefix: bool) -> u8 {
+    match (chars, prefix) {
+        (0..=2, _) | (3, true) => 0,
+        (3..=8, _) => 1,
+        _ => 2,
+    }
+}
+
+/// The three automaton builders (0, 1 and 2 edits). Building the parametric
+/// tables for 2 edits takes milliseconds, so it happens once per process.
+fn builder(edits: u8) -> &'static LevenshteinAutomatonBuilder {
+    static BUILDERS: [OnceLock<LevenshteinAutomatonBuilder>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let i = edits.min(2) as usize;
+    BUILDERS[i].get_or_init(|| LevenshteinAutomatonBuilder::new(i as u8, true))
+}
+
+/// A query token compiled for matching.
+///
+/// The word being typed (`prefix`) matches any word that begins within the
+/// edit budget. An earlier, finished token matches a whole word within the
+/// budget, or, without typos, the beginning of a longer word (`иванов`
+/// finds `иванова`). Allowing typos *and* completion for every token would
+/// make each one expand to thousands of dictionary words.
+pub struct Matcher {
+    /// The folded token.
+    pub text: String,
+    /// Whether this is the word being typed.
+    pub prefix: bool,
+    edits: u8,
+    dfa: DFA,
+}
+
+/// How a dictionary word matched a query token.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hit {
+    /// Edits between the token and the word (or the word's best prefix).
+    pub edits: u8,
+    /// The word is exactly the token (typed in full, no typo).
+    pub exact: bool,
+}
+
+impl Matcher {
+    /// A matcher for `text` allowing `edits` edits.
+    pub fn new(text: &str, prefix: bool, edits: u8) -> Self {
+        let b = builder(edits);
+        let dfa = if prefix {
+            b.build_prefix_dfa(text)
+        } else {
+            b.build_dfa(text)
+        };
+        Self {
+            text: text.to_owned(),
+            prefix,
+            edits,
+            dfa,
+        }
+    }
+
+    /// Matches one word.
+    #[inline]
+    pub fn check(&self, word: &str) -> Option<Hit> {
+        if !self.prefix && word.starts_with(self.text.as_str()) {
+            return Some(Hit {
+                edits: 0,
+                exact: word.len() == self.text.len(),
+            });
+        }
+        match self.dfa.eval(word) {
+            Distance::Exact(edits) => Some(Hit {
+                edits,
+                exact: word == self.text,
+            }),
+            Distance::AtLeast(_) => None,
+        }
+    }
+
+    /// The distance of a dictionary key the FST search accepted.
+    pub fn edits_of(&self, key: &[u8]) -> u8 {
+        if !self.prefix && key.starts_with(self.text.as_bytes()) {
+            return 0;
+        }
+        match self.dfa.eval(key) {
+            Distance::Exact(d) => d,
+            Distance::AtLeast(_) => 0, // accepted as an exact beginning
+        }
+    }
+
+    /// Calls `f(key, value)` for every key of `map` this token matches,
+    /// until `f` returns false.
+    ///
+    /// With typos allowed, only keys beginning with the token's first or
+    /// second letter are visited (a typo in the first letter other than a
+    /// swap with the second, or a dropped first letter, is not found).
+    /// Letting the first letters vary makes the automaton walk every two-
+    /// and three-letter branch of the dictionary: milliseconds instead of
+    /// microseconds on 400k words. Candidates found another way (through
+    /// another token) are still checked with the full budget by
+    /// [`Matcher::check`].
+    pub fn for_each_key(&self, map: &fst::Map<&[u8]>, mut f: impl FnMut(&[u8], u64) -> bool) {
+        let mut leads: Vec<char> = self.text.chars().take(2).collect();
+        // The second letter as lead only for one edit: with two, its branch
+        // is as expensive as the first's and rarely holds the word meant.
+        if self.edits == 1 {
+            leads.dedup();
+        } else {
+            leads.truncate(1);
+        }
+        for lead in leads {
+            let mut lo = [0u8; 4];
+            let lo = lead.encode_utf8(&mut lo).as_bytes().to_vec();
+            let hi = char::from_u32(lead as u32 + 1).map(|c| c.to_string().into_bytes());
+            let mut range = map.search(self.automaton()).ge(&lo);
+            if let Some(hi) = &hi {
+                range = range.lt(hi);
+            }
+            let mut stream = range.into_stream();
+            while let Some((key, value)) = stream.next() {
+                if !f(key, value) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The automaton to run over an FST.
+    pub fn automaton(&self) -> LevAutomaton<'_> {
+        LevAutomaton {
+            dfa: &self.dfa,
+            begins: if self.prefix {
+                &[]
+            } else {
+                self.text.as_bytes()
+            },
+        }
+    }
+}
+
+/// A Levenshtein DFA as an [`fst::Automaton`], united with "begins with
+/// `begins`" (empty: no such branch).
+pub struct LevAutomaton<'a> {
+    dfa: &'a DFA,
+    begins: &'a [u8],
+}
+
+/// Bytes of `begins` matched so far; `DIVERGED` once a byte differed.
+const DIVERGED: u32 = u32::MAX;
+
+impl Automaton for LevAutomaton<'_> {
+    /// (DFA state, bytes of `begins` matched)
+    type State = (u32, u32);
+
+    fn start(&self) -> (u32, u32) {
+        let begins = if self.begins.is_empty() { DIVERGED } else { 0 };
+        (self.dfa.initial_state(), begins)
+    }
+
+    fn is_match(&self, &(state, matched): &(u32, u32)) -> bool {
+        matched as usize == self.begins.len()
+            || matches!(self.dfa.distance(state), Distance::Exact(_))
+    }
+
+    fn can_match(&self, &(state, matched): &(u32, u32)) -> bool {
+        state != SINK_STATE || matched != DIVERGED
+    }
+
+    fn accept(&self, &(state, matched): &(u32, u32), byte: u8) -> (u32, u32) {
+        let matched = match matched {
+            DIVERGED => DIVERGED,
+            m if m as usize == self.begins.len() => m,
+            m if self.begins[m as usize] == byte => m + 1,
+            _ => DIVERGED,
+        };
+        (self.dfa.transition(state, byte), matched)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_and_prefixes() {
+        let m = Matcher::new("моск", true, 1);
+        assert_eq!(
+            m.check("москва"),
+            Some(Hit {
+                edits: 0,
+                exact: false
+            })
+        );
+        assert_eq!(
+            m.check("моск"),
+            Some(Hit {
+                edits: 0,
+                exact: true
+            })
+        );
+        assert_eq!(m.check("мсоква").map(|h| h.edits), Some(1)); // transposition
+        assert_eq!(m.check("минск"), None);
+        let whole = Matcher::new("хабаровская", false, 2);
+        assert_eq!(whole.check("хабаровская").map(|h| h.edits), Some(0));
+        assert_eq!(whole.check("хобаровскя").map(|h| h.edits), Some(2));
+        assert_eq!(
+            whole.check("хабаровскаяя"),
+            Some(Hit {
+                edits: 0,
+                exact: false
+            })
+        );
+        assert_eq!(whole.check("хабаровский-тупик"), None);
+        // A finished word also begins longer words, without typos.
+        assert_eq!(
+            whole.check("хабаровская-2"),
+            Some(Hit {
+                edits: 0,
+                exact: false
+            })
+        );
+        let finished = Matcher::new("иванов", false, 1);
+        assert_eq!(
+            finished.check("иванова"),
+            Some(Hit {
+                edits: 0,
+                exact: false
+            })
+        );
+        assert_eq!(finished.check("ивонов").map(|h| h.edits), Some(1));
+        assert_eq!(finished.check("ивоноваа"), None);
+    }
+
+    #[test]
+    fn automaton_over_an_fst() {
+        let set = fst::Set::from_iter(["иван", "иванов", "иванова", "ивонов", "петров"]).unwrap();
+        let find = |m: &Matcher| {
+            let mut out = Vec::new();
+            let mut s = fst::IntoStreamer::into_stream(set.search(m.automaton()));
+            while let Some(k) = fst::Streamer::next(&mut s) {
+                out.push(String::from_utf8(k.to_vec()).unwrap());
+            }
+            out
+        };
+        assert_eq!(
+            find(&Matcher::new("иванов", false, 1)),
+            ["иванов", "иванова", "ивонов"]
+        );
+        assert_eq!(
+            find(&Matcher::new("иванов", false, 0)),
+            ["иванов", "иванова"]
+        );
+        assert_eq!(
+            find(&Matcher::new("ивоно", true, 1)),
+            ["иванов", "иванова", "ивонов"]
+        );
+    }
+
+    #[test]
+    fn edit_budget() {
+        assert_eq!(max_edits(2, false), 0);
+        assert_eq!(max_edits(3, true), 0);
+        assert_eq!(max_edits(3, false), 1);
+        assert_eq!(max_edits(8, true), 1);
+        assert_eq!(max_edits(9, false), 2);
+        assert_eq!(max_edits(12, true), 2);
+    }
+}

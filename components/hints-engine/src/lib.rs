@@ -1,0 +1,28 @@
+//! The hint engine: real-time, typo-tolerant suggestions for addresses
+//! ([`address`]) and person names ([`names`]).
+//!
+//! Indexes are built ahead of time by `edge hints build` from JSON Lines and
+//! read in place from one byte blob ([`blob`]): the `hints` component embeds
+//! the blobs in its data segment, so every instance shares the same
+//! copy-on-write pages and opening an index costs microseconds.
+//!
+//! Pure Rust, no WASI types: the same code runs natively in the builder, in
+//! tests and in the component.
+
+pub mod address;
+pub mod blob;
+pub mod fuzzy;
+pub mod names;
+pub mod text;
+mod topk;
+
+/// Why an index could not be built or opened.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The builder's input is wrong (the message names the line).
+    #[error("{0}")]
+    Input(String),
+    /// The blob is not a usable index.
+    #[error("corrupt index: {0}")]
+    Format(String),
+}

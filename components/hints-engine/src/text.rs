@@ -1,0 +1,171 @@
+//! Text normalization shared by the index builder and the query path: both
+//! sides must fold text the same way or nothing matches.
+//!
+//! Folding is lower case, canonical decomposition with the combining marks
+//! dropped (so `ё` is `е`, `й` is `и`, `Rīga` is `riga`, `Reykjavík` is
+//! `reykjavik`), plus the few letters that do not decompose (`þ` → `th`,
+//! `ð` → `d`, `æ` → `ae`, `ø` → `o`, `ß` → `ss`, `ł` → `l`, `đ` → `d`,
+//! `œ` → `oe`, `ı` → `i`). Tokens are runs of letters and digits; a hyphen
+//! inside a word is kept when the caller asks (names: `петров-водкин`).
+//!
+//! ```
+//! use hints_engine::text::tokens;
+//! assert_eq!(tokens("г. Москва, ул. Хабаровская, д.12", false), ["г", "москва", "ул", "хабаровская", "д", "12"]);
+//! assert_eq!(tokens("Ёлкин-Палкин", true), ["елкин-палкин"]);
+//! assert_eq!(tokens("Brīvības iela 1", false), ["brivibas", "iela", "1"]);
+//! ```
+
+use unicode_normalization::char::{decompose_canonical, is_combining_mark};
+
+/// Appends the folded form of `c` to `out`.
+pub fn fold_char(c: char, out: &mut String) {
+    for lower in c.to_lowercase() {
+        match lower {
+            'þ' => out.push_str("th"),
+            'ð' | 'đ' => out.push('d'),
+            'æ' => out.push_str("ae"),
+            'ø' => out.push('o'),
+            'ß' => out.push_str("ss"),
+            'ł' => out.push('l'),
+            'œ' => out.push_str("oe"),
+            'ı' => out.push('i'),
+            c if c.is_ascii() => out.push(c),
+            c => decompose_canonical(c, |d| {
+                if !is_combining_mark(d) {
+                    out.push(d)
+                }
+            }),
+        }
+    }
+}
+
+/// The folded form of a whole string (separators kept as they are).
+pub fn fold(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        fold_char(c, &mut out);
+    }
+    out
+}
+
+/// The folded tokens of `s`: runs of letters and digits, with inner hyphens
+/// kept if `keep_hyphen`.
+pub fn tokens(s: &str, keep_hyphen: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() {
+            fold_char(c, &mut cur);
+        } else if keep_hyphen
+            && c == '-'
+            && !cur.is_empty()
+            && chars.peek().is_some_and(|n| n.is_alphanumeric())
+        {
+            cur.push('-');
+        } else if !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Whether the text ends inside a word (the user is still typing it).
+pub fn ends_in_word(s: &str) -> bool {
+    s.chars().next_back().is_some_and(|c| c.is_alphanumeric())
+}
+
+/// Number of chars (not bytes) in a token.
+pub fn char_len(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// Address type words and their canonical abbreviation (the form the index
+/// stores as a token). Queries may use any variant: `улица`, `ул` → `ул`.
+const TYPE_WORDS: &[(&str, &[&str])] = &[
+    ("ул", &["ул", "улица"]),
+    ("пр-кт", &["пр-кт", "пр-т", "пркт", "просп", "проспект"]),
+    ("пер", &["пер", "переулок"]),
+    ("б-р", &["б-р", "бульв", "бульвар"]),
+    ("ш", &["ш", "шоссе"]),
+    ("пл", &["пл", "площадь"]),
+    ("наб", &["наб", "набережная"]),
+    ("проезд", &["пр-д", "проезд"]),
+    ("туп", &["туп", "тупик"]),
+    ("аллея", &["ал", "аллея"]),
+    ("мкр", &["мкр", "мкрн", "микрорайон"]),
+    ("г", &["г", "гор", "город"]),
+    ("пос", &["п", "пос", "поселок"]),
+    ("д", &["д", "дом"]),
+    ("к", &["к", "корп", "корпус"]),
+    ("стр", &["стр", "строение"]),
+    ("st", &["st", "str", "street"]),
+    ("ave", &["av", "ave", "avenue"]),
+    ("rd", &["rd", "road"]),
+    ("blvd", &["blvd", "boulevard"]),
+    ("ln", &["ln", "lane"]),
+    ("sq", &["sq", "square"]),
+];
+
+/// The canonical type abbreviation for a folded token, if it is a type word.
+pub fn canonical_type(token: &str) -> Option<&'static str> {
+    TYPE_WORDS
+        .iter()
+        .find(|(_, variants)| variants.contains(&token))
+        .map(|(canon, _)| *canon)
+}
+
+/// Address tokens: hyphenated type words (`пр-кт`) stay whole, other
+/// hyphenated words split (`1-я` → `1`, `я`).
+pub fn address_tokens(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in tokens(s, true) {
+        if !t.contains('-') || canonical_type(&t).is_some() {
+            out.push(t);
+        } else {
+            out.extend(t.split('-').filter(|p| !p.is_empty()).map(str::to_owned));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_diacritics_and_cyrillic_variants() {
+        assert_eq!(fold("Ёжик Йошкар-Ола"), "ежик иошкар-ола");
+        assert_eq!(fold("Þórshöfn Straße Øresund"), "thorshofn strasse oresund");
+        assert_eq!(fold("ĶEGUMS"), "kegums");
+    }
+
+    #[test]
+    fn tokenizes_addresses() {
+        assert_eq!(
+            address_tokens("Москва, пр-кт Мира, 1-я линия"),
+            ["москва", "пр-кт", "мира", "1", "я", "линия"]
+        );
+        assert_eq!(tokens("  ", false), Vec::<String>::new());
+        assert_eq!(tokens("a--b -c", true), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn type_words() {
+        assert_eq!(canonical_type("улица"), Some("ул"));
+        assert_eq!(canonical_type("проспект"), Some("пр-кт"));
+        assert_eq!(canonical_type("street"), Some("st"));
+        assert_eq!(canonical_type("хабаровская"), None);
+    }
+
+    #[test]
+    fn word_end() {
+        assert!(ends_in_word("моск"));
+        assert!(!ends_in_word("москва "));
+        assert!(!ends_in_word("москва,"));
+        assert!(!ends_in_word(""));
+    }
+}

@@ -1,0 +1,465 @@
+//! Address and person-name suggestions while a user types (a
+//! `wasi:http/proxy` component over the `hints-engine` library).
+//!
+//! The indexes are embedded in the component's data segment
+//! (`include_bytes!`): every instance maps the same copy-on-write pages
+//! (Wasmtime's memory images), so a fresh per-request instance neither
+//! copies nor parses them; opening one reads its section directory only.
+//!
+//! | request | answer |
+//! |---|---|
+//! | `POST …/suggest/address` `{"query", "count"?}` | DaData-shaped `{"suggestions": [{"value", "unrestricted_value", "data"}]}` |
+//! | `POST …/suggest/fio` `{"query", "count"?, "parts"?, "gender"?}` | the same for names |
+//! | `GET /address?q=…&count=…` | the address answer, for plain links and load tests |
+//! | `GET /fio?q=…&count=…&parts=NAME,SURNAME&gender=FEMALE` | the name answer |
+//! | `GET /` | a demo page with both fields |
+//!
+//! `…` is any prefix, so a front-end suggestion widget configured with
+//! DaData's `…/suggestions/api/4_1/rs/` base can point here. Bad input is a
+//! 400 `{"error": {"field", "message"}}` naming the field and what is
+//! allowed: an empty or whitespace query, one over 300 characters or not
+//! UTF-8, `count` outside 1..=20, an unknown part or gender.
+
+use guest_http::{read_body, respond};
+use hints_engine::address::AddressIndex;
+use hints_engine::names::{Gender, NameIndex, Part};
+use serde_json::{Map, Value, json};
+use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
+
+static ADDRESS_IDX: &[u8] = include_bytes!(env!("HINTS_ADDRESS_IDX"));
+static NAMES_IDX: &[u8] = include_bytes!(env!("HINTS_NAMES_IDX"));
+static DEMO_PAGE: &str = include_str!("demo.html");
+
+const MAX_QUERY_CHARS: usize = 300;
+const MAX_COUNT: usize = 20;
+const DEFAULT_COUNT: usize = 10;
+const MAX_BODY: usize = 16 * 1024;
+
+struct Hints;
+
+/// A refused request: the field at fault and why.
+struct BadRequest {
+    field: &'static str,
+    message: String,
+}
+
+fn bad(field: &'static str, message: impl Into<String>) -> BadRequest {
+    BadRequest {
+        field,
+        message: message.into(),
+    }
+}
+
+/// A validated request.
+struct Query {
+    text: String,
+    count: usize,
+    parts: Option<Vec<Part>>,
+    gender: Option<Gender>,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Address,
+    Fio,
+}
+
+impl wasi::exports::http::incoming_handler::Guest for Hints {
+    fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let headers = request.headers().entries();
+        let path_and_query = request.path_with_query().unwrap_or_default();
+        let (raw_path, query_string) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query.as_str(), ""));
+        // Spin and edge pass the path after the component's route.
+        let path = headers
+            .iter()
+            .find(|(n, _)| n == "spin-path-info")
+            .and_then(|(_, v)| String::from_utf8(v.clone()).ok())
+            .unwrap_or_else(|| raw_path.to_owned());
+        let method = request.method();
+        let kind = if path.ends_with("/suggest/address") || path == "/address" {
+            Some(Kind::Address)
+        } else if path.ends_with("/suggest/fio") || path == "/fio" {
+            Some(Kind::Fio)
+        } else {
+            None
+        };
+        let result = match (&method, kind) {
+            (Method::Options, _) => return respond(out, 204, &cors(&[]), b""),
+            (Method::Get, None) if path == "/" || path.is_empty() => {
+                let headers = [
+                    ("content-type", "text/html; charset=utf-8"),
+                    ("cache-control", "max-age=60"),
+                ];
+                return respond(out, 200, &headers, DEMO_PAGE.as_bytes());
+            }
+            (Method::Get, Some(kind)) => from_query_string(query_string, kind).map(|q| (kind, q)),
+            (Method::Post, Some(kind)) => read_body(request, MAX_BODY)
+                .map_err(|e| bad("body", e))
+                .and_then(|body| from_json(&body, kind))
+                .map(|q| (kind, q)),
+            (_, Some(_)) => {
+                return answer(
+                    out,
+                    405,
+                    &json!({"error": {"field": "method", "message": format!("{method:?} is not allowed: POST …/suggest/address, POST …/suggest/fio, GET /address, GET /fio")}}),
+                );
+            }
+            (_, None) => {
+                return answer(
+                    out,
+                    404,
+                    &json!({"error": {"field": "path", "message": format!("no endpoint {path:?}: POST …/suggest/address, POST …/suggest/fio, GET /address?q=, GET /fio?q=, GET / (demo)")}}),
+                );
+            }
+        };
+        match result {
+            Ok((Kind::Address, q)) => answer(out, 200, &suggest_address(&q)),
+            Ok((Kind::Fio, q)) => answer(out, 200, &suggest_fio(&q)),
+            Err(e) => answer(
+                out,
+                400,
+                &json!({"error": {"field": e.field, "message": e.message}}),
+            ),
+        }
+    }
+}
+
+wasi::http::proxy::export!(Hints);
+
+fn cors(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    let mut h = vec![
+        ("access-control-allow-origin", "*"),
+        ("access-control-allow-methods", "GET, POST, OPTIONS"),
+        (
+            "access-control-allow-headers",
+            "content-type, authorization, x-secret",
+        ),
+        ("access-control-max-age", "86400"),
+    ];
+    h.extend_from_slice(extra);
+    h
+}
+
+fn answer(out: ResponseOutparam, status: u16, body: &Value) {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    respond(
+        out,
+        status,
+        &cors(&[("content-type", "application/json")]),
+        &bytes,
+    );
+}
+
+fn address_index() -> Option<AddressIndex<'static>> {
+    AddressIndex::open(ADDRESS_IDX)
+        .inspect_err(|e| eprintln!("hints: address index unusable: {e}"))
+        .ok()
+}
+
+fn names_index() -> Option<NameIndex<'static>> {
+    NameIndex::open(NAMES_IDX)
+        .inspect_err(|e| eprintln!("hints: name index unusable: {e}"))
+        .ok()
+}
+
+fn suggest_address(q: &Query) -> Value {
+    let Some(ix) = address_index() else {
+        return json!({"suggestions": []});
+    };
+    let suggestions: Vec<Value> = ix
+        .suggest(&q.text, q.count)
+        .iter()
+        .map(|s| {
+            let a = ix.address(s);
+            let russian = a.country_iso_code == Some("RU");
+            let (lat, lon) = a.geo.map_or((None, None), |(la, lo)| (Some(la.to_string()), Some(lo.to_string())));
+            json!({
+                "value": a.value(),
+                "unrestricted_value": a.unrestricted_value(),
+                "data": {
+                    "postal_code": a.postal_code,
+                    "country": a.country,
+                    "country_iso_code": a.country_iso_code,
+                    "region": a.region,
+                    "city_type": a.city_type,
+                    "city": a.city,
+                    "street_type": a.street_type,
+                    "street": a.street,
+                    "house_type": a.house.map(|_| if russian { "д" } else { "" }).filter(|t| !t.is_empty()),
+                    "house": a.house,
+                    "geo_lat": lat,
+                    "geo_lon": lon,
+                    "geoname_id": a.geoname_id(),
+                    "hint_id": a.hint_id(),
+                }
+            })
+        })
+        .collect();
+    json!({ "suggestions": suggestions })
+}
+
+fn suggest_fio(q: &Query) -> Value {
+    let Some(ix) = names_index() else {
+        return json!({"suggestions": []});
+    };
+    let suggestions: Vec<Value> = ix
+        .suggest(&q.text, q.count, q.parts.as_deref(), q.gender)
+        .iter()
+        .map(|f| {
+            let value = f.value();
+            json!({
+                "value": value,
+                "unrestricted_value": value,
+                "data": {
+                    "surname": f.surname,
+                    "name": f.name,
+                    "patronymic": f.patronymic,
+                    "gender": gender_name(f.gender),
+                    "source": null,
+                    "qc": "0",
+                }
+            })
+        })
+        .collect();
+    json!({ "suggestions": suggestions })
+}
+
+fn gender_name(g: Gender) -> &'static str {
+    match g {
+        Gender::Male => "MALE",
+        Gender::Female => "FEMALE",
+        Gender::Unknown => "UNKNOWN",
+    }
+}
+
+/// `q`, `count`, `parts` (comma-separated) and `gender` from a query string.
+fn from_query_string(qs: &str, kind: Kind) -> Result<Query, BadRequest> {
+    let (mut text, mut count, mut parts, mut gender) = (None, None, None, None);
+    for pair in qs.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let field: &'static str = match k {
+            "q" | "query" => "q",
+            "count" => "count",
+            "parts" => "parts",
+            "gender" => "gender",
+            _ => continue,
+        };
+        let v = percent_decode(v)
+            .ok_or_else(|| bad(field, "is not valid UTF-8 after percent-decoding"))?;
+        match field {
+            "q" => text = Some(v),
+            "count" => {
+                count = Some(v.trim().parse::<i64>().map_err(|_| {
+                    bad(
+                        "count",
+                        format!("{v:?} is not a whole number (allowed: 1..={MAX_COUNT})"),
+                    )
+                })?)
+            }
+            "parts" => {
+                parts = Some(
+                    v.split(',')
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>(),
+                )
+            }
+            _ => gender = Some(v),
+        }
+    }
+    let text = text.ok_or_else(|| bad("q", "is missing: give the text typed so far as ?q="))?;
+    validate(text, count, parts, gender, kind, "q")
+}
+
+/// The DaData request body.
+fn from_json(body: &[u8], kind: Kind) -> Result<Query, BadRequest> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| bad("body", format!("is not valid UTF-8 JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(bad(
+            "body",
+            "must be a JSON object like {\"query\": \"моск\", \"count\": 5}",
+        ));
+    };
+    let text = match obj.get("query") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(bad(
+                "query",
+                format!("must be a string, not {}", type_name(other)),
+            ));
+        }
+        None => return Err(bad("query", "is missing")),
+    };
+    let count = match obj.get("count") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(n.as_i64().ok_or_else(|| {
+            bad(
+                "count",
+                format!("{n} is not a whole number (allowed: 1..={MAX_COUNT})"),
+            )
+        })?),
+        Some(other) => {
+            return Err(bad(
+                "count",
+                format!("must be a number, not {}", type_name(other)),
+            ));
+        }
+    };
+    let parts = string_list(&obj, "parts")?;
+    let gender = match obj.get("gender") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            return Err(bad(
+                "gender",
+                format!("must be a string, not {}", type_name(other)),
+            ));
+        }
+    };
+    validate(text, count, parts, gender, kind, "query")
+}
+
+fn string_list(
+    obj: &Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<Vec<String>>, BadRequest> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(bad(
+                    field,
+                    format!("must hold strings, not {}", type_name(other)),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(other) => Err(bad(
+            field,
+            format!("must be an array of strings, not {}", type_name(other)),
+        )),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn validate(
+    text: String,
+    count: Option<i64>,
+    parts: Option<Vec<String>>,
+    gender: Option<String>,
+    kind: Kind,
+    text_field: &'static str,
+) -> Result<Query, BadRequest> {
+    if text.trim().is_empty() {
+        return Err(bad(
+            text_field,
+            "is empty: type at least one letter or digit",
+        ));
+    }
+    let chars = text.chars().count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(bad(
+            text_field,
+            format!("is {chars} characters long; at most {MAX_QUERY_CHARS} are allowed"),
+        ));
+    }
+    let count = match count {
+        None => DEFAULT_COUNT,
+        Some(n) if (1..=MAX_COUNT as i64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(bad(
+                "count",
+                format!("{n} is out of range (allowed: 1..={MAX_COUNT})"),
+            ));
+        }
+    };
+    if matches!(kind, Kind::Address) {
+        if parts.is_some() {
+            return Err(bad(
+                "parts",
+                "applies to name suggestions (suggest/fio) only",
+            ));
+        }
+        if gender.is_some() {
+            return Err(bad(
+                "gender",
+                "applies to name suggestions (suggest/fio) only",
+            ));
+        }
+    }
+    let parts = parts
+        .map(|list| {
+            list.iter()
+                .map(|p| match p.trim().to_ascii_uppercase().as_str() {
+                    "SURNAME" => Ok(Part::Surname),
+                    "NAME" => Ok(Part::Name),
+                    "PATRONYMIC" => Ok(Part::Patronymic),
+                    _ => Err(bad(
+                        "parts",
+                        format!("{p:?} is not a part (allowed: SURNAME, NAME, PATRONYMIC)"),
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    if parts.as_ref().is_some_and(|p| p.is_empty()) {
+        return Err(bad(
+            "parts",
+            "is empty: give SURNAME, NAME and/or PATRONYMIC, or leave it out",
+        ));
+    }
+    let gender = match gender.as_deref().map(|g| g.trim().to_ascii_uppercase()) {
+        None => None,
+        Some(g) if g == "MALE" => Some(Gender::Male),
+        Some(g) if g == "FEMALE" => Some(Gender::Female),
+        Some(g) if g == "UNKNOWN" => None,
+        Some(g) => {
+            return Err(bad(
+                "gender",
+                format!("{g:?} is not a gender (allowed: MALE, FEMALE, UNKNOWN)"),
+            ));
+        }
+    };
+    Ok(Query {
+        text,
+        count,
+        parts,
+        gender,
+    })
+}
+
+/// Decodes `%XX` and `+`; `None` if the result is not UTF-8 or an escape
+/// is malformed.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}

@@ -1,0 +1,151 @@
+//! `edge hints`: build the hint engine's indexes, and try queries on them
+//! without a server.
+
+use anyhow::{Context, Result, bail};
+use hints_engine::address::{AddressIndex, build_address_index};
+use hints_engine::names::{NameIndex, build_name_index};
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `edge hints build`.
+#[derive(clap::Args)]
+pub struct BuildArgs {
+    /// Address records, JSON Lines (see docs/HINTS.md).
+    #[arg(long)]
+    addresses: Option<PathBuf>,
+    /// Name records, JSON Lines (see docs/HINTS.md).
+    #[arg(long)]
+    names: Option<PathBuf>,
+    /// Where to write `address.idx` and `names.idx`.
+    #[arg(long)]
+    out_dir: PathBuf,
+}
+
+/// Arguments of `edge hints query`.
+#[derive(clap::Args)]
+pub struct QueryArgs {
+    /// The index file (`address.idx` or `names.idx`).
+    #[arg(long)]
+    index: PathBuf,
+    /// Suggestions to print.
+    #[arg(long, default_value_t = 5)]
+    count: usize,
+    /// Run the query this many more times and report the mean time (the
+    /// first run of a process also builds the automaton tables).
+    #[arg(long, default_value_t = 0)]
+    repeat: u32,
+    /// The query; several words are joined with spaces.
+    #[arg(required = true)]
+    query: Vec<String>,
+}
+
+/// `edge hints build`: reads the records, writes the indexes atomically (a
+/// failed build leaves the previous index in place).
+pub fn build(args: &BuildArgs) -> Result<()> {
+    if args.addresses.is_none() && args.names.is_none() {
+        bail!("nothing to build: give --addresses and/or --names");
+    }
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("creating {}", args.out_dir.display()))?;
+    if let Some(path) = &args.addresses {
+        let started = std::time::Instant::now();
+        let (blob, stats) =
+            build_address_index(open(path)?).with_context(|| format!("{}", path.display()))?;
+        let out = write(&args.out_dir, "address.idx", &blob)?;
+        eprintln!(
+            "{}: {} places, {} streets, {} houses = {} entries; {} words; {:.1} MB in {:.1} s",
+            out.display(),
+            stats.places,
+            stats.streets,
+            stats.houses,
+            stats.entries(),
+            stats.tokens,
+            blob.len() as f64 / 1e6,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    if let Some(path) = &args.names {
+        let started = std::time::Instant::now();
+        let (blob, stats) =
+            build_name_index(open(path)?).with_context(|| format!("{}", path.display()))?;
+        let out = write(&args.out_dir, "names.idx", &blob)?;
+        eprintln!(
+            "{}: {} surnames, {} given names, {} patronymics = {} entries; {:.1} MB in {:.1} s",
+            out.display(),
+            stats.surnames,
+            stats.names,
+            stats.patronymics,
+            stats.entries(),
+            blob.len() as f64 / 1e6,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// `edge hints query`: prints the suggestions, one per line, with scores and
+/// the time the query took.
+pub fn query(args: &QueryArgs) -> Result<()> {
+    let bytes =
+        std::fs::read(&args.index).with_context(|| format!("reading {}", args.index.display()))?;
+    let q = args.query.join(" ");
+    if let Ok(ix) = AddressIndex::open(&bytes) {
+        let started = std::time::Instant::now();
+        let mut hits = ix.suggest(&q, args.count);
+        let took = timed(started, args.repeat, || hits = ix.suggest(&q, args.count));
+        for s in &hits {
+            let a = ix.address(s);
+            println!(
+                "{:7.2}  {}  [{}]",
+                s.score,
+                a.unrestricted_value(),
+                a.hint_id()
+            );
+        }
+        eprintln!("{} suggestions in {} µs", hits.len(), took.as_micros());
+        return Ok(());
+    }
+    let ix = NameIndex::open(&bytes).with_context(|| {
+        format!(
+            "{} is neither an address nor a name index",
+            args.index.display()
+        )
+    })?;
+    let started = std::time::Instant::now();
+    let mut hits = ix.suggest(&q, args.count, None, None);
+    let took = timed(started, args.repeat, || {
+        hits = ix.suggest(&q, args.count, None, None)
+    });
+    for f in &hits {
+        println!("{:7.2}  {}  ({:?})", f.score, f.value(), f.gender);
+    }
+    eprintln!("{} suggestions in {} µs", hits.len(), took.as_micros());
+    Ok(())
+}
+
+/// The first run's time, or the mean of `repeat` more runs.
+fn timed(first: std::time::Instant, repeat: u32, mut run: impl FnMut()) -> std::time::Duration {
+    let took = first.elapsed();
+    if repeat == 0 {
+        return took;
+    }
+    let started = std::time::Instant::now();
+    for _ in 0..repeat {
+        run();
+    }
+    started.elapsed() / repeat
+}
+
+fn open(path: &Path) -> Result<BufReader<std::fs::File>> {
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    Ok(BufReader::with_capacity(1 << 20, f))
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
+    let out = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, &out))
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(out)
+}

@@ -1,0 +1,500 @@
+//! The hints component on the real host with the real indexes (built by
+//! `make hints-index` from the registry data): expected top results for
+//! exact, prefix and typo'd addresses and names, abbreviations, ranking,
+//! gender agreement, the DaData request shape, precise 400s, and that
+//! instances share the embedded index instead of copying it.
+
+use bytes::Bytes;
+use edge_tests::{Edge, client, component, request};
+use serde_json::{Value, json};
+
+fn start() -> Edge {
+    let spin = format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "hints-test"
+
+[[trigger.http]]
+route = "/hints/..."
+component = "hints"
+
+[component.hints]
+source = "{}"
+"#,
+        component("hints")
+    );
+    let edge = r#"app = "spin.toml"
+[[tenant]]
+name = "hints"
+hosts = ["*"]
+components = ["hints"]
+
+[component.hints]
+memory_bytes = 134217728
+"#;
+    Edge::start(&spin, edge)
+}
+
+async fn post(edge: &Edge, path: &str, body: &str) -> (u16, Value) {
+    let (status, text) = request(
+        &client(),
+        "POST",
+        &format!("{}{path}", edge.url),
+        &[("content-type", "application/json")],
+        Bytes::from(body.to_owned()),
+    )
+    .await;
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+    (status, v)
+}
+
+async fn address(edge: &Edge, query: &str) -> Vec<String> {
+    let (status, v) = post(
+        edge,
+        "/hints/suggest/address",
+        &json!({"query": query, "count": 5}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{query}: {v}");
+    values(&v)
+}
+
+async fn fio(edge: &Edge, body: Value) -> Vec<(String, String)> {
+    let (status, v) = post(edge, "/hints/suggest/fio", &body.to_string()).await;
+    assert_eq!(status, 200, "{body}: {v}");
+    v["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["value"].as_str().unwrap().to_owned(),
+                s["data"]["gender"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn values(v: &Value) -> Vec<String> {
+    v["suggestions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no suggestions: {v}"))
+        .iter()
+        .map(|s| s["value"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn addresses_exact_prefix_typo_and_abbreviations() {
+    let edge = start();
+    // Exact, prefix from the second letter on, and typos (one edit, a
+    // transposition) all put Moscow first.
+    for q in ["Москва", "мо", "моск", "мсоква", "масква", "moscow"] {
+        assert_eq!(address(&edge, q).await[0], "г Москва", "query {q:?}");
+    }
+    assert_eq!(address(&edge, "санкт-петер").await[0], "г Санкт-Петербург");
+    assert_eq!(address(&edge, "новосибирск").await[0], "г Новосибирск");
+    // Streets and houses, in any order, with type words in any form.
+    let house = "г Москва, ул Хабаровская, д 12";
+    for q in [
+        "москва хабар 12",
+        "г. Москва, улица Хабаровская, дом 12",
+        "12 хабаровская москва",
+        "москва хабаровскя 12",
+    ] {
+        assert_eq!(address(&edge, q).await[0], house, "query {q:?}");
+    }
+    // Typing a house number completes it.
+    let got = address(&edge, "москва хабаровская 1").await;
+    assert_eq!(got[0], "г Москва, ул Хабаровская, д 1");
+    assert!(
+        got[1..]
+            .iter()
+            .all(|v| v.starts_with("г Москва, ул Хабаровская, д 1")),
+        "{got:?}"
+    );
+    // Real addresses with their own scripts and diacritics.
+    assert_eq!(
+        address(&edge, "riga brivibas iela 31").await[0],
+        "Latvia, Riga, Brīvības iela, 31"
+    );
+    assert!(address(&edge, "reykjavik laugaveg").await[0].contains("Laugavegur"));
+    assert!(address(&edge, "несуществующийгород").await.is_empty());
+}
+
+#[tokio::test]
+async fn addresses_rank_by_match_then_weight() {
+    let edge = start();
+    // A big city before small namesakes; exact words before typo matches.
+    let got = address(&edge, "london").await;
+    assert_eq!(got[0], "United Kingdom, London");
+    let got = address(&edge, "пермь").await;
+    assert_eq!(got[0], "г Пермь");
+    // A typo'd token ranks below the same entry typed right.
+    let (_, right) = post(
+        &edge,
+        "/hints/suggest/address",
+        r#"{"query":"хабаровск","count":1}"#,
+    )
+    .await;
+    let (_, typo) = post(
+        &edge,
+        "/hints/suggest/address",
+        r#"{"query":"хабаровкс","count":1}"#,
+    )
+    .await;
+    assert_eq!(values(&right), values(&typo));
+    let score = |v: &Value| v["suggestions"][0]["value"].as_str().unwrap().to_owned();
+    assert_eq!(score(&right), "г Хабаровск");
+    // The DaData response shape, and DaData's URL layout.
+    let (status, v) = post(
+        &edge,
+        "/hints/suggestions/api/4_1/rs/suggest/address",
+        r#"{"query":"москва хабаровская 12","count":1}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let s = &v["suggestions"][0];
+    assert_eq!(
+        s["unrestricted_value"],
+        "Россия, г Москва, ул Хабаровская, д 12"
+    );
+    let d = &s["data"];
+    assert_eq!(
+        (
+            d["city"].as_str(),
+            d["street"].as_str(),
+            d["street_type"].as_str()
+        ),
+        (Some("Москва"), Some("Хабаровская"), Some("ул"))
+    );
+    assert_eq!(
+        (
+            d["house"].as_str(),
+            d["house_type"].as_str(),
+            d["country_iso_code"].as_str()
+        ),
+        (Some("12"), Some("д"), Some("RU"))
+    );
+    assert_eq!(d["geoname_id"], "524901");
+    // GET for plain links.
+    let (status, text) = request(
+        &client(),
+        "GET",
+        &format!(
+            "{}/hints/address?q=%D0%BC%D0%BE%D1%81%D0%BA&count=1",
+            edge.url
+        ),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(values(&serde_json::from_str(&text).unwrap()), ["г Москва"]);
+}
+
+#[tokio::test]
+async fn names_parts_typos_and_gender_agreement() {
+    let edge = start();
+    let first = |v: Vec<(String, String)>| v.into_iter().next().unwrap();
+    assert_eq!(
+        first(fio(&edge, json!({"query": "Иванов Иван Иванович"})).await),
+        ("Иванов Иван Иванович".into(), "MALE".into())
+    );
+    assert_eq!(
+        first(fio(&edge, json!({"query": "иванов иван иван"})).await).0,
+        "Иванов Иван Иванович"
+    );
+    // Typos: a transposition and a dropped letter.
+    assert_eq!(
+        first(fio(&edge, json!({"query": "Ивнаов Иван"})).await).0,
+        "Иванов Иван"
+    );
+    assert_eq!(
+        first(fio(&edge, json!({"query": "Петрова Анна Сергевна"})).await).0,
+        "Петрова Анна Сергеевна"
+    );
+    // Gender agreement: a female surname goes with female names only.
+    // (Further down, typo corrections of the surname may bring the other
+    // gender, each suggestion agreeing in itself.)
+    let got = fio(&edge, json!({"query": "Петрова Ан", "count": 10})).await;
+    assert!(got[..3].iter().all(|(_, g)| g == "FEMALE"), "{got:?}");
+    assert!(
+        got.iter()
+            .filter(|(v, _)| v.starts_with("Петрова "))
+            .all(|(_, g)| g == "FEMALE"),
+        "{got:?}"
+    );
+    assert!(got.iter().any(|(v, _)| v == "Петрова Анна"), "{got:?}");
+    let got = fio(&edge, json!({"query": "Петров Ан", "count": 10})).await;
+    assert!(got[..2].iter().all(|(_, g)| g == "MALE"), "{got:?}");
+    assert!(
+        got.iter()
+            .filter(|(v, _)| v.starts_with("Петров "))
+            .all(|(_, g)| g == "MALE"),
+        "{got:?}"
+    );
+    // The male surname typed before a female name becomes female.
+    assert_eq!(
+        first(fio(&edge, json!({"query": "Смирнов Ольга"})).await),
+        ("Смирнова Ольга".into(), "FEMALE".into())
+    );
+    // Name, patronymic, surname order.
+    assert_eq!(
+        first(fio(&edge, json!({"query": "Анна Сергеевна Кузнец"})).await).0,
+        "Анна Сергеевна Кузнецова"
+    );
+    // Restrictions by part and gender.
+    let names = fio(
+        &edge,
+        json!({"query": "ал", "parts": ["NAME"], "count": 10}),
+    )
+    .await;
+    assert!(names.iter().any(|(v, _)| v == "Александр"), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|(v, _)| v.ends_with("вич") || v.ends_with("вна") || v == "Алексеев"),
+        "{names:?}"
+    );
+    let female = fio(
+        &edge,
+        json!({"query": "ал", "parts": ["NAME"], "gender": "FEMALE", "count": 10}),
+    )
+    .await;
+    assert!(
+        !female.is_empty() && female.iter().all(|(_, g)| g == "FEMALE"),
+        "{female:?}"
+    );
+    assert!(
+        female.iter().any(|(v, _)| v == "Александра" || v == "Алла"),
+        "{female:?}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_requests_are_400_naming_the_field() {
+    let edge = start();
+    let long = "а".repeat(301);
+    let cases: Vec<(&str, String, &str, &str)> = vec![
+        (
+            "/hints/suggest/address",
+            r#"{"query":""}"#.into(),
+            "query",
+            "is empty",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":" \t "}"#.into(),
+            "query",
+            "is empty",
+        ),
+        (
+            "/hints/suggest/address",
+            json!({"query": long}).to_string(),
+            "query",
+            "at most 300",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","count":0}"#.into(),
+            "count",
+            "1..=20",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","count":21}"#.into(),
+            "count",
+            "1..=20",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","count":"5"}"#.into(),
+            "count",
+            "must be a number",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","count":2.5}"#.into(),
+            "count",
+            "whole number",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":5}"#.into(),
+            "query",
+            "must be a string",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"count":5}"#.into(),
+            "query",
+            "is missing",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"["москва"]"#.into(),
+            "body",
+            "JSON object",
+        ),
+        (
+            "/hints/suggest/address",
+            "{not json".into(),
+            "body",
+            "not valid UTF-8 JSON",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"м","parts":["NAME"]}"#.into(),
+            "parts",
+            "name suggestions",
+        ),
+        (
+            "/hints/suggest/fio",
+            r#"{"query":"ив","parts":["NICKNAME"]}"#.into(),
+            "parts",
+            "SURNAME, NAME, PATRONYMIC",
+        ),
+        (
+            "/hints/suggest/fio",
+            r#"{"query":"ив","parts":[]}"#.into(),
+            "parts",
+            "is empty",
+        ),
+        (
+            "/hints/suggest/fio",
+            r#"{"query":"ив","parts":"NAME"}"#.into(),
+            "parts",
+            "array of strings",
+        ),
+        (
+            "/hints/suggest/fio",
+            r#"{"query":"ив","gender":"OTHER"}"#.into(),
+            "gender",
+            "MALE, FEMALE, UNKNOWN",
+        ),
+    ];
+    for (path, body, field, says) in cases {
+        let (status, v) = post(&edge, path, &body).await;
+        assert_eq!(status, 400, "{body}: {v}");
+        assert_eq!(v["error"]["field"], field, "{body}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(says), "{body}: {msg:?} lacks {says:?}");
+    }
+    // Invalid UTF-8 in the body and in the query string.
+    let (status, text) = request(
+        &client(),
+        "POST",
+        &format!("{}/hints/suggest/address", edge.url),
+        &[],
+        Bytes::from_static(b"{\"query\":\"\xff\xfe\"}"),
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("\"field\":\"body\""), "{text}");
+    for qs in ["q=%FF%FE", "q=%E0%A", "count=5", "q=moscow&count=x"] {
+        let (status, text) = request(
+            &client(),
+            "GET",
+            &format!("{}/hints/address?{qs}", edge.url),
+            &[],
+            Bytes::new(),
+        )
+        .await;
+        assert_eq!(status, 400, "{qs}: {text}");
+        assert!(text.contains("\"field\""), "{qs}: {text}");
+    }
+    let (status, _) = request(
+        &client(),
+        "GET",
+        &format!("{}/hints/nowhere", edge.url),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = request(
+        &client(),
+        "PUT",
+        &format!("{}/hints/suggest/fio", edge.url),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 405);
+    // Nothing above took the host down.
+    assert_eq!(address(&edge, "москва").await[0], "г Москва");
+}
+
+#[tokio::test]
+async fn demo_page_and_cors() {
+    let edge = start();
+    let (status, page) = request(
+        &client(),
+        "GET",
+        &format!("{}/hints/", edge.url),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(r#"data-kind="address""#) && page.contains(r#"data-kind="fio""#),
+        "{page}"
+    );
+    let (status, _) = request(
+        &client(),
+        "OPTIONS",
+        &format!("{}/hints/suggest/address", edge.url),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 204);
+}
+
+/// Every request gets a fresh instance, yet the ~60 MB of embedded index
+/// is mapped copy-on-write, not copied: 64 requests in flight grow the
+/// host's resident memory far less than one copy per instance would.
+#[tokio::test]
+async fn instances_share_the_embedded_index() {
+    let edge = start();
+    address(&edge, "москва").await; // compiled and warm
+    let rss = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", edge.pid())).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .unwrap()
+            .to_owned();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    };
+    let before = rss();
+    let client = client();
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let (c, url) = (
+            client.clone(),
+            format!("{}/hints/suggest/address", edge.url),
+        );
+        tasks.push(tokio::spawn(async move {
+            let body = json!({"query": format!("москва хабаровская {}", i % 30 + 1)}).to_string();
+            request(&c, "POST", &url, &[], Bytes::from(body)).await
+        }));
+    }
+    for t in tasks {
+        let (status, text) = t.await.unwrap();
+        assert_eq!(status, 200, "{text}");
+    }
+    let grown = rss().saturating_sub(before);
+    let index = std::fs::metadata(component("hints")).unwrap().len();
+    assert!(
+        grown < 4 * index,
+        "RSS grew {grown} bytes over 64 instances; the index is {index} bytes"
+    );
+}
