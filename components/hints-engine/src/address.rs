@@ -69,6 +69,11 @@ const TOP_LEN: usize = 20;
 /// A query token whose words fill more than this many entries is too broad
 /// to drive the search.
 const EXPANSION_CAP: usize = 50_000;
+/// Candidates checked per query at most: they come heaviest first, so a
+/// query whose driver is broad and whose other words are rare (`san fa`)
+/// gives up only light entries, and no keystroke costs more than a few
+/// milliseconds.
+const MAX_CHECKED: usize = 1500;
 /// Query limits (the component refuses longer queries before this).
 const MAX_QUERY_TOKENS: usize = 10;
 const MAX_TOKEN_CHARS: usize = 48;
@@ -278,6 +283,44 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
         });
         children.push(Vec::new());
     }
+
+    // Number the nodes heaviest first, so that every posting list (sorted
+    // by id) runs from the best entry down and a query can stop early.
+    let mut order: Vec<u32> = (0..nodes.len() as u32).collect();
+    order.sort_by(|&a, &b| {
+        nodes[b as usize]
+            .weight
+            .total_cmp(&nodes[a as usize].weight)
+            .then(a.cmp(&b))
+    });
+    let mut new_id = vec![0u32; nodes.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_id[old as usize] = new as u32;
+    }
+    let mut slots: Vec<Option<NodeDraft>> = nodes.into_iter().map(Some).collect();
+    let mut nodes: Vec<NodeDraft> = order
+        .iter()
+        .map(|&old| slots[old as usize].take().expect("once"))
+        .collect();
+    for n in &mut nodes {
+        if n.parent != NONE {
+            n.parent = new_id[n.parent as usize];
+        }
+    }
+    let mut slots: Vec<Option<Vec<u32>>> = children.into_iter().map(Some).collect();
+    let children: Vec<Vec<u32>> = order
+        .iter()
+        .map(|&old| {
+            let mut c: Vec<u32> = slots[old as usize]
+                .take()
+                .expect("once")
+                .iter()
+                .map(|&k| new_id[k as usize])
+                .collect();
+            c.sort_unstable(); // heaviest first
+            c
+        })
+        .collect();
 
     // The token dictionary (sorted, so a token's id is its rank) with the
     // nodes holding each token.
@@ -543,33 +586,46 @@ impl<'a> AddressIndex<'a> {
         };
         let mut top = TopK::new(count * 2 + 4);
         let required: Vec<usize> = (0..tokens.len()).filter(|&i| !tokens[i].optional).collect();
-        if required.len() == 1 && tokens.len() == 1 {
-            let t = &tokens[0];
+        if let [only] = required[..] {
+            let t = &tokens[only];
             if t.last && !t.numeric && char_len(&t.m.text) <= TOP_PREFIX_CHARS {
-                self.best_of_prefix(t, &mut top);
+                self.best_of_prefix(t, &tokens, &mut top);
                 return self.finish(top, count);
             }
         }
         let Some(driver) = self.pick_driver(&tokens, &required) else {
             return Vec::new();
         };
-        // Every node holding one of the driver's words, best weight first:
-        // once a node's best possible score cannot enter the top, neither
-        // can any later one nor its streets (which weigh less).
-        let mut candidates: Vec<u32> = Vec::new();
-        for token in &driver {
-            let (a, b) = (
-                self.post_offsets.get(*token as usize),
-                self.post_offsets.get(*token as usize + 1),
-            );
-            candidates.extend(self.post.range(a as usize, b as usize));
-        }
-        candidates.sort_unstable();
-        candidates.dedup();
-        candidates.sort_by(|a, b| self.weight(*b).total_cmp(&self.weight(*a)));
+        // Every node holding one of the driver's words, heaviest first (a
+        // merge of posting lists, which run heaviest first): once a node's
+        // best possible score cannot enter the top, neither can any later
+        // one nor its streets (which weigh less).
         let bonus = max_bonus(&tokens);
-        for node in candidates {
-            if self.weight(node) + bonus <= top.threshold() {
+        let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(u32, u32, u32)>> = driver
+            .iter()
+            .filter_map(|&t| {
+                let (a, b) = (
+                    self.post_offsets.get(t as usize),
+                    self.post_offsets.get(t as usize + 1),
+                );
+                (a < b).then(|| std::cmp::Reverse((self.post.get(a as usize), a, b)))
+            })
+            .collect();
+        let (mut last, mut checked) = (NONE, 0);
+        while let Some(std::cmp::Reverse((node, at, end))) = heads.pop() {
+            if at + 1 < end {
+                heads.push(std::cmp::Reverse((
+                    self.post.get(at as usize + 1),
+                    at + 1,
+                    end,
+                )));
+            }
+            if node == last {
+                continue;
+            }
+            last = node;
+            checked += 1;
+            if self.weight(node) + bonus <= top.threshold() || checked > MAX_CHECKED {
                 break;
             }
             self.try_node(node, &tokens, &mut top);
@@ -635,7 +691,16 @@ impl<'a> AddressIndex<'a> {
 
     /// Word ids matching a token and the work of checking their nodes; the
     /// flag says the expansion stopped at [`EXPANSION_CAP`].
+    ///
+    /// A finished word that is in the dictionary drives as itself only:
+    /// its typo variants and longer words are still accepted when another
+    /// token drives, but expanding `san` to every `san…` is not worth it.
     fn expand(&self, t: &QueryToken) -> (Vec<u32>, usize, bool) {
+        if !t.m.prefix {
+            if let Some(id) = self.tokens.get(&t.m.text) {
+                return (vec![id as u32], self.cost.get(id as usize) as usize, false);
+            }
+        }
         let (mut ids, mut work, mut broad) = (Vec::new(), 0usize, false);
         t.m.for_each_key(&self.tokens, |_, id| {
             work += self.cost.get(id as usize) as usize;
@@ -681,7 +746,9 @@ impl<'a> AddressIndex<'a> {
         best.map(|(_, _, ids)| ids)
     }
 
-    fn best_of_prefix(&self, t: &QueryToken, top: &mut TopK<(u32, u32)>) {
+    /// The first keystrokes: the precomputed heaviest entries with a word
+    /// beginning with the one required token (type words may come along).
+    fn best_of_prefix(&self, t: &QueryToken, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
         let Some(i) = self.tops.get(&t.m.text) else {
             return;
         };
@@ -690,9 +757,7 @@ impl<'a> AddressIndex<'a> {
             self.top_offsets.get(i as usize + 1),
         );
         for node in self.top_nodes.range(a as usize, b as usize) {
-            let exact = self.words(node).any(|w| w == t.m.text);
-            let score = self.weight(node) + if exact { 0.15 } else { 0.0 };
-            top.push(score, (node, NONE));
+            self.try_node(node, tokens, top);
         }
     }
 
@@ -778,7 +843,7 @@ impl<'a> AddressIndex<'a> {
         let mut any = false;
         for word in self.words(node) {
             for (t, slot) in tokens.iter().zip(cover.iter_mut()) {
-                if let Some(hit) = t.m.check(word) {
+                if let Some(hit) = t.m.check_bytes(word) {
                     any |= !t.optional;
                     if slot.is_none_or(|s| better(hit, s)) {
                         *slot = Some(hit);
@@ -789,14 +854,14 @@ impl<'a> AddressIndex<'a> {
         any
     }
 
-    fn words(&self, node: u32) -> impl Iterator<Item = &'a str> + '_ {
+    fn words(&self, node: u32) -> impl Iterator<Item = &'a [u8]> + '_ {
         let (a, b) = (
             self.tok_off.get(node as usize),
             self.tok_off.get(node as usize + 1),
         );
         self.tok
             .range(a as usize, b as usize)
-            .map(|t| self.token_strs.get(t + 1))
+            .map(|t| self.token_strs.bytes(t + 1))
     }
 
     fn children(&self, node: u32) -> impl Iterator<Item = u32> + 'a {

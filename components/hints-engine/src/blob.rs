@@ -211,6 +211,20 @@ impl<'a> Strs<'a> {
             .unwrap_or("")
     }
 
+    /// The `i`-th string's bytes, unchecked (for matching, where a
+    /// corrupt blob can only mismatch); empty if out of range.
+    #[inline]
+    pub fn bytes(&self, i: u32) -> &'a [u8] {
+        if i as usize >= self.len() {
+            return b"";
+        }
+        let (start, end) = (
+            self.offsets.get(i as usize) as usize,
+            self.offsets.get(i as usize + 1) as usize,
+        );
+        self.bytes.get(start..end).unwrap_or(b"")
+    }
+
     /// Number of strings.
     pub fn len(&self) -> usize {
         self.offsets.len() - 1

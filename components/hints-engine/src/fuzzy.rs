@@ -72,16 +72,44 @@ impl Matcher {
     /// Matches one word.
     #[inline]
     pub fn check(&self, word: &str) -> Option<Hit> {
-        if !self.prefix && word.starts_with(self.text.as_str()) {
+        self.check_bytes(word.as_bytes())
+    }
+
+    /// [`Matcher::check`] on the UTF-8 bytes of a word.
+    #[inline]
+    pub fn check_bytes(&self, word: &[u8]) -> Option<Hit> {
+        let text = self.text.as_bytes();
+        if !self.prefix && word.starts_with(text) {
             return Some(Hit {
                 edits: 0,
-                exact: word.len() == self.text.len(),
+                exact: word.len() == text.len(),
             });
         }
-        match self.dfa.eval(word) {
+        if self.edits == 0 {
+            // No typos allowed: a comparison, no automaton.
+            let hit = if self.prefix {
+                word.starts_with(text)
+            } else {
+                word == text
+            };
+            return hit.then(|| Hit {
+                edits: 0,
+                exact: word.len() == text.len(),
+            });
+        }
+        // Run the automaton by hand to stop at the first byte that rules
+        // the word out (most words: the first or second).
+        let mut state = self.dfa.initial_state();
+        for &b in word {
+            state = self.dfa.transition(state, b);
+            if state == SINK_STATE {
+                return None;
+            }
+        }
+        match self.dfa.distance(state) {
             Distance::Exact(edits) => Some(Hit {
                 edits,
-                exact: word == self.text,
+                exact: word == text,
             }),
             Distance::AtLeast(_) => None,
         }

@@ -34,8 +34,12 @@ pub struct QueryArgs {
     /// first run of a process also builds the automaton tables).
     #[arg(long, default_value_t = 0)]
     repeat: u32,
+    /// Instead of one query, run every line of this file (a query log)
+    /// and print latency percentiles and the slowest queries.
+    #[arg(long, conflicts_with = "query")]
+    log: Option<PathBuf>,
     /// The query; several words are joined with spaces.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "log")]
     query: Vec<String>,
 }
 
@@ -88,6 +92,9 @@ pub fn build(args: &BuildArgs) -> Result<()> {
 pub fn query(args: &QueryArgs) -> Result<()> {
     let bytes =
         std::fs::read(&args.index).with_context(|| format!("reading {}", args.index.display()))?;
+    if let Some(log) = &args.log {
+        return replay(&bytes, log, args.count);
+    }
     let q = args.query.join(" ");
     if let Ok(ix) = AddressIndex::open(&bytes) {
         let started = std::time::Instant::now();
@@ -120,6 +127,47 @@ pub fn query(args: &QueryArgs) -> Result<()> {
         println!("{:7.2}  {}  ({:?})", f.score, f.value(), f.gender);
     }
     eprintln!("{} suggestions in {} µs", hits.len(), took.as_micros());
+    Ok(())
+}
+
+/// Runs a query log twice (the first pass warms up) and reports the second.
+fn replay(bytes: &[u8], log: &Path, count: usize) -> Result<()> {
+    let text =
+        std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
+    let queries: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let run: Box<dyn Fn(&str) -> usize> = match AddressIndex::open(bytes) {
+        Ok(ix) => Box::new(move |q| ix.suggest(q, count).len()),
+        Err(_) => {
+            let ix = NameIndex::open(bytes)?;
+            Box::new(move |q| ix.suggest(q, count, None, None).len())
+        }
+    };
+    for q in &queries {
+        run(q);
+    }
+    let mut times: Vec<(u128, &str)> = queries
+        .iter()
+        .map(|q| {
+            let started = std::time::Instant::now();
+            run(q);
+            (started.elapsed().as_nanos(), *q)
+        })
+        .collect();
+    times.sort();
+    let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize].0 as f64 / 1000.0;
+    let total: u128 = times.iter().map(|t| t.0).sum();
+    println!(
+        "{} queries: mean {:.1} µs, p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+        times.len(),
+        total as f64 / times.len() as f64 / 1000.0,
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        pct(1.0)
+    );
+    for (ns, q) in times.iter().rev().take(10) {
+        println!("{:9.1} µs  {q}", *ns as f64 / 1000.0);
+    }
     Ok(())
 }
 
