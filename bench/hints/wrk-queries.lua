@@ -1,6 +1,7 @@
--- wrk script: GET one query after the other from a query file (one a line,
--- e.g. the FILE.txt that `quality.py querylog` writes), each wrk thread
--- starting at its own offset, cycling. Settings come from the environment:
+-- wrk script: GET the queries of a query file (one a line, e.g. the FILE.txt
+-- that `quality.py querylog` writes) in a shuffled order (fixed seed, one
+-- permutation per wrk thread), cycling, so that any stretch of a run is a
+-- fair sample of the whole log. Settings come from the environment:
 --   QUERIES=/path/log.txt  PATH_FMT='/search/?q=%s&limit=5'   (Addok)
 --                          PATH_FMT='/hints/address?q=%s&count=5' (edge, default)
 --   wrk -t2 -c16 -d20s --latency -s bench/hints/wrk-queries.lua http://127.0.0.1:7878
@@ -25,7 +26,12 @@ function init(args)
       queries[n] = string.format(fmt, urlencode(line))
     end
   end
-  i = ((id or 0) * 7919) % n
+  math.randomseed(42 + (id or 0))
+  for j = n, 2, -1 do
+    local k = math.random(j)
+    queries[j], queries[k] = queries[k], queries[j]
+  end
+  i = 0
 end
 
 function request()

@@ -696,10 +696,10 @@ impl<'a> AddressIndex<'a> {
     /// its typo variants and longer words are still accepted when another
     /// token drives, but expanding `san` to every `san…` is not worth it.
     fn expand(&self, t: &QueryToken) -> (Vec<u32>, usize, bool) {
-        if !t.m.prefix {
-            if let Some(id) = self.tokens.get(&t.m.text) {
-                return (vec![id as u32], self.cost.get(id as usize) as usize, false);
-            }
+        if !t.m.prefix
+            && let Some(id) = self.tokens.get(&t.m.text)
+        {
+            return (vec![id as u32], self.cost.get(id as usize) as usize, false);
         }
         let (mut ids, mut work, mut broad) = (Vec::new(), 0usize, false);
         t.m.for_each_key(&self.tokens, |_, id| {

@@ -92,7 +92,7 @@ impl Matcher {
             } else {
                 word == text
             };
-            return hit.then(|| Hit {
+            return hit.then_some(Hit {
                 edits: 0,
                 exact: word.len() == text.len(),
             });
