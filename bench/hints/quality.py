@@ -38,7 +38,6 @@ import bisect
 import http.client
 import json
 import random
-import statistics
 import sys
 import threading
 import time
@@ -290,8 +289,9 @@ def cmd_querylog(a):
 class Client:
     """One keep-alive connection per thread; reconnects when the server closes."""
 
-    def __init__(self, base, backend, count=5):
+    def __init__(self, base, backend, count=5, endpoint="/hints/address"):
         u = urllib.parse.urlsplit(base)
+        self.endpoint = endpoint
         self.host, self.port = u.hostname, u.port or 80
         self.prefix = u.path.rstrip("/")
         self.backend = backend
@@ -302,7 +302,7 @@ class Client:
         qq = urllib.parse.quote(q, safe="")
         if self.backend == "addok":
             return "%s/search/?q=%s&limit=%d" % (self.prefix, qq, self.count)
-        return "%s/hints/address?q=%s&count=%d" % (self.prefix, qq, self.count)
+        return "%s%s?q=%s&count=%d" % (self.prefix, self.endpoint, qq, self.count)
 
     def get(self, q):
         """(status, body, seconds)."""
@@ -381,7 +381,7 @@ def bucket(k):
 
 def cmd_eval(a):
     log = read_log(a.querylog)
-    client = Client(a.url, a.backend, a.count)
+    client = Client(a.url, a.backend, a.count, a.endpoint)
     distinct = list(dict.fromkeys(e["q"] for e in log))
     results, lat, errors = {}, [], [0]
 
@@ -466,7 +466,7 @@ def cmd_load(a):
     """Closed loop: C connections send the queries (cycled) for D seconds."""
     with open(a.queries, encoding="utf-8") as f:
         queries = [line.rstrip("\n") for line in f if line.strip()]
-    client = Client(a.url, a.backend, a.count)
+    client = Client(a.url, a.backend, a.count, a.endpoint)
     nxt = [0]
     lock = threading.Lock()
     lat, errors = [], [0]
@@ -510,7 +510,7 @@ def cmd_typing(a):
         runs.setdefault((e["target"], e["run"]), []).append(e)
     runs = list(runs.values())
     random.Random(a.seed).shuffle(runs)
-    client = Client(a.url, a.backend, a.count)
+    client = Client(a.url, a.backend, a.count, a.endpoint)
     interval = a.interval_ms / 1000
     print("| %5s | %9s | %8s | %8s | %8s | %8s | %7s | %6s | %9s |" % (
         "users", "keys/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "late %", "errors", "final top5"))
@@ -596,6 +596,7 @@ def main():
         e.add_argument("--backend", choices=["edge", "addok"], required=True)
         e.add_argument("--url", required=True, help="e.g. http://127.0.0.1:7878")
         e.add_argument("--count", type=int, default=5, help="results asked for")
+        e.add_argument("--endpoint", default="/hints/address", help="edge's path (e.g. /hints/fio)")
         e.set_defaults(func=func)
     sub.choices["eval"].add_argument("--concurrency", type=int, default=8)
     sub.choices["eval"].add_argument("--json", help="also write the summary here")
