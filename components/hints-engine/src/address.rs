@@ -56,7 +56,7 @@ use crate::text::{address_tokens, canonical_type, char_len, ends_in_word, fold};
 use crate::topk::TopK;
 use fst::Map;
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 
 const MAGIC: &[u8; 8] = b"EDGEHA01";
@@ -170,14 +170,8 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
     let mut streets: Vec<(usize, StreetRecord)> = Vec::new();
     let mut place_ids: HashMap<String, u32> = HashMap::new();
     let mut stats = AddressStats::default();
-    for (n, line) in input.lines().enumerate() {
-        let line_no = n + 1;
-        let line = line.map_err(|e| IndexError::Input(format!("line {line_no}: {e}")))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: Record = serde_json::from_str(&line)
-            .map_err(|e| IndexError::Input(format!("line {line_no}: {e}")))?;
+    for record in crate::json_lines::<Record>(input) {
+        let (line_no, record) = record?;
         match record {
             Record::Place(p) => {
                 let bad = |what: &str| {
@@ -226,14 +220,14 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
         }
     }
     let mut children: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
-    let mut street_ids: HashMap<String, ()> = HashMap::new();
+    let mut street_ids: HashSet<String> = HashSet::new();
     for (line_no, s) in streets {
         let bad =
             |what: String| IndexError::Input(format!("line {line_no}: street {:?}: {what}", s.id));
         let parent = *place_ids
             .get(&s.parent)
             .ok_or_else(|| bad(format!("parent place {:?} not found", s.parent)))?;
-        if street_ids.insert(s.id.clone(), ()).is_some() || place_ids.contains_key(&s.id) {
+        if !street_ids.insert(s.id.clone()) || place_ids.contains_key(&s.id) {
             return Err(bad("duplicate id".into()));
         }
         if s.name.trim().is_empty() {

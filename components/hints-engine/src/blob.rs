@@ -198,17 +198,7 @@ impl<'a> Strs<'a> {
     /// The `i`-th string; one that is not UTF-8 or out of range (only in a
     /// corrupt blob) reads as "".
     pub fn get(&self, i: u32) -> &'a str {
-        if i as usize >= self.len() {
-            return "";
-        }
-        let (start, end) = (
-            self.offsets.get(i as usize) as usize,
-            self.offsets.get(i as usize + 1) as usize,
-        );
-        self.bytes
-            .get(start..end)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .unwrap_or("")
+        std::str::from_utf8(self.bytes(i)).unwrap_or("")
     }
 
     /// The `i`-th string's bytes, unchecked (for matching, where a

@@ -26,3 +26,26 @@ pub enum IndexError {
     #[error("corrupt index: {0}")]
     Format(String),
 }
+
+/// The records of a JSON Lines input with their line numbers, blank lines
+/// skipped; an unreadable or malformed line is an error naming it.
+pub(crate) fn json_lines<T: serde::de::DeserializeOwned>(
+    input: impl std::io::BufRead,
+) -> impl Iterator<Item = Result<(usize, T), IndexError>> {
+    input.lines().enumerate().filter_map(|(n, line)| {
+        let line_no = n + 1;
+        let parsed = line
+            .map_err(|e| e.to_string())
+            .and_then(|l| match l.trim() {
+                "" => Ok(None),
+                text => serde_json::from_str(text)
+                    .map(Some)
+                    .map_err(|e| e.to_string()),
+            });
+        match parsed {
+            Ok(None) => None,
+            Ok(Some(record)) => Some(Ok((line_no, record))),
+            Err(e) => Some(Err(IndexError::Input(format!("line {line_no}: {e}")))),
+        }
+    })
+}

@@ -35,7 +35,7 @@
 use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Matcher, max_edits};
-use crate::text::{char_len, ends_in_word, fold, tokens};
+use crate::text::{char_len, ends_in_word, tokens};
 use crate::topk::TopK;
 use fst::Map;
 use serde::Deserialize;
@@ -140,14 +140,8 @@ type FormsByKey = BTreeMap<String, HashMap<(String, u32), u64>>;
 /// Builds a name index from JSON Lines `{"part","text","gender","count"}`.
 pub fn build_name_index(input: impl BufRead) -> Result<(Vec<u8>, NameStats), IndexError> {
     let mut parts: [FormsByKey; 3] = Default::default();
-    for (n, line) in input.lines().enumerate() {
-        let line_no = n + 1;
-        let line = line.map_err(|e| IndexError::Input(format!("line {line_no}: {e}")))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: NameRecord = serde_json::from_str(&line)
-            .map_err(|e| IndexError::Input(format!("line {line_no}: {e}")))?;
+    for record in crate::json_lines::<NameRecord>(input) {
+        let (line_no, r) = record?;
         let gender = match r.gender.as_str() {
             "m" => Gender::Male,
             "f" => Gender::Female,
@@ -347,6 +341,21 @@ impl Fio<'_> {
     }
 }
 
+/// One suggestion while it competes: the display strings of its parts
+/// (the identity: two orders giving the same name are one suggestion),
+/// the order typed and the gender.
+struct Combo {
+    key: [u32; 3],
+    order: &'static [Part],
+    gender: Gender,
+}
+
+impl PartialEq for Combo {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Candidate {
     entry: u32,
@@ -418,8 +427,7 @@ impl<'a> NameIndex<'a> {
             Some(Gender::Female) => &[Gender::Female],
             _ => &[Gender::Male, Gender::Female],
         };
-        let mut top: TopK<[u32; 3]> = TopK::new(count * 2 + 4);
-        let mut found: Vec<(f32, [u32; 3], &'static [Part], Gender)> = Vec::new();
+        let mut top: TopK<Combo> = TopK::new(count * 2 + 4);
         // Candidates per (part, word position) are shared between orders.
         let mut memo: HashMap<(Part, usize), Vec<Candidate>> = HashMap::new();
         for &order in orders(words.len()) {
@@ -455,25 +463,26 @@ impl<'a> NameIndex<'a> {
                     }
                     let gendered = picks.iter().any(|c| c.gender != Gender::Unknown);
                     let g = if gendered { g } else { Gender::Unknown };
-                    if score > top.threshold() {
-                        top.push(score, key);
-                        found.push((score, key, order, g));
-                    }
+                    top.push(
+                        score,
+                        Combo {
+                            key,
+                            order,
+                            gender: g,
+                        },
+                    );
                 });
             }
         }
         let mut out: Vec<Fio<'a>> = Vec::new();
-        for (score, key) in top.into_sorted() {
-            let Some(&(_, _, order, g)) = found.iter().find(|f| f.1 == key && f.0 == score) else {
-                continue;
-            };
+        for (score, Combo { key, order, gender }) in top.into_sorted() {
             let get = |p: Part| (key[p.index()] != u32::MAX).then(|| self.strs.get(key[p.index()]));
             let fio = Fio {
                 surname: get(Part::Surname),
                 name: get(Part::Name),
                 patronymic: get(Part::Patronymic),
                 order: order.to_vec(),
-                gender: g,
+                gender,
                 score,
             };
             if !out.iter().any(|o| o.value() == fio.value()) {
@@ -556,12 +565,6 @@ fn combine(lists: &[Vec<Candidate>], emit: &mut dyn FnMut(f32, &[Candidate])) {
         }
     }
     go(lists, &mut Vec::with_capacity(lists.len()), 0.0, emit)
-}
-
-/// Folds a display form the way the index keys are folded (for tests and
-/// the quality script).
-pub fn key_of(text: &str) -> String {
-    fold(text)
 }
 
 #[cfg(test)]

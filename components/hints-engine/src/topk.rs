@@ -28,14 +28,14 @@ impl<T: PartialEq> TopK<T> {
         }
     }
 
-    /// Offers an item; an item equal to one kept keeps the better score.
+    /// Offers an item; of two equal items the better-scored one is kept.
     pub fn push(&mut self, score: f32, item: T) {
         if self.k == 0 || score <= self.threshold() {
             return;
         }
         if let Some(existing) = self.items.iter_mut().find(|(_, t)| *t == item) {
             if score > existing.0 {
-                existing.0 = score;
+                *existing = (score, item);
                 self.recompute_min();
             }
             return;

@@ -24,6 +24,7 @@ use guest_http::{read_body, respond};
 use hints_engine::address::AddressIndex;
 use hints_engine::names::{Gender, NameIndex, Part};
 use serde_json::{Map, Value, json};
+use std::sync::OnceLock;
 use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
 
 static ADDRESS_IDX: &[u8] = include_bytes!(env!("HINTS_ADDRESS_IDX"));
@@ -152,16 +153,29 @@ fn answer(out: ResponseOutparam, status: u16, body: &Value) {
     );
 }
 
-fn address_index() -> Option<AddressIndex<'static>> {
-    AddressIndex::open(ADDRESS_IDX)
-        .inspect_err(|e| eprintln!("hints: address index unusable: {e}"))
-        .ok()
+/// The address index, opened once per instance (a warm instance answers
+/// many keystrokes; opening reads only the section directory).
+fn address_index() -> Option<&'static AddressIndex<'static>> {
+    static INDEX: OnceLock<Option<AddressIndex<'static>>> = OnceLock::new();
+    INDEX
+        .get_or_init(|| {
+            AddressIndex::open(ADDRESS_IDX)
+                .inspect_err(|e| eprintln!("hints: address index unusable: {e}"))
+                .ok()
+        })
+        .as_ref()
 }
 
-fn names_index() -> Option<NameIndex<'static>> {
-    NameIndex::open(NAMES_IDX)
-        .inspect_err(|e| eprintln!("hints: name index unusable: {e}"))
-        .ok()
+/// The name index, opened once per instance.
+fn names_index() -> Option<&'static NameIndex<'static>> {
+    static INDEX: OnceLock<Option<NameIndex<'static>>> = OnceLock::new();
+    INDEX
+        .get_or_init(|| {
+            NameIndex::open(NAMES_IDX)
+                .inspect_err(|e| eprintln!("hints: name index unusable: {e}"))
+                .ok()
+        })
+        .as_ref()
 }
 
 fn suggest_address(q: &Query) -> Value {
