@@ -27,6 +27,16 @@
 //! without typos therefore beat typo matches unless the typo'd entry is far
 //! larger (Moscow with one typo still beats a village typed exactly).
 //!
+//! A place's words are its *name*, its *aliases* and its *context*
+//! (country, region, postal code, type). Context words match only without
+//! typos, cost 0.5 each, and an entry matched by context words alone costs
+//! 3 (`russia` still lists Moscow, `rust` does not). A query that is a
+//! place's whole name, without typos, adds 1.5: `daniel` puts Daniel
+//! before the larger Daniel Flores. A typo in the word being typed costs
+//! 10 more while it has at most four letters (most words begin within one
+//! edit of four letters: such matches only fill the list after every exact
+//! completion) and 2 more at five or six.
+//!
 //! # Speed
 //! The token dictionary is an FST searched with one Levenshtein automaton per
 //! query token. The most selective token (fewest entries) drives: only its
@@ -59,7 +69,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 
-const MAGIC: &[u8; 8] = b"EDGEHA01";
+const MAGIC: &[u8; 8] = b"EDGEHA02";
 const NONE: u32 = u32::MAX;
 /// Streets rank this far (in ln units) below their place.
 const STREET_BELOW_PLACE: f32 = 6.0;
@@ -74,6 +84,30 @@ const EXPANSION_CAP: usize = 50_000;
 /// gives up only light entries, and no keystroke costs more than a few
 /// milliseconds.
 const MAX_CHECKED: usize = 1500;
+
+// Ranking, in units of the weight (ln population): 2 is a 7.4 times
+// larger place.
+/// Per edit.
+const EDIT_COST: f32 = 2.0;
+
+/// Added to [`EDIT_COST`] for a typo in the word being typed, by its
+/// length. Most words begin within one edit of the first four letters
+/// typed, and the word meant is rarely one of them: such typo matches only
+/// fill the list after every exact one. Later, a typo becomes likelier
+/// than a completion of those letters.
+fn prefix_typo_cost(chars: usize) -> f32 {
+    match chars {
+        0..=4 => 10.0,
+        5..=6 => 2.0,
+        _ => 0.0,
+    }
+}
+/// A token matched a context word (country, region, postal code, type).
+const CONTEXT_COST: f32 = 0.5;
+/// No token matched the place's name or aliases, only context words.
+const CONTEXT_ONLY_COST: f32 = 3.0;
+/// The query is the place's whole name, typed without typos.
+const EXACT_NAME_BONUS: f32 = 1.5;
 /// Query limits (the component refuses longer queries before this).
 const MAX_QUERY_TOKENS: usize = 10;
 const MAX_TOKEN_CHARS: usize = 48;
@@ -149,7 +183,12 @@ impl AddressStats {
 struct NodeDraft {
     parent: u32,
     weight: f32,
+    /// The node's words, grouped: its name's, then its aliases', then
+    /// context (country, region, postal code, type); each word once.
     tokens: Vec<String>,
+    /// How many of `tokens` are the name's and the name's plus aliases'.
+    name_words: u16,
+    named_words: u16,
     name: u32,
     kind: u32,
     country: u32,
@@ -188,21 +227,27 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
                 if !(pop.is_finite() && pop >= 0.0) {
                     return Err(bad("population must be a non-negative number"));
                 }
-                let mut tokens = address_tokens(&p.name);
+                let mut words = WordGroups::default();
+                words.add(address_tokens(&p.name));
+                words.next_group();
                 for a in &p.aliases {
-                    tokens.extend(address_tokens(a));
+                    words.add(address_tokens(a));
                 }
+                words.next_group();
                 for extra in [&p.country, &p.region, &p.postal_code]
                     .into_iter()
                     .flatten()
                 {
-                    tokens.extend(address_tokens(extra));
+                    words.add(address_tokens(extra));
                 }
-                tokens.extend(type_token(p.kind.as_deref()));
+                words.add(type_token(p.kind.as_deref()));
+                let (tokens, name_words, named_words) = words.finish();
                 nodes.push(NodeDraft {
                     parent: NONE,
                     weight: (1.0 + pop).ln() as f32,
                     tokens,
+                    name_words,
+                    named_words,
                     name: strs.intern(p.name.trim()),
                     kind: strs.intern(p.kind.as_deref().unwrap_or("")),
                     country: strs.intern(p.country.as_deref().unwrap_or("")),
@@ -250,9 +295,13 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
             }
             (None, None) => Vec::new(),
         };
-        let mut tokens = address_tokens(&s.name);
-        tokens.extend(type_token(s.kind.as_deref()));
-        tokens.extend(s.postal_code.iter().flat_map(|p| address_tokens(p)));
+        let mut words = WordGroups::default();
+        words.add(address_tokens(&s.name));
+        words.next_group();
+        words.next_group(); // streets have no aliases
+        words.add(type_token(s.kind.as_deref()));
+        words.add(s.postal_code.iter().flat_map(|p| address_tokens(p)));
+        let (tokens, name_words, named_words) = words.finish();
         let id = nodes.len() as u32;
         children[parent as usize].push(id);
         stats.streets += 1;
@@ -264,6 +313,8 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
             parent,
             weight,
             tokens,
+            name_words,
+            named_words,
             name: strs.intern(s.name.trim()),
             kind: strs.intern(s.kind.as_deref().unwrap_or("")),
             country,
@@ -319,9 +370,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
     // The token dictionary (sorted, so a token's id is its rank) with the
     // nodes holding each token.
     let mut postings: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for (id, node) in nodes.iter_mut().enumerate() {
-        node.tokens.sort();
-        node.tokens.dedup();
+    for (id, node) in nodes.iter().enumerate() {
         for t in &node.tokens {
             postings.entry(t.clone()).or_default().push(id as u32);
         }
@@ -351,7 +400,9 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
     let mut tops: HashMap<String, Vec<(f32, u32)>> = HashMap::new();
     for (id, node) in nodes.iter().enumerate() {
         let mut seen: Vec<&str> = Vec::new();
-        for t in &node.tokens {
+        // Name and alias words only: "rus" should not list every place in
+        // Russia.
+        for t in &node.tokens[..node.named_words as usize] {
             for (n, (end, _)) in t.char_indices().skip(1).chain([(t.len(), ' ')]).enumerate() {
                 if n >= TOP_PREFIX_CHARS {
                     break;
@@ -415,6 +466,10 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
             .map(|n| n.tokens.iter().map(|t| token_ids[t.as_str()])),
     );
     w.add_u32s(b"ntko", &tok_off);
+    w.add_u32s(
+        b"ntgr",
+        &col(&|n| (n.name_words as u32) << 16 | n.named_words as u32),
+    );
     w.add_u32s(b"ntok", &tok_ids);
     let (house_off, house_ids) = flatten(nodes.iter().map(|n| n.houses.iter().copied()));
     w.add_u32s(b"nhof", &house_off);
@@ -437,6 +492,40 @@ fn type_token(kind: Option<&str>) -> Option<String> {
 /// A house number as stored and matched: folded, without spaces (`12 А` → `12а`).
 fn house_key(h: &str) -> String {
     fold(h).chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// A node's words in groups, each word once, in its first group.
+#[derive(Default)]
+struct WordGroups {
+    words: Vec<String>,
+    ends: Vec<usize>,
+}
+
+impl WordGroups {
+    fn add(&mut self, words: impl IntoIterator<Item = String>) {
+        for w in words {
+            if !self.words.contains(&w) {
+                self.words.push(w);
+            }
+        }
+    }
+
+    fn next_group(&mut self) {
+        self.ends.push(self.words.len());
+    }
+
+    /// (words, words of the first group, words of the first two groups)
+    fn finish(self) -> (Vec<String>, u16, u16) {
+        let end = |i: usize| {
+            self.ends
+                .get(i)
+                .copied()
+                .unwrap_or(self.words.len())
+                .min(u16::MAX as usize) as u16
+        };
+        let (a, b) = (end(0), end(1));
+        (self.words, a, b)
+    }
 }
 
 fn insert_top(list: &mut Vec<(f32, u32)>, item: (f32, u32)) {
@@ -483,6 +572,9 @@ pub struct AddressIndex<'a> {
     lon: U32s<'a>,
     tok_off: U32s<'a>,
     tok: U32s<'a>,
+    /// Per node: name words << 16 | name and alias words (the first of
+    /// its words; the rest are context).
+    word_groups: U32s<'a>,
     house_off: U32s<'a>,
     house: U32s<'a>,
     child_off: U32s<'a>,
@@ -506,7 +598,18 @@ struct QueryToken {
     last: bool,
 }
 
-type Cover = [Option<Hit>; MAX_QUERY_TOKENS];
+/// How a query token matched one of a node's words.
+#[derive(Clone, Copy, Debug)]
+struct Match {
+    hit: Hit,
+    /// The word is in the node's name or an alias (not its country,
+    /// region, postal code or type).
+    named: bool,
+    /// The word is in the node's own name (not an alias).
+    name: bool,
+}
+
+type Cover = [Option<Match>; MAX_QUERY_TOKENS];
 
 impl<'a> AddressIndex<'a> {
     /// Opens an index built by [`build_address_index`], checking its shape.
@@ -538,6 +641,7 @@ impl<'a> AddressIndex<'a> {
             lat: b.u32s(b"nlat")?,
             lon: b.u32s(b"nlon")?,
             tok_off: b.u32s(b"ntko")?,
+            word_groups: b.u32s(b"ntgr")?,
             tok: b.u32s(b"ntok")?,
             house_off: b.u32s(b"nhof")?,
             house: b.u32s(b"nhou")?,
@@ -546,6 +650,7 @@ impl<'a> AddressIndex<'a> {
         };
         let n = index.parent.len();
         let columns = [
+            &index.word_groups,
             &index.weight,
             &index.name,
             &index.kind,
@@ -769,7 +874,12 @@ impl<'a> AddressIndex<'a> {
         }
         let weight = self.weight(node);
         match uncovered(tokens, &cover) {
-            Uncovered::None => top.push(weight + score_adjust(tokens, &cover, false), (node, NONE)),
+            Uncovered::None => top.push(
+                weight
+                    + score_adjust(tokens, &cover, false)
+                    + self.name_bonus(node, tokens, &cover),
+                (node, NONE),
+            ),
             Uncovered::OneNumber(i) if parent != NONE => {
                 self.try_houses(node, weight, i, tokens, &cover, top)
             }
@@ -833,19 +943,54 @@ impl<'a> AddressIndex<'a> {
 
     /// Records the best match of each query token among a node's words;
     /// true if a required token matched one.
+    ///
+    /// Context words (country, region, …) match only without typos: `rust`
+    /// is not `russia` with a typo, and "Moscow" is not a suggestion for it.
     fn cover(&self, node: u32, tokens: &[QueryToken], cover: &mut Cover) -> bool {
         let mut any = false;
-        for word in self.words(node) {
+        let groups = self.word_groups.get(node as usize);
+        let (name_words, named_words) = ((groups >> 16) as usize, (groups & 0xffff) as usize);
+        for (i, word) in self.words(node).enumerate() {
             for (t, slot) in tokens.iter().zip(cover.iter_mut()) {
                 if let Some(hit) = t.m.check_bytes(word) {
+                    let m = Match {
+                        hit,
+                        named: i < named_words,
+                        name: i < name_words,
+                    };
+                    if !m.named && hit.edits > 0 {
+                        continue;
+                    }
                     any |= !t.optional;
-                    if slot.is_none_or(|s| better(hit, s)) {
-                        *slot = Some(hit);
+                    if slot.is_none_or(|s| better(m, s)) {
+                        *slot = Some(m);
                     }
                 }
             }
         }
         any
+    }
+
+    /// [`EXACT_NAME_BONUS`] for a place whose whole name the query is,
+    /// minus [`CONTEXT_ONLY_COST`] if only its context words matched.
+    fn name_bonus(&self, node: u32, tokens: &[QueryToken], cover: &Cover) -> f32 {
+        let required = tokens.iter().zip(cover).filter(|(t, _)| !t.optional);
+        let (mut n, mut named, mut exact_name) = (0, false, true);
+        for (_, m) in required {
+            let Some(m) = m else { return 0.0 };
+            n += 1;
+            named |= m.named;
+            exact_name &= m.name && m.hit.exact && m.hit.edits == 0;
+        }
+        if !named {
+            return -CONTEXT_ONLY_COST;
+        }
+        let name_words = (self.word_groups.get(node as usize) >> 16) as usize;
+        if exact_name && n == name_words && self.parent.get(node as usize) == NONE {
+            EXACT_NAME_BONUS
+        } else {
+            0.0
+        }
     }
 
     fn words(&self, node: u32) -> impl Iterator<Item = &'a [u8]> + '_ {
@@ -924,13 +1069,13 @@ impl<'a> AddressIndex<'a> {
     }
 }
 
-/// The most [`score_adjust`] can add.
+/// The most [`score_adjust`] and [`AddressIndex::name_bonus`] can add.
 fn max_bonus(tokens: &[QueryToken]) -> f32 {
-    0.65 + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
+    0.65 + EXACT_NAME_BONUS + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
 }
 
-fn better(a: Hit, b: Hit) -> bool {
-    (a.edits, !a.exact) < (b.edits, !b.exact)
+fn better(a: Match, b: Match) -> bool {
+    (a.hit.edits, !a.named, !a.hit.exact, !a.name) < (b.hit.edits, !b.named, !b.hit.exact, !b.name)
 }
 
 enum Uncovered {
@@ -962,13 +1107,20 @@ fn score_adjust(tokens: &[QueryToken], cover: &Cover, house: bool) -> f32 {
             (None, true) if house && t.m.text == "д" => s += 0.3,
             // Another type than the one typed: as bad as a typo.
             (None, true) => s -= 2.0,
-            (Some(hit), false) => {
-                s -= 2.0 * hit.edits as f32;
+            (Some(m), false) => {
+                let hit = m.hit;
+                s -= EDIT_COST * hit.edits as f32;
+                if t.last && hit.edits > 0 {
+                    s -= prefix_typo_cost(char_len(&t.m.text));
+                }
                 if !t.last && !hit.exact {
                     s -= 0.6;
                 }
                 if t.last && hit.exact {
                     s += 0.15;
+                }
+                if !m.named {
+                    s -= CONTEXT_COST;
                 }
             }
             (None, _) => {}
@@ -1134,6 +1286,43 @@ mod tests {
         assert_eq!(values(&ix, "мира")[0], "г Москва, пр-кт Мира");
         assert_eq!(values(&ix, "проспект")[0], "г Москва, пр-кт Мира");
         assert!(values(&ix, "несуществующий").is_empty());
+    }
+
+    #[test]
+    fn names_outrank_context_and_short_prefix_typos() {
+        let data = r#"
+{"kind":"place","id":"gn:1","name":"Москва","country":"Russia","population":12000000}
+{"kind":"place","id":"gn:2","name":"Rust","country":"Austria","population":2000}
+{"kind":"place","id":"gn:3","name":"Daniel Flores","country":"Costa Rica","population":10000}
+{"kind":"place","id":"gn:4","name":"Daniel","country":"United States","population":3000}
+{"kind":"place","id":"gn:5","name":"Dalian","country":"China","population":6000000}
+{"kind":"place","id":"gn:6","name":"Danilov","country":"Russia","population":9000}
+"#;
+        let (blob, _) = build_address_index(data.trim().as_bytes()).unwrap();
+        let ix = AddressIndex::open(&blob).unwrap();
+        // A context word (the country) matches without typos only: `rust`
+        // is not `russia` with a typo.
+        assert_eq!(values(&ix, "rust"), ["Austria, Rust"]);
+        // A query matching only context words still finds, below names.
+        assert_eq!(values(&ix, "russia")[0], "Russia, Москва");
+        assert_eq!(values(&ix, "austria rust")[0], "Austria, Rust");
+        // The whole name typed exactly beats a (somewhat) larger place it
+        // begins.
+        assert_eq!(values(&ix, "daniel")[0], "United States, Daniel");
+        assert_eq!(values(&ix, "daniel fl")[0], "Costa Rica, Daniel Flores");
+        // In the first four letters a typo only fills the list after
+        // every exact completion, however large the typo'd place.
+        assert_eq!(
+            values(&ix, "dani"),
+            [
+                "Costa Rica, Daniel Flores",
+                "Russia, Danilov",
+                "United States, Daniel",
+                "China, Dalian"
+            ]
+        );
+        // From nine letters a typo costs the same as anywhere else.
+        assert_eq!(values(&ix, "dalain")[0], "China, Dalian");
     }
 
     #[test]
