@@ -13,7 +13,7 @@
 //! match a word of the entry (the place's words count for its streets and
 //! houses); the last token, if the user is still typing it, matches as a
 //! prefix. Tokens may carry typos ([`crate::fuzzy::max_edits`]:
-//! none up to 3 letters, one up to 6–7, two beyond; a transposition is one
+//! none up to 3 letters, one up to 8, two beyond; a transposition is one
 //! edit). Type words in any variant (`улица`, `ул`, `street`) are
 //! normalized and optional: an entry of another type costs as much as a
 //! typo, but is not excluded. A number that no word matches is looked up among the houses
@@ -42,7 +42,9 @@
 //! query token. The most selective token (fewest entries) drives: only its
 //! entries are checked against the other tokens, and a place drives its
 //! streets. Queries of one short prefix (1–3 letters) read a precomputed
-//! best-20 list.
+//! best-20 list. A driver's expansion leaves out typos in its first letter
+//! and, for a word in the dictionary as typed, all typos; when that finds
+//! too little, the typo variants or another token drive a second pass.
 //!
 //! ```
 //! use hints_engine::address::{AddressIndex, build_address_index};
@@ -104,6 +106,12 @@ fn prefix_typo_cost(chars: usize) -> f32 {
 }
 /// A token matched a context word (country, region, postal code, type).
 const CONTEXT_COST: f32 = 0.5;
+/// More if the context word only began with the token (`los tu` is not
+/// about Turkey).
+const CONTEXT_PREFIX_COST: f32 = 1.5;
+/// The first token matched the first word of the name (`agua d` is rather
+/// Agua Dulce than Ojo de Agua).
+const FIRST_WORD_BONUS: f32 = 0.5;
 /// No token matched the place's name or aliases, only context words.
 const CONTEXT_ONLY_COST: f32 = 3.0;
 /// The query is the place's whole name, typed without typos.
@@ -417,16 +425,37 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
             }
         }
     }
+    // The work of expanding each such prefix (all dictionary words that
+    // begin with it), so a short last token can drive when it is rare.
+    let mut prefix_work: HashMap<&str, u64> = HashMap::new();
+    for (token, &work) in postings.keys().zip(&cost) {
+        for (n, (end, _)) in token
+            .char_indices()
+            .skip(1)
+            .chain([(token.len(), ' ')])
+            .enumerate()
+        {
+            if n >= TOP_PREFIX_CHARS {
+                break;
+            }
+            *prefix_work.entry(&token[..end]).or_default() += work as u64;
+        }
+    }
     let mut tops: Vec<_> = tops.into_iter().collect();
     tops.sort_by(|a, b| a.0.cmp(&b.0));
     let mut top_fst = fst::MapBuilder::memory();
-    let (mut top_offsets, mut top_nodes) = (vec![0u32], Vec::new());
+    let (mut top_offsets, mut top_nodes, mut top_cost) = (vec![0u32], Vec::new(), Vec::new());
     for (i, (prefix, list)) in tops.iter().enumerate() {
         top_fst
             .insert(prefix, i as u64)
             .map_err(|e| IndexError::Format(e.to_string()))?;
         top_nodes.extend(list.iter().map(|&(_, id)| id));
         top_offsets.push(top_nodes.len() as u32);
+        let work = prefix_work
+            .get(prefix.as_str())
+            .copied()
+            .unwrap_or(u64::MAX);
+        top_cost.push(work.min(u32::MAX as u64) as u32);
     }
 
     let mut w = BlobWriter::default();
@@ -447,6 +476,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
     );
     w.add_u32s(b"ptof", &top_offsets);
     w.add_u32s(b"ptop", &top_nodes);
+    w.add_u32s(b"ptcs", &top_cost);
     w.add_strs(b"str_", &strs);
     let col = |f: &dyn Fn(&NodeDraft) -> u32| nodes.iter().map(f).collect::<Vec<u32>>();
     w.add_u32s(b"npar", &col(&|n| n.parent));
@@ -558,6 +588,8 @@ pub struct AddressIndex<'a> {
     tops: Map<&'a [u8]>,
     top_offsets: U32s<'a>,
     top_nodes: U32s<'a>,
+    /// Per short prefix: the work of expanding it (see `tcst`).
+    top_cost: U32s<'a>,
     strs: Strs<'a>,
     parent: U32s<'a>,
     weight: U32s<'a>,
@@ -598,6 +630,14 @@ struct QueryToken {
     last: bool,
 }
 
+/// The token whose words drive a query, and those words.
+struct Driver {
+    words: Vec<u32>,
+    token: usize,
+    /// A finished word as typed, without the typo variants it allows.
+    exact_only: bool,
+}
+
 /// How a query token matched one of a node's words.
 #[derive(Clone, Copy, Debug)]
 struct Match {
@@ -607,6 +647,8 @@ struct Match {
     named: bool,
     /// The word is in the node's own name (not an alias).
     name: bool,
+    /// The word is the first of the node's name.
+    first: bool,
 }
 
 type Cover = [Option<Match>; MAX_QUERY_TOKENS];
@@ -628,6 +670,7 @@ impl<'a> AddressIndex<'a> {
             tops: fst(b"pfst")?,
             top_offsets: b.u32s(b"ptof")?,
             top_nodes: b.u32s(b"ptop")?,
+            top_cost: b.u32s(b"ptcs")?,
             strs: b.strs(b"str_")?,
             parent: b.u32s(b"npar")?,
             weight: b.u32s(b"nwgt")?,
@@ -664,6 +707,7 @@ impl<'a> AddressIndex<'a> {
                 .any(|c| c.len() != n + 1)
             || index.post_offsets.len() != index.tokens.len() + 1
             || index.cost.len() != index.tokens.len()
+            || index.top_cost.len() + 1 != index.top_offsets.len()
             || index.token_strs.len() != index.tokens.len() + 1
         {
             return Err(IndexError::Format(
@@ -692,14 +736,38 @@ impl<'a> AddressIndex<'a> {
                 return self.finish(top, count);
             }
         }
-        let Some(driver) = self.pick_driver(&tokens, &required) else {
+        let Some(first) = self.pick_driver(&tokens, &required, false) else {
             return Vec::new();
         };
-        // Every node holding one of the driver's words, heaviest first (a
-        // merge of posting lists, which run heaviest first): once a node's
-        // best possible score cannot enter the top, neither can any later
-        // one nor its streets (which weigh less).
-        let bonus = max_bonus(&tokens);
+        self.scan(&first.words, &tokens, &mut top);
+        // Few or no entries: the driver may be the typo. Its typo variants
+        // drive if they were left out (`nort om` for North Om…); with no
+        // entry at all, another token does, since a driver's expansion
+        // leaves out typos in its first letter (`koses lake`).
+        if top.len() < count && (first.exact_only || top.is_empty()) {
+            let retry = if first.exact_only {
+                self.pick_driver(&tokens, &required, true)
+            } else {
+                let others: Vec<usize> = required
+                    .iter()
+                    .copied()
+                    .filter(|&i| i != first.token)
+                    .collect();
+                self.pick_driver(&tokens, &others, false)
+            };
+            if let Some(next) = retry {
+                self.scan(&next.words, &tokens, &mut top);
+            }
+        }
+        self.finish(top, count)
+    }
+
+    /// Checks every node holding one of the `driver` words, heaviest first
+    /// (a merge of posting lists, which run heaviest first): once a node's
+    /// best possible score cannot enter the top, neither can any later
+    /// one nor its streets (which weigh less).
+    fn scan(&self, driver: &[u32], tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+        let bonus = max_bonus(tokens);
         let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(u32, u32, u32)>> = driver
             .iter()
             .filter_map(|&t| {
@@ -727,9 +795,8 @@ impl<'a> AddressIndex<'a> {
             if self.weight(node) + bonus <= top.threshold() || checked > MAX_CHECKED {
                 break;
             }
-            self.try_node(node, &tokens, &mut top);
+            self.try_node(node, tokens, top);
         }
-        self.finish(top, count)
     }
 
     fn query_tokens(&self, query: &str) -> Option<Vec<QueryToken>> {
@@ -791,11 +858,13 @@ impl<'a> AddressIndex<'a> {
     /// Word ids matching a token and the work of checking their nodes; the
     /// flag says the expansion stopped at [`EXPANSION_CAP`].
     ///
-    /// A finished word that is in the dictionary drives as itself only:
-    /// its typo variants and longer words are still accepted when another
-    /// token drives, but expanding `san` to every `san…` is not worth it.
-    fn expand(&self, t: &QueryToken) -> (Vec<u32>, usize, bool) {
-        if !t.m.prefix
+    /// Unless `full`, a finished word that is in the dictionary drives as
+    /// itself only: its typo variants and longer words are still accepted
+    /// when another token drives, but expanding `san` to every `san…` is
+    /// not worth it.
+    fn expand(&self, t: &QueryToken, full: bool) -> (Vec<u32>, usize, bool) {
+        if !full
+            && !t.m.prefix
             && let Some(id) = self.tokens.get(&t.m.text)
         {
             return (vec![id as u32], self.cost.get(id as usize) as usize, false);
@@ -813,8 +882,10 @@ impl<'a> AddressIndex<'a> {
     /// The word ids of the most selective required token. Numbers may be
     /// house numbers, which are not in the dictionary, so they drive only
     /// when nothing else can. If every token is broad, the longest one
-    /// drives over the part of its expansion within the cap.
-    fn pick_driver(&self, tokens: &[QueryToken], required: &[usize]) -> Option<Vec<u32>> {
+    /// drives over the part of its expansion within the cap. The flag says
+    /// the driver is a finished word as typed whose typo variants `full`
+    /// would add.
+    fn pick_driver(&self, tokens: &[QueryToken], required: &[usize], full: bool) -> Option<Driver> {
         let words: Vec<usize> = required
             .iter()
             .copied()
@@ -829,20 +900,45 @@ impl<'a> AddressIndex<'a> {
         // selective; a 1–2 letter token is expanded only if nothing else is.
         pool.sort_by_key(|&i| std::cmp::Reverse(char_len(&tokens[i].m.text)));
         let longest = char_len(&tokens[*pool.first()?].m.text);
-        let mut best: Option<(bool, usize, Vec<u32>)> = None;
+        let mut best: Option<(bool, usize, Driver)> = None;
         for &i in &pool {
-            if longest > 2 && char_len(&tokens[i].m.text) <= 2 {
+            let t = &tokens[i];
+            if longest > 2
+                && char_len(&t.m.text) <= 2
+                && !self.cheap_short(t, best.as_ref().map(|b| b.1))
+            {
                 continue;
             }
-            let (ids, work, broad) = self.expand(&tokens[i]);
+            let (ids, work, broad) = self.expand(t, full);
             if best
                 .as_ref()
-                .is_none_or(|(b_broad, b_work, _)| (broad, work) < (*b_broad, *b_work))
+                .is_none_or(|(b_broad, b_work, ..)| (broad, work) < (*b_broad, *b_work))
             {
-                best = Some((broad, work, ids));
+                let exact_only = !full && !t.m.prefix && t.m.edits() > 0 && ids.len() == 1;
+                let driver = Driver {
+                    words: ids,
+                    token: i,
+                    exact_only,
+                };
+                best = Some((broad, work, driver));
             }
         }
-        best.map(|(_, _, ids)| ids)
+        best.map(|(_, _, driver)| driver)
+    }
+
+    /// Whether the word being typed, of one or two letters, should drive
+    /// instead of the best driver so far: only if the words it begins are
+    /// known to fill fewer entries (`north om`: `om…` is rarer than
+    /// `north`). A finished short word (`de`, `la`) never drives.
+    fn cheap_short(&self, t: &QueryToken, best_work: Option<usize>) -> bool {
+        if !t.m.prefix || t.m.edits() > 0 {
+            return false;
+        }
+        let Some(i) = self.tops.get(&t.m.text) else {
+            return false;
+        };
+        let work = self.top_cost.get(i as usize) as usize;
+        work <= EXPANSION_CAP && best_work.is_none_or(|b| work < b)
     }
 
     /// The first keystrokes: the precomputed heaviest entries with a word
@@ -957,6 +1053,7 @@ impl<'a> AddressIndex<'a> {
                         hit,
                         named: i < named_words,
                         name: i < name_words,
+                        first: i == 0,
                     };
                     if !m.named && hit.edits > 0 {
                         continue;
@@ -975,9 +1072,10 @@ impl<'a> AddressIndex<'a> {
     /// minus [`CONTEXT_ONLY_COST`] if only its context words matched.
     fn name_bonus(&self, node: u32, tokens: &[QueryToken], cover: &Cover) -> f32 {
         let required = tokens.iter().zip(cover).filter(|(t, _)| !t.optional);
-        let (mut n, mut named, mut exact_name) = (0, false, true);
+        let (mut n, mut named, mut exact_name, mut first) = (0, false, true, false);
         for (_, m) in required {
             let Some(m) = m else { return 0.0 };
+            first |= n == 0 && m.first;
             n += 1;
             named |= m.named;
             exact_name &= m.name && m.hit.exact && m.hit.edits == 0;
@@ -986,11 +1084,11 @@ impl<'a> AddressIndex<'a> {
             return -CONTEXT_ONLY_COST;
         }
         let name_words = (self.word_groups.get(node as usize) >> 16) as usize;
+        let mut bonus = if first { FIRST_WORD_BONUS } else { 0.0 };
         if exact_name && n == name_words && self.parent.get(node as usize) == NONE {
-            EXACT_NAME_BONUS
-        } else {
-            0.0
+            bonus += EXACT_NAME_BONUS;
         }
+        bonus
     }
 
     fn words(&self, node: u32) -> impl Iterator<Item = &'a [u8]> + '_ {
@@ -1071,7 +1169,9 @@ impl<'a> AddressIndex<'a> {
 
 /// The most [`score_adjust`] and [`AddressIndex::name_bonus`] can add.
 fn max_bonus(tokens: &[QueryToken]) -> f32 {
-    0.65 + EXACT_NAME_BONUS + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
+    0.65 + EXACT_NAME_BONUS
+        + FIRST_WORD_BONUS
+        + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
 }
 
 fn better(a: Match, b: Match) -> bool {
@@ -1121,6 +1221,9 @@ fn score_adjust(tokens: &[QueryToken], cover: &Cover, house: bool) -> f32 {
                 }
                 if !m.named {
                     s -= CONTEXT_COST;
+                    if !hit.exact {
+                        s -= CONTEXT_PREFIX_COST;
+                    }
                 }
             }
             (None, _) => {}
@@ -1323,6 +1426,27 @@ mod tests {
         );
         // From nine letters a typo costs the same as anywhere else.
         assert_eq!(values(&ix, "dalain")[0], "China, Dalian");
+    }
+
+    #[test]
+    fn a_typo_in_the_driving_word_is_retried() {
+        let data = r#"
+{"kind":"place","id":"gn:1","name":"Moses Lake","country":"United States","population":20000}
+{"kind":"place","id":"gn:2","name":"Lake Forest","country":"United States","population":80000}
+{"kind":"place","id":"gn:3","name":"North Omak","country":"United States","population":700}
+{"kind":"place","id":"gn:4","name":"North Bay","country":"Canada","population":50000}
+{"kind":"place","id":"gn:5","name":"Nort-sur-Erdre","country":"France","population":1000}
+"#;
+        let (blob, _) = build_address_index(data.trim().as_bytes()).unwrap();
+        let ix = AddressIndex::open(&blob).unwrap();
+        // `koses` drives (rarer than `lake`), but its expansion leaves out
+        // typos in the first letter: with nothing found, `lake` drives.
+        assert_eq!(values(&ix, "koses lake"), ["United States, Moses Lake"]);
+        // `nort` is a word as typed (Nort-sur-Erdre) without `om…`: its
+        // typo variants drive.
+        assert_eq!(values(&ix, "nort om"), ["United States, North Omak"]);
+        // A rare one- or two-letter prefix drives over a broad word.
+        assert_eq!(values(&ix, "north om"), ["United States, North Omak"]);
     }
 
     #[test]

@@ -5,14 +5,15 @@ use fst::{Automaton, IntoStreamer, Streamer};
 use levenshtein_automata::{DFA, Distance, LevenshteinAutomatonBuilder, SINK_STATE};
 use std::sync::OnceLock;
 
-/// Edits allowed for a query token of `chars` characters: none up to 2
-/// (3 for the word being typed: a 3-letter prefix within one edit matches
-/// most of the dictionary), one up to 8, two from 9. Two edits on shorter
-/// words make the automaton walk most of the dictionary's upper branches
-/// (a millisecond per word on 400k surnames) and match too much to rank.
+/// Edits allowed for a query token of `chars` characters: none up to 3,
+/// one up to 8, two from 9. Within three letters one edit reaches most of
+/// the dictionary (`san` is `sun`, `sa`, `shan`, …) and ranks noise over
+/// the word meant; two edits on shorter words make the automaton walk most
+/// of the dictionary's upper branches (a millisecond per word on 400k
+/// surnames) and match too much to rank.
 pub fn max_edits(chars: usize, prefix: bool) -> u8 {
     match (chars, prefix) {
-        (0..=2, _) | (3, true) => 0,
+        (0..=3, _) => 0,
         (3..=8, _) => 1,
         _ => 2,
     }
@@ -67,6 +68,11 @@ impl Matcher {
             edits,
             dfa,
         }
+    }
+
+    /// The edits allowed.
+    pub fn edits(&self) -> u8 {
+        self.edits
     }
 
     /// Matches one word.
@@ -298,7 +304,8 @@ mod tests {
     fn edit_budget() {
         assert_eq!(max_edits(2, false), 0);
         assert_eq!(max_edits(3, true), 0);
-        assert_eq!(max_edits(3, false), 1);
+        assert_eq!(max_edits(3, false), 0);
+        assert_eq!(max_edits(4, false), 1);
         assert_eq!(max_edits(8, true), 1);
         assert_eq!(max_edits(9, false), 2);
         assert_eq!(max_edits(12, true), 2);

@@ -20,6 +20,14 @@ impl<T: PartialEq> TopK<T> {
 
     /// The score an item must beat to enter (−∞ until full).
     #[inline]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
     pub fn threshold(&self) -> f32 {
         if self.items.len() < self.k {
             f32::NEG_INFINITY
