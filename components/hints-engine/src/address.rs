@@ -829,7 +829,7 @@ impl<'a> AddressIndex<'a> {
                     },
                     _ => {
                         let numeric = w.starts_with(|c: char| c.is_ascii_digit());
-                        let edits = if numeric { 0 } else { max_edits(chars, last) };
+                        let edits = if numeric { 0 } else { max_edits(chars) };
                         QueryToken {
                             m: Matcher::new(&w, true, edits),
                             numeric,

@@ -11,10 +11,10 @@ use std::sync::OnceLock;
 /// the word meant; two edits on shorter words make the automaton walk most
 /// of the dictionary's upper branches (a millisecond per word on 400k
 /// surnames) and match too much to rank.
-pub fn max_edits(chars: usize, prefix: bool) -> u8 {
-    match (chars, prefix) {
-        (0..=3, _) => 0,
-        (3..=8, _) => 1,
+pub fn max_edits(chars: usize) -> u8 {
+    match chars {
+        0..=3 => 0,
+        4..=8 => 1,
         _ => 2,
     }
 }
@@ -302,12 +302,11 @@ mod tests {
 
     #[test]
     fn edit_budget() {
-        assert_eq!(max_edits(2, false), 0);
-        assert_eq!(max_edits(3, true), 0);
-        assert_eq!(max_edits(3, false), 0);
-        assert_eq!(max_edits(4, false), 1);
-        assert_eq!(max_edits(8, true), 1);
-        assert_eq!(max_edits(9, false), 2);
-        assert_eq!(max_edits(12, true), 2);
+        assert_eq!(max_edits(2), 0);
+        assert_eq!(max_edits(3), 0);
+        assert_eq!(max_edits(4), 1);
+        assert_eq!(max_edits(8), 1);
+        assert_eq!(max_edits(9), 2);
+        assert_eq!(max_edits(12), 2);
     }
 }

@@ -517,7 +517,7 @@ impl<'a> NameIndex<'a> {
                 }
             }
         } else {
-            let m = Matcher::new(word, true, max_edits(chars, last));
+            let m = Matcher::new(word, true, max_edits(chars));
             let mut seen = 0;
             m.for_each_key(&p.keys, |key, g| {
                 seen += 1;
