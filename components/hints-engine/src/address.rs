@@ -630,9 +630,21 @@ struct QueryToken {
     last: bool,
 }
 
+/// The words a query token matches.
+struct Expansion {
+    /// Words the token is (a finished one) or begins (the one being typed).
+    exact: Vec<u32>,
+    /// Words within its typo budget.
+    typos: Vec<u32>,
+    /// The entries to check for all of them ([`AddressIndex::cost`]).
+    work: usize,
+    /// Stopped at [`EXPANSION_CAP`].
+    broad: bool,
+}
+
 /// The token whose words drive a query, and those words.
 struct Driver {
-    words: Vec<u32>,
+    expansion: Expansion,
     token: usize,
     /// A finished word as typed, without the typo variants it allows.
     exact_only: bool,
@@ -739,7 +751,7 @@ impl<'a> AddressIndex<'a> {
         let Some(first) = self.pick_driver(&tokens, &required, false) else {
             return Vec::new();
         };
-        self.scan(&first.words, &tokens, &mut top);
+        self.drive(&first, &tokens, &mut top);
         // Few or no entries: the driver may be the typo. Its typo variants
         // drive if they were left out (`nort om` for North Om…); with no
         // entry at all, another token does, since a driver's expansion
@@ -756,7 +768,7 @@ impl<'a> AddressIndex<'a> {
                 self.pick_driver(&tokens, &others, false)
             };
             if let Some(next) = retry {
-                self.scan(&next.words, &tokens, &mut top);
+                self.drive(&next, &tokens, &mut top);
             }
         }
         self.finish(top, count)
@@ -766,8 +778,17 @@ impl<'a> AddressIndex<'a> {
     /// (a merge of posting lists, which run heaviest first): once a node's
     /// best possible score cannot enter the top, neither can any later
     /// one nor its streets (which weigh less).
-    fn scan(&self, driver: &[u32], tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
-        let bonus = max_bonus(tokens);
+    ///
+    /// Words matched with a typo cost `penalty` at least, which lowers what
+    /// a node can score.
+    fn scan(
+        &self,
+        driver: &[u32],
+        penalty: f32,
+        tokens: &[QueryToken],
+        top: &mut TopK<(u32, u32)>,
+    ) {
+        let bonus = max_bonus(tokens) - penalty;
         let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(u32, u32, u32)>> = driver
             .iter()
             .filter_map(|&t| {
@@ -862,21 +883,36 @@ impl<'a> AddressIndex<'a> {
     /// itself only: its typo variants and longer words are still accepted
     /// when another token drives, but expanding `san` to every `san…` is
     /// not worth it.
-    fn expand(&self, t: &QueryToken, full: bool) -> (Vec<u32>, usize, bool) {
+    fn expand(&self, t: &QueryToken, full: bool) -> Expansion {
         if !full
             && !t.m.prefix
             && let Some(id) = self.tokens.get(&t.m.text)
         {
-            return (vec![id as u32], self.cost.get(id as usize) as usize, false);
+            return Expansion {
+                exact: vec![id as u32],
+                typos: Vec::new(),
+                work: self.cost.get(id as usize) as usize,
+                broad: false,
+            };
         }
-        let (mut ids, mut work, mut broad) = (Vec::new(), 0usize, false);
-        t.m.for_each_key(&self.tokens, |_, id| {
+        let text = t.m.text.as_bytes();
+        let (mut exact, mut typos, mut work, mut broad) = (Vec::new(), Vec::new(), 0usize, false);
+        t.m.for_each_key(&self.tokens, |key, id| {
             work += self.cost.get(id as usize) as usize;
-            ids.push(id as u32);
+            if key.starts_with(text) {
+                exact.push(id as u32);
+            } else {
+                typos.push(id as u32);
+            }
             broad = work > EXPANSION_CAP;
             !broad
         });
-        (ids, work, broad)
+        Expansion {
+            exact,
+            typos,
+            work,
+            broad,
+        }
     }
 
     /// The word ids of the most selective required token. Numbers may be
@@ -909,14 +945,15 @@ impl<'a> AddressIndex<'a> {
             {
                 continue;
             }
-            let (ids, work, broad) = self.expand(t, full);
+            let e = self.expand(t, full);
             if best
                 .as_ref()
-                .is_none_or(|(b_broad, b_work, ..)| (broad, work) < (*b_broad, *b_work))
+                .is_none_or(|(b_broad, b_work, ..)| (e.broad, e.work) < (*b_broad, *b_work))
             {
-                let exact_only = !full && !t.m.prefix && t.m.edits() > 0 && ids.len() == 1;
+                let exact_only = !full && !t.m.prefix && t.m.edits() > 0 && e.typos.is_empty();
+                let (broad, work) = (e.broad, e.work);
                 let driver = Driver {
-                    words: ids,
+                    expansion: e,
                     token: i,
                     exact_only,
                 };
@@ -1066,6 +1103,20 @@ impl<'a> AddressIndex<'a> {
             }
         }
         any
+    }
+
+    /// Scans a driver's exact words, then its typo variants, which score
+    /// lower: the second scan stops sooner.
+    fn drive(&self, d: &Driver, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+        self.scan(&d.expansion.exact, 0.0, tokens, top);
+        if !d.expansion.typos.is_empty() {
+            let t = &tokens[d.token];
+            let mut penalty = EDIT_COST;
+            if t.last {
+                penalty += prefix_typo_cost(char_len(&t.m.text));
+            }
+            self.scan(&d.expansion.typos, penalty, tokens, top);
+        }
     }
 
     /// [`EXACT_NAME_BONUS`] for a place whose whole name the query is,

@@ -143,7 +143,23 @@ impl Matcher {
     /// microseconds on 400k words. Candidates found another way (through
     /// another token) are still checked with the full budget by
     /// [`Matcher::check`].
+    ///
+    /// The word being typed visits its exact completions first: when `f`
+    /// stops early, those are what it has seen (`faus` reaches `faustino`
+    /// before the thousands of `fa?s…`, `fau…` and `aus…` words).
     pub fn for_each_key(&self, map: &fst::Map<&[u8]>, mut f: impl FnMut(&[u8], u64) -> bool) {
+        let text = self.text.as_bytes();
+        let exact_first = self.prefix && self.edits > 0;
+        if exact_first {
+            let mut stream = map
+                .search(fst::automaton::Str::new(&self.text).starts_with())
+                .into_stream();
+            while let Some((key, value)) = stream.next() {
+                if !f(key, value) {
+                    return;
+                }
+            }
+        }
         let mut leads: Vec<char> = self.text.chars().take(2).collect();
         // The second letter as lead only for one edit: with two, its branch
         // is as expensive as the first's and rarely holds the word meant.
@@ -162,6 +178,9 @@ impl Matcher {
             }
             let mut stream = range.into_stream();
             while let Some((key, value)) = stream.next() {
+                if exact_first && key.starts_with(text) {
+                    continue; // seen above
+                }
                 if !f(key, value) {
                     return;
                 }
