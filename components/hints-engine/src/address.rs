@@ -31,8 +31,9 @@
 //! (country, region, postal code, type). Context words match only without
 //! typos, cost 0.5 each, and an entry matched by context words alone costs
 //! 3 (`russia` still lists Moscow, `rust` does not). A query that is a
-//! place's whole name, without typos, adds 1.5: `daniel` puts Daniel
-//! before the larger Daniel Flores. A typo in the word being typed costs
+//! place's whole name, without typos, adds 6: `gilbert` lists the places
+//! called Gilbert before the larger Gilbertsville, as a user who typed a
+//! whole name expects; an index of whole names finds them however small. A typo in the word being typed costs
 //! 10 more while it has at most four letters (most words begin within one
 //! edit of four letters: such matches only fill the list after every exact
 //! completion) and 2 more at five or six.
@@ -115,7 +116,10 @@ const FIRST_WORD_BONUS: f32 = 0.5;
 /// No token matched the place's name or aliases, only context words.
 const CONTEXT_ONLY_COST: f32 = 3.0;
 /// The query is the place's whole name, typed without typos.
-const EXACT_NAME_BONUS: f32 = 1.5;
+/// Enough that every place so called comes before longer names that begin
+/// with it (`gilbert`: Gilbert, Arizona and the small Gilberts, then
+/// Gilbertsville), as a user who typed a whole name expects.
+const EXACT_NAME_BONUS: f32 = 6.0;
 /// Query limits (the component refuses longer queries before this).
 const MAX_QUERY_TOKENS: usize = 10;
 const MAX_TOKEN_CHARS: usize = 48;
@@ -197,6 +201,8 @@ struct NodeDraft {
     /// How many of `tokens` are the name's and the name's plus aliases'.
     name_words: u16,
     named_words: u16,
+    /// A place's name as a query would fold it (`san isidro`).
+    full_name: Option<String>,
     name: u32,
     kind: u32,
     country: u32,
@@ -236,6 +242,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
                     return Err(bad("population must be a non-negative number"));
                 }
                 let mut words = WordGroups::default();
+                let full_name = Some(address_tokens(&p.name).join(" "));
                 words.add(address_tokens(&p.name));
                 words.next_group();
                 for a in &p.aliases {
@@ -256,6 +263,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
                     tokens,
                     name_words,
                     named_words,
+                    full_name,
                     name: strs.intern(p.name.trim()),
                     kind: strs.intern(p.kind.as_deref().unwrap_or("")),
                     country: strs.intern(p.country.as_deref().unwrap_or("")),
@@ -323,6 +331,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
             tokens,
             name_words,
             named_words,
+            full_name: None,
             name: strs.intern(s.name.trim()),
             kind: strs.intern(s.kind.as_deref().unwrap_or("")),
             country,
@@ -458,7 +467,36 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
         top_cost.push(work.min(u32::MAX as u64) as u32);
     }
 
+    // Places by their whole name, heaviest first: a query that is a name
+    // finds every place so called, however small (`gilbert`).
+    let mut by_name: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for (id, node) in nodes.iter().enumerate() {
+        if let Some(name) = node.full_name.as_deref().filter(|n| !n.is_empty()) {
+            let list = by_name.entry(name).or_default();
+            if list.len() < TOP_LEN {
+                list.push(id as u32);
+            }
+        }
+    }
+    let mut name_fst = fst::MapBuilder::memory();
+    let (mut name_offsets, mut name_nodes) = (vec![0u32], Vec::new());
+    for (i, (name, list)) in by_name.iter().enumerate() {
+        name_fst
+            .insert(name, i as u64)
+            .map_err(|e| IndexError::Format(e.to_string()))?;
+        name_nodes.extend(list);
+        name_offsets.push(name_nodes.len() as u32);
+    }
+
     let mut w = BlobWriter::default();
+    w.add(
+        b"nfst",
+        name_fst
+            .into_inner()
+            .map_err(|e| IndexError::Format(e.to_string()))?,
+    );
+    w.add_u32s(b"nmof", &name_offsets);
+    w.add_u32s(b"nmnd", &name_nodes);
     w.add(
         b"tfst",
         fst.into_inner()
@@ -590,6 +628,10 @@ pub struct AddressIndex<'a> {
     top_nodes: U32s<'a>,
     /// Per short prefix: the work of expanding it (see `tcst`).
     top_cost: U32s<'a>,
+    /// Places by whole name (`san isidro`), heaviest first.
+    names: Map<&'a [u8]>,
+    name_offsets: U32s<'a>,
+    name_nodes: U32s<'a>,
     strs: Strs<'a>,
     parent: U32s<'a>,
     weight: U32s<'a>,
@@ -683,6 +725,9 @@ impl<'a> AddressIndex<'a> {
             top_offsets: b.u32s(b"ptof")?,
             top_nodes: b.u32s(b"ptop")?,
             top_cost: b.u32s(b"ptcs")?,
+            names: fst(b"nfst")?,
+            name_offsets: b.u32s(b"nmof")?,
+            name_nodes: b.u32s(b"nmnd")?,
             strs: b.strs(b"str_")?,
             parent: b.u32s(b"npar")?,
             weight: b.u32s(b"nwgt")?,
@@ -720,6 +765,7 @@ impl<'a> AddressIndex<'a> {
             || index.post_offsets.len() != index.tokens.len() + 1
             || index.cost.len() != index.tokens.len()
             || index.top_cost.len() + 1 != index.top_offsets.len()
+            || index.name_offsets.len() != index.names.len() + 1
             || index.token_strs.len() != index.tokens.len() + 1
         {
             return Err(IndexError::Format(
@@ -748,8 +794,9 @@ impl<'a> AddressIndex<'a> {
                 return self.finish(top, count);
             }
         }
+        self.whole_names(&tokens, &required, &mut top);
         let Some(first) = self.pick_driver(&tokens, &required, false) else {
-            return Vec::new();
+            return self.finish(top, count);
         };
         self.drive(&first, &tokens, &mut top);
         // Few or no entries: the driver may be the typo. Its typo variants
@@ -976,6 +1023,28 @@ impl<'a> AddressIndex<'a> {
         };
         let work = self.top_cost.get(i as usize) as usize;
         work <= EXPANSION_CAP && best_work.is_none_or(|b| work < b)
+    }
+
+    /// Every place whose whole name the required tokens are (they earn
+    /// [`EXACT_NAME_BONUS`], which the scans therefore need not allow for).
+    fn whole_names(&self, tokens: &[QueryToken], required: &[usize], top: &mut TopK<(u32, u32)>) {
+        let mut key = String::new();
+        for &i in required {
+            if !key.is_empty() {
+                key.push(' ');
+            }
+            key.push_str(&tokens[i].m.text);
+        }
+        let Some(i) = self.names.get(&key) else {
+            return;
+        };
+        let (a, b) = (
+            self.name_offsets.get(i as usize),
+            self.name_offsets.get(i as usize + 1),
+        );
+        for node in self.name_nodes.range(a as usize, b as usize) {
+            self.try_node(node, tokens, top);
+        }
     }
 
     /// The first keystrokes: the precomputed heaviest entries with a word
@@ -1218,11 +1287,10 @@ impl<'a> AddressIndex<'a> {
     }
 }
 
-/// The most [`score_adjust`] and [`AddressIndex::name_bonus`] can add.
+/// The most [`score_adjust`] and [`AddressIndex::name_bonus`] can add,
+/// but for [`EXACT_NAME_BONUS`] (see [`AddressIndex::whole_names`]).
 fn max_bonus(tokens: &[QueryToken]) -> f32 {
-    0.65 + EXACT_NAME_BONUS
-        + FIRST_WORD_BONUS
-        + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
+    0.65 + FIRST_WORD_BONUS + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
 }
 
 fn better(a: Match, b: Match) -> bool {
@@ -1447,7 +1515,7 @@ mod tests {
         let data = r#"
 {"kind":"place","id":"gn:1","name":"Москва","country":"Russia","population":12000000}
 {"kind":"place","id":"gn:2","name":"Rust","country":"Austria","population":2000}
-{"kind":"place","id":"gn:3","name":"Daniel Flores","country":"Costa Rica","population":10000}
+{"kind":"place","id":"gn:3","name":"Daniel Flores","country":"Costa Rica","population":100000}
 {"kind":"place","id":"gn:4","name":"Daniel","country":"United States","population":3000}
 {"kind":"place","id":"gn:5","name":"Dalian","country":"China","population":6000000}
 {"kind":"place","id":"gn:6","name":"Danilov","country":"Russia","population":9000}
@@ -1460,8 +1528,7 @@ mod tests {
         // A query matching only context words still finds, below names.
         assert_eq!(values(&ix, "russia")[0], "Russia, Москва");
         assert_eq!(values(&ix, "austria rust")[0], "Austria, Rust");
-        // The whole name typed exactly beats a (somewhat) larger place it
-        // begins.
+        // The whole name typed exactly beats a larger place it begins.
         assert_eq!(values(&ix, "daniel")[0], "United States, Daniel");
         assert_eq!(values(&ix, "daniel fl")[0], "Costa Rica, Daniel Flores");
         // In the first four letters a typo only fills the list after
