@@ -31,7 +31,7 @@
 //! (country, region, postal code, type). Context words match only without
 //! typos, cost 0.5 each, and an entry matched by context words alone costs
 //! 3 (`russia` still lists Moscow, `rust` does not). A query that is a
-//! place's whole name, without typos, adds 6: `gilbert` lists the places
+//! place's whole name or alias, without typos, adds 6: `gilbert` lists the places
 //! called Gilbert before the larger Gilbertsville, as a user who typed a
 //! whole name expects; an index of whole names finds them however small. A typo in the word being typed costs
 //! 10 more while it has at most four letters (most words begin within one
@@ -201,8 +201,9 @@ struct NodeDraft {
     /// How many of `tokens` are the name's and the name's plus aliases'.
     name_words: u16,
     named_words: u16,
-    /// A place's name as a query would fold it (`san isidro`).
-    full_name: Option<String>,
+    /// A place's name and aliases as a query would fold them
+    /// (`san isidro`).
+    full_names: Vec<String>,
     name: u32,
     kind: u32,
     country: u32,
@@ -242,7 +243,11 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
                     return Err(bad("population must be a non-negative number"));
                 }
                 let mut words = WordGroups::default();
-                let full_name = Some(address_tokens(&p.name).join(" "));
+                let full_names: Vec<String> = std::iter::once(&p.name)
+                    .chain(&p.aliases)
+                    .map(|n| address_tokens(n).join(" "))
+                    .filter(|n| !n.is_empty())
+                    .collect();
                 words.add(address_tokens(&p.name));
                 words.next_group();
                 for a in &p.aliases {
@@ -263,7 +268,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
                     tokens,
                     name_words,
                     named_words,
-                    full_name,
+                    full_names,
                     name: strs.intern(p.name.trim()),
                     kind: strs.intern(p.kind.as_deref().unwrap_or("")),
                     country: strs.intern(p.country.as_deref().unwrap_or("")),
@@ -331,7 +336,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
             tokens,
             name_words,
             named_words,
-            full_name: None,
+            full_names: Vec::new(),
             name: strs.intern(s.name.trim()),
             kind: strs.intern(s.kind.as_deref().unwrap_or("")),
             country,
@@ -471,9 +476,9 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
     // finds every place so called, however small (`gilbert`).
     let mut by_name: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for (id, node) in nodes.iter().enumerate() {
-        if let Some(name) = node.full_name.as_deref().filter(|n| !n.is_empty()) {
+        for name in &node.full_names {
             let list = by_name.entry(name).or_default();
-            if list.len() < TOP_LEN {
+            if list.len() < TOP_LEN && list.last() != Some(&(id as u32)) {
                 list.push(id as u32);
             }
         }
@@ -863,7 +868,7 @@ impl<'a> AddressIndex<'a> {
             if self.weight(node) + bonus <= top.threshold() || checked > MAX_CHECKED {
                 break;
             }
-            self.try_node(node, tokens, top);
+            self.try_node(node, tokens, top, 0.0);
         }
     }
 
@@ -1043,7 +1048,7 @@ impl<'a> AddressIndex<'a> {
             self.name_offsets.get(i as usize + 1),
         );
         for node in self.name_nodes.range(a as usize, b as usize) {
-            self.try_node(node, tokens, top);
+            self.try_node(node, tokens, top, EXACT_NAME_BONUS);
         }
     }
 
@@ -1058,13 +1063,13 @@ impl<'a> AddressIndex<'a> {
             self.top_offsets.get(i as usize + 1),
         );
         for node in self.top_nodes.range(a as usize, b as usize) {
-            self.try_node(node, tokens, top);
+            self.try_node(node, tokens, top, 0.0);
         }
     }
 
     /// Checks a candidate node (and, for uncovered tokens, its streets and
-    /// houses) against the query.
-    fn try_node(&self, node: u32, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+    /// houses) against the query; `bonus` is added to the node's own score.
+    fn try_node(&self, node: u32, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>, bonus: f32) {
         let mut cover: Cover = [None; MAX_QUERY_TOKENS];
         let own = self.cover(node, tokens, &mut cover);
         let parent = self.parent.get(node as usize);
@@ -1077,9 +1082,7 @@ impl<'a> AddressIndex<'a> {
         let weight = self.weight(node);
         match uncovered(tokens, &cover) {
             Uncovered::None => top.push(
-                weight
-                    + score_adjust(tokens, &cover, false)
-                    + self.name_bonus(node, tokens, &cover),
+                weight + bonus + score_adjust(tokens, &cover, false) + name_bonus(tokens, &cover),
                 (node, NONE),
             ),
             Uncovered::OneNumber(i) if parent != NONE => {
@@ -1190,27 +1193,6 @@ impl<'a> AddressIndex<'a> {
 
     /// [`EXACT_NAME_BONUS`] for a place whose whole name the query is,
     /// minus [`CONTEXT_ONLY_COST`] if only its context words matched.
-    fn name_bonus(&self, node: u32, tokens: &[QueryToken], cover: &Cover) -> f32 {
-        let required = tokens.iter().zip(cover).filter(|(t, _)| !t.optional);
-        let (mut n, mut named, mut exact_name, mut first) = (0, false, true, false);
-        for (_, m) in required {
-            let Some(m) = m else { return 0.0 };
-            first |= n == 0 && m.first;
-            n += 1;
-            named |= m.named;
-            exact_name &= m.name && m.hit.exact && m.hit.edits == 0;
-        }
-        if !named {
-            return -CONTEXT_ONLY_COST;
-        }
-        let name_words = (self.word_groups.get(node as usize) >> 16) as usize;
-        let mut bonus = if first { FIRST_WORD_BONUS } else { 0.0 };
-        if exact_name && n == name_words && self.parent.get(node as usize) == NONE {
-            bonus += EXACT_NAME_BONUS;
-        }
-        bonus
-    }
-
     fn words(&self, node: u32) -> impl Iterator<Item = &'a [u8]> + '_ {
         let (a, b) = (
             self.tok_off.get(node as usize),
@@ -1313,6 +1295,23 @@ fn uncovered(tokens: &[QueryToken], cover: &Cover) -> Uncovered {
         (None, _) => Uncovered::None,
         (Some((i, (t, _))), None) if t.numeric => Uncovered::OneNumber(i),
         _ => Uncovered::More,
+    }
+}
+
+/// [`FIRST_WORD_BONUS`] if the first token matched the name's first word,
+/// minus [`CONTEXT_ONLY_COST`] if only context words matched.
+fn name_bonus(tokens: &[QueryToken], cover: &Cover) -> f32 {
+    let required = tokens.iter().zip(cover).filter(|(t, _)| !t.optional);
+    let (mut named, mut first) = (false, false);
+    for (n, (_, m)) in required.enumerate() {
+        let Some(m) = m else { return 0.0 };
+        first |= n == 0 && m.first;
+        named |= m.named;
+    }
+    match (named, first) {
+        (false, _) => -CONTEXT_ONLY_COST,
+        (true, true) => FIRST_WORD_BONUS,
+        (true, false) => 0.0,
     }
 }
 
