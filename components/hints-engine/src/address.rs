@@ -87,6 +87,8 @@ const EXPANSION_CAP: usize = 50_000;
 /// gives up only light entries, and no keystroke costs more than a few
 /// milliseconds.
 const MAX_CHECKED: usize = 1500;
+/// Candidates passed over by the first-letter test, at most.
+const MAX_SKIPPED: usize = 30_000;
 
 // Ranking, in units of the weight (ln population): 2 is a 7.4 times
 // larger place.
@@ -539,6 +541,27 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
             .map(|n| n.tokens.iter().map(|t| token_ids[t.as_str()])),
     );
     w.add_u32s(b"ntko", &tok_off);
+    // First letters of the words a node can match through: its own, its
+    // place's (a street) and its streets' (a place).
+    let own: Vec<u32> = nodes
+        .iter()
+        .map(|n| n.tokens.iter().fold(0, |m, t| m | letter_bit(t)))
+        .collect();
+    let letters: Vec<u32> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let parent = if n.parent == NONE {
+                0
+            } else {
+                own[n.parent as usize]
+            };
+            children[i]
+                .iter()
+                .fold(own[i] | parent, |m, &c| m | own[c as usize])
+        })
+        .collect();
+    w.add_u32s(b"nlet", &letters);
     w.add_u32s(
         b"ntgr",
         &col(&|n| (n.name_words as u32) << 16 | n.named_words as u32),
@@ -565,6 +588,12 @@ fn type_token(kind: Option<&str>) -> Option<String> {
 /// A house number as stored and matched: folded, without spaces (`12 А` → `12а`).
 fn house_key(h: &str) -> String {
     fold(h).chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// A bit for the first letter of a word (32 buckets), for a quick test
+/// that a node has a word beginning with a letter.
+fn letter_bit(word: &str) -> u32 {
+    word.chars().next().map_or(0, |c| 1 << (c as u32 % 32))
 }
 
 /// A node's words in groups, each word once, in its first group.
@@ -654,6 +683,8 @@ pub struct AddressIndex<'a> {
     /// Per node: name words << 16 | name and alias words (the first of
     /// its words; the rest are context).
     word_groups: U32s<'a>,
+    /// Per node: [`letter_bit`]s of every word it can match through.
+    letters: U32s<'a>,
     house_off: U32s<'a>,
     house: U32s<'a>,
     child_off: U32s<'a>,
@@ -747,6 +778,7 @@ impl<'a> AddressIndex<'a> {
             lon: b.u32s(b"nlon")?,
             tok_off: b.u32s(b"ntko")?,
             word_groups: b.u32s(b"ntgr")?,
+            letters: b.u32s(b"nlet")?,
             tok: b.u32s(b"ntok")?,
             house_off: b.u32s(b"nhof")?,
             house: b.u32s(b"nhou")?,
@@ -755,6 +787,7 @@ impl<'a> AddressIndex<'a> {
         };
         let n = index.parent.len();
         let columns = [
+            &index.letters,
             &index.word_groups,
             &index.weight,
             &index.name,
@@ -841,6 +874,13 @@ impl<'a> AddressIndex<'a> {
         top: &mut TopK<(u32, u32)>,
     ) {
         let bonus = max_bonus(tokens) - penalty;
+        // Tokens without typos (other than numbers, which may be houses)
+        // need a word with their first letter: most candidates fail that
+        // one test (`san j`: few places called San … have a word in j).
+        let need = tokens
+            .iter()
+            .filter(|t| !t.optional && !t.numeric && t.m.edits() == 0)
+            .fold(0, |m, t| m | letter_bit(&t.m.text));
         let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(u32, u32, u32)>> = driver
             .iter()
             .filter_map(|&t| {
@@ -851,7 +891,7 @@ impl<'a> AddressIndex<'a> {
                 (a < b).then(|| std::cmp::Reverse((self.post.get(a as usize), a, b)))
             })
             .collect();
-        let (mut last, mut checked) = (NONE, 0);
+        let (mut last, mut checked, mut skipped) = (NONE, 0, 0);
         while let Some(std::cmp::Reverse((node, at, end))) = heads.pop() {
             if at + 1 < end {
                 heads.push(std::cmp::Reverse((
@@ -864,8 +904,18 @@ impl<'a> AddressIndex<'a> {
                 continue;
             }
             last = node;
+            if self.weight(node) + bonus <= top.threshold() {
+                break;
+            }
+            if need & !self.letters.get(node as usize) != 0 {
+                skipped += 1;
+                if skipped > MAX_SKIPPED {
+                    break;
+                }
+                continue;
+            }
             checked += 1;
-            if self.weight(node) + bonus <= top.threshold() || checked > MAX_CHECKED {
+            if checked > MAX_CHECKED {
                 break;
             }
             self.try_node(node, tokens, top, 0.0);
@@ -991,9 +1041,14 @@ impl<'a> AddressIndex<'a> {
         let mut best: Option<(bool, usize, Driver)> = None;
         for &i in &pool {
             let t = &tokens[i];
-            if longest > 2
-                && char_len(&t.m.text) <= 2
-                && !self.cheap_short(t, best.as_ref().map(|b| b.1))
+            let best_work = best.as_ref().map(|b| b.1);
+            if longest > 2 && char_len(&t.m.text) <= 2 && !self.cheap_short(t, best_work) {
+                continue;
+            }
+            // A prefix whose work is known to exceed the best's: no walk
+            // (`la c`: every word in c… would be enumerated up to the cap).
+            if let (Some(known), Some(b)) = (self.prefix_work(t), best_work)
+                && known >= b
             {
                 continue;
             }
@@ -1020,14 +1075,18 @@ impl<'a> AddressIndex<'a> {
     /// known to fill fewer entries (`north om`: `om…` is rarer than
     /// `north`). A finished short word (`de`, `la`) never drives.
     fn cheap_short(&self, t: &QueryToken, best_work: Option<usize>) -> bool {
+        self.prefix_work(t)
+            .is_some_and(|work| work <= EXPANSION_CAP && best_work.is_none_or(|b| work < b))
+    }
+
+    /// The work of expanding the word being typed, if it has no typo
+    /// budget and is a precomputed prefix.
+    fn prefix_work(&self, t: &QueryToken) -> Option<usize> {
         if !t.m.prefix || t.m.edits() > 0 {
-            return false;
+            return None;
         }
-        let Some(i) = self.tops.get(&t.m.text) else {
-            return false;
-        };
-        let work = self.top_cost.get(i as usize) as usize;
-        work <= EXPANSION_CAP && best_work.is_none_or(|b| work < b)
+        let i = self.tops.get(&t.m.text)?;
+        Some(self.top_cost.get(i as usize) as usize)
     }
 
     /// Every place whose whole name the required tokens are (they earn
