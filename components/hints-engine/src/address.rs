@@ -78,6 +78,11 @@ const NONE: u32 = u32::MAX;
 const STREET_BELOW_PLACE: f32 = 6.0;
 /// Precomputed best lists cover prefixes up to this many chars.
 const TOP_PREFIX_CHARS: usize = 3;
+/// Longer prefixes whose words fill at least this many entries get a
+/// best list too: the word being typed alone then needs no walk over its
+/// completions (`sant`: thousands of words).
+const BROAD_PREFIX_WORK: usize = 1_000;
+const MAX_BROAD_PREFIX_CHARS: usize = 16;
 const TOP_LEN: usize = 20;
 /// A query token whose words fill more than this many entries is too broad
 /// to drive the search.
@@ -420,29 +425,9 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
         post_offsets.push(post.len() as u32);
     }
 
-    // Best entries per short prefix, for the first keystrokes.
-    let mut tops: HashMap<String, Vec<(f32, u32)>> = HashMap::new();
-    for (id, node) in nodes.iter().enumerate() {
-        let mut seen: Vec<&str> = Vec::new();
-        // Name and alias words only: "rus" should not list every place in
-        // Russia.
-        for t in &node.tokens[..node.named_words as usize] {
-            for (n, (end, _)) in t.char_indices().skip(1).chain([(t.len(), ' ')]).enumerate() {
-                if n >= TOP_PREFIX_CHARS {
-                    break;
-                }
-                let prefix = &t[..end];
-                if seen.contains(&prefix) {
-                    continue;
-                }
-                seen.push(prefix);
-                let list = tops.entry(prefix.to_owned()).or_default();
-                insert_top(list, (node.weight, id as u32));
-            }
-        }
-    }
-    // The work of expanding each such prefix (all dictionary words that
-    // begin with it), so a short last token can drive when it is rare.
+    // The work of expanding each prefix (all dictionary words that begin
+    // with it): a short last token may drive when it is rare, and a broad
+    // prefix gets a best list instead of a walk over its words.
     let mut prefix_work: HashMap<&str, u64> = HashMap::new();
     for (token, &work) in postings.keys().zip(&cost) {
         for (n, (end, _)) in token
@@ -451,10 +436,38 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
             .chain([(token.len(), ' ')])
             .enumerate()
         {
-            if n >= TOP_PREFIX_CHARS {
+            if n >= MAX_BROAD_PREFIX_CHARS {
                 break;
             }
             *prefix_work.entry(&token[..end]).or_default() += work as u64;
+        }
+    }
+    let listed = |n: usize, prefix: &str| {
+        n < TOP_PREFIX_CHARS
+            || prefix_work
+                .get(prefix)
+                .is_some_and(|&w| w >= BROAD_PREFIX_WORK as u64)
+    };
+
+    // Best entries per short or broad prefix, for the first keystrokes.
+    let mut tops: HashMap<String, Vec<(f32, u32)>> = HashMap::new();
+    for (id, node) in nodes.iter().enumerate() {
+        let mut seen: Vec<&str> = Vec::new();
+        // Name and alias words only: "rus" should not list every place in
+        // Russia.
+        for t in &node.tokens[..node.named_words as usize] {
+            for (n, (end, _)) in t.char_indices().skip(1).chain([(t.len(), ' ')]).enumerate() {
+                let prefix = &t[..end];
+                if n >= MAX_BROAD_PREFIX_CHARS || !listed(n, prefix) {
+                    break; // a longer prefix is rarer still
+                }
+                if seen.contains(&prefix) {
+                    continue;
+                }
+                seen.push(prefix);
+                let list = tops.entry(prefix.to_owned()).or_default();
+                insert_top(list, (node.weight, id as u32));
+            }
         }
     }
     let mut tops: Vec<_> = tops.into_iter().collect();
@@ -826,9 +839,12 @@ impl<'a> AddressIndex<'a> {
         let mut top = TopK::new(count * 2 + 4);
         let required: Vec<usize> = (0..tokens.len()).filter(|&i| !tokens[i].optional).collect();
         if let [only] = required[..] {
+            // The word being typed alone, short or broad: its best list,
+            // then its typo variants if they can still enter.
             let t = &tokens[only];
-            if t.last && !t.numeric && char_len(&t.m.text) <= TOP_PREFIX_CHARS {
-                self.best_of_prefix(t, &tokens, &mut top);
+            if t.last && !t.numeric && self.best_of_prefix(t, &tokens, &mut top) {
+                self.whole_names(&tokens, &required, &mut top);
+                self.typo_variants(t, &tokens, &mut top);
                 return self.finish(top, count);
             }
         }
@@ -1113,9 +1129,15 @@ impl<'a> AddressIndex<'a> {
 
     /// The first keystrokes: the precomputed heaviest entries with a word
     /// beginning with the one required token (type words may come along).
-    fn best_of_prefix(&self, t: &QueryToken, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+    /// False if the prefix has no such list.
+    fn best_of_prefix(
+        &self,
+        t: &QueryToken,
+        tokens: &[QueryToken],
+        top: &mut TopK<(u32, u32)>,
+    ) -> bool {
         let Some(i) = self.tops.get(&t.m.text) else {
-            return;
+            return false;
         };
         let (a, b) = (
             self.top_offsets.get(i as usize),
@@ -1124,6 +1146,29 @@ impl<'a> AddressIndex<'a> {
         for node in self.top_nodes.range(a as usize, b as usize) {
             self.try_node(node, tokens, top, 0.0);
         }
+        true
+    }
+
+    /// The entries of a token's typo variants, unless even the heaviest
+    /// entry could not enter the top with the typo's cost.
+    fn typo_variants(&self, t: &QueryToken, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+        if t.m.edits() == 0 || self.nodes() == 0 {
+            return;
+        }
+        let mut penalty = EDIT_COST;
+        if t.last {
+            penalty += prefix_typo_cost(char_len(&t.m.text));
+        }
+        if self.weight(0) + max_bonus(tokens) - penalty <= top.threshold() {
+            return;
+        }
+        let (mut ids, mut work) = (Vec::new(), 0);
+        t.m.for_each_typo(&self.tokens, |_, id| {
+            work += self.cost.get(id as usize) as usize;
+            ids.push(id as u32);
+            work <= EXPANSION_CAP
+        });
+        self.scan(&ids, penalty, tokens, top);
     }
 
     /// Checks a candidate node (and, for uncovered tokens, its streets and

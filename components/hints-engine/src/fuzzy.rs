@@ -133,32 +133,45 @@ impl Matcher {
     }
 
     /// Calls `f(key, value)` for every key of `map` this token matches,
-    /// until `f` returns false.
-    ///
-    /// With typos allowed, only keys beginning with the token's first or
-    /// second letter are visited (a typo in the first letter other than a
-    /// swap with the second, or a dropped first letter, is not found).
-    /// Letting the first letters vary makes the automaton walk every two-
-    /// and three-letter branch of the dictionary: milliseconds instead of
-    /// microseconds on 400k words. Candidates found another way (through
-    /// another token) are still checked with the full budget by
-    /// [`Matcher::check`].
-    ///
-    /// The word being typed visits its exact completions first: when `f`
-    /// stops early, those are what it has seen (`faus` reaches `faustino`
-    /// before the thousands of `fa?s…`, `fau…` and `aus…` words).
+    /// until `f` returns false: [`Matcher::for_each_exact`], then
+    /// [`Matcher::for_each_typo`].
     pub fn for_each_key(&self, map: &fst::Map<&[u8]>, mut f: impl FnMut(&[u8], u64) -> bool) {
-        let text = self.text.as_bytes();
-        let exact_first = self.prefix && self.edits > 0;
-        if exact_first {
-            let mut stream = map
-                .search(fst::automaton::Str::new(&self.text).starts_with())
-                .into_stream();
-            while let Some((key, value)) = stream.next() {
-                if !f(key, value) {
-                    return;
-                }
+        if self.for_each_exact(map, &mut f) {
+            self.for_each_typo(map, f);
+        }
+    }
+
+    /// The keys the token matches without typos: its completions (the
+    /// word being typed) or itself and the words it begins (a finished
+    /// one). False if `f` stopped.
+    pub fn for_each_exact(
+        &self,
+        map: &fst::Map<&[u8]>,
+        mut f: impl FnMut(&[u8], u64) -> bool,
+    ) -> bool {
+        let starts = fst::automaton::Str::new(&self.text).starts_with();
+        let mut stream = map.search(starts).into_stream();
+        while let Some((key, value)) = stream.next() {
+            if !f(key, value) {
+                return false;
             }
+        }
+        true
+    }
+
+    /// The keys the token matches only with typos, until `f` returns false.
+    ///
+    /// Only keys beginning with the token's first or second letter are
+    /// visited (a typo in the first letter other than a swap with the
+    /// second, or a dropped first letter, is not found). Letting the first
+    /// letters vary makes the automaton walk every two- and three-letter
+    /// branch of the dictionary: milliseconds instead of microseconds on
+    /// 400k words. Candidates found another way (through another token) are
+    /// still checked with the full budget by [`Matcher::check`]. The
+    /// automaton does not enter the exact keys' branch at all.
+    pub fn for_each_typo(&self, map: &fst::Map<&[u8]>, mut f: impl FnMut(&[u8], u64) -> bool) {
+        if self.edits == 0 {
+            return;
         }
         let mut leads: Vec<char> = self.text.chars().take(2).collect();
         // The second letter as lead only for one edit: with two, its branch
@@ -168,19 +181,21 @@ impl Matcher {
         } else {
             leads.truncate(1);
         }
+        let automaton = LevAutomaton {
+            dfa: &self.dfa,
+            begins: &[],
+            exclude: self.text.as_bytes(),
+        };
         for lead in leads {
             let mut lo = [0u8; 4];
             let lo = lead.encode_utf8(&mut lo).as_bytes().to_vec();
             let hi = char::from_u32(lead as u32 + 1).map(|c| c.to_string().into_bytes());
-            let mut range = map.search(self.automaton()).ge(&lo);
+            let mut range = map.search(&automaton).ge(&lo);
             if let Some(hi) = &hi {
                 range = range.lt(hi);
             }
             let mut stream = range.into_stream();
             while let Some((key, value)) = stream.next() {
-                if exact_first && key.starts_with(text) {
-                    continue; // seen above
-                }
                 if !f(key, value) {
                     return;
                 }
@@ -188,7 +203,7 @@ impl Matcher {
         }
     }
 
-    /// The automaton to run over an FST.
+    /// The automaton to run over an FST: every key the token matches.
     pub fn automaton(&self) -> LevAutomaton<'_> {
         LevAutomaton {
             dfa: &self.dfa,
@@ -197,46 +212,63 @@ impl Matcher {
             } else {
                 self.text.as_bytes()
             },
+            exclude: &[],
         }
     }
 }
 
 /// A Levenshtein DFA as an [`fst::Automaton`], united with "begins with
-/// `begins`" (empty: no such branch).
+/// `begins`" (empty: no such branch), minus "begins with `exclude`"
+/// (empty: nothing excluded).
 pub struct LevAutomaton<'a> {
     dfa: &'a DFA,
     begins: &'a [u8],
+    exclude: &'a [u8],
 }
 
 /// Bytes of `begins` matched so far; `DIVERGED` once a byte differed.
 const DIVERGED: u32 = u32::MAX;
 
 impl Automaton for LevAutomaton<'_> {
-    /// (DFA state, bytes of `begins` matched)
-    type State = (u32, u32);
+    /// (DFA state, bytes of `begins` matched, bytes of `exclude` matched)
+    type State = (u32, u32, u32);
 
-    fn start(&self) -> (u32, u32) {
-        let begins = if self.begins.is_empty() { DIVERGED } else { 0 };
-        (self.dfa.initial_state(), begins)
+    fn start(&self) -> Self::State {
+        let from = |s: &[u8]| if s.is_empty() { DIVERGED } else { 0 };
+        (
+            self.dfa.initial_state(),
+            from(self.begins),
+            from(self.exclude),
+        )
     }
 
-    fn is_match(&self, &(state, matched): &(u32, u32)) -> bool {
-        matched as usize == self.begins.len()
-            || matches!(self.dfa.distance(state), Distance::Exact(_))
+    fn is_match(&self, &(state, begins, exclude): &Self::State) -> bool {
+        exclude as usize != self.exclude.len()
+            && (begins as usize == self.begins.len()
+                || matches!(self.dfa.distance(state), Distance::Exact(_)))
     }
 
-    fn can_match(&self, &(state, matched): &(u32, u32)) -> bool {
-        state != SINK_STATE || matched != DIVERGED
+    fn can_match(&self, &(state, begins, exclude): &Self::State) -> bool {
+        exclude as usize != self.exclude.len() && (state != SINK_STATE || begins != DIVERGED)
     }
 
-    fn accept(&self, &(state, matched): &(u32, u32), byte: u8) -> (u32, u32) {
-        let matched = match matched {
-            DIVERGED => DIVERGED,
-            m if m as usize == self.begins.len() => m,
-            m if self.begins[m as usize] == byte => m + 1,
-            _ => DIVERGED,
-        };
-        (self.dfa.transition(state, byte), matched)
+    fn accept(&self, &(state, begins, exclude): &Self::State, byte: u8) -> Self::State {
+        (
+            self.dfa.transition(state, byte),
+            advance(self.begins, begins, byte),
+            advance(self.exclude, exclude, byte),
+        )
+    }
+}
+
+/// Bytes of `s` matched after `byte`, given `m` before; once all of `s` is
+/// matched it stays so (every longer key begins with `s`).
+fn advance(s: &[u8], m: u32, byte: u8) -> u32 {
+    match m {
+        DIVERGED => DIVERGED,
+        m if m as usize == s.len() => m,
+        m if s[m as usize] == byte => m + 1,
+        _ => DIVERGED,
     }
 }
 
