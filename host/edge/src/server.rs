@@ -94,6 +94,7 @@ pub fn spawn_workers(
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?;
+                    shared.runtime.sessions.add_worker(rt.handle().clone());
                     rt.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;
                         serve(shared, listener, slots, shutdown).await

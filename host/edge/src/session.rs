@@ -51,6 +51,7 @@ pub struct SessionPool {
     prepared: Arc<Prepared>,
     sessions: Mutex<HashMap<String, Session>>,
     next_id: AtomicU64,
+    workers: Arc<Workers>,
 }
 
 type PoolKey = (String, String, ContentHash);
@@ -60,9 +61,49 @@ type PoolKey = (String, String, ContentHash);
 #[derive(Default)]
 pub struct SessionRegistry {
     pools: Mutex<HashMap<PoolKey, Weak<SessionPool>>>,
+    workers: Arc<Workers>,
+}
+
+/// The worker threads' runtimes, which session tasks are spread over.
+///
+/// A session task runs where it is spawned. Spawned by whichever worker
+/// took the request that created it, all the instances of a busy key (say
+/// the hint engine's four) could land on one thread, leaving the other
+/// cores idle: they are dealt round-robin instead. Requests reach them
+/// through channels, so the thread does not matter otherwise.
+#[derive(Default)]
+struct Workers {
+    handles: Mutex<Vec<tokio::runtime::Handle>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Workers {
+    fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        if handles.is_empty() {
+            drop(handles);
+            tokio::spawn(task); // no workers registered (tests, checks)
+            return;
+        }
+        let i = self.next.fetch_add(1, Relaxed) % handles.len();
+        handles[i].spawn(task);
+    }
 }
 
 impl SessionRegistry {
+    /// Registers a worker thread's runtime for session tasks.
+    pub fn add_worker(&self, handle: tokio::runtime::Handle) {
+        let mut handles = self
+            .workers
+            .handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        handles.push(handle);
+    }
+
     /// The pool for a tenant's component, reusing a live one when the
     /// component and its session settings are unchanged.
     pub fn pool(
@@ -88,6 +129,7 @@ impl SessionRegistry {
             prepared: prepared.clone(),
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
+            workers: self.workers.clone(),
         });
         pools.insert(key, Arc::downgrade(&pool));
         pool
@@ -169,7 +211,7 @@ impl SessionPool {
                         inflight: inflight.clone(),
                     },
                 );
-                tokio::spawn(run_session(
+                self.workers.spawn(run_session(
                     self.clone(),
                     engine.clone(),
                     key,
