@@ -1062,8 +1062,9 @@ impl<'a> AddressIndex<'a> {
                 continue;
             }
             // A prefix whose work is known to exceed the best's: no walk
-            // (`la c`: every word in c… would be enumerated up to the cap).
-            if let (Some(known), Some(b)) = (self.prefix_work(t), best_work)
+            // (`la c`: every word in c… would be enumerated up to the cap;
+            // `san jose`: every jose… and its typo variants).
+            if let (Some(known), Some(b)) = (self.exact_prefix_work(t), best_work)
                 && known >= b
             {
                 continue;
@@ -1098,7 +1099,16 @@ impl<'a> AddressIndex<'a> {
     /// The work of expanding the word being typed, if it has no typo
     /// budget and is a precomputed prefix.
     fn prefix_work(&self, t: &QueryToken) -> Option<usize> {
-        if !t.m.prefix || t.m.edits() > 0 {
+        if t.m.edits() > 0 {
+            return None;
+        }
+        self.exact_prefix_work(t)
+    }
+
+    /// The work of the word being typed's exact completions, if it is a
+    /// precomputed (short or broad) prefix: a lower bound of its expansion.
+    fn exact_prefix_work(&self, t: &QueryToken) -> Option<usize> {
+        if !t.m.prefix {
             return None;
         }
         let i = self.tops.get(&t.m.text)?;
