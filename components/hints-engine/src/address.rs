@@ -31,12 +31,14 @@
 //! (country, region, postal code, type). Context words match only without
 //! typos, cost 0.5 each, and an entry matched by context words alone costs
 //! 3 (`russia` still lists Moscow, `rust` does not). A query that is a
-//! place's whole name or alias, without typos, adds 6: `gilbert` lists the places
-//! called Gilbert before the larger Gilbertsville, as a user who typed a
-//! whole name expects; an index of whole names finds them however small. A typo in the word being typed costs
-//! 10 more while it has at most four letters (most words begin within one
-//! edit of four letters: such matches only fill the list after every exact
-//! completion) and 2 more at five or six.
+//! place's whole name or alias, without typos, adds 6 (from the fourth
+//! letter being typed, or once the word is finished): `gilbert` lists the
+//! places called Gilbert before the larger Gilbertsville, as a user who
+//! typed a whole name expects; an index of whole names finds them however
+//! small. A typo in the word being typed costs 10 more while it has at
+//! most four letters (most words begin within one edit of four letters:
+//! such matches only fill the list after every exact completion) and 2
+//! more at five or six.
 //!
 //! # Speed
 //! The token dictionary is an FST searched with one Levenshtein automaton per
@@ -843,7 +845,11 @@ impl<'a> AddressIndex<'a> {
             // then its typo variants if they can still enter.
             let t = &tokens[only];
             if t.last && !t.numeric && self.best_of_prefix(t, &tokens, &mut top) {
-                self.whole_names(&tokens, &required, &mut top);
+                // Not for the first three letters: `мо` is Москва being
+                // typed before it is Meaux (Мо in Russian).
+                if char_len(&t.m.text) > TOP_PREFIX_CHARS {
+                    self.whole_names(&tokens, &required, &mut top);
+                }
                 self.typo_variants(t, &tokens, &mut top);
                 return self.finish(top, count);
             }
