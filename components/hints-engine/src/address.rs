@@ -841,16 +841,25 @@ impl<'a> AddressIndex<'a> {
         let mut top = TopK::new(count * 2 + 4);
         let required: Vec<usize> = (0..tokens.len()).filter(|&i| !tokens[i].optional).collect();
         if let [only] = required[..] {
-            // The word being typed alone, short or broad: its best list,
-            // then its typo variants if they can still enter.
+            // The word being typed alone: its best list if it is short or
+            // broad, else its completions; then its typo variants if they
+            // can still enter what is shown.
             let t = &tokens[only];
-            if t.last && !t.numeric && self.best_of_prefix(t, &tokens, &mut top) {
+            if t.last && !t.numeric {
+                if !self.best_of_prefix(t, &tokens, &mut top) {
+                    let mut exact = Vec::new();
+                    t.m.for_each_exact(&self.tokens, |_, id| {
+                        exact.push(id as u32);
+                        true // not broad, or it would have a best list
+                    });
+                    self.scan(&exact, 0.0, &tokens, &mut top);
+                }
                 // Not for the first three letters: `мо` is Москва being
                 // typed before it is Meaux (Мо in Russian).
                 if char_len(&t.m.text) > TOP_PREFIX_CHARS {
                     self.whole_names(&tokens, &required, &mut top);
                 }
-                self.typo_variants(t, &tokens, &mut top);
+                self.typo_variants(t, &tokens, count, &mut top);
                 return self.finish(top, count);
             }
         }
@@ -1166,8 +1175,14 @@ impl<'a> AddressIndex<'a> {
     }
 
     /// The entries of a token's typo variants, unless even the heaviest
-    /// entry could not enter the top with the typo's cost.
-    fn typo_variants(&self, t: &QueryToken, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+    /// entry could not enter the `count` shown with the typo's cost.
+    fn typo_variants(
+        &self,
+        t: &QueryToken,
+        tokens: &[QueryToken],
+        count: usize,
+        top: &mut TopK<(u32, u32)>,
+    ) {
         if t.m.edits() == 0 || self.nodes() == 0 {
             return;
         }
@@ -1175,7 +1190,7 @@ impl<'a> AddressIndex<'a> {
         if t.last {
             penalty += prefix_typo_cost(char_len(&t.m.text));
         }
-        if self.weight(0) + max_bonus(tokens) - penalty <= top.threshold() {
+        if self.weight(0) + max_bonus(tokens) - penalty <= top.nth_score(count) {
             return;
         }
         let (mut ids, mut work) = (Vec::new(), 0);

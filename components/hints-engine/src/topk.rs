@@ -28,6 +28,16 @@ impl<T: PartialEq> TopK<T> {
         self.items.is_empty()
     }
 
+    /// The score of the `n`-th best item (−∞ if there are fewer).
+    pub fn nth_score(&self, n: usize) -> f32 {
+        if n == 0 || self.items.len() < n {
+            return f32::NEG_INFINITY;
+        }
+        let mut scores: Vec<f32> = self.items.iter().map(|(s, _)| *s).collect();
+        scores.sort_unstable_by(|a, b| b.total_cmp(a));
+        scores[n - 1]
+    }
+
     pub fn threshold(&self) -> f32 {
         if self.items.len() < self.k {
             f32::NEG_INFINITY
