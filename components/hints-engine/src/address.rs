@@ -48,6 +48,8 @@
 //! best-20 list. A driver's expansion leaves out typos in its first letter
 //! and, for a word in the dictionary as typed, all typos; when that finds
 //! too little, the typo variants or another token drive a second pass.
+//! The word being typed walks its typo variants last, and only over the
+//! heavy tier of the dictionary that could still enter the list.
 //!
 //! ```
 //! use hints_engine::address::{AddressIndex, build_address_index};
@@ -85,6 +87,9 @@ const TOP_PREFIX_CHARS: usize = 3;
 /// completions (`sant`: thousands of words).
 const BROAD_PREFIX_WORK: usize = 1_000;
 const MAX_BROAD_PREFIX_CHARS: usize = 16;
+/// Weights (ln population: 163k, 22k, 3k) of the heavy dictionary tiers.
+const HEAVY_TIERS: [f32; 3] = [12.0, 10.0, 8.0];
+const HEAVY_TAGS: [[u8; 4]; 3] = [*b"thv0", *b"thv1", *b"thv2"];
 const TOP_LEN: usize = 20;
 /// A query token whose words fill more than this many entries is too broad
 /// to drive the search.
@@ -528,6 +533,23 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
     w.add_u32s(b"pofs", &post_offsets);
     w.add_u32s(b"post", &post);
     w.add_u32s(b"tcst", &cost);
+    // The dictionary again in tiers of its heavier words (whose heaviest
+    // entry weighs at least the tier's weight), for typo walks that only
+    // heavy entries could survive.
+    for (tier, &min) in HEAVY_TIERS.iter().enumerate() {
+        let mut heavy = fst::MapBuilder::memory();
+        for (i, (token, nodes_of)) in postings.iter().enumerate() {
+            if nodes[nodes_of[0] as usize].weight >= min {
+                heavy
+                    .insert(token, i as u64)
+                    .map_err(|e| IndexError::Format(e.to_string()))?;
+            }
+        }
+        let bytes = heavy
+            .into_inner()
+            .map_err(|e| IndexError::Format(e.to_string()))?;
+        w.add(&HEAVY_TAGS[tier], bytes);
+    }
     w.add(
         b"pfst",
         top_fst
@@ -677,6 +699,8 @@ pub struct AddressIndex<'a> {
     top_nodes: U32s<'a>,
     /// Per short prefix: the work of expanding it (see `tcst`).
     top_cost: U32s<'a>,
+    /// The dictionary's words by [`HEAVY_TIERS`].
+    heavy: [Map<&'a [u8]>; 3],
     /// Places by whole name (`san isidro`), heaviest first.
     names: Map<&'a [u8]>,
     name_offsets: U32s<'a>,
@@ -729,6 +753,9 @@ struct Expansion {
     exact: Vec<u32>,
     /// Words within its typo budget.
     typos: Vec<u32>,
+    /// The typo variants are left to walk when needed (the word being
+    /// typed); `typos` is empty and `work` counts the exact words only.
+    typos_later: bool,
     /// The entries to check for all of them ([`AddressIndex::cost`]).
     work: usize,
     /// Stopped at [`EXPANSION_CAP`].
@@ -776,6 +803,11 @@ impl<'a> AddressIndex<'a> {
             top_offsets: b.u32s(b"ptof")?,
             top_nodes: b.u32s(b"ptop")?,
             top_cost: b.u32s(b"ptcs")?,
+            heavy: [
+                fst(&HEAVY_TAGS[0])?,
+                fst(&HEAVY_TAGS[1])?,
+                fst(&HEAVY_TAGS[2])?,
+            ],
             names: fst(b"nfst")?,
             name_offsets: b.u32s(b"nmof")?,
             name_nodes: b.u32s(b"nmnd")?,
@@ -867,7 +899,7 @@ impl<'a> AddressIndex<'a> {
         let Some(first) = self.pick_driver(&tokens, &required, false) else {
             return self.finish(top, count);
         };
-        self.drive(&first, &tokens, &mut top);
+        self.drive(&first, &tokens, count, &mut top);
         // Few or no entries: the driver may be the typo. Its typo variants
         // drive if they were left out (`nort om` for North Om…); with no
         // entry at all, another token does, since a driver's expansion
@@ -884,7 +916,7 @@ impl<'a> AddressIndex<'a> {
                 self.pick_driver(&tokens, &others, false)
             };
             if let Some(next) = retry {
-                self.drive(&next, &tokens, &mut top);
+                self.drive(&next, &tokens, count, &mut top);
             }
         }
         self.finish(top, count)
@@ -1024,12 +1056,30 @@ impl<'a> AddressIndex<'a> {
             return Expansion {
                 exact: vec![id as u32],
                 typos: Vec::new(),
+                typos_later: false,
                 work: self.cost.get(id as usize) as usize,
                 broad: false,
             };
         }
-        let text = t.m.text.as_bytes();
         let (mut exact, mut typos, mut work, mut broad) = (Vec::new(), Vec::new(), 0usize, false);
+        if t.last {
+            // The word being typed: its typo variants only if they can
+            // still enter when the driver gets to them (see `drive`).
+            t.m.for_each_exact(&self.tokens, |_, id| {
+                work += self.cost.get(id as usize) as usize;
+                exact.push(id as u32);
+                broad = work > EXPANSION_CAP;
+                !broad
+            });
+            return Expansion {
+                exact,
+                typos,
+                typos_later: t.m.edits() > 0,
+                work,
+                broad,
+            };
+        }
+        let text = t.m.text.as_bytes();
         t.m.for_each_key(&self.tokens, |key, id| {
             work += self.cost.get(id as usize) as usize;
             if key.starts_with(text) {
@@ -1043,6 +1093,7 @@ impl<'a> AddressIndex<'a> {
         Expansion {
             exact,
             typos,
+            typos_later: false,
             work,
             broad,
         }
@@ -1190,11 +1241,20 @@ impl<'a> AddressIndex<'a> {
         if t.last {
             penalty += prefix_typo_cost(char_len(&t.m.text));
         }
-        if self.weight(0) + max_bonus(tokens) - penalty <= top.nth_score(count) {
+        // A word's entries score at most its heaviest's weight plus every
+        // bonus minus the typo: only words at least this heavy can enter.
+        let heavier_than = top.nth_score(count) - max_bonus(tokens) + penalty;
+        if self.weight(0) <= heavier_than {
             return;
         }
+        // The smallest tier of the dictionary that holds all of them.
+        let words = HEAVY_TIERS
+            .iter()
+            .zip(&self.heavy)
+            .find(|(min, _)| **min <= heavier_than)
+            .map_or(&self.tokens, |(_, tier)| tier);
         let (mut ids, mut work) = (Vec::new(), 0);
-        t.m.for_each_typo(&self.tokens, |_, id| {
+        t.m.for_each_typo(words, |_, id| {
             work += self.cost.get(id as usize) as usize;
             ids.push(id as u32);
             work <= EXPANSION_CAP
@@ -1314,9 +1374,11 @@ impl<'a> AddressIndex<'a> {
 
     /// Scans a driver's exact words, then its typo variants, which score
     /// lower: the second scan stops sooner.
-    fn drive(&self, d: &Driver, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+    fn drive(&self, d: &Driver, tokens: &[QueryToken], count: usize, top: &mut TopK<(u32, u32)>) {
         self.scan(&d.expansion.exact, 0.0, tokens, top);
-        if !d.expansion.typos.is_empty() {
+        if d.expansion.typos_later {
+            self.typo_variants(&tokens[d.token], tokens, count, top);
+        } else if !d.expansion.typos.is_empty() {
             let t = &tokens[d.token];
             let mut penalty = EDIT_COST;
             if t.last {
@@ -1326,8 +1388,6 @@ impl<'a> AddressIndex<'a> {
         }
     }
 
-    /// [`EXACT_NAME_BONUS`] for a place whose whole name the query is,
-    /// minus [`CONTEXT_ONLY_COST`] if only its context words matched.
     fn words(&self, node: u32) -> impl Iterator<Item = &'a [u8]> + '_ {
         let (a, b) = (
             self.tok_off.get(node as usize),
@@ -1699,6 +1759,36 @@ mod tests {
         assert_eq!(values(&ix, "nort om"), ["United States, North Omak"]);
         // A rare one- or two-letter prefix drives over a broad word.
         assert_eq!(values(&ix, "north om"), ["United States, North Omak"]);
+    }
+
+    #[test]
+    fn heavy_typo_variants_enter_a_full_list() {
+        // Five small exact completions of `santa` fill the list; Santos
+        // (one edit, far heavier) must still enter, found in the heavy
+        // tier of the dictionary the typo walk then uses.
+        let mut data =
+            String::from(r#"{"kind":"place","id":"gn:1","name":"Santos","population":100000}"#);
+        for (i, name) in [
+            "Santana",
+            "Santa Rita",
+            "Santa Ana",
+            "Santa Fe",
+            "Santa Clara",
+        ]
+        .iter()
+        .enumerate()
+        {
+            data += &format!(
+                "\n{{\"kind\":\"place\",\"id\":\"gn:{}\",\"name\":\"{name}\",\"population\":{}}}",
+                i + 2,
+                1000 + i
+            );
+        }
+        let (blob, _) = build_address_index(data.as_bytes()).unwrap();
+        let ix = AddressIndex::open(&blob).unwrap();
+        let got = values(&ix, "santa");
+        assert_eq!(got[0], "Santos", "{got:?}");
+        assert_eq!(got.len(), 5);
     }
 
     #[test]
