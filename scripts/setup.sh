@@ -2,8 +2,10 @@
 # Installs what building and testing need, once: the Rust toolchain's
 # wasm32-wasip2 target and clippy/rustfmt, and the Debian packages tests use
 # (PyJWT as the independent JWT implementation, MariaDB for the UDFs,
-# opus-tools as the reference Opus implementation). Safe to run again.
+# opus-tools as the reference Opus implementation, chromium and Node for the
+# browser tests, with playwright-core from npm). Safe to run again.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Debian packages the tests need, by a file each provides.
 missing=()
@@ -14,6 +16,8 @@ command -v cc >/dev/null || missing+=(build-essential)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
 command -v opusdec >/dev/null || missing+=(opus-tools)
 command -v pgrep >/dev/null || missing+=(procps)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -30,3 +34,7 @@ installed=$(rustup target list --installed)
 grep -qx wasm32-wasip2 <<<"$installed" || rustup target add wasm32-wasip2
 rustup component list --installed | grep -q '^clippy' || rustup component add clippy
 rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
+# playwright-core drives the Debian chromium (it downloads no browser).
+if [ ! -d tests/browser/node_modules/playwright-core ]; then
+  npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error >/dev/null
+fi

@@ -503,3 +503,25 @@ async fn instances_share_the_embedded_index() {
         "RssAnon grew {grown} bytes over 64 instances; the index is {index} bytes"
     );
 }
+
+/// The demo page in a real browser (Debian chromium driven by
+/// playwright-core, both installed by scripts/setup.sh): suggestions while
+/// typing, arrow keys, Enter, Escape, and a name in agreeing gender
+/// (tests/browser/hints-demo.mjs).
+#[test]
+fn demo_page_in_a_browser() {
+    let edge = start();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/browser");
+    let out = std::process::Command::new("node")
+        .arg("hints-demo.mjs")
+        .arg(format!("{}/hints/", edge.url))
+        .current_dir(dir)
+        .output()
+        .expect("running node (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "browser test failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
