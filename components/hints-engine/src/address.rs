@@ -69,7 +69,7 @@
 use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Hit, Matcher, max_edits};
-use crate::text::{address_tokens, canonical_type, char_len, ends_in_word, fold};
+use crate::text::{address_tokens, canonical_type, char_len, ends_in_word, fold, prefixes};
 use crate::topk::TopK;
 use fst::Map;
 use serde::Deserialize;
@@ -437,16 +437,8 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
     // prefix gets a best list instead of a walk over its words.
     let mut prefix_work: HashMap<&str, u64> = HashMap::new();
     for (token, &work) in postings.keys().zip(&cost) {
-        for (n, (end, _)) in token
-            .char_indices()
-            .skip(1)
-            .chain([(token.len(), ' ')])
-            .enumerate()
-        {
-            if n >= MAX_BROAD_PREFIX_CHARS {
-                break;
-            }
-            *prefix_work.entry(&token[..end]).or_default() += work as u64;
+        for prefix in prefixes(token).take(MAX_BROAD_PREFIX_CHARS) {
+            *prefix_work.entry(prefix).or_default() += work as u64;
         }
     }
     let listed = |n: usize, prefix: &str| {
@@ -463,9 +455,8 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
         // Name and alias words only: "rus" should not list every place in
         // Russia.
         for t in &node.tokens[..node.named_words as usize] {
-            for (n, (end, _)) in t.char_indices().skip(1).chain([(t.len(), ' ')]).enumerate() {
-                let prefix = &t[..end];
-                if n >= MAX_BROAD_PREFIX_CHARS || !listed(n, prefix) {
+            for (n, prefix) in prefixes(t).take(MAX_BROAD_PREFIX_CHARS).enumerate() {
+                if !listed(n, prefix) {
                     break; // a longer prefix is rarer still
                 }
                 if seen.contains(&prefix) {
@@ -1646,7 +1637,11 @@ mod tests {
 "#;
 
     fn index() -> Vec<u8> {
-        build_address_index(DATA.trim().as_bytes()).unwrap().0
+        index_of(DATA)
+    }
+
+    fn index_of(data: &str) -> Vec<u8> {
+        build_address_index(data.trim().as_bytes()).unwrap().0
     }
 
     fn values(ix: &AddressIndex, q: &str) -> Vec<String> {
@@ -1714,7 +1709,7 @@ mod tests {
 {"kind":"place","id":"gn:5","name":"Dalian","country":"China","population":6000000}
 {"kind":"place","id":"gn:6","name":"Danilov","country":"Russia","population":9000}
 "#;
-        let (blob, _) = build_address_index(data.trim().as_bytes()).unwrap();
+        let blob = index_of(data);
         let ix = AddressIndex::open(&blob).unwrap();
         // A context word (the country) matches without typos only: `rust`
         // is not `russia` with a typo.
@@ -1749,7 +1744,7 @@ mod tests {
 {"kind":"place","id":"gn:4","name":"North Bay","country":"Canada","population":50000}
 {"kind":"place","id":"gn:5","name":"Nort-sur-Erdre","country":"France","population":1000}
 "#;
-        let (blob, _) = build_address_index(data.trim().as_bytes()).unwrap();
+        let blob = index_of(data);
         let ix = AddressIndex::open(&blob).unwrap();
         // `koses` drives (rarer than `lake`), but its expansion leaves out
         // typos in the first letter: with nothing found, `lake` drives.
@@ -1784,7 +1779,7 @@ mod tests {
                 1000 + i
             );
         }
-        let (blob, _) = build_address_index(data.as_bytes()).unwrap();
+        let blob = index_of(&data);
         let ix = AddressIndex::open(&blob).unwrap();
         let got = values(&ix, "santa");
         assert_eq!(got[0], "Santos", "{got:?}");

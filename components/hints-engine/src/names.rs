@@ -35,7 +35,7 @@
 use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Matcher, max_edits};
-use crate::text::{char_len, ends_in_word, tokens};
+use crate::text::{char_len, ends_in_word, prefixes, tokens};
 use crate::topk::TopK;
 use fst::Map;
 use serde::Deserialize;
@@ -186,16 +186,8 @@ pub fn build_name_index(input: impl BufRead) -> Result<(Vec<u8>, NameStats), Ind
                 display.push(strs.intern(text));
                 gender.push(*gcode);
                 weight.push(wgt);
-                for (n, (end, _)) in key
-                    .char_indices()
-                    .skip(1)
-                    .chain([(key.len(), ' ')])
-                    .enumerate()
-                {
-                    if n >= TOP_PREFIX_CHARS {
-                        break;
-                    }
-                    let list = tops.entry(key[..end].to_owned()).or_default();
+                for prefix in prefixes(key).take(TOP_PREFIX_CHARS) {
+                    let list = tops.entry(prefix.to_owned()).or_default();
                     let at = list.partition_point(|e| e.0 >= wgt);
                     if at < TOP_LEN {
                         list.insert(at, (wgt, entry));

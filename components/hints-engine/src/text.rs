@@ -78,6 +78,21 @@ pub fn ends_in_word(s: &str) -> bool {
     s.chars().next_back().is_some_and(|c| c.is_alphanumeric())
 }
 
+/// The prefixes of `word` at character boundaries, shortest first, up to
+/// the whole word: `мос` → `м`, `мо`, `мос`.
+///
+/// ```
+/// let p: Vec<&str> = hints_engine::text::prefixes("мос").collect();
+/// assert_eq!(p, ["м", "мо", "мос"]);
+/// ```
+pub fn prefixes(word: &str) -> impl Iterator<Item = &str> {
+    word.char_indices()
+        .skip(1)
+        .map(|(end, _)| end)
+        .chain((!word.is_empty()).then_some(word.len()))
+        .map(move |end| &word[..end])
+}
+
 /// Number of chars (not bytes) in a token.
 pub fn char_len(s: &str) -> usize {
     s.chars().count()
