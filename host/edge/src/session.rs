@@ -36,8 +36,6 @@ struct Job {
 
 struct Session {
     id: u64,
-    /// The worker thread its task runs on (None: not a worker).
-    worker: Option<usize>,
     tx: mpsc::Sender<Job>,
     /// Requests queued or running on it.
     inflight: Arc<std::sync::atomic::AtomicUsize>,
@@ -79,14 +77,8 @@ struct Workers {
     next: std::sync::atomic::AtomicUsize,
 }
 
-thread_local! {
-    /// The index of the worker this thread is, if it is one.
-    static CURRENT_WORKER: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-}
-
 impl Workers {
-    /// Spawns `task` on the next worker; returns which.
-    fn spawn<F>(&self, task: F) -> Option<usize>
+    fn spawn<F>(&self, task: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
@@ -94,23 +86,21 @@ impl Workers {
         if handles.is_empty() {
             drop(handles);
             tokio::spawn(task); // no workers registered (tests, checks)
-            return None;
+            return;
         }
         let i = self.next.fetch_add(1, Relaxed) % handles.len();
         handles[i].spawn(task);
-        Some(i)
     }
 }
 
 impl SessionRegistry {
-    /// Registers the calling worker thread's runtime for session tasks.
+    /// Registers a worker thread's runtime for session tasks.
     pub fn add_worker(&self, handle: tokio::runtime::Handle) {
         let mut handles = self
             .workers
             .handles
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        CURRENT_WORKER.set(Some(handles.len()));
         handles.push(handle);
     }
 
@@ -213,24 +203,23 @@ impl SessionPool {
                 // A fresh channel has room for the first job.
                 let _ = tx.try_send(job);
                 let inflight = Arc::new(std::sync::atomic::AtomicUsize::new(1));
-                let worker = self.workers.spawn(run_session(
+                sessions.insert(
+                    key.clone(),
+                    Session {
+                        id,
+                        tx,
+                        inflight: inflight.clone(),
+                    },
+                );
+                self.workers.spawn(run_session(
                     self.clone(),
                     engine.clone(),
-                    key.clone(),
+                    key,
                     id,
                     rx,
                     target.clone(),
-                    inflight.clone(),
+                    inflight,
                 ));
-                sessions.insert(
-                    key,
-                    Session {
-                        id,
-                        worker,
-                        tx,
-                        inflight,
-                    },
-                );
             }
         }
         response
@@ -239,15 +228,12 @@ impl SessionPool {
     }
 
     /// Which instance of the key's `instances_per_key` takes the request:
-    /// an idle one on this worker thread (no cross-thread wake-up), else an
-    /// idle one, else a new one, else the least loaded.
+    /// an idle one, else a new one, else the least loaded.
     fn pick_instance(&self, sessions: &HashMap<String, Session>, base: String) -> String {
         let n = self.settings.instances_per_key;
         if n <= 1 {
             return base;
         }
-        let here = CURRENT_WORKER.get();
-        let mut idle = None;
         let mut missing = None;
         let mut least: Option<(usize, String)> = None;
         for i in 0..n {
@@ -256,11 +242,7 @@ impl SessionPool {
                 Some(s) => {
                     let load = s.inflight.load(Relaxed);
                     if load == 0 {
-                        if here.is_none() || s.worker == here {
-                            return name;
-                        }
-                        idle.get_or_insert(name);
-                        continue;
+                        return name;
                     }
                     if least.as_ref().is_none_or(|(l, _)| load < *l) {
                         least = Some((load, name));
@@ -270,7 +252,7 @@ impl SessionPool {
                 None => {}
             }
         }
-        idle.or(missing)
+        missing
             .or(least.map(|(_, name)| name))
             .expect("instances_per_key >= 2")
     }
