@@ -128,8 +128,11 @@ const CONTEXT_COST: f32 = 0.5;
 /// about Turkey).
 const CONTEXT_PREFIX_COST: f32 = 1.5;
 /// The first token matched the first word of the name (`agua d` is rather
-/// Agua Dulce than Ojo de Agua).
-const FIRST_WORD_BONUS: f32 = 0.5;
+/// Agua Dulce than Ojo de Agua): names are typed from their beginning.
+/// Tuned on the quality script's logs (0.5 → 2.5: +0.7 points top-5 from
+/// three letters on two samples); more gains little and loosens every
+/// scan's early stop.
+const FIRST_WORD_BONUS: f32 = 2.5;
 /// No token matched the place's name or aliases, only context words.
 const CONTEXT_ONLY_COST: f32 = 3.0;
 /// The query is the place's whole name, typed without typos.

@@ -102,12 +102,12 @@ pub fn query(args: &QueryArgs) -> Result<()> {
         let took = timed(started, args.repeat, || hits = ix.suggest(&q, args.count));
         for s in &hits {
             let a = ix.address(s);
-            println!(
+            say(format_args!(
                 "{:7.2}  {}  [{}]",
                 s.score,
                 a.unrestricted_value(),
                 a.hint_id()
-            );
+            ));
         }
         eprintln!("{} suggestions in {} µs", hits.len(), took.as_micros());
         return Ok(());
@@ -124,7 +124,12 @@ pub fn query(args: &QueryArgs) -> Result<()> {
         hits = ix.suggest(&q, args.count, None, None)
     });
     for f in &hits {
-        println!("{:7.2}  {}  ({:?})", f.score, f.value(), f.gender);
+        say(format_args!(
+            "{:7.2}  {}  ({:?})",
+            f.score,
+            f.value(),
+            f.gender
+        ));
     }
     eprintln!("{} suggestions in {} µs", hits.len(), took.as_micros());
     Ok(())
@@ -156,7 +161,7 @@ fn replay(bytes: &[u8], log: &Path, count: usize) -> Result<()> {
     times.sort();
     let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize].0 as f64 / 1000.0;
     let total: u128 = times.iter().map(|t| t.0).sum();
-    println!(
+    say(format_args!(
         "{} queries: mean {:.1} µs, p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
         times.len(),
         total as f64 / times.len() as f64 / 1000.0,
@@ -164,9 +169,9 @@ fn replay(bytes: &[u8], log: &Path, count: usize) -> Result<()> {
         pct(0.9),
         pct(0.99),
         pct(1.0)
-    );
+    ));
     for (ns, q) in times.iter().rev().take(10) {
-        println!("{:9.1} µs  {q}", *ns as f64 / 1000.0);
+        say(format_args!("{:9.1} µs  {q}", *ns as f64 / 1000.0));
     }
     Ok(())
 }
@@ -196,4 +201,13 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
         .and_then(|_| std::fs::rename(&tmp, &out))
         .with_context(|| format!("writing {}", out.display()))?;
     Ok(out)
+}
+
+/// Prints a line; a closed stdout (`… | head`) ends the command quietly
+/// instead of panicking.
+fn say(line: std::fmt::Arguments) {
+    use std::io::Write;
+    if writeln!(std::io::stdout().lock(), "{line}").is_err() {
+        std::process::exit(0);
+    }
 }
