@@ -106,6 +106,8 @@ write_converter() {
   cat > "$ADDOK_HOME/convert.py" <<'PY'
 import json, math, sys
 
+from quality import house_numbers  # bench/hints/quality.py: the query log's reading too
+
 def importance(pop):
     try:
         pop = float(pop or 0)
@@ -119,16 +121,6 @@ def names(main, aliases):
         if a and a not in out:
             out.append(a)
     return out if len(out) > 1 else main
-
-def house_numbers(rec):
-    houses = rec.get("houses")
-    if houses:
-        return [str(h.get("house") or h.get("number") or h.get("housenumber")) if isinstance(h, dict) else str(h)
-                for h in houses]
-    r = rec.get("house_range")
-    if r and len(r) == 2:
-        return [str(h) for h in range(int(r[0]), int(r[1]) + 1)]
-    return []
 
 def convert(rec, places):
     kind = rec.get("kind") or "place"
@@ -227,7 +219,7 @@ cmd_setup() {
   rm -f "$DATA/stamp" "$DATA/dump.rdb" "$DATA/addok.db" "$DATA/import-times"
   local t0 t n
   t0=$(now)
-  n=$(/usr/bin/python3 "$ADDOK_HOME/convert.py" "$src" "$DATA/addok.jsonl")
+  n=$(PYTHONPATH="$(cd "$(dirname "$0")" && pwd)" /usr/bin/python3 "$ADDOK_HOME/convert.py" "$src" "$DATA/addok.jsonl")
   local t_conv; t_conv=$(secs "$t0")
   log "converted $n records in ${t_conv}s; importing (addok batch, then addok ngrams)"
   redis_start

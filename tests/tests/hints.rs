@@ -48,6 +48,18 @@ async fn post(edge: &Edge, path: &str, body: &str) -> (u16, Value) {
     (status, v)
 }
 
+/// A request without a body.
+async fn call(edge: &Edge, method: &str, path: &str) -> (u16, String) {
+    request(
+        &client(),
+        method,
+        &format!("{}{path}", edge.url),
+        &[],
+        Bytes::new(),
+    )
+    .await
+}
+
 async fn address(edge: &Edge, query: &str) -> Vec<String> {
     let (status, v) = post(
         edge,
@@ -178,15 +190,10 @@ async fn addresses_rank_by_match_then_weight() {
     );
     assert_eq!(d["geoname_id"], "524901");
     // GET for plain links.
-    let (status, text) = request(
-        &client(),
+    let (status, text) = call(
+        &edge,
         "GET",
-        &format!(
-            "{}/hints/address?q=%D0%BC%D0%BE%D1%81%D0%BA&count=1",
-            edge.url
-        ),
-        &[],
-        Bytes::new(),
+        "/hints/address?q=%D0%BC%D0%BE%D1%81%D0%BA&count=1",
     )
     .await;
     assert_eq!(status, 200, "{text}");
@@ -393,34 +400,13 @@ async fn malformed_requests_are_400_naming_the_field() {
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("\"field\":\"body\""), "{text}");
     for qs in ["q=%FF%FE", "q=%E0%A", "count=5", "q=moscow&count=x"] {
-        let (status, text) = request(
-            &client(),
-            "GET",
-            &format!("{}/hints/address?{qs}", edge.url),
-            &[],
-            Bytes::new(),
-        )
-        .await;
+        let (status, text) = call(&edge, "GET", &format!("/hints/address?{qs}")).await;
         assert_eq!(status, 400, "{qs}: {text}");
         assert!(text.contains("\"field\""), "{qs}: {text}");
     }
-    let (status, _) = request(
-        &client(),
-        "GET",
-        &format!("{}/hints/nowhere", edge.url),
-        &[],
-        Bytes::new(),
-    )
-    .await;
+    let (status, _) = call(&edge, "GET", "/hints/nowhere").await;
     assert_eq!(status, 404);
-    let (status, _) = request(
-        &client(),
-        "PUT",
-        &format!("{}/hints/suggest/fio", edge.url),
-        &[],
-        Bytes::new(),
-    )
-    .await;
+    let (status, _) = call(&edge, "PUT", "/hints/suggest/fio").await;
     assert_eq!(status, 405);
     // Nothing above took the host down.
     assert_eq!(address(&edge, "москва").await[0], "г Москва");
@@ -429,27 +415,13 @@ async fn malformed_requests_are_400_naming_the_field() {
 #[tokio::test]
 async fn demo_page_and_cors() {
     let edge = start();
-    let (status, page) = request(
-        &client(),
-        "GET",
-        &format!("{}/hints/", edge.url),
-        &[],
-        Bytes::new(),
-    )
-    .await;
+    let (status, page) = call(&edge, "GET", "/hints/").await;
     assert_eq!(status, 200);
     assert!(
         page.contains(r#"data-kind="address""#) && page.contains(r#"data-kind="fio""#),
         "{page}"
     );
-    let (status, _) = request(
-        &client(),
-        "OPTIONS",
-        &format!("{}/hints/suggest/address", edge.url),
-        &[],
-        Bytes::new(),
-    )
-    .await;
+    let (status, _) = call(&edge, "OPTIONS", "/hints/suggest/address").await;
     assert_eq!(status, 204);
 }
 

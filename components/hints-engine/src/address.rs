@@ -748,11 +748,10 @@ struct QueryToken {
 struct Expansion {
     /// Words the token is (a finished one) or begins (the one being typed).
     exact: Vec<u32>,
-    /// Words within its typo budget.
+    /// Words within its typo budget; for the word being typed, left to
+    /// [`AddressIndex::typo_variants`] (empty, and `work` counts the exact
+    /// words only).
     typos: Vec<u32>,
-    /// The typo variants are left to walk when needed (the word being
-    /// typed); `typos` is empty and `work` counts the exact words only.
-    typos_later: bool,
     /// The entries to check for all of them ([`AddressIndex::cost`]).
     work: usize,
     /// Stopped at [`EXPANSION_CAP`].
@@ -1053,7 +1052,6 @@ impl<'a> AddressIndex<'a> {
             return Expansion {
                 exact: vec![id as u32],
                 typos: Vec::new(),
-                typos_later: false,
                 work: self.cost.get(id as usize) as usize,
                 broad: false,
             };
@@ -1071,7 +1069,6 @@ impl<'a> AddressIndex<'a> {
             return Expansion {
                 exact,
                 typos,
-                typos_later: t.m.edits() > 0,
                 work,
                 broad,
             };
@@ -1090,7 +1087,6 @@ impl<'a> AddressIndex<'a> {
         Expansion {
             exact,
             typos,
-            typos_later: false,
             work,
             broad,
         }
@@ -1372,16 +1368,12 @@ impl<'a> AddressIndex<'a> {
     /// Scans a driver's exact words, then its typo variants, which score
     /// lower: the second scan stops sooner.
     fn drive(&self, d: &Driver, tokens: &[QueryToken], count: usize, top: &mut TopK<(u32, u32)>) {
+        let t = &tokens[d.token];
         self.scan(&d.expansion.exact, 0.0, tokens, top);
-        if d.expansion.typos_later {
-            self.typo_variants(&tokens[d.token], tokens, count, top);
-        } else if !d.expansion.typos.is_empty() {
-            let t = &tokens[d.token];
-            let mut penalty = EDIT_COST;
-            if t.last {
-                penalty += prefix_typo_cost(char_len(&t.m.text));
-            }
-            self.scan(&d.expansion.typos, penalty, tokens, top);
+        if t.last {
+            self.typo_variants(t, tokens, count, top);
+        } else {
+            self.scan(&d.expansion.typos, EDIT_COST, tokens, top);
         }
     }
 
