@@ -38,6 +38,11 @@ pub struct QueryArgs {
     /// and print latency percentiles and the slowest queries.
     #[arg(long, conflicts_with = "query")]
     log: Option<PathBuf>,
+    /// With `--log`: print every query's suggestions (score and id or
+    /// text, tab-separated) instead of timing them, so two builds of the
+    /// engine can be compared with `diff`.
+    #[arg(long, requires = "log")]
+    show: bool,
     /// The query; several words are joined with spaces.
     #[arg(required_unless_present = "log")]
     query: Vec<String>,
@@ -93,7 +98,7 @@ pub fn query(args: &QueryArgs) -> Result<()> {
     let bytes =
         std::fs::read(&args.index).with_context(|| format!("reading {}", args.index.display()))?;
     if let Some(log) = &args.log {
-        return replay(&bytes, log, args.count);
+        return replay(&bytes, log, args.count, args.show);
     }
     let q = args.query.join(" ");
     if let Ok(ix) = AddressIndex::open(&bytes) {
@@ -135,26 +140,49 @@ pub fn query(args: &QueryArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs a query log twice (the first pass warms up) and reports the second.
-fn replay(bytes: &[u8], log: &Path, count: usize) -> Result<()> {
+/// Runs a query; with `true`, also returns its suggestions as "score
+/// id-or-text" (formatting is kept out of the timed runs).
+type Run<'a> = Box<dyn Fn(&str, bool) -> Vec<String> + 'a>;
+
+/// Runs a query log twice (the first pass warms up) and reports the second;
+/// with `show`, prints each query's suggestions once instead.
+fn replay(bytes: &[u8], log: &Path, count: usize, show: bool) -> Result<()> {
     let text =
         std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
     let queries: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let run: Box<dyn Fn(&str) -> usize> = match AddressIndex::open(bytes) {
-        Ok(ix) => Box::new(move |q| ix.suggest(q, count).len()),
+    let run: Run = match AddressIndex::open(bytes) {
+        Ok(ix) => Box::new(move |q, fields| {
+            let hits = ix.suggest(q, count);
+            let hits = if fields { &hits[..] } else { &[] };
+            hits.iter()
+                .map(|s| format!("{:.3} {}", s.score, ix.address(s).hint_id()))
+                .collect()
+        }),
         Err(_) => {
             let ix = NameIndex::open(bytes)?;
-            Box::new(move |q| ix.suggest(q, count, None, None).len())
+            Box::new(move |q, fields| {
+                let hits = ix.suggest(q, count, None, None);
+                let hits = if fields { &hits[..] } else { &[] };
+                hits.iter()
+                    .map(|f| format!("{:.3} {}", f.score, f.value()))
+                    .collect()
+            })
         }
     };
+    if show {
+        for q in &queries {
+            say(format_args!("{q}\t{}", run(q, true).join("\t")));
+        }
+        return Ok(());
+    }
     for q in &queries {
-        run(q);
+        run(q, false);
     }
     let mut times: Vec<(u128, &str)> = queries
         .iter()
         .map(|q| {
             let started = std::time::Instant::now();
-            run(q);
+            run(q, false);
             (started.elapsed().as_nanos(), *q)
         })
         .collect();
