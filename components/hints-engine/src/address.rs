@@ -887,7 +887,11 @@ impl<'a> AddressIndex<'a> {
                 if char_len(&t.m.text) > TOP_PREFIX_CHARS {
                     self.whole_names(&tokens, &required, &mut top);
                 }
-                self.typo_variants(t, &tokens, count, &mut top);
+                self.typo_variants(t, &tokens, count, &mut top, false);
+                if top.len() < count {
+                    // Too little: the typo may be in the first letter.
+                    self.typo_variants(t, &tokens, count, &mut top, true);
+                }
                 return self.finish(top, count);
             }
         }
@@ -1219,13 +1223,16 @@ impl<'a> AddressIndex<'a> {
     }
 
     /// The entries of a token's typo variants, unless even the heaviest
-    /// entry could not enter the `count` shown with the typo's cost.
+    /// entry could not enter the `count` shown with the typo's cost: the
+    /// usual ones, or with `first_letter` those with a typo in the first
+    /// letter ([`Matcher::for_each_first_letter_typo`]).
     fn typo_variants(
         &self,
         t: &QueryToken,
         tokens: &[QueryToken],
         count: usize,
         top: &mut TopK<(u32, u32)>,
+        first_letter: bool,
     ) {
         if t.m.edits() == 0 || self.nodes() == 0 {
             return;
@@ -1247,11 +1254,16 @@ impl<'a> AddressIndex<'a> {
             .find(|(min, _)| **min <= heavier_than)
             .map_or(&self.tokens, |(_, tier)| tier);
         let (mut ids, mut work) = (Vec::new(), 0);
-        t.m.for_each_typo(words, |_, id| {
+        let add = |_: &[u8], id: u64| {
             work += self.cost.get(id as usize) as usize;
             ids.push(id as u32);
             work <= EXPANSION_CAP
-        });
+        };
+        if first_letter {
+            t.m.for_each_first_letter_typo(words, add);
+        } else {
+            t.m.for_each_typo(words, add);
+        }
         self.scan(&ids, penalty, tokens, top);
     }
 
@@ -1371,7 +1383,7 @@ impl<'a> AddressIndex<'a> {
         let t = &tokens[d.token];
         self.scan(&d.expansion.exact, 0.0, tokens, top);
         if t.last {
-            self.typo_variants(t, tokens, count, top);
+            self.typo_variants(t, tokens, count, top, false);
         } else {
             self.scan(&d.expansion.typos, EDIT_COST, tokens, top);
         }

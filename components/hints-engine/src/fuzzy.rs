@@ -162,7 +162,8 @@ impl Matcher {
     ///
     /// Only keys beginning with the token's first or second letter are
     /// visited (a typo in the first letter other than a swap with the
-    /// second, or a dropped first letter, is not found). Letting the first
+    /// second, or a dropped first letter, is not found here but by
+    /// [`Matcher::for_each_first_letter_typo`]). Letting the first
     /// letters vary makes the automaton walk every two- and three-letter
     /// branch of the dictionary: milliseconds instead of microseconds on
     /// 400k words. Candidates found another way (through another token) are
@@ -172,30 +173,71 @@ impl Matcher {
         if self.edits == 0 {
             return;
         }
-        let mut leads: Vec<char> = self.text.chars().take(2).collect();
-        // The second letter as lead only for one edit: with two, its branch
-        // is as expensive as the first's and rarely holds the word meant.
-        if self.edits == 1 {
-            leads.dedup();
-        } else {
-            leads.truncate(1);
-        }
         let automaton = LevAutomaton {
             dfa: &self.dfa,
             begins: &[],
             exclude: self.text.as_bytes(),
         };
-        for lead in leads {
-            let mut lo = [0u8; 4];
-            if !walk(
-                map.as_fst(),
-                &automaton,
-                lead.encode_utf8(&mut lo).as_bytes(),
-                &mut f,
-            ) {
+        for lead in self.typo_leads() {
+            if !walk(map.as_fst(), &automaton, lead, &mut f) {
                 return;
             }
         }
+    }
+
+    /// The first letters (UTF-8) under which [`Matcher::for_each_typo`]
+    /// walks: the token's first, and its second for one edit. With two,
+    /// the second's branch is as expensive as the first's and rarely holds
+    /// the word meant.
+    fn typo_leads(&self) -> Vec<&[u8]> {
+        let mut leads: Vec<&[u8]> = self
+            .text
+            .char_indices()
+            .take(if self.edits == 1 { 2 } else { 1 })
+            .map(|(i, c)| &self.text.as_bytes()[i..i + c.len_utf8()])
+            .collect();
+        leads.dedup();
+        leads
+    }
+
+    /// The keys the token matches only with a typo in its first letter,
+    /// which [`Matcher::for_each_typo`] leaves out: every branch of the
+    /// dictionary it does not walk (`hahrinav` → `shahrinav`, `varghat` →
+    /// `barghat`), until `f` returns false.
+    ///
+    /// Dearer than the usual typo walk (every first letter of the
+    /// dictionary is tried, though the automaton has spent its edit after
+    /// one letter and dies within a few more): meant for when the usual
+    /// walks found too little. The rest of the word must then be exact,
+    /// even where two edits are allowed: with one left, each first letter
+    /// would open a walk as wide as the usual one.
+    pub fn for_each_first_letter_typo(
+        &self,
+        map: &fst::Map<&[u8]>,
+        mut f: impl FnMut(&[u8], u64) -> bool,
+    ) {
+        if self.edits == 0 {
+            return;
+        }
+        let one_edit = (self.edits > 1).then(|| Matcher::new(&self.text, self.prefix, 1));
+        let walked = self.typo_leads();
+        let automaton = LevAutomaton {
+            dfa: &one_edit.as_ref().unwrap_or(self).dfa,
+            begins: &[],
+            exclude: self.text.as_bytes(),
+        };
+        let mut few = vec![None; automaton.dfa.num_states()];
+        let mut few_next = |&(state, _, _): &(u32, u32, u32)| {
+            *few[state as usize].get_or_insert_with(|| Few::of(automaton.dfa, state))
+        };
+        walk_with(
+            map.as_fst(),
+            &automaton,
+            &[],
+            &mut f,
+            &mut few_next,
+            &walked,
+        );
     }
 
     /// The automaton to run over an FST: every key the token matches.
@@ -267,6 +309,33 @@ fn advance(s: &[u8], m: u32, byte: u8) -> u32 {
     }
 }
 
+/// The bytes that can follow a state of a Levenshtein DFA, when there are
+/// at most four (ascending): a walk then looks them up in a node instead
+/// of decoding each of its transitions. That pays where edits are spent
+/// (only the word's next letter, or two, can follow) and not where one is
+/// left (every byte can), so only walks that spend one at once use it.
+#[derive(Clone, Copy)]
+struct Few {
+    bytes: [u8; 4],
+    len: u8,
+}
+
+impl Few {
+    fn of(dfa: &DFA, state: u32) -> Option<Few> {
+        let mut few = Few {
+            bytes: [0; 4],
+            len: 0,
+        };
+        for b in 0..=255u8 {
+            if dfa.transition(state, b) != SINK_STATE {
+                *few.bytes.get_mut(few.len as usize)? = b;
+                few.len += 1;
+            }
+        }
+        Some(few)
+    }
+}
+
 /// Calls `f(key, value)` for every key of `fst` that begins with `lead`
 /// and that `aut` matches, in key order, until `f` returns false (then
 /// returns false).
@@ -286,10 +355,26 @@ pub fn walk<A: Automaton>(
     lead: &[u8],
     f: &mut impl FnMut(&[u8], u64) -> bool,
 ) -> bool {
+    walk_with(fst, aut, lead, f, &mut |_| None, &[])
+}
+
+/// [`walk`], told by `few` the only bytes that can follow a state when
+/// there are few of them ([`Few`]), and leaving out the keys that begin
+/// with one of `skip` (each longer than `lead`).
+fn walk_with<A: Automaton>(
+    fst: &Fst<&[u8]>,
+    aut: &A,
+    lead: &[u8],
+    f: &mut impl FnMut(&[u8], u64) -> bool,
+    few: &mut impl FnMut(&A::State) -> Option<Few>,
+    skip: &[&[u8]],
+) -> bool {
     struct Frame<'f, S> {
         node: Node<'f>,
-        /// The next transition to try.
+        /// The next transition (or byte of `few`) to try.
         next: usize,
+        /// The only bytes that can follow, if known.
+        few: Option<Few>,
         state: S,
         out: Output,
     }
@@ -318,26 +403,43 @@ pub fn walk<A: Automaton>(
     let mut stack = vec![Frame {
         node,
         next: 0,
+        few: few(&state),
         state,
         out,
     }];
     while let Some(top) = stack.last_mut() {
-        if top.next == top.node.len() {
-            stack.pop();
-            key.pop();
-            continue;
-        }
-        let t = top.node.transition(top.next);
-        top.next += 1;
+        let i = match top.few {
+            Some(Few { bytes, len }) if top.next < len as usize => {
+                top.next += 1;
+                match top.node.find_input(bytes[top.next - 1]) {
+                    Some(i) => i,
+                    None => continue,
+                }
+            }
+            None if top.next < top.node.len() => {
+                top.next += 1;
+                top.next - 1
+            }
+            _ => {
+                stack.pop();
+                key.pop();
+                continue;
+            }
+        };
+        let t = top.node.transition(i);
         let state = aut.accept(&top.state, t.inp);
         let matches = aut.is_match(&state);
         let descend = aut.can_match(&state);
         if !matches && !descend {
             continue;
         }
+        key.push(t.inp);
+        if key.len() <= 4 && skip.contains(&key.as_slice()) {
+            key.pop();
+            continue;
+        }
         let out = top.out.cat(t.out);
         let node = fst.node(t.addr);
-        key.push(t.inp);
         if matches && node.is_final() && !f(&key, out.cat(node.final_output()).value()) {
             return false;
         }
@@ -345,6 +447,7 @@ pub fn walk<A: Automaton>(
             stack.push(Frame {
                 node,
                 next: 0,
+                few: few(&state),
                 state,
                 out,
             });
@@ -457,6 +560,9 @@ mod tests {
             "mos",
             "m",
             "москва",
+            "хабаровская",
+            "хабаровский",
+            "бабаровская",
         ]
         .iter()
         .map(|w| w.to_string())
@@ -527,6 +633,33 @@ mod tests {
                 .map(|(i, w)| (w.as_bytes().to_vec(), i as u64))
                 .collect();
             assert_eq!(exact, want, "completions of {text}");
+        }
+        // The first-letter walk: what one edit finds outside the usual
+        // walk's branches, in key order.
+        for (text, edits) in [
+            ("москва", 1),
+            ("абаровская", 2),
+            ("xосква", 1),
+            ("mosco", 1),
+        ] {
+            let m = Matcher::new(text, true, edits);
+            let one = Matcher::new(text, true, 1);
+            let leads = m.typo_leads();
+            let mut got = Keys::new();
+            m.for_each_first_letter_typo(&map, collect(&mut got));
+            let want: Keys = by_stream(map.search(LevAutomaton {
+                dfa: &one.dfa,
+                begins: &[],
+                exclude: text.as_bytes(),
+            }))
+            .into_iter()
+            .filter(|(k, _)| !leads.iter().any(|l| k.starts_with(l)))
+            .collect();
+            assert_eq!(got, want, "first-letter typos of {text}");
+            assert!(
+                !got.is_empty() || text == "mosco",
+                "{text}: nothing to compare"
+            );
         }
         // A typo walk finds something here, so the comparison is not empty.
         let m = Matcher::new("москва", true, 1);
