@@ -51,7 +51,9 @@
 //! and, for a word in the dictionary as typed, all typos; when that finds
 //! too little, the typo variants or another token drive a second pass.
 //! The word being typed walks its typo variants last, and only over the
-//! heavy tier of the dictionary that could still enter the list.
+//! heavy tier of the dictionary that could still enter the list; alone,
+//! if its list is still short, it also tries a typo in its first letter
+//! (`hahrinav` → Shahrinav).
 //!
 //! ```
 //! use hints_engine::address::{AddressIndex, build_address_index};
