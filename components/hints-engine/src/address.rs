@@ -1790,6 +1790,29 @@ mod tests {
     }
 
     #[test]
+    fn a_short_list_looks_for_a_typo_in_the_first_letter() {
+        // `hahrinav` drops the first letter of Shahrinav and `varghat`
+        // changes that of Barghat: walks under the first two letters
+        // typed cannot find them; the list is short, so the first-letter
+        // walk runs. `bargha` finds Barghat by its completions, ahead of
+        // the far heavier Varghata that the walk adds with a typo's cost.
+        let data = [
+            r#"{"kind":"place","id":"gn:1","name":"Shahrinav","population":10000}"#,
+            r#"{"kind":"place","id":"gn:2","name":"Barghat","population":20000}"#,
+            r#"{"kind":"place","id":"gn:3","name":"Varghata","population":900000}"#,
+            r#"{"kind":"place","id":"gn:4","name":"Hahnville","population":3000}"#,
+        ]
+        .join("\n");
+        let blob = index_of(&data);
+        let ix = AddressIndex::open(&blob).unwrap();
+        assert_eq!(values(&ix, "hahrinav"), ["Shahrinav"]);
+        assert_eq!(values(&ix, "varghat")[0], "Varghata");
+        assert!(values(&ix, "varghat").contains(&"Barghat".to_string()));
+        assert_eq!(values(&ix, "arghat"), ["Varghata", "Barghat"]);
+        assert_eq!(values(&ix, "bargha")[0], "Barghat");
+    }
+
+    #[test]
     fn type_words_are_optional_and_ranked() {
         let blob = index();
         let ix = AddressIndex::open(&blob).unwrap();
