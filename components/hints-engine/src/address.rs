@@ -1566,7 +1566,7 @@ pub struct Address<'a> {
     pub geo: Option<(f32, f32)>,
 }
 
-impl Address<'_> {
+impl<'a> Address<'a> {
     fn is_russian(&self) -> bool {
         self.country_iso_code == Some("RU")
     }
@@ -1618,7 +1618,7 @@ impl Address<'_> {
     }
 
     /// The GeoNames id, for places from GeoNames.
-    pub fn geoname_id(&self) -> Option<&str> {
+    pub fn geoname_id(&self) -> Option<&'a str> {
         self.place_id.strip_prefix("gn:")
     }
 }
