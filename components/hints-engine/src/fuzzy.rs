@@ -349,7 +349,7 @@ impl Few {
 /// (most of a node's letters are typos the budget no longer allows): the
 /// stream was three quarters of the instructions of the bench's query
 /// log, and this walk takes 37% fewer in all.
-pub fn walk<A: Automaton>(
+fn walk<A: Automaton>(
     fst: &Fst<&[u8]>,
     aut: &A,
     lead: &[u8],
@@ -434,7 +434,7 @@ fn walk_with<A: Automaton>(
             continue;
         }
         key.push(t.inp);
-        if key.len() <= 4 && skip.contains(&key.as_slice()) {
+        if skip.contains(&key.as_slice()) {
             key.pop();
             continue;
         }

@@ -275,17 +275,20 @@ fn suggest_fio(q: &Query) -> Suggestions<FioData<'static>> {
     let suggestions = ix
         .suggest(&q.text, q.count, q.parts.as_deref(), q.gender)
         .iter()
-        .map(|f| Suggestion {
-            value: f.value(),
-            unrestricted_value: f.value(),
-            data: FioData {
-                surname: f.surname,
-                name: f.name,
-                patronymic: f.patronymic,
-                gender: gender_name(f.gender),
-                source: None,
-                qc: "0",
-            },
+        .map(|f| {
+            let value = f.value();
+            Suggestion {
+                unrestricted_value: value.clone(),
+                value,
+                data: FioData {
+                    surname: f.surname,
+                    name: f.name,
+                    patronymic: f.patronymic,
+                    gender: gender_name(f.gender),
+                    source: None,
+                    qc: "0",
+                },
+            }
         })
         .collect();
     Suggestions { suggestions }
