@@ -1358,17 +1358,22 @@ impl<'a> AddressIndex<'a> {
         let groups = self.word_groups.get(node as usize);
         let (name_words, named_words) = ((groups >> 16) as usize, (groups & 0xffff) as usize);
         for (i, word) in self.words(node).enumerate() {
+            let named = i < named_words;
             for (t, slot) in tokens.iter().zip(cover.iter_mut()) {
-                if let Some(hit) = t.m.check_bytes(word) {
+                // Context words (country, region, ...) match only without
+                // typos: a comparison, not the automaton.
+                let hit = if named {
+                    t.m.check_bytes(word)
+                } else {
+                    t.m.check_exact_bytes(word)
+                };
+                if let Some(hit) = hit {
                     let m = Match {
                         hit,
-                        named: i < named_words,
+                        named,
                         name: i < name_words,
                         first: i == 0,
                     };
-                    if !m.named && hit.edits > 0 {
-                        continue;
-                    }
                     any |= !t.optional;
                     if slot.is_none_or(|s| better(m, s)) {
                         *slot = Some(m);

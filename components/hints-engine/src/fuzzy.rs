@@ -122,6 +122,17 @@ impl Matcher {
         }
     }
 
+    /// [`Matcher::check_bytes`] allowing no typo: the word begins with the
+    /// token (`exact` if it is the token). A comparison, no automaton.
+    #[inline]
+    pub fn check_exact_bytes(&self, word: &[u8]) -> Option<Hit> {
+        let text = self.text.as_bytes();
+        word.starts_with(text).then_some(Hit {
+            edits: 0,
+            exact: word.len() == text.len(),
+        })
+    }
+
     /// The distance of a dictionary key the FST search accepted.
     pub fn edits_of(&self, key: &[u8]) -> u8 {
         if !self.prefix && key.starts_with(self.text.as_bytes()) {
