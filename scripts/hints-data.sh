@@ -2,7 +2,7 @@
 # Builds the hint engine's data (addresses, person names, and the places the
 # Addok benchmark indexes) from pinned registry packages: a Python venv with
 # pyarrow, `pip download --no-deps` of the data packages, the Russian
-# GeoNames names from Debian's libgeonames-common, then scripts/hints-data.py.
+# GeoNames names and region names from Debian's libgeonames-common, then scripts/hints-data.py.
 # Output: $HINTS_DATA_DIR (default ~/.cache/edge/hints) addresses.jsonl,
 # names.jsonl, bench-cities500.jsonl. Sources and formats: docs/HINTS-DATA.md.
 # Safe to run again: does nothing when the outputs exist and were built by
@@ -57,7 +57,8 @@ if [ ${#need[@]} -gt 0 ]; then
     --only-binary=:all: -d "$pkgs" "${need[@]}"
 fi
 mo="$pkgs/geonames-ru-$GEONAMES_DEB_VERSION.mo"
-if [ ! -s "$mo" ]; then
+mo_en="$pkgs/geonames-en-$GEONAMES_DEB_VERSION.mo"
+if [ ! -s "$mo" ] || [ ! -s "$mo_en" ]; then
   deb="$pkgs/${GEONAMES_DEB}_${GEONAMES_DEB_VERSION}_all.deb"
   if [ ! -s "$deb" ]; then
     # apt-get download needs package lists; a fresh machine has none.
@@ -66,16 +67,19 @@ if [ ! -s "$mo" ]; then
       (cd "$pkgs" && apt-get download -qq "$GEONAMES_DEB=$GEONAMES_DEB_VERSION")
     }
   fi
-  dpkg-deb --fsys-tarfile "$deb" |
-    tar -xO ./usr/share/locale/ru/LC_MESSAGES/geonames.mo >"$mo.tmp"
-  mv "$mo.tmp" "$mo"
+  for lang in ru en; do
+    dpkg-deb --fsys-tarfile "$deb" |
+      tar -xO ./usr/share/locale/$lang/LC_MESSAGES/geonames.mo >"$pkgs/geonames-$lang.mo.tmp"
+  done
+  mv "$pkgs/geonames-ru.mo.tmp" "$mo"
+  mv "$pkgs/geonames-en.mo.tmp" "$mo_en"
 fi
 
 mkdir -p "$out"
 rm -f "$out/hints-data.stamp"
 pin_args=()
 for pin in "${PINS[@]}"; do pin_args+=(--pin "$pin"); done
-"$venv/bin/python" "$here/hints-data.py" --pkgs "$pkgs" --mo "$mo" --out "$out" "${pin_args[@]}"
+"$venv/bin/python" "$here/hints-data.py" --pkgs "$pkgs" --mo "$mo" --mo-en "$mo_en" --out "$out" "${pin_args[@]}"
 echo "$stamp" >"$out/hints-data.stamp.tmp"
 mv "$out/hints-data.stamp.tmp" "$out/hints-data.stamp"
 echo "hints data written to $out in $(($(date +%s) - start))s"

@@ -105,7 +105,10 @@ async fn addresses_exact_prefix_typo_and_abbreviations() {
         assert_eq!(address(&edge, q).await[0], "г Москва", "query {q:?}");
     }
     assert_eq!(address(&edge, "санкт-петер").await[0], "г Санкт-Петербург");
-    assert_eq!(address(&edge, "новосибирск").await[0], "г Новосибирск");
+    assert_eq!(
+        address(&edge, "новосибирск").await[0],
+        "Новосибирская область, г Новосибирск"
+    );
     // Streets and houses, in any order, with type words in any form.
     let house = "г Москва, ул Хабаровская, д 12";
     for q in [
@@ -139,9 +142,9 @@ async fn addresses_rank_by_match_then_weight() {
     let edge = start();
     // A big city before small namesakes; exact words before typo matches.
     let got = address(&edge, "london").await;
-    assert_eq!(got[0], "United Kingdom, London");
+    assert_eq!(got[0], "United Kingdom, England, London");
     let got = address(&edge, "пермь").await;
-    assert_eq!(got[0], "г Пермь");
+    assert_eq!(got[0], "Пермский край, г Пермь");
     // A typo'd token ranks below the same entry typed right.
     let (_, right) = post(
         &edge,
@@ -157,7 +160,7 @@ async fn addresses_rank_by_match_then_weight() {
     .await;
     assert_eq!(values(&right), values(&typo));
     let score = |v: &Value| v["suggestions"][0]["value"].as_str().unwrap().to_owned();
-    assert_eq!(score(&right), "г Хабаровск");
+    assert_eq!(score(&right), "Хабаровский край, г Хабаровск");
     // The DaData response shape, and DaData's URL layout.
     let (status, v) = post(
         &edge,
@@ -198,6 +201,32 @@ async fn addresses_rank_by_match_then_weight() {
     .await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(values(&serde_json::from_str(&text).unwrap()), ["г Москва"]);
+}
+
+#[tokio::test]
+async fn namesakes_are_told_apart_by_region() {
+    let edge = start();
+    // Two Pontiacs in one country: the region (from GeoNames' first-level
+    // divisions) keeps both apart instead of one hiding the other.
+    let got = address(&edge, "pontiac").await;
+    assert_eq!(
+        got[..2],
+        [
+            "United States, Michigan, Pontiac",
+            "United States, Illinois, Pontiac"
+        ],
+        "{got:?}"
+    );
+    let (_, v) = post(
+        &edge,
+        "/hints/suggest/address",
+        r#"{"query":"pontiac","count":1}"#,
+    )
+    .await;
+    assert_eq!(v["suggestions"][0]["data"]["region"], "Michigan");
+    // Russian places carry their region in Russian; the region is not
+    // repeated when it is the city itself.
+    assert_eq!(address(&edge, "москва").await[0], "г Москва");
 }
 
 #[tokio::test]
