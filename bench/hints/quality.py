@@ -5,6 +5,7 @@
   quality.py eval   --querylog log.jsonl --backend edge|addok --url BASE [--concurrency 8]
   quality.py load   --queries log.txt --backend edge|addok --url BASE [--concurrency 16 --duration 10]
   quality.py typing --querylog log.jsonl --backend edge|addok --url BASE [--users 10,20,40]
+  quality.py oracle DATA.jsonl --querylog log.jsonl
 
 querylog: N targets are drawn from DATA (JSON Lines, one record a line), and
 for each one a user types its text key by key twice: once without a typo and
@@ -573,6 +574,51 @@ def cmd_typing(a):
     print(json.dumps({"backend": a.backend, "interval_ms": a.interval_ms, "duration_s": a.duration, "levels": out}))
 
 
+# ------------------------------------------------------------------- oracle
+
+def fold(text):
+    """Lower case without accents: how both engines compare letters."""
+    text = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in text if not unicodedata.combining(c))
+
+
+def cmd_oracle(a):
+    """The top-5 hit rate of clean runs from three letters that ranking
+    every place whose name or alias begins with the typed letters by
+    population gives. Targets are drawn uniformly or by population, so the
+    posterior of a place given only those letters is 1/N + pop/total: the
+    population order. No engine that sees only the letters does better
+    (see docs/HINTS.md)."""
+    pop, keys = {}, []
+    with open(a.data, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            if r.get("kind", "place") != "place":
+                continue
+            pop[r["id"]] = population(r)
+            for name in {fold(n) for n in [r["name"]] + (r.get("aliases") or [])}:
+                keys.append((name, r["id"]))
+    keys.sort()
+    names = [k for k, _ in keys]
+    hits = total = 0
+    for e in read_log(a.querylog):
+        if e["run"] != "clean" or e["chars"] < 3:
+            continue
+        q = fold(e["q"])
+        matching = set()
+        i = bisect.bisect_left(names, q)
+        while i < len(names) and names[i].startswith(q):
+            matching.add(keys[i][1])
+            i += 1
+        total += 1
+        if e["target"] in matching:
+            p = pop.get(e["target"], 0)
+            hits += sum(1 for m in matching if pop[m] > p) < 5
+    print("oracle top-5, clean runs from 3 letters: %.1f%% of %d keystrokes" % (100 * hits / total, total))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -585,6 +631,10 @@ def main():
     q.add_argument("--mix", default="1:1:1",
                    help="place:street:house shares of the targets when DATA has streets")
     q.set_defaults(func=cmd_querylog)
+    o = sub.add_parser("oracle", help="the best top-5 a prefix allows (clean runs)")
+    o.add_argument("data")
+    o.add_argument("--querylog", required=True)
+    o.set_defaults(func=cmd_oracle)
     for name, func, helptext in (("eval", cmd_eval, "top-1/top-5 hit rates"),
                                  ("load", cmd_load, "closed-loop req/s and latency"),
                                  ("typing", cmd_typing, "typing users")):
