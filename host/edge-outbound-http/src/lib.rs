@@ -6,6 +6,7 @@
 //! `scheme://host:port` matches an entry of the component's
 //! `allowed_outbound_hosts` (Spin's syntax, see [`edge_config::OutboundRule`]).
 //! Anything else fails with `HTTP-request-denied` before a socket is opened.
+//! Allowed requests go out over kept-alive connections ([`pool`]).
 //!
 //! ```
 //! use edge_outbound_http::OutboundPolicy;
@@ -17,6 +18,8 @@
 //! assert!(!policy.allows("https", "example.com", 443));
 //! ```
 #![deny(missing_docs)]
+
+pub mod pool;
 
 use edge_config::OutboundRule;
 use std::sync::Arc;
@@ -96,13 +99,10 @@ impl WasiHttpHooks for OutboundPolicy {
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
         let checked = self.check(&request);
+        let who = self.who.clone();
         Box::new(async move {
             checked?;
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((
-                response.map(http_body_util::BodyExt::boxed_unsync),
-                Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,
-            ))
+            pool::send(who, request, options).await
         })
     }
 }
