@@ -350,13 +350,19 @@ mod tests {
             .len()
     }
 
+    /// Connections the origin accepted for `reads` requests, each read to
+    /// the end.
+    async fn connections_for(reads: usize, size: usize, close: bool) -> usize {
+        let (url, accepted) = origin(size, close).await;
+        for _ in 0..reads {
+            assert_eq!(read_all(&url).await, size);
+        }
+        accepted.load(Ordering::SeqCst)
+    }
+
     #[tokio::test]
     async fn a_connection_read_to_the_end_is_reused() {
-        let (url, accepted) = origin(100_000, false).await;
-        for _ in 0..3 {
-            assert_eq!(read_all(&url).await, 100_000);
-        }
-        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(connections_for(3, 100_000, false).await, 1);
     }
 
     #[tokio::test]
@@ -380,11 +386,7 @@ mod tests {
 
     #[tokio::test]
     async fn connections_the_origin_closes_are_not_reused() {
-        let (url, accepted) = origin(10, true).await;
-        for _ in 0..3 {
-            assert_eq!(read_all(&url).await, 10);
-        }
-        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        assert_eq!(connections_for(3, 10, true).await, 3);
     }
 
     #[tokio::test]
