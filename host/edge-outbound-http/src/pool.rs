@@ -12,10 +12,13 @@
 //! when nothing of the previous exchange is left: the body reached its end
 //! without error. A body dropped half-read
 //! or failed drops its connection. Idle connections are per worker thread
-//! (the worker's runtime drives them), at most [`MAX_IDLE_PER_ORIGIN`] per
-//! origin and for at most [`IDLE_FOR`]. If the origin closed an idle
-//! connection just as a request is sent on it, hyper hands the unsent
-//! request back and it goes out on a new connection.
+//! (the worker's runtime drives them), at most [`MAX_IDLE_PER_OWNER`] per
+//! owner and [`MAX_IDLE`] in all, for at most [`IDLE_FOR`] (expired ones
+//! are dropped whenever a connection is returned). If the origin closed an
+//! idle connection just as a request is sent on it, hyper hands the unsent
+//! request back and it goes out on a new connection; if it was already
+//! written, a request without a body and of a method that may be repeated
+//! (GET, HEAD, OPTIONS) is sent again on a new connection.
 //!
 //! The timeouts of the guest's request options apply as in Wasmtime's
 //! sender: connect (TCP, TLS and the HTTP handshake), first byte, and
@@ -34,11 +37,16 @@ use tokio::net::TcpStream;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
-/// Idle connections kept per origin and worker thread.
-pub const MAX_IDLE_PER_ORIGIN: usize = 16;
-/// How long an idle connection is kept (origins commonly close theirs
-/// after 60–75 s; nginx's default is 75).
-pub const IDLE_FOR: Duration = Duration::from_secs(30);
+/// Idle connections kept per worker thread and owner (tenant/component):
+/// a tenant that talks to many origins (wildcard rules) cannot hold more
+/// sockets open than this.
+pub const MAX_IDLE_PER_OWNER: usize = 16;
+/// Idle connections kept per worker thread in all.
+pub const MAX_IDLE: usize = 256;
+/// How long an idle connection is kept: under the shortest keep-alive
+/// timeouts servers commonly use (Apache's and Node's 5 s; nginx's 75 s),
+/// so the origin does not close it just as it is reused.
+pub const IDLE_FOR: Duration = Duration::from_secs(4);
 /// Timeouts the guest did not set (Wasmtime's defaults).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -97,8 +105,23 @@ pub async fn send(
         .build()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
 
+    // What it takes to send the request again if an idle connection fails
+    // it after writing it (then hyper cannot hand it back).
+    let repeatable = matches!(
+        *request.method(),
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    ) && request.body().is_end_stream();
+    let again = repeatable.then(|| {
+        let mut copy = http::Request::new(());
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.version_mut() = request.version();
+        *copy.headers_mut() = request.headers().clone();
+        copy
+    });
     let mut request = Some(request);
-    while let Some(mut sender) = take_idle(&origin).await {
+    let deadline = Instant::now() + connect_timeout;
+    while let Some(mut sender) = take_idle(&origin, deadline).await {
         let sent = tokio::time::timeout(
             first_byte_timeout,
             sender.try_send_request(request.take().expect("a request to send")),
@@ -109,11 +132,12 @@ pub async fn send(
             Ok(response) => {
                 return Ok(respond(response, sender, origin, between_bytes_timeout));
             }
-            Err(mut e) => match e.take_message() {
+            Err(mut e) => match (e.take_message(), &again) {
                 // Not sent (the origin closed the connection meanwhile):
                 // try the next one.
-                Some(unsent) => request = Some(unsent),
-                None => return Err(Error::from(e.into_error())),
+                (Some(unsent), _) => request = Some(unsent),
+                (None, Some(copy)) => request = Some(copy.clone().map(|()| empty_body())),
+                (None, None) => return Err(Error::from(e.into_error())),
             },
         }
     }
@@ -130,8 +154,9 @@ pub async fn send(
     Ok(respond(response, sender, origin, between_bytes_timeout))
 }
 
-/// The most recently idle connection to `origin` still usable.
-async fn take_idle(origin: &Origin) -> Option<SendRequest<WasiBody>> {
+/// The most recently idle connection to `origin` still usable, looked
+/// for until `deadline` (the guest's connect timeout).
+async fn take_idle(origin: &Origin, deadline: Instant) -> Option<SendRequest<WasiBody>> {
     loop {
         let Idle { mut sender, since } =
             IDLE.with_borrow_mut(|idle| idle.get_mut(origin)?.pop())?;
@@ -140,10 +165,18 @@ async fn take_idle(origin: &Origin) -> Option<SendRequest<WasiBody>> {
         }
         // A body that just ended may leave the connection a moment from
         // taking the next request; one that will not take it fails here.
-        if let Ok(Ok(())) = tokio::time::timeout(READY_WITHIN, sender.ready()).await {
+        let wait = READY_WITHIN.min(deadline.saturating_duration_since(Instant::now()));
+        if let Ok(Ok(())) = tokio::time::timeout(wait, sender.ready()).await {
             return Some(sender);
         }
     }
+}
+
+fn empty_body() -> WasiBody {
+    use http_body_util::BodyExt;
+    http_body_util::Empty::new()
+        .map_err(|e: std::convert::Infallible| match e {})
+        .boxed_unsync()
 }
 
 /// How long an idle connection may take to be ready for a request.
@@ -154,10 +187,21 @@ fn put_idle(origin: Origin, sender: SendRequest<WasiBody>) {
         return;
     }
     IDLE.with_borrow_mut(|idle| {
-        let list = idle.entry(origin).or_default();
-        list.retain(|i| i.since.elapsed() < IDLE_FOR && !i.sender.is_closed());
-        if list.len() < MAX_IDLE_PER_ORIGIN {
-            list.push(Idle {
+        // Drop what expired or closed everywhere (dropping a sender closes
+        // its idle connection), then count.
+        idle.retain(|_, list| {
+            list.retain(|i| i.since.elapsed() < IDLE_FOR && !i.sender.is_closed());
+            !list.is_empty()
+        });
+        let (mut all, mut owners) = (0, 0);
+        for (o, list) in idle.iter() {
+            all += list.len();
+            if o.owner == origin.owner {
+                owners += list.len();
+            }
+        }
+        if all < MAX_IDLE && owners < MAX_IDLE_PER_OWNER {
+            idle.entry(origin).or_default().push(Idle {
                 sender,
                 since: Instant::now(),
             });
@@ -225,11 +269,13 @@ fn respond(
     let mut timeout = tokio::time::interval(between_bytes);
     timeout.reset();
     let response = response.map(|incoming| {
-        http_body_util::BodyExt::boxed_unsync(PooledBody {
+        let mut body = PooledBody {
             incoming,
             timeout,
             home: Some((sender, origin)),
-        })
+        };
+        body.home_if_done(); // no body at all (204, HEAD)
+        http_body_util::BodyExt::boxed_unsync(body)
     });
     // The connection's I/O is a task of its own (it outlives the request).
     (response, Box::new(async { Ok(()) }))
@@ -241,6 +287,18 @@ struct PooledBody {
     timeout: tokio::time::Interval,
     /// The connection and its origin, until the body ends.
     home: Option<(SendRequest<WasiBody>, Origin)>,
+}
+
+impl PooledBody {
+    /// Gives the connection back once the body is known to be over (a
+    /// reader may stop at `is_end_stream` without polling to the end).
+    fn home_if_done(&mut self) {
+        if self.incoming.is_end_stream()
+            && let Some((sender, origin)) = self.home.take()
+        {
+            put_idle(origin, sender);
+        }
+    }
 }
 
 impl Body for PooledBody {
@@ -268,6 +326,7 @@ impl Body for PooledBody {
             }
             Poll::Ready(Some(Ok(frame))) => {
                 self.timeout.reset();
+                self.home_if_done();
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Pending => {
@@ -363,6 +422,11 @@ mod tests {
     #[tokio::test]
     async fn a_connection_read_to_the_end_is_reused() {
         assert_eq!(connections_for(3, 100_000, false).await, 1);
+    }
+
+    #[tokio::test]
+    async fn an_empty_body_gives_its_connection_back_at_once() {
+        assert_eq!(connections_for(3, 0, false).await, 1);
     }
 
     #[tokio::test]
