@@ -4,7 +4,8 @@
 use fst::Automaton;
 use fst::raw::{Fst, Node, Output};
 use levenshtein_automata::{DFA, Distance, LevenshteinAutomatonBuilder, SINK_STATE};
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Edits allowed for a query token of `chars` characters: none up to 3,
 /// one up to 8, two from 9. Within three letters one edit reaches most of
@@ -29,6 +30,57 @@ fn builder(edits: u8) -> &'static LevenshteinAutomatonBuilder {
     BUILDERS[i].get_or_init(|| LevenshteinAutomatonBuilder::new(i as u8, true))
 }
 
+/// The automaton of a token, reused if it was built recently.
+///
+/// A user typing `москва хаб` sends `москва` again with every keystroke of
+/// the next word, and many users type the same words; building an
+/// automaton is a sixth of a query's instructions (it fills a 256-entry
+/// row per state: 71 states, ~73 KB, on the bench log's average). Two
+/// generations of at most [`RECENT_BYTES`] each: a hit moves to the young
+/// one, and when that is full the old one is dropped. Shared by the threads
+/// of a native process; one per instance in the component.
+fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<DFA> {
+    type Generation = HashMap<(String, bool, u8), Arc<DFA>>;
+    #[derive(Default)]
+    struct Recent {
+        young: Generation,
+        old: Generation,
+        young_bytes: usize,
+    }
+    static RECENT: Mutex<Option<Recent>> = Mutex::new(None);
+    let key = (text.to_owned(), prefix, edits);
+    let found = {
+        let mut guard = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+        let recent = guard.get_or_insert_with(Recent::default);
+        match recent.young.get(&key) {
+            Some(dfa) => return dfa.clone(),
+            None => recent.old.remove(&key),
+        }
+    };
+    let dfa = found.unwrap_or_else(|| {
+        let b = builder(edits);
+        Arc::new(if prefix {
+            b.build_prefix_dfa(text)
+        } else {
+            b.build_dfa(text)
+        })
+    });
+    let mut guard = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    let recent = guard.get_or_insert_with(Recent::default);
+    recent.young_bytes += dfa.num_states() * DFA_STATE_BYTES + text.len();
+    recent.young.insert(key, dfa.clone());
+    if recent.young_bytes > RECENT_BYTES {
+        recent.old = std::mem::take(&mut recent.young);
+        recent.young_bytes = 0;
+    }
+    dfa
+}
+
+/// Bytes per generation of [`recent_dfa`].
+const RECENT_BYTES: usize = 2 << 20;
+/// What a state of a `levenshtein_automata` DFA holds: a row of 256 `u32`s.
+const DFA_STATE_BYTES: usize = 256 * 4 + 8;
+
 /// A query token compiled for matching.
 ///
 /// The word being typed (`prefix`) matches any word that begins within the
@@ -42,7 +94,7 @@ pub struct Matcher {
     /// Whether this is the word being typed.
     pub prefix: bool,
     edits: u8,
-    dfa: DFA,
+    dfa: Arc<DFA>,
 }
 
 /// How a dictionary word matched a query token.
@@ -57,12 +109,7 @@ pub struct Hit {
 impl Matcher {
     /// A matcher for `text` allowing `edits` edits.
     pub fn new(text: &str, prefix: bool, edits: u8) -> Self {
-        let b = builder(edits);
-        let dfa = if prefix {
-            b.build_prefix_dfa(text)
-        } else {
-            b.build_dfa(text)
-        };
+        let dfa = recent_dfa(text, prefix, edits);
         Self {
             text: text.to_owned(),
             prefix,
