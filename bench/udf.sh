@@ -4,7 +4,8 @@
 #     sys_exec_fast('/bin/true') and sys_eval('echo hello') vs
 #     sys_eval_fast('echo', 'hello'), on one connection and on 4 (500 each);
 #  2. without a database: system()/popen() vs posix_spawnp, 1 and 4 threads;
-#  3. tokens per second: the signer component over HTTP vs the library natively.
+#  3. tokens per second: the signer component over HTTP vs the library natively,
+#     on one thread and behind the same kind of HTTP server (hyper, 2 threads).
 #
 #   make bench-udf
 set -euo pipefail
@@ -103,3 +104,10 @@ curl -s -d '{"room":"standup","user":{"id":"u1","name":"Ada"}}' http://127.0.0.1
 for c in 16; do
   echo "component, EdDSA, POST /signer/tokens over HTTP, wrk -t2 -c$c: $(wrk -t2 -c$c -d5s -s "$work/post.lua" http://127.0.0.1:18280/signer/tokens | awk '/Requests\/sec/ {print $2}') tokens/s (2 cores)"
 done
+# The same signing natively behind HTTP: what the sandbox costs, HTTP being equal.
+CARGO_TARGET_DIR="$CARGO_TARGET_DIR" cargo build --release -q -p signing --example sign_server
+"$CARGO_TARGET_DIR/release/examples/sign_server" 127.0.0.1:18291 2>/dev/null &
+pids+=($!)
+for _ in $(seq 100); do curl -s -o /dev/null -d '{}' http://127.0.0.1:18291/tokens && break; sleep 0.1; done
+curl -s -d '{"room":"standup","user":{"id":"u1","name":"Ada"}}' http://127.0.0.1:18291/tokens | grep -q '"token"'
+echo "library natively behind hyper (2 threads), EdDSA, POST /tokens, wrk -t2 -c16: $(wrk -t2 -c16 -d5s -s "$work/post.lua" http://127.0.0.1:18291/tokens | awk '/Requests\/sec/ {print $2}') tokens/s (2 cores)"
