@@ -5,7 +5,7 @@ use fst::Automaton;
 use fst::raw::{Fst, Node, Output};
 use levenshtein_automata::{DFA, Distance, LevenshteinAutomatonBuilder, SINK_STATE};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 /// Edits allowed for a query token of `chars` characters: none up to 3,
 /// one up to 8, two from 9. Within three letters one edit reaches most of
@@ -47,11 +47,10 @@ fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<DFA> {
         old: Generation,
         young_bytes: usize,
     }
-    static RECENT: Mutex<Option<Recent>> = Mutex::new(None);
+    static RECENT: LazyLock<Mutex<Recent>> = LazyLock::new(Mutex::default);
     let key = (text.to_owned(), prefix, edits);
     let found = {
-        let mut guard = RECENT.lock().unwrap_or_else(|e| e.into_inner());
-        let recent = guard.get_or_insert_with(Recent::default);
+        let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
         match recent.young.get(&key) {
             Some(dfa) => return dfa.clone(),
             None => recent.old.remove(&key),
@@ -65,8 +64,7 @@ fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<DFA> {
             b.build_dfa(text)
         })
     });
-    let mut guard = RECENT.lock().unwrap_or_else(|e| e.into_inner());
-    let recent = guard.get_or_insert_with(Recent::default);
+    let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
     recent.young_bytes += dfa.num_states() * DFA_STATE_BYTES + text.len();
     recent.young.insert(key, dfa.clone());
     if recent.young_bytes > RECENT_BYTES {
@@ -132,25 +130,15 @@ impl Matcher {
     /// [`Matcher::check`] on the UTF-8 bytes of a word.
     #[inline]
     pub fn check_bytes(&self, word: &[u8]) -> Option<Hit> {
-        let text = self.text.as_bytes();
-        if !self.prefix && word.starts_with(text) {
-            return Some(Hit {
-                edits: 0,
-                exact: word.len() == text.len(),
-            });
+        // Without typos a word matches if it begins with the token, typed
+        // or finished: a comparison, no automaton.
+        if let Some(hit) = self.check_exact_bytes(word) {
+            return Some(hit);
         }
         if self.edits == 0 {
-            // No typos allowed: a comparison, no automaton.
-            let hit = if self.prefix {
-                word.starts_with(text)
-            } else {
-                word == text
-            };
-            return hit.then_some(Hit {
-                edits: 0,
-                exact: word.len() == text.len(),
-            });
+            return None;
         }
+        let text = self.text.as_bytes();
         // Run the automaton by hand to stop at the first byte that rules
         // the word out (most words: the first or second).
         let mut state = self.dfa.initial_state();

@@ -105,29 +105,24 @@ pub async fn send(
         .build()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
 
-    // What it takes to send the request again if an idle connection fails
-    // it after writing it (then hyper cannot hand it back).
+    // A request that may be sent again if an idle connection fails it
+    // after writing it (then hyper cannot hand it back).
     let repeatable = matches!(
         *request.method(),
         http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
     ) && request.body().is_end_stream();
-    let again = repeatable.then(|| {
-        let mut copy = http::Request::new(());
-        *copy.method_mut() = request.method().clone();
-        *copy.uri_mut() = request.uri().clone();
-        *copy.version_mut() = request.version();
-        *copy.headers_mut() = request.headers().clone();
-        copy
-    });
-    let mut request = Some(request);
+    let mut again = None;
+    let mut pending = Some(request);
     let deadline = Instant::now() + connect_timeout;
     while let Some(mut sender) = take_idle(&origin, deadline).await {
-        let sent = tokio::time::timeout(
-            first_byte_timeout,
-            sender.try_send_request(request.take().expect("a request to send")),
-        )
-        .await
-        .map_err(|_| Error::ConnectionReadTimeout)?;
+        let request = pending.take().expect("a request to send");
+        if repeatable && again.is_none() {
+            // Copied only when a reused connection is tried.
+            again = Some(head_of(&request));
+        }
+        let sent = tokio::time::timeout(first_byte_timeout, sender.try_send_request(request))
+            .await
+            .map_err(|_| Error::ConnectionReadTimeout)?;
         match sent {
             Ok(response) => {
                 return Ok(respond(response, sender, origin, between_bytes_timeout));
@@ -135,8 +130,8 @@ pub async fn send(
             Err(mut e) => match (e.take_message(), &again) {
                 // Not sent (the origin closed the connection meanwhile):
                 // try the next one.
-                (Some(unsent), _) => request = Some(unsent),
-                (None, Some(copy)) => request = Some(copy.clone().map(|()| empty_body())),
+                (Some(unsent), _) => pending = Some(unsent),
+                (None, Some(head)) => pending = Some(head.clone().map(|()| empty_body())),
                 (None, None) => return Err(Error::from(e.into_error())),
             },
         }
@@ -146,7 +141,7 @@ pub async fn send(
         .map_err(|_| Error::ConnectionTimeout)??;
     let response = tokio::time::timeout(
         first_byte_timeout,
-        sender.send_request(request.take().expect("a request to send")),
+        sender.send_request(pending.take().expect("a request to send")),
     )
     .await
     .map_err(|_| Error::ConnectionReadTimeout)?
@@ -170,6 +165,16 @@ async fn take_idle(origin: &Origin, deadline: Instant) -> Option<SendRequest<Was
             return Some(sender);
         }
     }
+}
+
+/// A request's method, URI, version and headers, without its body.
+fn head_of(request: &http::Request<WasiBody>) -> http::Request<()> {
+    let mut head = http::Request::new(());
+    *head.method_mut() = request.method().clone();
+    *head.uri_mut() = request.uri().clone();
+    *head.version_mut() = request.version();
+    *head.headers_mut() = request.headers().clone();
+    head
 }
 
 fn empty_body() -> WasiBody {
@@ -217,21 +222,27 @@ async fn connect(origin: &Origin) -> Result<SendRequest<WasiBody>, Error> {
         .await
         .map_err(Error::Connect)?;
     let _ = tcp.set_nodelay(true);
-    let handshake = hyper::client::conn::http1::Builder::new();
-    if origin.tls {
-        let name = server_name(&origin.authority)?;
-        let stream = tokio_rustls::TlsConnector::from(tls_config())
-            .connect(name, tcp)
-            .await
-            .map_err(Error::Tls)?;
-        let (sender, conn) = handshake.handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(conn);
-        Ok(sender)
-    } else {
-        let (sender, conn) = handshake.handshake(TokioIo::new(tcp)).await?;
-        tokio::spawn(conn);
-        Ok(sender)
+    if !origin.tls {
+        return handshake(tcp).await;
     }
+    let name = server_name(&origin.authority)?;
+    let tls = tokio_rustls::TlsConnector::from(tls_config())
+        .connect(name, tcp)
+        .await
+        .map_err(Error::Tls)?;
+    handshake(tls).await
+}
+
+/// The HTTP/1.1 handshake over `io`; the connection's task is spawned.
+async fn handshake<T>(io: T) -> Result<SendRequest<WasiBody>, Error>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(io))
+        .await?;
+    tokio::spawn(conn);
+    Ok(sender)
 }
 
 /// Client TLS settings (Mozilla's roots via webpki-roots), built once.
