@@ -86,6 +86,7 @@ const DFA_STATE_BYTES: usize = 256 * 4 + 8;
 /// budget, or, without typos, the beginning of a longer word (`иванов`
 /// finds `иванова`). Allowing typos *and* completion for every token would
 /// make each one expand to thousands of dictionary words.
+#[derive(Clone)]
 pub struct Matcher {
     /// The folded token.
     pub text: String,
