@@ -961,6 +961,11 @@ impl<'a> AddressIndex<'a> {
             relaxed[i].optional = true;
             relaxed[i].dropped = true;
             let rest: Vec<usize> = required.iter().copied().filter(|&j| j != i).collect();
+            // Left with only a letter or two, the list would be the
+            // heaviest places in those letters, at the price of a broad scan.
+            if rest.iter().all(|&j| char_len(&tokens[j].m.text) < 3) {
+                continue;
+            }
             // The other words as typed: the one typo was likely the word
             // given up, and their typo variants are the dearest part.
             if let Some(driver) = self.pick_driver(&relaxed, &rest, false) {
