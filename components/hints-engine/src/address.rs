@@ -935,7 +935,8 @@ impl<'a> AddressIndex<'a> {
     }
 
     /// When nothing matched the whole query: what all words but one find,
-    /// giving up the shortest first, at [`DROPPED_WORD_COST`]. Words of up
+    /// giving up first a word that begins no dictionary word, else the
+    /// shortest, at [`DROPPED_WORD_COST`]. Words of up
     /// to three letters get no typo budget, and a typo there (`Nwe Lenox`,
     /// `Neumarkt ijn der`, `Cedillo f`) left an empty list, the one answer
     /// that never helps. Only two words are tried, with their exact words,
@@ -954,8 +955,14 @@ impl<'a> AddressIndex<'a> {
         if required.len() < 2 {
             return;
         }
+        // A word that no dictionary word begins with is the likely typo
+        // (`San Nicolás de lls`: `lls`, not `de`); then the shortest.
         let mut order = required.to_vec();
-        order.sort_by_key(|&i| char_len(&tokens[i].m.text));
+        order.sort_by_cached_key(|&i| {
+            let t = &tokens[i];
+            let begins_a_word = !t.m.for_each_exact(&self.tokens, |_, _| false);
+            (begins_a_word, char_len(&t.m.text))
+        });
         for &i in order.iter().take(2) {
             let mut relaxed = tokens.to_vec();
             relaxed[i].optional = true;
