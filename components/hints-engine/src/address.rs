@@ -901,6 +901,9 @@ impl<'a> AddressIndex<'a> {
                     // Too little: the typo may be in the first letter.
                     self.typo_variants(t, &tokens, count, &mut top, true);
                 }
+                if top.is_empty() {
+                    self.suggest_split(&tokens, count, &mut top);
+                }
                 return self.finish(top, count);
             }
         }
@@ -929,9 +932,53 @@ impl<'a> AddressIndex<'a> {
             }
         }
         if top.is_empty() {
+            self.suggest_split(&tokens, count, &mut top);
+        }
+        if top.is_empty() {
             self.suggest_without_one_word(&tokens, &required, count, &mut top);
         }
         self.finish(top, count)
+    }
+
+    /// When nothing matched: a missing space (`sanfrancisco`, `belohoriz`).
+    /// A word that begins no dictionary word is tried as two, split after
+    /// a dictionary word where the rest begins one, the shortest such
+    /// first part first, until a split finds something.
+    fn suggest_split(&self, tokens: &[QueryToken], count: usize, top: &mut TopK<(u32, u32)>) {
+        if tokens.len() >= MAX_QUERY_TOKENS {
+            return;
+        }
+        for (i, t) in tokens.iter().enumerate() {
+            if t.optional || t.numeric || char_len(&t.m.text) < 4 || self.begins_a_word(&t.m) {
+                continue;
+            }
+            for (at, _) in t.m.text.char_indices().skip(2) {
+                let (left, right) = t.m.text.split_at(at);
+                if self.tokens.get(left).is_none() {
+                    continue;
+                }
+                let right = word_token(right, t.last);
+                if !self.begins_a_word(&right.m) {
+                    continue;
+                }
+                let mut split = tokens.to_vec();
+                split[i] = word_token(left, false);
+                split.insert(i + 1, right);
+                let required: Vec<usize> =
+                    (0..split.len()).filter(|&j| !split[j].optional).collect();
+                if let Some(driver) = self.pick_driver(&split, &required, false) {
+                    self.drive(&driver, &split, count, top);
+                }
+                if !top.is_empty() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Some dictionary word is or begins with the token, without typos.
+    fn begins_a_word(&self, m: &Matcher) -> bool {
+        !m.for_each_exact(&self.tokens, |_, _| false)
     }
 
     /// When nothing matched the whole query: what all words but one find,
@@ -960,8 +1007,7 @@ impl<'a> AddressIndex<'a> {
         let mut order = required.to_vec();
         order.sort_by_cached_key(|&i| {
             let t = &tokens[i];
-            let begins_a_word = !t.m.for_each_exact(&self.tokens, |_, _| false);
-            (begins_a_word, char_len(&t.m.text))
+            (self.begins_a_word(&t.m), char_len(&t.m.text))
         });
         for &i in order.iter().take(2) {
             let mut relaxed = tokens.to_vec();
@@ -1076,17 +1122,7 @@ impl<'a> AddressIndex<'a> {
                         last,
                         dropped: false,
                     },
-                    _ => {
-                        let numeric = w.starts_with(|c: char| c.is_ascii_digit());
-                        let edits = if numeric { 0 } else { max_edits(chars) };
-                        QueryToken {
-                            m: Matcher::new(&w, true, edits),
-                            numeric,
-                            optional: false,
-                            last,
-                            dropped: false,
-                        }
-                    }
+                    _ => word_token(&w, last),
                 }
             })
             .collect::<Vec<QueryToken>>();
@@ -1536,6 +1572,20 @@ impl<'a> AddressIndex<'a> {
 
 /// The most [`score_adjust`] and [`AddressIndex::name_bonus`] can add,
 /// but for [`EXACT_NAME_BONUS`] (see [`AddressIndex::whole_names`]).
+/// A query token that is not a type word: a number (maybe a house) or a
+/// word with the typo budget of its length.
+fn word_token(w: &str, last: bool) -> QueryToken {
+    let numeric = w.starts_with(|c: char| c.is_ascii_digit());
+    let edits = if numeric { 0 } else { max_edits(char_len(w)) };
+    QueryToken {
+        m: Matcher::new(w, true, edits),
+        numeric,
+        optional: false,
+        last,
+        dropped: false,
+    }
+}
+
 fn max_bonus(tokens: &[QueryToken]) -> f32 {
     0.65 + FIRST_WORD_BONUS + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
 }
@@ -1814,6 +1864,17 @@ mod tests {
         assert!(given_up < matched - 3.0, "{given_up} vs {matched}");
         // One word alone has nothing to give up.
         assert!(values(&ix, "nwe").is_empty());
+    }
+
+    /// A missing space: a word that begins no dictionary word is tried as
+    /// a dictionary word and the rest.
+    #[test]
+    fn a_missing_space_is_found() {
+        let blob = index();
+        let ix = AddressIndex::open(&blob).unwrap();
+        assert_eq!(values(&ix, "хабаровскмира")[0], "г Хабаровск, ул Мира");
+        assert_eq!(values(&ix, "хабаровск мира")[0], "г Хабаровск, ул Мира");
+        assert!(values(&ix, "хабаровскзззз").is_empty());
     }
 
     #[test]
