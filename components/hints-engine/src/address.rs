@@ -875,11 +875,29 @@ impl<'a> AddressIndex<'a> {
         let Some(tokens) = self.query_tokens(query) else {
             return Vec::new();
         };
-        // Four more than shown, for entries that look alike and are merged
-        // (same text): a fuller top only lowers the bar every scan must
-        // clear to stop (twice `count` cost 2.4% more instructions over the
-        // bench's log and changed no list but the order of ties).
-        let mut top = TopK::new(count + 4);
+        // Room beyond those shown for entries that look alike and are
+        // merged (same text). More room only lowers the bar every scan must
+        // clear to stop (`2 * count + 4` cost 2.4% more instructions over
+        // the bench's log at five shown, for the same lists), so a query
+        // whose look-alikes filled it (a dozen Rancho Nuevo in one Mexican
+        // state) runs again with more.
+        let room = count + 4;
+        let (out, full) = self.suggest_within(&tokens, count, room);
+        if out.len() < count && full {
+            return self.suggest_within(&tokens, count, 4 * room).0;
+        }
+        out
+    }
+
+    /// [`Self::suggest`] keeping `room` entries before merging look-alikes;
+    /// and whether they filled it.
+    fn suggest_within(
+        &self,
+        tokens: &[QueryToken],
+        count: usize,
+        room: usize,
+    ) -> (Vec<Suggestion>, bool) {
+        let mut top = TopK::new(room);
         let required: Vec<usize> = (0..tokens.len()).filter(|&i| !tokens[i].optional).collect();
         if let [only] = required[..] {
             // The word being typed alone: its best list if it is short or
@@ -906,14 +924,14 @@ impl<'a> AddressIndex<'a> {
                     self.typo_variants(t, &tokens, count, &mut top, true);
                 }
                 if top.is_empty() {
-                    self.suggest_split(&tokens, count, &mut top);
+                    self.suggest_split(&tokens, &mut top);
                 }
-                return self.finish(top, count);
+                return self.finish(top, count, room);
             }
         }
         self.whole_names(&tokens, &required, &mut top);
         let Some(first) = self.pick_driver(&tokens, &required, false) else {
-            return self.finish(top, count);
+            return self.finish(top, count, room);
         };
         self.drive(&first, &tokens, count, &mut top);
         // Few or no entries: the driver may be the typo. Its typo variants
@@ -936,62 +954,101 @@ impl<'a> AddressIndex<'a> {
             }
         }
         if top.is_empty() {
-            self.suggest_split(&tokens, count, &mut top);
+            self.suggest_split(&tokens, &mut top);
         }
         if top.is_empty() {
             self.suggest_without_one_word(&tokens, &required, count, &mut top);
         }
-        self.finish(top, count)
+        self.finish(top, count, room)
     }
 
-    /// When nothing matched: a missing space (`sanfrancisco`, `belohoriz`).
+    /// When nothing matched: a missing space (`sanfrancisco`, `aiellocal`).
     /// A word that begins no dictionary word is tried as two, split after
     /// a dictionary word where the rest begins one, the shortest such
-    /// first part first, until a split finds something.
-    fn suggest_split(&self, tokens: &[QueryToken], count: usize, top: &mut TopK<(u32, u32)>) {
+    /// first part first, until a split finds something; three splits at
+    /// most, each driven by the words as typed (the missing space was the
+    /// typo). Not for a query of [`MAX_QUERY_TOKENS`] words already.
+    fn suggest_split(&self, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
         if tokens.len() >= MAX_QUERY_TOKENS {
             return;
         }
+        let mut tries = 0;
         for (i, t) in tokens.iter().enumerate() {
-            if t.optional || t.numeric || char_len(&t.m.text) < 4 || self.begins_a_word(&t.m) {
+            if t.optional || t.numeric || char_len(&t.m.text) < 4 || self.begins_a_word(&t.m.text) {
                 continue;
             }
             for (at, _) in t.m.text.char_indices().skip(2) {
                 let (left, right) = t.m.text.split_at(at);
-                if self.tokens.get(left).is_none() {
-                    continue;
-                }
-                let right = word_token(right, t.last);
-                if !self.begins_a_word(&right.m) {
+                if self.tokens.get(left).is_none() || !self.begins_a_word(right) {
                     continue;
                 }
                 let mut split = tokens.to_vec();
                 split[i] = word_token(left, false);
-                split.insert(i + 1, right);
+                split.insert(i + 1, word_token(right, t.last));
                 let required: Vec<usize> =
                     (0..split.len()).filter(|&j| !split[j].optional).collect();
-                if let Some(driver) = self.pick_driver(&split, &required, false) {
-                    self.drive(&driver, &split, count, top);
+                if let Some(exact) = self.exact_driver(&split, &required) {
+                    self.scan(&exact, 0.0, &split, top);
                 }
-                if !top.is_empty() {
+                tries += 1;
+                if !top.is_empty() || tries == 3 {
                     return;
                 }
             }
         }
     }
 
-    /// Some dictionary word is or begins with the token, without typos.
-    fn begins_a_word(&self, m: &Matcher) -> bool {
-        !m.for_each_exact(&self.tokens, |_, _| false)
+    /// Some dictionary word is or begins with `text`.
+    fn begins_a_word(&self, text: &str) -> bool {
+        use fst::{IntoStreamer, Streamer};
+        let mut keys = self.tokens.range().ge(text).into_stream();
+        keys.next()
+            .is_some_and(|(key, _)| key.starts_with(text.as_bytes()))
+    }
+
+    /// The dictionary words that one of `candidates` is or begins, as
+    /// typed, for the token whose words are fewest to check (numbers only
+    /// if nothing else has any): the driver of a fallback pass, without
+    /// the typo walks of [`Self::pick_driver`].
+    fn exact_driver(&self, tokens: &[QueryToken], candidates: &[usize]) -> Option<Vec<u32>> {
+        // A letter or two begins a large part of the dictionary: not
+        // enumerated when a longer word can drive.
+        let longest = candidates
+            .iter()
+            .map(|&i| char_len(&tokens[i].m.text))
+            .max()?;
+        let mut best: Option<(bool, usize, Vec<u32>)> = None;
+        for &i in candidates {
+            let t = &tokens[i];
+            if longest > 2 && char_len(&t.m.text) <= 2 {
+                continue;
+            }
+            if let (Some(known), Some(b)) = (self.exact_prefix_work(t), &best)
+                && known >= b.1
+            {
+                continue;
+            }
+            let (mut words, mut work) = (Vec::new(), 0usize);
+            t.m.for_each_exact(&self.tokens, |_, id| {
+                work += self.cost.get(id as usize) as usize;
+                words.push(id as u32);
+                work <= EXPANSION_CAP
+            });
+            let key = (t.numeric, work);
+            if !words.is_empty() && best.as_ref().is_none_or(|b| key < (b.0, b.1)) {
+                best = Some((t.numeric, work, words));
+            }
+        }
+        best.map(|(_, _, words)| words)
     }
 
     /// When nothing matched the whole query: what all words but one find,
-    /// giving up first a word that begins no dictionary word, else the
-    /// shortest, at [`DROPPED_WORD_COST`]. Words of up
+    /// giving up first a word that begins no dictionary word, then a
+    /// number, else the shortest, at [`DROPPED_WORD_COST`]. Words of up
     /// to three letters get no typo budget, and a typo there (`Nwe Lenox`,
     /// `Neumarkt ijn der`, `Cedillo f`) left an empty list, the one answer
-    /// that never helps. Only two words are tried, with their exact words,
-    /// so such a query costs at most two more, cheaper, passes. (Also
+    /// that never helps. Only two words are tried, driven by the others'
+    /// exact words, so such a query costs at most two more scans. (Also
     /// filling lists of one to four entries would find the target of a
     /// few more typo'd keystrokes, +0.1 point, for a third more instructions
     /// over the bench's log: most such lists are complete, a rare name
@@ -1007,11 +1064,13 @@ impl<'a> AddressIndex<'a> {
             return;
         }
         // A word that no dictionary word begins with is the likely typo
-        // (`San Nicolás de lls`: `lls`, not `de`); then the shortest.
+        // (`San Nicolás de lls`: `lls`, not `de`), then a number (a house
+        // the data does not have), then the shortest word.
         let mut order = required.to_vec();
         order.sort_by_cached_key(|&i| {
             let t = &tokens[i];
-            (self.begins_a_word(&t.m), char_len(&t.m.text))
+            let typo = !t.numeric && !self.begins_a_word(&t.m.text);
+            (!typo, !t.numeric, char_len(&t.m.text))
         });
         for &i in order.iter().take(2) {
             let mut relaxed = tokens.to_vec();
@@ -1025,8 +1084,8 @@ impl<'a> AddressIndex<'a> {
             }
             // The other words as typed: the one typo was likely the word
             // given up, and their typo variants are the dearest part.
-            if let Some(driver) = self.pick_driver(&relaxed, &rest, false) {
-                self.scan(&driver.expansion.exact, 0.0, &relaxed, top);
+            if let Some(exact) = self.exact_driver(&relaxed, &rest) {
+                self.scan(&exact, 0.0, &relaxed, top);
             }
             if top.len() >= count {
                 return;
@@ -1521,7 +1580,8 @@ impl<'a> AddressIndex<'a> {
     }
 
     /// Best first, one suggestion per distinct address text.
-    fn finish(&self, top: TopK<(u32, u32)>, count: usize) -> Vec<Suggestion> {
+    fn finish(&self, top: TopK<(u32, u32)>, count: usize, room: usize) -> (Vec<Suggestion>, bool) {
+        let full = top.len() >= room;
         let mut seen: Vec<String> = Vec::new();
         let mut out = Vec::new();
         for (score, (node, house)) in top.into_sorted() {
@@ -1540,7 +1600,7 @@ impl<'a> AddressIndex<'a> {
                 break;
             }
         }
-        out
+        (out, full)
     }
 
     /// The fields of a suggestion.
@@ -1574,8 +1634,6 @@ impl<'a> AddressIndex<'a> {
     }
 }
 
-/// The most [`score_adjust`] and [`AddressIndex::name_bonus`] can add,
-/// but for [`EXACT_NAME_BONUS`] (see [`AddressIndex::whole_names`]).
 /// A query token that is not a type word: a number (maybe a house) or a
 /// word with the typo budget of its length.
 fn word_token(w: &str, last: bool) -> QueryToken {
@@ -1590,6 +1648,8 @@ fn word_token(w: &str, last: bool) -> QueryToken {
     }
 }
 
+/// The most [`score_adjust`] and [`AddressIndex::name_bonus`] can add,
+/// but for [`EXACT_NAME_BONUS`] (see [`AddressIndex::whole_names`]).
 fn max_bonus(tokens: &[QueryToken]) -> f32 {
     0.65 + FIRST_WORD_BONUS + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
 }
