@@ -905,59 +905,59 @@ impl<'a> AddressIndex<'a> {
             // can still enter what is shown.
             let t = &tokens[only];
             if t.last && !t.numeric {
-                if !self.best_of_prefix(t, &tokens, &mut top) {
+                if !self.best_of_prefix(t, tokens, &mut top) {
                     let mut exact = Vec::new();
                     t.m.for_each_exact(&self.tokens, |_, id| {
                         exact.push(id as u32);
                         true // not broad, or it would have a best list
                     });
-                    self.scan(&exact, 0.0, &tokens, &mut top);
+                    self.scan(&exact, 0.0, tokens, &mut top);
                 }
                 // Not for the first three letters: `мо` is Москва being
                 // typed before it is Meaux (Мо in Russian).
                 if char_len(&t.m.text) > TOP_PREFIX_CHARS {
-                    self.whole_names(&tokens, &required, &mut top);
+                    self.whole_names(tokens, &required, &mut top);
                 }
-                self.typo_variants(t, &tokens, count, &mut top, false);
+                self.typo_variants(t, tokens, count, &mut top, false);
                 if top.len() < count {
                     // Too little: the typo may be in the first letter.
-                    self.typo_variants(t, &tokens, count, &mut top, true);
+                    self.typo_variants(t, tokens, count, &mut top, true);
                 }
                 if top.is_empty() {
-                    self.suggest_split(&tokens, &mut top);
+                    self.suggest_split(tokens, &mut top);
                 }
                 return self.finish(top, count, room);
             }
         }
-        self.whole_names(&tokens, &required, &mut top);
-        let Some(first) = self.pick_driver(&tokens, &required, false) else {
+        self.whole_names(tokens, &required, &mut top);
+        let Some(first) = self.pick_driver(tokens, &required, false) else {
             return self.finish(top, count, room);
         };
-        self.drive(&first, &tokens, count, &mut top);
+        self.drive(&first, tokens, count, &mut top);
         // Few or no entries: the driver may be the typo. Its typo variants
         // drive if they were left out (`nort om` for North Om…); with no
         // entry at all, another token does, since a driver's expansion
         // leaves out typos in its first letter (`koses lake`).
         if top.len() < count && (first.exact_only || top.is_empty()) {
             let retry = if first.exact_only {
-                self.pick_driver(&tokens, &required, true)
+                self.pick_driver(tokens, &required, true)
             } else {
                 let others: Vec<usize> = required
                     .iter()
                     .copied()
                     .filter(|&i| i != first.token)
                     .collect();
-                self.pick_driver(&tokens, &others, false)
+                self.pick_driver(tokens, &others, false)
             };
             if let Some(next) = retry {
-                self.drive(&next, &tokens, count, &mut top);
+                self.drive(&next, tokens, count, &mut top);
             }
         }
         if top.is_empty() {
-            self.suggest_split(&tokens, &mut top);
+            self.suggest_split(tokens, &mut top);
         }
         if top.is_empty() {
-            self.suggest_without_one_word(&tokens, &required, count, &mut top);
+            self.suggest_without_one_word(tokens, &required, count, &mut top);
         }
         self.finish(top, count, room)
     }
