@@ -987,9 +987,7 @@ impl<'a> AddressIndex<'a> {
                 split.insert(i + 1, word_token(right, t.last));
                 let required: Vec<usize> =
                     (0..split.len()).filter(|&j| !split[j].optional).collect();
-                if let Some(exact) = self.exact_driver(&split, &required) {
-                    self.scan(&exact, 0.0, &split, top);
-                }
+                self.scan_as_typed(&split, &required, top);
                 tries += 1;
                 if !top.is_empty() || tries == 3 {
                     return;
@@ -1006,40 +1004,45 @@ impl<'a> AddressIndex<'a> {
             .is_some_and(|(key, _)| key.starts_with(text.as_bytes()))
     }
 
-    /// The dictionary words that one of `candidates` is or begins, as
-    /// typed, for the token whose words are fewest to check (numbers only
-    /// if nothing else has any): the driver of a fallback pass, without
-    /// the typo walks of [`Self::pick_driver`].
-    fn exact_driver(&self, tokens: &[QueryToken], candidates: &[usize]) -> Option<Vec<u32>> {
+    /// A fallback pass: scans the entries of the words one of `candidates`
+    /// is or begins as typed, for the token whose words are fewest to check
+    /// (numbers only if nothing else has any), without the typo walks of
+    /// [`Self::pick_driver`].
+    fn scan_as_typed(
+        &self,
+        tokens: &[QueryToken],
+        candidates: &[usize],
+        top: &mut TopK<(u32, u32)>,
+    ) {
         // A letter or two begins a large part of the dictionary: not
         // enumerated when a longer word can drive.
-        let longest = candidates
+        let Some(longest) = candidates
             .iter()
             .map(|&i| char_len(&tokens[i].m.text))
-            .max()?;
-        let mut best: Option<(bool, usize, Vec<u32>)> = None;
+            .max()
+        else {
+            return;
+        };
+        let mut best: Option<((bool, usize), Vec<u32>)> = None;
         for &i in candidates {
             let t = &tokens[i];
             if longest > 2 && char_len(&t.m.text) <= 2 {
                 continue;
             }
-            if let (Some(known), Some(b)) = (self.exact_prefix_work(t), &best)
-                && known >= b.1
+            if let (Some(known), Some(((_, work), _))) = (self.exact_prefix_work(t), &best)
+                && known >= *work
             {
                 continue;
             }
-            let (mut words, mut work) = (Vec::new(), 0usize);
-            t.m.for_each_exact(&self.tokens, |_, id| {
-                work += self.cost.get(id as usize) as usize;
-                words.push(id as u32);
-                work <= EXPANSION_CAP
-            });
-            let key = (t.numeric, work);
-            if !words.is_empty() && best.as_ref().is_none_or(|b| key < (b.0, b.1)) {
-                best = Some((t.numeric, work, words));
+            let e = self.exact_expansion(t);
+            let key = (t.numeric, e.work);
+            if !e.exact.is_empty() && best.as_ref().is_none_or(|(b, _)| key < *b) {
+                best = Some((key, e.exact));
             }
         }
-        best.map(|(_, _, words)| words)
+        if let Some((_, words)) = best {
+            self.scan(&words, 0.0, tokens, top);
+        }
     }
 
     /// When nothing matched the whole query: what all words but one find,
@@ -1084,9 +1087,7 @@ impl<'a> AddressIndex<'a> {
             }
             // The other words as typed: the one typo was likely the word
             // given up, and their typo variants are the dearest part.
-            if let Some(exact) = self.exact_driver(&relaxed, &rest) {
-                self.scan(&exact, 0.0, &relaxed, top);
-            }
+            self.scan_as_typed(&relaxed, &rest, top);
             if top.len() >= count {
                 return;
             }
@@ -1223,23 +1224,12 @@ impl<'a> AddressIndex<'a> {
                 broad: false,
             };
         }
-        let (mut exact, mut typos, mut work, mut broad) = (Vec::new(), Vec::new(), 0usize, false);
         if t.last {
             // The word being typed: its typo variants only if they can
             // still enter when the driver gets to them (see `drive`).
-            t.m.for_each_exact(&self.tokens, |_, id| {
-                work += self.cost.get(id as usize) as usize;
-                exact.push(id as u32);
-                broad = work > EXPANSION_CAP;
-                !broad
-            });
-            return Expansion {
-                exact,
-                typos,
-                work,
-                broad,
-            };
+            return self.exact_expansion(t);
         }
+        let (mut exact, mut typos, mut work, mut broad) = (Vec::new(), Vec::new(), 0usize, false);
         let text = t.m.text.as_bytes();
         t.m.for_each_key(&self.tokens, |key, id| {
             work += self.cost.get(id as usize) as usize;
@@ -1254,6 +1244,23 @@ impl<'a> AddressIndex<'a> {
         Expansion {
             exact,
             typos,
+            work,
+            broad,
+        }
+    }
+
+    /// The words `t` is or begins as typed, up to [`EXPANSION_CAP`] of work.
+    fn exact_expansion(&self, t: &QueryToken) -> Expansion {
+        let (mut exact, mut work, mut broad) = (Vec::new(), 0usize, false);
+        t.m.for_each_exact(&self.tokens, |_, id| {
+            work += self.cost.get(id as usize) as usize;
+            exact.push(id as u32);
+            broad = work > EXPANSION_CAP;
+            !broad
+        });
+        Expansion {
+            exact,
+            typos: Vec::new(),
             work,
             broad,
         }

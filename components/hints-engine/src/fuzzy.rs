@@ -396,8 +396,9 @@ impl Few {
 /// target node of every transition and stacks it before it asks the
 /// automaton whether the branch can match; here a transition the
 /// automaton rules out costs a read of its input byte ([`inputs_end`]) and
-/// one automaton step: no decoding, no node and no stack frame. A Levenshtein automaton rules out most of them
-/// (most of a node's letters are typos the budget no longer allows): the
+/// one automaton step: no decoding, no node and no stack frame. A
+/// Levenshtein automaton rules out most of them (most of a node's letters
+/// are typos the budget no longer allows): the
 /// stream was three quarters of the instructions of the bench's query
 /// log, and this walk takes 37% fewer in all.
 fn walk<A: Automaton>(
@@ -483,6 +484,8 @@ fn walk_with<A: Automaton>(
         };
         // Most transitions lead where the automaton cannot go: read their
         // input alone, and decode target and output only for the others.
+        // (A one-transition node is decoded again below: keeping its first
+        // decoding instead cost 0.6% more instructions over the bench log.)
         let inp = match top.inputs {
             Some(end) => top.node.as_slice()[end - 1 - i],
             None => top.node.transition(i).inp,
