@@ -1127,13 +1127,13 @@ impl<'a> AddressIndex<'a> {
             })
             .collect();
         let (mut last, mut checked, mut skipped) = (NONE, 0, 0);
-        while let Some(std::cmp::Reverse((node, at, end))) = heads.pop() {
+        while let Some(mut head) = heads.peek_mut() {
+            // Advance the list in place: one sift instead of a pop and a push.
+            let std::cmp::Reverse((node, at, end)) = *head;
             if at + 1 < end {
-                heads.push(std::cmp::Reverse((
-                    self.post.get(at as usize + 1),
-                    at + 1,
-                    end,
-                )));
+                *head = std::cmp::Reverse((self.post.get(at as usize + 1), at + 1, end));
+            } else {
+                std::collections::binary_heap::PeekMut::pop(head);
             }
             if node == last {
                 continue;

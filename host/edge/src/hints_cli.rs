@@ -198,7 +198,20 @@ fn replay(bytes: &[u8], log: &Path, count: usize, show: bool) -> Result<()> {
         pct(0.99),
         pct(1.0)
     ));
-    for (ns, q) in times.iter().rev().take(10) {
+    // How much of the work the slowest queries are: where capping the
+    // worst cases would pay.
+    let share = |frac: f64| {
+        let n = ((times.len() as f64 * frac).ceil() as usize).max(1);
+        let slow: u128 = times.iter().rev().take(n).map(|t| t.0).sum();
+        100.0 * slow as f64 / total.max(1) as f64
+    };
+    say(format_args!(
+        "time taken by the slowest 1% of queries: {:.1}%, 5%: {:.1}%, 10%: {:.1}%",
+        share(0.01),
+        share(0.05),
+        share(0.10)
+    ));
+    for (ns, q) in times.iter().rev().take(std::env::var("EDGE_SLOWEST").ok().and_then(|v| v.parse().ok()).unwrap_or(10)) {
         say(format_args!("{:9.1} µs  {q}", *ns as f64 / 1000.0));
     }
     Ok(())
