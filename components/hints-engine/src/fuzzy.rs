@@ -1,11 +1,11 @@
 //! Typo-tolerant token matching: Levenshtein automata (with transpositions
 //! counted as one edit) run over the FST dictionaries and over single tokens.
 
+use crate::levenshtein::{Dfa, Distance, SINK};
 use fst::Automaton;
 use fst::raw::{Fst, Node, Output};
-use levenshtein_automata::{DFA, Distance, LevenshteinAutomatonBuilder, SINK_STATE};
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// Edits allowed for a query token of `chars` characters: none up to 3,
 /// one up to 8, two from 9. Within three letters one edit reaches most of
@@ -21,26 +21,17 @@ pub fn max_edits(chars: usize) -> u8 {
     }
 }
 
-/// The three automaton builders (0, 1 and 2 edits). Building the parametric
-/// tables for 2 edits takes milliseconds, so it happens once per process.
-fn builder(edits: u8) -> &'static LevenshteinAutomatonBuilder {
-    static BUILDERS: [OnceLock<LevenshteinAutomatonBuilder>; 3] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let i = edits.min(2) as usize;
-    BUILDERS[i].get_or_init(|| LevenshteinAutomatonBuilder::new(i as u8, true))
-}
-
 /// The automaton of a token, reused if it was built recently.
 ///
 /// A user typing `москва хаб` sends `москва` again with every keystroke of
-/// the next word, and many users type the same words; building an
-/// automaton is a sixth of a query's instructions (it fills a 256-entry
-/// row per state: 71 states, ~73 KB, on the bench log's average). Two
+/// the next word, and many users type the same words. Building is cheap
+/// now ([`crate::levenshtein`], a few KB per automaton), but over the bench
+/// log the cache still saves 4% of the instructions (3.59 → 3.46 G). Two
 /// generations of at most [`RECENT_BYTES`] each: a hit moves to the young
 /// one, and when that is full the old one is dropped. Shared by the threads
 /// of a native process; one per instance in the component.
-fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<DFA> {
-    type Generation = HashMap<(String, bool, u8), Arc<DFA>>;
+fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<Dfa> {
+    type Generation = HashMap<(String, bool, u8), Arc<Dfa>>;
     #[derive(Default)]
     struct Recent {
         young: Generation,
@@ -56,16 +47,9 @@ fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<DFA> {
             None => recent.old.remove(&key),
         }
     };
-    let dfa = found.unwrap_or_else(|| {
-        let b = builder(edits);
-        Arc::new(if prefix {
-            b.build_prefix_dfa(text)
-        } else {
-            b.build_dfa(text)
-        })
-    });
+    let dfa = found.unwrap_or_else(|| Arc::new(Dfa::new(text, edits, prefix)));
     let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
-    recent.young_bytes += dfa.num_states() * DFA_STATE_BYTES + text.len();
+    recent.young_bytes += dfa.heap_bytes() + text.len();
     recent.young.insert(key, dfa.clone());
     if recent.young_bytes > RECENT_BYTES {
         recent.old = std::mem::take(&mut recent.young);
@@ -76,8 +60,6 @@ fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<DFA> {
 
 /// Bytes per generation of [`recent_dfa`].
 const RECENT_BYTES: usize = 2 << 20;
-/// What a state of a `levenshtein_automata` DFA holds: a row of 256 `u32`s.
-const DFA_STATE_BYTES: usize = 256 * 4 + 8;
 
 /// A query token compiled for matching.
 ///
@@ -93,7 +75,7 @@ pub struct Matcher {
     /// Whether this is the word being typed.
     pub prefix: bool,
     edits: u8,
-    dfa: Arc<DFA>,
+    dfa: Arc<Dfa>,
 }
 
 /// How a dictionary word matched a query token.
@@ -145,7 +127,7 @@ impl Matcher {
         let mut state = self.dfa.initial_state();
         for &b in word {
             state = self.dfa.transition(state, b);
-            if state == SINK_STATE {
+            if state == SINK {
                 return None;
             }
         }
@@ -277,7 +259,7 @@ impl Matcher {
             begins: &[],
             exclude: self.text.as_bytes(),
         };
-        let mut few = vec![None; automaton.dfa.num_states()];
+        let mut few = vec![None; automaton.dfa.state_bound()];
         let mut few_next = |&(state, _, _): &(u32, u32, u32)| {
             *few[state as usize].get_or_insert_with(|| Few::of(automaton.dfa, state))
         };
@@ -309,7 +291,7 @@ impl Matcher {
 /// `begins`" (empty: no such branch), minus "begins with `exclude`"
 /// (empty: nothing excluded).
 pub struct LevAutomaton<'a> {
-    dfa: &'a DFA,
+    dfa: &'a Dfa,
     begins: &'a [u8],
     exclude: &'a [u8],
 }
@@ -337,7 +319,7 @@ impl Automaton for LevAutomaton<'_> {
     }
 
     fn can_match(&self, &(state, begins, exclude): &Self::State) -> bool {
-        exclude as usize != self.exclude.len() && (state != SINK_STATE || begins != DIVERGED)
+        exclude as usize != self.exclude.len() && (state != SINK || begins != DIVERGED)
     }
 
     fn accept(&self, &(state, begins, exclude): &Self::State, byte: u8) -> Self::State {
@@ -372,13 +354,13 @@ struct Few {
 }
 
 impl Few {
-    fn of(dfa: &DFA, state: u32) -> Option<Few> {
+    fn of(dfa: &Dfa, state: u32) -> Option<Few> {
         let mut few = Few {
             bytes: [0; 4],
             len: 0,
         };
         for b in 0..=255u8 {
-            if dfa.transition(state, b) != SINK_STATE {
+            if dfa.transition(state, b) != SINK {
                 *few.bytes.get_mut(few.len as usize)? = b;
                 few.len += 1;
             }

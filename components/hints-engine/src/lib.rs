@@ -12,6 +12,7 @@
 pub mod address;
 pub mod blob;
 pub mod fuzzy;
+pub mod levenshtein;
 pub mod names;
 pub mod text;
 mod topk;
