@@ -208,7 +208,14 @@ impl Matcher {
             exclude: self.text.as_bytes(),
         };
         for lead in self.typo_leads() {
-            if !walk(map.as_fst(), &automaton, lead, &mut f) {
+            if !walk_with(
+                map.as_fst(),
+                &automaton,
+                lead,
+                &mut f,
+                &mut |s| automaton.few(s),
+                &[],
+            ) {
                 return;
             }
         }
@@ -255,16 +262,12 @@ impl Matcher {
             begins: &[],
             exclude: self.text.as_bytes(),
         };
-        let mut few = vec![None; automaton.dfa.state_bound()];
-        let mut few_next = |&(state, _, _): &(u32, u32, u32)| {
-            *few[state as usize].get_or_insert_with(|| Few::of(automaton.dfa, state))
-        };
         walk_with(
             map.as_fst(),
             &automaton,
             &[],
             &mut f,
-            &mut few_next,
+            &mut |s| automaton.few(s),
             &walked,
         );
     }
@@ -338,31 +341,28 @@ fn advance(s: &[u8], m: u32, byte: u8) -> u32 {
     }
 }
 
-/// The bytes that can follow a state of a Levenshtein DFA, when there are
-/// at most four (ascending): a walk then looks them up in a node instead
-/// of decoding each of its transitions. That pays where edits are spent
-/// (only the word's next letter, or two, can follow) and not where one is
-/// left (every byte can), so only walks that spend one at once use it.
-#[derive(Clone, Copy)]
-struct Few {
-    bytes: [u8; 4],
-    len: u8,
+impl LevAutomaton<'_> {
+    /// The only bytes that can follow `state`, if there are few.
+    fn few(&self, &(state, begins, _): &(u32, u32, u32)) -> Option<Few> {
+        if begins != DIVERGED {
+            return None; // the "begins with" branch takes other bytes
+        }
+        let (bytes, len) = self.dfa.live_bytes(state)?;
+        Some(Few {
+            bytes,
+            len: len as u8,
+        })
+    }
 }
 
-impl Few {
-    fn of(dfa: &Dfa, state: u32) -> Option<Few> {
-        let mut few = Few {
-            bytes: [0; 4],
-            len: 0,
-        };
-        for b in 0..=255u8 {
-            if dfa.transition(state, b) != SINK {
-                *few.bytes.get_mut(few.len as usize)? = b;
-                few.len += 1;
-            }
-        }
-        Some(few)
-    }
+/// The bytes that can follow a state of a Levenshtein DFA, when there are
+/// at most three (ascending, [`Dfa::live_bytes`]): a walk then looks them
+/// up in a node instead of reading each of its transitions. Where the
+/// edits are spent, only the word's next letter (or two) can follow.
+#[derive(Clone, Copy)]
+struct Few {
+    bytes: [u8; 3],
+    len: u8,
 }
 
 /// Calls `f(key, value)` for every key of `fst` that begins with `lead`

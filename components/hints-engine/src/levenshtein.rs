@@ -298,7 +298,9 @@ fn continuations(r: u8) -> u32 {
 /// A deterministic Levenshtein automaton over UTF-8 bytes for one query.
 ///
 /// States are offsets into one table: a state's row holds its successor
-/// for each byte class, then its distance. [`SINK`] is the dead state.
+/// for each byte class, then its distance, then the bytes that keep it
+/// alive if there are at most three ([`Dfa::live_bytes`]). [`SINK`] is the
+/// dead state.
 #[derive(Clone, Debug)]
 pub struct Dfa {
     class: [u8; 256],
@@ -310,6 +312,9 @@ pub struct Dfa {
 
 /// Distance slot of a state that is over the budget (or mid-character).
 const OVER: u32 = 0x100;
+
+/// Live-bytes slot of a state that more than three bytes keep alive.
+const MANY: u32 = u32::MAX;
 
 impl Dfa {
     /// The automaton of `query` allowing `edits` edits (at most
@@ -335,12 +340,23 @@ impl Dfa {
     /// The distance of the input that led to `state`.
     #[inline]
     pub fn distance(&self, state: u32) -> Distance {
-        let d = self.table[(state + self.stride - 1) as usize];
+        let d = self.table[(state + self.stride - 2) as usize];
         if d & OVER == 0 {
             Distance::Exact(d as u8)
         } else {
             Distance::AtLeast(d as u8)
         }
+    }
+
+    /// The bytes (ascending, at most three) after which `state` is not
+    /// dead, if there are so few: where the edits are spent, only the
+    /// query's next character or two. A walk over a dictionary then looks
+    /// these up instead of reading every transition of a node.
+    #[inline]
+    pub fn live_bytes(&self, state: u32) -> Option<([u8; 3], usize)> {
+        let v = self.table[(state + self.stride - 1) as usize];
+        let [len, a, b, c] = v.to_le_bytes();
+        (v != MANY).then_some(([a, b, c], len as usize))
     }
 
     /// The distance of a whole input.
@@ -412,7 +428,8 @@ impl<'p> Builder<'p> {
             alphabet,
             prefix,
             class,
-            stride: ROLES + own.len() + 1,
+            // The classes, the distance, the live bytes.
+            stride: ROLES + own.len() + 2,
             own,
             table: Vec::with_capacity(128 * (ROLES + 1 + query.len())),
             before_ids: Vec::with_capacity(128),
@@ -424,7 +441,7 @@ impl<'p> Builder<'p> {
     fn row(&mut self, to: u32, dist: u32) -> u32 {
         let id = self.table.len() as u32;
         self.table.resize(self.table.len() + self.stride, to);
-        *self.table.last_mut().expect("a row") = dist;
+        self.table[id as usize + self.stride - 2] = dist;
         self.before_ids.push([0; 3]);
         id
     }
@@ -446,7 +463,8 @@ impl<'p> Builder<'p> {
     /// The state `n` (0 to 3) continuation bytes, whatever they are, before
     /// `to`.
     fn before(&mut self, to: u32, n: u32) -> u32 {
-        if n == 0 {
+        // Dead already: the sink (a walk stops inside the character).
+        if n == 0 || to == SINK {
             return to;
         }
         let r = to as usize / self.stride;
@@ -479,6 +497,9 @@ impl<'p> Builder<'p> {
         while let Some((shape, offset, id)) = self.todo.pop() {
             self.fill(shape, offset, id);
         }
+        for row in (0..self.table.len()).step_by(self.stride) {
+            self.table[row + self.stride - 1] = self.live_bytes(row);
+        }
         Dfa {
             class: self.class,
             stride: self.stride as u32,
@@ -487,12 +508,35 @@ impl<'p> Builder<'p> {
         }
     }
 
+    /// The live-bytes slot of the state at `row` ([`Dfa::live_bytes`]).
+    fn live_bytes(&self, row: usize) -> u32 {
+        let alive = |class: usize| self.table[row + class] != SINK;
+        if (0..ROLES).any(alive) {
+            return MANY; // every byte of some UTF-8 role
+        }
+        let mut live: Vec<u8> = self
+            .own
+            .iter()
+            .copied()
+            .filter(|&b| alive(self.class[b as usize] as usize))
+            .collect();
+        if live.len() > 3 {
+            return MANY;
+        }
+        live.sort_unstable();
+        live.iter()
+            .enumerate()
+            .fold(live.len() as u32, |v, (i, &b)| {
+                v | u32::from(b) << (8 * (i + 1))
+            })
+    }
+
     /// Fills the row of parametric state (`shape`, `offset`).
     fn fill(&mut self, shape: u32, offset: u32, id: u32) {
         let left = self.chars.len() - offset as usize;
         let edits = self.p.edits_at(shape, left);
         let dist = u32::from(edits) | if edits > self.p.max { OVER } else { 0 };
-        self.table[id as usize + self.stride - 1] = dist;
+        self.table[id as usize + self.stride - 2] = dist;
         // A prefix automaton's state that no continuation improves keeps
         // every input (as if every character were one not in the query).
         let sink = self.prefix && self.p.is_prefix_sink(shape, left);
@@ -614,6 +658,32 @@ mod tests {
         assert_eq!(dfa.eval("мсоква".as_bytes()), Distance::Exact(1));
         assert_eq!(dfa.eval("москвая".as_bytes()), Distance::Exact(1));
         assert_eq!(dfa.eval("масква!".as_bytes()), Distance::AtLeast(2));
+    }
+
+    /// `live_bytes` names exactly the bytes a state survives, whenever it
+    /// names any, and names them wherever there are at most three.
+    #[test]
+    fn live_bytes_are_the_bytes_that_keep_a_state() {
+        for (query, edits, prefix) in [
+            ("moscow", 1, false),
+            ("moscow", 2, true),
+            ("москва", 1, true),
+            ("ab", 0, false),
+        ] {
+            let dfa = Dfa::new(query, edits, prefix);
+            for row in (0..dfa.state_bound()).step_by(dfa.stride as usize) {
+                let state = row as u32;
+                let alive: Vec<u8> = (0..=255u8)
+                    .filter(|&b| dfa.transition(state, b) != SINK)
+                    .collect();
+                match dfa.live_bytes(state) {
+                    Some((bytes, len)) => {
+                        assert_eq!(bytes[..len], alive[..], "{query:?} state {state}")
+                    }
+                    None => assert!(alive.len() > 3, "{query:?} state {state}: {alive:?}"),
+                }
+            }
+        }
     }
 
     #[test]
