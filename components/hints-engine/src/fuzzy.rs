@@ -1,9 +1,10 @@
 //! Typo-tolerant token matching: Levenshtein automata (with transpositions
 //! counted as one edit) run over the FST dictionaries and over single tokens.
 
+use crate::fstnode::View;
 use crate::levenshtein::{Dfa, Distance, SINK};
 use fst::Automaton;
-use fst::raw::{Fst, Node, Output};
+use fst::raw::{Fst, Output};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -373,12 +374,13 @@ struct Few {
 /// that range, with less work per dead branch: the stream decodes the
 /// target node of every transition and stacks it before it asks the
 /// automaton whether the branch can match; here a transition the
-/// automaton rules out costs a read of its input byte ([`inputs_end`]) and
-/// one automaton step: no decoding, no node and no stack frame. A
-/// Levenshtein automaton rules out most of them (most of a node's letters
-/// are typos the budget no longer allows): the
-/// stream was three quarters of the instructions of the bench's query
-/// log, and this walk takes 37% fewer in all.
+/// automaton rules out costs a read of its input byte and one automaton
+/// step: no decoding, no node and no stack frame. A Levenshtein automaton
+/// rules out most of them (most of a node's letters are typos the budget
+/// no longer allows): the stream was three quarters of the instructions
+/// of the bench's query log, and this walk took 37% fewer in all. Nodes
+/// are read by [`View`] (`fstnode.rs`), which works out a node's layout
+/// once instead of at every transition.
 fn walk<A: Automaton>(
     fst: &Fst<&[u8]>,
     aut: &A,
@@ -400,9 +402,7 @@ fn walk_with<A: Automaton>(
     skip: &[&[u8]],
 ) -> bool {
     struct Frame<'f, S> {
-        node: Node<'f>,
-        /// Where the node's inputs end in `node.as_slice()` ([`inputs_end`]).
-        inputs: Option<usize>,
+        node: View<'f>,
         /// The next transition (or byte of `few`) to try.
         next: usize,
         /// The only bytes that can follow, if known.
@@ -410,7 +410,8 @@ fn walk_with<A: Automaton>(
         state: S,
         out: Output,
     }
-    let mut node = fst.root();
+    let indexed = fst_version(fst) >= 2;
+    let mut node = View::at(fst, indexed, fst.root().addr());
     let mut state = aut.start();
     let mut out = Output::zero();
     for &b in lead {
@@ -420,10 +421,10 @@ fn walk_with<A: Automaton>(
         let Some(i) = node.find_input(b) else {
             return true;
         };
-        let t = node.transition(i);
+        let (o, addr) = node.target(i);
         state = aut.accept(&state, b);
-        out = out.cat(t.out);
-        node = fst.node(t.addr);
+        out = out.cat(o);
+        node = View::at(fst, indexed, addr);
     }
     let mut key = lead.to_vec();
     if node.is_final() && aut.is_match(&state) && !f(&key, out.cat(node.final_output()).value()) {
@@ -432,10 +433,8 @@ fn walk_with<A: Automaton>(
     if !aut.can_match(&state) {
         return true;
     }
-    let indexed = fst_version(fst) >= 2;
     let mut stack = vec![Frame {
         node,
-        inputs: inputs_end(&node, indexed),
         next: 0,
         few: few(&state),
         state,
@@ -461,35 +460,28 @@ fn walk_with<A: Automaton>(
             }
         };
         // Most transitions lead where the automaton cannot go: read their
-        // input alone, and decode target and output only for the others.
-        // (A one-transition node is decoded again below: keeping its first
-        // decoding instead cost 0.6% more instructions over the bench log.)
-        let inp = match top.inputs {
-            Some(end) => top.node.as_slice()[end - 1 - i],
-            None => top.node.transition(i).inp,
-        };
+        // input alone, and their target and output only for the others.
+        let inp = top.node.input(i);
         let state = aut.accept(&top.state, inp);
         let matches = aut.is_match(&state);
         let descend = aut.can_match(&state);
         if !matches && !descend {
             continue;
         }
-        let t = top.node.transition(i);
-        debug_assert_eq!(t.inp, inp);
-        key.push(t.inp);
+        let (o, addr) = top.node.target(i);
+        key.push(inp);
         if skip.contains(&key.as_slice()) {
             key.pop();
             continue;
         }
-        let out = top.out.cat(t.out);
-        let node = fst.node(t.addr);
+        let out = top.out.cat(o);
+        let node = View::at(fst, indexed, addr);
         if matches && node.is_final() && !f(&key, out.cat(node.final_output()).value()) {
             return false;
         }
         if descend {
             stack.push(Frame {
                 node,
-                inputs: inputs_end(&node, indexed),
                 next: 0,
                 few: few(&state),
                 state,
@@ -503,35 +495,9 @@ fn walk_with<A: Automaton>(
 }
 
 /// The format version of `fst` (its first eight bytes, little-endian).
-fn fst_version(fst: &Fst<&[u8]>) -> u64 {
+pub(crate) fn fst_version(fst: &Fst<&[u8]>) -> u64 {
     let head = fst.as_bytes().get(..8).and_then(|b| b.try_into().ok());
     head.map_or(0, u64::from_le_bytes)
-}
-
-/// For a node of many transitions, where its input bytes end in
-/// `node.as_slice()`: input `i` is the byte at `end - 1 - i`.
-///
-/// `fst` decodes a transition's input, output and target together, and the
-/// target's packed address is most of that work; a Levenshtein walk
-/// discards about two of every three transitions it looks at. This reads
-/// fst 0.4's node layout (pinned in Cargo.toml), which stores, from the
-/// node's last byte down: the state byte (its low six bits the number of
-/// transitions, or 0 when a byte below holds it), that byte, the pack
-/// sizes, a 256-byte index for nodes of more than 32 transitions (format
-/// 2 and later), then the inputs (transition 0 nearest the top). Tested
-/// against `transition(i)` on every node of a dictionary with every node
-/// layout. `None` for fst's compact one-transition nodes, which decode
-/// cheaply.
-fn inputs_end(node: &Node<'_>, indexed: bool) -> Option<usize> {
-    if node.state() != "AT" {
-        return None;
-    }
-    let bytes = node.as_slice();
-    let state = *bytes.last()?;
-    let count_byte = usize::from(state & 0b0011_1111 == 0);
-    let index = if indexed && node.len() > 32 { 256 } else { 0 };
-    let end = bytes.len().checked_sub(1 + count_byte + 1 + index)?;
-    (end >= node.len()).then_some(end)
 }
 
 /// Whether `word` begins with `text`: a loop the compiler keeps inline.
@@ -556,63 +522,6 @@ fn begins_with(word: &[u8], text: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// [`inputs_end`] reads the same input bytes as `transition(i)` on
-    /// every node, whatever its layout: one transition, a few, more than
-    /// 32 (indexed), more than 63 (count in its own byte), all 256, with
-    /// and without outputs, final or not.
-    #[test]
-    fn node_inputs_read_alone_match_fst() {
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        for a in 0..=255u8 {
-            keys.push(vec![a]);
-            keys.push(vec![b'x', a, b'y']);
-        }
-        for (n, lead) in [
-            (3u8, b'a'),
-            (20, b'b'),
-            (33, b'c'),
-            (63, b'd'),
-            (64, b'e'),
-            (200, b'f'),
-        ] {
-            for b in 0..n {
-                keys.push(vec![lead, b'0' + b % 40, b]);
-                keys.push(vec![lead, b]);
-            }
-        }
-        // Exactly at the layouts' edges: 32 / 33 (index), 63 / 64 (count byte).
-        for (n, lead) in [(32u8, b'g'), (33, b'h'), (63, b'i'), (64, b'j')] {
-            keys.extend((0..n).map(|b| vec![lead, b'!', b]));
-        }
-        keys.sort();
-        keys.dedup();
-        let map =
-            fst::Map::from_iter(keys.iter().enumerate().map(|(i, k)| (k, i as u64 * 7))).unwrap();
-        let map = fst::Map::new(map.as_fst().as_bytes()).unwrap();
-        let fst = map.as_fst();
-        assert_eq!(fst_version(fst), fst::raw::VERSION);
-        let (mut seen, mut any_trans) = (0, 0);
-        let mut todo = vec![fst.root()];
-        while let Some(node) = todo.pop() {
-            seen += 1;
-            let end = inputs_end(&node, true);
-            any_trans += usize::from(end.is_some());
-            for i in 0..node.len() {
-                let t = node.transition(i);
-                if let Some(end) = end {
-                    assert_eq!(
-                        node.as_slice()[end - 1 - i],
-                        t.inp,
-                        "node {} input {i}",
-                        node.addr()
-                    );
-                }
-                todo.push(fst.node(t.addr));
-            }
-        }
-        assert!(any_trans > 10 && seen > any_trans, "{any_trans} of {seen}");
-    }
 
     #[test]
     fn typos_and_prefixes() {

@@ -11,6 +11,7 @@
 
 pub mod address;
 pub mod blob;
+mod fstnode;
 pub mod fuzzy;
 pub mod levenshtein;
 pub mod names;
