@@ -19,40 +19,46 @@
 //! output. A test reads every node of a dictionary with every layout both
 //! ways.
 
-use fst::raw::{Fst, Output};
+use fst::raw::Output;
 
-/// A node of an FST.
+/// A node of an FST, small enough to stack: its bytes are the FST's,
+/// passed to each method.
 #[derive(Clone, Copy)]
-pub(crate) enum View<'f> {
+pub(crate) enum View {
     /// The final node without transitions (address 0).
     Empty,
     /// One transition, not final: decoded whole.
     One {
         input: u8,
-        out: Output,
-        target: usize,
+        out: u64,
+        target: u32,
     },
-    Any(AnyTrans<'f>),
+    Any(AnyTrans),
 }
 
 /// A node of many transitions (or final with one), its layout worked out.
 #[derive(Clone, Copy)]
-pub(crate) struct AnyTrans<'f> {
-    data: &'f [u8],
-    ntrans: usize,
-    is_final: bool,
-    /// Index of the 256-byte input index, if the node has one.
-    index: Option<usize>,
-    /// Input `i` is at `inputs_top - 1 - i`.
-    inputs_top: usize,
-    /// Transition `i`'s address delta ends at `addrs_top - i * tsize`.
-    addrs_top: usize,
-    /// Transition `i`'s output ends at `outs_top - i * osize`.
-    outs_top: usize,
-    tsize: usize,
-    osize: usize,
+pub(crate) struct AnyTrans {
+    /// Input `i` is at `inputs_top - 1 - i`; below the inputs, the
+    /// addresses, then the outputs; above them the index, if any.
+    inputs_top: u32,
     /// The node's lowest byte: addresses are deltas below it.
-    end: usize,
+    end: u32,
+    ntrans: u16,
+    tsize: u8,
+    osize: u8,
+    is_final: bool,
+    indexed: bool,
+}
+
+impl AnyTrans {
+    fn addrs_top(&self) -> usize {
+        self.inputs_top as usize - self.ntrans as usize
+    }
+
+    fn outs_top(&self) -> usize {
+        self.addrs_top() - self.ntrans as usize * self.tsize as usize
+    }
 }
 
 /// Nodes with more transitions than this carry an input index (format 2).
@@ -85,12 +91,12 @@ fn target(end: usize, delta: u64) -> usize {
     if delta == 0 { 0 } else { end - delta as usize }
 }
 
-impl<'f> View<'f> {
-    /// The node at `addr` of `fst` (whose format has input indexes if
-    /// `indexed`).
+impl View {
+    /// The node at `addr` of an FST whose bytes are `data` (and whose
+    /// format has input indexes if `indexed`). `data` must be shorter than
+    /// 4 GiB.
     #[inline]
-    pub fn at(fst: &'f Fst<&[u8]>, indexed: bool, addr: usize) -> View<'f> {
-        let data = fst.as_bytes();
+    pub fn at(data: &[u8], indexed: bool, addr: usize) -> View {
         if addr == 0 {
             return View::Empty;
         }
@@ -105,8 +111,8 @@ impl<'f> View<'f> {
                 // ... to the node just below, without output.
                 return View::One {
                     input,
-                    out: Output::zero(),
-                    target: below - 1,
+                    out: 0,
+                    target: (below - 1) as u32,
                 };
             }
             let sizes = data[below - 1];
@@ -115,12 +121,12 @@ impl<'f> View<'f> {
             let end = at - osize;
             return View::One {
                 input,
-                out: Output::new(if osize == 0 {
+                out: if osize == 0 {
                     0
                 } else {
                     unpack(data, end, osize)
-                }),
-                target: target(end, unpack(data, at, tsize)),
+                },
+                target: target(end, unpack(data, at, tsize)) as u32,
             };
         }
         let mut at = addr - 1;
@@ -134,23 +140,18 @@ impl<'f> View<'f> {
         };
         let sizes = data[at];
         let (tsize, osize) = ((sizes >> 4) as usize, (sizes & 0x0f) as usize);
-        let index = (indexed && ntrans > TRANS_INDEX_THRESHOLD).then(|| at - 256);
-        let inputs_top = index.unwrap_or(at);
-        let addrs_top = inputs_top - ntrans;
-        let outs_top = addrs_top - ntrans * tsize;
+        let indexed = indexed && ntrans > TRANS_INDEX_THRESHOLD;
+        let inputs_top = if indexed { at - 256 } else { at };
         let is_final = v & 0b0100_0000 != 0;
-        let end = outs_top - ntrans * osize - if is_final { osize } else { 0 };
+        let end = inputs_top - ntrans * (1 + tsize + osize) - if is_final { osize } else { 0 };
         View::Any(AnyTrans {
-            data,
-            ntrans,
+            inputs_top: inputs_top as u32,
+            end: end as u32,
+            ntrans: ntrans as u16,
+            tsize: tsize as u8,
+            osize: osize as u8,
             is_final,
-            index,
-            inputs_top,
-            addrs_top,
-            outs_top,
-            tsize,
-            osize,
-            end,
+            indexed,
         })
     }
 
@@ -159,7 +160,7 @@ impl<'f> View<'f> {
         match self {
             View::Empty => 0,
             View::One { .. } => 1,
-            View::Any(a) => a.ntrans,
+            View::Any(a) => a.ntrans as usize,
         }
     }
 
@@ -173,11 +174,12 @@ impl<'f> View<'f> {
     }
 
     #[inline]
-    pub fn final_output(&self) -> Output {
+    pub fn final_output(&self, data: &[u8]) -> Output {
         match self {
             View::Any(a) if a.is_final && a.osize > 0 => {
-                let at = a.outs_top - (a.ntrans + 1) * a.osize;
-                Output::new(unpack(a.data, at, a.osize))
+                let osize = a.osize as usize;
+                let at = a.outs_top() - (a.ntrans as usize + 1) * osize;
+                Output::new(unpack(data, at, osize))
             }
             _ => Output::zero(),
         }
@@ -185,52 +187,50 @@ impl<'f> View<'f> {
 
     /// The input byte of transition `i`.
     #[inline]
-    pub fn input(&self, i: usize) -> u8 {
+    pub fn input(&self, data: &[u8], i: usize) -> u8 {
         match self {
             View::Empty => panic!("the empty node has no transitions"),
             View::One { input, .. } => *input,
-            View::Any(a) => a.data[a.inputs_top - 1 - i],
+            View::Any(a) => data[a.inputs_top as usize - 1 - i],
         }
     }
 
     /// The output and target address of transition `i`.
     #[inline]
-    pub fn target(&self, i: usize) -> (Output, usize) {
+    pub fn target(&self, data: &[u8], i: usize) -> (Output, usize) {
         match self {
             View::Empty => panic!("the empty node has no transitions"),
-            View::One { out, target, .. } => (*out, *target),
+            View::One { out, target, .. } => (Output::new(*out), *target as usize),
             View::Any(a) => {
-                assert!(i < a.ntrans);
-                let out = if a.osize == 0 {
+                assert!(i < a.ntrans as usize);
+                let (tsize, osize) = (a.tsize as usize, a.osize as usize);
+                let out = if osize == 0 {
                     Output::zero()
                 } else {
-                    Output::new(unpack(a.data, a.outs_top - (i + 1) * a.osize, a.osize))
+                    Output::new(unpack(data, a.outs_top() - (i + 1) * osize, osize))
                 };
-                let delta = unpack(a.data, a.addrs_top - (i + 1) * a.tsize, a.tsize);
-                (out, target(a.end, delta))
+                let delta = unpack(data, a.addrs_top() - (i + 1) * tsize, tsize);
+                (out, target(a.end as usize, delta))
             }
         }
     }
 
     /// The transition whose input is `b`.
     #[inline]
-    pub fn find_input(&self, b: u8) -> Option<usize> {
+    pub fn find_input(&self, data: &[u8], b: u8) -> Option<usize> {
         match self {
             View::Empty => None,
             View::One { input, .. } => (*input == b).then_some(0),
-            View::Any(a) => match a.index {
-                Some(index) => {
-                    let i = a.data[index + b as usize] as usize;
-                    (i < a.ntrans).then_some(i)
+            View::Any(a) => {
+                let (top, n) = (a.inputs_top as usize, a.ntrans as usize);
+                if a.indexed {
+                    let i = data[top + b as usize] as usize;
+                    (i < n).then_some(i)
+                } else {
+                    let inputs = &data[top - n..top];
+                    inputs.iter().rposition(|&x| x == b).map(|p| n - 1 - p)
                 }
-                None => {
-                    let inputs = &a.data[a.inputs_top - a.ntrans..a.inputs_top];
-                    inputs
-                        .iter()
-                        .rposition(|&x| x == b)
-                        .map(|p| a.ntrans - 1 - p)
-                }
-            },
+            }
         }
     }
 }
@@ -307,16 +307,17 @@ mod tests {
                 }
                 seen += 1;
                 let node = fst.node(addr);
-                let view = View::at(fst, indexed, addr);
+                let data = fst.as_bytes();
+                let view = View::at(data, indexed, addr);
                 any += usize::from(matches!(view, View::Any(_)));
                 assert_eq!(view.len(), node.len(), "node {addr}");
                 assert_eq!(view.is_final(), node.is_final(), "node {addr}");
-                assert_eq!(view.final_output(), node.final_output(), "node {addr}");
+                assert_eq!(view.final_output(data), node.final_output(), "node {addr}");
                 for i in 0..node.len() {
                     let t = node.transition(i);
-                    assert_eq!(view.input(i), t.inp, "node {addr} input {i}");
+                    assert_eq!(view.input(data, i), t.inp, "node {addr} input {i}");
                     assert_eq!(
-                        view.target(i),
+                        view.target(data, i),
                         (t.out, t.addr),
                         "node {addr} transition {i}"
                     );
@@ -324,7 +325,7 @@ mod tests {
                 }
                 for b in 0..=255u8 {
                     assert_eq!(
-                        view.find_input(b),
+                        view.find_input(data, b),
                         node.find_input(b),
                         "node {addr} byte {b}"
                     );

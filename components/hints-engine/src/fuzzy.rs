@@ -401,8 +401,8 @@ fn walk_with<A: Automaton>(
     few: &mut impl FnMut(&A::State) -> Option<Few>,
     skip: &[&[u8]],
 ) -> bool {
-    struct Frame<'f, S> {
-        node: View<'f>,
+    struct Frame<S> {
+        node: View,
         /// The next transition (or byte of `few`) to try.
         next: usize,
         /// The only bytes that can follow, if known.
@@ -411,23 +411,26 @@ fn walk_with<A: Automaton>(
         out: Output,
     }
     let indexed = fst_version(fst) >= 2;
-    let mut node = View::at(fst, indexed, fst.root().addr());
+    let data = fst.as_bytes();
+    assert!(data.len() < u32::MAX as usize, "an FST of 4 GiB or more");
+    let mut node = View::at(data, indexed, fst.root().addr());
     let mut state = aut.start();
     let mut out = Output::zero();
     for &b in lead {
         if !aut.can_match(&state) {
             return true;
         }
-        let Some(i) = node.find_input(b) else {
+        let Some(i) = node.find_input(data, b) else {
             return true;
         };
-        let (o, addr) = node.target(i);
+        let (o, addr) = node.target(data, i);
         state = aut.accept(&state, b);
         out = out.cat(o);
-        node = View::at(fst, indexed, addr);
+        node = View::at(data, indexed, addr);
     }
     let mut key = lead.to_vec();
-    if node.is_final() && aut.is_match(&state) && !f(&key, out.cat(node.final_output()).value()) {
+    if node.is_final() && aut.is_match(&state) && !f(&key, out.cat(node.final_output(data)).value())
+    {
         return false;
     }
     if !aut.can_match(&state) {
@@ -444,7 +447,7 @@ fn walk_with<A: Automaton>(
         let i = match top.few {
             Some(Few { bytes, len }) if top.next < len as usize => {
                 top.next += 1;
-                match top.node.find_input(bytes[top.next - 1]) {
+                match top.node.find_input(data, bytes[top.next - 1]) {
                     Some(i) => i,
                     None => continue,
                 }
@@ -461,22 +464,22 @@ fn walk_with<A: Automaton>(
         };
         // Most transitions lead where the automaton cannot go: read their
         // input alone, and their target and output only for the others.
-        let inp = top.node.input(i);
+        let inp = top.node.input(data, i);
         let state = aut.accept(&top.state, inp);
         let matches = aut.is_match(&state);
         let descend = aut.can_match(&state);
         if !matches && !descend {
             continue;
         }
-        let (o, addr) = top.node.target(i);
+        let (o, addr) = top.node.target(data, i);
         key.push(inp);
         if skip.contains(&key.as_slice()) {
             key.pop();
             continue;
         }
         let out = top.out.cat(o);
-        let node = View::at(fst, indexed, addr);
-        if matches && node.is_final() && !f(&key, out.cat(node.final_output()).value()) {
+        let node = View::at(data, indexed, addr);
+        if matches && node.is_final() && !f(&key, out.cat(node.final_output(data)).value()) {
             return false;
         }
         if descend {
