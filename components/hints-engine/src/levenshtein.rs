@@ -447,17 +447,25 @@ impl<'p> Builder<'p> {
     }
 
     /// The state of parametric `shape` at query position `offset`.
+    #[inline]
     fn at(&mut self, shape: u32, offset: u32) -> u32 {
         if shape == 0 {
             return SINK;
         }
         let slot = shape as usize * (self.chars.len() + 1) + offset as usize;
-        if self.at_ids[slot] == 0 {
-            let id = self.row(SINK, 0);
-            self.at_ids[slot] = id;
-            self.todo.push((shape, offset, id));
+        match self.at_ids[slot] {
+            0 => self.new_at(shape, offset, slot),
+            id => id,
         }
-        self.at_ids[slot]
+    }
+
+    /// A new parametric state's row, to be filled.
+    #[cold]
+    fn new_at(&mut self, shape: u32, offset: u32, slot: usize) -> u32 {
+        let id = self.row(SINK, 0);
+        self.at_ids[slot] = id;
+        self.todo.push((shape, offset, id));
+        id
     }
 
     /// The state `n` (0 to 3) continuation bytes, whatever they are, before
@@ -514,21 +522,21 @@ impl<'p> Builder<'p> {
         if (0..ROLES).any(alive) {
             return MANY; // every byte of some UTF-8 role
         }
-        let mut live: Vec<u8> = self
-            .own
-            .iter()
-            .copied()
-            .filter(|&b| alive(self.class[b as usize] as usize))
-            .collect();
-        if live.len() > 3 {
-            return MANY;
+        let (mut live, mut n) = ([0u8; 3], 0);
+        for &b in &self.own {
+            if alive(self.class[b as usize] as usize) {
+                if n == 3 {
+                    return MANY;
+                }
+                live[n] = b;
+                n += 1;
+            }
         }
-        live.sort_unstable();
-        live.iter()
+        live[..n].sort_unstable();
+        live[..n]
+            .iter()
             .enumerate()
-            .fold(live.len() as u32, |v, (i, &b)| {
-                v | u32::from(b) << (8 * (i + 1))
-            })
+            .fold(n as u32, |v, (i, &b)| v | u32::from(b) << (8 * (i + 1)))
     }
 
     /// Fills the row of parametric state (`shape`, `offset`).
