@@ -211,7 +211,7 @@ fn replay(bytes: &[u8], log: &Path, count: usize, show: bool) -> Result<()> {
         share(0.05),
         share(0.10)
     ));
-    for (ns, q) in times.iter().rev().take(std::env::var("EDGE_SLOWEST").ok().and_then(|v| v.parse().ok()).unwrap_or(10)) {
+    for (ns, q) in times.iter().rev().take(10) {
         say(format_args!("{:9.1} µs  {q}", *ns as f64 / 1000.0));
     }
     Ok(())
