@@ -11,7 +11,7 @@
 //! fst 0.4 (pinned in Cargo.toml) lays a many-transition node out, from its
 //! address (its last byte) down: the state byte (0b00 or 0b01 for final in
 //! its top bits; in its low six the number of transitions, or 0 when the
-//! byte below holds it, 1 meaning 256), that count byte, the pack sizes
+//! byte below holds it), that count byte (where 1 means 256), the pack sizes
 //! (transition addresses' bytes in the high nibble, outputs' in the low),
 //! a 256-byte index of inputs for nodes of more than 32 transitions (format
 //! 2 on), the inputs (transition 0 nearest the top), the addresses as
@@ -291,7 +291,7 @@ mod tests {
         }
         keys.sort();
         keys.dedup();
-        for scale in [1u64, 7, 70_000, 1 << 40] {
+        for scale in [1u64, 7, 70_000, 1 << 40, 1 << 52] {
             let map =
                 fst::Map::from_iter(keys.iter().enumerate().map(|(i, k)| (k, i as u64 * scale)))
                     .unwrap();

@@ -685,8 +685,23 @@ mod tests {
                 );
                 let mut hi = lead.as_bytes().to_vec();
                 *hi.last_mut().unwrap() += 1;
+                // The same walk looking up only the live bytes where the
+                // automaton has few (as `for_each_typo` does).
+                let mut by_few = Keys::new();
+                walk_with(
+                    map.as_fst(),
+                    &aut,
+                    lead.as_bytes(),
+                    &mut collect(&mut by_few),
+                    &mut |s| aut.few(s),
+                    &[],
+                );
                 let streamed = by_stream(map.search(aut).ge(lead).lt(&hi));
                 assert_eq!(walked, streamed, "{text} {prefix} {edits} under {lead}");
+                assert_eq!(
+                    by_few, streamed,
+                    "{text} {prefix} {edits} under {lead}, live bytes"
+                );
             }
             let mut exact = Keys::new();
             m.for_each_exact(&map, collect(&mut exact));

@@ -53,6 +53,10 @@ const PER_POSITION: usize = 6;
 const UNFINISHED: f32 = 1.5;
 /// Dictionary keys a single word may enumerate (typo'd long words touch few).
 const ENUMERATION_CAP: usize = 20_000;
+/// Longest name part looked up, in characters: the Levenshtein automaton
+/// of a token grows with its length (a 4,000-character token took
+/// seconds), and no name part comes near it. Longer tokens are cut.
+const MAX_TOKEN_CHARS: usize = 48;
 
 /// A part of a full name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
@@ -409,7 +413,7 @@ impl<'a> NameIndex<'a> {
         parts: Option<&[Part]>,
         gender: Option<Gender>,
     ) -> Vec<Fio<'a>> {
-        let words = tokens(query, true);
+        let words = query_words(query);
         if words.is_empty() || words.len() > 3 {
             return Vec::new();
         }
@@ -537,6 +541,14 @@ impl<'a> NameIndex<'a> {
     }
 }
 
+/// A query's words, each cut to [`MAX_TOKEN_CHARS`] characters.
+fn query_words(query: &str) -> Vec<String> {
+    tokens(query, true)
+        .into_iter()
+        .map(|w| w.chars().take(MAX_TOKEN_CHARS).collect())
+        .collect()
+}
+
 /// Calls `emit` with every combination of one candidate per position.
 fn combine(lists: &[Vec<Candidate>], emit: &mut dyn FnMut(f32, &[Candidate])) {
     fn go(
@@ -599,6 +611,19 @@ mod tests {
         assert_eq!(values(&ix, "иванов")[0], "Иванович");
         assert_eq!(values(&ix, "алена")[0], "Алёна");
         assert_eq!(values(&ix, "анастасй")[0], "Анастасия"); // typo
+    }
+
+    /// A token longer than any name part is cut to its first
+    /// [`MAX_TOKEN_CHARS`] characters (its automaton would grow with it).
+    #[test]
+    fn overlong_tokens_are_cut() {
+        let long = format!("петров {}", "ж".repeat(4000));
+        let words = query_words(&long);
+        assert_eq!(words[0], "петров");
+        assert_eq!(words[1], "ж".repeat(MAX_TOKEN_CHARS));
+        let b = ix_bytes();
+        let ix = NameIndex::open(&b).unwrap();
+        assert!(ix.suggest(&long, 5, None, None).is_empty());
     }
 
     #[test]
