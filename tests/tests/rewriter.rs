@@ -775,7 +775,16 @@ async fn match_cache_passes_resources_no_rule_matches_untouched() {
     assert_eq!(first.headers["etag"], "W/\"7\"");
     assert!(first.headers.get("content-length").is_none());
     assert_eq!(gunzip(first.body.as_ref().unwrap()), b"body { color: red }");
-    let again = fetch(&edge, "clone.test", "/static/plain.css?v=7", &gz).await;
+    // Each of the site's two instances keeps its own cache, and the next
+    // request may go to the other one (the first may still be finishing):
+    // within a fetch per instance, one passes the resource through.
+    let mut again = fetch(&edge, "clone.test", "/static/plain.css?v=7", &gz).await;
+    for _ in 0..2 {
+        if again.headers["etag"] == "\"7\"" {
+            break;
+        }
+        again = fetch(&edge, "clone.test", "/static/plain.css?v=7", &gz).await;
+    }
     assert_eq!(again.headers["etag"], "\"7\"", "{:?}", again.headers);
     assert_eq!(again.body.as_ref().unwrap(), &gzip(b"body { color: red }"));
     assert_eq!(
