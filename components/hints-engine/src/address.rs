@@ -73,7 +73,7 @@
 use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Hit, Matcher, max_edits};
-use crate::text::{address_tokens, canonical_type, char_len, ends_in_word, fold, prefixes};
+use crate::text::{address_tokens, canonical_type, capped, char_len, ends_in_word, fold, prefixes};
 use crate::topk::TopK;
 use fst::Map;
 use serde::Deserialize;
@@ -147,7 +147,6 @@ const EXACT_NAME_BONUS: f32 = 6.0;
 const DROPPED_WORD_COST: f32 = 4.0;
 /// Query limits (the component refuses longer queries before this).
 const MAX_QUERY_TOKENS: usize = 10;
-const MAX_TOKEN_CHARS: usize = 48;
 
 // ---------------------------------------------------------------------------
 // Input
@@ -1164,20 +1163,14 @@ impl<'a> AddressIndex<'a> {
         }
         let typing = ends_in_word(query);
         let n = words.len().min(MAX_QUERY_TOKENS);
-        let original: Vec<String> = words
+        let original: Vec<String> = words.iter().take(n).map(|w| capped(w)).collect();
+        let tokens = original
             .iter()
-            .take(n)
-            .map(|w| w.chars().take(MAX_TOKEN_CHARS).collect())
-            .collect();
-        let tokens = words
-            .into_iter()
-            .take(MAX_QUERY_TOKENS)
             .enumerate()
             .map(|(i, w)| {
-                let w: String = w.chars().take(MAX_TOKEN_CHARS).collect();
                 let last = i + 1 == n && typing;
-                let chars = char_len(&w);
-                match canonical_type(&w) {
+                let chars = char_len(w);
+                match canonical_type(w) {
                     // A type word typed in full (or a finished abbreviation).
                     Some(canon) if !last || chars >= 2 => QueryToken {
                         m: Matcher::new(canon, false, 0),
@@ -1186,7 +1179,7 @@ impl<'a> AddressIndex<'a> {
                         last,
                         dropped: false,
                     },
-                    _ => word_token(&w, last),
+                    _ => word_token(w, last),
                 }
             })
             .collect::<Vec<QueryToken>>();

@@ -368,11 +368,6 @@ impl Dfa {
         self.distance(state)
     }
 
-    /// Upper bound of state values + 1 (to size per-state tables).
-    pub fn state_bound(&self) -> usize {
-        self.table.len()
-    }
-
     /// Bytes the automaton holds.
     pub fn heap_bytes(&self) -> usize {
         self.table.len() * 4 + 256
@@ -679,7 +674,7 @@ mod tests {
             ("ab", 0, false),
         ] {
             let dfa = Dfa::new(query, edits, prefix);
-            for row in (0..dfa.state_bound()).step_by(dfa.stride as usize) {
+            for row in (0..dfa.table.len()).step_by(dfa.stride as usize) {
                 let state = row as u32;
                 let alive: Vec<u8> = (0..=255u8)
                     .filter(|&b| dfa.transition(state, b) != SINK)

@@ -35,7 +35,7 @@
 use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Matcher, max_edits};
-use crate::text::{char_len, ends_in_word, prefixes, tokens};
+use crate::text::{capped, char_len, ends_in_word, prefixes, tokens};
 use crate::topk::TopK;
 use fst::Map;
 use serde::Deserialize;
@@ -53,10 +53,6 @@ const PER_POSITION: usize = 6;
 const UNFINISHED: f32 = 1.5;
 /// Dictionary keys a single word may enumerate (typo'd long words touch few).
 const ENUMERATION_CAP: usize = 20_000;
-/// Longest name part looked up, in characters: the Levenshtein automaton
-/// of a token grows with its length (a 4,000-character token took
-/// seconds), and no name part comes near it. Longer tokens are cut.
-const MAX_TOKEN_CHARS: usize = 48;
 
 /// A part of a full name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
@@ -541,12 +537,9 @@ impl<'a> NameIndex<'a> {
     }
 }
 
-/// A query's words, each cut to [`MAX_TOKEN_CHARS`] characters.
+/// A query's words, each cut to [`crate::text::MAX_TOKEN_CHARS`] characters.
 fn query_words(query: &str) -> Vec<String> {
-    tokens(query, true)
-        .into_iter()
-        .map(|w| w.chars().take(MAX_TOKEN_CHARS).collect())
-        .collect()
+    tokens(query, true).iter().map(|w| capped(w)).collect()
 }
 
 /// Calls `emit` with every combination of one candidate per position.
@@ -614,13 +607,13 @@ mod tests {
     }
 
     /// A token longer than any name part is cut to its first
-    /// [`MAX_TOKEN_CHARS`] characters (its automaton would grow with it).
+    /// [`crate::text::MAX_TOKEN_CHARS`] characters (its automaton would grow with it).
     #[test]
     fn overlong_tokens_are_cut() {
         let long = format!("петров {}", "ж".repeat(4000));
         let words = query_words(&long);
         assert_eq!(words[0], "петров");
-        assert_eq!(words[1], "ж".repeat(MAX_TOKEN_CHARS));
+        assert_eq!(words[1], "ж".repeat(crate::text::MAX_TOKEN_CHARS));
         let b = ix_bytes();
         let ix = NameIndex::open(&b).unwrap();
         assert!(ix.suggest(&long, 5, None, None).is_empty());

@@ -48,6 +48,16 @@ pub fn fold(s: &str) -> String {
     out
 }
 
+/// Longest query word looked up, in characters: a word's Levenshtein
+/// automaton grows with its length (a 4,000-character word took seconds),
+/// and no place name or name part comes near it.
+pub const MAX_TOKEN_CHARS: usize = 48;
+
+/// `word` cut to [`MAX_TOKEN_CHARS`] characters.
+pub fn capped(word: &str) -> String {
+    word.chars().take(MAX_TOKEN_CHARS).collect()
+}
+
 /// The folded tokens of `s`: runs of letters and digits, with inner hyphens
 /// kept if `keep_hyphen`.
 pub fn tokens(s: &str, keep_hyphen: bool) -> Vec<String> {
