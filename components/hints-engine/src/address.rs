@@ -80,7 +80,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 
-const MAGIC: &[u8; 8] = b"EDGEHA02";
+const MAGIC: &[u8; 8] = b"EDGEHA03";
 const NONE: u32 = u32::MAX;
 /// Streets rank this far (in ln units) below their place.
 const STREET_BELOW_PLACE: f32 = 6.0;
@@ -605,6 +605,18 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
         &col(&|n| (n.name_words as u32) << 16 | n.named_words as u32),
     );
     w.add_u32s(b"ntok", &tok_ids);
+    // Each of those words' first four bytes, beside its id: most words a
+    // candidate is checked against are ruled out by them, without reading
+    // the word from the string table (a cache miss per word).
+    let heads: Vec<u32> = nodes
+        .iter()
+        .flat_map(|n| {
+            n.tokens
+                .iter()
+                .map(|t| crate::fuzzy::word_head(t.as_bytes()))
+        })
+        .collect();
+    w.add_u32s(b"nthd", &heads);
     let (house_off, house_ids) = flatten(nodes.iter().map(|n| n.houses.iter().copied()));
     w.add_u32s(b"nhof", &house_off);
     w.add_u32s(b"nhou", &house_ids);
@@ -720,6 +732,8 @@ pub struct AddressIndex<'a> {
     lon: U32s<'a>,
     tok_off: U32s<'a>,
     tok: U32s<'a>,
+    /// The first four bytes of each word of `tok` ([`crate::fuzzy::word_head`]).
+    tok_head: U32s<'a>,
     /// Per node: name words << 16 | name and alias words (the first of
     /// its words; the rest are context).
     word_groups: U32s<'a>,
@@ -831,6 +845,7 @@ impl<'a> AddressIndex<'a> {
             word_groups: b.u32s(b"ntgr")?,
             letters: b.u32s(b"nlet")?,
             tok: b.u32s(b"ntok")?,
+            tok_head: b.u32s(b"nthd")?,
             house_off: b.u32s(b"nhof")?,
             house: b.u32s(b"nhou")?,
             child_off: b.u32s(b"ncof")?,
@@ -856,6 +871,7 @@ impl<'a> AddressIndex<'a> {
             || index.top_cost.len() + 1 != index.top_offsets.len()
             || index.name_offsets.len() != index.names.len() + 1
             || index.token_strs.len() != index.tokens.len() + 1
+            || index.tok_head.len() != index.tok.len()
         {
             return Err(IndexError::Format(
                 "address index columns disagree in length".into(),
@@ -1518,8 +1534,19 @@ impl<'a> AddressIndex<'a> {
         let mut any = false;
         let groups = self.word_groups.get(node as usize);
         let (name_words, named_words) = ((groups >> 16) as usize, (groups & 0xffff) as usize);
-        for (i, word) in self.words(node).enumerate() {
+        let (a, b) = (
+            self.tok_off.get(node as usize) as usize,
+            self.tok_off.get(node as usize + 1) as usize,
+        );
+        for (i, at) in (a..b).enumerate() {
             let named = i < named_words;
+            // Most words are ruled out by their first bytes for every
+            // token: those are not read from the string table.
+            let head = self.tok_head.get(at);
+            if !tokens.iter().any(|t| t.m.may_match_head(head, named)) {
+                continue;
+            }
+            let word = self.token_strs.bytes(self.tok.get(at) + 1);
             for (t, slot) in tokens.iter().zip(cover.iter_mut()) {
                 // Context words (country, region, ...) match only without
                 // typos: a comparison, not the automaton.
@@ -1555,16 +1582,6 @@ impl<'a> AddressIndex<'a> {
         } else {
             self.scan(&d.expansion.typos, EDIT_COST, tokens, top);
         }
-    }
-
-    fn words(&self, node: u32) -> impl Iterator<Item = &'a [u8]> + '_ {
-        let (a, b) = (
-            self.tok_off.get(node as usize),
-            self.tok_off.get(node as usize + 1),
-        );
-        self.tok
-            .range(a as usize, b as usize)
-            .map(|t| self.token_strs.bytes(t + 1))
     }
 
     fn children(&self, node: u32) -> impl Iterator<Item = u32> + 'a {

@@ -95,7 +95,7 @@ impl View {
     /// The node at `addr` of an FST whose bytes are `data` (and whose
     /// format has input indexes if `indexed`). `data` must be shorter than
     /// 4 GiB.
-    #[inline]
+    #[inline(always)]
     pub fn at(data: &[u8], indexed: bool, addr: usize) -> View {
         if addr == 0 {
             return View::Empty;
@@ -196,7 +196,7 @@ impl View {
     }
 
     /// The output and target address of transition `i`.
-    #[inline]
+    #[inline(always)]
     pub fn target(&self, data: &[u8], i: usize) -> (Output, usize) {
         match self {
             View::Empty => panic!("the empty node has no transitions"),

@@ -62,6 +62,16 @@ fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<Dfa> {
 /// Bytes per generation of [`recent_dfa`].
 const RECENT_BYTES: usize = 2 << 20;
 
+/// A word's first four bytes, little-endian, zero-padded when it is
+/// shorter: what [`Matcher::may_match_head`] looks at.
+pub fn word_head(word: &[u8]) -> u32 {
+    let mut head = [0u8; 4];
+    for (h, &b) in head.iter_mut().zip(word) {
+        *h = b;
+    }
+    u32::from_le_bytes(head)
+}
+
 /// A query token compiled for matching.
 ///
 /// The word being typed (`prefix`) matches any word that begins within the
@@ -77,6 +87,10 @@ pub struct Matcher {
     pub prefix: bool,
     edits: u8,
     dfa: Arc<Dfa>,
+    /// The token's first four bytes, little-endian, and a mask of those
+    /// it has ([`Matcher::may_match_head`]).
+    head: u32,
+    head_mask: u32,
 }
 
 /// How a dictionary word matched a query token.
@@ -92,11 +106,17 @@ impl Matcher {
     /// A matcher for `text` allowing `edits` edits.
     pub fn new(text: &str, prefix: bool, edits: u8) -> Self {
         let dfa = recent_dfa(text, prefix, edits);
+        let (mut head, mut head_mask) = ([0u8; 4], [0u8; 4]);
+        for ((h, m), &b) in head.iter_mut().zip(&mut head_mask).zip(text.as_bytes()) {
+            (*h, *m) = (b, 0xff);
+        }
         Self {
             text: text.to_owned(),
             prefix,
             edits,
             dfa,
+            head: u32::from_le_bytes(head),
+            head_mask: u32::from_le_bytes(head_mask),
         }
     }
 
@@ -139,6 +159,40 @@ impl Matcher {
             }),
             Distance::AtLeast(_) => None,
         }
+    }
+
+    /// Whether a word beginning with `head` (its first four bytes,
+    /// little-endian, zero-padded if it is shorter) may match: false only
+    /// if [`Matcher::check_bytes`] (`typos`) or
+    /// [`Matcher::check_exact_bytes`] would certainly find no hit, so a
+    /// caller can skip reading the word itself.
+    ///
+    /// ```text
+    /// token "mosc", 1 edit:  "mosk…" may match; "pari…" cannot
+    /// ```
+    #[inline]
+    pub fn may_match_head(&self, head: u32, typos: bool) -> bool {
+        // A word that begins with the token begins with its first bytes.
+        if (head ^ self.head) & self.head_mask == 0 {
+            return true;
+        }
+        if !typos || self.edits == 0 {
+            return false;
+        }
+        let head = head.to_le_bytes();
+        // A matching word never leads the automaton to the sink, so
+        // neither does its beginning. (A zero byte ends a short word.)
+        let mut state = self.dfa.initial_state();
+        for &b in &head {
+            if b == 0 {
+                break;
+            }
+            state = self.dfa.transition(state, b);
+            if state == SINK {
+                return false;
+            }
+        }
+        true
     }
 
     /// [`Matcher::check_bytes`] allowing no typo: the word begins with the
@@ -603,6 +657,54 @@ mod tests {
 
     /// `walk` yields exactly what `fst`'s stream yields over the keys that
     /// begin with the lead, for exact and typo automata.
+    #[test]
+    fn heads_never_rule_out_a_match() {
+        // Every word of up to five letters over an alphabet of one-, two-
+        // and three-byte characters, against tokens of every edit budget.
+        let letters = ['a', 'b', 'о', 'к', '€'];
+        let mut words = vec![String::new()];
+        for len in 1..=5 {
+            let last: Vec<String> = words
+                .iter()
+                .filter(|w| w.chars().count() == len - 1)
+                .cloned()
+                .collect();
+            for w in last {
+                for c in letters {
+                    words.push(format!("{w}{c}"));
+                }
+            }
+        }
+        let (mut ruled_out, mut checked) = (0, 0);
+        for (text, prefix, edits) in [
+            ("ab", true, 0),
+            ("abо", true, 0),
+            ("abоa", false, 1),
+            ("оaк", true, 1),
+            ("€aк€", true, 1),
+            ("abоab", true, 2),
+            ("ококо", false, 2),
+        ] {
+            let m = Matcher::new(text, prefix, edits);
+            for w in &words {
+                let head = word_head(w.as_bytes());
+                for typos in [false, true] {
+                    let hit = if typos {
+                        m.check_bytes(w.as_bytes())
+                    } else {
+                        m.check_exact_bytes(w.as_bytes())
+                    };
+                    let may = m.may_match_head(head, typos);
+                    assert!(hit.is_none() || may, "{text} {edits} rules out {w}");
+                    checked += 1;
+                    ruled_out += usize::from(!may);
+                }
+            }
+        }
+        // And it does rule most words out.
+        assert!(ruled_out * 2 > checked, "{ruled_out} of {checked}");
+    }
+
     #[test]
     fn walk_equals_the_fst_stream() {
         use fst::{IntoStreamer, Streamer};
