@@ -73,12 +73,14 @@
 use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Hit, Matcher, max_edits};
+use crate::recent::Recent;
 use crate::text::{address_tokens, canonical_type, capped, char_len, ends_in_word, fold, prefixes};
 use crate::topk::TopK;
 use fst::Map;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
+use std::sync::{Arc, Mutex};
 
 const MAGIC: &[u8; 8] = b"EDGEHA03";
 const NONE: u32 = u32::MAX;
@@ -743,7 +745,17 @@ pub struct AddressIndex<'a> {
     house: U32s<'a>,
     child_off: U32s<'a>,
     child: U32s<'a>,
+    /// Expansions of recent query words ([`AddressIndex::expand`]).
+    recent: Mutex<Recent<ExpansionKey, Arc<Expansion>>>,
 }
+
+/// What an expansion depends on: the token's text, whether it is the word
+/// being typed, and its edit budget (`None`: the words as typed only).
+type ExpansionKey = (String, bool, Option<u8>);
+
+/// Bytes of expansions kept per generation ([`crate::recent`]): a few
+/// hundred words' worth, what users typing now ask again.
+const RECENT_EXPANSION_BYTES: usize = 256 << 10;
 
 /// One suggestion: a place or street node, and a house of a street.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -780,9 +792,16 @@ struct Expansion {
     broad: bool,
 }
 
+impl Expansion {
+    /// Bytes it keeps on the heap (with a little for its own bookkeeping).
+    fn heap_bytes(&self) -> usize {
+        64 + 4 * (self.exact.capacity() + self.typos.capacity())
+    }
+}
+
 /// The token whose words drive a query, and those words.
 struct Driver {
-    expansion: Expansion,
+    expansion: Arc<Expansion>,
     token: usize,
     /// A finished word as typed, without the typo variants it allows.
     exact_only: bool,
@@ -850,6 +869,7 @@ impl<'a> AddressIndex<'a> {
             house: b.u32s(b"nhou")?,
             child_off: b.u32s(b"ncof")?,
             child: b.u32s(b"nchi")?,
+            recent: Mutex::new(Recent::new(RECENT_EXPANSION_BYTES)),
         };
         let n = index.parent.len();
         let columns = [
@@ -1038,7 +1058,7 @@ impl<'a> AddressIndex<'a> {
         else {
             return;
         };
-        let mut best: Option<((bool, usize), Vec<u32>)> = None;
+        let mut best: Option<((bool, usize), Arc<Expansion>)> = None;
         for &i in candidates {
             let t = &tokens[i];
             if longest > 2 && char_len(&t.m.text) <= 2 {
@@ -1052,11 +1072,11 @@ impl<'a> AddressIndex<'a> {
             let e = self.exact_expansion(t);
             let key = (t.numeric, e.work);
             if !e.exact.is_empty() && best.as_ref().is_none_or(|(b, _)| key < *b) {
-                best = Some((key, e.exact));
+                best = Some((key, e));
             }
         }
         if let Some((_, words)) = best {
-            self.scan(&words, 0.0, tokens, top);
+            self.scan(&words.exact, 0.0, tokens, top);
         }
     }
 
@@ -1221,23 +1241,34 @@ impl<'a> AddressIndex<'a> {
     /// itself only: its typo variants and longer words are still accepted
     /// when another token drives, but expanding `san` to every `san…` is
     /// not worth it.
-    fn expand(&self, t: &QueryToken, full: bool) -> Expansion {
+    fn expand(&self, t: &QueryToken, full: bool) -> Arc<Expansion> {
         if !full
             && !t.m.prefix
             && let Some(id) = self.tokens.get(&t.m.text)
         {
-            return Expansion {
+            return Arc::new(Expansion {
                 exact: vec![id as u32],
                 typos: Vec::new(),
                 work: self.cost.get(id as usize) as usize,
                 broad: false,
-            };
+            });
         }
         if t.last {
             // The word being typed: its typo variants only if they can
             // still enter when the driver gets to them (see `drive`).
             return self.exact_expansion(t);
         }
+        let key = (t.m.text.clone(), t.m.prefix, Some(t.m.edits()));
+        Recent::get_or_make(&self.recent, key, || {
+            let e = self.walk_expansion(t);
+            let bytes = e.heap_bytes() + t.m.text.len();
+            (Arc::new(e), bytes)
+        })
+    }
+
+    /// The words `t` matches within its typo budget, up to
+    /// [`EXPANSION_CAP`] of work: a walk over the dictionary.
+    fn walk_expansion(&self, t: &QueryToken) -> Expansion {
         let (mut exact, mut typos, mut work, mut broad) = (Vec::new(), Vec::new(), 0usize, false);
         let text = t.m.text.as_bytes();
         t.m.for_each_key(&self.tokens, |key, id| {
@@ -1259,7 +1290,17 @@ impl<'a> AddressIndex<'a> {
     }
 
     /// The words `t` is or begins as typed, up to [`EXPANSION_CAP`] of work.
-    fn exact_expansion(&self, t: &QueryToken) -> Expansion {
+    fn exact_expansion(&self, t: &QueryToken) -> Arc<Expansion> {
+        let key = (t.m.text.clone(), t.m.prefix, None);
+        Recent::get_or_make(&self.recent, key, || {
+            let e = self.walk_exact_expansion(t);
+            let bytes = e.heap_bytes() + t.m.text.len();
+            (Arc::new(e), bytes)
+        })
+    }
+
+    /// [`Self::exact_expansion`], walked.
+    fn walk_exact_expansion(&self, t: &QueryToken) -> Expansion {
         let (mut exact, mut work, mut broad) = (Vec::new(), 0usize, false);
         t.m.for_each_exact(&self.tokens, |_, id| {
             work += self.cost.get(id as usize) as usize;

@@ -3,9 +3,9 @@
 
 use crate::fstnode::View;
 use crate::levenshtein::{Dfa, Distance, SINK};
+use crate::recent::Recent;
 use fst::Automaton;
 use fst::raw::{Fst, Output};
-use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
 /// Edits allowed for a query token of `chars` characters: none up to 3,
@@ -22,41 +22,20 @@ pub fn max_edits(chars: usize) -> u8 {
     }
 }
 
-/// The automaton of a token, reused if it was built recently.
-///
-/// A user typing `москва хаб` sends `москва` again with every keystroke of
-/// the next word, and many users type the same words. Building is cheap
-/// now ([`crate::levenshtein`], a few KB per automaton), but over the bench
-/// log the cache still saves 4% of the instructions (3.59 → 3.46 G). Two
-/// generations of at most [`RECENT_BYTES`] each: a hit moves to the young
-/// one, and when that is full the old one is dropped. Shared by the threads
-/// of a native process; one per instance in the component.
+/// The automaton of a token, reused if it was built recently
+/// ([`crate::recent`]). Building is cheap now ([`crate::levenshtein`], a
+/// few KB per automaton), but over the bench log the cache still saves 4%
+/// of the instructions (3.59 → 3.46 G). Shared by the threads of a native
+/// process; one per instance in the component.
 fn recent_dfa(text: &str, prefix: bool, edits: u8) -> Arc<Dfa> {
-    type Generation = HashMap<(String, bool, u8), Arc<Dfa>>;
-    #[derive(Default)]
-    struct Recent {
-        young: Generation,
-        old: Generation,
-        young_bytes: usize,
-    }
-    static RECENT: LazyLock<Mutex<Recent>> = LazyLock::new(Mutex::default);
-    let key = (text.to_owned(), prefix, edits);
-    let found = {
-        let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
-        match recent.young.get(&key) {
-            Some(dfa) => return dfa.clone(),
-            None => recent.old.remove(&key),
-        }
-    };
-    let dfa = found.unwrap_or_else(|| Arc::new(Dfa::new(text, edits, prefix)));
-    let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
-    recent.young_bytes += dfa.heap_bytes() + text.len();
-    recent.young.insert(key, dfa.clone());
-    if recent.young_bytes > RECENT_BYTES {
-        recent.old = std::mem::take(&mut recent.young);
-        recent.young_bytes = 0;
-    }
-    dfa
+    type Automata = Recent<(String, bool, u8), Arc<Dfa>>;
+    static RECENT: LazyLock<Mutex<Automata>> =
+        LazyLock::new(|| Mutex::new(Recent::new(RECENT_BYTES)));
+    Recent::get_or_make(&RECENT, (text.to_owned(), prefix, edits), || {
+        let dfa = Dfa::new(text, edits, prefix);
+        let bytes = dfa.heap_bytes() + text.len();
+        (Arc::new(dfa), bytes)
+    })
 }
 
 /// Bytes per generation of [`recent_dfa`].
@@ -366,16 +345,19 @@ impl Automaton for LevAutomaton<'_> {
         )
     }
 
+    #[inline(always)]
     fn is_match(&self, &(state, begins, exclude): &Self::State) -> bool {
         exclude as usize != self.exclude.len()
             && (begins as usize == self.begins.len()
                 || matches!(self.dfa.distance(state), Distance::Exact(_)))
     }
 
+    #[inline(always)]
     fn can_match(&self, &(state, begins, exclude): &Self::State) -> bool {
         exclude as usize != self.exclude.len() && (state != SINK || begins != DIVERGED)
     }
 
+    #[inline(always)]
     fn accept(&self, &(state, begins, exclude): &Self::State, byte: u8) -> Self::State {
         (
             self.dfa.transition(state, byte),
@@ -387,6 +369,7 @@ impl Automaton for LevAutomaton<'_> {
 
 /// Bytes of `s` matched after `byte`, given `m` before; once all of `s` is
 /// matched it stays so (every longer key begins with `s`).
+#[inline(always)]
 fn advance(s: &[u8], m: u32, byte: u8) -> u32 {
     match m {
         DIVERGED => DIVERGED,

@@ -15,6 +15,7 @@ mod fstnode;
 pub mod fuzzy;
 pub mod levenshtein;
 pub mod names;
+pub mod recent;
 pub mod text;
 mod topk;
 
