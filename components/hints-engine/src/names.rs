@@ -35,12 +35,14 @@
 use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Matcher, max_edits};
+use crate::recent::Recent;
 use crate::text::{capped, char_len, ends_in_word, prefixes, tokens};
 use crate::topk::TopK;
 use fst::Map;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
+use std::sync::{Arc, Mutex};
 
 const MAGIC: &[u8; 8] = b"EDGEHN01";
 const TOP_PREFIX_CHARS: usize = 2;
@@ -304,7 +306,18 @@ struct PartIndex<'a> {
 pub struct NameIndex<'a> {
     parts: [PartIndex<'a>; 3],
     strs: Strs<'a>,
+    /// Candidates of recent query words ([`NameIndex::candidates`]): a
+    /// user typing the given name sends the surname again with every
+    /// keystroke.
+    recent: Mutex<Recent<CandidatesKey, Arc<Vec<Candidate>>>>,
 }
+
+/// What a word's candidates depend on: the part, the word, and whether it
+/// is the word being typed.
+type CandidatesKey = (Part, String, bool);
+
+/// Bytes of candidates kept per generation ([`crate::recent`]).
+const RECENT_CANDIDATE_BYTES: usize = 256 << 10;
 
 /// One suggested name; parts absent from the query are `None`.
 #[derive(Debug, Clone, PartialEq)]
@@ -397,6 +410,7 @@ impl<'a> NameIndex<'a> {
         Ok(Self {
             parts: [part(b's')?, part(b'n')?, part(b'p')?],
             strs: b.strs(b"str_")?,
+            recent: Mutex::new(Recent::new(RECENT_CANDIDATE_BYTES)),
         })
     }
 
@@ -421,12 +435,12 @@ impl<'a> NameIndex<'a> {
         };
         let mut top: TopK<Combo> = TopK::new(count * 2 + 4);
         // Candidates per (part, word position) are shared between orders.
-        let mut memo: HashMap<(Part, usize), Vec<Candidate>> = HashMap::new();
+        let mut memo: HashMap<(Part, usize), Arc<Vec<Candidate>>> = HashMap::new();
         for &order in orders(words.len()) {
             if parts.is_some_and(|allowed| order.iter().any(|p| !allowed.contains(p))) {
                 continue;
             }
-            let lists: Vec<Vec<Candidate>> = order
+            let lists: Vec<Arc<Vec<Candidate>>> = order
                 .iter()
                 .enumerate()
                 .map(|(i, &p)| {
@@ -488,8 +502,17 @@ impl<'a> NameIndex<'a> {
     }
 
     /// The best forms of one part for one word, best first, at most
-    /// `PER_POSITION` of each gender.
-    fn candidates(&self, part: Part, word: &str, last: bool) -> Vec<Candidate> {
+    /// `PER_POSITION` of each gender; kept for reuse.
+    fn candidates(&self, part: Part, word: &str, last: bool) -> Arc<Vec<Candidate>> {
+        Recent::get_or_make(&self.recent, (part, word.to_owned(), last), || {
+            let all = self.find_candidates(part, word, last);
+            let bytes = 64 + word.len() + all.capacity() * std::mem::size_of::<Candidate>();
+            (Arc::new(all), bytes)
+        })
+    }
+
+    /// [`Self::candidates`], found.
+    fn find_candidates(&self, part: Part, word: &str, last: bool) -> Vec<Candidate> {
         let p = &self.parts[part.index()];
         let mut best: [TopK<u32>; 3] = [
             TopK::new(PER_POSITION),
