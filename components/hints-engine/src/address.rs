@@ -968,12 +968,21 @@ impl<'a> AddressIndex<'a> {
         let Some(first) = self.pick_driver(tokens, &required, false) else {
             return self.finish(top, count, room);
         };
-        self.drive(&first, tokens, count, &mut top);
+        // A word without typo budget that begins no dictionary word
+        // (`santa crz`: three letters get none) matches no entry: no
+        // driver can find one, and the fallbacks below are what can.
+        let hopeless = required.iter().any(|&i| {
+            let t = &tokens[i];
+            !t.numeric && t.m.edits() == 0 && !self.begins_a_word(&t.m.text)
+        });
+        if !hopeless {
+            self.drive(&first, tokens, count, &mut top);
+        }
         // Few or no entries: the driver may be the typo. Its typo variants
         // drive if they were left out (`nort om` for North Om…); with no
         // entry at all, another token does, since a driver's expansion
         // leaves out typos in its first letter (`koses lake`).
-        if top.len() < count && (first.exact_only || top.is_empty()) {
+        if !hopeless && top.len() < count && (first.exact_only || top.is_empty()) {
             let retry = if first.exact_only {
                 self.pick_driver(tokens, &required, true)
             } else {
