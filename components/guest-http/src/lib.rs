@@ -31,12 +31,21 @@ pub fn read_body(request: IncomingRequest, max: usize) -> Result<Vec<u8>, String
 pub fn write_all(
     stream: &OutputStream,
     pollable: &Pollable,
+    data: &[u8],
+) -> Result<(), StreamError> {
+    write_all_with(stream, || pollable.block(), data)
+}
+
+/// [`write_all`], calling `wait` whenever the stream is full.
+fn write_all_with(
+    stream: &OutputStream,
+    mut wait: impl FnMut(),
     mut data: &[u8],
 ) -> Result<(), StreamError> {
     while !data.is_empty() {
         let room = stream.check_write()? as usize;
         if room == 0 {
-            pollable.block();
+            wait();
             continue;
         }
         let n = room.min(data.len());
@@ -47,11 +56,23 @@ pub fn write_all(
 }
 
 /// Answers `status` with `headers` and the whole `body`.
+///
+/// Every call into the host costs (lowering, resource tables): the headers
+/// go in one call, and a pollable is made only if the body does not fit
+/// the stream's first window.
 pub fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &str)], body: &[u8]) {
-    let fields = Fields::new();
-    for (name, value) in headers {
-        let _ = fields.set(name, &[value.as_bytes().to_vec()]);
-    }
+    let entries: Vec<(String, Vec<u8>)> = headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
+        .collect();
+    // A header the host refuses is left out rather than failing the answer.
+    let fields = Fields::from_list(&entries).unwrap_or_else(|_| {
+        let fields = Fields::new();
+        for (name, value) in &entries {
+            let _ = fields.append(name, value);
+        }
+        fields
+    });
     let response = OutgoingResponse::new(fields);
     let _ = response.set_status_code(status);
     let Ok(outgoing) = response.body() else {
@@ -59,8 +80,9 @@ pub fn respond(out: ResponseOutparam, status: u16, headers: &[(&str, &str)], bod
     };
     ResponseOutparam::set(out, Ok(response));
     if let Ok(stream) = outgoing.write() {
-        let pollable = stream.subscribe();
-        let _ = write_all(&stream, &pollable, body);
+        let mut pollable = None;
+        let wait = || pollable.get_or_insert_with(|| stream.subscribe()).block();
+        let _ = write_all_with(&stream, wait, body);
     }
     let _ = OutgoingBody::finish(outgoing, None);
 }
