@@ -3,10 +3,13 @@
 //! A user typing `москва хаб` sends `москва` again with every keystroke of
 //! the next word, and many users type the same words, so the work done for
 //! a word (its automaton, its expansion over the dictionary) is often done
-//! again moments later. Two generations of at most `budget` bytes each: a
-//! hit in the old one moves to the young one, and when the young one is
-//! full the old one is dropped. Memory stays under twice the budget
-//! whatever the queries.
+//! again moments later. Two generations of at most `budget` bytes each
+//! (plus the entry that filled one): a hit in the old one moves to the
+//! young one, and when the young one is full the old one is dropped.
+//! Memory stays under twice the budget plus two of the largest entries,
+//! whatever the queries. An entry larger than the budget empties the young
+//! generation at once; not caching such entries was measured and cost
+//! more (a broad word's expansion is dear to walk again).
 
 use std::collections::HashMap;
 use std::hash::Hash;
