@@ -965,9 +965,6 @@ impl<'a> AddressIndex<'a> {
             }
         }
         self.whole_names(tokens, &required, &mut top);
-        let Some(first) = self.pick_driver(tokens, &required, false) else {
-            return self.finish(top, count, room);
-        };
         // A word without typo budget that begins no dictionary word
         // (`santa crz`: three letters get none) matches no entry: no
         // driver can find one, and the fallbacks below are what can.
@@ -976,25 +973,29 @@ impl<'a> AddressIndex<'a> {
             !t.numeric && t.m.edits() == 0 && !self.begins_a_word(&t.m.text)
         });
         if !hopeless {
-            self.drive(&first, tokens, count, &mut top);
-        }
-        // Few or no entries: the driver may be the typo. Its typo variants
-        // drive if they were left out (`nort om` for North Om…); with no
-        // entry at all, another token does, since a driver's expansion
-        // leaves out typos in its first letter (`koses lake`).
-        if !hopeless && top.len() < count && (first.exact_only || top.is_empty()) {
-            let retry = if first.exact_only {
-                self.pick_driver(tokens, &required, true)
-            } else {
-                let others: Vec<usize> = required
-                    .iter()
-                    .copied()
-                    .filter(|&i| i != first.token)
-                    .collect();
-                self.pick_driver(tokens, &others, false)
+            let Some(first) = self.pick_driver(tokens, &required, false) else {
+                return self.finish(top, count, room);
             };
-            if let Some(next) = retry {
-                self.drive(&next, tokens, count, &mut top);
+            self.drive(&first, tokens, count, &mut top);
+            // Few or no entries: the driver may be the typo. Its typo
+            // variants drive if they were left out (`nort om` for North
+            // Om…); with no entry at all, another token does, since a
+            // driver's expansion leaves out typos in its first letter
+            // (`koses lake`).
+            if top.len() < count && (first.exact_only || top.is_empty()) {
+                let retry = if first.exact_only {
+                    self.pick_driver(tokens, &required, true)
+                } else {
+                    let others: Vec<usize> = required
+                        .iter()
+                        .copied()
+                        .filter(|&i| i != first.token)
+                        .collect();
+                    self.pick_driver(tokens, &others, false)
+                };
+                if let Some(next) = retry {
+                    self.drive(&next, tokens, count, &mut top);
+                }
             }
         }
         if top.is_empty() {
