@@ -1268,9 +1268,20 @@ impl<'a> AddressIndex<'a> {
             // still enter when the driver gets to them (see `drive`).
             return self.exact_expansion(t);
         }
-        let key = (t.m.text.clone(), t.m.prefix, Some(t.m.edits()));
+        self.kept(t, Some(t.m.edits()), || self.walk_expansion(t))
+    }
+
+    /// The expansion of `t` for `edits` (`None`: the words as typed) kept
+    /// in [`Self::recent`], else `walk`'s, kept.
+    fn kept(
+        &self,
+        t: &QueryToken,
+        edits: Option<u8>,
+        walk: impl FnOnce() -> Expansion,
+    ) -> Arc<Expansion> {
+        let key = (t.m.text.clone(), t.m.prefix, edits);
         Recent::get_or_make(&self.recent, key, || {
-            let e = self.walk_expansion(t);
+            let e = walk();
             let bytes = e.heap_bytes() + t.m.text.len();
             (Arc::new(e), bytes)
         })
@@ -1301,12 +1312,7 @@ impl<'a> AddressIndex<'a> {
 
     /// The words `t` is or begins as typed, up to [`EXPANSION_CAP`] of work.
     fn exact_expansion(&self, t: &QueryToken) -> Arc<Expansion> {
-        let key = (t.m.text.clone(), t.m.prefix, None);
-        Recent::get_or_make(&self.recent, key, || {
-            let e = self.walk_exact_expansion(t);
-            let bytes = e.heap_bytes() + t.m.text.len();
-            (Arc::new(e), bytes)
-        })
+        self.kept(t, None, || self.walk_exact_expansion(t))
     }
 
     /// [`Self::exact_expansion`], walked.

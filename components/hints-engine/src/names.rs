@@ -434,8 +434,6 @@ impl<'a> NameIndex<'a> {
             _ => &[Gender::Male, Gender::Female],
         };
         let mut top: TopK<Combo> = TopK::new(count * 2 + 4);
-        // Candidates per (part, word position) are shared between orders.
-        let mut memo: HashMap<(Part, usize), Arc<Vec<Candidate>>> = HashMap::new();
         for &order in orders(words.len()) {
             if parts.is_some_and(|allowed| order.iter().any(|p| !allowed.contains(p))) {
                 continue;
@@ -443,13 +441,8 @@ impl<'a> NameIndex<'a> {
             let lists: Vec<Arc<Vec<Candidate>>> = order
                 .iter()
                 .enumerate()
-                .map(|(i, &p)| {
-                    memo.entry((p, i))
-                        .or_insert_with(|| {
-                            self.candidates(p, &words[i], typing && i + 1 == words.len())
-                        })
-                        .clone()
-                })
+                // Kept between orders and keystrokes ([`Self::candidates`]).
+                .map(|(i, &p)| self.candidates(p, &words[i], typing && i + 1 == words.len()))
                 .collect();
             for &g in genders {
                 let per: Vec<Vec<Candidate>> = lists
