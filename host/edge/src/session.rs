@@ -17,6 +17,7 @@ use edge_config::{SessionKey, SessionSettings};
 use http::Response;
 use http_body_util::combinators::UnsyncBoxBody;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -64,43 +65,64 @@ pub struct SessionRegistry {
     workers: Arc<Workers>,
 }
 
-/// The worker threads' runtimes, which session tasks are spread over.
+/// The worker threads' runtimes, which session tasks run on.
 ///
-/// A session task runs where it is spawned. Spawned by whichever worker
-/// took the request that created it, all the instances of a busy key (say
-/// the hint engine's four) could land on one thread, leaving the other
-/// cores idle: they are dealt round-robin instead. Requests reach them
-/// through channels, so the thread does not matter otherwise.
+/// Instance `i` of a key lives on worker `i % workers`, so the instances
+/// of a busy key (say the hint engine's four) are spread over the cores;
+/// spawned wherever the request that created them ran, they could all land
+/// on one thread and leave the other cores idle. A request prefers an idle
+/// instance on its own worker: handing it a job is then a push onto the
+/// thread's own run queue, where a job for another thread wakes that
+/// thread (an eventfd write, often a context switch, and the reply wakes
+/// this one back).
 #[derive(Default)]
 struct Workers {
     handles: Mutex<Vec<tokio::runtime::Handle>>,
-    next: std::sync::atomic::AtomicUsize,
+}
+
+thread_local! {
+    /// This thread's index among the workers, if it is one.
+    static WORKER: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
 impl Workers {
-    fn spawn<F>(&self, task: F)
+    fn handles(&self) -> MutexGuard<'_, Vec<tokio::runtime::Handle>> {
+        self.handles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many workers there are (0 outside the server: tests, checks).
+    fn count(&self) -> usize {
+        self.handles().len()
+    }
+
+    /// The worker the calling thread is, if any.
+    fn current() -> Option<usize> {
+        WORKER.with(|w| w.get())
+    }
+
+    /// Runs `task` on worker `home`, or right here without workers.
+    fn spawn<F>(&self, home: Option<usize>, task: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
-        if handles.is_empty() {
-            drop(handles);
-            tokio::spawn(task); // no workers registered (tests, checks)
-            return;
+        let handles = self.handles();
+        match home {
+            Some(i) if !handles.is_empty() => {
+                handles[i % handles.len()].spawn(task);
+            }
+            _ => {
+                drop(handles);
+                tokio::spawn(task);
+            }
         }
-        let i = self.next.fetch_add(1, Relaxed) % handles.len();
-        handles[i].spawn(task);
     }
 }
 
 impl SessionRegistry {
-    /// Registers a worker thread's runtime for session tasks.
+    /// Registers the calling worker thread's runtime for session tasks.
     pub fn add_worker(&self, handle: tokio::runtime::Handle) {
-        let mut handles = self
-            .workers
-            .handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut handles = self.workers.handles();
+        WORKER.with(|w| w.set(Some(handles.len())));
         handles.push(handle);
     }
 
@@ -168,7 +190,7 @@ impl SessionPool {
         };
         {
             let mut sessions = self.lock();
-            let key = self.pick_instance(&sessions, base);
+            let (key, home) = self.pick_instance(&sessions, base);
             let unqueued = match sessions.get(&key) {
                 Some(session) => match session.tx.try_send(job) {
                     Ok(()) => {
@@ -211,15 +233,18 @@ impl SessionPool {
                         inflight: inflight.clone(),
                     },
                 );
-                self.workers.spawn(run_session(
-                    self.clone(),
-                    engine.clone(),
-                    key,
-                    id,
-                    rx,
-                    target.clone(),
-                    inflight,
-                ));
+                self.workers.spawn(
+                    home,
+                    run_session(
+                        self.clone(),
+                        engine.clone(),
+                        key,
+                        id,
+                        rx,
+                        target.clone(),
+                        inflight,
+                    ),
+                );
             }
         }
         response
@@ -227,34 +252,63 @@ impl SessionPool {
             .unwrap_or_else(|_| Err(Failure::Internal("session ended without answering".into())))
     }
 
-    /// Which instance of the key's `instances_per_key` takes the request:
-    /// an idle one, else a new one, else the least loaded.
-    fn pick_instance(&self, sessions: &HashMap<String, Session>, base: String) -> String {
+    /// Which instance of the key's `instances_per_key` takes the request,
+    /// and the worker it lives on: an idle one on this worker, else a new
+    /// one here, else an idle one elsewhere, else a new one elsewhere, else
+    /// the least loaded (this worker's on a tie).
+    fn pick_instance(
+        &self,
+        sessions: &HashMap<String, Session>,
+        base: String,
+    ) -> (String, Option<usize>) {
         let n = self.settings.instances_per_key;
+        let workers = self.workers.count();
+        let here = Workers::current().filter(|&w| w < workers);
         if n <= 1 {
-            return base;
+            // A key's one instance lives where its first request came in:
+            // that connection's later requests then stay on one thread.
+            return (base, here);
         }
-        let mut missing = None;
-        let mut least: Option<(usize, String)> = None;
+        let home = |i: usize| (workers > 0).then(|| i % workers);
+        let mut name = base;
+        name.push('#');
+        let stem = name.len();
+        let (mut missing_here, mut idle_elsewhere, mut missing) = (None, None, None);
+        let mut least: Option<(usize, bool, usize)> = None;
         for i in 0..n {
-            let name = format!("{base}#{i}");
-            match sessions.get(&name) {
+            name.truncate(stem);
+            let _ = write!(name, "{i}");
+            let local = here.is_none() || home(i) == here;
+            match sessions.get(name.as_str()) {
                 Some(s) => {
                     let load = s.inflight.load(Relaxed);
-                    if load == 0 {
-                        return name;
+                    if load == 0 && local {
+                        return (name, home(i));
                     }
-                    if least.as_ref().is_none_or(|(l, _)| load < *l) {
-                        least = Some((load, name));
+                    if load == 0 {
+                        idle_elsewhere.get_or_insert(i);
+                    }
+                    let rank = (load, !local, i);
+                    if least.is_none_or(|l| rank < l) {
+                        least = Some(rank);
                     }
                 }
-                None if missing.is_none() => missing = Some(name),
-                None => {}
+                None if local => {
+                    missing_here.get_or_insert(i);
+                }
+                None => {
+                    missing.get_or_insert(i);
+                }
             }
         }
-        missing
-            .or(least.map(|(_, name)| name))
-            .expect("instances_per_key >= 2")
+        let i = missing_here
+            .or(idle_elsewhere)
+            .or(missing)
+            .or(least.map(|(_, _, i)| i))
+            .expect("instances_per_key >= 2");
+        name.truncate(stem);
+        let _ = write!(name, "{i}");
+        (name, home(i))
     }
 
     /// Removes the session if it is still `id` and nothing is queued on it.
