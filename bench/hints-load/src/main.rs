@@ -20,14 +20,9 @@
 mod hist;
 mod query;
 mod search;
+mod wire;
 
-use bytes::Bytes;
 use hist::Histogram;
-use http::{Request, Uri};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -53,12 +48,19 @@ common options:
                    none is idle)
 URL templates contain {q}, e.g. 'http://127.0.0.1:7878/search/?limit=5&q={q}'";
 
-type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+/// The requests to send, in log order, and the client that sends them.
+struct Target {
+    client: Arc<wire::Client>,
+    requests: Arc<[Box<[u8]>]>,
+}
 
-fn client() -> HttpClient {
-    let mut conn = HttpConnector::new();
-    conn.set_nodelay(true);
-    Client::builder(TokioExecutor::new()).build(conn)
+impl Clone for Target {
+    fn clone(&self) -> Self {
+        Target {
+            client: self.client.clone(),
+            requests: self.requests.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -69,29 +71,21 @@ enum Outcome {
     Timeout,
 }
 
-/// GETs `uri` and reads the whole body (so the connection can be reused).
-/// With `limit`, first waits for a permit (bounding requests in flight, and
-/// so connections); the timeout covers that wait too.
-async fn fetch(
-    client: &HttpClient,
-    uri: Uri,
-    timeout: Duration,
-    limit: Option<&Semaphore>,
-) -> Outcome {
-    let mut req = Request::new(Empty::new());
-    *req.uri_mut() = uri;
+/// Sends request `k` and reads the whole response. With `limit`, first
+/// waits for a permit (bounding requests in flight, and so connections);
+/// the timeout covers that wait too.
+async fn fetch(target: &Target, k: usize, timeout: Duration, limit: Option<&Semaphore>) -> Outcome {
     let exchange = async {
         let _permit = match limit {
             Some(limit) => Some(limit.acquire().await.map_err(|_| ())?),
             None => None,
         };
-        let resp = client.request(req).await.map_err(|_| ())?;
-        let ok = resp.status().is_success();
-        let mut body = resp.into_body();
-        while let Some(frame) = body.frame().await {
-            frame.map_err(|_| ())?;
-        }
-        Ok::<bool, ()>(ok)
+        let status = target
+            .client
+            .send(&target.requests[k])
+            .await
+            .map_err(|_| ())?;
+        Ok::<bool, ()>((200..300).contains(&status))
     };
     match tokio::time::timeout(timeout, exchange).await {
         Ok(Ok(true)) => Outcome::Ok,
@@ -192,29 +186,28 @@ struct Throughput {
     timeout: Duration,
 }
 
-async fn throughput(uris: Arc<[Uri]>, cfg: &Throughput) -> (Arc<Stats>, Duration) {
-    let client = client();
+async fn throughput(target: Target, cfg: &Throughput) -> (Arc<Stats>, Duration) {
     let stats = Arc::new(Stats::default());
     let measure = Instant::now() + cfg.warmup;
     let end = measure + cfg.duration;
     let mut workers = JoinSet::new();
     let concurrency = cfg.concurrency;
     for w in 0..concurrency {
-        let (client, uris, stats, timeout) =
-            (client.clone(), uris.clone(), stats.clone(), cfg.timeout);
+        let (target, stats, timeout) = (target.clone(), stats.clone(), cfg.timeout);
         workers.spawn(async move {
-            let mut k = w * uris.len() / concurrency;
+            let n = target.requests.len();
+            let mut k = w * n / concurrency;
             loop {
                 let sent = Instant::now();
                 if sent >= end {
                     break;
                 }
-                let outcome = fetch(&client, uris[k].clone(), timeout, None).await;
+                let outcome = fetch(&target, k, timeout, None).await;
                 if sent >= measure {
                     stats.record(outcome, sent.elapsed());
                 }
                 k += 1;
-                if k == uris.len() {
+                if k == n {
                     k = 0;
                 }
             }
@@ -307,8 +300,8 @@ impl TypistsResult {
 
 const TICK: Duration = Duration::from_millis(1);
 
-async fn typists(uris: Arc<[Uri]>, cfg: &Typists) -> TypistsResult {
-    let client = client();
+async fn typists(target: Target, cfg: &Typists) -> TypistsResult {
+    let n = target.requests.len();
     let limit = (cfg.connections > 0).then(|| Arc::new(Semaphore::new(cfg.connections)));
     let stats = Arc::new(Stats::default());
     // A little lead so that spawning thousands of users is not counted as lag.
@@ -319,10 +312,9 @@ async fn typists(uris: Arc<[Uri]>, cfg: &Typists) -> TypistsResult {
     let mut rng = Rng(cfg.seed);
     let mut users = JoinSet::new();
     for _ in 0..cfg.users {
-        let mut k = rng.below(uris.len() as u64) as usize;
+        let mut k = rng.below(n as u64) as usize;
         let phase = rng.below(interval_ns);
-        let (client, uris, stats, limit) =
-            (client.clone(), uris.clone(), stats.clone(), limit.clone());
+        let (target, stats, limit) = (target.clone(), stats.clone(), limit.clone());
         let (timeout, late) = (cfg.timeout, cfg.late);
         users.spawn(async move {
             let mut in_flight = JoinSet::new();
@@ -349,16 +341,11 @@ async fn typists(uris: Arc<[Uri]>, cfg: &Typists) -> TypistsResult {
                         .last_send
                         .fetch_max(micros(now.saturating_duration_since(measure)), Relaxed);
                 }
-                let (client, uri, stats, limit) = (
-                    client.clone(),
-                    uris[k].clone(),
-                    stats.clone(),
-                    limit.clone(),
-                );
+                let (target, stats, limit) = (target.clone(), stats.clone(), limit.clone());
                 in_flight.spawn(async move {
-                    let n = stats.in_flight.fetch_add(1, Relaxed) + 1;
-                    stats.max_in_flight.fetch_max(n, Relaxed);
-                    let outcome = fetch(&client, uri, timeout, limit.as_deref()).await;
+                    let now_in_flight = stats.in_flight.fetch_add(1, Relaxed) + 1;
+                    stats.max_in_flight.fetch_max(now_in_flight, Relaxed);
+                    let outcome = fetch(&target, k, timeout, limit.as_deref()).await;
                     stats.in_flight.fetch_sub(1, Relaxed);
                     if measured {
                         // From the scheduled time if sent late: the delay
@@ -368,7 +355,7 @@ async fn typists(uris: Arc<[Uri]>, cfg: &Typists) -> TypistsResult {
                 });
                 while in_flight.try_join_next().is_some() {}
                 k += 1;
-                if k == uris.len() {
+                if k == n {
                     k = 0;
                 }
             }
@@ -482,7 +469,7 @@ async fn run(args: Args) -> Result<(), String> {
     if lines.is_empty() {
         return Err(format!("{path}: no queries"));
     }
-    let uris: Arc<[Uri]> = query::build_uris(&template, &lines)?.into();
+    let target = query::build_target(&template, &lines).await?;
     let url = json_str(&template);
     match args.mode.as_str() {
         "throughput" => {
@@ -493,7 +480,7 @@ async fn run(args: Args) -> Result<(), String> {
                 duration: args.secs("duration-s", None)?,
                 timeout: args.millis("timeout-ms", Some(10_000.0))?,
             };
-            let (stats, elapsed) = throughput(uris, &cfg).await;
+            let (stats, elapsed) = throughput(target, &cfg).await;
             let rate = stats.latency.count() as f64 / elapsed.as_secs_f64();
             let mut out = format!(
                 r#"{{"mode":"throughput","url":{url},"concurrency":{},"duration_s":{},"requests":{},"req_per_s":{rate:.1},"#,
@@ -514,7 +501,7 @@ async fn run(args: Args) -> Result<(), String> {
         "typists" => {
             args.check_known(&[COMMON, TYPISTS, &["users"]].concat())?;
             let cfg = args.typists(args.get("users", None)?)?;
-            let r = typists(uris, &cfg).await;
+            let r = typists(target, &cfg).await;
             println!("{}", r.json(&cfg, &template, ""));
             eprintln!("{}", r.human(&cfg));
         }
@@ -535,7 +522,7 @@ async fn run(args: Args) -> Result<(), String> {
                 }
                 trial += 1;
                 let cfg = args.typists(users)?;
-                let r = typists(uris.clone(), &cfg).await;
+                let r = typists(target.clone(), &cfg).await;
                 let pass = r.passes(p99_ms);
                 search.record(users, pass);
                 let line = r.json(

@@ -28,6 +28,33 @@ pub fn parse_lines(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The log's requests, prepared as bytes, and a client for their server
+/// (every URL of a template has the same one).
+pub async fn build_target(template: &str, queries: &[&str]) -> Result<crate::Target, String> {
+    let uris = build_uris(template, queries)?;
+    let authority = uris[0].authority().map_or("", |a| a.as_str()).to_string();
+    let host_port = match uris[0].port_u16() {
+        Some(_) => authority.clone(),
+        None => format!("{authority}:80"),
+    };
+    let addr = tokio::net::lookup_host(&host_port)
+        .await
+        .map_err(|e| format!("resolving {host_port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host_port} resolves to no address"))?;
+    let requests = uris
+        .iter()
+        .map(|u| {
+            let pq = u.path_and_query().map_or("/", |p| p.as_str());
+            crate::wire::get_request(&authority, pq).into_boxed_slice()
+        })
+        .collect();
+    Ok(crate::Target {
+        client: std::sync::Arc::new(crate::wire::Client::new(addr)),
+        requests,
+    })
+}
+
 /// One pre-parsed URI per query, `{q}` in the template replaced by the
 /// encoded query.
 pub fn build_uris(template: &str, queries: &[&str]) -> Result<Vec<Uri>, String> {
