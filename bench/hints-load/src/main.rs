@@ -49,18 +49,10 @@ common options:
 URL templates contain {q}, e.g. 'http://127.0.0.1:7878/search/?limit=5&q={q}'";
 
 /// The requests to send, in log order, and the client that sends them.
+#[derive(Clone)]
 struct Target {
     client: Arc<wire::Client>,
     requests: Arc<[Box<[u8]>]>,
-}
-
-impl Clone for Target {
-    fn clone(&self) -> Self {
-        Target {
-            client: self.client.clone(),
-            requests: self.requests.clone(),
-        }
-    }
 }
 
 #[derive(Clone, Copy)]

@@ -85,17 +85,18 @@ impl Matcher {
     /// A matcher for `text` allowing `edits` edits.
     pub fn new(text: &str, prefix: bool, edits: u8) -> Self {
         let dfa = recent_dfa(text, prefix, edits);
-        let (mut head, mut head_mask) = ([0u8; 4], [0u8; 4]);
-        for ((h, m), &b) in head.iter_mut().zip(&mut head_mask).zip(text.as_bytes()) {
-            (*h, *m) = (b, 0xff);
-        }
+        // The bytes of the head that the token has (all four if it is long).
+        let head_mask = match text.len() {
+            n @ 0..4 => (1u32 << (8 * n)) - 1,
+            _ => u32::MAX,
+        };
         Self {
             text: text.to_owned(),
             prefix,
             edits,
             dfa,
-            head: u32::from_le_bytes(head),
-            head_mask: u32::from_le_bytes(head_mask),
+            head: word_head(text.as_bytes()),
+            head_mask,
         }
     }
 
@@ -638,8 +639,8 @@ mod tests {
         );
     }
 
-    /// `walk` yields exactly what `fst`'s stream yields over the keys that
-    /// begin with the lead, for exact and typo automata.
+    /// A word's first bytes never rule it out where the whole word would
+    /// match ([`Matcher::may_match_head`]).
     #[test]
     fn heads_never_rule_out_a_match() {
         // Every word of up to five letters over an alphabet of one-, two-
@@ -688,6 +689,8 @@ mod tests {
         assert!(ruled_out * 2 > checked, "{ruled_out} of {checked}");
     }
 
+    /// `walk` yields exactly what `fst`'s stream yields over the keys that
+    /// begin with the lead, for exact and typo automata.
     #[test]
     fn walk_equals_the_fst_stream() {
         use fst::{IntoStreamer, Streamer};

@@ -78,6 +78,8 @@ pub struct SessionRegistry {
 #[derive(Default)]
 struct Workers {
     handles: Mutex<Vec<tokio::runtime::Handle>>,
+    /// `handles.len()`, read on every request without the lock.
+    count: std::sync::atomic::AtomicUsize,
 }
 
 thread_local! {
@@ -92,7 +94,7 @@ impl Workers {
 
     /// How many workers there are (0 outside the server: tests, checks).
     fn count(&self) -> usize {
-        self.handles().len()
+        self.count.load(Relaxed)
     }
 
     /// The worker the calling thread is, if any.
@@ -124,6 +126,7 @@ impl SessionRegistry {
         let mut handles = self.workers.handles();
         WORKER.with(|w| w.set(Some(handles.len())));
         handles.push(handle);
+        self.workers.count.store(handles.len(), Relaxed);
     }
 
     /// The pool for a tenant's component, reusing a live one when the
