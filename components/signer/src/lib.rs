@@ -136,11 +136,13 @@ fn now() -> i64 {
 
 impl wasi::exports::http::incoming_handler::Guest for Signer {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
-        let headers = request.headers().entries();
-        let path = headers
-            .iter()
-            .find(|(n, _)| n == "spin-path-info")
-            .and_then(|(_, v)| String::from_utf8(v.clone()).ok())
+        // One header asked for, not all copied into the guest.
+        let path = request
+            .headers()
+            .get("spin-path-info")
+            .into_iter()
+            .next()
+            .and_then(|v| String::from_utf8(v).ok())
             .unwrap_or_else(|| {
                 let pq = request.path_with_query().unwrap_or_default();
                 pq.split('?').next().unwrap_or("").to_string()
@@ -148,18 +150,22 @@ impl wasi::exports::http::incoming_handler::Guest for Signer {
         let method = request.method();
         let (status, body) = match (&method, path.as_str()) {
             (Method::Get, "/.well-known/jwks.json") => match settings() {
-                Ok(s) => (200, s.keys.jwks()),
+                Ok(s) => (200, json_body(&s.keys.jwks())),
                 Err(e) => unavailable(&e),
             },
             (Method::Post, "/tokens") => with_body(request, |body| issue(&body)),
             (Method::Post, "/tokens/verify") => with_body(request, |body| check(&body)),
             (_, "/tokens" | "/tokens/verify" | "/.well-known/jwks.json") => (
                 405,
-                json!({"error": {"message": format!("{method:?} is not allowed here (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)")}}),
+                json_body(
+                    &json!({"error": {"message": format!("{method:?} is not allowed here (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)")}}),
+                ),
             ),
             _ => (
                 404,
-                json!({"error": {"message": format!("no endpoint {path:?} (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)")}}),
+                json_body(
+                    &json!({"error": {"message": format!("no endpoint {path:?} (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)")}}),
+                ),
             ),
         };
         respond(out, status, &body);
@@ -168,22 +174,25 @@ impl wasi::exports::http::incoming_handler::Guest for Signer {
 
 wasi::http::proxy::export!(Signer);
 
-fn unavailable(why: &str) -> (u16, Value) {
+fn unavailable(why: &str) -> (u16, Vec<u8>) {
     eprintln!("signer misconfigured: {why}");
     (
         503,
-        json!({"error": {"message": format!("the signer is not configured: {why}")}}),
+        json_body(&json!({"error": {"message": format!("the signer is not configured: {why}")}})),
     )
 }
 
-fn with_body(request: IncomingRequest, f: impl FnOnce(Vec<u8>) -> (u16, Value)) -> (u16, Value) {
+fn with_body(
+    request: IncomingRequest,
+    f: impl FnOnce(Vec<u8>) -> (u16, Vec<u8>),
+) -> (u16, Vec<u8>) {
     match guest_http::read_body(request, MAX_BODY) {
         Ok(body) => f(body),
-        Err(why) => (400, json!({"error": {"message": why}})),
+        Err(why) => (400, json_body(&json!({"error": {"message": why}}))),
     }
 }
 
-fn issue(body: &[u8]) -> (u16, Value) {
+fn issue(body: &[u8]) -> (u16, Vec<u8>) {
     let s = match settings() {
         Ok(s) => s,
         Err(e) => return unavailable(&e),
@@ -191,7 +200,10 @@ fn issue(body: &[u8]) -> (u16, Value) {
     let req = match request::TokenRequest::parse(body, s.max_ttl) {
         Ok(r) => r,
         Err((field, message)) => {
-            return (400, json!({"error": {"field": field, "message": message}}));
+            return (
+                400,
+                json_body(&json!({"error": {"field": field, "message": message}})),
+            );
         }
     };
     let now = now();
@@ -225,7 +237,9 @@ fn issue(body: &[u8]) -> (u16, Value) {
             Some(_) => {
                 return (
                     400,
-                    json!({"error": {"field": "kid", "message": format!("key {kid:?} is a public key and cannot sign")}}),
+                    json_body(
+                        &json!({"error": {"field": "kid", "message": format!("key {kid:?} is a public key and cannot sign")}}),
+                    ),
                 );
             }
             None => {
@@ -238,7 +252,9 @@ fn issue(body: &[u8]) -> (u16, Value) {
                     .collect();
                 return (
                     400,
-                    json!({"error": {"field": "kid", "message": format!("no key {kid:?} (signing keys: {})", known.join(", "))}}),
+                    json_body(
+                        &json!({"error": {"field": "kid", "message": format!("no key {kid:?} (signing keys: {})", known.join(", "))}}),
+                    ),
                 );
             }
         },
@@ -247,13 +263,21 @@ fn issue(body: &[u8]) -> (u16, Value) {
     match jwt::sign(&s.keys, Some(key.kid()), &claims) {
         Ok(token) => (
             200,
-            json!({"token": token, "kid": key.kid(), "alg": key.algorithm().name(), "expires_at": now + ttl}),
+            json_body(&Issued {
+                alg: key.algorithm().name(),
+                expires_at: now + ttl,
+                kid: key.kid(),
+                token: &token,
+            }),
         ),
-        Err(e) => (500, json!({"error": {"message": e.to_string()}})),
+        Err(e) => (
+            500,
+            json_body(&json!({"error": {"message": e.to_string()}})),
+        ),
     }
 }
 
-fn check(body: &[u8]) -> (u16, Value) {
+fn check(body: &[u8]) -> (u16, Vec<u8>) {
     let s = match settings() {
         Ok(s) => s,
         Err(e) => return unavailable(&e),
@@ -264,14 +288,16 @@ fn check(body: &[u8]) -> (u16, Value) {
             _ => {
                 return (
                     400,
-                    json!({"error": {"field": "token", "message": "the body is {\"token\": \"...\"} and nothing else"}}),
+                    json_body(
+                        &json!({"error": {"field": "token", "message": "the body is {\"token\": \"...\"} and nothing else"}}),
+                    ),
                 );
             }
         },
         _ => {
             return (
                 400,
-                json!({"error": {"message": "the body is not a JSON object"}}),
+                json_body(&json!({"error": {"message": "the body is not a JSON object"}})),
             );
         }
     };
@@ -282,17 +308,34 @@ fn check(body: &[u8]) -> (u16, Value) {
         ..Validation::at(now())
     };
     match jwt::verify(&s.keys, &token, &v) {
-        Ok(claims) => (200, json!({"valid": true, "claims": claims})),
-        Err(e) => (401, json!({"valid": false, "error": e.to_string()})),
+        Ok(claims) => (200, json_body(&json!({"valid": true, "claims": claims}))),
+        Err(e) => (
+            401,
+            json_body(&json!({"valid": false, "error": e.to_string()})),
+        ),
     }
 }
 
-fn respond(out: ResponseOutparam, status: u16, body: &Value) {
+/// `POST /tokens`' answer (fields in the order `json!` gave them).
+#[derive(serde::Serialize)]
+struct Issued<'a> {
+    alg: &'a str,
+    expires_at: i64,
+    kid: &'a str,
+    token: &'a str,
+}
+
+/// An answer's body: compact JSON and a newline.
+fn json_body(value: &impl serde::Serialize) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(value).expect("an answer always serializes");
+    bytes.push(b'\n');
+    bytes
+}
+
+fn respond(out: ResponseOutparam, status: u16, body: &[u8]) {
     let mut headers = vec![("content-type", "application/json")];
     if status == 200 {
         headers.push(("cache-control", "no-store"));
     }
-    let mut bytes = body.to_string().into_bytes();
-    bytes.push(b'\n');
-    guest_http::respond(out, status, &headers, &bytes);
+    guest_http::respond(out, status, &headers, body);
 }

@@ -277,3 +277,38 @@ fn key_files_parse_and_say_which_line_is_wrong() {
     );
     assert!(err("ssh-rsa AAAA").starts_with("line 1: expected `kid: NAME`"));
 }
+
+/// Ed25519 signatures are deterministic, so a token is a fixed string for a
+/// fixed key and claims: this pins the encoding (header fields sorted,
+/// compact JSON, base64url without padding) against changes in how it is
+/// built.
+#[test]
+fn tokens_are_byte_stable() {
+    let user = signing::presets::User {
+        id: "u1".into(),
+        name: "Ada \"the\" Countess".into(),
+        email: Some("ada@example.com".into()),
+        avatar: None,
+    };
+    let c = signing::presets::jitsi(
+        "app",
+        "meet.example.com",
+        "standup",
+        &user,
+        true,
+        1000,
+        3600,
+    );
+    let token = jwt::sign(&keys(), None, &c).unwrap();
+    assert_eq!(token, PINNED);
+    let header = B64.decode(token.split('.').next().unwrap()).unwrap();
+    assert_eq!(header, br#"{"alg":"EdDSA","kid":"ed","typ":"JWT"}"#);
+}
+
+const PINNED: &str = concat!(
+    "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkIiwidHlwIjoiSldUIn0.",
+    "eyJhdWQiOiJqaXRzaSIsImNvbnRleHQiOnsidXNlciI6eyJlbWFpbCI6ImFkYUBleGFtcGxlLmNvbSIsImlkIjoidT",
+    "EiLCJuYW1lIjoiQWRhIFwidGhlXCIgQ291bnRlc3MifX0sImV4cCI6NDYwMCwiaWF0IjoxMDAwLCJpc3MiOiJhcHAi",
+    "LCJtb2RlcmF0b3IiOnRydWUsIm5iZiI6MTAwMCwicm9vbSI6InN0YW5kdXAiLCJzdWIiOiJtZWV0LmV4YW1wbGUuY29tIn0.",
+    "YcJoJjDxBLRfUkvpqtWT2lyAXPO_peCEwbE2svppgBHYYZ4LVRgmKj6WdDjX3OrRkwVSqFBwCJha4DpMxc_uDg"
+);
