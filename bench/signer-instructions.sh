@@ -75,41 +75,10 @@ measure() {
   rm -f "/tmp/perf-$pid.map"
 }
 
-cat > "$work/spin.toml" <<TOML
-spin_manifest_version = 2
-[application]
-name = "bench"
-[variables]
-signer_keys = { required = true, secret = true }
-[[trigger.http]]
-route = "/signer/..."
-component = "signer"
-[component.signer]
-source = "$wasm"
-[component.signer.variables]
-keys = "{{ signer_keys }}"
-TOML
 # A small pool: valgrind cannot reserve the default pool's address space.
-cat > "$work/edge.toml" <<TOML
-app = "spin.toml"
-[server]
-listen = "127.0.0.1:18282"
-admin_listen = "127.0.0.1:18283"
-data_dir = "$work/edge-data"
-watch_interval_ms = 0
-[pool]
-total_component_instances = 6
-[[tenant]]
-name = "bench"
-hosts = ["*"]
-components = ["*"]
-[tenant.secrets]
-signer_keys = { generate = "ed25519" }
-[component.signer]
-instance = "session"
-session_key = "host"
-instances_per_key = 4
-TOML
+# shellcheck source=bench/signer-app.sh
+. bench/signer-app.sh
+write_signer_app "$work" "$wasm" 18282 $'[pool]\ntotal_component_instances = 6'
 EDGE_LOG=error EDGE_PERFMAP=1 measure component 18282 /signer/tokens \
   "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml"
 measure native 18292 /tokens "$CARGO_TARGET_DIR/release/examples/sign_server" 127.0.0.1:18292

@@ -60,38 +60,9 @@ cargo run --release -q -p edge-spawn --example spawn_bench 2000
 echo
 echo "3. tokens per second"
 cargo run --release -q -p signing --example sign_bench
-cat > "$work/spin.toml" <<TOML
-spin_manifest_version = 2
-[application]
-name = "bench"
-[variables]
-signer_keys = { required = true, secret = true }
-[[trigger.http]]
-route = "/signer/..."
-component = "signer"
-[component.signer]
-source = "$PWD/build/components/signer.wasm"
-[component.signer.variables]
-keys = "{{ signer_keys }}"
-TOML
-cat > "$work/edge.toml" <<TOML
-app = "spin.toml"
-[server]
-listen = "127.0.0.1:18280"
-admin_listen = "127.0.0.1:18289"
-data_dir = "$work/edge-data"
-watch_interval_ms = 0
-[[tenant]]
-name = "bench"
-hosts = ["*"]
-components = ["*"]
-[tenant.secrets]
-signer_keys = { generate = "ed25519" }
-[component.signer]
-instance = "session"
-session_key = "host"
-instances_per_key = 4
-TOML
+# shellcheck source=bench/signer-app.sh
+. bench/signer-app.sh
+write_signer_app "$work" "$PWD/build/components/signer.wasm" 18280
 EDGE_LOG=error "$EDGE" serve --config "$work/edge.toml" >/dev/null &
 pids+=($!)
 for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18280/signer/.well-known/jwks.json && break; sleep 0.1; done
