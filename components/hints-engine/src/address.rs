@@ -1085,8 +1085,8 @@ impl<'a> AddressIndex<'a> {
                 best = Some((key, e));
             }
         }
-        if let Some((_, words)) = best {
-            self.scan(&words.exact, 0.0, tokens, top);
+        if let Some((_, expansion)) = best {
+            self.scan(&expansion.exact, 0.0, tokens, top);
         }
     }
 

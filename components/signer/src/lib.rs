@@ -48,7 +48,7 @@ const MAX_BODY: usize = 64 * 1024;
 
 struct Signer;
 
-/// The component's settings, read per request (a fresh instance each time).
+/// The component's settings, read once per instance ([`settings`]).
 struct Settings {
     keys: KeySet,
     preset: String,
@@ -155,16 +155,18 @@ impl wasi::exports::http::incoming_handler::Guest for Signer {
             },
             (Method::Post, "/tokens") => with_body(request, |body| issue(&body)),
             (Method::Post, "/tokens/verify") => with_body(request, |body| check(&body)),
-            (_, "/tokens" | "/tokens/verify" | "/.well-known/jwks.json") => (
+            (_, "/tokens" | "/tokens/verify" | "/.well-known/jwks.json") => refusal(
                 405,
-                json_body(
-                    &json!({"error": {"message": format!("{method:?} is not allowed here (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)")}}),
+                None,
+                format!(
+                    "{method:?} is not allowed here (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)"
                 ),
             ),
-            _ => (
+            _ => refusal(
                 404,
-                json_body(
-                    &json!({"error": {"message": format!("no endpoint {path:?} (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)")}}),
+                None,
+                format!(
+                    "no endpoint {path:?} (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)"
                 ),
             ),
         };
@@ -176,10 +178,7 @@ wasi::http::proxy::export!(Signer);
 
 fn unavailable(why: &str) -> (u16, Vec<u8>) {
     eprintln!("signer misconfigured: {why}");
-    (
-        503,
-        json_body(&json!({"error": {"message": format!("the signer is not configured: {why}")}})),
-    )
+    refusal(503, None, format!("the signer is not configured: {why}"))
 }
 
 fn with_body(
@@ -188,7 +187,7 @@ fn with_body(
 ) -> (u16, Vec<u8>) {
     match guest_http::read_body(request, MAX_BODY) {
         Ok(body) => f(body),
-        Err(why) => (400, json_body(&json!({"error": {"message": why}}))),
+        Err(why) => refusal(400, None, why),
     }
 }
 
@@ -200,10 +199,7 @@ fn issue(body: &[u8]) -> (u16, Vec<u8>) {
     let req = match request::TokenRequest::parse(body, s.max_ttl) {
         Ok(r) => r,
         Err((field, message)) => {
-            return (
-                400,
-                json_body(&json!({"error": {"field": field, "message": message}})),
-            );
+            return refusal(400, Some(field), message);
         }
     };
     let now = now();
@@ -235,11 +231,10 @@ fn issue(body: &[u8]) -> (u16, Vec<u8>) {
         Some(kid) => match s.keys.get(kid) {
             Some(k) if k.can_sign() => k,
             Some(_) => {
-                return (
+                return refusal(
                     400,
-                    json_body(
-                        &json!({"error": {"field": "kid", "message": format!("key {kid:?} is a public key and cannot sign")}}),
-                    ),
+                    Some("kid"),
+                    format!("key {kid:?} is a public key and cannot sign"),
                 );
             }
             None => {
@@ -250,11 +245,10 @@ fn issue(body: &[u8]) -> (u16, Vec<u8>) {
                     .filter(|k| k.can_sign())
                     .map(|k| k.kid())
                     .collect();
-                return (
+                return refusal(
                     400,
-                    json_body(
-                        &json!({"error": {"field": "kid", "message": format!("no key {kid:?} (signing keys: {})", known.join(", "))}}),
-                    ),
+                    Some("kid"),
+                    format!("no key {kid:?} (signing keys: {})", known.join(", ")),
                 );
             }
         },
@@ -270,10 +264,7 @@ fn issue(body: &[u8]) -> (u16, Vec<u8>) {
                 token: &token,
             }),
         ),
-        Err(e) => (
-            500,
-            json_body(&json!({"error": {"message": e.to_string()}})),
-        ),
+        Err(e) => refusal(500, None, e.to_string()),
     }
 }
 
@@ -286,19 +277,15 @@ fn check(body: &[u8]) -> (u16, Vec<u8>) {
         Ok(Value::Object(m)) => match (m.get("token"), m.len()) {
             (Some(Value::String(t)), 1) => t.clone(),
             _ => {
-                return (
+                return refusal(
                     400,
-                    json_body(
-                        &json!({"error": {"field": "token", "message": "the body is {\"token\": \"...\"} and nothing else"}}),
-                    ),
+                    Some("token"),
+                    r#"the body is {"token": "..."} and nothing else"#,
                 );
             }
         },
         _ => {
-            return (
-                400,
-                json_body(&json!({"error": {"message": "the body is not a JSON object"}})),
-            );
+            return refusal(400, None, "the body is not a JSON object");
         }
     };
     let v = Validation {
@@ -323,6 +310,25 @@ struct Issued<'a> {
     expires_at: i64,
     kid: &'a str,
     token: &'a str,
+}
+
+/// A refusal's answer: `{"error": {"field"?, "message"}}`.
+fn refusal(status: u16, field: Option<&str>, message: impl Into<String>) -> (u16, Vec<u8>) {
+    #[derive(serde::Serialize)]
+    struct Error<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        field: Option<&'a str>,
+        message: String,
+    }
+    #[derive(serde::Serialize)]
+    struct Refusal<'a> {
+        error: Error<'a>,
+    }
+    let error = Error {
+        field,
+        message: message.into(),
+    };
+    (status, json_body(&Refusal { error }))
 }
 
 /// An answer's body: compact JSON and a newline.
