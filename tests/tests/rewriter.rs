@@ -667,10 +667,12 @@ async fn large_bodies_stream_in_bounded_memory() {
         assert_eq!(total, first.len() + (lines - 1) * line.len(), "{path}");
     }
     // 2 x 120 MB went through: the process never held anything near one
-    // of them beyond what 1 MB bodies took.
+    // of them beyond what 1 MB bodies took. (The kernel's RSS counters are
+    // approximate per CPU: a later reading of the high-water mark can come
+    // out a little lower.)
     let peak = peak_rss_kib(edge.pid());
     assert!(
-        peak - warm < 48 * 1024,
+        peak.saturating_sub(warm) < 48 * 1024,
         "peak RSS grew from {warm} to {peak} KiB while streaming 120 MB bodies"
     );
 }
