@@ -21,8 +21,9 @@
 //!
 //! # Ranking
 //! Score = the entry's weight (ln of the place's population; streets rank
-//! below their place, houses with their street) − 2 per edit − 0.6 for each
-//! earlier token that only began a word; an exactly typed last word, a
+//! below their place, houses with their street) − 2 per edit (4 more for
+//! an edit that is no slip of the finger or the ear,
+//! [`crate::slips`]) − 0.6 for each earlier token that only began a word; an exactly typed last word, a
 //! matched type word and an exact house number add a little. Whole words
 //! without typos therefore beat typo matches unless the typo'd entry is far
 //! larger (Moscow with one typo still beats a village typed exactly).
@@ -74,6 +75,7 @@ use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Hit, Matcher, max_edits};
 use crate::recent::Recent;
+use crate::slips::UNLIKELY_TYPO_COST;
 use crate::text::{address_tokens, canonical_type, capped, char_len, ends_in_word, fold, prefixes};
 use crate::topk::TopK;
 use fst::Map;
@@ -1729,7 +1731,8 @@ fn max_bonus(tokens: &[QueryToken]) -> f32 {
 }
 
 fn better(a: Match, b: Match) -> bool {
-    (a.hit.edits, !a.named, !a.hit.exact, !a.name) < (b.hit.edits, !b.named, !b.hit.exact, !b.name)
+    (a.hit.edits, !a.hit.slip, !a.named, !a.hit.exact, !a.name)
+        < (b.hit.edits, !b.hit.slip, !b.named, !b.hit.exact, !b.name)
 }
 
 enum Uncovered {
@@ -1794,6 +1797,9 @@ fn score_adjust(tokens: &[QueryToken], cover: &Cover, house: bool) -> f32 {
             (Some(m), false) => {
                 let hit = m.hit;
                 s -= EDIT_COST * hit.edits as f32;
+                if hit.edits == 1 && !hit.slip {
+                    s -= UNLIKELY_TYPO_COST;
+                }
                 if t.last && hit.edits > 0 {
                     s -= prefix_typo_cost(char_len(&t.m.text));
                 }
@@ -2070,6 +2076,24 @@ mod tests {
         assert_eq!(values(&ix, "nort om"), ["United States, North Omak"]);
         // A rare one- or two-letter prefix drives over a broad word.
         assert_eq!(values(&ix, "north om"), ["United States, North Omak"]);
+    }
+
+    #[test]
+    fn a_slip_of_the_finger_or_ear_outranks_a_heavier_far_key() {
+        let data = r#"
+{"kind":"place","id":"gn:1","name":"Paris","country":"France","population":20000}
+{"kind":"place","id":"gn:2","name":"Parin","country":"France","population":100000}
+{"kind":"place","id":"gn:3","name":"Москва","country":"Россия","population":20000}
+{"kind":"place","id":"gn:4","name":"Мисква","country":"Россия","population":100000}
+"#;
+        let blob = index_of(data);
+        let ix = AddressIndex::open(&blob).unwrap();
+        // Both one edit from `parix`; x is next to s and far from n.
+        assert_eq!(values(&ix, "parix "), ["France, Paris", "France, Parin"]);
+        // And from `масква`: а for о is spelt by ear, а for и is neither.
+        assert_eq!(values(&ix, "масква "), ["Россия, Москва", "Россия, Мисква"]);
+        // A name typed as it is still comes first.
+        assert_eq!(values(&ix, "parin "), ["France, Parin", "France, Paris"]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::fstnode::View;
 use crate::levenshtein::{Dfa, Distance, SINK};
 use crate::recent::Recent;
+use crate::slips;
 use fst::Automaton;
 use fst::raw::{Fst, Output};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -79,6 +80,8 @@ pub struct Hit {
     pub edits: u8,
     /// The word is exactly the token (typed in full, no typo).
     pub exact: bool,
+    /// One edit, and a likely one ([`slips::is_slip`]).
+    pub slip: bool,
 }
 
 impl Matcher {
@@ -136,6 +139,7 @@ impl Matcher {
             Distance::Exact(edits) => Some(Hit {
                 edits,
                 exact: false,
+                slip: edits == 1 && slips::is_slip(&self.text, word, self.prefix),
             }),
             Distance::AtLeast(_) => None,
         }
@@ -183,6 +187,7 @@ impl Matcher {
         begins_with(word, text).then_some(Hit {
             edits: 0,
             exact: word.len() == text.len(),
+            slip: false,
         })
     }
 
@@ -571,14 +576,16 @@ mod tests {
             m.check("москва"),
             Some(Hit {
                 edits: 0,
-                exact: false
+                exact: false,
+                slip: false
             })
         );
         assert_eq!(
             m.check("моск"),
             Some(Hit {
                 edits: 0,
-                exact: true
+                exact: true,
+                slip: false
             })
         );
         assert_eq!(m.check("мсоква").map(|h| h.edits), Some(1)); // transposition
@@ -590,7 +597,8 @@ mod tests {
             whole.check("хабаровскаяя"),
             Some(Hit {
                 edits: 0,
-                exact: false
+                exact: false,
+                slip: false
             })
         );
         assert_eq!(whole.check("хабаровский-тупик"), None);
@@ -599,7 +607,8 @@ mod tests {
             whole.check("хабаровская-2"),
             Some(Hit {
                 edits: 0,
-                exact: false
+                exact: false,
+                slip: false
             })
         );
         let finished = Matcher::new("иванов", false, 1);
@@ -607,7 +616,8 @@ mod tests {
             finished.check("иванова"),
             Some(Hit {
                 edits: 0,
-                exact: false
+                exact: false,
+                slip: false
             })
         );
         assert_eq!(finished.check("ивонов").map(|h| h.edits), Some(1));

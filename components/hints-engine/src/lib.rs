@@ -16,6 +16,7 @@ pub mod fuzzy;
 pub mod levenshtein;
 pub mod names;
 pub mod recent;
+pub mod slips;
 pub mod text;
 mod topk;
 

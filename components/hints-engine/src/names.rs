@@ -36,6 +36,7 @@ use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Matcher, max_edits};
 use crate::recent::Recent;
+use crate::slips;
 use crate::text::{capped, char_len, ends_in_word, prefixes, tokens};
 use crate::topk::TopK;
 use fst::Map;
@@ -531,7 +532,11 @@ impl<'a> NameIndex<'a> {
                 seen += 1;
                 let edits = m.edits_of(key);
                 let exact = key == word.as_bytes();
-                let adjust = -2.0 * edits as f32 - if !last && !exact { UNFINISHED } else { 0.0 };
+                let mut adjust =
+                    -2.0 * edits as f32 - if !last && !exact { UNFINISHED } else { 0.0 };
+                if edits == 1 && !slips::is_slip(word, key, true) {
+                    adjust -= slips::UNLIKELY_TYPO_COST;
+                }
                 let (a, b) = (p.group_off.get(g as usize), p.group_off.get(g as usize + 1));
                 for e in a..b {
                     offer(e, adjust);
