@@ -23,63 +23,72 @@
 //! assert!(!is_slip("мфсква", "москва".as_bytes(), false)); // neither
 //! ```
 
-use std::sync::LazyLock;
-
 /// Rows of each layout, as [`crate::text`] folds them (`й` is `и`).
-const LAYOUTS: [&[&str]; 3] = [
-    &["1234567890"],
-    &["qwertyuiop", "asdfghjkl", "zxcvbnm"],
-    &["ицукенгшщзхъ", "фывапролджэ", "ячсмитьбю"],
+const LAYOUTS: [&[&[char]]; 3] = [
+    &[&['1', '2', '3', '4', '5', '6', '7', '8', '9', '0']],
+    &[
+        &['q', 'w', 'e', 'r', 't', 'y', 'u', 'i', 'o', 'p'],
+        &['a', 's', 'd', 'f', 'g', 'h', 'j', 'k', 'l'],
+        &['z', 'x', 'c', 'v', 'b', 'n', 'm'],
+    ],
+    &[
+        &['и', 'ц', 'у', 'к', 'е', 'н', 'г', 'ш', 'щ', 'з', 'х', 'ъ'],
+        &['ф', 'ы', 'в', 'а', 'п', 'р', 'о', 'л', 'д', 'ж', 'э'],
+        &['я', 'ч', 'с', 'м', 'и', 'т', 'ь', 'б', 'ю'],
+    ],
 ];
 
 /// Keys known to the layouts: Latin letters, Cyrillic а..я, digits.
 const KEYS: usize = 26 + 32 + 10;
 
-/// A key's number in [`NEAR`], if it is on a layout.
-fn key(c: char) -> Option<usize> {
+/// A key's number in [`NEAR`], or [`KEYS`] if it is on no layout.
+#[inline]
+const fn key(c: char) -> usize {
     match c {
-        'a'..='z' => Some(c as usize - 'a' as usize),
-        'а'..='я' => Some(26 + c as usize - 'а' as usize),
-        '0'..='9' => Some(58 + c as usize - '0' as usize),
-        _ => None,
+        'a'..='z' => c as usize - 'a' as usize,
+        'а'..='я' => 26 + c as usize - 'а' as usize,
+        '0'..='9' => 58 + c as usize - '0' as usize,
+        _ => KEYS,
     }
 }
 
 /// For each key, a bit per key next to it. Rows are staggered: a key
 /// touches two of the row above (same column and the next) and two of the
 /// row below (the previous column and the same).
-static NEAR: LazyLock<[u128; KEYS]> = LazyLock::new(|| {
+static NEAR: [u128; KEYS] = {
     let mut near = [0u128; KEYS];
-    for rows in LAYOUTS {
-        let rows: Vec<Vec<char>> = rows.iter().map(|r| r.chars().collect()).collect();
-        for (r, row) in rows.iter().enumerate() {
-            for (c, &ch) in row.iter().enumerate() {
-                let Some(k) = key(ch) else { continue };
-                let around = [
-                    (r as isize, c as isize - 1),
-                    (r as isize, c as isize + 1),
-                    (r as isize - 1, c as isize),
-                    (r as isize - 1, c as isize + 1),
-                    (r as isize + 1, c as isize - 1),
-                    (r as isize + 1, c as isize),
-                ];
-                for (rr, cc) in around {
-                    let Some(other) = usize::try_from(rr)
-                        .ok()
-                        .and_then(|rr| rows.get(rr))
-                        .and_then(|row| usize::try_from(cc).ok().and_then(|cc| row.get(cc)))
-                    else {
-                        continue;
-                    };
-                    if let Some(o) = key(*other) {
-                        near[k] |= 1 << o;
+    let mut l = 0;
+    while l < LAYOUTS.len() {
+        let rows = LAYOUTS[l];
+        let mut r = 0;
+        while r < rows.len() {
+            let mut c = 0;
+            while c < rows[r].len() {
+                let k = key(rows[r][c]);
+                // Left and right; above: same column and the next; below:
+                // the previous column and the same.
+                let around: [(isize, isize); 6] =
+                    [(0, -1), (0, 1), (-1, 0), (-1, 1), (1, -1), (1, 0)];
+                let mut a = 0;
+                while a < around.len() {
+                    let (rr, cc) = (r as isize + around[a].0, c as isize + around[a].1);
+                    if rr >= 0
+                        && (rr as usize) < rows.len()
+                        && cc >= 0
+                        && (cc as usize) < rows[rr as usize].len()
+                    {
+                        near[k] |= 1 << key(rows[rr as usize][cc as usize]);
                     }
+                    a += 1;
                 }
+                c += 1;
             }
+            r += 1;
         }
+        l += 1;
     }
     near
-});
+};
 
 /// Ranking cost of a one-edit typo that is no slip, in units of the
 /// weight (ln of population or frequency): such a typo is taken for about
@@ -92,11 +101,13 @@ pub const UNLIKELY_TYPO_COST: f32 = 4.0;
 
 /// Whether `hit` is a slip for `meant`: the same key, one next to it, or a
 /// letter that sounds alike. True for a character no layout places.
+#[inline]
 pub fn near(meant: char, hit: char) -> bool {
-    match (key(meant), key(hit)) {
-        (Some(a), Some(b)) => a == b || NEAR[a] >> b & 1 == 1 || sound_alike(meant, hit),
-        _ => true,
+    let (a, b) = (key(meant), key(hit));
+    if a == KEYS || b == KEYS {
+        return true;
     }
+    a == b || NEAR[a] >> b & 1 == 1 || sound_alike(meant, hit)
 }
 
 /// Letters spelt for each other because they sound alike: Russian
