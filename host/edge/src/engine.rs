@@ -23,6 +23,16 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// Builds the process-wide engine from the pool settings.
 pub fn build_engine(pool: &Pool) -> Result<Engine> {
+    Engine::new(&engine_config(pool))
+        .map_err(anyhow::Error::from)
+        .context(
+            "creating the Wasmtime engine (pool settings may exceed this machine's address space)",
+        )
+}
+
+/// The server's engine settings, for tools that build a variant of it
+/// (the bench replay narrows the CPU features for valgrind).
+pub fn engine_config(pool: &Pool) -> wasmtime::Config {
     let mut pooling = PoolingAllocationConfig::new();
     pooling
         .total_component_instances(pool.total_component_instances)
@@ -57,9 +67,7 @@ pub fn build_engine(pool: &Pool) -> Result<Engine> {
     if std::env::var_os("EDGE_PERFMAP").is_some() {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
-    Engine::new(&config).map_err(anyhow::Error::from).context(
-        "creating the Wasmtime engine (pool settings may exceed this machine's address space)",
-    )
+    config
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
