@@ -29,9 +29,10 @@
 //! larger (Moscow with one typo still beats a village typed exactly).
 //!
 //! A place's words are its *name*, its *aliases* and its *context*
-//! (country, region, postal code, type). Context words match only without
-//! typos, cost 0.5 each, and an entry matched by context words alone costs
-//! 3 (`russia` still lists Moscow, `rust` does not). A query that is a
+//! (country, region, postal code, type); a street's alias is the Latin
+//! spelling of a Cyrillic name ([`crate::translit`]). Context words match
+//! only without typos, cost 0.5 each, and an entry matched by context
+//! words alone costs 3 (`russia` still lists Moscow, `rust` does not). A query that is a
 //! place's whole name or alias, without typos, adds 6 (from the fourth
 //! letter being typed, or once the word is finished): `gilbert` lists the
 //! places called Gilbert before the larger Gilbertsville, as a user who
@@ -78,6 +79,7 @@ use crate::recent::Recent;
 use crate::slips::UNLIKELY_TYPO_COST;
 use crate::text::{address_tokens, canonical_type, capped, char_len, ends_in_word, fold, prefixes};
 use crate::topk::TopK;
+use crate::translit::romanize;
 use fst::Map;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -347,7 +349,9 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
         let mut words = WordGroups::default();
         words.add(address_tokens(&s.name));
         words.next_group();
-        words.next_group(); // streets have no aliases
+        // A Cyrillic name's Latin spelling is the street's alias.
+        words.add(romanize(&s.name).iter().flat_map(|r| address_tokens(r)));
+        words.next_group();
         words.add(type_token(s.kind.as_deref()));
         words.add(s.postal_code.iter().flat_map(|p| address_tokens(p)));
         let (tokens, name_words, named_words) = words.finish();
@@ -1983,6 +1987,35 @@ mod tests {
         assert_eq!(values(&ix, "мира")[0], "г Москва, пр-кт Мира");
         assert_eq!(values(&ix, "проспект")[0], "г Москва, пр-кт Мира");
         assert!(values(&ix, "несуществующий").is_empty());
+    }
+
+    /// Russian streets answer to their Latin spelling, as visitors and
+    /// Latin keyboards type them (BGN/PCGN, typos allowed as ever).
+    #[test]
+    fn latin_spellings_find_cyrillic_streets() {
+        let blob = index();
+        let ix = AddressIndex::open(&blob).unwrap();
+        assert_eq!(
+            values(&ix, "12 habarovskaya moscow")[0],
+            "г Москва, ул Хабаровская, д 12"
+        );
+        assert_eq!(
+            values(&ix, "moscow ulitsa khabarovskaya 7")[0],
+            "г Москва, ул Хабаровская, д 7"
+        );
+        assert_eq!(
+            values(&ix, "moscow prospekt mira 2")[0],
+            "г Москва, пр-кт Мира, д 2"
+        );
+        assert_eq!(
+            values(&ix, "moscow khabarov")[0],
+            "г Москва, ул Хабаровская"
+        );
+        // Latin names are not spelt again: Brīvības has no second alias.
+        assert_eq!(
+            values(&ix, "riga brivibas")[0],
+            "Latvia, Rīga, Brīvības iela"
+        );
     }
 
     /// Words of three letters or fewer get no typo budget; with a typo in

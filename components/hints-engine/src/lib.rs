@@ -19,6 +19,7 @@ pub mod recent;
 pub mod slips;
 pub mod text;
 mod topk;
+pub mod translit;
 
 /// Why an index could not be built or opened.
 #[derive(Debug, thiserror::Error)]
