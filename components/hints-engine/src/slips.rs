@@ -193,6 +193,7 @@ fn is_continuation(b: Option<&u8>) -> bool {
 
 /// The character that begins at byte `i` and its length in bytes (decoded
 /// by hand: this runs for every typo'd candidate a scan checks).
+#[inline(always)]
 fn char_at(s: &[u8], i: usize) -> Option<(char, usize)> {
     let b0 = *s.get(i)? as u32;
     let more = |k: usize| s.get(i + k).map(|&b| b as u32 & 0x3f);

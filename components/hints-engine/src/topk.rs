@@ -77,7 +77,9 @@ impl<T: PartialEq> TopK<T> {
             .items
             .iter()
             .map(|(s, _)| *s)
-            .fold(f32::INFINITY, f32::min);
+            // A comparison, not `f32::min`: scores are never NaN, and in
+            // wasm `f32::min` is a call to libm's `fminf` (NaN rules).
+            .fold(f32::INFINITY, |min, s| if s < min { s } else { min });
     }
 
     /// The items, best first (ties keep insertion order).
