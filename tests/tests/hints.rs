@@ -116,6 +116,10 @@ async fn addresses_exact_prefix_typo_and_abbreviations() {
         "г. Москва, улица Хабаровская, дом 12",
         "12 хабаровская москва",
         "москва хабаровскя 12",
+        // In Latin, as the stretch goal types it, and as BGN/PCGN
+        // spells it (the street's alias), with a Latin type word.
+        "12 habarovskaya moscow",
+        "Moskva, ulitsa Khabarovskaya, 12",
     ] {
         assert_eq!(address(&edge, q).await[0], house, "query {q:?}");
     }
