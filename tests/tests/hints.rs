@@ -120,6 +120,8 @@ async fn addresses_exact_prefix_typo_and_abbreviations() {
         // spells it (the street's alias), with a Latin type word.
         "12 habarovskaya moscow",
         "Moskva, ulitsa Khabarovskaya, 12",
+        // The Russian words typed with the Latin keyboard layout on.
+        "vjcrdf? [f,fhjdcrfz 12",
     ] {
         assert_eq!(address(&edge, q).await[0], house, "query {q:?}");
     }
@@ -243,6 +245,11 @@ async fn names_parts_typos_and_gender_agreement() {
     );
     assert_eq!(
         first(fio(&edge, json!({"query": "иванов иван иван"})).await).0,
+        "Иванов Иван Иванович"
+    );
+    // Typed with the Latin keyboard layout on.
+    assert_eq!(
+        first(fio(&edge, json!({"query": "Bdfyjd Bdfy Bdfyjdbx"})).await).0,
         "Иванов Иван Иванович"
     );
     // Typos: a transposition and a dropped letter.

@@ -416,8 +416,26 @@ impl<'a> NameIndex<'a> {
     }
 
     /// The best `count` names for `query`, optionally only of the given
-    /// parts and gender.
+    /// parts and gender. A query that finds nothing is read again as typed
+    /// on the other keyboard layout ([`crate::layout`]: `bdfyjd` is
+    /// `иванов`).
     pub fn suggest(
+        &self,
+        query: &str,
+        count: usize,
+        parts: Option<&[Part]>,
+        gender: Option<Gender>,
+    ) -> Vec<Fio<'a>> {
+        let out = self.suggest_as_typed(query, count, parts, gender);
+        match crate::layout::swap(query) {
+            Some(swapped) if out.is_empty() => {
+                self.suggest_as_typed(&swapped, count, parts, gender)
+            }
+            _ => out,
+        }
+    }
+
+    fn suggest_as_typed(
         &self,
         query: &str,
         count: usize,
@@ -638,6 +656,15 @@ mod tests {
         let b = ix_bytes();
         let ix = NameIndex::open(&b).unwrap();
         assert!(ix.suggest(&long, 5, None, None).is_empty());
+    }
+
+    #[test]
+    fn the_other_keyboard_layout_is_read_when_nothing_matches() {
+        let b = ix_bytes();
+        let ix = NameIndex::open(&b).unwrap();
+        // Typed with the Latin layout on: иванов, петрова ан.
+        assert_eq!(values(&ix, "bdfyjd")[0], "Иванович");
+        assert_eq!(values(&ix, "Gtnhjdf Fy")[0], "Петрова Анна");
     }
 
     #[test]
