@@ -32,12 +32,12 @@
 //! (country, region, postal code, type); a street's alias is the Latin
 //! spelling of a Cyrillic name ([`crate::translit`]). Context words match
 //! only without typos, cost 0.5 each, and an entry matched by context
-//! words alone costs 3 (`russia` still lists Moscow, `rust` does not). A query that is a
-//! place's whole name or alias, without typos, adds 6 (from the fourth
-//! letter being typed, or once the word is finished): `gilbert` lists the
-//! places called Gilbert before the larger Gilbertsville, as a user who
-//! typed a whole name expects; an index of whole names finds them however
-//! small. A typo in the word being typed costs 10 more while it has at
+//! words alone costs 3 (`russia` still lists Moscow, `rust` does not). A
+//! query that is a place's whole name or alias, without typos, adds 6
+//! (from the fourth letter being typed, or once the word is finished):
+//! `gilbert` lists the places called Gilbert before the larger
+//! Gilbertsville, as a user who typed a whole name expects; an index of
+//! whole names finds them however small. A typo in the word being typed costs 10 more while it has at
 //! most four letters (most words begin within one edit of four letters:
 //! such matches only fill the list after every exact completion), 6 more
 //! at five or six and 2 more at seven or eight (tuned on the quality
@@ -2034,7 +2034,7 @@ mod tests {
             values(&ix, "moscow khabarov")[0],
             "г Москва, ул Хабаровская"
         );
-        // Latin names are not spelt again: Brīvības has no second alias.
+        // A Latin street still answers to its own name.
         assert_eq!(
             values(&ix, "riga brivibas")[0],
             "Latvia, Rīga, Brīvības iela"
