@@ -37,12 +37,12 @@
 //! (from the fourth letter being typed, or once the word is finished):
 //! `gilbert` lists the places called Gilbert before the larger
 //! Gilbertsville, as a user who typed a whole name expects; an index of
-//! whole names finds them however small. A typo in the word being typed costs 10 more while it has at
-//! most four letters (most words begin within one edit of four letters:
-//! such matches only fill the list after every exact completion), 6 more
-//! at five or six and 2 more at seven or eight (tuned on the quality
-//! script's query logs: a completion of what was typed is the likelier
-//! intent until the word is long).
+//! whole names finds them however small. A typo in the word being typed
+//! costs 10 more while it has at most four letters (most words begin
+//! within one edit of four letters: such matches only fill the list after
+//! every exact completion), 6 more at five or six and 2 more at seven or
+//! eight (tuned on the quality script's query logs: a completion of what
+//! was typed is the likelier intent until the word is long).
 //!
 //! # Speed
 //! The token dictionary is an FST searched with one Levenshtein automaton per
