@@ -22,9 +22,9 @@
 //! # Ranking
 //! Score = the entry's weight (ln of the place's population; streets rank
 //! below their place, houses with their street) − 2 per edit (4 more for
-//! an edit that is no slip of the finger or the ear,
-//! [`crate::slips`]) − 0.6 for each earlier token that only began a word; an exactly typed last word, a
-//! matched type word and an exact house number add a little. Whole words
+//! an edit that is no slip of the finger or the ear, [`crate::slips`]) −
+//! 0.6 for each earlier token that only began a word; an exactly typed
+//! last word, a matched type word and an exact house number add a little. Whole words
 //! without typos therefore beat typo matches unless the typo'd entry is far
 //! larger (Moscow with one typo still beats a village typed exactly).
 //!

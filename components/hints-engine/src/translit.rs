@@ -9,10 +9,11 @@
 //! `е` → `ye` at the start of a word and after a vowel or a sign, `ь` and
 //! `ъ` dropped. Of the 5,264 Russian places in the data, 88% come out as
 //! GeoNames spells them and 98% within one edit (`ё`, which GeoNames
-//! spells `yo`, is `e` here, as Russians mostly write it). Other spellings of the same name (`habarovskaya`,
-//! `sovetskaja`, `pervomaiskaya`) are one or two edits from it, which the
-//! engine's typo tolerance already accepts; indexing every system would
-//! multiply the words for little.
+//! spells `yo`, is `e` here, as Russians mostly write it). Other
+//! spellings of the same name (`habarovskaya`, `sovetskaja`,
+//! `pervomaiskaya`) are one or two edits from it, which the engine's typo
+//! tolerance already accepts; indexing every system would multiply the
+//! words for little.
 //!
 //! ```
 //! use hints_engine::translit::romanize;
