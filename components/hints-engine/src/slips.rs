@@ -52,11 +52,12 @@ const fn key(c: char) -> usize {
     }
 }
 
-/// For each key, a bit per key next to it. Rows are staggered: a key
-/// touches two of the row above (same column and the next) and two of the
-/// row below (the previous column and the same).
-static NEAR: [u128; KEYS] = {
-    let mut near = [0u128; KEYS];
+/// For each key, a bit per key next to it, in two words (a `u128` shift
+/// is a libcall in wasm). Rows are staggered: a key touches two of the
+/// row above (same column and the next) and two of the row below (the
+/// previous column and the same).
+static NEAR: [[u64; 2]; KEYS] = {
+    let mut near = [[0u64; 2]; KEYS];
     let mut l = 0;
     while l < LAYOUTS.len() {
         let rows = LAYOUTS[l];
@@ -77,7 +78,8 @@ static NEAR: [u128; KEYS] = {
                         && cc >= 0
                         && (cc as usize) < rows[rr as usize].len()
                     {
-                        near[k] |= 1 << key(rows[rr as usize][cc as usize]);
+                        let b = key(rows[rr as usize][cc as usize]);
+                        near[k][b / 64] |= 1 << (b % 64);
                     }
                     a += 1;
                 }
@@ -107,7 +109,7 @@ pub fn near(meant: char, hit: char) -> bool {
     if a == KEYS || b == KEYS {
         return true;
     }
-    a == b || NEAR[a] >> b & 1 == 1 || sound_alike(meant, hit)
+    a == b || NEAR[a][b / 64] >> (b % 64) & 1 == 1 || sound_alike(meant, hit)
 }
 
 /// Letters spelt for each other because they sound alike: Russian
