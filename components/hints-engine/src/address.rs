@@ -1687,17 +1687,19 @@ impl<'a> AddressIndex<'a> {
         let full = top.len() >= room;
         let mut seen: Vec<String> = Vec::new();
         let mut out = Vec::new();
+        let mut text = String::new();
         for (score, (node, house)) in top.into_sorted() {
             let s = Suggestion {
                 node,
                 house: (house != NONE).then_some(house),
                 score,
             };
-            let value = self.address(&s).unrestricted_value();
-            if seen.contains(&value) {
+            text.clear();
+            self.address(&s).write_unrestricted_value(&mut text);
+            if seen.contains(&text) {
                 continue;
             }
-            seen.push(value);
+            seen.push(text.clone());
             out.push(s);
             if out.len() == count {
                 break;
@@ -1875,37 +1877,52 @@ impl<'a> Address<'a> {
     /// The address from the region down, as DaData's `value` (Russian
     /// addresses omit the country: `г Москва, ул Хабаровская, д 12`).
     pub fn value(&self) -> String {
-        let mut parts: Vec<String> = Vec::new();
-        if !self.is_russian() {
-            parts.extend(self.country.map(str::to_owned));
+        let mut out = String::new();
+        self.write_value(&mut Parts::new(&mut out));
+        out
+    }
+
+    fn write_value(&self, parts: &mut Parts) {
+        let ru = self.is_russian();
+        if !ru && let Some(country) = self.country {
+            parts.next().push_str(country);
         }
         if let Some(r) = self.region.filter(|r| *r != self.city) {
-            parts.push(r.to_owned());
+            parts.next().push_str(r);
         }
-        let ru = self.is_russian();
-        parts.push(typed(self.city_type, self.city, ru));
+        write_typed(parts.next(), self.city_type, self.city, ru);
         if let Some(street) = self.street {
-            parts.push(typed(self.street_type, street, ru));
+            write_typed(parts.next(), self.street_type, street, ru);
         }
         if let Some(h) = self.house {
-            parts.push(if self.is_russian() {
-                format!("д {h}")
-            } else {
-                h.to_owned()
-            });
+            let out = parts.next();
+            if ru {
+                out.push_str("д ");
+            }
+            out.push_str(h);
         }
-        parts.join(", ")
     }
 
     /// The full address: postal code, country, then [`Self::value`].
     pub fn unrestricted_value(&self) -> String {
-        let mut parts: Vec<String> = Vec::new();
-        parts.extend(self.postal_code.map(str::to_owned));
-        if self.is_russian() {
-            parts.extend(self.country.map(str::to_owned));
+        let mut out = String::new();
+        self.write_unrestricted_value(&mut out);
+        out
+    }
+
+    /// [`Self::unrestricted_value`] appended to `out` (which the engine
+    /// reuses to merge look-alikes without an allocation per entry).
+    fn write_unrestricted_value(&self, out: &mut String) {
+        let mut parts = Parts::new(out);
+        if let Some(postal) = self.postal_code {
+            parts.next().push_str(postal);
         }
-        parts.push(self.value());
-        parts.join(", ")
+        if self.is_russian()
+            && let Some(country) = self.country
+        {
+            parts.next().push_str(country);
+        }
+        self.write_value(&mut parts);
     }
 
     /// A stable id of the entry: the place's or street's data-set id, with
@@ -1926,11 +1943,46 @@ impl<'a> Address<'a> {
 
 /// A name with its type: before it in Russian (`ул Мира`), after it
 /// elsewhere (`Brīvības iela`).
-fn typed(kind: Option<&str>, name: &str, type_first: bool) -> String {
+/// Appends a name with its type word: before it in Russian (`ул Мира`),
+/// after it elsewhere (`Main st`).
+fn write_typed(out: &mut String, kind: Option<&str>, name: &str, type_first: bool) {
     match kind {
-        Some(k) if type_first => format!("{k} {name}"),
-        Some(k) => format!("{name} {k}"),
-        None => name.to_owned(),
+        Some(k) if type_first => {
+            out.push_str(k);
+            out.push(' ');
+            out.push_str(name);
+        }
+        Some(k) => {
+            out.push_str(name);
+            out.push(' ');
+            out.push_str(k);
+        }
+        None => out.push_str(name),
+    }
+}
+
+/// Parts written one after another with ", " between them, as
+/// `[..].join(", ")` would give.
+struct Parts<'s> {
+    out: &'s mut String,
+    started: bool,
+}
+
+impl<'s> Parts<'s> {
+    fn new(out: &'s mut String) -> Self {
+        Self {
+            out,
+            started: false,
+        }
+    }
+
+    /// Where the next part goes.
+    fn next(&mut self) -> &mut String {
+        if self.started {
+            self.out.push_str(", ");
+        }
+        self.started = true;
+        self.out
     }
 }
 
