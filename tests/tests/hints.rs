@@ -235,6 +235,96 @@ async fn namesakes_are_told_apart_by_region() {
     assert_eq!(address(&edge, "москва").await[0], "г Москва");
 }
 
+/// DaData's bounds and locations, as suggestion widgets send them for a
+/// city field, a street field in the chosen city and a house field.
+#[tokio::test]
+async fn addresses_restricted_to_kinds_and_locations() {
+    let edge = start();
+    let suggest = |body: Value| {
+        let edge = &edge;
+        async move {
+            let (status, v) = post(edge, "/hints/suggest/address", &body.to_string()).await;
+            assert_eq!(status, 200, "{body}: {v}");
+            v["suggestions"].as_array().unwrap().clone()
+        }
+    };
+    let city = json!({"value": "city"});
+    let cities = suggest(json!({"query": "хабар", "from_bound": city, "to_bound": city})).await;
+    assert_eq!(cities[0]["value"], "Хабаровский край, г Хабаровск");
+    assert!(
+        cities.iter().all(|s| s["data"]["street"].is_null()),
+        "{cities:?}"
+    );
+
+    let street = json!({"value": "street"});
+    let streets = suggest(json!({
+        "query": "ле", "count": 10, "from_bound": street, "to_bound": street,
+        "locations": [{"city": "Хабаровск"}],
+    }))
+    .await;
+    assert!(!streets.is_empty());
+    for s in &streets {
+        assert_eq!(s["data"]["city"], "Хабаровск", "{s}");
+        assert!(
+            s["data"]["street"].as_str().is_some_and(|n| n
+                .to_lowercase()
+                .split([' ', '-'])
+                .any(|w| w.starts_with("ле"))),
+            "a word of the street begins with ле: {s}"
+        );
+        assert!(s["data"]["house"].is_null(), "{s}");
+    }
+
+    let houses = suggest(json!({
+        "query": "1", "from_bound": {"value": "house"},
+        "locations": [{"city": "Москва", "street": "Хабаровская"}],
+    }))
+    .await;
+    assert_eq!(houses[0]["value"], "г Москва, ул Хабаровская, д 1");
+    assert!(
+        houses.iter().all(|s| s["data"]["street"] == "Хабаровская"),
+        "{houses:?}"
+    );
+
+    // A country by its code, and DaData's `*` for any.
+    let iceland =
+        suggest(json!({"query": "reykj", "locations": [{"country_iso_code": "IS"}]})).await;
+    assert!(!iceland.is_empty());
+    assert!(
+        iceland
+            .iter()
+            .all(|s| s["data"]["country_iso_code"] == "IS"),
+        "{iceland:?}"
+    );
+    let anywhere =
+        suggest(json!({"query": "москва", "count": 5, "locations": [{"country_iso_code": "*"}]}))
+            .await;
+    assert_eq!(
+        anywhere
+            .iter()
+            .map(|s| s["value"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>(),
+        address(&edge, "москва").await
+    );
+
+    // Any one of several locations.
+    let either = suggest(json!({
+        "query": "мира", "count": 20, "to_bound": street,
+        "locations": [{"city": "Хабаровск"}, {"city": "Москва"}],
+    }))
+    .await;
+    assert!(
+        either
+            .iter()
+            .all(|s| s["data"]["city"] == "Хабаровск" || s["data"]["city"] == "Москва"),
+        "{either:?}"
+    );
+    assert!(
+        either.iter().any(|s| s["data"]["city"] == "Хабаровск"),
+        "{either:?}"
+    );
+}
+
 #[tokio::test]
 async fn names_parts_typos_and_gender_agreement() {
     let edge = start();
@@ -347,6 +437,44 @@ async fn malformed_requests_are_400_naming_the_field() {
             r#"{"query":"москва","count":0}"#.into(),
             "count",
             "1..=20",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","from_bound":{"value":"planet"}}"#.into(),
+            "from_bound",
+            "\"planet\" is not a level (allowed: country, region, area, city, settlement, street, house)",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","from_bound":{"value":"street"},"to_bound":{"value":"city"}}"#
+                .into(),
+            "to_bound",
+            "is broader than from_bound",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","from_bound":{"value":"region"},"to_bound":{"value":"region"}}"#
+                .into(),
+            "from_bound",
+            "holds no entry of this index",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","locations":[{"kladr_id":"7700000000000"}]}"#.into(),
+            "locations",
+            "\"kladr_id\" is not a location field",
+        ),
+        (
+            "/hints/suggest/address",
+            r#"{"query":"москва","locations":[{}]}"#.into(),
+            "locations",
+            "empty object",
+        ),
+        (
+            "/hints/suggest/fio",
+            r#"{"query":"иван","locations":[{"city":"Москва"}]}"#.into(),
+            "locations",
+            "address suggestions (suggest/address) only",
         ),
         (
             "/hints/suggest/address",

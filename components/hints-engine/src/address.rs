@@ -76,6 +76,7 @@ use crate::IndexError;
 use crate::blob::{Blob, BlobWriter, StrTableBuilder, Strs, U32s};
 use crate::fuzzy::{Hit, Matcher, max_edits};
 use crate::recent::Recent;
+use crate::restrict::Restrict;
 use crate::slips::UNLIKELY_TYPO_COST;
 use crate::text::{address_tokens, canonical_type, capped, char_len, ends_in_word, fold, prefixes};
 use crate::topk::TopK;
@@ -84,7 +85,7 @@ use fst::Map;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 const MAGIC: &[u8; 8] = b"EDGEHA03";
 const NONE: u32 = u32::MAX;
@@ -760,6 +761,8 @@ pub struct AddressIndex<'a> {
     child: U32s<'a>,
     /// Expansions of recent query words ([`AddressIndex::expand`]).
     recent: Mutex<Recent<ExpansionKey, Arc<Expansion>>>,
+    /// Country names by ISO code, read from the places when first asked.
+    countries: OnceLock<HashMap<&'a str, &'a str>>,
 }
 
 /// What an expansion depends on: the token's text, whether it is the word
@@ -777,6 +780,29 @@ pub struct Suggestion {
     /// String id of the house number, if the entry is a house.
     pub house: Option<u32>,
     pub score: f32,
+}
+
+/// The best entries so far, of those the request lets through.
+struct Found<'r> {
+    top: TopK<(u32, u32)>,
+    /// Whether an entry (node, house or [`NONE`]) passes; `None`: all do.
+    keep: Option<&'r dyn Fn(u32, u32) -> bool>,
+}
+
+impl Found<'_> {
+    fn push(&mut self, score: f32, entry: (u32, u32)) {
+        if self.keep.is_none_or(|keep| keep(entry.0, entry.1)) {
+            self.top.push(score, entry);
+        }
+    }
+}
+
+impl std::ops::Deref for Found<'_> {
+    type Target = TopK<(u32, u32)>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.top
+    }
 }
 
 /// A query token with its role.
@@ -883,6 +909,7 @@ impl<'a> AddressIndex<'a> {
             child_off: b.u32s(b"ncof")?,
             child: b.u32s(b"nchi")?,
             recent: Mutex::new(Recent::new(RECENT_EXPANSION_BYTES)),
+            countries: OnceLock::new(),
         };
         let n = index.parent.len();
         let columns = [
@@ -923,22 +950,68 @@ impl<'a> AddressIndex<'a> {
     /// the other keyboard layout ([`crate::layout`]: `vjcr` is `моск`),
     /// and the reading whose best entry scores higher wins.
     pub fn suggest(&self, query: &str, count: usize) -> Vec<Suggestion> {
-        let out = self.suggest_as_typed(query, count);
+        self.suggest_restricted(query, count, &Restrict::default())
+    }
+
+    /// [`Self::suggest`] keeping only the entries `restrict` lets through
+    /// (a city field, the streets of the city already chosen).
+    pub fn suggest_restricted(
+        &self,
+        query: &str,
+        count: usize,
+        restrict: &Restrict,
+    ) -> Vec<Suggestion> {
+        if let Some(each) = restrict.each_location() {
+            let mut all: Vec<Suggestion> = each
+                .flat_map(|r| self.suggest_restricted(query, count, &r))
+                .collect();
+            all.sort_by(|a, b| b.score.total_cmp(&a.score));
+            let mut seen = HashSet::new();
+            all.retain(|s| seen.insert((s.node, s.house)));
+            all.truncate(count);
+            return all;
+        }
+        let out = self.suggest_as_typed(query, count, restrict);
         if out.first().is_some_and(|s| s.score >= OTHER_LAYOUT_BELOW) {
             return out;
         }
         let Some(swapped) = crate::layout::swap(query) else {
             return out;
         };
-        let other = self.suggest_as_typed(&swapped, count);
+        let other = self.suggest_as_typed(&swapped, count, restrict);
         let top = |l: &[Suggestion]| l.first().map_or(f32::NEG_INFINITY, |s| s.score);
         if top(&other) > top(&out) { other } else { out }
     }
 
-    fn suggest_as_typed(&self, query: &str, count: usize) -> Vec<Suggestion> {
-        let Some(tokens) = self.query_tokens(query) else {
+    fn suggest_as_typed(&self, query: &str, count: usize, restrict: &Restrict) -> Vec<Suggestion> {
+        // Entries of one location are searched from it: its words join
+        // the query (`хаб` in Москва is `москва хаб`), so its place drives
+        // and its streets are checked, however many heavier entries begin
+        // with `хаб` elsewhere.
+        let widened = if restrict.is_none() {
+            None
+        } else {
+            let mut words = restrict.words();
+            words.extend(
+                restrict
+                    .country_code_alone()
+                    .and_then(|c| self.country_of(c)),
+            );
+            (!words.is_empty())
+                .then(|| format!("{} {query}", words.join(" ")))
+                .filter(|w| address_tokens(w).len() <= MAX_QUERY_TOKENS)
+        };
+        let Some(tokens) = self.query_tokens(widened.as_deref().unwrap_or(query)) else {
             return Vec::new();
         };
+        let keep = |node: u32, house: u32| {
+            restrict.admits(&self.address(&Suggestion {
+                node,
+                house: (house != NONE).then_some(house),
+                score: 0.0,
+            }))
+        };
+        let keep: Option<&dyn Fn(u32, u32) -> bool> = (!restrict.is_none()).then_some(&keep);
         // Room beyond those shown for entries that look alike and are
         // merged (same text). More room only lowers the bar every scan must
         // clear to stop (`2 * count + 4` cost 2.4% more instructions over
@@ -946,9 +1019,9 @@ impl<'a> AddressIndex<'a> {
         // whose look-alikes filled it (a dozen Rancho Nuevo in one Mexican
         // state) runs again with more.
         let room = count + 4;
-        let (out, full) = self.suggest_within(&tokens, count, room);
+        let (out, full) = self.suggest_within(&tokens, count, room, keep);
         if out.len() < count && full {
-            return self.suggest_within(&tokens, count, 4 * room).0;
+            return self.suggest_within(&tokens, count, 4 * room, keep).0;
         }
         out
     }
@@ -960,8 +1033,12 @@ impl<'a> AddressIndex<'a> {
         tokens: &[QueryToken],
         count: usize,
         room: usize,
+        keep: Option<&dyn Fn(u32, u32) -> bool>,
     ) -> (Vec<Suggestion>, bool) {
-        let mut top = TopK::new(room);
+        let mut top = Found {
+            top: TopK::new(room),
+            keep,
+        };
         let required: Vec<usize> = (0..tokens.len()).filter(|&i| !tokens[i].optional).collect();
         if let [only] = required[..] {
             // The word being typed alone: its best list if it is short or
@@ -969,7 +1046,8 @@ impl<'a> AddressIndex<'a> {
             // can still enter what is shown.
             let t = &tokens[only];
             if t.last && !t.numeric {
-                if !self.best_of_prefix(t, tokens, &mut top) {
+                // The best lists hold what is best anywhere, of any kind.
+                if top.keep.is_some() || !self.best_of_prefix(t, tokens, &mut top) {
                     let mut exact = Vec::new();
                     t.m.for_each_exact(&self.tokens, |_, id| {
                         exact.push(id as u32);
@@ -1042,7 +1120,7 @@ impl<'a> AddressIndex<'a> {
     /// first part first, until a split finds something; three splits at
     /// most, each driven by the words as typed (the missing space was the
     /// typo). Not for a query of [`MAX_QUERY_TOKENS`] words already.
-    fn suggest_split(&self, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>) {
+    fn suggest_split(&self, tokens: &[QueryToken], top: &mut Found) {
         if tokens.len() >= MAX_QUERY_TOKENS {
             return;
         }
@@ -1082,12 +1160,7 @@ impl<'a> AddressIndex<'a> {
     /// is or begins as typed, for the token whose words are fewest to check
     /// (numbers only if nothing else has any), without the typo walks of
     /// [`Self::pick_driver`].
-    fn scan_as_typed(
-        &self,
-        tokens: &[QueryToken],
-        candidates: &[usize],
-        top: &mut TopK<(u32, u32)>,
-    ) {
+    fn scan_as_typed(&self, tokens: &[QueryToken], candidates: &[usize], top: &mut Found) {
         // A letter or two begins a large part of the dictionary: not
         // enumerated when a longer word can drive.
         let Some(longest) = candidates
@@ -1135,7 +1208,7 @@ impl<'a> AddressIndex<'a> {
         tokens: &[QueryToken],
         required: &[usize],
         count: usize,
-        top: &mut TopK<(u32, u32)>,
+        top: &mut Found,
     ) {
         if required.len() < 2 {
             return;
@@ -1175,13 +1248,7 @@ impl<'a> AddressIndex<'a> {
     ///
     /// Words matched with a typo cost `penalty` at least, which lowers what
     /// a node can score.
-    fn scan(
-        &self,
-        driver: &[u32],
-        penalty: f32,
-        tokens: &[QueryToken],
-        top: &mut TopK<(u32, u32)>,
-    ) {
+    fn scan(&self, driver: &[u32], penalty: f32, tokens: &[QueryToken], top: &mut Found) {
         let bonus = max_bonus(tokens) - penalty;
         // Tokens without typos (other than numbers, which may be houses)
         // need a word with their first letter: most candidates fail that
@@ -1445,7 +1512,7 @@ impl<'a> AddressIndex<'a> {
 
     /// Every place whose whole name the required tokens are (they earn
     /// [`EXACT_NAME_BONUS`], which the scans therefore need not allow for).
-    fn whole_names(&self, tokens: &[QueryToken], required: &[usize], top: &mut TopK<(u32, u32)>) {
+    fn whole_names(&self, tokens: &[QueryToken], required: &[usize], top: &mut Found) {
         let mut key = String::new();
         for &i in required {
             if !key.is_empty() {
@@ -1468,12 +1535,7 @@ impl<'a> AddressIndex<'a> {
     /// The first keystrokes: the precomputed heaviest entries with a word
     /// beginning with the one required token (type words may come along).
     /// False if the prefix has no such list.
-    fn best_of_prefix(
-        &self,
-        t: &QueryToken,
-        tokens: &[QueryToken],
-        top: &mut TopK<(u32, u32)>,
-    ) -> bool {
+    fn best_of_prefix(&self, t: &QueryToken, tokens: &[QueryToken], top: &mut Found) -> bool {
         let Some(i) = self.tops.get(&t.m.text) else {
             return false;
         };
@@ -1496,7 +1558,7 @@ impl<'a> AddressIndex<'a> {
         t: &QueryToken,
         tokens: &[QueryToken],
         count: usize,
-        top: &mut TopK<(u32, u32)>,
+        top: &mut Found,
         first_letter: bool,
     ) {
         if t.m.edits() == 0 || self.nodes() == 0 {
@@ -1534,7 +1596,7 @@ impl<'a> AddressIndex<'a> {
 
     /// Checks a candidate node (and, for uncovered tokens, its streets and
     /// houses) against the query; `bonus` is added to the node's own score.
-    fn try_node(&self, node: u32, tokens: &[QueryToken], top: &mut TopK<(u32, u32)>, bonus: f32) {
+    fn try_node(&self, node: u32, tokens: &[QueryToken], top: &mut Found, bonus: f32) {
         let mut cover: Cover = [None; MAX_QUERY_TOKENS];
         let own = self.cover(node, tokens, &mut cover);
         let parent = self.parent.get(node as usize);
@@ -1585,7 +1647,7 @@ impl<'a> AddressIndex<'a> {
         i: usize,
         tokens: &[QueryToken],
         cover: &Cover,
-        top: &mut TopK<(u32, u32)>,
+        top: &mut Found,
     ) {
         let q = &tokens[i];
         let base = weight + score_adjust(tokens, cover, true);
@@ -1660,7 +1722,7 @@ impl<'a> AddressIndex<'a> {
 
     /// Scans a driver's exact words, then its typo variants, which score
     /// lower: the second scan stops sooner.
-    fn drive(&self, d: &Driver, tokens: &[QueryToken], count: usize, top: &mut TopK<(u32, u32)>) {
+    fn drive(&self, d: &Driver, tokens: &[QueryToken], count: usize, top: &mut Found) {
         let t = &tokens[d.token];
         self.scan(&d.expansion.exact, 0.0, tokens, top);
         if t.last {
@@ -1683,8 +1745,9 @@ impl<'a> AddressIndex<'a> {
     }
 
     /// Best first, one suggestion per distinct address text.
-    fn finish(&self, top: TopK<(u32, u32)>, count: usize, room: usize) -> (Vec<Suggestion>, bool) {
+    fn finish(&self, top: Found, count: usize, room: usize) -> (Vec<Suggestion>, bool) {
         let full = top.len() >= room;
+        let top = top.top;
         let mut seen: Vec<String> = Vec::new();
         let mut out = Vec::new();
         let mut text = String::new();
@@ -1709,6 +1772,22 @@ impl<'a> AddressIndex<'a> {
     }
 
     /// The fields of a suggestion.
+    /// The name of the country whose ISO code is `iso` (upper case).
+    fn country_of(&self, iso: &str) -> Option<&'a str> {
+        let countries = self.countries.get_or_init(|| {
+            let mut map = HashMap::new();
+            for node in 0..self.nodes() {
+                if self.parent.get(node) == NONE {
+                    let (code, name) = (self.iso.get(node), self.country.get(node));
+                    map.entry(self.strs.get(code))
+                        .or_insert_with(|| self.strs.get(name));
+                }
+            }
+            map
+        });
+        countries.get(iso).copied().filter(|c| !c.is_empty())
+    }
+
     pub fn address(&self, s: &Suggestion) -> Address<'a> {
         let node = s.node as usize;
         let parent = self.parent.get(node);
@@ -2062,6 +2141,72 @@ mod tests {
         assert_eq!(values(&ix, "мира")[0], "г Москва, пр-кт Мира");
         assert_eq!(values(&ix, "проспект")[0], "г Москва, пр-кт Мира");
         assert!(values(&ix, "несуществующий").is_empty());
+    }
+
+    /// DaData's bounds and locations: kinds of entry, and where.
+    #[test]
+    fn restricted_to_kinds_and_locations() {
+        use crate::restrict::{Kinds, Location, Restrict};
+        let blob = index();
+        let ix = AddressIndex::open(&blob).unwrap();
+        let only = |places, streets, houses| {
+            Some(Kinds {
+                places,
+                streets,
+                houses,
+            })
+        };
+        let values = |q: &str, r: &Restrict| -> Vec<String> {
+            ix.suggest_restricted(q, 5, r)
+                .iter()
+                .map(|s| ix.address(s).value())
+                .collect()
+        };
+        let cities = Restrict::new(only(true, false, false), Vec::new());
+        assert_eq!(values("хабаровск", &cities), ["г Хабаровск"]);
+        let streets = Restrict::new(only(false, true, false), Vec::new());
+        assert_eq!(
+            values("мира", &streets),
+            ["г Москва, пр-кт Мира", "г Хабаровск, ул Мира"]
+        );
+        // A street field once the city is chosen, from the first letter.
+        let in_khabarovsk = |kinds| {
+            Restrict::new(
+                kinds,
+                vec![Location {
+                    city: Some("Хабаровск".into()),
+                    ..Location::default()
+                }],
+            )
+        };
+        assert_eq!(
+            values("м", &in_khabarovsk(only(false, true, false))),
+            ["г Хабаровск, ул Мира"]
+        );
+        assert_eq!(
+            values("мира 3", &in_khabarovsk(None)),
+            ["г Хабаровск, ул Мира, д 3"]
+        );
+        // A house field once the street is chosen.
+        let houses = Restrict::new(
+            only(false, false, true),
+            vec![Location {
+                city: Some("москва".into()),
+                street: Some("хабаровская".into()),
+                ..Location::default()
+            }],
+        );
+        assert_eq!(values("2", &houses)[0], "г Москва, ул Хабаровская, д 2");
+        assert!(values("мира", &houses).is_empty());
+        // Nowhere: nothing, rather than entries elsewhere.
+        let nowhere = Restrict::new(
+            None,
+            vec![Location {
+                country_iso_code: Some("FR".into()),
+                ..Location::default()
+            }],
+        );
+        assert!(values("москва", &nowhere).is_empty());
     }
 
     /// Russian streets answer to their Latin spelling, as visitors and

@@ -17,6 +17,7 @@ pub mod layout;
 pub mod levenshtein;
 pub mod names;
 pub mod recent;
+pub mod restrict;
 pub mod slips;
 pub mod text;
 mod topk;

@@ -8,7 +8,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `POST …/suggest/address` `{"query", "count"?}` | DaData-shaped `{"suggestions": [{"value", "unrestricted_value", "data"}]}` |
+//! | `POST …/suggest/address` `{"query", "count"?, "from_bound"?, "to_bound"?, "locations"?}` | DaData-shaped `{"suggestions": [{"value", "unrestricted_value", "data"}]}` |
 //! | `POST …/suggest/fio` `{"query", "count"?, "parts"?, "gender"?}` | the same for names |
 //! | `GET /address?q=…&count=…` | the address answer, for plain links and load tests |
 //! | `GET /fio?q=…&count=…&parts=NAME,SURNAME&gender=FEMALE` | the name answer |
@@ -18,11 +18,22 @@
 //! DaData's `…/suggestions/api/4_1/rs/` base can point here. Bad input is a
 //! 400 `{"error": {"field", "message"}}` naming the field and what is
 //! allowed: an empty or whitespace query, one over 300 characters or not
-//! UTF-8, `count` outside 1..=20, an unknown part or gender.
+//! UTF-8, `count` outside 1..=20, an unknown part or gender, a bound or
+//! location this index cannot honour.
+//!
+//! As DaData's, an address request may say which kinds of entry it wants,
+//! `"from_bound": {"value": "city"}, "to_bound": {"value": "city"}` (the
+//! levels country, region, area, city, settlement, street, house; this
+//! index suggests cities and settlements, streets and houses), and where,
+//! `"locations": [{"city": "Хабаровск"}]` (any one of the objects; each of
+//! `country_iso_code`, `country`, `region`, `city` or `settlement`,
+//! `street` it gives must equal the entry's, as the answers' `data`
+//! spells them, case aside).
 
 use guest_http::{read_body, respond};
 use hints_engine::address::AddressIndex;
 use hints_engine::names::{Gender, NameIndex, Part};
+use hints_engine::restrict::{Kinds, Location, Restrict};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::sync::OnceLock;
@@ -58,6 +69,8 @@ struct Query {
     count: usize,
     parts: Option<Vec<Part>>,
     gender: Option<Gender>,
+    /// Addresses only: bounds and locations.
+    restrict: Restrict,
 }
 
 #[derive(Clone, Copy)]
@@ -233,7 +246,7 @@ fn suggest_address(q: &Query) -> Suggestions<AddressData<'static>> {
         };
     };
     let suggestions = ix
-        .suggest(&q.text, q.count)
+        .suggest_restricted(&q.text, q.count, &q.restrict)
         .iter()
         .map(|s| {
             let a = ix.address(s);
@@ -387,7 +400,174 @@ fn from_json(body: &[u8], kind: Kind) -> Result<Query, BadRequest> {
             ));
         }
     };
-    validate(text, count, parts, gender, kind, "query")
+    let restrict = restriction(&obj, kind)?;
+    validate(text, count, parts, gender, kind, "query").map(|q| Query { restrict, ..q })
+}
+
+/// DaData's levels, broadest first.
+const LEVELS: [&str; 7] = [
+    "country",
+    "region",
+    "area",
+    "city",
+    "settlement",
+    "street",
+    "house",
+];
+
+/// Bounds and locations of an address request (`from_bound`, `to_bound`,
+/// `locations`); refused for names.
+fn restriction(obj: &Map<String, Value>, kind: Kind) -> Result<Restrict, BadRequest> {
+    let given = |f: &str| obj.get(f).is_some_and(|v| !v.is_null());
+    if matches!(kind, Kind::Fio) {
+        for field in ["from_bound", "to_bound", "locations"] {
+            if given(field) {
+                return Err(bad(
+                    field,
+                    "applies to address suggestions (suggest/address) only",
+                ));
+            }
+        }
+        return Ok(Restrict::default());
+    }
+    let from = bound(obj, "from_bound")?;
+    let to = bound(obj, "to_bound")?;
+    let kinds = if from.is_none() && to.is_none() {
+        None
+    } else {
+        let (from, to) = (from.unwrap_or(0), to.unwrap_or(LEVELS.len() - 1));
+        if from > to {
+            return Err(bad(
+                "to_bound",
+                format!(
+                    "{:?} is broader than from_bound {:?}: the levels go {}",
+                    LEVELS[to],
+                    LEVELS[from],
+                    LEVELS.join(", ")
+                ),
+            ));
+        }
+        let has = |level: &str| (from..=to).any(|i| LEVELS[i] == level);
+        let kinds = Kinds {
+            places: has("city") || has("settlement"),
+            streets: has("street"),
+            houses: has("house"),
+        };
+        if !(kinds.places || kinds.streets || kinds.houses) {
+            return Err(bad(
+                "from_bound",
+                format!(
+                    "{:?} to {:?} holds no entry of this index: it suggests cities and settlements, streets and houses",
+                    LEVELS[from], LEVELS[to]
+                ),
+            ));
+        }
+        Some(kinds)
+    };
+    let locations = match obj.get("locations") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) if items.len() <= MAX_LOCATIONS => {
+            items.iter().map(location).collect::<Result<Vec<_>, _>>()?
+        }
+        Some(Value::Array(items)) => {
+            return Err(bad(
+                "locations",
+                format!(
+                    "has {} objects; at most {MAX_LOCATIONS} are allowed",
+                    items.len()
+                ),
+            ));
+        }
+        Some(other) => {
+            return Err(bad(
+                "locations",
+                format!("must be an array of objects, not {}", type_name(other)),
+            ));
+        }
+    };
+    Ok(Restrict::new(kinds, locations))
+}
+
+const MAX_LOCATIONS: usize = 20;
+
+/// A bound's level (an index into [`LEVELS`]), from `{"value": "city"}`.
+fn bound(obj: &Map<String, Value>, field: &'static str) -> Result<Option<usize>, BadRequest> {
+    let value = match obj.get(field) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(b)) => b.get("value"),
+        Some(other) => {
+            return Err(bad(
+                field,
+                format!(
+                    "must be an object like {{\"value\": \"city\"}}, not {}",
+                    type_name(other)
+                ),
+            ));
+        }
+    };
+    let allowed = || format!("(allowed: {})", LEVELS.join(", "));
+    match value {
+        Some(Value::String(level)) => LEVELS
+            .iter()
+            .position(|l| l.eq_ignore_ascii_case(level.trim()))
+            .map(Some)
+            .ok_or_else(|| bad(field, format!("{level:?} is not a level {}", allowed()))),
+        _ => Err(bad(
+            field,
+            format!("needs a \"value\" string {}", allowed()),
+        )),
+    }
+}
+
+/// One object of `locations`.
+fn location(item: &Value) -> Result<Location, BadRequest> {
+    let Value::Object(fields) = item else {
+        return Err(bad(
+            "locations",
+            format!(
+                "must hold objects like {{\"city\": \"Москва\"}}, not {}",
+                type_name(item)
+            ),
+        ));
+    };
+    if fields.is_empty() {
+        return Err(bad(
+            "locations",
+            "holds an empty object: it would match everything",
+        ));
+    }
+    let mut l = Location::default();
+    for (key, value) in fields {
+        let Value::String(text) = value else {
+            return Err(bad(
+                "locations",
+                format!("{key:?} must be a string, not {}", type_name(value)),
+            ));
+        };
+        let slot = match key.as_str() {
+            "country_iso_code" => &mut l.country_iso_code,
+            "country" => &mut l.country,
+            "region" => &mut l.region,
+            "city" | "settlement" if l.city.is_some() => {
+                return Err(bad(
+                    "locations",
+                    "give city or settlement, not both: this index does not tell them apart",
+                ));
+            }
+            "city" | "settlement" => &mut l.city,
+            "street" => &mut l.street,
+            _ => {
+                return Err(bad(
+                    "locations",
+                    format!(
+                        "{key:?} is not a location field this index has (allowed: country_iso_code, country, region, city, settlement, street)"
+                    ),
+                ));
+            }
+        };
+        *slot = Some(text.clone());
+    }
+    Ok(l)
 }
 
 fn string_list(
@@ -508,6 +688,7 @@ fn validate(
         count,
         parts,
         gender,
+        restrict: Restrict::default(),
     })
 }
 
