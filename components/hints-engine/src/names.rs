@@ -418,7 +418,8 @@ impl<'a> NameIndex<'a> {
     /// The best `count` names for `query`, optionally only of the given
     /// parts and gender. A query that finds nothing is read again as typed
     /// on the other keyboard layout ([`crate::layout`]: `bdfyjd` is
-    /// `иванов`).
+    /// `иванов`) and as a Latin spelling ([`crate::translit::cyrillic`]:
+    /// `ivanov` is `иванов`).
     pub fn suggest(
         &self,
         query: &str,
@@ -427,12 +428,20 @@ impl<'a> NameIndex<'a> {
         gender: Option<Gender>,
     ) -> Vec<Fio<'a>> {
         let out = self.suggest_as_typed(query, count, parts, gender);
-        match crate::layout::swap(query) {
-            Some(swapped) if out.is_empty() => {
-                self.suggest_as_typed(&swapped, count, parts, gender)
-            }
-            _ => out,
+        let spelt = crate::translit::cyrillic(query);
+        if !out.is_empty() && spelt.is_none() {
+            return out;
         }
+        // The dictionaries are Cyrillic (with a few Latin forms: `Sergey`
+        // finds one as typed, far below Сергей): a Latin query is a name
+        // spelt in Latin or typed on the wrong layout, and found nothing
+        // is the same. The likeliest reading wins, the query as typed on
+        // a tie.
+        [crate::layout::swap(query), spelt]
+            .into_iter()
+            .flatten()
+            .map(|q| self.suggest_as_typed(&q, count, parts, gender))
+            .fold(out, |a, b| if best(&b) > best(&a) { b } else { a })
     }
 
     fn suggest_as_typed(
@@ -577,6 +586,11 @@ impl<'a> NameIndex<'a> {
 }
 
 /// A query's words, each cut to [`crate::text::MAX_TOKEN_CHARS`] characters.
+/// The score of the first of `list`, or −∞.
+fn best(list: &[Fio]) -> f32 {
+    list.first().map_or(f32::NEG_INFINITY, |f| f.score)
+}
+
 fn query_words(query: &str) -> Vec<String> {
     tokens(query, true).iter().map(|w| capped(w)).collect()
 }
@@ -665,6 +679,19 @@ mod tests {
         // Typed with the Latin layout on: иванов, петрова ан.
         assert_eq!(values(&ix, "bdfyjd")[0], "Иванович");
         assert_eq!(values(&ix, "Gtnhjdf Fy")[0], "Петрова Анна");
+    }
+
+    #[test]
+    fn a_latin_spelling_is_read_as_cyrillic() {
+        let b = ix_bytes();
+        let ix = NameIndex::open(&b).unwrap();
+        assert_eq!(values(&ix, "Ivanov Ivan")[0], "Иванов Иван");
+        assert_eq!(values(&ix, "Petrova Anastasiya")[0], "Петрова Анастасия");
+        assert_eq!(
+            values(&ix, "Shevchenko Andrey Ivanovich")[0],
+            "Шевченко Андрей Иванович"
+        );
+        assert_eq!(values(&ix, "Alyona")[0], "Алёна");
     }
 
     #[test]

@@ -54,6 +54,118 @@ pub fn romanize(text: &str) -> Option<String> {
     Some(out)
 }
 
+/// A Latin spelling read back into Cyrillic, for a name typed in Latin
+/// (`Ivanov Ivan`, as passports and booking forms spell it): `None` if
+/// the text has a Cyrillic letter or no Latin one.
+///
+/// Spellings are many and the way back is not unique (`e` is `е` or `э`,
+/// `y` is `ы`, `й` or part of `я`), so this takes the likeliest reading
+/// and leaves the rest to typo tolerance: BGN/PCGN's digraphs and their
+/// common variants (`ya`/`ja`/`ia` → `я`, `sch` → `щ`, `ts`/`tz` → `ц`),
+/// `y` after a vowel → `й`, a name's final `y` after a consonant → `ий`
+/// (Dmitry, Yury, Vasily), `'` → `ь`.
+///
+/// ```
+/// use hints_engine::translit::cyrillic;
+/// assert_eq!(cyrillic("Ivanov Dmitry Sergeyevich").as_deref(), Some("иванов дмитрий сергеевич"));
+/// assert_eq!(cyrillic("Yuliya Shchukina").as_deref(), Some("юлия щукина"));
+/// assert_eq!(cyrillic("Иванов"), None);
+/// ```
+pub fn cyrillic(text: &str) -> Option<String> {
+    if text.chars().any(is_cyrillic) || !text.chars().any(|c| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let lower: Vec<char> = text.to_lowercase().chars().collect();
+    let mut out = String::with_capacity(lower.len() * 2);
+    let mut i = 0;
+    while i < lower.len() {
+        let rest = &lower[i..];
+        let starts =
+            |s: &str| rest.iter().zip(s.chars()).filter(|(a, b)| *a == b).count() == s.len();
+        let letter = |k: usize| lower.get(k).is_some_and(|c| c.is_alphabetic());
+        let vowel = |c: char| "aeiouy".contains(c);
+        let after_vowel = i > 0 && vowel(lower[i - 1]);
+        let (cyr, len) = if let Some(&(latin, cyr)) = DIGRAPHS.iter().find(|(l, _)| starts(l)) {
+            (cyr, latin.chars().count())
+        } else {
+            let c = rest[0];
+            let word_end = !letter(i + 1);
+            let cyr = match c {
+                // Yuriy / Yury: a final y after a consonant is -ий.
+                'y' if word_end && i > 0 && !after_vowel && letter(i - 1) => "ий",
+                'y' if after_vowel => "й",
+                'y' => "ы",
+                // c before e, i, y is ц (Tsvetkov as Cvetkov), else к.
+                'c' if rest.get(1).is_some_and(|n| "eiy".contains(*n)) => "ц",
+                '\'' | '’' | 'ʼ' => "ь",
+                c => match LATIN.iter().find(|(l, _)| *l == c) {
+                    Some((_, cyr)) => cyr,
+                    None => {
+                        out.push(c);
+                        i += 1;
+                        continue;
+                    }
+                },
+            };
+            (cyr, 1)
+        };
+        out.push_str(cyr);
+        i += len;
+    }
+    Some(out)
+}
+
+/// Latin letter groups read as one Cyrillic letter, longest first.
+const DIGRAPHS: &[(&str, &str)] = &[
+    ("shch", "щ"),
+    ("sch", "щ"),
+    ("zh", "ж"),
+    ("kh", "х"),
+    ("ts", "ц"),
+    ("tz", "ц"),
+    ("ch", "ч"),
+    ("sh", "ш"),
+    ("yu", "ю"),
+    ("ju", "ю"),
+    ("iu", "ю"),
+    ("ya", "я"),
+    ("ja", "я"),
+    ("ia", "я"),
+    ("yo", "ё"),
+    ("jo", "ё"),
+    ("ye", "е"),
+    ("je", "е"),
+];
+
+/// The other Latin letters.
+const LATIN: &[(char, &str)] = &[
+    ('a', "а"),
+    ('b', "б"),
+    ('c', "к"),
+    ('d', "д"),
+    ('e', "е"),
+    ('f', "ф"),
+    ('g', "г"),
+    ('h', "х"),
+    ('i', "и"),
+    ('j', "й"),
+    ('k', "к"),
+    ('l', "л"),
+    ('m', "м"),
+    ('n', "н"),
+    ('o', "о"),
+    ('p', "п"),
+    ('q', "к"),
+    ('r', "р"),
+    ('s', "с"),
+    ('t', "т"),
+    ('u', "у"),
+    ('v', "в"),
+    ('w', "в"),
+    ('x', "кс"),
+    ('z', "з"),
+];
+
 fn is_cyrillic(c: char) -> bool {
     matches!(c, '\u{0400}'..='\u{04FF}')
 }
@@ -129,6 +241,20 @@ mod tests {
         assert_eq!(r("Подъездной"), "Podyezdnoy");
         assert_eq!(r("Чебоксары"), "Cheboksary");
         assert_eq!(r("Жуковский"), "Zhukovskiy");
+    }
+
+    #[test]
+    fn reads_latin_names_back() {
+        let c = |s: &str| cyrillic(s).unwrap();
+        assert_eq!(c("Aleksandr Pushkin"), "александр пушкин");
+        assert_eq!(c("Natalia"), "наталя"); // one edit from наталья
+        assert_eq!(c("Tolstoy"), "толстой");
+        assert_eq!(c("Krasnyy"), "красный");
+        assert_eq!(c("Tsvetkova Yevgeniya"), "цветкова евгения");
+        assert_eq!(c("Vasily Zhukov"), "василий жуков");
+        assert_eq!(c("Olga Khodorkovskaya"), "олга ходорковская");
+        assert_eq!(c("Ol'ga"), "ольга");
+        assert_eq!(cyrillic("12"), None);
     }
 
     #[test]
