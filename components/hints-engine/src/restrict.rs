@@ -89,9 +89,13 @@ impl Restrict {
                 city: folded(&l.city),
                 street: folded(&l.street),
             })
-            .filter(|l| *l != Location::default()) // only `*`s: anywhere
             .collect();
-        Self { kinds, locations }
+        // One that is only `*`s is anywhere, and so is "any one of" them.
+        let anywhere = locations.iter().any(|l| *l == Location::default());
+        Self {
+            kinds,
+            locations: if anywhere { Vec::new() } else { locations },
+        }
     }
 
     /// Whether everything passes.
@@ -238,6 +242,20 @@ mod tests {
             }],
         );
         assert!(any.is_none());
+        let or_anywhere = Restrict::new(
+            None,
+            vec![
+                Location {
+                    city: Some("Москва".into()),
+                    ..Location::default()
+                },
+                Location {
+                    country: Some("*".into()),
+                    ..Location::default()
+                },
+            ],
+        );
+        assert!(or_anywhere.is_none());
         let iceland = here(Location {
             country_iso_code: Some("is".into()),
             ..Location::default()
