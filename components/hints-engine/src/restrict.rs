@@ -75,9 +75,12 @@ impl Restrict {
     /// Entries of `kinds` (all if `None`) in any one of `locations` (all
     /// if empty).
     pub fn new(kinds: Option<Kinds>, locations: Vec<Location>) -> Self {
-        // `*` is any (DaData's `{"country_iso_code": "*"}`: every country).
+        // `*` is any (DaData's `{"country_iso_code": "*"}`: every country),
+        // and so is an empty value (a form field not filled in yet).
         fn given(s: &Option<String>) -> Option<&str> {
-            s.as_deref().map(str::trim).filter(|s| *s != "*")
+            s.as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && *s != "*")
         }
         let folded = |s: &Option<String>| given(s).map(fold);
         let locations: Vec<Location> = locations
@@ -256,6 +259,11 @@ mod tests {
             ],
         );
         assert!(or_anywhere.is_none());
+        let blank = here(Location {
+            city: Some(" ".into()),
+            ..Location::default()
+        });
+        assert!(blank.is_none());
         let iceland = here(Location {
             country_iso_code: Some("is".into()),
             ..Location::default()
