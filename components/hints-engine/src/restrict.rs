@@ -184,6 +184,13 @@ mod tests {
         }
     }
 
+    /// A location of one field: `at(|l| &mut l.city, "Москва")`.
+    fn at(field: fn(&mut Location) -> &mut Option<String>, value: &str) -> Location {
+        let mut l = Location::default();
+        *field(&mut l) = Some(value.into());
+        l
+    }
+
     #[test]
     fn kinds_and_locations() {
         let city = address("Хабаровск", None, None);
@@ -199,77 +206,33 @@ mod tests {
             Vec::new(),
         );
         assert!(!streets.admits(&city) && streets.admits(&street) && !streets.admits(&house));
-        let here = |l: Location| Restrict::new(None, vec![l]);
-        let khabarovsk = here(Location {
-            city: Some(" ХАБАРОВСК ".into()),
-            ..Location::default()
-        });
+        let any_of = |locations: Vec<Location>| Restrict::new(None, locations);
+        let khabarovsk = any_of(vec![at(|l| &mut l.city, " ХАБАРОВСК ")]);
         assert!(khabarovsk.admits(&street));
         assert!(!khabarovsk.admits(&address("Москва", Some("Мира"), None)));
-        assert!(
-            here(Location {
-                country_iso_code: Some("ru".into()),
-                ..Location::default()
-            })
-            .admits(&city)
-        );
-        assert!(
-            !here(Location {
-                street: Some("мира".into()),
-                ..Location::default()
-            })
-            .admits(&city)
-        );
+        assert!(any_of(vec![at(|l| &mut l.country_iso_code, "ru")]).admits(&city));
+        assert!(!any_of(vec![at(|l| &mut l.street, "мира")]).admits(&city));
         // Any one of several.
-        let either = Restrict::new(
-            None,
-            vec![
-                Location {
-                    city: Some("Москва".into()),
-                    ..Location::default()
-                },
-                Location {
-                    region: Some("хабаровский край".into()),
-                    ..Location::default()
-                },
-            ],
-        );
+        let either = any_of(vec![
+            at(|l| &mut l.city, "Москва"),
+            at(|l| &mut l.region, "хабаровский край"),
+        ]);
         assert!(either.admits(&house));
         assert_eq!(either.words(), Vec::<&str>::new());
-        // DaData's `*`: any country.
-        let any = Restrict::new(
-            None,
-            vec![Location {
-                country_iso_code: Some("*".into()),
-                ..Location::default()
-            }],
+        assert_eq!(khabarovsk.words(), ["хабаровск"]);
+        // DaData's `*` is any, and so is an empty value; "any one of"
+        // several with an anywhere among them is anywhere.
+        assert!(any_of(vec![at(|l| &mut l.country_iso_code, "*")]).is_none());
+        assert!(any_of(vec![at(|l| &mut l.city, " ")]).is_none());
+        assert!(
+            any_of(vec![
+                at(|l| &mut l.city, "Москва"),
+                at(|l| &mut l.country, "*")
+            ])
+            .is_none()
         );
-        assert!(any.is_none());
-        let or_anywhere = Restrict::new(
-            None,
-            vec![
-                Location {
-                    city: Some("Москва".into()),
-                    ..Location::default()
-                },
-                Location {
-                    country: Some("*".into()),
-                    ..Location::default()
-                },
-            ],
-        );
-        assert!(or_anywhere.is_none());
-        let blank = here(Location {
-            city: Some(" ".into()),
-            ..Location::default()
-        });
-        assert!(blank.is_none());
-        let iceland = here(Location {
-            country_iso_code: Some("is".into()),
-            ..Location::default()
-        });
+        let iceland = any_of(vec![at(|l| &mut l.country_iso_code, "is")]);
         assert_eq!(iceland.country_code_alone(), Some("IS"));
         assert!(!iceland.admits(&city));
-        assert_eq!(khabarovsk.words(), ["хабаровск"]);
     }
 }
