@@ -1047,12 +1047,14 @@ impl<'a> AddressIndex<'a> {
             let t = &tokens[only];
             if t.last && !t.numeric {
                 // The best lists hold what is best anywhere, of any kind.
+                let mut begins_a_word = true;
                 if top.keep.is_some() || !self.best_of_prefix(t, tokens, &mut top) {
                     let mut exact = Vec::new();
                     t.m.for_each_exact(&self.tokens, |_, id| {
                         exact.push(id as u32);
                         true // not broad, or it would have a best list
                     });
+                    begins_a_word = !exact.is_empty();
                     self.scan(&exact, 0.0, tokens, &mut top);
                 }
                 // Not for the first three letters: `мо` is Москва being
@@ -1061,8 +1063,12 @@ impl<'a> AddressIndex<'a> {
                     self.whole_names(tokens, &required, &mut top);
                 }
                 self.typo_variants(t, tokens, count, &mut top, false);
-                if top.len() < count {
-                    // Too little: the typo may be in the first letter.
+                if top.len() < count || !begins_a_word {
+                    // Too little, or what is typed begins no word: the
+                    // typo may be in the first letter, and a dropped first
+                    // letter (`estaccio` for Testaccio) leaves a full list
+                    // of look-alikes that the walk's bound still lets the
+                    // word meant into.
                     self.typo_variants(t, tokens, count, &mut top, true);
                 }
                 if top.is_empty() {
