@@ -24,9 +24,10 @@
 //! below their place, houses with their street) − 2 per edit (4 more for
 //! an edit that is no slip of the finger or the ear, [`crate::slips`]) −
 //! 0.6 for each earlier token that only began a word; an exactly typed
-//! last word, a matched type word and an exact house number add a little. Whole words
-//! without typos therefore beat typo matches unless the typo'd entry is far
-//! larger (Moscow with one typo still beats a village typed exactly).
+//! last word, a matched type word and an exact house number add a little.
+//! Whole words without typos therefore beat typo matches unless the typo'd
+//! entry is far larger (Moscow with one typo still beats a village typed
+//! exactly).
 //!
 //! A place's words are its *name*, its *aliases* and its *context*
 //! (country, region, postal code, type); a street's alias is the Latin
@@ -782,6 +783,17 @@ pub struct Suggestion {
     pub score: f32,
 }
 
+impl Suggestion {
+    /// The entry the engine holds as (node, house id or [`NONE`]).
+    fn of(node: u32, house: u32, score: f32) -> Self {
+        Self {
+            node,
+            house: (house != NONE).then_some(house),
+            score,
+        }
+    }
+}
+
 /// The best entries so far, of those the request lets through.
 struct Found<'r> {
     top: TopK<(u32, u32)>,
@@ -1005,11 +1017,7 @@ impl<'a> AddressIndex<'a> {
             return Vec::new();
         };
         let keep = |node: u32, house: u32| {
-            restrict.admits(&self.address(&Suggestion {
-                node,
-                house: (house != NONE).then_some(house),
-                score: 0.0,
-            }))
+            restrict.admits(&self.address(&Suggestion::of(node, house, 0.0)))
         };
         let keep: Option<&dyn Fn(u32, u32) -> bool> = (!restrict.is_none()).then_some(&keep);
         // Room beyond those shown for entries that look alike and are
@@ -1758,11 +1766,7 @@ impl<'a> AddressIndex<'a> {
         let mut out = Vec::new();
         let mut text = String::new();
         for (score, (node, house)) in top.into_sorted() {
-            let s = Suggestion {
-                node,
-                house: (house != NONE).then_some(house),
-                score,
-            };
+            let s = Suggestion::of(node, house, score);
             text.clear();
             self.address(&s).write_unrestricted_value(&mut text);
             if seen.contains(&text) {
@@ -1777,7 +1781,6 @@ impl<'a> AddressIndex<'a> {
         (out, full)
     }
 
-    /// The fields of a suggestion.
     /// The name of the country whose ISO code is `iso` (upper case).
     fn country_of(&self, iso: &str) -> Option<&'a str> {
         let countries = self.countries.get_or_init(|| {
@@ -1794,6 +1797,7 @@ impl<'a> AddressIndex<'a> {
         countries.get(iso).copied().filter(|c| !c.is_empty())
     }
 
+    /// The fields of a suggestion.
     pub fn address(&self, s: &Suggestion) -> Address<'a> {
         let node = s.node as usize;
         let parent = self.parent.get(node);
@@ -2026,10 +2030,8 @@ impl<'a> Address<'a> {
     }
 }
 
-/// A name with its type: before it in Russian (`ул Мира`), after it
-/// elsewhere (`Brīvības iela`).
-/// Appends a name with its type word: before it in Russian (`ул Мира`),
-/// after it elsewhere (`Main st`).
+/// Appends a name with its type: before it in Russian (`ул Мира`), after
+/// it elsewhere (`Brīvības iela`).
 fn write_typed(out: &mut String, kind: Option<&str>, name: &str, type_first: bool) {
     match kind {
         Some(k) if type_first => {

@@ -416,10 +416,10 @@ impl<'a> NameIndex<'a> {
     }
 
     /// The best `count` names for `query`, optionally only of the given
-    /// parts and gender. A query that finds nothing is read again as typed
-    /// on the other keyboard layout ([`crate::layout`]: `bdfyjd` is
-    /// `иванов`) and as a Latin spelling ([`crate::translit::cyrillic`]:
-    /// `ivanov` is `иванов`).
+    /// parts and gender. A query that finds nothing, or any Latin query,
+    /// is read again as typed on the other keyboard layout
+    /// ([`crate::layout`]: `bdfyjd` is `иванов`) and as a Latin spelling
+    /// ([`crate::translit::cyrillic`]: `ivanov` is `иванов`).
     pub fn suggest(
         &self,
         query: &str,
@@ -585,12 +585,12 @@ impl<'a> NameIndex<'a> {
     }
 }
 
-/// A query's words, each cut to [`crate::text::MAX_TOKEN_CHARS`] characters.
 /// The score of the first of `list`, or −∞.
 fn best(list: &[Fio]) -> f32 {
     list.first().map_or(f32::NEG_INFINITY, |f| f.score)
 }
 
+/// A query's words, each cut to [`crate::text::MAX_TOKEN_CHARS`] characters.
 fn query_words(query: &str) -> Vec<String> {
     tokens(query, true).iter().map(|w| capped(w)).collect()
 }

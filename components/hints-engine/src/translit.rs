@@ -80,36 +80,30 @@ pub fn cyrillic(text: &str) -> Option<String> {
     let mut i = 0;
     while i < lower.len() {
         let rest = &lower[i..];
-        let starts =
-            |s: &str| rest.iter().zip(s.chars()).filter(|(a, b)| *a == b).count() == s.len();
+        let starts = |s: &str| rest.iter().copied().take(s.len()).eq(s.chars());
         let letter = |k: usize| lower.get(k).is_some_and(|c| c.is_alphabetic());
-        let vowel = |c: char| "aeiouy".contains(c);
-        let after_vowel = i > 0 && vowel(lower[i - 1]);
-        let (cyr, len) = if let Some(&(latin, cyr)) = DIGRAPHS.iter().find(|(l, _)| starts(l)) {
-            (cyr, latin.chars().count())
-        } else {
-            let c = rest[0];
-            let word_end = !letter(i + 1);
-            let cyr = match c {
-                // Yuriy / Yury: a final y after a consonant is -ий.
-                'y' if word_end && i > 0 && !after_vowel && letter(i - 1) => "ий",
-                'y' if after_vowel => "й",
-                'y' => "ы",
-                // c before e, i, y is ц (Tsvetkov as Cvetkov), else к.
-                'c' if rest.get(1).is_some_and(|n| "eiy".contains(*n)) => "ц",
-                '\'' | '’' | 'ʼ' => "ь",
-                c => match LATIN.iter().find(|(l, _)| *l == c) {
-                    Some((_, cyr)) => cyr,
-                    None => {
-                        out.push(c);
-                        i += 1;
-                        continue;
-                    }
-                },
-            };
-            (cyr, 1)
+        let after_vowel = i > 0 && "aeiouy".contains(lower[i - 1]);
+        // Digraphs are ASCII: their length in bytes is in characters.
+        let (cyr, len) = match DIGRAPHS.iter().find(|(l, _)| starts(l)) {
+            Some(&(latin, cyr)) => (Some(cyr), latin.len()),
+            None => {
+                let cyr = match rest[0] {
+                    // Yuriy / Yury: a final y after a consonant is -ий.
+                    'y' if !letter(i + 1) && i > 0 && letter(i - 1) && !after_vowel => Some("ий"),
+                    'y' if after_vowel => Some("й"),
+                    'y' => Some("ы"),
+                    // c before e, i, y is ц (Tsvetkov as Cvetkov), else к.
+                    'c' if rest.get(1).is_some_and(|n| "eiy".contains(*n)) => Some("ц"),
+                    '\'' | '’' | 'ʼ' => Some("ь"),
+                    c => LATIN.iter().find(|(l, _)| *l == c).map(|(_, cyr)| *cyr),
+                };
+                (cyr, 1)
+            }
         };
-        out.push_str(cyr);
+        match cyr {
+            Some(cyr) => out.push_str(cyr),
+            None => out.push(rest[0]), // not a Latin letter: digits, spaces
+        }
         i += len;
     }
     Some(out)
