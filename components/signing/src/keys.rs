@@ -76,13 +76,31 @@ pub enum KeyError {
 enum Material {
     Hmac(Vec<u8>),
     Ed25519 {
-        signing: Option<Box<ed25519_dalek::SigningKey>>,
+        signing: Option<Box<Ed25519Signing>>,
         verifying: ed25519_dalek::VerifyingKey,
     },
     P256 {
         signing: Option<Box<p256::ecdsa::SigningKey>>,
         verifying: p256::ecdsa::VerifyingKey,
     },
+}
+
+/// An Ed25519 private key with its expanded form (the clamped scalar and
+/// the nonce prefix, SHA-512 of the seed), derived once at load instead of
+/// for every signature as `SigningKey::sign` does.
+struct Ed25519Signing {
+    key: ed25519_dalek::SigningKey,
+    expanded: ed25519_dalek::hazmat::ExpandedSecretKey,
+}
+
+impl Material {
+    fn ed25519(key: ed25519_dalek::SigningKey) -> Self {
+        let expanded = ed25519_dalek::hazmat::ExpandedSecretKey::from(key.as_bytes());
+        Material::Ed25519 {
+            verifying: key.verifying_key(),
+            signing: Some(Box::new(Ed25519Signing { key, expanded })),
+        }
+    }
 }
 
 /// One key with its id.
@@ -138,10 +156,7 @@ impl Key {
         check_kid(kid)?;
         let pem = pem.trim();
         let material = if let Ok(sk) = ed25519_dalek::SigningKey::from_pkcs8_pem(pem) {
-            Material::Ed25519 {
-                verifying: sk.verifying_key(),
-                signing: Some(Box::new(sk)),
-            }
+            Material::ed25519(sk)
         } else if let Ok(sk) = p256::ecdsa::SigningKey::from_pkcs8_pem(pem) {
             Material::P256 {
                 verifying: *sk.verifying_key(),
@@ -172,10 +187,7 @@ impl Key {
         let sk = ed25519_dalek::SigningKey::from_bytes(seed);
         Ok(Self {
             kid: kid.into(),
-            material: Material::Ed25519 {
-                verifying: sk.verifying_key(),
-                signing: Some(Box::new(sk)),
-            },
+            material: Material::ed25519(sk),
         })
     }
 
@@ -220,7 +232,7 @@ impl Key {
             Material::Ed25519 {
                 signing: Some(sk), ..
             } => ed25519_dalek::pkcs8::KeypairBytes {
-                secret_key: sk.to_bytes(),
+                secret_key: sk.key.to_bytes(),
                 public_key: None,
             }
             .to_pkcs8_pem(LineEnding::LF)
@@ -285,10 +297,15 @@ impl Key {
                 Some(mac.finalize().into_bytes().to_vec())
             }
             Material::Ed25519 {
-                signing: Some(sk), ..
+                signing: Some(sk),
+                verifying,
             } => {
-                use ed25519_dalek::Signer;
-                Some(sk.sign(message).to_bytes().to_vec())
+                let signature = ed25519_dalek::hazmat::raw_sign::<sha2::Sha512>(
+                    &sk.expanded,
+                    message,
+                    verifying,
+                );
+                Some(signature.to_bytes().to_vec())
             }
             Material::P256 {
                 signing: Some(sk), ..
