@@ -818,6 +818,48 @@ impl std::ops::Deref for Found<'_> {
 }
 
 /// A query token with its role.
+/// A posting list in [`AddressIndex::scan`]'s merge: its next node and
+/// where it is, ordered so that `BinaryHeap`, a max-heap, gives the
+/// smallest node (the heaviest) first. Node and position share one `u64`
+/// (positions differ, so keys never tie): one compare per step of a sift
+/// instead of a tuple's three.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct PostingHead {
+    /// The node in the high half, its position in the low.
+    key: u64,
+    /// Where the list ends.
+    end: u32,
+}
+
+impl PostingHead {
+    fn new(node: u32, at: u32, end: u32) -> Self {
+        Self {
+            key: (u64::from(node) << 32) | u64::from(at),
+            end,
+        }
+    }
+
+    fn node(&self) -> u32 {
+        (self.key >> 32) as u32
+    }
+
+    fn at(&self) -> u32 {
+        self.key as u32
+    }
+}
+
+impl Ord for PostingHead {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.key.cmp(&self.key)
+    }
+}
+
+impl PartialOrd for PostingHead {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 #[derive(Clone)]
 struct QueryToken {
     m: Matcher,
@@ -1271,22 +1313,22 @@ impl<'a> AddressIndex<'a> {
             .iter()
             .filter(|t| !t.optional && !t.numeric && t.m.edits() == 0)
             .fold(0, |m, t| m | letter_bit(&t.m.text));
-        let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(u32, u32, u32)>> = driver
+        let mut heads: std::collections::BinaryHeap<PostingHead> = driver
             .iter()
             .filter_map(|&t| {
                 let (a, b) = (
                     self.post_offsets.get(t as usize),
                     self.post_offsets.get(t as usize + 1),
                 );
-                (a < b).then(|| std::cmp::Reverse((self.post.get(a as usize), a, b)))
+                (a < b).then(|| PostingHead::new(self.post.get(a as usize), a, b))
             })
             .collect();
         let (mut last, mut checked, mut skipped) = (NONE, 0, 0);
         while let Some(mut head) = heads.peek_mut() {
             // Advance the list in place: one sift instead of a pop and a push.
-            let std::cmp::Reverse((node, at, end)) = *head;
+            let (node, at, end) = (head.node(), head.at(), head.end);
             if at + 1 < end {
-                *head = std::cmp::Reverse((self.post.get(at as usize + 1), at + 1, end));
+                *head = PostingHead::new(self.post.get(at as usize + 1), at + 1, end);
             } else {
                 std::collections::binary_heap::PeekMut::pop(head);
             }
