@@ -436,6 +436,10 @@ fn walk<A: Automaton>(
 /// [`walk`], told by `few` the only bytes that can follow a state when
 /// there are few of them ([`Few`]), and leaving out the keys that begin
 /// with one of `skip` (each longer than `lead`).
+///
+/// Never inlined: inside its callers' large bodies Cranelift spilled even
+/// the heap base in this loop (1% more instructions in wasm).
+#[inline(never)]
 fn walk_with<A: Automaton>(
     fst: &Fst<&[u8]>,
     aut: &A,
