@@ -125,6 +125,13 @@ impl Matcher {
         if self.edits == 0 {
             return None;
         }
+        self.check_typo_bytes(word)
+    }
+
+    /// [`Matcher::check_bytes`] past the comparison: the automaton. Kept
+    /// out of line so the comparison, inlined in hot loops, stays small.
+    #[inline(never)]
+    fn check_typo_bytes(&self, word: &[u8]) -> Option<Hit> {
         // Run the automaton by hand to stop at the first byte that rules
         // the word out (most words: the first or second).
         let mut state = self.dfa.initial_state();
