@@ -817,7 +817,6 @@ impl std::ops::Deref for Found<'_> {
     }
 }
 
-/// A query token with its role.
 /// A posting list in [`AddressIndex::scan`]'s merge: its next node and
 /// where it is, ordered so that `BinaryHeap`, a max-heap, gives the
 /// smallest node (the heaviest) first. Node and position share one `u64`
@@ -860,6 +859,7 @@ impl PartialOrd for PostingHead {
     }
 }
 
+/// A query token with its role.
 #[derive(Clone)]
 struct QueryToken {
     m: Matcher,
