@@ -23,7 +23,7 @@
 //! Score = the entry's weight (ln of the place's population; streets rank
 //! below their place, houses with their street) − 2 per edit (4 more for
 //! an edit that is no slip of the finger or the ear, [`crate::slips`]) −
-//! 0.6 for each earlier token that only began a word; an exactly typed
+//! 4 for each earlier token that only began a word; an exactly typed
 //! last word, a matched type word and an exact house number add a little.
 //! Whole words without typos therefore beat typo matches unless the typo'd
 //! entry is far larger (Moscow with one typo still beats a village typed
@@ -44,6 +44,13 @@
 //! every exact completion), 6 more at five or six and 2 more at seven or
 //! eight (tuned on the quality script's query logs: a completion of what
 //! was typed is the likelier intent until the word is long).
+//!
+//! Names are typed from their beginning: a first token that matched the
+//! name's first word adds 2.5, and each later token that did not match the
+//! name's next word, in order, costs 4 (`la f`: La Flèche before Lauro de
+//! Freitas). Each token counts the one of its matches in a node that adds
+//! the most. A word with an apostrophe is also kept whole (`vasilyevo` for
+//! Vasil’yevo, `maan` for Ma'an), for keyboards have no `’`.
 //!
 //! # Speed
 //! The token dictionary is an FST searched with one Levenshtein automaton per
@@ -79,7 +86,10 @@ use crate::fuzzy::{Hit, Matcher, max_edits};
 use crate::recent::Recent;
 use crate::restrict::Restrict;
 use crate::slips::UNLIKELY_TYPO_COST;
-use crate::text::{address_tokens, canonical_type, capped, char_len, ends_in_word, fold, prefixes};
+use crate::text::{
+    address_tokens, canonical_type, capped, char_len, ends_in_word, fold, is_apostrophe,
+    joined_tokens, prefixes,
+};
 use crate::topk::TopK;
 use crate::translit::romanize;
 use fst::Map;
@@ -88,7 +98,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 use std::sync::{Arc, Mutex, OnceLock};
 
-const MAGIC: &[u8; 8] = b"EDGEHA03";
+const MAGIC: &[u8; 8] = b"EDGEHA04";
 const NONE: u32 = u32::MAX;
 /// Streets rank this far (in ln units) below their place.
 const STREET_BELOW_PLACE: f32 = 6.0;
@@ -150,6 +160,17 @@ const CONTEXT_PREFIX_COST: f32 = 1.5;
 /// three letters on two samples); more gains little and loosens every
 /// scan's early stop.
 const FIRST_WORD_BONUS: f32 = 2.5;
+/// Each further token that did not match the next word of the name, in
+/// order (`la f` is rather La Flèche than Lauro de Freitas, `monte mo`
+/// Monte Mor than Montevideo). Tuned on the quality script's two logs:
+/// 0 → 4, with [`UNFINISHED_WORD_COST`], +0.5 points top-5 from three
+/// letters on each.
+const OFF_PHRASE_COST: f32 = 4.0;
+/// A finished word (another follows, or a space) that only begins the
+/// word it matched: `monte ` is not Montevideo, though `nizh novgorod`
+/// still finds Nizhniy Novgorod when nothing else does. (Was 0.6, which let
+/// a large place beginning with the word outrank the names that have it.)
+const UNFINISHED_WORD_COST: f32 = 4.0;
 /// No token matched the place's name or aliases, only context words.
 const CONTEXT_ONLY_COST: f32 = 3.0;
 /// The query is the place's whole name, typed without typos.
@@ -292,6 +313,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
                 for a in &p.aliases {
                     words.add(address_tokens(a));
                 }
+                words.add(joined_words(std::iter::once(&p.name).chain(&p.aliases)));
                 words.next_group();
                 for extra in [&p.country, &p.region, &p.postal_code]
                     .into_iter()
@@ -360,6 +382,7 @@ pub fn build_address_index(input: impl BufRead) -> Result<(Vec<u8>, AddressStats
         words.next_group();
         // A Cyrillic name's Latin spelling is the street's alias.
         words.add(romanize(&s.name).iter().flat_map(|r| address_tokens(r)));
+        words.add(joined_words([&s.name]));
         words.next_group();
         words.add(type_token(s.kind.as_deref()));
         words.add(s.postal_code.iter().flat_map(|p| address_tokens(p)));
@@ -657,6 +680,17 @@ fn house_key(h: &str) -> String {
     fold(h).chars().filter(|c| !c.is_whitespace()).collect()
 }
 
+/// The words that apostrophes join in `names` (`vasilyevo` of
+/// `Vasil’yevo`, whose name words are `vasil` and `yevo`), as alias words:
+/// most people type such a name without the apostrophe.
+fn joined_words<'s>(names: impl IntoIterator<Item = &'s String>) -> Vec<String> {
+    names
+        .into_iter()
+        .filter(|n| n.contains(is_apostrophe))
+        .flat_map(|n| joined_tokens(n))
+        .collect()
+}
+
 /// A bit for the first letter of a word (32 buckets), for a quick test
 /// that a node has a word beginning with a letter.
 fn letter_bit(word: &str) -> u32 {
@@ -907,11 +941,13 @@ struct Match {
     /// The word is in the node's name or an alias (not its country,
     /// region, postal code or type).
     named: bool,
-    /// The word is in the node's own name (not an alias).
-    name: bool,
-    /// The word is the first of the node's name.
-    first: bool,
+    /// The word's place in the node's name ([`NOT_IN_NAME`] if it is not
+    /// a name word).
+    pos: u8,
 }
+
+/// [`Match::pos`] of a word outside the name.
+const NOT_IN_NAME: u8 = u8::MAX;
 
 type Cover = [Option<Match>; MAX_QUERY_TOKENS];
 
@@ -1751,7 +1787,7 @@ impl<'a> AddressIndex<'a> {
                 continue;
             }
             let word = self.token_strs.bytes(self.tok.get(at) + 1);
-            for (t, slot) in tokens.iter().zip(cover.iter_mut()) {
+            for (j, (t, slot)) in tokens.iter().zip(cover.iter_mut()).enumerate() {
                 // Context words (country, region, ...) match only without
                 // typos: a comparison, not the automaton.
                 let hit = if named {
@@ -1763,11 +1799,14 @@ impl<'a> AddressIndex<'a> {
                     let m = Match {
                         hit,
                         named,
-                        name: i < name_words,
-                        first: i == 0,
+                        pos: if i < name_words {
+                            i.min(NOT_IN_NAME as usize - 1) as u8
+                        } else {
+                            NOT_IN_NAME
+                        },
                     };
                     any |= !t.optional;
-                    if slot.is_none_or(|s| better(m, s)) {
+                    if slot.is_none_or(|s| better(tokens, j, m, s)) {
                         *slot = Some(m);
                     }
                 }
@@ -1890,9 +1929,73 @@ fn max_bonus(tokens: &[QueryToken]) -> f32 {
     0.65 + FIRST_WORD_BONUS + 0.3 * tokens.iter().filter(|t| t.optional).count() as f32
 }
 
-fn better(a: Match, b: Match) -> bool {
-    (a.hit.edits, !a.hit.slip, !a.named, !a.hit.exact, !a.name)
-        < (b.hit.edits, !b.hit.slip, !b.named, !b.hit.exact, !b.name)
+/// Whether `a` is a better match than `b` for `tokens[j]`: what it adds to
+/// the score, counting what its place in the name earns
+/// ([`FIRST_WORD_BONUS`], [`OFF_PHRASE_COST`]); then without typos, named,
+/// exact.
+#[inline(never)]
+fn better(tokens: &[QueryToken], j: usize, a: Match, b: Match) -> bool {
+    let t = &tokens[j];
+    if !t.optional {
+        // Its place among the required tokens, as name_bonus and
+        // score_adjust count them.
+        let k = tokens[..j]
+            .iter()
+            .filter(|t| !t.optional || t.dropped)
+            .count();
+        let (va, vb) = (match_value(t, k, a), match_value(t, k, b));
+        if va != vb {
+            return va > vb;
+        }
+    }
+    let in_name = |m: Match| m.pos != NOT_IN_NAME;
+    (
+        a.hit.edits,
+        !a.hit.slip,
+        !a.named,
+        !a.hit.exact,
+        !in_name(a),
+    ) < (
+        b.hit.edits,
+        !b.hit.slip,
+        !b.named,
+        !b.hit.exact,
+        !in_name(b),
+    )
+}
+
+fn match_value(t: &QueryToken, k: usize, m: Match) -> f32 {
+    let phrase = match (m.pos as usize == k, k) {
+        (false, _) => 0.0,
+        (true, 0) => FIRST_WORD_BONUS,
+        (true, _) => OFF_PHRASE_COST,
+    };
+    token_score(t, m) + phrase
+}
+
+/// What a required token's match adds to the score (see the module docs).
+fn token_score(t: &QueryToken, m: Match) -> f32 {
+    let hit = m.hit;
+    let mut s = -EDIT_COST * hit.edits as f32;
+    if hit.edits == 1 && !hit.slip {
+        s -= UNLIKELY_TYPO_COST;
+    }
+    if t.last && hit.edits > 0 {
+        s -= prefix_typo_cost(char_len(&t.m.text));
+    }
+    if !t.last && !hit.exact {
+        s -= UNFINISHED_WORD_COST;
+    }
+    if t.last && hit.exact {
+        s += 0.15;
+    }
+    if !m.named {
+        s -= CONTEXT_COST;
+        if !hit.exact {
+            s -= CONTEXT_PREFIX_COST;
+        }
+    }
+    s
 }
 
 enum Uncovered {
@@ -1930,7 +2033,7 @@ fn name_bonus(tokens: &[QueryToken], cover: &Cover) -> f32 {
             }
             return 0.0;
         };
-        first |= n == 0 && m.first;
+        first |= n == 0 && m.pos == 0;
         named |= m.named;
     }
     match (named, first) {
@@ -1943,7 +2046,16 @@ fn name_bonus(tokens: &[QueryToken], cover: &Cover) -> f32 {
 /// Penalties and bonuses of how the tokens matched (see the module docs).
 fn score_adjust(tokens: &[QueryToken], cover: &Cover, house: bool) -> f32 {
     let mut s = 0.0;
+    // Required tokens, and how many of them from the first matched the
+    // name's words in order (see OFF_PHRASE_COST).
+    let (mut required, mut phrase) = (0, 0);
     for (t, c) in tokens.iter().zip(cover) {
+        if !t.optional || t.dropped {
+            if phrase == required && c.is_some_and(|m| m.pos as usize == required) {
+                phrase += 1;
+            }
+            required += 1;
+        }
         if t.dropped && c.is_none() {
             s -= DROPPED_WORD_COST;
             continue;
@@ -1954,32 +2066,14 @@ fn score_adjust(tokens: &[QueryToken], cover: &Cover, house: bool) -> f32 {
             (None, true) if house && t.m.text == "д" => s += 0.3,
             // Another type than the one typed: as bad as a typo.
             (None, true) => s -= 2.0,
-            (Some(m), false) => {
-                let hit = m.hit;
-                s -= EDIT_COST * hit.edits as f32;
-                if hit.edits == 1 && !hit.slip {
-                    s -= UNLIKELY_TYPO_COST;
-                }
-                if t.last && hit.edits > 0 {
-                    s -= prefix_typo_cost(char_len(&t.m.text));
-                }
-                if !t.last && !hit.exact {
-                    s -= 0.6;
-                }
-                if t.last && hit.exact {
-                    s += 0.15;
-                }
-                if !m.named {
-                    s -= CONTEXT_COST;
-                    if !hit.exact {
-                        s -= CONTEXT_PREFIX_COST;
-                    }
-                }
-            }
+            (Some(m), false) => s += token_score(t, *m),
             (None, _) => {}
         }
     }
-    s
+    // A cost for the tokens off the phrase rather than a bonus for those
+    // on it, so that what a scan must allow for (max_bonus) does not grow
+    // with the query.
+    s - OFF_PHRASE_COST * required.saturating_sub(phrase.max(1)) as f32
 }
 
 /// A suggestion's fields, in DaData's terms.
@@ -2338,6 +2432,53 @@ mod tests {
         assert_eq!(values(&ix, "хабаровскмира")[0], "г Хабаровск, ул Мира");
         assert_eq!(values(&ix, "хабаровск мира")[0], "г Хабаровск, ул Мира");
         assert!(values(&ix, "хабаровскзззз").is_empty());
+    }
+
+    #[test]
+    fn names_are_typed_in_order_and_finished_words_are_whole() {
+        let ix_blob = index_of(
+            r#"
+{"kind":"place","id":"1","name":"Lauro de Freitas","country":"Brazil","population":200000}
+{"kind":"place","id":"2","name":"La Flèche","country":"France","population":18000}
+{"kind":"place","id":"3","name":"Montevideo","country":"Uruguay","population":1300000}
+{"kind":"place","id":"4","name":"Monte Mor","country":"Brazil","population":60000}
+"#,
+        );
+        let ix = AddressIndex::open(&ix_blob).unwrap();
+        let first = |q: &str| ix.suggest(q, 5).first().map(|s| ix.address(s).city);
+        // Both match `la` and `f`; only La Flèche in the order typed.
+        assert_eq!(first("la f"), Some("La Flèche"));
+        assert_eq!(first("la fr"), Some("Lauro de Freitas"));
+        // `monte` is finished: Montevideo only begins with it, and `mo`
+        // begins the same word again.
+        assert_eq!(first("monte "), Some("Monte Mor"));
+        assert_eq!(first("monte mo"), Some("Monte Mor"));
+        assert_eq!(first("monte"), Some("Montevideo"));
+    }
+
+    #[test]
+    fn a_word_with_an_apostrophe_is_found_without_it() {
+        let ix_blob = index_of(
+            r#"
+{"kind":"place","id":"1","name":"Vasil’yevo","country":"Russia","population":16800}
+{"kind":"place","id":"2","name":"Vasilevo","country":"North Macedonia","population":12000}
+{"kind":"place","id":"3","name":"L'Anse","country":"United States","population":1900}
+"#,
+        );
+        let ix = AddressIndex::open(&ix_blob).unwrap();
+        let first = |q: &str| ix.suggest(q, 5).first().map(|s| ix.address(s).city);
+        for q in [
+            "vasilyevo",
+            "Vasil’yevo",
+            "Vasil'yevo",
+            "vasil yevo",
+            "vasily",
+        ] {
+            assert_eq!(first(q), Some("Vasil’yevo"), "{q}");
+        }
+        for q in ["lanse", "L'Anse", "anse"] {
+            assert_eq!(first(q), Some("L'Anse"), "{q}");
+        }
     }
 
     #[test]

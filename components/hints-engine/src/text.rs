@@ -148,6 +148,35 @@ pub fn canonical_type(token: &str) -> Option<&'static str> {
         .map(|(canon, _)| *canon)
 }
 
+/// Apostrophes and the letters that stand for them in transliterations
+/// (`’` for a soft sign, `ʻ` for an okina, `‘` for an ayin).
+pub fn is_apostrophe(c: char) -> bool {
+    matches!(c, '\'' | '’' | '‘' | 'ʼ' | 'ʻ' | 'ʹ' | '`' | '´' | '′')
+}
+
+/// [`address_tokens`] of `s` with the apostrophes inside words dropped, so
+/// that the words they join are one: `Vasil’yevo` is `vasilyevo`, as people
+/// type it, for keyboards have no `’`. ([`tokens`] splits at them, as
+/// at any other mark.)
+///
+/// ```
+/// use hints_engine::text::joined_tokens;
+/// assert_eq!(joined_tokens("Vasil’yevo, L'Anse, ‘Aiea"), ["vasilyevo", "lanse", "aiea"]);
+/// ```
+pub fn joined_tokens(s: &str) -> Vec<String> {
+    let mut joined = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    let mut after_word = false;
+    while let Some(c) = chars.next() {
+        let inside = after_word && chars.peek().is_some_and(|n| n.is_alphanumeric());
+        if !(is_apostrophe(c) && inside) {
+            joined.push(c);
+            after_word = c.is_alphanumeric();
+        }
+    }
+    address_tokens(&joined)
+}
+
 /// Address tokens: hyphenated type words (`пр-кт`) stay whole, other
 /// hyphenated words split (`1-я` → `1`, `я`).
 pub fn address_tokens(s: &str) -> Vec<String> {
