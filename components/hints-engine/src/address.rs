@@ -1936,7 +1936,7 @@ fn max_bonus(tokens: &[QueryToken]) -> f32 {
 #[inline(never)]
 fn better(tokens: &[QueryToken], j: usize, a: Match, b: Match) -> bool {
     let t = &tokens[j];
-    if !t.optional {
+    if !t.optional || t.dropped {
         // Its place among the required tokens, as name_bonus and
         // score_adjust count them.
         let k = tokens[..j]
@@ -1948,22 +1948,21 @@ fn better(tokens: &[QueryToken], j: usize, a: Match, b: Match) -> bool {
             return va > vb;
         }
     }
-    let in_name = |m: Match| m.pos != NOT_IN_NAME;
-    (
-        a.hit.edits,
-        !a.hit.slip,
-        !a.named,
-        !a.hit.exact,
-        !in_name(a),
-    ) < (
-        b.hit.edits,
-        !b.hit.slip,
-        !b.named,
-        !b.hit.exact,
-        !in_name(b),
-    )
+    let key = |m: Match| {
+        let hit = m.hit;
+        (
+            hit.edits,
+            !hit.slip,
+            !m.named,
+            !hit.exact,
+            m.pos == NOT_IN_NAME,
+        )
+    };
+    key(a) < key(b)
 }
 
+/// What match `m` adds to the score for token `t`, the `k`th required one,
+/// counting the bonus or saved cost of its place in the name.
 fn match_value(t: &QueryToken, k: usize, m: Match) -> f32 {
     let phrase = match (m.pos as usize == k, k) {
         (false, _) => 0.0,
