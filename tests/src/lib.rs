@@ -209,6 +209,20 @@ impl Edge {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The stderr log once it shows `needle`, or after 10 s without it:
+    /// a line the server wrote before answering may still be in the pipe
+    /// to the thread that collects it.
+    pub async fn log_after(&self, needle: &str) -> String {
+        for _ in 0..200 {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.log()
+    }
+
     /// The text of `/metrics`.
     pub async fn metrics(&self) -> String {
         get(&format!("{}/metrics", self.admin)).await.1

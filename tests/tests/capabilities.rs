@@ -260,7 +260,8 @@ async fn outbound_http_only_to_allowed_hosts() {
         (status, body.as_str()),
         (502, "ErrorCode::HttpRequestDenied\n")
     );
-    assert!(edge.log().contains("outbound request denied"));
+    let log = edge.log_after("outbound request denied").await;
+    assert!(log.contains("outbound request denied"), "{log}");
 }
 
 /// The sidecar daemon for the process test, stopped on drop.

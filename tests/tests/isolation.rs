@@ -63,7 +63,7 @@ async fn traps_fail_only_their_own_request() {
         50.0
     );
     // The guest's own panic message reaches the log, beside the trap.
-    let log = edge.log();
+    let log = edge.log_after("fixture: deliberate trap").await;
     assert!(log.contains("guest trapped"), "{log}");
     assert!(
         log.contains("guest output") && log.contains("fixture: deliberate trap"),

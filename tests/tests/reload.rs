@@ -74,7 +74,7 @@ async fn a_broken_config_is_refused_and_the_old_one_serves() {
         (200, "hello from edge: /x\n".into())
     );
     assert!(edge.metric("edge_reloads_total{result=\"refused\"}").await >= 1.0);
-    let log = edge.log();
+    let log = edge.log_after("reload refused").await;
     assert!(
         log.contains("reload refused") && log.contains("no component \\\"nope\\\"")
             || log.contains("no component \"nope\""),

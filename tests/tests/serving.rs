@@ -171,11 +171,8 @@ async fn restarts_load_compiled_components_from_the_cache() {
     {
         let first = Edge::start_with(&spin, cfg, data.path());
         assert_eq!(get(&format!("{}/", first.url)).await.0, 200);
-        assert!(
-            first.log().contains("compiled"),
-            "first start compiles: {}",
-            first.log()
-        );
+        let log = first.log_after("compiled").await;
+        assert!(log.contains("compiled"), "first start compiles: {log}");
     }
     let entries: Vec<_> = std::fs::read_dir(data.path().join("cache"))
         .expect("cache dir")

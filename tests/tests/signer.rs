@@ -313,12 +313,12 @@ async fn a_development_key_is_generated_once_and_kept() {
         json!({"room": "r", "user": {"id": "u", "name": "n"}}),
     )
     .await;
+    let log = first
+        .log_after("generated a development Ed25519 signing key")
+        .await;
     assert!(
-        first
-            .log()
-            .contains("generated a development Ed25519 signing key"),
-        "{}",
-        first.log()
+        log.contains("generated a development Ed25519 signing key"),
+        "{log}"
     );
     let path = data.path().join("keys/conf/signer_keys.pem");
     use std::os::unix::fs::PermissionsExt;
