@@ -2231,6 +2231,9 @@ mod tests {
         build_address_index(data.trim().as_bytes()).unwrap().0
     }
 
+    fn first_city<'a>(ix: &AddressIndex<'a>, q: &str) -> Option<&'a str> {
+        ix.suggest(q, 5).first().map(|s| ix.address(s).city)
+    }
     fn values(ix: &AddressIndex, q: &str) -> Vec<String> {
         ix.suggest(q, 5)
             .iter()
@@ -2444,7 +2447,7 @@ mod tests {
 "#,
         );
         let ix = AddressIndex::open(&ix_blob).unwrap();
-        let first = |q: &str| ix.suggest(q, 5).first().map(|s| ix.address(s).city);
+        let first = |q: &str| first_city(&ix, q);
         // Both match `la` and `f`; only La Flèche in the order typed.
         assert_eq!(first("la f"), Some("La Flèche"));
         assert_eq!(first("la fr"), Some("Lauro de Freitas"));
@@ -2465,7 +2468,7 @@ mod tests {
 "#,
         );
         let ix = AddressIndex::open(&ix_blob).unwrap();
-        let first = |q: &str| ix.suggest(q, 5).first().map(|s| ix.address(s).city);
+        let first = |q: &str| first_city(&ix, q);
         for q in [
             "vasilyevo",
             "Vasil’yevo",
