@@ -905,6 +905,14 @@ struct QueryToken {
     dropped: bool,
 }
 
+impl QueryToken {
+    /// A word the user typed for the entry (not a type word), given up or
+    /// not: what the first-word bonus and the phrase order count.
+    fn typed_word(&self) -> bool {
+        !self.optional || self.dropped
+    }
+}
+
 /// The words a query token matches.
 struct Expansion {
     /// Words the token is (a finished one) or begins (the one being typed).
@@ -1787,6 +1795,11 @@ impl<'a> AddressIndex<'a> {
                 continue;
             }
             let word = self.token_strs.bytes(self.tok.get(at) + 1);
+            let pos = if i < name_words {
+                i.min(NOT_IN_NAME as usize - 1) as u8
+            } else {
+                NOT_IN_NAME
+            };
             for (j, (t, slot)) in tokens.iter().zip(cover.iter_mut()).enumerate() {
                 // Context words (country, region, ...) match only without
                 // typos: a comparison, not the automaton.
@@ -1796,15 +1809,7 @@ impl<'a> AddressIndex<'a> {
                     t.m.check_exact_bytes(word)
                 };
                 if let Some(hit) = hit {
-                    let m = Match {
-                        hit,
-                        named,
-                        pos: if i < name_words {
-                            i.min(NOT_IN_NAME as usize - 1) as u8
-                        } else {
-                            NOT_IN_NAME
-                        },
-                    };
+                    let m = Match { hit, named, pos };
                     any |= !t.optional;
                     if slot.is_none_or(|s| better(tokens, j, m, s)) {
                         *slot = Some(m);
@@ -1936,13 +1941,10 @@ fn max_bonus(tokens: &[QueryToken]) -> f32 {
 #[inline(never)]
 fn better(tokens: &[QueryToken], j: usize, a: Match, b: Match) -> bool {
     let t = &tokens[j];
-    if !t.optional || t.dropped {
-        // Its place among the required tokens, as name_bonus and
-        // score_adjust count them.
-        let k = tokens[..j]
-            .iter()
-            .filter(|t| !t.optional || t.dropped)
-            .count();
+    if t.typed_word() {
+        // Its place among the typed words, as name_bonus and score_adjust
+        // count them.
+        let k = tokens[..j].iter().filter(|t| t.typed_word()).count();
         let (va, vb) = (match_value(t, k, a), match_value(t, k, b));
         if va != vb {
             return va > vb;
@@ -1961,7 +1963,7 @@ fn better(tokens: &[QueryToken], j: usize, a: Match, b: Match) -> bool {
     key(a) < key(b)
 }
 
-/// What match `m` adds to the score for token `t`, the `k`th required one,
+/// What match `m` adds to the score for token `t`, the `k`th typed word,
 /// counting the bonus or saved cost of its place in the name.
 fn match_value(t: &QueryToken, k: usize, m: Match) -> f32 {
     let phrase = match (m.pos as usize == k, k) {
@@ -2020,10 +2022,7 @@ fn uncovered(tokens: &[QueryToken], cover: &Cover) -> Uncovered {
 /// minus [`CONTEXT_ONLY_COST`] if only context words matched.
 fn name_bonus(tokens: &[QueryToken], cover: &Cover) -> f32 {
     // A word given up still was the first typed (`nwe len` is no Lenox).
-    let required = tokens
-        .iter()
-        .zip(cover)
-        .filter(|(t, _)| !t.optional || t.dropped);
+    let required = tokens.iter().zip(cover).filter(|(t, _)| t.typed_word());
     let (mut named, mut first) = (false, false);
     for (n, (t, m)) in required.enumerate() {
         let Some(m) = m else {
@@ -2045,15 +2044,15 @@ fn name_bonus(tokens: &[QueryToken], cover: &Cover) -> f32 {
 /// Penalties and bonuses of how the tokens matched (see the module docs).
 fn score_adjust(tokens: &[QueryToken], cover: &Cover, house: bool) -> f32 {
     let mut s = 0.0;
-    // Required tokens, and how many of them from the first matched the
-    // name's words in order (see OFF_PHRASE_COST).
-    let (mut required, mut phrase) = (0, 0);
+    // Typed words, and how many of them from the first matched the name's
+    // words in order (see OFF_PHRASE_COST).
+    let (mut typed, mut phrase) = (0, 0);
     for (t, c) in tokens.iter().zip(cover) {
-        if !t.optional || t.dropped {
-            if phrase == required && c.is_some_and(|m| m.pos as usize == required) {
+        if t.typed_word() {
+            if phrase == typed && c.is_some_and(|m| m.pos as usize == typed) {
                 phrase += 1;
             }
-            required += 1;
+            typed += 1;
         }
         if t.dropped && c.is_none() {
             s -= DROPPED_WORD_COST;
@@ -2072,7 +2071,7 @@ fn score_adjust(tokens: &[QueryToken], cover: &Cover, house: bool) -> f32 {
     // A cost for the tokens off the phrase rather than a bonus for those
     // on it, so that what a scan must allow for (max_bonus) does not grow
     // with the query.
-    s - OFF_PHRASE_COST * required.saturating_sub(phrase.max(1)) as f32
+    s - OFF_PHRASE_COST * typed.saturating_sub(phrase.max(1)) as f32
 }
 
 /// A suggestion's fields, in DaData's terms.
