@@ -319,6 +319,25 @@ impl Matcher {
         );
     }
 
+    /// Every key of `map` within the token's budget of its text as a whole
+    /// (a typo in the first letter included), until `f` returns false. For
+    /// small maps: every branch is entered.
+    pub fn for_each_near(&self, map: &fst::Map<&[u8]>, mut f: impl FnMut(&[u8], u64) -> bool) {
+        let automaton = LevAutomaton {
+            dfa: &self.dfa,
+            begins: &[],
+            exclude: &[],
+        };
+        walk_with(
+            map.as_fst(),
+            &automaton,
+            &[],
+            &mut f,
+            &mut |s| automaton.few(s),
+            &[],
+        );
+    }
+
     /// The automaton to run over an FST: every key the token matches.
     pub fn automaton(&self) -> LevAutomaton<'_> {
         LevAutomaton {
