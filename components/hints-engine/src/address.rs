@@ -50,7 +50,19 @@
 //! name's next word, in order, costs 4 (`la f`: La Flèche before Lauro de
 //! Freitas). Each token counts the one of its matches in a node that adds
 //! the most. A word with an apostrophe is also kept whole (`vasilyevo` for
-//! Vasil’yevo, `maan` for Ma'an), for keyboards have no `’`.
+//! Vasil’yevo, `maan` for Ma'an), for keyboards have no `’`. A query that
+//! ends in a hyphen goes on with the name: an entry whose name ends at the
+//! last word costs 4 (`newton-`: Newton-le-Willows before Newton).
+//!
+//! # Last resorts
+//! Words of up to three letters get no typo budget, so one typo there
+//! can leave a list empty. When few or no entries match, these readings
+//! are tried in turn: the last two words with a letter moved across the
+//! space (`king spo`: Kings Point); a word that begins no dictionary word
+//! split in two (`sanfrancisco`); all words but one (`nwe lenox`). A word
+//! being typed of two or three letters that still found nothing (or,
+//! alone, fewer than shown) is read with one edit through the best lists
+//! of the prefixes near it (`tky`: Tokyo).
 //!
 //! # Speed
 //! The token dictionary is an FST searched with one Levenshtein automaton per
@@ -181,6 +193,10 @@ const EXACT_NAME_BONUS: f32 = 6.0;
 /// A word of the query given up ([`AddressIndex::suggest_without_one_word`]):
 /// as much as two typos.
 const DROPPED_WORD_COST: f32 = 4.0;
+/// A query that ends in a hyphen (`newton-`) goes on with the name: an
+/// entry whose name ends at the word before it costs as much as a word
+/// out of order (Newton-le-Willows before the larger places called Newton).
+const NAME_GOES_ON_COST: f32 = 4.0;
 /// Query limits (the component refuses longer queries before this).
 const MAX_QUERY_TOKENS: usize = 10;
 
@@ -903,6 +919,9 @@ struct QueryToken {
     /// Given up by [`AddressIndex::suggest_without_one_word`]: need not
     /// match, costs [`DROPPED_WORD_COST`] where it does not.
     dropped: bool,
+    /// The last word, followed by a hyphen: the name goes on after the
+    /// word it matches ([`NAME_GOES_ON_COST`]).
+    joined: bool,
 }
 
 impl QueryToken {
@@ -952,6 +971,8 @@ struct Match {
     /// The word's place in the node's name ([`NOT_IN_NAME`] if it is not
     /// a name word).
     pos: u8,
+    /// The word is the name's last.
+    ends_name: bool,
 }
 
 /// [`Match::pos`] of a word outside the name.
@@ -1527,6 +1548,7 @@ impl<'a> AddressIndex<'a> {
                         optional: true,
                         last,
                         dropped: false,
+                        joined: false,
                     },
                     _ => word_token(w, last),
                 }
@@ -1543,6 +1565,12 @@ impl<'a> AddressIndex<'a> {
             if t.last && char_len(word) <= 2 {
                 t.m = Matcher::new(word, true, 0);
             }
+        }
+        if query.ends_with('-')
+            && n == words.len()
+            && let Some(t) = tokens.last_mut()
+        {
+            t.joined = true;
         }
         Some(tokens)
     }
@@ -1720,6 +1748,9 @@ impl<'a> AddressIndex<'a> {
     /// Every place whose whole name the required tokens are (they earn
     /// [`EXACT_NAME_BONUS`], which the scans therefore need not allow for).
     fn whole_names(&self, tokens: &[QueryToken], required: &[usize], top: &mut Found) {
+        if tokens.last().is_some_and(|t| t.joined) {
+            return; // `newton-`: a longer name
+        }
         let mut key = String::new();
         for &i in required {
             if !key.is_empty() {
@@ -1907,6 +1938,7 @@ impl<'a> AddressIndex<'a> {
             } else {
                 NOT_IN_NAME
             };
+            let ends_name = i + 1 == name_words;
             for (j, (t, slot)) in tokens.iter().zip(cover.iter_mut()).enumerate() {
                 // Context words (country, region, ...) match only without
                 // typos: a comparison, not the automaton.
@@ -1916,7 +1948,12 @@ impl<'a> AddressIndex<'a> {
                     t.m.check_exact_bytes(word)
                 };
                 if let Some(hit) = hit {
-                    let m = Match { hit, named, pos };
+                    let m = Match {
+                        hit,
+                        named,
+                        pos,
+                        ends_name,
+                    };
                     any |= !t.optional;
                     if slot.is_none_or(|s| better(tokens, j, m, s)) {
                         *slot = Some(m);
@@ -2032,6 +2069,7 @@ fn word_token(w: &str, last: bool) -> QueryToken {
         optional: false,
         last,
         dropped: false,
+        joined: false,
     }
 }
 
@@ -2096,6 +2134,9 @@ fn token_score(t: &QueryToken, m: Match) -> f32 {
     }
     if t.last && hit.exact {
         s += 0.15;
+    }
+    if t.joined && m.ends_name {
+        s -= NAME_GOES_ON_COST;
     }
     if !m.named {
         s -= CONTEXT_COST;
@@ -2582,6 +2623,8 @@ mod tests {
 {"kind":"place","id":"2","name":"La Flèche","country":"France","population":18000}
 {"kind":"place","id":"3","name":"Montevideo","country":"Uruguay","population":1300000}
 {"kind":"place","id":"4","name":"Monte Mor","country":"Brazil","population":60000}
+{"kind":"place","id":"5","name":"Newton","country":"Canada","population":160000}
+{"kind":"place","id":"6","name":"Newton-le-Willows","country":"United Kingdom","population":25000}
 "#,
         );
         let ix = AddressIndex::open(&ix_blob).unwrap();
@@ -2594,6 +2637,9 @@ mod tests {
         assert_eq!(first("monte "), Some("Monte Mor"));
         assert_eq!(first("monte mo"), Some("Monte Mor"));
         assert_eq!(first("monte"), Some("Montevideo"));
+        // A hyphen after the word: the name goes on.
+        assert_eq!(first("newton"), Some("Newton"));
+        assert_eq!(first("newton-"), Some("Newton-le-Willows"));
     }
 
     #[test]
