@@ -5,7 +5,7 @@
 //! instances share the embedded index instead of copying it.
 
 use bytes::Bytes;
-use edge_tests::{Edge, client, component, request};
+use edge_tests::{Edge, client, component, repo, request};
 use serde_json::{Value, json};
 
 fn start() -> Edge {
@@ -654,7 +654,9 @@ async fn instances_share_the_embedded_index() {
 #[test]
 fn demo_page_in_a_browser() {
     let edge = start();
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/browser");
+    // Not the compile-time manifest dir: another clone sharing
+    // CARGO_TARGET_DIR may have built this binary (repo()).
+    let dir = repo().join("tests/browser");
     let out = std::process::Command::new("node")
         .arg("hints-demo.mjs")
         .arg(format!("{}/hints/", edge.url))
