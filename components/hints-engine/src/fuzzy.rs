@@ -309,14 +309,7 @@ impl Matcher {
             begins: &[],
             exclude: self.text.as_bytes(),
         };
-        walk_with(
-            map.as_fst(),
-            &automaton,
-            &[],
-            &mut f,
-            &mut |s| automaton.few(s),
-            &walked,
-        );
+        automaton.walk_all(map, &mut f, &walked);
     }
 
     /// Every key of `map` within the token's budget of its text as a whole
@@ -328,14 +321,7 @@ impl Matcher {
             begins: &[],
             exclude: &[],
         };
-        walk_with(
-            map.as_fst(),
-            &automaton,
-            &[],
-            &mut f,
-            &mut |s| automaton.few(s),
-            &[],
-        );
+        automaton.walk_all(map, &mut f, &[]);
     }
 
     /// The automaton to run over an FST: every key the token matches.
@@ -412,6 +398,18 @@ fn advance(s: &[u8], m: u32, byte: u8) -> u32 {
 }
 
 impl LevAutomaton<'_> {
+    /// Calls `f` for every key of `map` the automaton matches, from the
+    /// root (every first letter), but for those that begin with one of
+    /// `skip`; until `f` returns false.
+    fn walk_all(
+        &self,
+        map: &fst::Map<&[u8]>,
+        f: &mut impl FnMut(&[u8], u64) -> bool,
+        skip: &[&[u8]],
+    ) {
+        walk_with(map.as_fst(), self, &[], f, &mut |s| self.few(s), skip);
+    }
+
     /// The only bytes that can follow `state`, if there are few.
     fn few(&self, &(state, begins, _): &(u32, u32, u32)) -> Option<Few> {
         if begins != DIVERGED {
