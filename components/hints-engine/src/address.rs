@@ -1190,11 +1190,7 @@ impl<'a> AddressIndex<'a> {
         });
         let bonus = max_bonus(&relaxed) - EDIT_COST - prefix_typo_cost(chars);
         for list in lists {
-            let (a, b) = (
-                self.top_offsets.get(list as usize),
-                self.top_offsets.get(list as usize + 1),
-            );
-            for node in self.top_nodes.range(a as usize, b as usize) {
+            for node in self.best_list(list) {
                 if self.weight(node) + bonus <= top.threshold() {
                     break; // heaviest first
                 }
@@ -1323,9 +1319,7 @@ impl<'a> AddressIndex<'a> {
                 let mut split = tokens.to_vec();
                 split[i] = word_token(left, false);
                 split.insert(i + 1, word_token(right, t.last));
-                let required: Vec<usize> =
-                    (0..split.len()).filter(|&j| !split[j].optional).collect();
-                self.scan_as_typed(&split, &required, top);
+                self.scan_reading(&split, top);
                 tries += 1;
                 if !top.is_empty() || tries == 3 {
                     return;
@@ -1369,9 +1363,15 @@ impl<'a> AddressIndex<'a> {
             let mut moved = tokens.to_vec();
             moved[n - 2] = word_token(left, false);
             moved[n - 1] = word_token(right, tokens[n - 1].last);
-            let required: Vec<usize> = (0..n).filter(|&j| !moved[j].optional).collect();
-            self.scan_as_typed(&moved, &required, top);
+            self.scan_reading(&moved, top);
         }
+    }
+
+    /// [`Self::scan_as_typed`] for another reading of the query (words
+    /// split or rejoined), any of whose required words may drive.
+    fn scan_reading(&self, tokens: &[QueryToken], top: &mut Found) {
+        let required: Vec<usize> = (0..tokens.len()).filter(|&j| !tokens[j].optional).collect();
+        self.scan_as_typed(tokens, &required, top);
     }
 
     /// Some dictionary word is or begins with `text`.
@@ -1777,14 +1777,20 @@ impl<'a> AddressIndex<'a> {
         let Some(i) = self.tops.get(&t.m.text) else {
             return false;
         };
+        for node in self.best_list(i) {
+            self.try_node(node, tokens, top, 0.0);
+        }
+        true
+    }
+
+    /// The nodes of the `i`th best list (a value of [`Self::tops`]),
+    /// heaviest first.
+    fn best_list(&self, i: u64) -> impl Iterator<Item = u32> + 'a {
         let (a, b) = (
             self.top_offsets.get(i as usize),
             self.top_offsets.get(i as usize + 1),
         );
-        for node in self.top_nodes.range(a as usize, b as usize) {
-            self.try_node(node, tokens, top, 0.0);
-        }
-        true
+        self.top_nodes.range(a as usize, b as usize)
     }
 
     /// The entries of a token's typo variants, unless even the heaviest
