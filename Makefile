@@ -17,9 +17,11 @@ setup:
 	@./scripts/setup.sh
 
 components: setup hints-index
-	$(CARGO) build --profile wasm --target wasm32-wasip2 $(addprefix -p ,$(COMPONENTS))
+	$(CARGO) build --profile wasm --target wasm32-wasip2 $(addprefix -p ,$(filter-out signer,$(COMPONENTS)))
+	$(CARGO) --config components/signer/wide-arithmetic.toml build --profile wasm --target wasm32-wasip2 -p signer --target-dir $(CARGO_TARGET_DIR)/wide
 	@mkdir -p build/components
-	@for c in $(COMPONENTS); do cp -f $(WASM_DIR)/$$c.wasm build/components/$$c.wasm; done
+	@for c in $(filter-out signer,$(COMPONENTS)); do cp -f $(WASM_DIR)/$$c.wasm build/components/$$c.wasm; done
+	@cp -f $(CARGO_TARGET_DIR)/wide/wasm32-wasip2/wasm/signer.wasm build/components/signer.wasm
 
 host: setup
 	$(CARGO) build --release -p edge -p edge-udf -p edge-sidecar

@@ -24,7 +24,8 @@ trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
 cargo build -q --release -p edge
 cargo build -q --release -p signing --example sign_server
 # A build with symbols, so the profile names guest functions.
-CARGO_PROFILE_WASM_STRIP=false cargo build -q --profile wasm --target wasm32-wasip2 \
+CARGO_PROFILE_WASM_STRIP=false cargo --config components/signer/wide-arithmetic.toml \
+  build -q --profile wasm --target wasm32-wasip2 \
   -p signer --target-dir "$CARGO_TARGET_DIR/symbols"
 wasm=$CARGO_TARGET_DIR/symbols/wasm32-wasip2/wasm/signer.wasm
 

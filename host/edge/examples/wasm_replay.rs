@@ -27,6 +27,7 @@ fn main() -> anyhow::Result<()> {
         config
             .cranelift_opt_level(wasmtime::OptLevel::Speed)
             .memory_init_cow(true)
+            .wasm_wide_arithmetic(true)
             .profiler(wasmtime::ProfilingStrategy::PerfMap);
         config
     } else {
