@@ -60,7 +60,8 @@ pub fn engine_config(pool: &Pool) -> wasmtime::Config {
         .wasm_component_model(true)
         .epoch_interruption(true)
         // Standard since August 2026 (phase 4) and on by default from
-        // Wasmtime 50; guests are built with it (.cargo/config.toml).
+        // Wasmtime 50; the signer is built with it
+        // (components/signer/wide-arithmetic.toml).
         .wasm_wide_arithmetic(true)
         .memory_init_cow(true)
         .cranelift_opt_level(wasmtime::OptLevel::Speed)
