@@ -100,7 +100,7 @@ use crate::restrict::Restrict;
 use crate::slips::UNLIKELY_TYPO_COST;
 use crate::text::{
     address_tokens, canonical_type, capped, char_len, ends_in_word, fold, is_apostrophe,
-    joined_tokens, prefixes,
+    joined_tokens, prefixes, without_last_char,
 };
 use crate::topk::TopK;
 use crate::translit::romanize;
@@ -1181,8 +1181,7 @@ impl<'a> AddressIndex<'a> {
         // Insertions: one letter more than the word's beginning (`tok`,
         // the beginning of `toky`).
         let chars = char_len(text);
-        let (head, _) = text.split_at(text.char_indices().nth(chars - 1).map_or(0, |(at, _)| at));
-        Matcher::new(head, false, 1).for_each_near(&self.tops, |key, list| {
+        Matcher::new(without_last_char(text), false, 1).for_each_near(&self.tops, |key, list| {
             if std::str::from_utf8(key).is_ok_and(|k| char_len(k) == chars) {
                 lists.push(list);
             }
@@ -1346,7 +1345,7 @@ impl<'a> AddressIndex<'a> {
         }
         let (a, b) = (a.m.text.as_str(), b.m.text.as_str());
         let first = b.chars().next().map_or(0, char::len_utf8);
-        let last = a.len() - a.chars().next_back().map_or(0, char::len_utf8);
+        let last = without_last_char(a).len();
         let readings = [
             (format!("{a}{}", &b[..first]), b[first..].to_owned()),
             (a[..last].to_owned(), format!("{}{b}", &a[last..])),

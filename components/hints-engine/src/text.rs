@@ -88,6 +88,18 @@ pub fn ends_in_word(s: &str) -> bool {
     s.chars().next_back().is_some_and(|c| c.is_alphanumeric())
 }
 
+/// `s` without its last character: `мос` → `мо`.
+///
+/// ```
+/// assert_eq!(hints_engine::text::without_last_char("мос"), "мо");
+/// assert_eq!(hints_engine::text::without_last_char(""), "");
+/// ```
+pub fn without_last_char(s: &str) -> &str {
+    let mut chars = s.chars();
+    chars.next_back();
+    chars.as_str()
+}
+
 /// The prefixes of `word` at character boundaries, shortest first, up to
 /// the whole word: `мос` → `м`, `мо`, `мос`.
 ///
