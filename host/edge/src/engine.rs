@@ -33,6 +33,7 @@ pub fn build_engine(pool: &Pool) -> Result<Engine> {
 /// The server's engine settings, for tools that build a variant of it
 /// (the bench replay narrows the CPU features for valgrind).
 pub fn engine_config(pool: &Pool) -> wasmtime::Config {
+    let (pagemap_scan, keep_resident) = memory_reset(pool);
     let mut pooling = PoolingAllocationConfig::new();
     pooling
         .total_component_instances(pool.total_component_instances)
@@ -48,9 +49,10 @@ pub fn engine_config(pool: &Pool) -> wasmtime::Config {
         // syscall, no TLB shootdown, and no page faults when the next
         // instance touches the same pages. With PAGEMAP_SCAN (Linux 6.7+)
         // only pages actually written are reset, so a large budget costs
-        // nothing for guests that touch little.
-        .pagemap_scan(wasmtime::Enabled::Auto)
-        .linear_memory_keep_resident(pool.keep_resident_bytes as usize)
+        // nothing for guests that touch little. Not with swap: see
+        // [`swap_active`].
+        .pagemap_scan(pagemap_scan)
+        .linear_memory_keep_resident(keep_resident)
         .table_keep_resident(pool.keep_resident_bytes as usize)
         // Whatever must still be decommitted goes in batches.
         .decommit_batch_size(32);
@@ -72,6 +74,48 @@ pub fn engine_config(pool: &Pool) -> wasmtime::Config {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
     config
+}
+
+/// Whether the machine has swap, from `/proc/swaps`.
+///
+/// Slots are reset from a PAGEMAP_SCAN only without swap. Wasmtime 48's
+/// scan asks for pages that are written *and present*: a dirty page the
+/// kernel has swapped out is not present, so it is neither reset nor
+/// decommitted, and the next instance in the slot, maybe another tenant's,
+/// reads the previous one's data. With swap the host resets slots the way
+/// Wasmtime does by default, decommitting every page, which is right
+/// whatever the kernel did with them (a manual reset of the first
+/// `keep_resident_bytes` would copy the memory image into them on every
+/// reset instead).
+///
+/// ```
+/// use edge::engine::swap_active;
+/// let header = "Filename\tType\tSize\tUsed\tPriority\n";
+/// assert!(!swap_active(header));
+/// assert!(swap_active(&format!("{header}/swapfile\tfile\t1048572\t0\t-2\n")));
+/// // Unreadable (no procfs): assume swap.
+/// assert!(swap_active(""));
+/// ```
+pub fn swap_active(proc_swaps: &str) -> bool {
+    let mut lines = proc_swaps.lines();
+    let has_header = lines.next().is_some_and(|l| l.starts_with("Filename"));
+    !(has_header && lines.all(|l| l.trim().is_empty()))
+}
+
+/// How dropped instances' memories are reset: `(PAGEMAP_SCAN, bytes kept
+/// resident)`, see [`swap_active`].
+fn memory_reset(pool: &Pool) -> (wasmtime::Enabled, usize) {
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    if swap_active(&swaps) {
+        tracing::warn!(
+            "swap is on (or /proc/swaps is unreadable): dropped instances' memories are \
+             decommitted, not reset from a PAGEMAP_SCAN, which would miss swapped-out pages; \
+             [pool] keep_resident_bytes is not used for memories"
+        );
+        (wasmtime::Enabled::No, 0)
+    } else {
+        (wasmtime::Enabled::Auto, pool.keep_resident_bytes as usize)
+    }
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
