@@ -28,7 +28,7 @@ fn claims() -> Claims {
         email: Some("ada@example.com".into()),
         avatar: None,
     };
-    signing::presets::jitsi(
+    let jitsi = signing::presets::jitsi(
         "app",
         "meet.example.com",
         "standup",
@@ -36,7 +36,11 @@ fn claims() -> Claims {
         true,
         1_700_000_000,
         3600,
-    )
+    );
+    match serde_json::to_value(jitsi).unwrap() {
+        serde_json::Value::Object(claims) => claims,
+        other => panic!("the preset is not an object: {other}"),
+    }
 }
 
 const VERIFY: &str = r#"

@@ -204,29 +204,6 @@ fn issue(body: &[u8]) -> (u16, Vec<u8>) {
     };
     let now = now();
     let ttl = req.ttl.unwrap_or(s.ttl).min(s.max_ttl);
-    let claims = match s.preset.as_str() {
-        "livekit" => signing::presets::livekit(
-            &s.issuer,
-            &req.user.id,
-            &req.user.name,
-            &req.room,
-            signing::presets::Grants {
-                can_publish: req.can_publish.unwrap_or(true),
-                can_subscribe: req.can_subscribe.unwrap_or(true),
-            },
-            now,
-            ttl,
-        ),
-        _ => signing::presets::jitsi(
-            &s.issuer,
-            &s.subject,
-            &req.room,
-            &req.user,
-            req.moderator.unwrap_or(false),
-            now,
-            ttl,
-        ),
-    };
     let key = match &req.kid {
         Some(kid) => match s.keys.get(kid) {
             Some(k) if k.can_sign() => k,
@@ -254,7 +231,39 @@ fn issue(body: &[u8]) -> (u16, Vec<u8>) {
         },
         None => s.keys.signing_key(),
     };
-    match jwt::sign(&s.keys, Some(key.kid()), &claims) {
+    let kid = Some(key.kid());
+    let signed = match s.preset.as_str() {
+        "livekit" => jwt::sign(
+            &s.keys,
+            kid,
+            &signing::presets::livekit(
+                &s.issuer,
+                &req.user.id,
+                &req.user.name,
+                &req.room,
+                signing::presets::Grants {
+                    can_publish: req.can_publish.unwrap_or(true),
+                    can_subscribe: req.can_subscribe.unwrap_or(true),
+                },
+                now,
+                ttl,
+            ),
+        ),
+        _ => jwt::sign(
+            &s.keys,
+            kid,
+            &signing::presets::jitsi(
+                &s.issuer,
+                &s.subject,
+                &req.room,
+                &req.user,
+                req.moderator.unwrap_or(false),
+                now,
+                ttl,
+            ),
+        ),
+    };
+    match signed {
         Ok(token) => (
             200,
             json_body(&Issued {

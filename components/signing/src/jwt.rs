@@ -21,6 +21,9 @@ pub enum SignError {
     /// The key only verifies (a public key).
     #[error("key {0:?} is a public key and cannot sign")]
     CannotSign(String),
+    /// The claims do not serialize to a JSON object.
+    #[error("the claims are not a JSON object: {0}")]
+    Claims(String),
 }
 
 /// Why a token was refused. Every failure is one of these; nothing else is
@@ -129,7 +132,9 @@ impl Validation {
     }
 }
 
-/// Signs `claims` with key `kid` (the set's signing key when `None`).
+/// Signs `claims`, anything that serializes to a JSON object (a [`Claims`]
+/// map, a [`presets`](crate::presets) claim set), with key `kid` (the set's
+/// signing key when `None`).
 ///
 /// ```
 /// use signing::{Key, KeySet, jwt};
@@ -141,7 +146,11 @@ impl Validation {
 /// let back = jwt::verify(&keys, &token, &jwt::Validation::at(1_900_000_000)).unwrap();
 /// assert_eq!(back["sub"], "alice");
 /// ```
-pub fn sign(keys: &KeySet, kid: Option<&str>, claims: &Claims) -> Result<String, SignError> {
+pub fn sign(
+    keys: &KeySet,
+    kid: Option<&str>,
+    claims: &(impl serde::Serialize + ?Sized),
+) -> Result<String, SignError> {
     let key = match kid {
         None => keys.signing_key(),
         Some(k) => keys.get(k).ok_or_else(|| SignError::UnknownKey(k.into()))?,
@@ -155,7 +164,12 @@ pub fn sign(keys: &KeySet, kid: Option<&str>, claims: &Claims) -> Result<String,
         typ: "JWT",
     };
     let header = serde_json::to_vec(&header).expect("a header always serializes");
-    let claims = serde_json::to_vec(claims).expect("a JSON object always serializes");
+    let claims = serde_json::to_vec(claims).map_err(|e| SignError::Claims(e.to_string()))?;
+    if claims.first() != Some(&b'{') {
+        return Err(SignError::Claims(
+            String::from_utf8_lossy(&claims).into_owned(),
+        ));
+    }
     let mut token = String::with_capacity((header.len() + claims.len()) * 4 / 3 + 96);
     B64.encode_string(header, &mut token);
     token.push('.');

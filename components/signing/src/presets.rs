@@ -8,8 +8,7 @@
 //!   participant identity, and the `video` grant names the room and what
 //!   the participant may do.
 
-use crate::jwt::Claims;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 /// Who joins, as the conferencing UI shows them.
 #[derive(Clone, Debug, Default)]
@@ -24,43 +23,91 @@ pub struct User {
     pub avatar: Option<String>,
 }
 
+// The claim sets are typed and borrow their strings, so a token's claims
+// are written straight to JSON with no map or copies in between (in wasm
+// that was a tenth of a token's cost outside the signature). Fields are in
+// key order, as serde_json's maps wrote them: tokens stay byte-identical.
+
+/// A Jitsi Meet join token's claims ([`jitsi`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct Jitsi<'a> {
+    /// The app (usually `"jitsi"`).
+    pub aud: &'a str,
+    /// Display data.
+    pub context: JitsiContext<'a>,
+    /// Expiry, Unix seconds.
+    pub exp: i64,
+    /// Issued at.
+    pub iat: i64,
+    /// The app id.
+    pub iss: &'a str,
+    /// Whether the user moderates the room.
+    pub moderator: bool,
+    /// Not before.
+    pub nbf: i64,
+    /// The room name, or `"*"`.
+    pub room: &'a str,
+    /// The tenant or XMPP domain.
+    pub sub: &'a str,
+}
+
+/// Jitsi's `context` claim.
+#[derive(Clone, Debug, Serialize)]
+pub struct JitsiContext<'a> {
+    /// The user as the UI shows them.
+    pub user: JitsiUser<'a>,
+}
+
+/// Jitsi's `context.user` claim.
+#[derive(Clone, Debug, Serialize)]
+pub struct JitsiUser<'a> {
+    /// Avatar URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<&'a str>,
+    /// E-mail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<&'a str>,
+    /// Stable user id.
+    pub id: &'a str,
+    /// Display name.
+    pub name: &'a str,
+}
+
 /// A Jitsi Meet join token's claims.
 ///
 /// ```
 /// let user = signing::presets::User { id: "u1".into(), name: "Ada".into(), ..Default::default() };
 /// let c = signing::presets::jitsi("my-app", "meet.example.com", "standup", &user, true, 1000, 3600);
-/// assert_eq!(c["context"]["user"]["name"], "Ada");
-/// assert_eq!(c["exp"], 4600);
+/// assert_eq!(c.context.user.name, "Ada");
+/// assert_eq!(c.exp, 4600);
 /// ```
-pub fn jitsi(
-    app_id: &str,
-    domain: &str,
-    room: &str,
-    user: &User,
+pub fn jitsi<'a>(
+    app_id: &'a str,
+    domain: &'a str,
+    room: &'a str,
+    user: &'a User,
     moderator: bool,
     now: i64,
     ttl: i64,
-) -> Claims {
-    let mut u = serde_json::Map::new();
-    u.insert("id".into(), user.id.clone().into());
-    u.insert("name".into(), user.name.clone().into());
-    if let Some(e) = &user.email {
-        u.insert("email".into(), e.clone().into());
+) -> Jitsi<'a> {
+    Jitsi {
+        aud: "jitsi",
+        context: JitsiContext {
+            user: JitsiUser {
+                avatar: user.avatar.as_deref(),
+                email: user.email.as_deref(),
+                id: &user.id,
+                name: &user.name,
+            },
+        },
+        exp: now + ttl,
+        iat: now,
+        iss: app_id,
+        moderator,
+        nbf: now,
+        room,
+        sub: domain,
     }
-    if let Some(a) = &user.avatar {
-        u.insert("avatar".into(), a.clone().into());
-    }
-    object(json!({
-        "iss": app_id,
-        "aud": "jitsi",
-        "sub": domain,
-        "room": room,
-        "moderator": moderator,
-        "context": { "user": Value::Object(u) },
-        "iat": now,
-        "nbf": now,
-        "exp": now + ttl,
-    }))
 }
 
 /// What a LiveKit participant may do in its room.
@@ -72,41 +119,65 @@ pub struct Grants {
     pub can_subscribe: bool,
 }
 
+/// A LiveKit access token's claims ([`livekit`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveKit<'a> {
+    /// Expiry, Unix seconds.
+    pub exp: i64,
+    /// The API key.
+    pub iss: &'a str,
+    /// Display name.
+    pub name: &'a str,
+    /// Not before.
+    pub nbf: i64,
+    /// The participant identity.
+    pub sub: &'a str,
+    /// The room grant.
+    pub video: VideoGrant<'a>,
+}
+
+/// LiveKit's `video` grant.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VideoGrant<'a> {
+    /// Publish audio/video.
+    pub can_publish: bool,
+    /// Subscribe to others.
+    pub can_subscribe: bool,
+    /// The room.
+    pub room: &'a str,
+    /// Always true: the token admits to the room.
+    pub room_join: bool,
+}
+
 /// A LiveKit access token's claims.
 ///
 /// ```
 /// let g = signing::presets::Grants { can_publish: true, can_subscribe: true };
 /// let c = signing::presets::livekit("APIkey", "alice", "Alice", "standup", g, 1000, 600);
-/// assert_eq!(c["video"]["roomJoin"], true);
-/// assert_eq!(c["sub"], "alice");
+/// assert!(c.video.room_join);
+/// assert_eq!(c.sub, "alice");
 /// ```
-pub fn livekit(
-    api_key: &str,
-    identity: &str,
-    name: &str,
-    room: &str,
+pub fn livekit<'a>(
+    api_key: &'a str,
+    identity: &'a str,
+    name: &'a str,
+    room: &'a str,
     grants: Grants,
     now: i64,
     ttl: i64,
-) -> Claims {
-    object(json!({
-        "iss": api_key,
-        "sub": identity,
-        "name": name,
-        "video": {
-            "roomJoin": true,
-            "room": room,
-            "canPublish": grants.can_publish,
-            "canSubscribe": grants.can_subscribe,
+) -> LiveKit<'a> {
+    LiveKit {
+        exp: now + ttl,
+        iss: api_key,
+        name,
+        nbf: now,
+        sub: identity,
+        video: VideoGrant {
+            can_publish: grants.can_publish,
+            can_subscribe: grants.can_subscribe,
+            room,
+            room_join: true,
         },
-        "nbf": now,
-        "exp": now + ttl,
-    }))
-}
-
-fn object(v: Value) -> Claims {
-    match v {
-        Value::Object(m) => m,
-        _ => unreachable!("json! of an object literal"),
     }
 }
