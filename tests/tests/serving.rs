@@ -49,6 +49,40 @@ async fn routes_by_host_and_path() {
     );
 }
 
+/// The headers Spin gives components (so Spin SDK routers work unchanged).
+#[tokio::test]
+async fn components_get_spins_headers() {
+    let edge = Edge::start(&standard_spin(), TWO_TENANTS);
+    let (status, body) = get_host(
+        &format!("{}/fixtures/a/headers?x=1", edge.url),
+        "alpha.test",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (client, spin): (Vec<&str>, Vec<&str>) = body
+        .lines()
+        .filter(|l| l.starts_with("spin-"))
+        .partition(|l| l.starts_with("spin-client-addr: "));
+    // The test's client connects from loopback, from a port of its own.
+    let port = client
+        .iter()
+        .find_map(|c| c.strip_prefix("spin-client-addr: 127.0.0.1:"))
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(port.parse::<u16>().is_ok(), "{body}");
+    assert_eq!(client.len(), 1, "{body}");
+    assert_eq!(
+        spin,
+        [
+            "spin-base-path: /",
+            "spin-component-route: /fixtures",
+            "spin-full-url: http://alpha.test/fixtures/a/headers?x=1",
+            "spin-matched-route: /fixtures/...",
+            "spin-path-info: /a/headers",
+            "spin-raw-component-route: /fixtures/...",
+        ]
+    );
+}
+
 #[tokio::test]
 async fn malformed_and_oversized_requests() {
     let edge = Edge::start(

@@ -148,9 +148,14 @@ pub async fn serve(
         // segment for up to 40 ms waiting for the client's ACK.
         let _ = stream.set_nodelay(true);
         let for_service = shared.clone();
+        // Once per connection, not per request: formatting an address is
+        // not free.
+        let client_addr = HeaderValue::try_from(peer.to_string())
+            .expect("a socket address is a valid header value");
         let service = service_fn(move |req| {
             let shared = for_service.clone();
-            async move { Ok::<_, Infallible>(handle(&shared, req, peer).await) }
+            let client_addr = client_addr.clone();
+            async move { Ok::<_, Infallible>(handle(&shared, req, client_addr).await) }
         });
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)
@@ -181,8 +186,13 @@ pub async fn serve(
     Ok(())
 }
 
-/// Runs one request through the phases above.
-pub async fn handle(shared: &Shared, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+/// Runs one request through the phases above; `client_addr` is the peer's
+/// address, as Spin's `spin-client-addr` header gives it.
+pub async fn handle(
+    shared: &Shared,
+    req: Request<Incoming>,
+    client_addr: HeaderValue,
+) -> Response<Body> {
     let started = Instant::now();
     let app = shared.app.load_full();
     let metrics = &shared.runtime.metrics;
@@ -227,7 +237,7 @@ pub async fn handle(shared: &Shared, req: Request<Incoming>, peer: SocketAddr) -
         return response;
     }
     let mut req = req;
-    add_spin_headers(&mut req, route, matched, peer);
+    add_spin_headers(&mut req, route, matched, client_addr);
 
     // Phase 4: instance.
     let exceeded = Arc::new(AtomicBool::new(false));
@@ -270,7 +280,7 @@ fn add_spin_headers(
     req: &mut Request<Incoming>,
     route: &TenantRoute,
     matched: usize,
-    peer: SocketAddr,
+    client_addr: HeaderValue,
 ) {
     let path = req.uri().path();
     let path_info = HeaderValue::from_str(&path[matched.min(path.len())..]).ok();
@@ -281,21 +291,34 @@ fn add_spin_headers(
             .and_then(|h| h.to_str().ok())
             .unwrap_or("localhost");
         let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-        HeaderValue::from_str(&format!("http://{host}{pq}")).ok()
+        let mut url = String::with_capacity("http://".len() + host.len() + pq.len());
+        url.push_str("http://");
+        url.push_str(host);
+        url.push_str(pq);
+        HeaderValue::try_from(url).ok()
     };
-    let client = HeaderValue::from_str(&peer.to_string()).ok();
     let h = req.headers_mut();
-    h.insert("spin-matched-route", route.raw_route.clone());
-    h.insert("spin-raw-component-route", route.raw_route.clone());
-    h.insert("spin-component-route", route.component_route.clone());
-    h.insert("spin-base-path", HeaderValue::from_static("/"));
+    h.insert(spin_header::MATCHED_ROUTE, route.raw_route.clone());
+    h.insert(spin_header::RAW_COMPONENT_ROUTE, route.raw_route.clone());
+    h.insert(spin_header::COMPONENT_ROUTE, route.component_route.clone());
+    h.insert(spin_header::BASE_PATH, HeaderValue::from_static("/"));
     if let Some(v) = path_info {
-        h.insert("spin-path-info", v);
+        h.insert(spin_header::PATH_INFO, v);
     }
     if let Some(v) = full_url {
-        h.insert("spin-full-url", v);
+        h.insert(spin_header::FULL_URL, v);
     }
-    if let Some(v) = client {
-        h.insert("spin-client-addr", v);
-    }
+    h.insert(spin_header::CLIENT_ADDR, client_addr);
+}
+
+/// Spin's header names, parsed at compile time rather than per insert.
+mod spin_header {
+    use http::HeaderName;
+    pub const MATCHED_ROUTE: HeaderName = HeaderName::from_static("spin-matched-route");
+    pub const RAW_COMPONENT_ROUTE: HeaderName = HeaderName::from_static("spin-raw-component-route");
+    pub const COMPONENT_ROUTE: HeaderName = HeaderName::from_static("spin-component-route");
+    pub const BASE_PATH: HeaderName = HeaderName::from_static("spin-base-path");
+    pub const PATH_INFO: HeaderName = HeaderName::from_static("spin-path-info");
+    pub const FULL_URL: HeaderName = HeaderName::from_static("spin-full-url");
+    pub const CLIENT_ADDR: HeaderName = HeaderName::from_static("spin-client-addr");
 }
