@@ -10,17 +10,20 @@
 
 use serde::Serialize;
 
-/// Who joins, as the conferencing UI shows them.
-#[derive(Clone, Debug, Default)]
+/// Who joins, as the conferencing UI shows them: Jitsi's `context.user`
+/// claim as it is (fields in key order, see below).
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct User {
+    /// Avatar URL, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<String>,
+    /// E-mail, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
     /// Stable user id.
     pub id: String,
     /// Display name.
     pub name: String,
-    /// E-mail, if any.
-    pub email: Option<String>,
-    /// Avatar URL, if any.
-    pub avatar: Option<String>,
 }
 
 // The claim sets are typed and borrow their strings, so a token's claims
@@ -55,22 +58,7 @@ pub struct Jitsi<'a> {
 #[derive(Clone, Debug, Serialize)]
 pub struct JitsiContext<'a> {
     /// The user as the UI shows them.
-    pub user: JitsiUser<'a>,
-}
-
-/// Jitsi's `context.user` claim.
-#[derive(Clone, Debug, Serialize)]
-pub struct JitsiUser<'a> {
-    /// Avatar URL.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub avatar: Option<&'a str>,
-    /// E-mail.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub email: Option<&'a str>,
-    /// Stable user id.
-    pub id: &'a str,
-    /// Display name.
-    pub name: &'a str,
+    pub user: &'a User,
 }
 
 /// A Jitsi Meet join token's claims.
@@ -92,14 +80,7 @@ pub fn jitsi<'a>(
 ) -> Jitsi<'a> {
     Jitsi {
         aud: "jitsi",
-        context: JitsiContext {
-            user: JitsiUser {
-                avatar: user.avatar.as_deref(),
-                email: user.email.as_deref(),
-                id: &user.id,
-                name: &user.name,
-            },
-        },
+        context: JitsiContext { user },
         exp: now + ttl,
         iat: now,
         iss: app_id,
