@@ -67,7 +67,7 @@ components = ["*"]
 memory_bytes = 134217728
 instance = "session"
 session_key = "host"
-instances_per_key = 4
+instances_per_key = "workers"
 max_queued_per_session = 1024
 TOML
 EDGE_LOG=error "$edge" serve --config "$work/edge.toml" >/dev/null &

@@ -129,6 +129,24 @@ fn bad_session_key() {
 }
 
 #[test]
+fn bad_instances_per_key() {
+    let session = "[component.echo]\ninstance = \"session\"\nsession_key = \"header:x-user\"\n";
+    for (value, given) in [("0", "0"), ("\"cores\"", "\"cores\"")] {
+        let edge = format!("{GOOD_EDGE}{session}instances_per_key = {value}\n");
+        assert_error(
+            &spin_without_required(),
+            &edge,
+            &format!(
+                "DIR/edge.toml:9:21: component.echo.instances_per_key: {given} is not allowed: a number of at least 1, or \"workers\" for one per worker thread"
+            ),
+        );
+    }
+    let edge = format!("{GOOD_EDGE}{session}instances_per_key = \"workers\"\n");
+    let (code, stderr) = check(&spin_without_required(), &edge);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
 fn unknown_instance_mode() {
     let edge = format!("{GOOD_EDGE}[component.echo]\ninstance = \"pooled\"\n");
     assert_error(

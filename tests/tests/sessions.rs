@@ -145,12 +145,20 @@ async fn a_trapping_session_is_reset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_warm_instances_per_key() {
-    // Two instances for each key: a request goes to an idle one, else to a
-    // new one, so a slow request does not hold up the next.
-    let edge = Edge::start(
-        &standard_spin(),
-        &(config(10, 60_000, "path:2") + "instances_per_key = 2\n"),
-    );
+    two_warm_instances(&(config(10, 60_000, "path:2") + "instances_per_key = 2\n")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_warm_instance_per_worker() {
+    let config =
+        config(10, 60_000, "path:2") + "instances_per_key = \"workers\"\n[server]\nworkers = 2\n";
+    two_warm_instances(&config).await;
+}
+
+/// Two instances for each key: a request goes to an idle one, else to a
+/// new one, so a slow request does not hold up the next.
+async fn two_warm_instances(config: &str) {
+    let edge = Edge::start(&standard_spin(), config);
     let slow_url = format!("{}/counter/k/sleep?ms=1500", edge.url);
     let slow = tokio::spawn(async move { get(&slow_url).await });
     // Wait until the slow request occupies the first instance.

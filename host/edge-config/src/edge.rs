@@ -5,6 +5,14 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
+/// A number, or a word standing for one (`instances_per_key = "workers"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum CountOrName {
+    Count(usize),
+    Name(String),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EdgeFile {
@@ -150,7 +158,7 @@ pub(crate) struct ComponentSection {
     #[serde(default)]
     pub max_queued_per_session: Option<Spanned<usize>>,
     #[serde(default)]
-    pub instances_per_key: Option<Spanned<usize>>,
+    pub instances_per_key: Option<Spanned<CountOrName>>,
     #[serde(default)]
     pub memory_bytes: Option<Spanned<u64>>,
 }

@@ -3,8 +3,9 @@
 use crate::edge::{self, EdgeFile, SecretSource};
 use crate::spin::{self, Manifest};
 use crate::{
-    Component, Config, ConfigError, HostPattern, InstanceMode, Limits, OutboundRule, Pool, Route,
-    RoutePattern, SITE_VARIABLE_PREFIX, Server, SessionKey, SessionSettings, SourceFile, Tenant,
+    Component, Config, ConfigError, HostPattern, InstanceMode, InstancesPerKey, Limits,
+    OutboundRule, Pool, Route, RoutePattern, SITE_VARIABLE_PREFIX, Server, SessionKey,
+    SessionSettings, SourceFile, Tenant,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -453,6 +454,28 @@ impl Resolver<'_> {
                                 None => Ok(default),
                             }
                         };
+                    let per_key = match &s.instances_per_key {
+                        None => InstancesPerKey::Fixed(1),
+                        Some(v) => match v.get_ref() {
+                            edge::CountOrName::Count(n) if *n >= 1 => InstancesPerKey::Fixed(*n),
+                            edge::CountOrName::Name(w) if w == "workers" => {
+                                InstancesPerKey::Workers
+                            }
+                            other => {
+                                let given = match other {
+                                    edge::CountOrName::Count(n) => n.to_string(),
+                                    edge::CountOrName::Name(w) => format!("{w:?}"),
+                                };
+                                return self.edge_err(
+                                    v.span(),
+                                    &format!("{key}.instances_per_key"),
+                                    format!(
+                                        "{given} is not allowed: a number of at least 1, or \"workers\" for one per worker thread"
+                                    ),
+                                );
+                            }
+                        },
+                    };
                     let idle = match &s.idle_timeout_ms {
                         Some(v) if *v.get_ref() == 0 => {
                             return self.edge_err(
@@ -473,7 +496,7 @@ impl Resolver<'_> {
                             "max_queued_per_session",
                             64,
                         )?,
-                        instances_per_key: positive(&s.instances_per_key, "instances_per_key", 1)?,
+                        instances_per_key: per_key,
                     })
                 }
                 other => {

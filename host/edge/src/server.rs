@@ -81,6 +81,10 @@ pub fn spawn_workers(
     let slots = Arc::new(Semaphore::new(
         shared.app.load().config.server.max_connections,
     ));
+    // Every worker is registered before any serves: session pools place
+    // instance i on worker i mod workers, and "workers" instances per key
+    // count them, so a request must never see only some.
+    let registered = Arc::new(std::sync::Barrier::new(listeners.len()));
     listeners
         .into_iter()
         .enumerate()
@@ -88,14 +92,18 @@ pub fn spawn_workers(
             let shared = shared.clone();
             let shutdown = shutdown.clone();
             let slots = slots.clone();
+            let registered = registered.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("edge-worker-{i}"))
                 .spawn(move || {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
-                        .build()?;
-                    shared.runtime.sessions.add_worker(rt.handle().clone());
-                    rt.block_on(async move {
+                        .build();
+                    if let Ok(rt) = &rt {
+                        shared.runtime.sessions.add_worker(rt.handle().clone());
+                    }
+                    registered.wait();
+                    rt?.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;
                         serve(shared, listener, slots, shutdown).await
                     })

@@ -264,8 +264,8 @@ impl SessionPool {
         sessions: &HashMap<String, Session>,
         base: String,
     ) -> (String, Option<usize>) {
-        let n = self.settings.instances_per_key;
         let workers = self.workers.count();
+        let n = self.settings.instances_per_key.count(workers);
         let here = Workers::current().filter(|&w| w < workers);
         if n <= 1 {
             // A key's one instance lives where its first request came in:
