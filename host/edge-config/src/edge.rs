@@ -13,6 +13,16 @@ pub(crate) enum CountOrName {
     Name(String),
 }
 
+/// As the file spells it: `4`, `"workers"`.
+impl std::fmt::Display for CountOrName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CountOrName::Count(n) => write!(f, "{n}"),
+            CountOrName::Name(w) => write!(f, "{w:?}"),
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EdgeFile {

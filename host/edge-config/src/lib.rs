@@ -200,7 +200,7 @@ pub enum InstancesPerKey {
     /// One per worker thread (`"workers"`): for state that is a cache, the
     /// cheapest number. A worker runs one guest call at a time, so a second
     /// instance on it adds no parallelism, only a second copy of the cache
-    /// warmed by half the requests (the hint engine: ~9% more CPU per
+    /// warmed by half the requests (the hint engine: ~7% more CPU per
     /// keystroke with four instances than with two on two workers).
     Workers,
 }

@@ -454,27 +454,20 @@ impl Resolver<'_> {
                                 None => Ok(default),
                             }
                         };
-                    let per_key = match &s.instances_per_key {
+                    use edge::CountOrName::{Count, Name};
+                    let per_key = match s.instances_per_key.as_ref().map(|v| (v, v.get_ref())) {
                         None => InstancesPerKey::Fixed(1),
-                        Some(v) => match v.get_ref() {
-                            edge::CountOrName::Count(n) if *n >= 1 => InstancesPerKey::Fixed(*n),
-                            edge::CountOrName::Name(w) if w == "workers" => {
-                                InstancesPerKey::Workers
-                            }
-                            other => {
-                                let given = match other {
-                                    edge::CountOrName::Count(n) => n.to_string(),
-                                    edge::CountOrName::Name(w) => format!("{w:?}"),
-                                };
-                                return self.edge_err(
-                                    v.span(),
-                                    &format!("{key}.instances_per_key"),
-                                    format!(
-                                        "{given} is not allowed: a number of at least 1, or \"workers\" for one per worker thread"
-                                    ),
-                                );
-                            }
-                        },
+                        Some((_, Count(n))) if *n >= 1 => InstancesPerKey::Fixed(*n),
+                        Some((_, Name(w))) if w == "workers" => InstancesPerKey::Workers,
+                        Some((v, given)) => {
+                            return self.edge_err(
+                                v.span(),
+                                &format!("{key}.instances_per_key"),
+                                format!(
+                                    "{given} is not allowed: a number of at least 1, or \"workers\" for one per worker thread"
+                                ),
+                            );
+                        }
                     };
                     let idle = match &s.idle_timeout_ms {
                         Some(v) if *v.get_ref() == 0 => {
