@@ -147,6 +147,20 @@ fn bad_instances_per_key() {
 }
 
 #[test]
+fn sidecar_output_cap_must_fit_an_answer() {
+    let sidecar = "[sidecar]\nallow = [\"/bin/echo\"]\n";
+    let edge = format!("{GOOD_EDGE}{sidecar}max_output_bytes = 16777216\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "sidecar.max_output_bytes: 16777216 is over the largest allowed, 8388608 (8 MiB): both streams must fit one answer on the socket",
+    );
+    let edge = format!("{GOOD_EDGE}{sidecar}max_output_bytes = 8388608\n");
+    let (code, stderr) = check(&spin_without_required(), &edge);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
 fn unknown_instance_mode() {
     let edge = format!("{GOOD_EDGE}[component.echo]\ninstance = \"pooled\"\n");
     assert_error(

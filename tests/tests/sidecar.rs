@@ -243,3 +243,41 @@ fn concurrency_is_limited_and_concurrent_calls_work() {
     });
     assert_eq!(outs, vec![b"call 0\n".to_vec(), b"call 1\n".to_vec()]);
 }
+
+#[test]
+fn idle_connections_are_capped_and_runs_still_work_after() {
+    let d = start();
+    // Connections that never send a request hold a thread each, up to
+    // the cap (256); one more is refused as busy at once.
+    let idle: Vec<_> = (0..256)
+        .map(|_| std::os::unix::net::UnixStream::connect(&d.socket).unwrap())
+        .collect();
+    let refused = (0..50).find_map(|_| {
+        // The daemon counts a connection when it accepts it: give it a
+        // moment to reach all of them.
+        match protocol::call(
+            &d.socket,
+            &Request {
+                program: "/bin/echo".into(),
+                ..Default::default()
+            },
+        ) {
+            Ok(Response::Error(e)) if e.kind == "busy" => Some(e.message),
+            _ => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            }
+        }
+    });
+    let message = refused.expect("the connection past the cap is refused");
+    assert!(message.contains("256 connections"), "{message}");
+    drop(idle);
+    // Closed idle connections give their slots back.
+    let ok = (0..50).any(|_| {
+        matches!(run(&d, "/bin/echo", &["back"]), Response::Ok(_)) || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            false
+        }
+    });
+    assert!(ok, "runs work again once the idle connections are gone");
+}

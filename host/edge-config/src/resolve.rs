@@ -750,11 +750,20 @@ impl Resolver<'_> {
             max_concurrent: positive(&as_u64(&s.max_concurrent), "sidecar.max_concurrent", 16)?
                 as usize,
             timeout: Duration::from_millis(positive(&s.timeout_ms, "sidecar.timeout_ms", 10_000)?),
-            max_output_bytes: positive(
-                &as_u64(&s.max_output_bytes),
-                "sidecar.max_output_bytes",
-                1 << 20,
-            )? as usize,
+            max_output_bytes: match as_u64(&s.max_output_bytes) {
+                Some(v) if *v.get_ref() > crate::sidecar::MAX_OUTPUT_BYTES => {
+                    return self.edge_err(
+                        v.span(),
+                        "sidecar.max_output_bytes",
+                        format!(
+                            "{} is over the largest allowed, {} (8 MiB): both streams must fit one answer on the socket",
+                            v.get_ref(),
+                            crate::sidecar::MAX_OUTPUT_BYTES
+                        ),
+                    );
+                }
+                v => positive(&v, "sidecar.max_output_bytes", 1 << 20)?,
+            } as usize,
         }))
     }
 

@@ -2,6 +2,11 @@
 
 use std::path::{Component, Path, PathBuf};
 
+/// Largest `max_output_bytes`: stdout and stderr at this cap, base64 on
+/// the wire, must still fit the sidecar's largest message (32 MiB), or a
+/// run within its caps would come back as an unreadable answer.
+pub const MAX_OUTPUT_BYTES: u64 = 8 << 20;
+
 /// Checks one program path: absolute, no `.` or `..`, no empty parts.
 pub fn check_program(p: &str) -> Result<PathBuf, String> {
     let path = Path::new(p);

@@ -15,6 +15,12 @@ use std::io::{self, Read, Write};
 /// Largest message accepted (stdin included).
 pub const MAX_MESSAGE: usize = 32 << 20;
 
+// An answer with both streams at the largest output cap, base64 (4 bytes
+// per 3), plus its JSON, must be readable.
+const _: () = assert!(
+    2 * (edge_config::sidecar::MAX_OUTPUT_BYTES as usize).div_ceil(3) * 4 + 4096 <= MAX_MESSAGE
+);
+
 /// A run request.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -111,6 +117,12 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
 /// Writes one message.
 pub fn write_message<T: Serialize>(w: &mut impl Write, value: &T) -> io::Result<()> {
     let body = serde_json::to_vec(value)?;
+    if body.len() > MAX_MESSAGE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("message of {} bytes is over {MAX_MESSAGE}", body.len()),
+        ));
+    }
     w.write_all(&(body.len() as u32).to_be_bytes())?;
     w.write_all(&body)?;
     w.flush()

@@ -6,7 +6,15 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Connections served at once: past this a new one is refused as `busy`
+/// at once, so idle or trickling clients cannot take threads and request
+/// buffers without bound (runs themselves are capped by `max_concurrent`).
+const MAX_CONNECTIONS: usize = 256;
+
+/// Longest a client may take to send its whole request.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Counters since start.
 #[derive(Default, Debug)]
@@ -27,6 +35,7 @@ pub struct Metrics {
 pub struct Sidecar {
     config: edge_config::Sidecar,
     running: AtomicUsize,
+    connections: AtomicUsize,
     /// The counters.
     pub metrics: Metrics,
 }
@@ -44,6 +53,7 @@ impl Sidecar {
         Arc::new(Self {
             config,
             running: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
             metrics: Metrics::default(),
         })
     }
@@ -80,10 +90,19 @@ impl Sidecar {
                     continue;
                 }
             };
-            let me = self.clone();
+            let Some(slot) = Connection::take(self) else {
+                self.metrics.refused.fetch_add(1, Relaxed);
+                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                let busy = refuse(
+                    KIND_BUSY,
+                    format!("{MAX_CONNECTIONS} connections open already; retry later"),
+                );
+                let _ = write_message(&mut { stream }, &busy);
+                continue;
+            };
             if let Err(e) = std::thread::Builder::new()
                 .name("edge-sidecar-conn".into())
-                .spawn(move || me.connection(stream))
+                .spawn(move || slot.0.connection(stream))
             {
                 eprintln!("edge-sidecar: no thread for a connection: {e}");
                 std::thread::sleep(Duration::from_millis(50));
@@ -93,9 +112,12 @@ impl Sidecar {
     }
 
     fn connection(&self, mut stream: UnixStream) {
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
         let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-        let response = match read_message::<Request>(&mut stream) {
+        let mut within = Within {
+            stream: &stream,
+            deadline: Instant::now() + REQUEST_DEADLINE,
+        };
+        let response = match read_message::<Request>(&mut within) {
             Ok(req) => self.handle(&req),
             Err(e) => {
                 self.metrics.refused.fetch_add(1, Relaxed);
@@ -141,10 +163,7 @@ impl Sidecar {
         }
         // Reserve a slot, or refuse: never queue without bound. The guard
         // gives it back even if the run panics.
-        let reserved = self.running.fetch_update(Relaxed, Relaxed, |n| {
-            (n < self.config.max_concurrent).then_some(n + 1)
-        });
-        if reserved.is_err() {
+        let Some(_slot) = Counted::take(&self.running, self.config.max_concurrent) else {
             return refused(
                 KIND_BUSY,
                 format!(
@@ -152,14 +171,7 @@ impl Sidecar {
                     self.config.max_concurrent
                 ),
             );
-        }
-        struct Slot<'a>(&'a AtomicUsize);
-        impl Drop for Slot<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Relaxed);
-            }
-        }
-        let _slot = Slot(&self.running);
+        };
         let timeout = req
             .timeout_ms
             .map(Duration::from_millis)
@@ -225,4 +237,65 @@ fn run(
         cmd = cmd.arg(a);
     }
     cmd.run_limited(stdin, timeout, cap)
+}
+
+/// Counts one more in `count`, unless `max` are counted already.
+fn reserve(count: &AtomicUsize, max: usize) -> bool {
+    count
+        .fetch_update(Relaxed, Relaxed, |n| (n < max).then_some(n + 1))
+        .is_ok()
+}
+
+/// One of a counted resource (a run, a connection), given back on drop,
+/// even if what holds it panics.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    /// One more, unless `max` are taken.
+    fn take(count: &'a AtomicUsize, max: usize) -> Option<Self> {
+        reserve(count, max).then(|| Self(count))
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// One of the [`MAX_CONNECTIONS`], given back when dropped (with the
+/// thread that serves it, or at once if that thread could not start).
+struct Connection(Arc<Sidecar>);
+
+impl Connection {
+    fn take(sidecar: &Arc<Sidecar>) -> Option<Self> {
+        reserve(&sidecar.connections, MAX_CONNECTIONS).then(|| Self(sidecar.clone()))
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A stream read against one deadline for a whole message, not per read:
+/// a client trickling a byte at a time cannot hold a thread for long.
+struct Within<'a> {
+    stream: &'a UnixStream,
+    deadline: Instant,
+}
+
+impl std::io::Read for Within<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the request took over {} s", REQUEST_DEADLINE.as_secs()),
+            ));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        (&mut &*self.stream).read(buf)
+    }
 }

@@ -42,6 +42,10 @@ pub struct Command {
     piped: bool,
     /// (fd in the parent, fd in the child) pairs to `dup2`.
     extra_dups: Vec<(libc::c_int, libc::c_int)>,
+    /// The program or an argument held a NUL byte: running is refused
+    /// (as `std::process::Command` does) rather than passing a cut or
+    /// empty string, which would run something else.
+    saw_nul: bool,
 }
 
 /// How a child ended and what it wrote.
@@ -74,6 +78,35 @@ fn exit_code(status: i32) -> i32 {
     }
 }
 
+/// A close-on-exec pipe whose ends are both above 2. When the parent runs
+/// with a standard descriptor closed, `pipe2` may hand out 0, 1 or 2, and
+/// the child's `dup2`s onto 0, 1 and 2 (in order) would then overwrite a
+/// pipe end before duplicating it.
+fn pipe_above_stdio() -> io::Result<[libc::c_int; 2]> {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 into a local array; the fds are ours, and every one
+    // replaced or left on an error path is closed.
+    unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for i in 0..2 {
+            if fds[i] > 2 {
+                continue;
+            }
+            let moved = libc::fcntl(fds[i], libc::F_DUPFD_CLOEXEC, 3);
+            let error = io::Error::last_os_error();
+            libc::close(fds[i]);
+            if moved < 0 {
+                libc::close(fds[1 - i]);
+                return Err(error);
+            }
+            fds[i] = moved;
+        }
+    }
+    Ok(fds)
+}
+
 fn cstring(s: &[u8], what: &str) -> io::Result<CString> {
     CString::new(s).map_err(|_| {
         io::Error::new(
@@ -88,7 +121,10 @@ impl Command {
     /// with `argv[0]` = `program`.
     pub fn new(program: impl AsRef<OsStr>) -> Self {
         let p = program.as_ref().as_bytes();
-        let program = CString::new(p).unwrap_or_default();
+        let (program, saw_nul) = match CString::new(p) {
+            Ok(c) => (c, false),
+            Err(_) => (CString::default(), true),
+        };
         Self {
             args: vec![program.clone()],
             program,
@@ -97,6 +133,7 @@ impl Command {
             env: None,
             piped: false,
             extra_dups: Vec::new(),
+            saw_nul,
         }
     }
 
@@ -108,10 +145,14 @@ impl Command {
         c.arg("-c").arg(script)
     }
 
-    /// Appends one argument, passed verbatim (no word splitting, no quoting).
+    /// Appends one argument, passed verbatim (no word splitting, no
+    /// quoting). One holding a NUL byte makes running fail with
+    /// `InvalidInput` (C strings cannot carry it).
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
-        self.args
-            .push(CString::new(arg.as_ref().as_bytes()).unwrap_or_default());
+        match CString::new(arg.as_ref().as_bytes()) {
+            Ok(a) => self.args.push(a),
+            Err(_) => self.saw_nul = true,
+        }
         self
     }
 
@@ -234,6 +275,12 @@ fn check(r: libc::c_int) -> io::Result<()> {
 
 fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
     use std::os::fd::FromRawFd;
+    if cmd.saw_nul {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the program or an argument contains a NUL byte",
+        ));
+    }
     // SAFETY: plain libc calls on locals; every pointer passed lives until
     // posix_spawn returns; fds are closed on every path.
     unsafe {
@@ -278,9 +325,7 @@ fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
                 0,
             ))?,
             Stdout::Capture(_) => {
-                if libc::pipe2(pipe_fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                pipe_fds = pipe_above_stdio()?;
                 let r = libc::posix_spawn_file_actions_adddup2(&mut actions.0, pipe_fds[1], 1);
                 if r != 0 {
                     libc::close(pipe_fds[0]);
@@ -414,11 +459,7 @@ impl Command {
         cmd.piped = true;
         cmd.stdout = Stdout::Capture(max_output);
         let pipe = || -> io::Result<(std::fs::File, std::fs::File)> {
-            let mut fds = [-1; 2];
-            // SAFETY: pipe2 into a local array.
-            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            let fds = pipe_above_stdio()?;
             // SAFETY: fresh descriptors we own.
             Ok(unsafe {
                 (
@@ -442,10 +483,30 @@ impl Command {
         }
         let stop = AtomicBool::new(false);
         let too_large = AtomicBool::new(false);
-        let (status, timed_out, out, err) = std::thread::scope(|s| {
-            let writer = s.spawn(|| feed(stdin_w, stdin, &stop));
-            let out = s.spawn(|| drain(stdout, max_output, &stop, &too_large));
-            let err = s.spawn(|| drain(stderr_r, max_output, &stop, &too_large));
+        let ran = std::thread::scope(|s| {
+            // Out of threads (the sidecar may be): the child is running
+            // already, so it is killed and reaped before the error goes
+            // back, and threads already started see `stop`.
+            let started = (|| {
+                let thread = || std::thread::Builder::new().name("edge-spawn-pipe".into());
+                let writer = thread().spawn_scoped(s, || feed(stdin_w, stdin, &stop))?;
+                let out =
+                    thread().spawn_scoped(s, || drain(stdout, max_output, &stop, &too_large))?;
+                let err =
+                    thread().spawn_scoped(s, || drain(stderr_r, max_output, &stop, &too_large))?;
+                Ok((writer, out, err))
+            })();
+            let (writer, out, err) = match started {
+                Ok(threads) => threads,
+                Err(e) => {
+                    stop.store(true, Relaxed);
+                    // SAFETY: signalling the group we created, whose
+                    // leader is not reaped yet.
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    let _ = wait(pid);
+                    return Err(LimitError::Spawn(e));
+                }
+            };
             let timed_out = wait_exit(pid, deadline, &too_large);
             // The leader is a zombie at most (not reaped yet), so its group
             // id cannot have been reused: kill whatever is left in it.
@@ -461,8 +522,9 @@ impl Command {
             let out = out.join().unwrap_or_default();
             let err = err.join().unwrap_or_default();
             let _ = writer.join();
-            (wait(pid).unwrap_or(-1), timed_out, out, err)
+            Ok((wait(pid).unwrap_or(-1), timed_out, out, err))
         });
+        let (status, timed_out, out, err) = ran?;
         if timed_out {
             return Err(LimitError::Timeout);
         }
@@ -705,5 +767,57 @@ mod tests {
         let e = Command::new("/nonexistent/prog").run().unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         assert!(Command::new("x").args_bytes([b"a\0b".as_slice()]).is_err());
+    }
+
+    #[test]
+    fn a_nul_byte_refuses_the_run_instead_of_cutting_the_string() {
+        // `sh -c ""` would "succeed": the caller must see an error.
+        let e = Command::shell("false\0; true").run().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = Command::new("/bin/echo\0x").run().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let r = Command::new("/bin/echo").arg("a\0b").run_limited(
+            b"",
+            std::time::Duration::from_secs(10),
+            100,
+        );
+        assert!(
+            matches!(&r, Err(LimitError::Spawn(e)) if e.kind() == io::ErrorKind::InvalidInput),
+            "{r:?}"
+        );
+    }
+
+    /// Set in the copy of this test binary that runs with stdout closed.
+    const CLOSED_STDOUT: &str = "EDGE_SPAWN_TEST_CLOSED_STDOUT";
+
+    #[test]
+    fn pipes_are_wired_right_when_the_caller_has_stdout_closed() {
+        if std::env::var_os(CLOSED_STDOUT).is_some() {
+            // Closed here, not before exec: Rust's start-up would reopen
+            // it on /dev/null. Fd 1 is then the lowest free one, so the
+            // first pipe's end lands on it.
+            // SAFETY: this process's own stdout, which it no longer uses.
+            unsafe { libc::close(1) };
+            let out = Command::new("/bin/cat")
+                .run_limited(b"hello", std::time::Duration::from_secs(10), 100)
+                .unwrap();
+            assert_eq!((out.exit_code(), &out.stdout[..]), (0, &b"hello"[..]));
+            return;
+        }
+        let mut again = std::process::Command::new(std::env::current_exe().unwrap());
+        again
+            .args([
+                "--exact",
+                "tests::pipes_are_wired_right_when_the_caller_has_stdout_closed",
+                "--test-threads=1",
+            ])
+            .env(CLOSED_STDOUT, "1")
+            .stderr(std::process::Stdio::piped());
+        let out = again.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
