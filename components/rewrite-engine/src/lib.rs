@@ -17,10 +17,15 @@
 //! Output does not depend on how the body is split into chunks: the engine
 //! holds back only bytes where a match may still be in progress and emits
 //! everything before them. If more than [`Rewriter::with_hold_cap`] bytes
-//! (64 KiB by default) would be held, the oldest are emitted as they are —
-//! a match longer than the cap is then not replaced — and
-//! [`Stats::forced_emits`] counts it. Memory per body is therefore bounded
-//! by the cap plus one chunk.
+//! (64 KiB by default) would be held, the bytes older than the last
+//! `hold_cap` are emitted as they are, whether or not a match starts among
+//! them, and [`Stats::forced_emits`] counts it. A match longer than the
+//! cap is then not replaced as a whole; scanning goes on after the bytes
+//! emitted, so the part of it still held may match on its own (`a+b` over
+//! 200,000 `a`s and a `b` replaces the last 65,534 `a`s and the `b`).
+//! Memory per body is therefore bounded by the cap plus one chunk, and
+//! time stays linear: giving up costs one pass over the window, not one
+//! per byte.
 //!
 //! Every pattern runs in time linear in the input: there is no
 //! backtracking, and constructs that would need it (look-around,
@@ -42,6 +47,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod groups;
 mod live;
 mod match_cache;
 pub mod nginx;
@@ -96,6 +102,9 @@ enum Longest {
     NeedMore,
     /// No match starts here after all.
     None,
+    /// Held back to the cap with no match decided: give up every start
+    /// older than the cap's window at once.
+    Overflow,
 }
 
 impl<'r> Rewriter<'r> {
@@ -221,6 +230,15 @@ impl<'r> Rewriter<'r> {
                     out.push(self.buf[start]);
                     pos = start + 1;
                 }
+                Longest::Overflow => {
+                    // Emitting one byte and searching again from the next
+                    // would rescan the whole window per byte (quadratic in
+                    // the cap): every start older than the window goes out
+                    // as it is, as `earliest_live` does for held bytes.
+                    let window = len - self.hold_cap + 1;
+                    out.extend_from_slice(&self.buf[start..window]);
+                    pos = window;
+                }
             }
         }
         // Keep one byte of look-behind context before what is held.
@@ -250,8 +268,10 @@ impl<'r> Rewriter<'r> {
                     if len - start >= self.hold_cap {
                         // Cannot hold more: take what we have.
                         self.stats.forced_emits += 1;
-                        return best
-                            .map_or(Longest::None, |(end, rule)| Longest::Match { end, rule });
+                        return best.map_or(Longest::Overflow, |(end, rule)| Longest::Match {
+                            end,
+                            rule,
+                        });
                     }
                     return Longest::NeedMore;
                 }
@@ -341,14 +361,10 @@ impl<'r> Rewriter<'r> {
 
     fn replace(&mut self, rule: usize, start: usize, end: usize, out: &mut Vec<u8>) {
         let compiled = &self.rules.rules[rule];
-        let caps = compiled.captures.as_ref().and_then(|re| {
-            let input = Input::new(&self.buf[..end])
-                .range(start..end)
-                .anchored(Anchored::Yes);
-            let mut caps = re.create_captures();
-            re.search_captures(&input, &mut caps);
-            caps.is_match().then_some(caps)
-        });
+        let caps = compiled
+            .captures
+            .as_ref()
+            .and_then(|groups| groups.find(&self.buf, start, end));
         for part in &compiled.parts {
             match part {
                 Part::Literal(b) => out.extend_from_slice(b),

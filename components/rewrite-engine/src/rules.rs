@@ -1,5 +1,6 @@
 //! Rules: patterns, flags and replacements, checked and compiled.
 
+use crate::groups::GroupFinder;
 use regex_automata::hybrid::dfa;
 use regex_automata::nfa::thompson;
 use regex_automata::util::syntax;
@@ -69,9 +70,9 @@ pub(crate) enum Part {
 pub(crate) struct CompiledRule {
     pub once: bool,
     pub parts: Vec<Part>,
-    /// Set when the replacement uses groups: the pattern anchored at both
-    /// ends, to resolve groups of a match already found.
-    pub captures: Option<meta::Regex>,
+    /// Set when the replacement uses groups: splits a match already
+    /// found into them.
+    pub captures: Option<GroupFinder>,
 }
 
 /// The automata for one set of enabled rules.
@@ -195,9 +196,7 @@ impl RuleSet {
             let uses_groups = parts.iter().any(|p| matches!(p, Part::Group(g) if *g > 0));
             let captures = if uses_groups {
                 Some(
-                    meta::Regex::builder()
-                        .syntax(syntax::Config::new().utf8(false))
-                        .build(&format!("{pattern}\\z"))
+                    GroupFinder::new(&pattern)
                         .map_err(|e| err(format!("pattern {:?}: {e}", rule.pattern)))?,
                 )
             } else {
