@@ -169,6 +169,11 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<Seen>>) {
             b"\x89PNG origin.test \x00\xff",
         ),
         "/untyped" => respond(&mut stream, "200 OK", b"origin.test"),
+        "/hop.html" => respond(
+            &mut stream,
+            "200 OK\r\ncontent-type: text/html\r\nconnection: X-Bar\r\nx-bar: 1\r\nx-kept: 2",
+            b"origin.test",
+        ),
         "/gzip.html" => {
             // Compressed whatever the request asked: origins do that.
             respond(
@@ -484,6 +489,22 @@ async fn rewrites_declared_types_and_leaves_the_rest_alone() {
         "{:?}",
         seen.headers
     );
+
+    // Headers a `Connection` header names are this hop's only: dropped
+    // by the host both ways (the guest never sees `Connection` itself).
+    fetch(
+        &edge,
+        "clone.test",
+        "/page.html",
+        &[("connection", "X-Foo"), ("x-foo", "1")],
+    )
+    .await;
+    let seen = origin.last("/page.html");
+    assert!(!seen.headers.contains_key("x-foo"), "{:?}", seen.headers);
+    let a = fetch(&edge, "clone.test", "/hop.html", &[]).await;
+    assert_eq!(text(&a), "clone.test");
+    assert!(a.headers.get("x-bar").is_none(), "{:?}", a.headers);
+    assert_eq!(a.headers["x-kept"], "2");
 
     // Request bodies and methods are forwarded; the answer is rewritten.
     let a = fetch_with(

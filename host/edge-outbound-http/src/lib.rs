@@ -21,6 +21,37 @@
 
 pub mod pool;
 
+/// Removes the headers that a `Connection` header names: hop-by-hop by
+/// declaration (RFC 9110 §7.6.1), meant for this connection only and never
+/// to be forwarded. Done by the host, in both directions, because
+/// wasi-http hides `Connection` itself from guests, so a guest that proxies
+/// (the rewriter) cannot see which headers to drop. `Host` is kept: it is
+/// end to end whatever a client claims.
+///
+/// ```
+/// use http::HeaderMap;
+/// let mut h = HeaderMap::new();
+/// h.insert("connection", "X-Trace, close".parse().unwrap());
+/// h.insert("x-trace", "1".parse().unwrap());
+/// h.insert("x-kept", "2".parse().unwrap());
+/// edge_outbound_http::strip_connection_listed(&mut h);
+/// assert!(h.get("x-trace").is_none());
+/// assert!(h.get("x-kept").is_some());
+/// ```
+pub fn strip_connection_listed(headers: &mut http::HeaderMap) {
+    let listed: Vec<http::HeaderName> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| http::HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| *name != http::header::HOST)
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+}
+
 use edge_config::OutboundRule;
 use std::sync::Arc;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};

@@ -279,6 +279,8 @@ fn respond(
 ) -> Sent {
     let mut timeout = tokio::time::interval(between_bytes);
     timeout.reset();
+    let mut response = response;
+    crate::strip_connection_listed(response.headers_mut());
     let response = response.map(|incoming| {
         let mut body = PooledBody {
             incoming,

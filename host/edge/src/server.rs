@@ -306,6 +306,7 @@ fn add_spin_headers(
         HeaderValue::try_from(url).ok()
     };
     let h = req.headers_mut();
+    edge_outbound_http::strip_connection_listed(h);
     h.insert(spin_header::MATCHED_ROUTE, route.raw_route.clone());
     h.insert(spin_header::RAW_COMPONENT_ROUTE, route.raw_route.clone());
     h.insert(spin_header::COMPONENT_ROUTE, route.component_route.clone());
