@@ -13,13 +13,18 @@
 //!    here), or `identity`.
 //! 3. Answers the origin's response. Its body is rewritten when its media
 //!    type is one of the site's `content_types` and at least one rule applies;
-//!    everything else (images, fonts, `206` partial content, `HEAD`, unknown
-//!    codings) passes through untouched, `Content-Length` and all.
+//!    everything else (images, fonts, `206` partial content, unknown or
+//!    stacked codings, read from every `Content-Encoding` line) passes
+//!    through untouched, `Content-Length` and all.
 //! 4. A rewritten body is decoded (gzip/br), rewritten in one streaming pass,
 //!    and re-encoded with gzip when it came compressed and the client accepts
 //!    gzip (otherwise sent as identity). `Content-Length` is dropped (the body
-//!    is chunked), `Accept-Ranges` too, and a strong `ETag` becomes weak (the
-//!    bytes differ from the origin's, the meaning does not).
+//!    is chunked), `Accept-Ranges` too. A `HEAD` gets the headers the `GET`
+//!    would get. Every response of a rewritable type (`200`, `HEAD`, `304`,
+//!    rewritten or passed on by the match cache) carries its `ETag` weak:
+//!    the bytes may differ from the origin's, the meaning does not, and one
+//!    resource keeps one validator. A `304` without a type is weakened when
+//!    the client's `If-None-Match` holds the weak form.
 //! 5. `Location` headers pointing at the origin are pointed at the site's
 //!    host (nginx's `proxy_redirect default`).
 //!
@@ -177,8 +182,17 @@ fn proxy(
         Some(Ok(Err(e))) => return origin_failed(out, site, &e),
         _ => return respond(out, 502, "the origin's response was lost\n"),
     };
+    let if_none_match = header(&headers, "if-none-match");
     answer(
-        site, host, authority, &method, &path, accepted, response, out,
+        site,
+        host,
+        authority,
+        &method,
+        &path,
+        accepted,
+        if_none_match,
+        response,
+        out,
     );
 }
 
@@ -288,7 +302,7 @@ fn plan(
     let Some(applicable) = site.rules_for(&media) else {
         return Plan::Pass;
     };
-    let Some(coding) = Coding::parse(header(headers, "content-encoding").unwrap_or("")) else {
+    let Some(coding) = content_coding(headers) else {
         return Plan::Pass;
     };
     let mut enabled = applicable.clone();
@@ -312,6 +326,28 @@ fn plan(
         enabled,
         record: key.filter(|_| full),
         gzip_out: coding != Coding::Identity && accepted.gzip,
+    }
+}
+
+/// The origin's content coding, read from every `Content-Encoding` line
+/// (a second line adds a coding, it does not replace the first);
+/// `identity` entries drop out. `None` if it is not one this component
+/// decodes, stacked codings included: such a body passes untouched.
+fn content_coding(headers: &[(String, Vec<u8>)]) -> Option<Coding> {
+    let mut codings = headers
+        .iter()
+        .filter(|(n, _)| n == "content-encoding")
+        .flat_map(|(_, v)| {
+            String::from_utf8_lossy(v)
+                .split(',')
+                .map(|c| c.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| !c.is_empty() && c != "identity");
+    match (codings.next(), codings.next()) {
+        (None, _) => Some(Coding::Identity),
+        (Some(c), None) => Coding::parse(&c),
+        _ => None,
     }
 }
 
@@ -341,16 +377,35 @@ fn answer(
     method: &Method,
     path: &str,
     accepted: Accepted,
+    if_none_match: Option<&str>,
     response: IncomingResponse,
     out: ResponseOutparam,
 ) {
     let status = response.status();
     let headers = response.headers().entries();
     let plan = plan(site, method, host, path, accepted, status, &headers);
-    let rewriting = matches!(plan, Plan::Rewrite { .. });
-    // 304s and HEADs of a type we rewrite describe the rewritten 200.
-    let rewritable_type = (status == 304 || matches!(method, Method::Head))
-        && media_type(&headers).is_some_and(|media| site.rules_for(&media).is_some());
+    // A HEAD's headers describe what a GET would get now: rewritten
+    // (no length, the coding it would be sent in) or passed as it is.
+    let as_get = matches!(method, Method::Head)
+        .then(|| self::plan(site, &Method::Get, host, path, accepted, status, &headers));
+    let (rewriting, gzip_out) = match as_get.as_ref().unwrap_or(&plan) {
+        Plan::Rewrite { gzip_out, .. } => (true, *gzip_out),
+        Plan::Pass => (false, false),
+    };
+    // Every response of a type the site rewrites carries a weak ETag,
+    // rewritten or passed on (the match cache), 200, HEAD or 304: one
+    // validator for one resource whichever path served it.
+    let weak_etag = match media_type(&headers) {
+        Some(media) => site.rules_for(&media).is_some(),
+        // A 304 often omits its type: the client's `If-None-Match` then
+        // tells, since it holds the weak form given out with the 200.
+        None => {
+            status == 304
+                && header(&headers, "etag").is_some_and(|etag| {
+                    if_none_match.is_some_and(|asked| asked.contains(&format!("W/{etag}")))
+                })
+        }
+    };
     let dropped = connection_listed(&headers);
     let fields = Fields::new();
     for (name, value) in &headers {
@@ -365,18 +420,14 @@ fn answer(
             {
                 continue;
             }
-            // A 304 or HEAD for a representation we would rewrite carries
-            // the same weak ETag as the rewritten 200.
-            "etag" if (rewriting || rewritable_type) && !value.starts_with(b"W/") => {
-                [b"W/".as_slice(), value].concat()
-            }
+            "etag" if weak_etag && !value.starts_with(b"W/") => [b"W/".as_slice(), value].concat(),
             // The client's own authority, port included.
             "location" | "content-location" => redirect_to_site(site, authority, value),
             _ => value.clone(),
         };
         let _ = fields.append(name, &value);
     }
-    if let Plan::Rewrite { gzip_out: true, .. } = plan {
+    if gzip_out {
         let _ = fields.set("content-encoding", &[b"gzip".to_vec()]);
         if !headers.iter().any(|(n, v)| {
             n == "vary"
