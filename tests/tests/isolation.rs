@@ -132,6 +132,24 @@ async fn memory_hogs_hit_their_cap_alone() {
 }
 
 #[tokio::test]
+async fn a_body_the_deadline_cuts_short_never_looks_complete() {
+    // The stream outlives the deadline: per-request and session instances
+    // alike, the client must see the body fail, never a short one that
+    // ends cleanly (a session's body used to end with its final chunk).
+    let config = config(100, 64 << 20)
+        + "[component.counter]\ninstance = \"session\"\nsession_key = \"path:2\"\n";
+    let edge = Edge::start(&standard_spin(), &config);
+    for path in ["/fixtures/stream", "/counter/s1/stream"] {
+        let (status, body) = get(&format!("{}{path}?bytes=400000000", edge.url)).await;
+        assert_eq!(status, 0, "{path}: a clean end after {} bytes", body.len());
+        assert!(body.starts_with("body error"), "{path}: {body}");
+    }
+    // The session is reset and serves again.
+    let (status, body) = get(&format!("{}/counter/s1/stream?bytes=10", edge.url)).await;
+    assert_eq!((status, body.as_str()), (200, "xxxxxxxxxx"));
+}
+
+#[tokio::test]
 async fn large_bodies_stream_through_whole() {
     let edge = Edge::start(&standard_spin(), &config(10_000, 64 << 20));
     let (status, body) = get(&format!("{}/fixtures/stream?bytes=40000000", edge.url)).await;

@@ -132,6 +132,30 @@ async fn idle_sessions_are_evicted() {
 }
 
 #[tokio::test]
+async fn requests_their_clients_gave_up_on_are_not_run() {
+    let edge = Edge::start(&standard_spin(), &config(4, 60_000, "path:2"));
+    // One request keeps the instance busy; two more queue behind it, and
+    // their clients give up before it is done.
+    let busy_url = format!("{}/counter/q/sleep?ms=800", edge.url);
+    let busy = tokio::spawn(async move { get(&busy_url).await });
+    while edge
+        .metric("edge_active_instances{tenant=\"t\",component=\"counter\"}")
+        .await
+        < 1.0
+    {
+        tokio::task::yield_now().await;
+    }
+    for _ in 0..2 {
+        let url = format!("{}/counter/q/count", edge.url);
+        let gave_up = tokio::time::timeout(std::time::Duration::from_millis(100), get(&url)).await;
+        assert!(gave_up.is_err(), "answered while the instance was busy");
+    }
+    assert_eq!(busy.await.unwrap().0, 200);
+    // The abandoned counts never ran: this is the instance's first.
+    assert_eq!(get(&format!("{}/counter/q/count", edge.url)).await.1, "1\n");
+}
+
+#[tokio::test]
 async fn a_trapping_session_is_reset() {
     let edge = Edge::start(&standard_spin(), &config(4, 60_000, "path:2"));
     assert_eq!(get(&format!("{}/counter/s/count", edge.url)).await.1, "1\n");

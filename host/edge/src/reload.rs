@@ -57,16 +57,46 @@ pub fn reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()>
     result
 }
 
+/// The `[server]` keys that only a restart applies (sockets, threads and
+/// the connection settings hyper is built with), among those that differ.
+fn start_only_changes(old: &edge_config::Server, new: &edge_config::Server) -> Vec<&'static str> {
+    [
+        ("listen", old.listen != new.listen),
+        ("admin_listen", old.admin_listen != new.admin_listen),
+        ("data_dir", old.data_dir != new.data_dir),
+        ("http2", old.http2 != new.http2),
+        ("workers", old.workers != new.workers),
+        (
+            "max_connections",
+            old.max_connections != new.max_connections,
+        ),
+        (
+            "max_header_bytes",
+            old.max_header_bytes != new.max_header_bytes,
+        ),
+        (
+            "header_read_timeout_ms",
+            old.header_read_timeout != new.header_read_timeout,
+        ),
+        ("drain_timeout_ms", old.drain_timeout != new.drain_timeout),
+    ]
+    .into_iter()
+    .filter_map(|(key, changed)| changed.then_some(key))
+    .collect()
+}
+
 fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()> {
     let config = overrides.load(path)?;
     let old = shared.app.load_full();
     if config.pool != old.config.pool {
         tracing::warn!("[pool] changed: pool sizes apply at start; restart edge to apply them");
     }
-    if config.server.listen != old.config.server.listen
-        || config.server.admin_listen != old.config.server.admin_listen
-    {
-        tracing::warn!("listen addresses changed: they apply at start; restart edge to apply them");
+    let start_only = start_only_changes(&old.config.server, &config.server);
+    if !start_only.is_empty() {
+        tracing::warn!(
+            keys = %start_only.join(", "),
+            "[server] settings read at start changed; restart edge to apply them"
+        );
     }
     let app = App::build(&shared.runtime, config)?;
     let failing_before = old.failed_components();
@@ -134,5 +164,37 @@ pub async fn watch(
         } else {
             snapshot(&files)
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn start_only_server_keys_are_named_when_they_change() {
+        let old = edge_config::Server {
+            listen: "127.0.0.1:8080".parse().unwrap(),
+            admin_listen: None,
+            data_dir: "/tmp/edge".into(),
+            http2: true,
+            workers: None,
+            max_connections: 1000,
+            max_header_bytes: 16384,
+            max_body_bytes: 1 << 20,
+            header_read_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(10),
+            watch_interval: None,
+        };
+        let mut new = old.clone();
+        new.max_body_bytes = 2 << 20; // applied by a reload: not named
+        assert!(start_only_changes(&old, &new).is_empty());
+        new.max_header_bytes = 65536;
+        new.http2 = false;
+        assert_eq!(
+            start_only_changes(&old, &new),
+            ["http2", "max_header_bytes"]
+        );
     }
 }

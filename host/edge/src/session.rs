@@ -444,6 +444,12 @@ async fn run_session(
             request,
             reply,
         } = job;
+        if reply.is_closed() {
+            // The client gave up while this waited in the queue: running
+            // it would only delay the requests queued behind it.
+            inflight.fetch_sub(1, Relaxed);
+            continue;
+        }
         store.data_mut().deadline = std::time::Instant::now() + target.deadline;
         store.set_epoch_deadline(1);
         let (req, out, mut head) = match bind_request(&mut store, request) {
@@ -459,10 +465,25 @@ async fn run_session(
             let mut guest = pin!(call(&mut store, &proxy, &target, req, out));
             tokio::select! {
                 h = &mut head => {
+                    // The body streams while the guest runs on: it ends
+                    // cleanly only if the guest does (a trap or deadline
+                    // cuts it short visibly, as for per-request guests).
+                    let (done, guest_ok) = oneshot::channel();
                     if let (Ok(h), Some(r)) = (h, reply.take()) {
-                        let _ = r.send(h.map_err(|code| Failure::GuestError(format!("{code:?}"))));
+                        let _ = r.send(
+                            h.map(|response| {
+                                response.map(|body| {
+                                    http_body_util::BodyExt::boxed_unsync(
+                                        crate::body::GuestOutcomeBody::new(body, guest_ok),
+                                    )
+                                })
+                            })
+                            .map_err(|code| Failure::GuestError(format!("{code:?}"))),
+                        );
                     }
-                    guest.await
+                    let result = guest.await;
+                    let _ = done.send(result.is_ok());
+                    result
                 }
                 r = &mut guest => r,
             }
@@ -476,9 +497,13 @@ async fn run_session(
             rx.close();
         }
         if let Some(r) = reply.take() {
-            let result = match head.try_recv() {
-                Ok(h) => h.map_err(|code| Failure::GuestError(format!("{code:?}"))),
-                Err(_) => Err(outcome.clone().err().unwrap_or(Failure::NoResponse)),
+            let result = match (&outcome, head.try_recv()) {
+                // The guest failed after setting the head: nothing has gone
+                // to the client yet, so answer the failure rather than a
+                // body the failure cut short.
+                (Err(f), _) => Err(f.clone()),
+                (Ok(()), Ok(h)) => h.map_err(|code| Failure::GuestError(format!("{code:?}"))),
+                (Ok(()), Err(_)) => Err(Failure::NoResponse),
             };
             let _ = r.send(result);
         }
