@@ -244,3 +244,36 @@ async fn sigterm_drains_in_flight_requests() {
 fn libc_sigterm() -> i32 {
     15
 }
+
+#[tokio::test]
+async fn silent_connections_are_closed_and_cannot_lock_others_out() {
+    use tokio::io::AsyncReadExt;
+    let config = ONE_TENANT.replace(
+        "[[tenant]]",
+        "[server]\nmax_connections = 2\nheader_read_timeout_ms = 300\n[[tenant]]",
+    );
+    let edge = Edge::start(&standard_spin(), &config);
+    let addr = edge.url.trim_start_matches("http://").to_string();
+    // Both slots taken by clients that never speak, one of them after
+    // the first bytes of an HTTP/2 preface.
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut partial = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut partial, b"PRI * HTTP/2.0\r\n")
+        .await
+        .unwrap();
+    // The server closes them: a read sees the end, not a hang.
+    let ten_s = std::time::Duration::from_secs(10);
+    for s in [&mut silent, &mut partial] {
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(ten_s, s.read(&mut buf))
+            .await
+            .expect("the server closed the silent connection")
+            .unwrap_or(0);
+        assert_eq!(n, 0);
+    }
+    // And a client that speaks is served.
+    let answered = tokio::time::timeout(ten_s, get(&format!("{}/hello", edge.url)))
+        .await
+        .expect("served once the silent connections were gone");
+    assert_eq!(answered, (200, "hello from edge: /hello\n".into()));
+}

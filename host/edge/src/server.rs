@@ -129,7 +129,14 @@ pub async fn serve(
         .header_read_timeout(server.header_read_timeout)
         .max_buf_size(server.max_header_bytes)
         .keep_alive(true);
-    if !server.http2 {
+    if server.http2 {
+        // Pings find peers that vanished without closing.
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Some(H2_PING_INTERVAL))
+            .keep_alive_timeout(H2_PING_INTERVAL);
+    } else {
         builder = builder.http1_only();
     }
     let builder = Arc::new(builder);
@@ -165,15 +172,18 @@ pub async fn serve(
             let client_addr = client_addr.clone();
             async move { Ok::<_, Infallible>(handle(&shared, req, client_addr).await) }
         });
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
         let metrics = shared.runtime.metrics.clone();
+        let head_timeout = server.header_read_timeout;
         tokio::spawn(async move {
             metrics.connections.fetch_add(1, Relaxed);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            if client_spoke(&stream, head_timeout).await {
+                let conn = builder
+                    .serve_connection(TokioIo::new(stream), service)
+                    .into_owned();
+                if let Err(e) = watcher.watch(conn).await {
+                    tracing::debug!(error = %e, %peer, "connection ended with an error");
+                }
             }
             metrics.connections.fetch_sub(1, Relaxed);
             drop(permit);
@@ -192,6 +202,43 @@ pub async fn serve(
         tracing::warn!("drain timeout passed; closing remaining connections");
     }
     Ok(())
+}
+
+/// How often an HTTP/2 connection is pinged, and how long the answer may
+/// take before the connection is closed.
+const H2_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Waits, up to `within`, until the client has sent enough to tell which
+/// protocol it speaks: false if it sent nothing (or closed) in time.
+///
+/// hyper's protocol detection (HTTP/1.1 or an HTTP/2 preface) reads with
+/// no timer, and its `header_read_timeout` starts only after it: a client
+/// that connects and stays silent, or sends part of the preface, would
+/// hold a connection slot for good and, `max_connections` of them, lock
+/// everyone out.
+async fn client_spoke(stream: &tokio::net::TcpStream, within: std::time::Duration) -> bool {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let deadline = tokio::time::Instant::now() + within;
+    let mut seen = [0u8; PREFACE.len()];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut seen)).await {
+            Ok(Ok(n)) => n,
+            _ => return false,
+        };
+        if n == 0 {
+            return false;
+        }
+        if n == PREFACE.len() || seen[..n] != PREFACE[..n] {
+            return true;
+        }
+        // Part of the HTTP/2 preface: peek answers at once while those
+        // bytes wait (even past the deadline: a timeout polls its future
+        // first), so look again a little later, while time is left.
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+    }
 }
 
 /// Runs one request through the phases above; `client_addr` is the peer's
