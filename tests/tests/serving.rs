@@ -276,4 +276,13 @@ async fn silent_connections_are_closed_and_cannot_lock_others_out() {
         .await
         .expect("served once the silent connections were gone");
     assert_eq!(answered, (200, "hello from edge: /hello\n".into()));
+    // The admin listener closes silent clients too.
+    let admin = edge.admin.trim_start_matches("http://").to_string();
+    let mut silent = tokio::net::TcpStream::connect(&admin).await.unwrap();
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(ten_s, silent.read(&mut buf))
+        .await
+        .expect("the admin listener closed the silent connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
 }

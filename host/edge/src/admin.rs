@@ -7,9 +7,9 @@ use crate::server::Shared;
 use anyhow::Result;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -17,16 +17,41 @@ use std::sync::atomic::Ordering::Relaxed;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// Admin connections open at once; more wait in the listen backlog.
+const MAX_ADMIN_CONNECTIONS: usize = 64;
+
 /// Serves admin requests until `shutdown` flips.
 pub async fn serve(
     shared: Arc<Shared>,
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    // Scrapers and probes only: HTTP/1.1, a few connections, the same
+    // head timeout as the application listener. Without limits, clients
+    // that hold connections open could take every descriptor of the
+    // process and starve the application listener.
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.app.load().config.server.header_read_timeout)
+        .keep_alive(true);
+    let builder = Arc::new(builder);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_ADMIN_CONNECTIONS));
     loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p?,
+            _ = shutdown.changed() => return Ok(()),
+        };
         let (stream, _) = tokio::select! {
-            a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
             _ = shutdown.changed() => return Ok(()),
         };
         let shared = shared.clone();
@@ -39,6 +64,7 @@ pub async fn serve(
             let _ = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
+            drop(permit);
         });
     }
 }
