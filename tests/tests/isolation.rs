@@ -2,7 +2,7 @@
 //! infinite loops (deadline kill), host-blocked guests (wall clock) and
 //! memory hogs (memory cap), each under concurrent healthy load.
 
-use edge_tests::{Edge, client, get, request, standard_spin};
+use edge_tests::{Edge, client, get, raw, request, standard_spin};
 
 fn config(deadline_ms: u64, memory: u64) -> String {
     format!(
@@ -147,6 +147,28 @@ async fn a_body_the_deadline_cuts_short_never_looks_complete() {
     // The session is reset and serves again.
     let (status, body) = get(&format!("{}/counter/s1/stream?bytes=10", edge.url)).await;
     assert_eq!((status, body.as_str()), (200, "xxxxxxxxxx"));
+}
+
+#[tokio::test]
+async fn a_client_that_stalls_its_body_gets_408_not_the_component_a_kill() {
+    let edge = Edge::start(&standard_spin(), &config(300, 64 << 20));
+    // 10 of the 100 bytes announced, then nothing: the guest waits for
+    // the rest when the deadline passes.
+    let answer = raw(
+        &edge.url,
+        b"POST /fixtures/body HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789",
+    );
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.ends_with("the request body did not arrive in time\n"),
+        "{answer}"
+    );
+    let kills = "edge_deadline_kills_total{tenant=\"t\",component=\"fixtures\"}";
+    assert_eq!(edge.metric(kills).await, 0.0);
+    // A guest that is slow itself is still the component's deadline.
+    let (status, _) = get(&format!("{}/fixtures/sleep?ms=5000", edge.url)).await;
+    assert_eq!(status, 504);
+    assert_eq!(edge.metric(kills).await, 1.0);
 }
 
 #[tokio::test]

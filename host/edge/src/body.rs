@@ -10,14 +10,30 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 use wasmtime_wasi_http::Error;
 
+/// Whether a request's body is waiting on its client: set while the last
+/// read of the body found nothing the client had sent. Carried in the
+/// request's extensions, so that a deadline passing while the guest waits
+/// for a client that trickles (or stalls) its body is answered `408` and
+/// not counted against the component.
+#[derive(Clone, Default)]
+pub struct ClientPace(Arc<AtomicBool>);
+
+impl ClientPace {
+    /// Whether the body's last read was left waiting for the client.
+    pub fn waiting(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
+
 /// Passes frames through until more than `cap` bytes have arrived, then
 /// fails the stream and raises `exceeded`, so the host can answer 413 even
-/// if the guest gave up on the body.
+/// if the guest gave up on the body. Keeps its [`ClientPace`] up to date.
 pub struct CappedBody<B> {
     inner: B,
     seen: u64,
     cap: u64,
     exceeded: Arc<AtomicBool>,
+    pace: ClientPace,
 }
 
 impl<B> CappedBody<B> {
@@ -28,7 +44,14 @@ impl<B> CappedBody<B> {
             seen: 0,
             cap,
             exceeded,
+            pace: ClientPace::default(),
         }
+    }
+
+    /// Reports whether reads wait on the client to `pace`.
+    pub fn paced(mut self, pace: ClientPace) -> Self {
+        self.pace = pace;
+        self
     }
 }
 
@@ -45,7 +68,9 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_frame(cx) {
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        this.pace.0.store(polled.is_pending(), Relaxed);
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     this.seen += data.len() as u64;

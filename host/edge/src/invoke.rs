@@ -2,6 +2,7 @@
 //! pinned instance of a session (see [`crate::session`]).
 
 use crate::app::Target;
+use crate::body::ClientPace;
 use crate::metrics::ActiveInstance;
 use crate::respond::{Body, Failure};
 use crate::state::HostState;
@@ -65,6 +66,7 @@ where
     B::Error: Into<wasmtime_wasi_http::Error>,
 {
     let (tx, rx) = oneshot::channel();
+    store.data_mut().client_pace = request.extensions().get::<ClientPace>().cloned();
     let mut http = store.data_mut().http();
     let req = http
         .new_incoming_request(Scheme::Http, request)
@@ -92,6 +94,17 @@ pub async fn call(
     let result = match tokio::time::timeout_at(deadline, call).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Failure::classify(&e, store.data().limiter.hit)),
+        // The guest was blocked in the host: if on a request body the
+        // client is still to send, the client is the slow one.
+        Err(_)
+            if store
+                .data()
+                .client_pace
+                .as_ref()
+                .is_some_and(ClientPace::waiting) =>
+        {
+            Err(Failure::ClientTimeout)
+        }
         Err(_) => Err(Failure::Deadline),
     };
     if let Err(f) = &result {

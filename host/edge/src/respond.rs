@@ -48,6 +48,9 @@ pub fn bytes(
 pub enum Failure {
     /// The deadline passed (epoch trap or wall clock); the instance was killed.
     Deadline,
+    /// The deadline passed while the guest waited for request body bytes
+    /// the client had not sent; the instance was stopped.
+    ClientTimeout,
     /// The guest asked for more memory than its cap.
     MemoryCap(String),
     /// The guest trapped.
@@ -98,6 +101,10 @@ impl Failure {
             Self::Deadline => text(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!("component {component} exceeded its deadline and was stopped"),
+            ),
+            Self::ClientTimeout => text(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
             ),
             Self::MemoryCap(_) => text(
                 StatusCode::INTERNAL_SERVER_ERROR,

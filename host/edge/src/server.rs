@@ -9,7 +9,7 @@
 //! before phase 1.
 
 use crate::app::{App, Runtime, TenantRoute};
-use crate::body::CappedBody;
+use crate::body::{CappedBody, ClientPace};
 use crate::invoke;
 use crate::respond::{self, Body, Failure};
 use anyhow::Result;
@@ -296,21 +296,16 @@ pub async fn handle(
 
     // Phase 4: instance.
     let exceeded = Arc::new(AtomicBool::new(false));
+    let pace = ClientPace::default();
+    req.extensions_mut().insert(pace.clone());
+    let req = req.map(|b| CappedBody::new(b, cap, exceeded.clone()).paced(pace));
     let engine = &shared.runtime.engine;
-    let result = match (&target.sessions, declared) {
-        (Some(pool), _) => {
-            let req = req.map(|b| CappedBody::new(b, cap, exceeded.clone()).boxed_unsync());
-            pool.dispatch(engine, &target, req).await
+    let result = match &target.sessions {
+        Some(pool) => {
+            pool.dispatch(engine, &target, req.map(|b| b.boxed_unsync()))
+                .await
         }
-        (None, Some(_)) => invoke::per_request(engine, &target, req).await,
-        (None, None) => {
-            invoke::per_request(
-                engine,
-                &target,
-                req.map(|b| CappedBody::new(b, cap, exceeded.clone())),
-            )
-            .await
-        }
+        None => invoke::per_request(engine, &target, req).await,
     };
 
     // Phase 5: response.

@@ -54,6 +54,8 @@ pub struct HostState {
     pub limiter: MemoryCap,
     /// When the current request must be done; read at each epoch tick.
     pub deadline: std::time::Instant,
+    /// Whether the current request's body waits on its client.
+    pub client_pace: Option<crate::body::ClientPace>,
     /// The guest's stdout and stderr, bounded.
     pub log: crate::guest_log::GuestLog,
     /// Metrics of this tenant and component (guest counters go here).
@@ -118,6 +120,7 @@ impl HostState {
                 hit: false,
             },
             deadline: std::time::Instant::now(),
+            client_pace: None,
             log,
             metrics,
         }
