@@ -228,6 +228,15 @@ impl Edge {
         get(&format!("{}/metrics", self.admin)).await.1
     }
 
+    /// Waits until some instance of `component` (tenant `t`) is running a
+    /// request: the moment a test's slow request holds it.
+    pub async fn wait_until_busy(&self, component: &str) {
+        let series = format!("edge_active_instances{{tenant=\"t\",component=\"{component}\"}}");
+        while self.metric(&series).await < 1.0 {
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// The value of one metric line (exact name with labels), or 0.
     pub async fn metric(&self, series: &str) -> f64 {
         self.metrics()

@@ -189,13 +189,7 @@ async fn a_spinning_guest_does_not_hold_its_thread() {
     let loop_url = format!("{}/fixtures/loop", edge.url);
     let looping = tokio::spawn(async move { get(&loop_url).await });
     // Let the loop start before the healthy requests arrive.
-    while edge
-        .metric("edge_active_instances{tenant=\"t\",component=\"fixtures\"}")
-        .await
-        < 1.0
-    {
-        tokio::task::yield_now().await;
-    }
+    edge.wait_until_busy("fixtures").await;
     let c = client();
     for i in 0..20 {
         let (status, _) = request(

@@ -263,14 +263,14 @@ async fn silent_connections_are_closed_and_cannot_lock_others_out() {
         .unwrap();
     // The server closes them: a read sees the end, not a hang.
     let ten_s = std::time::Duration::from_secs(10);
-    for s in [&mut silent, &mut partial] {
+    async fn closed_by_the_server(s: &mut tokio::net::TcpStream) {
         let mut buf = [0u8; 16];
-        let n = tokio::time::timeout(ten_s, s.read(&mut buf))
-            .await
-            .expect("the server closed the silent connection")
-            .unwrap_or(0);
-        assert_eq!(n, 0);
+        let read = tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf));
+        let n = read.await.expect("the server closed the connection");
+        assert_eq!(n.unwrap_or(0), 0);
     }
+    closed_by_the_server(&mut silent).await;
+    closed_by_the_server(&mut partial).await;
     // And a client that speaks is served.
     let answered = tokio::time::timeout(ten_s, get(&format!("{}/hello", edge.url)))
         .await
@@ -278,11 +278,5 @@ async fn silent_connections_are_closed_and_cannot_lock_others_out() {
     assert_eq!(answered, (200, "hello from edge: /hello\n".into()));
     // The admin listener closes silent clients too.
     let admin = edge.admin.trim_start_matches("http://").to_string();
-    let mut silent = tokio::net::TcpStream::connect(&admin).await.unwrap();
-    let mut buf = [0u8; 16];
-    let n = tokio::time::timeout(ten_s, silent.read(&mut buf))
-        .await
-        .expect("the admin listener closed the silent connection")
-        .unwrap_or(0);
-    assert_eq!(n, 0);
+    closed_by_the_server(&mut tokio::net::TcpStream::connect(&admin).await.unwrap()).await;
 }

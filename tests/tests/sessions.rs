@@ -138,13 +138,7 @@ async fn requests_their_clients_gave_up_on_are_not_run() {
     // their clients give up before it is done.
     let busy_url = format!("{}/counter/q/sleep?ms=800", edge.url);
     let busy = tokio::spawn(async move { get(&busy_url).await });
-    while edge
-        .metric("edge_active_instances{tenant=\"t\",component=\"counter\"}")
-        .await
-        < 1.0
-    {
-        tokio::task::yield_now().await;
-    }
+    edge.wait_until_busy("counter").await;
     for _ in 0..2 {
         let url = format!("{}/counter/q/count", edge.url);
         let gave_up = tokio::time::timeout(std::time::Duration::from_millis(100), get(&url)).await;
@@ -186,13 +180,7 @@ async fn two_warm_instances(config: &str) {
     let slow_url = format!("{}/counter/k/sleep?ms=1500", edge.url);
     let slow = tokio::spawn(async move { get(&slow_url).await });
     // Wait until the slow request occupies the first instance.
-    while edge
-        .metric("edge_active_instances{tenant=\"t\",component=\"counter\"}")
-        .await
-        < 1.0
-    {
-        tokio::task::yield_now().await;
-    }
+    edge.wait_until_busy("counter").await;
     let count = format!("{}/counter/k/count", edge.url);
     // The second instance answers while the first sleeps.
     assert_eq!(get(&count).await, (200, "1\n".into()));

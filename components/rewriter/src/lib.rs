@@ -228,25 +228,20 @@ fn accepted_codings(headers: &[(String, Vec<u8>)]) -> Accepted {
     // Explicit codings first; `*` then speaks only for codings not named
     // (RFC 9110 §12.5.3), so `gzip;q=0, *` still refuses gzip.
     let (mut gzip, mut br, mut star) = (None, None, None);
-    for (name, value) in headers {
-        if name != "accept-encoding" {
-            continue;
-        }
-        for item in String::from_utf8_lossy(value).split(',') {
-            let mut parts = item.split(';');
-            let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-            let q = parts
-                .filter_map(|p| p.trim().split_once('='))
-                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-                .and_then(|(_, v)| v.trim().parse::<f32>().ok())
-                .unwrap_or(1.0);
-            let ok = Some(q > 0.0);
-            match coding.as_str() {
-                "gzip" | "x-gzip" => gzip = ok,
-                "br" => br = ok,
-                "*" => star = ok,
-                _ => {}
-            }
+    for item in header_list(headers, "accept-encoding") {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or("").trim();
+        let q = parts
+            .filter_map(|p| p.trim().split_once('='))
+            .find(|(k, _)| k.trim() == "q")
+            .and_then(|(_, v)| v.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        let ok = Some(q > 0.0);
+        match coding {
+            "gzip" | "x-gzip" => gzip = ok,
+            "br" => br = ok,
+            "*" => star = ok,
+            _ => {}
         }
     }
     Accepted {
@@ -255,15 +250,24 @@ fn accepted_codings(headers: &[(String, Vec<u8>)]) -> Accepted {
     }
 }
 
-/// Header names listed in `Connection` (hop-by-hop by declaration).
+/// Header names listed in `Connection` (hop-by-hop by declaration). The
+/// edge host already drops them and hides `Connection`; other hosts may not.
 fn connection_listed(headers: &[(String, Vec<u8>)]) -> Vec<String> {
+    header_list(headers, "connection")
+}
+
+/// The items of a comma-separated header over all its lines (RFC 9110
+/// §5.3: several lines are one list), trimmed and lower-cased, empty ones
+/// left out.
+fn header_list(headers: &[(String, Vec<u8>)], name: &str) -> Vec<String> {
     headers
         .iter()
-        .filter(|(n, _)| n == "connection")
+        .filter(|(n, _)| n == name)
         .flat_map(|(_, v)| {
             String::from_utf8_lossy(v)
                 .split(',')
-                .map(|s| s.trim().to_ascii_lowercase())
+                .map(|item| item.trim().to_ascii_lowercase())
+                .filter(|item| !item.is_empty())
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -334,19 +338,11 @@ fn plan(
 /// `identity` entries drop out. `None` if it is not one this component
 /// decodes, stacked codings included: such a body passes untouched.
 fn content_coding(headers: &[(String, Vec<u8>)]) -> Option<Coding> {
-    let mut codings = headers
-        .iter()
-        .filter(|(n, _)| n == "content-encoding")
-        .flat_map(|(_, v)| {
-            String::from_utf8_lossy(v)
-                .split(',')
-                .map(|c| c.trim().to_ascii_lowercase())
-                .collect::<Vec<_>>()
-        })
-        .filter(|c| !c.is_empty() && c != "identity");
+    let codings = header_list(headers, "content-encoding");
+    let mut codings = codings.iter().filter(|c| *c != "identity");
     match (codings.next(), codings.next()) {
         (None, _) => Some(Coding::Identity),
-        (Some(c), None) => Coding::parse(&c),
+        (Some(c), None) => Coding::parse(c),
         _ => None,
     }
 }
@@ -356,12 +352,9 @@ fn content_coding(headers: &[(String, Vec<u8>)]) -> Option<Coding> {
 /// resolution) can stay the same across different bytes, and a `Vary` on
 /// anything but `Accept-Encoding` means one URL has several bodies.
 fn cache_validator(headers: &[(String, Vec<u8>)]) -> Option<&str> {
-    let varies = headers.iter().filter(|(n, _)| n == "vary").any(|(_, v)| {
-        String::from_utf8_lossy(v)
-            .split(',')
-            .map(|f| f.trim().to_ascii_lowercase())
-            .any(|f| !f.is_empty() && f != "accept-encoding")
-    });
+    let varies = header_list(headers, "vary")
+        .iter()
+        .any(|f| f != "accept-encoding");
     if varies {
         return None;
     }

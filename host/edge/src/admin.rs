@@ -37,23 +37,9 @@ pub async fn serve(
         .keep_alive(true);
     let builder = Arc::new(builder);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_ADMIN_CONNECTIONS));
-    loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => p?,
-            _ = shutdown.changed() => return Ok(()),
-        };
-        let (stream, _) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "admin accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => return Ok(()),
-        };
+    while let Some((permit, stream, _)) =
+        crate::server::next_connection(&listener, &slots, &mut shutdown).await?
+    {
         let shared = shared.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
@@ -67,6 +53,7 @@ pub async fn serve(
             drop(permit);
         });
     }
+    Ok(())
 }
 
 fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {

@@ -142,23 +142,9 @@ pub async fn serve(
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
 
-    loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => p?,
-            _ = shutdown.changed() => break,
-        };
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
-        };
+    while let Some((permit, stream, peer)) =
+        next_connection(&listener, &slots, &mut shutdown).await?
+    {
         // Responses are written in one go; Nagle would hold the last
         // segment for up to 40 ms waiting for the client's ACK.
         let _ = stream.set_nodelay(true);
@@ -202,6 +188,38 @@ pub async fn serve(
         tracing::warn!("drain timeout passed; closing remaining connections");
     }
     Ok(())
+}
+
+/// Waits for one of `slots`, then for a connection; `None` once `shutdown`
+/// flips. Accept errors (out of descriptors and the like) back off rather
+/// than spin.
+pub async fn next_connection(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<
+    Option<(
+        tokio::sync::OwnedSemaphorePermit,
+        tokio::net::TcpStream,
+        std::net::SocketAddr,
+    )>,
+> {
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p?,
+            _ = shutdown.changed() => return Ok(None),
+        };
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => return Ok(Some((permit, stream, peer))),
+                Err(e) => {
+                    tracing::warn!(error = %e, addr = ?listener.local_addr().ok(), "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            },
+            _ = shutdown.changed() => return Ok(None),
+        }
+    }
 }
 
 /// How often an HTTP/2 connection is pinged, and how long the answer may
