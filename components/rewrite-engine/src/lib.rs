@@ -52,6 +52,7 @@ mod live;
 mod match_cache;
 pub mod nginx;
 mod rules;
+mod starts;
 
 pub use match_cache::MatchCache;
 pub use rules::{Rule, RuleError, RuleSet};
@@ -93,15 +94,34 @@ pub struct Rewriter<'r> {
     /// since the buffer changed).
     live_starts: Option<Vec<usize>>,
     live_spare: Option<Vec<usize>>,
+    /// Whether to look for starts with the rules' start filter (when they
+    /// have one); see [`VAIN_WALKS_PER_BYTE`].
+    use_start_filter: bool,
+    /// Bytes walked from candidates that were no match, and bytes fed.
+    walked_in_vain: usize,
+    bytes_in: usize,
 }
+
+/// What [`Rewriter::next_start`] found.
+enum Next {
+    /// A match may start here.
+    At(usize),
+    /// No match starts before this position (and none is in progress).
+    EmitTo(usize),
+}
+
+/// Bytes the start filter's candidates may walk in vain per byte of input
+/// (plus a free allowance) before a body goes back to the leftmost search.
+const VAIN_WALKS_PER_BYTE: usize = 1;
+const VAIN_WALKS_FREE: usize = 64 * 1024;
 
 enum Longest {
     /// A match ending at `end` of rule `rule`.
     Match { end: usize, rule: usize },
     /// The match may still grow: more input is needed.
     NeedMore,
-    /// No match starts here after all.
-    None,
+    /// No match starts here after all (`walked` bytes were looked at).
+    None { walked: usize },
     /// Held back to the cap with no match decided: give up every start
     /// older than the cap's window at once.
     Overflow,
@@ -136,6 +156,9 @@ impl<'r> Rewriter<'r> {
             hold_cap: DEFAULT_HOLD_CAP,
             matched: vec![false; rules.len()],
             stats: Stats::default(),
+            use_start_filter: true,
+            walked_in_vain: 0,
+            bytes_in: 0,
         }
     }
 
@@ -158,6 +181,7 @@ impl<'r> Rewriter<'r> {
     /// Feeds a chunk; appends to `out` whatever is now certain.
     pub fn write(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         self.buf.extend_from_slice(chunk);
+        self.bytes_in += chunk.len();
         self.run(false, out);
     }
 
@@ -189,33 +213,14 @@ impl<'r> Rewriter<'r> {
             if pos >= len {
                 break;
             }
-            let found = {
-                let input = Input::new(&self.buf).range(pos..);
-                self.automata
-                    .find
-                    .search_with(&mut self.caches.as_mut().expect(CACHES).find, &input)
-            };
-            let Some(m) = found else {
-                let to = if last {
-                    len
-                } else {
-                    self.earliest_live(pos, len)
-                };
-                out.extend_from_slice(&self.buf[pos..to]);
-                pos = to;
-                break;
-            };
-            let start = m.start();
-            if !last {
-                // A match that starts earlier but is still incomplete
-                // would win over this one: wait for it.
-                let live = self.earliest_live(pos, start);
-                if live < start {
-                    out.extend_from_slice(&self.buf[pos..live]);
-                    pos = live;
+            let start = match self.next_start(pos, last) {
+                Next::At(start) => start,
+                Next::EmitTo(to) => {
+                    out.extend_from_slice(&self.buf[pos..to]);
+                    pos = to;
                     break;
                 }
-            }
+            };
             out.extend_from_slice(&self.buf[pos..start]);
             pos = start;
             match self.longest_at(start, last) {
@@ -224,11 +229,19 @@ impl<'r> Rewriter<'r> {
                     pos = end;
                 }
                 Longest::NeedMore => break,
-                Longest::None => {
-                    // The leftmost search saw a match that needed the end
-                    // of input; with more input there is none here.
+                Longest::None { walked } => {
+                    // A candidate of the start filter that is no match,
+                    // or a match the leftmost search saw that needed the
+                    // end of input (with more input there is none here).
                     out.push(self.buf[start]);
                     pos = start + 1;
+                    self.walked_in_vain += walked;
+                    if self.walked_in_vain > VAIN_WALKS_PER_BYTE * self.bytes_in + VAIN_WALKS_FREE {
+                        // Candidates that run far before failing (`a+b`
+                        // over a run of `a`s) would cost time quadratic in
+                        // the run; the leftmost search is linear.
+                        self.use_start_filter = false;
+                    }
                 }
                 Longest::Overflow => {
                     // Emitting one byte and searching again from the next
@@ -249,6 +262,45 @@ impl<'r> Rewriter<'r> {
             self.buf.clear();
             self.ctx = 0;
         }
+    }
+
+    /// Where the next match at or after `pos` may start, or how far the
+    /// buffer can be emitted because none starts there.
+    fn next_start(&mut self, pos: usize, last: bool) -> Next {
+        let len = self.buf.len();
+        if self.use_start_filter
+            && let Some(filter) = &self.automata.starts
+        {
+            // Every start the filter skips is no match; one whose bytes
+            // run past the buffer's end is a candidate, so a match still
+            // in progress there is found by `longest_at` (`NeedMore`).
+            return filter
+                .find(&self.buf, pos)
+                .map_or(Next::EmitTo(len), Next::At);
+        }
+        let found = {
+            let input = Input::new(&self.buf).range(pos..);
+            self.automata
+                .find
+                .search_with(&mut self.caches.as_mut().expect(CACHES).find, &input)
+        };
+        let Some(m) = found else {
+            return Next::EmitTo(if last {
+                len
+            } else {
+                self.earliest_live(pos, len)
+            });
+        };
+        let start = m.start();
+        if !last {
+            // A match that starts earlier but is still incomplete would
+            // win over this one: wait for it.
+            let live = self.earliest_live(pos, start);
+            if live < start {
+                return Next::EmitTo(live);
+            }
+        }
+        Next::At(start)
     }
 
     /// The longest match of any enabled rule starting at `start`.
@@ -291,7 +343,9 @@ impl<'r> Rewriter<'r> {
             }
             i += 1;
         }
-        best.map_or(Longest::None, |(end, rule)| Longest::Match { end, rule })
+        best.map_or(Longest::None { walked: i - start }, |(end, rule)| {
+            Longest::Match { end, rule }
+        })
     }
 
     /// The first position in `from..to` where a partial match is still

@@ -1,6 +1,7 @@
 //! Rules: patterns, flags and replacements, checked and compiled.
 
 use crate::groups::GroupFinder;
+use crate::starts::StartFilter;
 use regex_automata::hybrid::dfa;
 use regex_automata::nfa::thompson;
 use regex_automata::util::syntax;
@@ -83,6 +84,10 @@ pub(crate) struct Automata {
     /// All matches, anchored: the longest match from a given start, and
     /// whether a partial match is still alive.
     pub all: dfa::DFA,
+    /// Where matches can start, when the rules' first bytes make that a
+    /// good filter and `find` has no fast prefilter of its own: then the
+    /// body is scanned with it and `all` decides each candidate.
+    pub starts: Option<StartFilter>,
     /// Pattern id → rule index.
     pub rule_of: Vec<usize>,
     /// Reverse automaton of the rules' prefixes: which starts are live at
@@ -152,6 +157,9 @@ pub struct RuleSet {
     hirs: Vec<regex_syntax::hir::Hir>,
     /// Automata per set of disabled once-rules (usually just the empty set).
     automata: Mutex<HashMap<Vec<bool>, Arc<Automata>>>,
+    /// `Some(on)`: use the start filter always or never (for tests that
+    /// compare the two search paths); `None`: where it pays.
+    start_filter: Option<bool>,
 }
 
 impl RuleSet {
@@ -215,6 +223,7 @@ impl RuleSet {
             patterns,
             hirs,
             automata: Mutex::default(),
+            start_filter: None,
         };
         // Build the common automata now so errors (such as size limits)
         // surface at load, not on the first body.
@@ -236,6 +245,19 @@ impl RuleSet {
             return Err(RuleError { index: 0, what });
         }
         Ok(set)
+    }
+
+    /// Finds match starts with the start filter always (`Some(true)`),
+    /// never (`Some(false)`) or where it pays (`None`, the default). The
+    /// output is the same either way; tests compare the two paths.
+    #[doc(hidden)]
+    pub fn with_start_filter(mut self, use_it: Option<bool>) -> Self {
+        self.start_filter = use_it;
+        self.automata
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self
     }
 
     /// Number of rules.
@@ -266,6 +288,7 @@ impl RuleSet {
             .which_captures(thompson::WhichCaptures::None);
         let enabled_hirs: Vec<&regex_syntax::hir::Hir> =
             rule_of.iter().map(|i| &self.hirs[*i]).collect();
+        let fast_prefilter = has_fast_prefilter(&enabled_hirs);
         let find = meta::Regex::builder()
             .syntax(syntax)
             .configure(
@@ -276,15 +299,24 @@ impl RuleSet {
                     .which_captures(thompson::WhichCaptures::Implicit)
                     // Linear-time engines only.
                     .backtrack(false)
-                    .auto_prefilter(has_fast_prefilter(&enabled_hirs)),
+                    .auto_prefilter(fast_prefilter),
             )
             .build_many(&patterns)
             .map_err(|e| format!("compiling the rules: {e}"))?;
-        let all = dfa::Builder::new()
+        let all_nfa = thompson::Compiler::new()
             .syntax(syntax)
-            .thompson(nfa)
-            .configure(dfa::Config::new().match_kind(MatchKind::All))
+            .configure(nfa)
             .build_many(&patterns)
+            .map_err(|e| format!("compiling the rules: {e}"))?;
+        let starts = match self.start_filter {
+            Some(false) => None,
+            Some(true) => StartFilter::new(&all_nfa, true),
+            None if fast_prefilter => None,
+            None => StartFilter::new(&all_nfa, false),
+        };
+        let all = dfa::Builder::new()
+            .configure(dfa::Config::new().match_kind(MatchKind::All))
+            .build_from_nfa(all_nfa)
             .map_err(|e| format!("compiling the rules: {e}"))?;
         let prefixes: Vec<regex_syntax::hir::Hir> = rule_of
             .iter()
@@ -306,6 +338,7 @@ impl RuleSet {
         let a = Arc::new(Automata {
             find,
             all,
+            starts,
             rule_of,
             live,
             spare: Mutex::default(),

@@ -128,16 +128,20 @@ proptest! {
         input in "[abcAB x]{0,60}",
         cuts in prop::collection::vec(0usize..60, 0..12),
     ) {
-        let set = RuleSet::new(&rules).unwrap();
         let input = input.as_bytes();
-        let whole = Rewriter::rewrite_all(&set, input);
         let expected = reference(&rules, input);
-        prop_assert_eq!(String::from_utf8_lossy(&whole), String::from_utf8_lossy(&expected));
         let mut cuts = cuts;
         cuts.sort();
-        prop_assert_eq!(streamed(&set, input, &cuts), expected.clone());
         let bytewise: Vec<usize> = (1..input.len()).collect();
-        prop_assert_eq!(streamed(&set, input, &bytewise), expected);
+        // Both ways of finding starts: the leftmost search and the start
+        // filter (and whichever the rules get by default).
+        for filter in [None, Some(false), Some(true)] {
+            let set = RuleSet::new(&rules).unwrap().with_start_filter(filter);
+            let whole = Rewriter::rewrite_all(&set, input);
+            prop_assert_eq!(String::from_utf8_lossy(&whole), String::from_utf8_lossy(&expected));
+            prop_assert_eq!(streamed(&set, input, &cuts), expected.clone());
+            prop_assert_eq!(streamed(&set, input, &bytewise), expected.clone());
+        }
     }
 }
 
