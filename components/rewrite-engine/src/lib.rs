@@ -47,6 +47,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod dead_ends;
 mod groups;
 mod live;
 mod match_cache;
@@ -57,6 +58,7 @@ mod starts;
 pub use match_cache::MatchCache;
 pub use rules::{Rule, RuleError, RuleSet};
 
+use dead_ends::DeadEnds;
 use regex_automata::hybrid::dfa;
 use regex_automata::util::primitives::PatternID;
 use regex_automata::{Anchored, Input};
@@ -100,6 +102,8 @@ pub struct Rewriter<'r> {
     /// Bytes walked from candidates that were no match, and bytes fed.
     walked_in_vain: usize,
     bytes_in: usize,
+    /// Where walks for the longest match can stop (see `dead_ends.rs`).
+    dead_ends: DeadEnds,
 }
 
 /// What [`Rewriter::next_start`] found.
@@ -159,6 +163,7 @@ impl<'r> Rewriter<'r> {
             use_start_filter: true,
             walked_in_vain: 0,
             bytes_in: 0,
+            dead_ends: DeadEnds::default(),
         }
     }
 
@@ -257,6 +262,7 @@ impl<'r> Rewriter<'r> {
         // Keep one byte of look-behind context before what is held.
         let keep_from = pos.saturating_sub(1);
         self.buf.drain(..keep_from);
+        self.dead_ends.forget();
         self.ctx = pos - keep_from;
         if last {
             self.buf.clear();
@@ -314,6 +320,8 @@ impl<'r> Rewriter<'r> {
         let mut best: Option<(usize, usize)> = None;
         let mut i = start;
         let len = self.buf.len();
+        let dead_ends = &mut self.dead_ends;
+        dead_ends.begin(cache.clear_count());
         loop {
             if i == len {
                 if !last {
@@ -333,12 +341,18 @@ impl<'r> Rewriter<'r> {
                 }
                 break;
             }
+            if i - start >= DeadEnds::AFTER && dead_ends.check(i, sid) {
+                dead_ends.died();
+                break;
+            }
             sid = all.next_state(cache, sid, self.buf[i]).expect("next state");
             if sid.is_match() {
                 // DFA matches are reported one byte late: it ended at i.
                 best = Some((i, lowest_rule(all, cache, sid, &self.automata.rule_of)));
+                dead_ends.matched();
             }
             if sid.is_dead() {
+                dead_ends.died();
                 break;
             }
             i += 1;
@@ -442,8 +456,9 @@ impl<'r> Rewriter<'r> {
             if let Some(caches) = self.caches.replace(self.automata.caches()) {
                 old.give_back(caches);
             }
-            // Fewer rules, fewer live starts.
+            // Fewer rules, fewer live starts; other DFA states.
             self.live_spare = self.live_starts.take().or(self.live_spare.take());
+            self.dead_ends.forget();
         }
     }
 }

@@ -145,6 +145,40 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    /// Long runs where walks for the longest match go far past the match
+    /// they take, so they stop at known dead ends (`dead_ends.rs`).
+    #[test]
+    fn long_walks_stop_at_dead_ends_with_the_same_output(
+        rules in prop::collection::vec(
+            (
+                prop_oneof![
+                    Just("a"), Just("a+b"), Just("(ab|a)+c"), Just("b"), Just("aa"),
+                    Just("a{3}"), Just("[ab]+c"), Just("a{20}"), Just("ba+d"), Just("a+c"),
+                ],
+                any::<bool>(),
+            ),
+            1..4,
+        ),
+        input in "(a{0,40}[abc]){0,6}",
+        cut in 0usize..240,
+    ) {
+        let rules: Vec<Rule> = rules
+            .iter()
+            .map(|(p, once)| Rule { once: *once, ..Rule::new(p, "<$0>") })
+            .collect();
+        let input = input.as_bytes();
+        let expected = reference(&rules, input);
+        for filter in [Some(false), Some(true)] {
+            let set = RuleSet::new(&rules).unwrap().with_start_filter(filter);
+            prop_assert_eq!(Rewriter::rewrite_all(&set, input), expected.clone());
+            prop_assert_eq!(streamed(&set, input, &[cut]), expected.clone());
+        }
+    }
+}
+
 #[test]
 fn longest_then_first_listed() {
     let rules = [
