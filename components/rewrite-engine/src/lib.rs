@@ -61,7 +61,7 @@ pub use rules::{Rule, RuleError, RuleSet};
 use dead_ends::DeadEnds;
 use regex_automata::hybrid::dfa;
 use regex_automata::util::primitives::PatternID;
-use regex_automata::{Anchored, Input};
+use regex_automata::{Anchored, Input, Span};
 use rules::{Automata, Caches, Part};
 use std::sync::Arc;
 
@@ -96,9 +96,9 @@ pub struct Rewriter<'r> {
     /// since the buffer changed).
     live_starts: Option<Vec<usize>>,
     live_spare: Option<Vec<usize>>,
-    /// Whether to look for starts with the rules' start filter (when they
-    /// have one); see [`VAIN_WALKS_PER_BYTE`].
-    use_start_filter: bool,
+    /// Whether to look for starts with the rules' literal prefilter or
+    /// start filter (when they have one); see [`VAIN_WALKS_PER_BYTE`].
+    use_filters: bool,
     /// Bytes walked from candidates that were no match, and bytes fed.
     walked_in_vain: usize,
     bytes_in: usize,
@@ -114,8 +114,10 @@ enum Next {
     EmitTo(usize),
 }
 
-/// Bytes the start filter's candidates may walk in vain per byte of input
-/// (plus a free allowance) before a body goes back to the leftmost search.
+/// Bytes the filters' candidates may walk in vain per byte of input (plus
+/// a free allowance) before a body goes back to the leftmost search, which
+/// passes over dense candidates that are no match (`(a|aa)*b` over runs of
+/// `a`s) in one scan.
 const VAIN_WALKS_PER_BYTE: usize = 1;
 const VAIN_WALKS_FREE: usize = 64 * 1024;
 
@@ -160,7 +162,7 @@ impl<'r> Rewriter<'r> {
             hold_cap: DEFAULT_HOLD_CAP,
             matched: vec![false; rules.len()],
             stats: Stats::default(),
-            use_start_filter: true,
+            use_filters: true,
             walked_in_vain: 0,
             bytes_in: 0,
             dead_ends: DeadEnds::default(),
@@ -235,17 +237,16 @@ impl<'r> Rewriter<'r> {
                 }
                 Longest::NeedMore => break,
                 Longest::None { walked } => {
-                    // A candidate of the start filter that is no match,
-                    // or a match the leftmost search saw that needed the
-                    // end of input (with more input there is none here).
+                    // A candidate of a filter that is no match, or a match
+                    // the leftmost search saw that needed the end of input
+                    // (with more input there is none here).
                     out.push(self.buf[start]);
                     pos = start + 1;
                     self.walked_in_vain += walked;
                     if self.walked_in_vain > VAIN_WALKS_PER_BYTE * self.bytes_in + VAIN_WALKS_FREE {
                         // Candidates that run far before failing (`a+b`
-                        // over a run of `a`s) would cost time quadratic in
-                        // the run; the leftmost search is linear.
-                        self.use_start_filter = false;
+                        // over a run of `a`s) cost more than one scan.
+                        self.use_filters = false;
                     }
                 }
                 Longest::Overflow => {
@@ -274,7 +275,7 @@ impl<'r> Rewriter<'r> {
     /// buffer can be emitted because none starts there.
     fn next_start(&mut self, pos: usize, last: bool) -> Next {
         let len = self.buf.len();
-        if self.use_start_filter
+        if self.use_filters
             && let Some(filter) = &self.automata.starts
         {
             // Every start the filter skips is no match; one whose bytes
@@ -284,11 +285,16 @@ impl<'r> Rewriter<'r> {
                 .find(&self.buf, pos)
                 .map_or(Next::EmitTo(len), Next::At);
         }
-        let found = {
+        let found = if self.use_filters
+            && let Some(prefilter) = &self.automata.prefilter
+        {
+            prefilter.find(&self.buf, Span::from(pos..len))
+        } else {
             let input = Input::new(&self.buf).range(pos..);
             self.automata
                 .find
                 .search_with(&mut self.caches.as_mut().expect(CACHES).find, &input)
+                .map(|m| m.span())
         };
         let Some(m) = found else {
             return Next::EmitTo(if last {
@@ -297,7 +303,7 @@ impl<'r> Rewriter<'r> {
                 self.earliest_live(pos, len)
             });
         };
-        let start = m.start();
+        let start = m.start;
         if !last {
             // A match that starts earlier but is still incomplete would
             // win over this one: wait for it.

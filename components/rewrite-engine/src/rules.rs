@@ -4,6 +4,7 @@ use crate::groups::GroupFinder;
 use crate::starts::StartFilter;
 use regex_automata::hybrid::dfa;
 use regex_automata::nfa::thompson;
+use regex_automata::util::prefilter::Prefilter;
 use regex_automata::util::syntax;
 use regex_automata::{MatchKind, meta};
 use std::collections::HashMap;
@@ -78,8 +79,12 @@ pub(crate) struct CompiledRule {
 
 /// The automata for one set of enabled rules.
 pub(crate) struct Automata {
+    /// Where matches can start, when the rules' prefixes have a fast
+    /// literal search: the body is scanned with it and `all` decides each
+    /// candidate.
+    pub prefilter: Option<Prefilter>,
     /// Leftmost-first, unanchored: finds where the leftmost match starts
-    /// (a meta regex: literal prefilters skip most of the text).
+    /// when neither `prefilter` nor `starts` pays.
     pub find: meta::Regex,
     /// All matches, anchored: the longest match from a given start, and
     /// whether a partial match is still alive.
@@ -129,21 +134,19 @@ impl Automata {
     }
 }
 
-/// Whether the rules' prefixes give a fast literal search for where
-/// matches can start (memchr, memmem, or Teddy where the CPU has the
-/// vectors for it). Only then does the meta regex get to pick a prefilter
-/// (it picks better literals than the prefixes, inner ones too).
+/// A fast literal search for where matches can start (memchr, memmem, or
+/// Teddy where the CPU has the vectors for it) from the rules' prefixes,
+/// if they have one: every match begins with one of its literals.
 ///
 /// A slow prefilter (an Aho-Corasick automaton over dozens of literals, as
 /// on wasm, which has no Teddy) is worse than none: the lazy DFA returns to
 /// its start state after most bytes and would call it each time. Measured
 /// in the rewriter component on the shared page, 200 rules: 25 req/s with
-/// the prefilter meta picks by itself, 66 without; 1 rule: 769 with,
-/// 262 without. (Natively Teddy is fast; at 200 rules its literal count
-/// is past Teddy and the same rule applies.)
-fn has_fast_prefilter(hirs: &[&regex_syntax::hir::Hir]) -> bool {
-    regex_automata::util::prefilter::Prefilter::from_hirs_prefix(MatchKind::LeftmostFirst, hirs)
-        .is_some_and(|p| p.is_fast())
+/// the prefilter the meta regex picked by itself, 66 without; 1 rule: 769
+/// with, 262 without. (Natively Teddy is fast; at 200 rules its literal
+/// count is past Teddy and the same rule applies.)
+fn fast_prefilter(hirs: &[&regex_syntax::hir::Hir]) -> Option<Prefilter> {
+    Prefilter::from_hirs_prefix(MatchKind::LeftmostFirst, hirs).filter(|p| p.is_fast())
 }
 
 /// Most automata kept for subsets of the rules.
@@ -288,7 +291,10 @@ impl RuleSet {
             .which_captures(thompson::WhichCaptures::None);
         let enabled_hirs: Vec<&regex_syntax::hir::Hir> =
             rule_of.iter().map(|i| &self.hirs[*i]).collect();
-        let fast_prefilter = has_fast_prefilter(&enabled_hirs);
+        let prefilter = match self.start_filter {
+            Some(_) => None,
+            None => fast_prefilter(&enabled_hirs),
+        };
         let find = meta::Regex::builder()
             .syntax(syntax)
             .configure(
@@ -299,7 +305,8 @@ impl RuleSet {
                     .which_captures(thompson::WhichCaptures::Implicit)
                     // Linear-time engines only.
                     .backtrack(false)
-                    .auto_prefilter(fast_prefilter),
+                    // Used only where no filter pays: none would here.
+                    .auto_prefilter(false),
             )
             .build_many(&patterns)
             .map_err(|e| format!("compiling the rules: {e}"))?;
@@ -311,7 +318,7 @@ impl RuleSet {
         let starts = match self.start_filter {
             Some(false) => None,
             Some(true) => StartFilter::new(&all_nfa, true),
-            None if fast_prefilter => None,
+            None if prefilter.is_some() => None,
             None => StartFilter::new(&all_nfa, false),
         };
         let all = dfa::Builder::new()
@@ -338,6 +345,7 @@ impl RuleSet {
         let a = Arc::new(Automata {
             find,
             all,
+            prefilter,
             starts,
             rule_of,
             live,
