@@ -288,6 +288,8 @@ impl<'r> Rewriter<'r> {
         let found = if self.use_filters
             && let Some(prefilter) = &self.automata.prefilter
         {
+            // Every match begins with one of its literals; one that the
+            // buffer's end cuts is a live start (below).
             prefilter.find(&self.buf, Span::from(pos..len))
         } else {
             let input = Input::new(&self.buf).range(pos..);
