@@ -6,23 +6,26 @@
 //! literal of its own), so it would run its lazy DFA over every byte of the
 //! body: one dependent table lookup per byte, about 2.3 ns a byte on the
 //! machines here whatever the rules. Most bytes of a page, though, cannot
-//! begin a match of any rule: the three bytes from there on are not what
+//! begin a match of any rule: the four bytes from there on are not what
 //! any rule's matches begin with.
 //!
 //! [`StartFilter`] tests that for 16 positions at once, as Hyperscan's
 //! Teddy does: the rules are dealt into eight buckets (one bit each), and
-//! for each of the first three positions of a match a pair of 16-entry
+//! for each of the first four positions of a match a pair of 16-entry
 //! tables says, by the byte's low and high nibble, which buckets admit it.
 //! Two table lookups (`pshufb`, `i8x16.swizzle`) and an AND per position
-//! and block; a position survives when some bucket admits all three of
-//! its bytes. Survivors are checked again with exact 256-entry tables (the
-//! nibble tables admit every combination of admitted nibbles), and only
-//! those reach the anchored DFA that decides the match.
+//! and block; a position survives when some bucket admits all four of
+//! its bytes. The vector step sees bytes with ASCII case folded, so a
+//! case-insensitive letter takes one nibble pair, not two. Survivors are
+//! checked again with exact 256-entry tables, a bit per rule up to 64
+//! rules (the nibble tables admit every combination of admitted nibbles,
+//! and a bucket every combination of its rules' bytes), and only those
+//! reach the anchored DFA that decides the match.
 //!
 //! The classes come from each rule's Thompson NFA, over-approximated:
 //! assertions count as true, and a position beyond a rule's shortest match
 //! admits any byte. So the filter never skips a start where a match is
-//! possible; it only skips work. A position whose three bytes run past the
+//! possible; it only skips work. A position whose four bytes run past the
 //! end of the buffer is tested on the bytes there are.
 
 use regex_automata::nfa::thompson::{NFA, State};
@@ -437,7 +440,7 @@ mod tests {
                 .unwrap();
             assert!(found.contains(&at), "{word} at {at}: {found:?}");
         }
-        // "fil e" passes the first three bytes: a candidate the DFA rejects.
+        // "fil e" shares three bytes with `file` but not the fourth.
         assert!(found.len() < 10, "{found:?}");
         // The vector and scalar paths agree at every length and offset.
         for len in 0..hay.len() {
