@@ -62,7 +62,7 @@ use dead_ends::DeadEnds;
 use regex_automata::hybrid::dfa;
 use regex_automata::util::primitives::PatternID;
 use regex_automata::{Anchored, Input, Span};
-use rules::{Automata, Caches, Part};
+use rules::{Automata, Caches, Candidates, Part};
 use std::sync::Arc;
 
 /// Default cap on held-back bytes.
@@ -96,8 +96,8 @@ pub struct Rewriter<'r> {
     /// since the buffer changed).
     live_starts: Option<Vec<usize>>,
     live_spare: Option<Vec<usize>>,
-    /// Whether to look for starts with the rules' literal prefilter or
-    /// start filter (when they have one); see [`VAIN_WALKS_PER_BYTE`].
+    /// Whether to look for starts with the rules' candidate filter (when
+    /// they have one); see [`VAIN_WALKS_PER_BYTE`].
     use_filters: bool,
     /// Bytes walked from candidates that were no match, and bytes fed.
     walked_in_vain: usize,
@@ -275,28 +275,33 @@ impl<'r> Rewriter<'r> {
     /// buffer can be emitted because none starts there.
     fn next_start(&mut self, pos: usize, last: bool) -> Next {
         let len = self.buf.len();
-        if self.use_filters
-            && let Some(filter) = &self.automata.starts
-        {
-            // Every start the filter skips is no match; one whose bytes
-            // run past the buffer's end is a candidate, so a match still
-            // in progress there is found by `longest_at` (`NeedMore`).
-            return filter
-                .find(&self.buf, pos)
-                .map_or(Next::EmitTo(len), Next::At);
-        }
-        let found = if self.use_filters
-            && let Some(prefilter) = &self.automata.prefilter
-        {
+        let candidates = self
+            .automata
+            .candidates
+            .as_ref()
+            .filter(|_| self.use_filters);
+        let found = match candidates {
+            Some(Candidates::Starts(filter)) => {
+                // Every start the filter skips is no match; one whose bytes
+                // run past the buffer's end is a candidate, so a match
+                // still in progress there is found by `longest_at`
+                // (`NeedMore`).
+                return filter
+                    .find(&self.buf, pos)
+                    .map_or(Next::EmitTo(len), Next::At);
+            }
             // Every match begins with one of its literals; one that the
             // buffer's end cuts is a live start (below).
-            prefilter.find(&self.buf, Span::from(pos..len))
-        } else {
-            let input = Input::new(&self.buf).range(pos..);
-            self.automata
-                .find
-                .search_with(&mut self.caches.as_mut().expect(CACHES).find, &input)
-                .map(|m| m.span())
+            Some(Candidates::Literals(prefilter)) => {
+                prefilter.find(&self.buf, Span::from(pos..len))
+            }
+            None => {
+                let input = Input::new(&self.buf).range(pos..);
+                self.automata
+                    .find
+                    .search_with(&mut self.caches.as_mut().expect(CACHES).find, &input)
+                    .map(|m| m.span())
+            }
         };
         let Some(m) = found else {
             return Next::EmitTo(if last {

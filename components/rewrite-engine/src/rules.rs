@@ -79,20 +79,15 @@ pub(crate) struct CompiledRule {
 
 /// The automata for one set of enabled rules.
 pub(crate) struct Automata {
-    /// Where matches can start, when the rules' prefixes have a fast
-    /// literal search: the body is scanned with it and `all` decides each
-    /// candidate.
-    pub prefilter: Option<Prefilter>,
+    /// Where matches can start, when a filter pays for these rules: the
+    /// body is scanned with it and `all` decides each candidate.
+    pub candidates: Option<Candidates>,
     /// Leftmost-first, unanchored: finds where the leftmost match starts
-    /// when neither `prefilter` nor `starts` pays.
+    /// when no filter pays.
     pub find: meta::Regex,
     /// All matches, anchored: the longest match from a given start, and
     /// whether a partial match is still alive.
     pub all: dfa::DFA,
-    /// Where matches can start, when the rules' first bytes make that a
-    /// good filter and `find` has no fast prefilter of its own: then the
-    /// body is scanned with it and `all` decides each candidate.
-    pub starts: Option<StartFilter>,
     /// Pattern id → rule index.
     pub rule_of: Vec<usize>,
     /// Reverse automaton of the rules' prefixes: which starts are live at
@@ -100,6 +95,15 @@ pub(crate) struct Automata {
     pub live: dfa::DFA,
     /// Search caches of finished bodies, for the next ones.
     spare: Mutex<Vec<Caches>>,
+}
+
+/// A filter for where matches can start (every match starts at a
+/// candidate).
+pub(crate) enum Candidates {
+    /// A fast literal search of the rules' prefixes (see [`fast_prefilter`]).
+    Literals(Prefilter),
+    /// The rules' first bytes (see `starts.rs`).
+    Starts(StartFilter),
 }
 
 /// The search caches of one [`Automata`]: the lazy DFAs' state tables.
@@ -160,8 +164,9 @@ pub struct RuleSet {
     hirs: Vec<regex_syntax::hir::Hir>,
     /// Automata per set of disabled once-rules (usually just the empty set).
     automata: Mutex<HashMap<Vec<bool>, Arc<Automata>>>,
-    /// `Some(on)`: use the start filter always or never (for tests that
-    /// compare the two search paths); `None`: where it pays.
+    /// `Some(on)`: use the start filter always or never, and the literal
+    /// prefilter never (for tests that compare the search paths); `None`:
+    /// whichever pays.
     start_filter: Option<bool>,
 }
 
@@ -250,9 +255,10 @@ impl RuleSet {
         Ok(set)
     }
 
-    /// Finds match starts with the start filter always (`Some(true)`),
-    /// never (`Some(false)`) or where it pays (`None`, the default). The
-    /// output is the same either way; tests compare the two paths.
+    /// Finds match starts with the start filter always (`Some(true)`) or
+    /// the meta regex always (`Some(false)`), or with whichever search pays
+    /// (`None`, the default). The output is the same either way; tests
+    /// compare the paths.
     #[doc(hidden)]
     pub fn with_start_filter(mut self, use_it: Option<bool>) -> Self {
         self.start_filter = use_it;
@@ -291,10 +297,6 @@ impl RuleSet {
             .which_captures(thompson::WhichCaptures::None);
         let enabled_hirs: Vec<&regex_syntax::hir::Hir> =
             rule_of.iter().map(|i| &self.hirs[*i]).collect();
-        let prefilter = match self.start_filter {
-            Some(_) => None,
-            None => fast_prefilter(&enabled_hirs),
-        };
         let find = meta::Regex::builder()
             .syntax(syntax)
             .configure(
@@ -315,11 +317,12 @@ impl RuleSet {
             .configure(nfa)
             .build_many(&patterns)
             .map_err(|e| format!("compiling the rules: {e}"))?;
-        let starts = match self.start_filter {
+        let candidates = match self.start_filter {
             Some(false) => None,
-            Some(true) => StartFilter::new(&all_nfa, true),
-            None if prefilter.is_some() => None,
-            None => StartFilter::new(&all_nfa, false),
+            Some(true) => StartFilter::new(&all_nfa, true).map(Candidates::Starts),
+            None => fast_prefilter(&enabled_hirs)
+                .map(Candidates::Literals)
+                .or_else(|| StartFilter::new(&all_nfa, false).map(Candidates::Starts)),
         };
         let all = dfa::Builder::new()
             .configure(dfa::Config::new().match_kind(MatchKind::All))
@@ -345,8 +348,7 @@ impl RuleSet {
         let a = Arc::new(Automata {
             find,
             all,
-            prefilter,
-            starts,
+            candidates,
             rule_of,
             live,
             spare: Mutex::default(),
