@@ -49,6 +49,7 @@
 
 mod dead_ends;
 mod groups;
+mod literal;
 mod live;
 mod match_cache;
 pub mod nginx;
@@ -59,6 +60,7 @@ pub use match_cache::MatchCache;
 pub use rules::{Rule, RuleError, RuleSet};
 
 use dead_ends::DeadEnds;
+use literal::Verdict;
 use regex_automata::hybrid::dfa;
 use regex_automata::util::primitives::PatternID;
 use regex_automata::{Anchored, Input, Span};
@@ -108,8 +110,8 @@ pub struct Rewriter<'r> {
 
 /// What [`Rewriter::next_start`] found.
 enum Next {
-    /// A match may start here.
-    At(usize),
+    /// A match may start here (of this pattern only, if it is known).
+    At(usize, Option<PatternID>),
     /// No match starts before this position (and none is in progress).
     EmitTo(usize),
 }
@@ -220,8 +222,8 @@ impl<'r> Rewriter<'r> {
             if pos >= len {
                 break;
             }
-            let start = match self.next_start(pos, last) {
-                Next::At(start) => start,
+            let (start, sole) = match self.next_start(pos, last) {
+                Next::At(start, sole) => (start, sole),
                 Next::EmitTo(to) => {
                     out.extend_from_slice(&self.buf[pos..to]);
                     pos = to;
@@ -230,7 +232,20 @@ impl<'r> Rewriter<'r> {
             };
             out.extend_from_slice(&self.buf[pos..start]);
             pos = start;
-            match self.longest_at(start, last) {
+            // A literal rule alone at this start: compare its bytes.
+            let verdict = sole.and_then(|pid| {
+                let literal = self.automata.literals[pid.as_usize()].as_ref()?;
+                Some((literal.check(&self.buf, start, last), pid))
+            });
+            let longest = match verdict {
+                Some((Verdict::Match(end), pid)) => Longest::Match {
+                    end,
+                    rule: self.automata.rule_of[pid.as_usize()],
+                },
+                Some((Verdict::NoMatch, _)) => Longest::None { walked: 0 },
+                Some((Verdict::Unsure, _)) | None => self.longest_at(start, last),
+            };
+            match longest {
                 Longest::Match { end, rule } => {
                     self.replace(rule, start, end, out);
                     pos = end;
@@ -288,7 +303,7 @@ impl<'r> Rewriter<'r> {
                 // (`NeedMore`).
                 return filter
                     .find(&self.buf, pos)
-                    .map_or(Next::EmitTo(len), Next::At);
+                    .map_or(Next::EmitTo(len), |c| Next::At(c.at, c.sole));
             }
             // Every match begins with one of its literals; one that the
             // buffer's end cuts is a live start (below).
@@ -319,7 +334,7 @@ impl<'r> Rewriter<'r> {
                 return Next::EmitTo(live);
             }
         }
-        Next::At(start)
+        Next::At(start, None)
     }
 
     /// The longest match of any enabled rule starting at `start`.

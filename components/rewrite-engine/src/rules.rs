@@ -1,6 +1,7 @@
 //! Rules: patterns, flags and replacements, checked and compiled.
 
 use crate::groups::GroupFinder;
+use crate::literal::Literal;
 use crate::starts::StartFilter;
 use regex_automata::hybrid::dfa;
 use regex_automata::nfa::thompson;
@@ -90,6 +91,9 @@ pub(crate) struct Automata {
     pub all: dfa::DFA,
     /// Pattern id → rule index.
     pub rule_of: Vec<usize>,
+    /// Pattern id → the rule's literal form, if it has one (checked by
+    /// comparing bytes where the start filter leaves it alone).
+    pub literals: Vec<Option<Literal>>,
     /// Reverse automaton of the rules' prefixes: which starts are live at
     /// the end of the buffer (see `live.rs`).
     pub live: dfa::DFA,
@@ -345,11 +349,23 @@ impl RuleSet {
             .configure(dfa::Config::new().match_kind(MatchKind::All))
             .build_from_nfa(live_nfa)
             .map_err(|e| format!("compiling the rules' prefixes: {e}"))?;
+        let literals = patterns
+            .iter()
+            .map(|p| {
+                regex_syntax::ParserBuilder::new()
+                    .utf8(false)
+                    .build()
+                    .parse(p)
+                    .ok()
+                    .and_then(|hir| Literal::of(&hir))
+            })
+            .collect();
         let a = Arc::new(Automata {
             find,
             all,
             candidates,
             rule_of,
+            literals,
             live,
             spare: Mutex::default(),
         });

@@ -179,6 +179,126 @@ proptest! {
     }
 }
 
+/// A rule with an ASCII word boundary (`\b`) before and/or after a core
+/// pattern, so the reference can check them from the bytes around a
+/// candidate match (a cut slice would hide them).
+#[derive(Clone, Debug)]
+struct Bounded {
+    core: String,
+    before: bool,
+    after: bool,
+    case_insensitive: bool,
+}
+
+impl Bounded {
+    fn rule(&self) -> Rule {
+        let b = |on: bool| if on { r"\b" } else { "" };
+        Rule {
+            case_insensitive: self.case_insensitive,
+            ..Rule::new(
+                &format!("{}(?:{}){}", b(self.before), self.core, b(self.after)),
+                "<$0>",
+            )
+        }
+    }
+}
+
+/// The reference for [`Bounded`] rules: as [`reference`], with the word
+/// boundaries checked against the bytes outside the match.
+fn bounded_reference(rules: &[Bounded], input: &[u8]) -> Vec<u8> {
+    let cores: Vec<regex::bytes::Regex> = rules
+        .iter()
+        .map(|r| {
+            // Unicode case folding, as the rules have it: `s` is `ſ` too.
+            let flags = if r.case_insensitive { "(?i)" } else { "" };
+            regex::bytes::Regex::new(&format!("{flags}^(?:{})$", r.core)).unwrap()
+        })
+        .collect();
+    let word = |i: Option<usize>| {
+        i.and_then(|i| input.get(i))
+            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    };
+    let boundary = |at: usize| word(at.checked_sub(1)) != word(Some(at));
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < input.len() {
+        let mut best: Option<usize> = None;
+        for (r, core) in rules.iter().zip(&cores) {
+            if r.before && !boundary(i) {
+                continue;
+            }
+            for end in (i + 1..=input.len()).rev() {
+                if best.is_some_and(|e| end <= e) {
+                    break;
+                }
+                if core.is_match(&input[i..end]) && (!r.after || boundary(end)) {
+                    best = Some(end);
+                    break;
+                }
+            }
+        }
+        match best {
+            Some(end) => {
+                out.push(b'<');
+                out.extend_from_slice(&input[i..end]);
+                out.push(b'>');
+                i = end;
+            }
+            None => {
+                out.push(input[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Word boundaries narrow what the start filter admits around a
+    /// match (`starts.rs`); no start where a match is possible is lost.
+    #[test]
+    fn word_boundaries_equal_the_reference(
+        rules in prop::collection::vec(
+            (
+                prop_oneof![
+                    Just("[ab]{1,3}"), Just("ab"), Just("a+"), Just("[. ]"), Just("b[. ]a"),
+                    Just("[^a]"), Just("x?ab"), Just("(ab|a)c"), Just("[a.]"), Just("abcab"),
+                    Just("sab"), Just("k"), Just("as"),
+                ],
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+            ),
+            1..5,
+        ),
+        input in "[abcAB x._sSkKſK]{0,60}",
+        cuts in prop::collection::vec(0usize..60, 0..8),
+    ) {
+        let bounded: Vec<Bounded> = rules
+            .iter()
+            .map(|&(core, before, after, case_insensitive)| Bounded {
+                core: core.into(),
+                before,
+                after,
+                case_insensitive,
+            })
+            .collect();
+        let rules: Vec<Rule> = bounded.iter().map(Bounded::rule).collect();
+        let input = input.as_bytes();
+        let expected = bounded_reference(&bounded, input);
+        let mut cuts = cuts;
+        cuts.sort();
+        for filter in [None, Some(false), Some(true)] {
+            let set = RuleSet::new(&rules).unwrap().with_start_filter(filter);
+            let whole = Rewriter::rewrite_all(&set, input);
+            prop_assert_eq!(String::from_utf8_lossy(&whole), String::from_utf8_lossy(&expected));
+            prop_assert_eq!(streamed(&set, input, &cuts), expected.clone());
+        }
+    }
+}
+
 #[test]
 fn longest_then_first_listed() {
     let rules = [

@@ -1,0 +1,250 @@
+//! Rules whose every match is one fixed string: checked at a candidate
+//! start by comparing bytes, not by walking the DFA.
+//!
+//! Most rules of a site are words and names (`\bfile\b` with `i`,
+//! `docs\.python\.org`). When the start filter says that only one rule can
+//! match at a position (`starts.rs`), and that rule is such a literal,
+//! whether it matches there is a comparison of a few bytes and of the
+//! bytes around them for `\b`. The DFA's walk would answer the same, one
+//! dependent load of its transition table per byte; with dozens of rules
+//! that table outgrows the first-level cache and a walk costs 20–40 ns.
+//!
+//! Case-insensitive letters compare with ASCII case folded. A letter
+//! whose case variants include non-ASCII characters (`s` and `ſ`, `k`
+//! and the Kelvin sign) answers [`Verdict::Unsure`] where the body has a
+//! non-ASCII byte there, and the DFA decides; so does a match the buffer
+//! cuts before its end is known.
+
+use regex_syntax::hir::{Class, Hir, HirKind, Look};
+
+/// One fixed string, perhaps case-folded, perhaps between word boundaries.
+#[derive(Debug)]
+pub(crate) struct Literal {
+    bytes: Vec<Byte>,
+    /// `\b` (ASCII) before the first byte, after the last.
+    boundary_before: bool,
+    boundary_after: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Byte {
+    /// The byte, lower case where `fold`.
+    value: u8,
+    /// An ASCII letter matched in either case.
+    fold: bool,
+    /// The letter also matches some non-ASCII character.
+    other_forms: bool,
+}
+
+/// What a comparison at one start says.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The rule matches `start..end`.
+    Match(usize),
+    /// The rule does not match at the start.
+    NoMatch,
+    /// Bytes the comparison cannot decide: ask the DFA.
+    Unsure,
+}
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+impl Literal {
+    /// The literal form of a compiled pattern, if it has one.
+    pub fn of(hir: &Hir) -> Option<Self> {
+        let items: &[Hir] = match hir.kind() {
+            HirKind::Concat(items) => items,
+            _ => std::slice::from_ref(hir),
+        };
+        let is_boundary = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::WordAscii));
+        let (boundary_before, items) = match items.split_first() {
+            Some((first, rest)) if is_boundary(first) => (true, rest),
+            _ => (false, items),
+        };
+        let (boundary_after, items) = match items.split_last() {
+            Some((last, rest)) if is_boundary(last) => (true, rest),
+            _ => (false, items),
+        };
+        let mut bytes = Vec::new();
+        for item in items {
+            match item.kind() {
+                HirKind::Literal(lit) => bytes.extend(lit.0.iter().map(|&value| Byte {
+                    value,
+                    fold: false,
+                    other_forms: false,
+                })),
+                HirKind::Class(class) => bytes.push(letter_in_either_case(class)?),
+                _ => return None,
+            }
+        }
+        // A boundary must sit between a word byte and a non-word one; the
+        // byte on the literal's side decides which kind the other must be.
+        if bytes.is_empty() {
+            return None;
+        }
+        Some(Self {
+            bytes,
+            boundary_before,
+            boundary_after,
+        })
+    }
+
+    /// Whether the literal matches at `start` of `hay` (`hay[start - 1]`,
+    /// if any, is the byte before; `last`: no bytes follow `hay`).
+    pub fn check(&self, hay: &[u8], start: usize, last: bool) -> Verdict {
+        let end = start + self.bytes.len();
+        let Some(text) = hay.get(start..end) else {
+            // Cut by the buffer's end: more input may complete it.
+            return if last {
+                Verdict::NoMatch
+            } else {
+                Verdict::Unsure
+            };
+        };
+        for (&t, want) in text.iter().zip(&self.bytes) {
+            let same = if want.fold {
+                t | 0x20 == want.value
+            } else {
+                t == want.value
+            };
+            if !same {
+                return if want.other_forms && t >= 0x80 {
+                    Verdict::Unsure
+                } else {
+                    Verdict::NoMatch
+                };
+            }
+        }
+        if self.boundary_before {
+            let before = start.checked_sub(1).is_some_and(|i| is_word(hay[i]));
+            if before == is_word(text[0]) {
+                return Verdict::NoMatch;
+            }
+        }
+        if self.boundary_after {
+            let after = match hay.get(end) {
+                Some(&b) => is_word(b),
+                None if last => false,
+                None => return Verdict::Unsure,
+            };
+            if after == is_word(text[text.len() - 1]) {
+                return Verdict::NoMatch;
+            }
+        }
+        Verdict::Match(end)
+    }
+}
+
+/// A class that is one byte, or one ASCII letter in both cases (and maybe
+/// non-ASCII forms of it, as Unicode case folding gives `s` and `k`).
+fn letter_in_either_case(class: &Class) -> Option<Byte> {
+    let mut ascii: Vec<u8> = Vec::new();
+    let mut other_forms = false;
+    match class {
+        Class::Unicode(c) => {
+            for r in c.ranges() {
+                for ch in r.start()..=r.end() {
+                    match u8::try_from(ch).ok().filter(u8::is_ascii) {
+                        Some(b) => ascii.push(b),
+                        None => other_forms = true,
+                    }
+                    if ascii.len() > 2 {
+                        return None;
+                    }
+                }
+            }
+        }
+        Class::Bytes(c) => {
+            for r in c.ranges() {
+                for b in r.start()..=r.end() {
+                    if !b.is_ascii() {
+                        return None; // a byte class with raw non-ASCII bytes
+                    }
+                    ascii.push(b);
+                    if ascii.len() > 2 {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+    match *ascii.as_slice() {
+        [b] if !other_forms => Some(Byte {
+            value: b,
+            fold: false,
+            other_forms: false,
+        }),
+        [upper, lower] if upper.is_ascii_uppercase() && lower == upper.to_ascii_lowercase() => {
+            Some(Byte {
+                value: lower,
+                fold: true,
+                other_forms,
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn literal(pattern: &str) -> Option<Literal> {
+        let hir = regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .build()
+            .parse(pattern)
+            .unwrap();
+        Literal::of(&hir)
+    }
+
+    #[test]
+    fn words_names_and_domains_are_literals() {
+        for p in [
+            r"(?i:(?-u:\b)file(?-u:\b))",
+            r"(?:docs\.python\.org)",
+            r"(?i:python software foundation)",
+            r"(?:Copyright)",
+            r"(?i:(?-u:\b)sys(?-u:\b))",
+            "(?:caf\u{e9})",
+        ] {
+            assert!(literal(p).is_some(), "{p}");
+        }
+        for p in [
+            r"(?:a+)",
+            r"(?:a|b)",
+            r"(?:[ab]c)",
+            r"(?:\bword\b)",
+            r"(?:(?-u:\B)x)",
+            r"(?:a(?-u:\b)b)",
+            r"(?:(?-u:\b))",
+            r"(?i:é)",
+        ] {
+            assert!(literal(p).is_none(), "{p}");
+        }
+    }
+
+    #[test]
+    fn checks_bytes_case_and_boundaries() {
+        let file = literal(r"(?i:(?-u:\b)file(?-u:\b))").unwrap();
+        assert_eq!(file.check(b"a File.", 2, false), Verdict::Match(6));
+        assert_eq!(file.check(b"file", 0, true), Verdict::Match(4));
+        assert_eq!(file.check(b"file", 0, false), Verdict::Unsure);
+        assert_eq!(file.check(b"fil", 0, false), Verdict::Unsure);
+        assert_eq!(file.check(b"fil", 0, true), Verdict::NoMatch);
+        assert_eq!(file.check(b"profile ", 3, false), Verdict::NoMatch);
+        assert_eq!(file.check(b"files", 0, false), Verdict::NoMatch);
+        assert_eq!(file.check(b"fire ", 0, false), Verdict::NoMatch);
+        // `s` case-folds to `ſ` too: a non-ASCII byte there is the DFA's.
+        let sys = literal(r"(?i:(?-u:\b)sys(?-u:\b))").unwrap();
+        assert_eq!(sys.check(b"SYS ", 0, false), Verdict::Match(3));
+        assert_eq!(sys.check("ſys ".as_bytes(), 0, false), Verdict::Unsure);
+        assert_eq!(sys.check(b"sis ", 0, false), Verdict::NoMatch);
+        let dot = literal(r"(?:(?-u:\b)\.x)").unwrap();
+        assert_eq!(dot.check(b"a.x", 1, true), Verdict::Match(3));
+        assert_eq!(dot.check(b" .x", 1, true), Verdict::NoMatch);
+        assert_eq!(dot.check(b".x", 0, true), Verdict::NoMatch);
+    }
+}
