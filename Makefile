@@ -53,6 +53,7 @@ bench-host: components host
 
 bench-rewrite-engine: host
 	./bench/rewrite-engine.sh
+	./bench/rewriter/wasm-replay.sh
 
 bench-rewriter: components host
 	./bench/rewriter.sh

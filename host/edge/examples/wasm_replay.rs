@@ -2,7 +2,8 @@
 //! configuration (epoch interruption, pooling, copy-on-write images) and
 //! times each call: the hint engine in wasm without HTTP
 //! (`bench/hints/wasm-instructions.sh` builds the module and counts
-//! instructions under callgrind).
+//! instructions under callgrind), and the rewrite engine
+//! (`bench/rewriter/wasm-replay.sh`).
 //!
 //! ```text
 //! wasm_replay MODULE.wasm|MODULE.cwasm [PASSES]
@@ -68,7 +69,7 @@ fn main() -> anyhow::Result<()> {
         let started = Instant::now();
         let n = run.call(&mut store, ())?;
         println!(
-            "pass {pass}: {:.3} s ({n})",
+            "pass {pass}: {:.6} s ({n})",
             started.elapsed().as_secs_f64()
         );
     }
