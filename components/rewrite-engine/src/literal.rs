@@ -145,11 +145,9 @@ fn letter_in_either_case(class: &Class) -> Option<Byte> {
     match class {
         Class::Unicode(c) => {
             for r in c.ranges() {
-                for ch in r.start()..=r.end() {
-                    match u8::try_from(ch).ok().filter(u8::is_ascii) {
-                        Some(b) => ascii.push(b),
-                        None => other_forms = true,
-                    }
+                other_forms |= !r.end().is_ascii();
+                for ch in (r.start()..=r.end()).take_while(char::is_ascii) {
+                    ascii.push(ch as u8);
                     if ascii.len() > 2 {
                         return None;
                     }
@@ -221,6 +219,7 @@ mod tests {
             r"(?:a(?-u:\b)b)",
             r"(?:(?-u:\b))",
             r"(?i:é)",
+            r"(?:[\u{80}-\u{10FFFF}])",
         ] {
             assert!(literal(p).is_none(), "{p}");
         }

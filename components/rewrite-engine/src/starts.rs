@@ -525,7 +525,10 @@ impl Closure<'_> {
     /// whether every path to it crosses an ASCII word boundary.
     fn of(&mut self, from: Vec<StateID>) -> Vec<(StateID, bool)> {
         self.stamp += 1;
-        let unbounded = Self::walk(
+        // Marks (in `seen_unbounded`) what is reached without crossing a
+        // boundary; what only the second walk reaches lies across one on
+        // every path.
+        Self::walk(
             self.nfa,
             &mut self.seen_unbounded,
             self.stamp,
@@ -534,7 +537,7 @@ impl Closure<'_> {
         );
         let all = Self::walk(self.nfa, &mut self.seen, self.stamp, from, false);
         all.into_iter()
-            .map(|sid| (sid, !unbounded.contains(&sid)))
+            .map(|sid| (sid, self.seen_unbounded[sid.as_usize()] != self.stamp))
             .collect()
     }
 
