@@ -236,6 +236,23 @@ impl StartFilter {
                 }
                 i = 1;
             }
+            // Four blocks at a time where the buffer has them: independent
+            // vector work in flight, one branch per 64 positions.
+            while i + 48 + BLOCK_LEN <= hay.len() + 1 {
+                let at = |k: usize| &hay[i - 1 + 16 * k..i - 1 + 16 * k + BLOCK_LEN];
+                let mut mask = u64::from(self.block(at(0)))
+                    | u64::from(self.block(at(1))) << 16
+                    | u64::from(self.block(at(2))) << 32
+                    | u64::from(self.block(at(3))) << 48;
+                while mask != 0 {
+                    let at = i + mask.trailing_zeros() as usize;
+                    if let Some(c) = self.candidate(hay, at) {
+                        return Some(c);
+                    }
+                    mask &= mask - 1;
+                }
+                i += 64;
+            }
             while i + BLOCK_LEN <= hay.len() + 1 {
                 let mut mask = self.block(&hay[i - 1..i - 1 + BLOCK_LEN]);
                 while mask != 0 {
@@ -649,7 +666,14 @@ mod tests {
         }
         // "fil e" shares three bytes with `file` but not the fourth.
         assert!(found.len() < 10, "{found:?}");
-        // The vector and scalar paths agree at every length and offset.
+        // The vector and scalar paths agree at every length and offset,
+        // one block or four at a time: after each candidate the search
+        // starts again, and the gaps put the next one in every block.
+        let mut hay = hay.repeat(2);
+        for gap in [5, 20, 37, 53, 63, 29, 45].repeat(3) {
+            hay.extend(std::iter::repeat_n(b' ', gap));
+            hay.push(b'x');
+        }
         for len in 0..hay.len() {
             let scalar: Vec<usize> = (0..len)
                 .filter(|&i| f.groups(&hay[..len], i) != 0)
