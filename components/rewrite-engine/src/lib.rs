@@ -234,14 +234,12 @@ impl<'r> Rewriter<'r> {
             pos = start;
             // A literal rule alone at this start: compare its bytes.
             let verdict = sole.and_then(|pid| {
-                let literal = self.automata.literals[pid.as_usize()].as_ref()?;
-                Some((literal.check(&self.buf, start, last), pid))
+                let rule = self.automata.rule_of[pid.as_usize()];
+                let literal = self.rules.rules[rule].literal.as_ref()?;
+                Some((literal.check(&self.buf, start, last), rule))
             });
             let longest = match verdict {
-                Some((Verdict::Match(end), pid)) => Longest::Match {
-                    end,
-                    rule: self.automata.rule_of[pid.as_usize()],
-                },
+                Some((Verdict::Match(end), rule)) => Longest::Match { end, rule },
                 Some((Verdict::NoMatch, _)) => Longest::None { walked: 0 },
                 Some((Verdict::Unsure, _)) | None => self.longest_at(start, last),
             };

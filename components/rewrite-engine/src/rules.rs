@@ -76,6 +76,9 @@ pub(crate) struct CompiledRule {
     /// Set when the replacement uses groups: splits a match already
     /// found into them.
     pub captures: Option<GroupFinder>,
+    /// The pattern's literal form, if it has one (checked by comparing
+    /// bytes where the start filter leaves the rule alone at a start).
+    pub literal: Option<Literal>,
 }
 
 /// The automata for one set of enabled rules.
@@ -91,9 +94,6 @@ pub(crate) struct Automata {
     pub all: dfa::DFA,
     /// Pattern id → rule index.
     pub rule_of: Vec<usize>,
-    /// Pattern id → the rule's literal form, if it has one (checked by
-    /// comparing bytes where the start filter leaves it alone).
-    pub literals: Vec<Option<Literal>>,
     /// Reverse automaton of the rules' prefixes: which starts are live at
     /// the end of the buffer (see `live.rs`).
     pub live: dfa::DFA,
@@ -222,10 +222,18 @@ impl RuleSet {
             } else {
                 None
             };
+            // Of the pattern as compiled (ASCII `\b`, the `i` flag applied).
+            let literal = regex_syntax::ParserBuilder::new()
+                .utf8(false)
+                .build()
+                .parse(&pattern)
+                .ok()
+                .and_then(|hir| Literal::of(&hir));
             compiled.push(CompiledRule {
                 once: rule.once,
                 parts,
                 captures,
+                literal,
             });
             patterns.push(pattern);
             hirs.push(hir);
@@ -349,23 +357,11 @@ impl RuleSet {
             .configure(dfa::Config::new().match_kind(MatchKind::All))
             .build_from_nfa(live_nfa)
             .map_err(|e| format!("compiling the rules' prefixes: {e}"))?;
-        let literals = patterns
-            .iter()
-            .map(|p| {
-                regex_syntax::ParserBuilder::new()
-                    .utf8(false)
-                    .build()
-                    .parse(p)
-                    .ok()
-                    .and_then(|hir| Literal::of(&hir))
-            })
-            .collect();
         let a = Arc::new(Automata {
             find,
             all,
             candidates,
             rule_of,
-            literals,
             live,
             spare: Mutex::default(),
         });

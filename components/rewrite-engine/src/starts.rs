@@ -266,6 +266,8 @@ impl StartFilter {
                 }
                 i += 64;
             }
+            // The same survivor loop as above, on one block's `u32` mask:
+            // sharing it as a function over `u64` masks cost 2–3% in wasm.
             while i + BLOCK_LEN <= hay.len() + 1 {
                 let mut mask = self.block(&hay[i - 1..i - 1 + BLOCK_LEN]);
                 while mask != 0 {
