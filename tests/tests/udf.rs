@@ -156,6 +156,17 @@ fn process_functions_from_sql() {
     );
     assert_eq!(db.one("sys_exec_fast('/nonexistent/program') IS NULL"), "1");
     assert_eq!(db.one("sys_eval_fast('echo', NULL) IS NULL"), "1");
+    // The program sees the server's PATH and nothing else of its
+    // environment; a locale is asked for explicitly.
+    let env = db.one("sys_eval_fast('env')");
+    assert!(
+        env.starts_with("PATH=") && env.matches("\\n").count() == 1,
+        "{env}"
+    );
+    assert_eq!(
+        db.one("sys_eval_fast('env', 'LANG=C.UTF-8', 'sh', '-c', 'echo $LANG')"),
+        "C.UTF-8\\n"
+    );
     // Many calls in one statement reuse one buffer (2,000 rows).
     assert_eq!(
         db.one("SUM(LENGTH(sys_eval_fast('echo', seq))) FROM seq_1_to_2000"),

@@ -183,6 +183,23 @@ impl Command {
         self
     }
 
+    /// Runs with only the named variables of the parent's environment
+    /// (those it has), nothing else.
+    pub fn env_keep(mut self, names: &[&str]) -> Self {
+        let vars = names
+            .iter()
+            .filter_map(|name| {
+                let value = std::env::var_os(name)?;
+                let mut var = name.as_bytes().to_vec();
+                var.push(b'=');
+                var.extend_from_slice(value.as_bytes());
+                CString::new(var).ok()
+            })
+            .collect();
+        self.env = Some(vars);
+        self
+    }
+
     /// Spawns the program and returns its pid and the read end of its
     /// stdout pipe (when captured).
     pub fn spawn(&self) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
@@ -694,6 +711,18 @@ mod tests {
             (out.stdout.len(), out.truncated, out.exit_code()),
             (10, true, 0)
         );
+    }
+
+    #[test]
+    fn env_keep_passes_only_the_named_variables() {
+        // PATH is set in any test environment; HOME is not passed on.
+        let path = std::env::var("PATH").unwrap();
+        let out = Command::new("/usr/bin/env")
+            .env_keep(&["PATH", "EDGE_SPAWN_NO_SUCH_VARIABLE"])
+            .stdout(Stdout::Capture(4096))
+            .run()
+            .unwrap();
+        assert_eq!(out.stdout, format!("PATH={path}\n").into_bytes());
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! The `_fast` variants spawn the program directly (`posix_spawnp`, looked
 //! up in `PATH`): no shell, one process instead of two, and arguments are
 //! passed verbatim (`sys_eval_fast('echo', '$(id)')` prints `$(id)`).
+//! Their programs see the server's `PATH` and no other environment
+//! variable (so the C locale; `sys_eval_fast('env', 'LANG=C.UTF-8', ...)`
+//! asks for another).
 //! The `sys_*` pair keeps lib_mysqludf_sys's shell semantics for drop-in
 //! compatibility, without its defects: no leaked or overrun buffer, no
 //! uninitialised read on empty output, and a failed spawn is an error
