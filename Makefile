@@ -17,11 +17,13 @@ setup:
 	@./scripts/setup.sh
 
 components: setup hints-index
-	$(CARGO) build --profile wasm --target wasm32-wasip2 $(addprefix -p ,$(filter-out signer,$(COMPONENTS)))
+	$(CARGO) build --profile wasm --target wasm32-wasip2 $(addprefix -p ,$(filter-out signer rewriter,$(COMPONENTS)))
 	$(CARGO) --config components/signer/wide-arithmetic.toml build --profile wasm --target wasm32-wasip2 -p signer --target-dir $(CARGO_TARGET_DIR)/wide
+	$(CARGO) --config components/rewriter/relaxed-simd.toml build --profile wasm --target wasm32-wasip2 -p rewriter --target-dir $(CARGO_TARGET_DIR)/relaxed
 	@mkdir -p build/components
-	@for c in $(filter-out signer,$(COMPONENTS)); do cp -f $(WASM_DIR)/$$c.wasm build/components/$$c.wasm; done
+	@for c in $(filter-out signer rewriter,$(COMPONENTS)); do cp -f $(WASM_DIR)/$$c.wasm build/components/$$c.wasm; done
 	@cp -f $(CARGO_TARGET_DIR)/wide/wasm32-wasip2/wasm/signer.wasm build/components/signer.wasm
+	@cp -f $(CARGO_TARGET_DIR)/relaxed/wasm32-wasip2/wasm/rewriter.wasm build/components/rewriter.wasm
 
 host: setup
 	$(CARGO) build --release -p edge -p edge-udf -p edge-sidecar

@@ -2,7 +2,8 @@
 # The rewrite engine in wasm without HTTP: the shared page through each
 # shared rule file (1, 10, 50, 200 rules) by a bare wasm build of the
 # engine (bench/rewriter/wasm-replay) that Wasmtime runs with the server's
-# settings, best of PASSES (default 40) after the first. Beside it the
+# settings and the component's target features (components/rewriter/
+# relaxed-simd.toml), best of PASSES (default 40) after the first. Beside it the
 # same code natively: what the sandbox costs. Both are steadier than
 # req/s through HTTP, which swings ±10% here between identical runs. `PERF=N` instead records `perf` of N rules
 # with guest functions named (the module is built with symbols).
@@ -31,7 +32,7 @@ build() { # rules file [native]
     echo "$CARGO_TARGET_DIR/wasm-replay/release/rewriter-wasm-replay"
     return
   fi
-  REPLAY_PAGE=$work/page.html REPLAY_RULES=$1 RUSTFLAGS="-C target-feature=+simd128" \
+  REPLAY_PAGE=$work/page.html REPLAY_RULES=$1 RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" \
     cargo build -q --release --lib --target wasm32-unknown-unknown \
     --manifest-path bench/rewriter/wasm-replay/Cargo.toml --target-dir "$CARGO_TARGET_DIR/wasm-replay"
   echo "$CARGO_TARGET_DIR/wasm-replay/wasm32-unknown-unknown/release/rewriter_wasm_replay.wasm"

@@ -351,6 +351,19 @@ impl StartFilter {
                     )
                 };
                 let v = v128_or(v, fold);
+                // Both indices are under 16, where the relaxed swizzle is
+                // defined the same on every engine: one `pshufb` on x86
+                // instead of a saturating add and a `pshufb` (which zero
+                // lanes at 16 and above, as `swizzle` must). The rewriter
+                // is built with the feature (components/rewriter/
+                // relaxed-simd.toml); it must be enabled crate-wide, since
+                // a function of its own with it is not inlined.
+                #[cfg(target_feature = "relaxed-simd")]
+                let m = v128_and(
+                    i8x16_relaxed_swizzle(lo, v128_and(v, low)),
+                    i8x16_relaxed_swizzle(hi, u8x16_shr(v, 4)),
+                );
+                #[cfg(not(target_feature = "relaxed-simd"))]
                 let m = v128_and(
                     u8x16_swizzle(lo, v128_and(v, low)),
                     u8x16_swizzle(hi, u8x16_shr(v, 4)),
