@@ -13,6 +13,7 @@ pub mod address;
 pub mod blob;
 mod fstnode;
 pub mod fuzzy;
+pub mod json;
 pub mod layout;
 pub mod levenshtein;
 pub mod names;
