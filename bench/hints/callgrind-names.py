@@ -2,7 +2,7 @@
 # callgrind profile, with JIT code (shown as ???) named from a perf map
 # (Wasmtime writes /tmp/perf-PID.map when EDGE_PERFMAP=1).
 import sys, subprocess, bisect, re
-out = subprocess.run(["callgrind_annotate", sys.argv[1]], capture_output=True, text=True).stdout
+out = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", sys.argv[1]], capture_output=True, text=True).stdout
 syms = []
 for l in open(sys.argv[2]):
     a, sz, name = l.split(" ", 2)
