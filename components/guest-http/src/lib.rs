@@ -1,12 +1,21 @@
-//! What every `wasi:http` guest here does the same way: read a request
-//! body under a cap, answer a complete response in one call, write a byte
-//! slice to an output stream as fast as it takes it.
+//! What every `wasi:http` guest here does the same way: find the path
+//! after its route, read a request body under a cap, answer a complete
+//! response in one call, write a byte slice to an output stream as fast
+//! as it takes it.
 
 use wasi::http::types::{
     Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
 use wasi::io::poll::Pollable;
 use wasi::io::streams::{OutputStream, StreamError};
+
+/// The request's path after the component's route (Spin's and edge's
+/// `spin-path-info` header), if the host passed it. One header asked for,
+/// not all of them copied into the guest.
+pub fn path_info(request: &IncomingRequest) -> Option<String> {
+    let value = request.headers().get("spin-path-info").into_iter().next()?;
+    String::from_utf8(value).ok()
+}
 
 /// Reads the whole request body, refusing one over `max` bytes.
 pub fn read_body(request: IncomingRequest, max: usize) -> Result<Vec<u8>, String> {

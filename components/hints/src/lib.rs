@@ -30,7 +30,7 @@
 //! `street` it gives must equal the entry's, as the answers' `data`
 //! spells them, case aside).
 
-use guest_http::{read_body, respond};
+use guest_http::{path_info, read_body, respond};
 use hints_engine::address::AddressIndex;
 use hints_engine::json;
 use hints_engine::names::{Gender, NameIndex, Part};
@@ -86,15 +86,7 @@ impl wasi::exports::http::incoming_handler::Guest for Hints {
         let (raw_path, query_string) = path_and_query
             .split_once('?')
             .unwrap_or((path_and_query.as_str(), ""));
-        // Spin and edge pass the path after the component's route. One
-        // header asked for, not all copied into the guest.
-        let path = request
-            .headers()
-            .get("spin-path-info")
-            .into_iter()
-            .next()
-            .and_then(|v| String::from_utf8(v).ok())
-            .unwrap_or_else(|| raw_path.to_owned());
+        let path = path_info(&request).unwrap_or_else(|| raw_path.to_owned());
         let method = request.method();
         let kind = if path.ends_with("/suggest/address") || path == "/address" {
             Some(Kind::Address)

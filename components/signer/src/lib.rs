@@ -136,17 +136,10 @@ fn now() -> i64 {
 
 impl wasi::exports::http::incoming_handler::Guest for Signer {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
-        // One header asked for, not all copied into the guest.
-        let path = request
-            .headers()
-            .get("spin-path-info")
-            .into_iter()
-            .next()
-            .and_then(|v| String::from_utf8(v).ok())
-            .unwrap_or_else(|| {
-                let pq = request.path_with_query().unwrap_or_default();
-                pq.split('?').next().unwrap_or("").to_string()
-            });
+        let path = guest_http::path_info(&request).unwrap_or_else(|| {
+            let pq = request.path_with_query().unwrap_or_default();
+            pq.split('?').next().unwrap_or("").to_string()
+        });
         let method = request.method();
         let (status, body) = match (&method, path.as_str()) {
             (Method::Get, "/.well-known/jwks.json") => match settings() {
