@@ -207,6 +207,51 @@ async fn addresses_rank_by_match_then_weight() {
     .await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(values(&serde_json::from_str(&text).unwrap()), ["г Москва"]);
+    // The component writes its JSON by hand: fields in DaData's order.
+    assert_fields_in_order(
+        &text,
+        &[
+            r#"{"suggestions":[{"value":"г Москва","unrestricted_value":"#,
+            r#","data":{"postal_code":"#,
+            r#","country":"#,
+            r#","country_iso_code":"RU","region":"#,
+            r#","city_type":"г","city":"Москва","street_type":null,"street":null"#,
+            r#","house_type":null,"house":null,"geo_lat":"#,
+            r#","geo_lon":"#,
+            r#","geoname_id":"524901","hint_id":"#,
+            "}}]}",
+        ],
+    );
+    let (status, text) = call(
+        &edge,
+        "GET",
+        "/hints/fio?q=%D0%B8%D0%B2%D0%B0%D0%BD%D0%BE%D0%B2%D0%B0&count=1",
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_fields_in_order(
+        &text,
+        &[
+            r#"{"suggestions":[{"value":"#,
+            r#","unrestricted_value":"#,
+            r#","data":{"surname":"#,
+            r#","name":"#,
+            r#","patronymic":"#,
+            r#","gender":"FEMALE","source":null,"qc":"0"}}]}"#,
+        ],
+    );
+}
+
+/// `text` holds `parts` in this order.
+fn assert_fields_in_order(text: &str, parts: &[&str]) {
+    let mut at = 0;
+    for part in parts {
+        let found = text[at..]
+            .find(part)
+            .unwrap_or_else(|| panic!("{part} after byte {at} of {text}"));
+        at += found + part.len();
+    }
+    assert_eq!(at, text.len(), "{text}");
 }
 
 #[tokio::test]

@@ -54,6 +54,11 @@ const PER_POSITION: usize = 6;
 /// that `Петров Ан` suggests `Петров Андрей` before `Петрова Анна`, little
 /// enough that `Иванов Анна` becomes `Иванова Анна`.
 const UNFINISHED: f32 = 1.5;
+/// The bonus of the word being typed when it is a whole form already, the
+/// cost of one edit: a typo'd neighbour in a part whose counts run higher
+/// must not pass it (`иванова` is the surname Иванова, 5k people, before
+/// the patronymic Иванович, 128k, one edit away).
+const WHOLE: f32 = 2.0;
 /// Dictionary keys a single word may enumerate (typo'd long words touch few).
 const ENUMERATION_CAP: usize = 20_000;
 
@@ -559,8 +564,12 @@ impl<'a> NameIndex<'a> {
                 seen += 1;
                 let edits = m.edits_of(key);
                 let exact = key == word.as_bytes();
-                let mut adjust =
-                    -2.0 * edits as f32 - if !last && !exact { UNFINISHED } else { 0.0 };
+                let mut adjust = -2.0 * edits as f32
+                    + match (last, exact) {
+                        (false, false) => -UNFINISHED,
+                        (true, true) => WHOLE,
+                        _ => 0.0,
+                    };
                 if edits == 1 && !slips::is_slip(word, key, true) {
                     adjust -= slips::UNLIKELY_TYPO_COST;
                 }
@@ -657,6 +666,9 @@ mod tests {
         assert_eq!(values(&ix, "иванов")[0], "Иванович");
         assert_eq!(values(&ix, "алена")[0], "Алёна");
         assert_eq!(values(&ix, "анастасй")[0], "Анастасия"); // typo
+        // A whole form before its typo'd neighbours, however frequent.
+        assert_eq!(values(&ix, "иванова")[..2], ["Иванова", "Иванович"]);
+        assert_eq!(values(&ix, "иван")[0], "Иван");
     }
 
     /// A token longer than any name part is cut to its first
