@@ -48,6 +48,7 @@ test: components host
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets $(addprefix --exclude ,$(GUESTS)) -- -D warnings
 	$(CARGO) clippy --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
+	$(CARGO) --config components/rewriter/relaxed-simd.toml clippy --release --target wasm32-wasip2 -p rewriter --target-dir $(CARGO_TARGET_DIR)/relaxed -- -D warnings
 	EDGE_BIN=$(CARGO_TARGET_DIR)/release/edge $(CARGO) test --release --workspace $(addprefix --exclude ,$(GUESTS))
 
 bench-host: components host

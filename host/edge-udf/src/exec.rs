@@ -51,7 +51,9 @@ fn strings(args: &UdfArgs) -> Option<Vec<&[u8]>> {
 /// runs in the C locale, so its output does not change with the server's
 /// locale and it skips loading one (a third of a coreutils program's
 /// start-up here under `C.UTF-8`). A program that wants a locale says so:
-/// `sys_eval_fast('env', 'LANG=C.UTF-8', 'ls', dir)`.
+/// `sys_eval_fast('env', 'LANG=C.UTF-8', 'ls', dir)`. The shell pair
+/// (`sys_exec`, `sys_eval`) keeps the whole environment, as
+/// lib_mysqludf_sys does: scripts written for it may rely on it.
 fn fast_command(argv: &[&[u8]]) -> std::io::Result<Command> {
     Ok(Command::new(OsStr::from_bytes(argv[0]))
         .args_bytes(argv[1..].iter().copied())?
