@@ -125,8 +125,8 @@ impl wasi::exports::http::incoming_handler::Guest for Hints {
             }
         };
         match result {
-            Ok((Kind::Address, q)) => answer_json(out, 200, &suggest_address(&q).to_json()),
-            Ok((Kind::Fio, q)) => answer_json(out, 200, &suggest_fio(&q).to_json()),
+            Ok((Kind::Address, q)) => answer_json(out, 200, &suggest_address(&q)),
+            Ok((Kind::Fio, q)) => answer_json(out, 200, &suggest_fio(&q)),
             Err(e) => answer(
                 out,
                 400,
@@ -190,173 +190,81 @@ fn names_index() -> Option<&'static NameIndex<'static>> {
         .as_ref()
 }
 
-/// A DaData-shaped answer: `{"suggestions": [{"value",
-/// "unrestricted_value", "data"}]}`. Typed rather than built as JSON
-/// values (a `serde_json::Value` object is a B-tree, built and dropped per
-/// suggestion), and written by hand rather than by `serde_json`, which ran
-/// each of an answer's ~130 strings (most of them field names) through its
-/// escaping loop: 6% of a keystroke's instructions in the server
+/// A DaData-shaped answer, `{"suggestions": [{"value",
+/// "unrestricted_value", "data": {...}}]}`, one object per item written by
+/// `write`. By hand rather than through `serde_json`, which ran each of an
+/// answer's ~130 strings (most of them field names) through its escaping
+/// loop: 6% of a keystroke's instructions in the server
 /// (`hints_engine::json`).
-struct Suggestions<D> {
-    suggestions: Vec<Suggestion<D>>,
-}
-
-struct Suggestion<D> {
-    value: String,
-    unrestricted_value: String,
-    data: D,
-}
-
-/// A suggestion's `data` object.
-trait Data {
-    fn write(&self, o: &mut json::Object);
-}
-
-impl<D: Data> Suggestions<D> {
-    fn to_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(512 * self.suggestions.len() + 32);
-        out.extend_from_slice(b"{\"suggestions\":[");
-        for (i, s) in self.suggestions.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            let mut o = json::Object::new(&mut out);
-            o.str("value", &s.value);
-            o.str("unrestricted_value", &s.unrestricted_value);
-            let mut data = json::Object::new(o.field("data"));
-            s.data.write(&mut data);
-            data.end();
-            o.end();
+fn suggestions<T>(items: &[T], mut write: impl FnMut(&T, &mut json::Object)) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512 * items.len() + 32);
+    out.extend_from_slice(b"{\"suggestions\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        out.extend_from_slice(b"]}");
-        out
+        let mut o = json::Object::new(&mut out);
+        write(item, &mut o);
+        o.end();
     }
+    out.extend_from_slice(b"]}");
+    out
 }
 
-/// DaData's address `data`, the fields this index has (`null` otherwise).
-struct AddressData<'a> {
-    postal_code: Option<&'a str>,
-    country: Option<&'a str>,
-    country_iso_code: Option<&'a str>,
-    region: Option<&'a str>,
-    city_type: Option<&'a str>,
-    city: &'a str,
-    street_type: Option<&'a str>,
-    street: Option<&'a str>,
-    house_type: Option<&'static str>,
-    house: Option<&'a str>,
-    geo_lat: Option<String>,
-    geo_lon: Option<String>,
-    geoname_id: Option<&'a str>,
-    hint_id: String,
-}
-
-impl Data for AddressData<'_> {
-    fn write(&self, o: &mut json::Object) {
-        o.opt_str("postal_code", self.postal_code);
-        o.opt_str("country", self.country);
-        o.opt_str("country_iso_code", self.country_iso_code);
-        o.opt_str("region", self.region);
-        o.opt_str("city_type", self.city_type);
-        o.str("city", self.city);
-        o.opt_str("street_type", self.street_type);
-        o.opt_str("street", self.street);
-        o.opt_str("house_type", self.house_type);
-        o.opt_str("house", self.house);
-        o.opt_str("geo_lat", self.geo_lat.as_deref());
-        o.opt_str("geo_lon", self.geo_lon.as_deref());
-        o.opt_str("geoname_id", self.geoname_id);
-        o.str("hint_id", &self.hint_id);
-    }
-}
-
-/// DaData's name `data`.
-struct FioData<'a> {
-    surname: Option<&'a str>,
-    name: Option<&'a str>,
-    patronymic: Option<&'a str>,
-    gender: &'static str,
-    source: Option<&'static str>,
-    qc: &'static str,
-}
-
-impl Data for FioData<'_> {
-    fn write(&self, o: &mut json::Object) {
-        o.opt_str("surname", self.surname);
-        o.opt_str("name", self.name);
-        o.opt_str("patronymic", self.patronymic);
-        o.str("gender", self.gender);
-        o.opt_str("source", self.source);
-        o.str("qc", self.qc);
-    }
-}
-
-fn suggest_address(q: &Query) -> Suggestions<AddressData<'static>> {
+/// Address suggestions with DaData's `data` fields (those this index has,
+/// `null` for the others).
+fn suggest_address(q: &Query) -> Vec<u8> {
     let Some(ix) = address_index() else {
-        return Suggestions {
-            suggestions: Vec::new(),
-        };
+        return suggestions::<()>(&[], |_, _| {});
     };
-    let suggestions = ix
-        .suggest_restricted(&q.text, q.count, &q.restrict)
-        .iter()
-        .map(|s| {
-            let a = ix.address(s);
-            let russian = a.country_iso_code == Some("RU");
-            let (geo_lat, geo_lon) = a.geo.map_or((None, None), |(la, lo)| {
-                (Some(la.to_string()), Some(lo.to_string()))
-            });
-            Suggestion {
-                value: a.value(),
-                unrestricted_value: a.unrestricted_value(),
-                data: AddressData {
-                    postal_code: a.postal_code,
-                    country: a.country,
-                    country_iso_code: a.country_iso_code,
-                    region: a.region,
-                    city_type: a.city_type,
-                    city: a.city,
-                    street_type: a.street_type,
-                    street: a.street,
-                    house_type: a.house.and(russian.then_some("д")),
-                    house: a.house,
-                    geo_lat,
-                    geo_lon,
-                    geoname_id: a.geoname_id(),
-                    hint_id: a.hint_id(),
-                },
-            }
-        })
-        .collect();
-    Suggestions { suggestions }
+    let found = ix.suggest_restricted(&q.text, q.count, &q.restrict);
+    suggestions(&found, |s, o| {
+        let a = ix.address(s);
+        o.str("value", &a.value());
+        o.str("unrestricted_value", &a.unrestricted_value());
+        let russian = a.country_iso_code == Some("RU");
+        let (lat, lon) = a
+            .geo
+            .map(|(la, lo)| (la.to_string(), lo.to_string()))
+            .unzip();
+        let mut d = json::Object::new(o.field("data"));
+        d.opt_str("postal_code", a.postal_code);
+        d.opt_str("country", a.country);
+        d.opt_str("country_iso_code", a.country_iso_code);
+        d.opt_str("region", a.region);
+        d.opt_str("city_type", a.city_type);
+        d.str("city", a.city);
+        d.opt_str("street_type", a.street_type);
+        d.opt_str("street", a.street);
+        d.opt_str("house_type", a.house.and(russian.then_some("д")));
+        d.opt_str("house", a.house);
+        d.opt_str("geo_lat", lat.as_deref());
+        d.opt_str("geo_lon", lon.as_deref());
+        d.opt_str("geoname_id", a.geoname_id());
+        d.str("hint_id", &a.hint_id());
+        d.end();
+    })
 }
 
-fn suggest_fio(q: &Query) -> Suggestions<FioData<'static>> {
+/// Name suggestions with DaData's `data` fields.
+fn suggest_fio(q: &Query) -> Vec<u8> {
     let Some(ix) = names_index() else {
-        return Suggestions {
-            suggestions: Vec::new(),
-        };
+        return suggestions::<()>(&[], |_, _| {});
     };
-    let suggestions = ix
-        .suggest(&q.text, q.count, q.parts.as_deref(), q.gender)
-        .iter()
-        .map(|f| {
-            let value = f.value();
-            Suggestion {
-                unrestricted_value: value.clone(),
-                value,
-                data: FioData {
-                    surname: f.surname,
-                    name: f.name,
-                    patronymic: f.patronymic,
-                    gender: gender_name(f.gender),
-                    source: None,
-                    qc: "0",
-                },
-            }
-        })
-        .collect();
-    Suggestions { suggestions }
+    let found = ix.suggest(&q.text, q.count, q.parts.as_deref(), q.gender);
+    suggestions(&found, |f, o| {
+        let value = f.value();
+        o.str("value", &value);
+        o.str("unrestricted_value", &value);
+        let mut d = json::Object::new(o.field("data"));
+        d.opt_str("surname", f.surname);
+        d.opt_str("name", f.name);
+        d.opt_str("patronymic", f.patronymic);
+        d.str("gender", gender_name(f.gender));
+        d.opt_str("source", None);
+        d.str("qc", "0");
+        d.end();
+    })
 }
 
 fn gender_name(g: Gender) -> &'static str {
