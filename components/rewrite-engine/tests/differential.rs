@@ -73,6 +73,29 @@ fn streamed(set: &RuleSet, input: &[u8], cuts: &[usize]) -> Vec<u8> {
     out
 }
 
+/// Rewrites `input` by each way of finding match starts (whichever pays,
+/// the meta regex, the start filter), whole and streamed at every cut set,
+/// and checks each output against `expected`.
+fn same_on_every_search_path(
+    rules: &[Rule],
+    input: &[u8],
+    cut_sets: &[&[usize]],
+    expected: &[u8],
+) -> Result<(), TestCaseError> {
+    for filter in [None, Some(false), Some(true)] {
+        let set = RuleSet::new(rules).unwrap().with_start_filter(filter);
+        let whole = Rewriter::rewrite_all(&set, input);
+        prop_assert_eq!(
+            String::from_utf8_lossy(&whole),
+            String::from_utf8_lossy(expected)
+        );
+        for cuts in cut_sets {
+            prop_assert_eq!(streamed(&set, input, cuts), expected.to_vec());
+        }
+    }
+    Ok(())
+}
+
 fn atom() -> impl Strategy<Value = String> {
     prop_oneof![
         "[abc]{1,3}".prop_map(|s| s),
@@ -133,15 +156,7 @@ proptest! {
         let mut cuts = cuts;
         cuts.sort();
         let bytewise: Vec<usize> = (1..input.len()).collect();
-        // Both ways of finding starts: the leftmost search and the start
-        // filter (and whichever the rules get by default).
-        for filter in [None, Some(false), Some(true)] {
-            let set = RuleSet::new(&rules).unwrap().with_start_filter(filter);
-            let whole = Rewriter::rewrite_all(&set, input);
-            prop_assert_eq!(String::from_utf8_lossy(&whole), String::from_utf8_lossy(&expected));
-            prop_assert_eq!(streamed(&set, input, &cuts), expected.clone());
-            prop_assert_eq!(streamed(&set, input, &bytewise), expected.clone());
-        }
+        same_on_every_search_path(&rules, input, &[&cuts, &bytewise], &expected)?;
     }
 }
 
@@ -171,11 +186,7 @@ proptest! {
             .collect();
         let input = input.as_bytes();
         let expected = reference(&rules, input);
-        for filter in [Some(false), Some(true)] {
-            let set = RuleSet::new(&rules).unwrap().with_start_filter(filter);
-            prop_assert_eq!(Rewriter::rewrite_all(&set, input), expected.clone());
-            prop_assert_eq!(streamed(&set, input, &[cut]), expected.clone());
-        }
+        same_on_every_search_path(&rules, input, &[&[cut]], &expected)?;
     }
 }
 
@@ -290,12 +301,7 @@ proptest! {
         let expected = bounded_reference(&bounded, input);
         let mut cuts = cuts;
         cuts.sort();
-        for filter in [None, Some(false), Some(true)] {
-            let set = RuleSet::new(&rules).unwrap().with_start_filter(filter);
-            let whole = Rewriter::rewrite_all(&set, input);
-            prop_assert_eq!(String::from_utf8_lossy(&whole), String::from_utf8_lossy(&expected));
-            prop_assert_eq!(streamed(&set, input, &cuts), expected.clone());
-        }
+        same_on_every_search_path(&rules, input, &[&cuts], &expected)?;
     }
 }
 
