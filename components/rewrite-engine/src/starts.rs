@@ -48,9 +48,9 @@ const VECTOR: [usize; 4] = [1, 2, 3, 4];
 /// Bytes a vector block reads past its 16 positions' first (from the
 /// byte before the first position).
 const BLOCK_LEN: usize = 16 + VECTOR[VECTOR.len() - 1];
-/// Sets of vector tables, eight buckets (bits of a table entry) each.
-const SETS: usize = 1;
-const BUCKETS: usize = 8 * SETS;
+/// Buckets of rules in the vector tables: the bits of a table entry.
+/// (Two sets of tables, sixteen buckets, were slower in wasm.)
+const BUCKETS: usize = 8;
 
 /// Estimated pass rate (as [`MAX_PASS_RATE`]) under which the vector
 /// step computes four blocks (64 positions) before looking at their
@@ -147,8 +147,8 @@ pub(crate) struct StartFilter {
     /// `lo[j][n]`: buckets admitting at vector position `j` (class
     /// `VECTOR[j]`) some byte whose low nibble is `n`; `hi` likewise for
     /// high nibbles.
-    lo: [[[u8; 16]; VECTOR.len()]; SETS],
-    hi: [[[u8; 16]; VECTOR.len()]; SETS],
+    lo: [[u8; 16]; VECTOR.len()],
+    hi: [[u8; 16]; VECTOR.len()],
     /// `exact[k][b]`: groups of rules (a bit each, one rule per group up
     /// to 64 rules) admitting byte `b` in class `k`.
     exact: Box<[[u64; 256]; SPAN]>,
@@ -206,8 +206,8 @@ impl StartFilter {
             return None;
         }
         let mut filter = Self {
-            lo: [[[0; 16]; VECTOR.len()]; SETS],
-            hi: [[[0; 16]; VECTOR.len()]; SETS],
+            lo: [[0; 16]; VECTOR.len()],
+            hi: [[0; 16]; VECTOR.len()],
             exact: Box::new([[0; 256]; SPAN]),
             sole: Box::new([None; 64]),
             simd: simd_available(),
@@ -219,11 +219,11 @@ impl StartFilter {
             }
         }
         for (k, bucket) in buckets.iter().enumerate() {
-            let (tables, bit) = (k / 8, 1u8 << (k % 8));
+            let bit = 1u8 << k;
             for (j, set) in bucket.iter().enumerate() {
                 for b in (0..=255u8).filter(|&b| set.contains(b)) {
-                    filter.lo[tables][j][usize::from(b & 15)] |= bit;
-                    filter.hi[tables][j][usize::from(b >> 4)] |= bit;
+                    filter.lo[j][usize::from(b & 15)] |= bit;
+                    filter.hi[j][usize::from(b >> 4)] |= bit;
                 }
             }
         }
@@ -336,43 +336,39 @@ impl StartFilter {
         debug_assert!(block.len() >= BLOCK_LEN);
         let low = u8x16_splat(15);
         let fold = u8x16_splat(0x20);
-        let mut none = u8x16_splat(u8::MAX);
-        for set in 0..SETS {
-            let mut acc = u8x16_splat(u8::MAX);
-            for (j, &k) in VECTOR.iter().enumerate() {
-                // SAFETY: `block` has 16 bytes from `k` (asserted by the
-                // caller's bounds), the tables 16 each; wasm loads need no
-                // alignment.
-                let (v, lo, hi) = unsafe {
-                    (
-                        v128_load(block.as_ptr().add(k).cast::<v128>()),
-                        v128_load(self.lo[set][j].as_ptr().cast::<v128>()),
-                        v128_load(self.hi[set][j].as_ptr().cast::<v128>()),
-                    )
-                };
-                let v = v128_or(v, fold);
-                // Both indices are under 16, where the relaxed swizzle is
-                // defined the same on every engine: one `pshufb` on x86
-                // instead of a saturating add and a `pshufb` (which zero
-                // lanes at 16 and above, as `swizzle` must). The rewriter
-                // is built with the feature (components/rewriter/
-                // relaxed-simd.toml); it must be enabled crate-wide, since
-                // a function of its own with it is not inlined.
-                #[cfg(target_feature = "relaxed-simd")]
-                let m = v128_and(
-                    i8x16_relaxed_swizzle(lo, v128_and(v, low)),
-                    i8x16_relaxed_swizzle(hi, u8x16_shr(v, 4)),
-                );
-                #[cfg(not(target_feature = "relaxed-simd"))]
-                let m = v128_and(
-                    u8x16_swizzle(lo, v128_and(v, low)),
-                    u8x16_swizzle(hi, u8x16_shr(v, 4)),
-                );
-                acc = v128_and(acc, m);
-            }
-            none = v128_and(none, u8x16_eq(acc, u8x16_splat(0)));
+        let mut acc = u8x16_splat(u8::MAX);
+        for (j, &k) in VECTOR.iter().enumerate() {
+            // SAFETY: `block` has 16 bytes from `k` (asserted by the
+            // caller's bounds), the tables 16 each; wasm loads need no
+            // alignment.
+            let (v, lo, hi) = unsafe {
+                (
+                    v128_load(block.as_ptr().add(k).cast::<v128>()),
+                    v128_load(self.lo[j].as_ptr().cast::<v128>()),
+                    v128_load(self.hi[j].as_ptr().cast::<v128>()),
+                )
+            };
+            let v = v128_or(v, fold);
+            // Both indices are under 16, where the relaxed swizzle is
+            // defined the same on every engine: one `pshufb` on x86
+            // instead of a saturating add and a `pshufb` (which zero lanes
+            // at 16 and above, as `swizzle` must). The rewriter is built
+            // with the feature (components/rewriter/relaxed-simd.toml); it
+            // must be enabled crate-wide, since a function of its own with
+            // it is not inlined.
+            #[cfg(target_feature = "relaxed-simd")]
+            let m = v128_and(
+                i8x16_relaxed_swizzle(lo, v128_and(v, low)),
+                i8x16_relaxed_swizzle(hi, u8x16_shr(v, 4)),
+            );
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let m = v128_and(
+                u8x16_swizzle(lo, v128_and(v, low)),
+                u8x16_swizzle(hi, u8x16_shr(v, 4)),
+            );
+            acc = v128_and(acc, m);
         }
-        !u32::from(u8x16_bitmask(none)) & 0xFFFF
+        !u32::from(u8x16_bitmask(u8x16_eq(acc, u8x16_splat(0)))) & 0xFFFF
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -389,26 +385,22 @@ impl StartFilter {
         use core::arch::x86_64::*;
         let low = _mm_set1_epi8(15);
         let fold = _mm_set1_epi8(0x20);
-        let mut none = _mm_set1_epi8(-1);
-        for set in 0..SETS {
-            let mut acc = _mm_set1_epi8(-1);
-            for (j, &k) in VECTOR.iter().enumerate() {
-                // SAFETY: 16 bytes from `k` are in `block` (asserted by
-                // `block`), 16 in each table; unaligned loads.
-                unsafe {
-                    let v = _mm_or_si128(_mm_loadu_si128(block.as_ptr().add(k).cast()), fold);
-                    let lo = _mm_loadu_si128(self.lo[set][j].as_ptr().cast());
-                    let hi = _mm_loadu_si128(self.hi[set][j].as_ptr().cast());
-                    let m = _mm_and_si128(
-                        _mm_shuffle_epi8(lo, _mm_and_si128(v, low)),
-                        _mm_shuffle_epi8(hi, _mm_and_si128(_mm_srli_epi16(v, 4), low)),
-                    );
-                    acc = _mm_and_si128(acc, m);
-                }
+        let mut acc = _mm_set1_epi8(-1);
+        for (j, &k) in VECTOR.iter().enumerate() {
+            // SAFETY: 16 bytes from `k` are in `block` (asserted by
+            // `block`), 16 in each table; unaligned loads.
+            unsafe {
+                let v = _mm_or_si128(_mm_loadu_si128(block.as_ptr().add(k).cast()), fold);
+                let lo = _mm_loadu_si128(self.lo[j].as_ptr().cast());
+                let hi = _mm_loadu_si128(self.hi[j].as_ptr().cast());
+                let m = _mm_and_si128(
+                    _mm_shuffle_epi8(lo, _mm_and_si128(v, low)),
+                    _mm_shuffle_epi8(hi, _mm_and_si128(_mm_srli_epi16(v, 4), low)),
+                );
+                acc = _mm_and_si128(acc, m);
             }
-            none = _mm_and_si128(none, _mm_cmpeq_epi8(acc, _mm_setzero_si128()));
         }
-        !(_mm_movemask_epi8(none) as u32) & 0xFFFF
+        !(_mm_movemask_epi8(_mm_cmpeq_epi8(acc, _mm_setzero_si128())) as u32) & 0xFFFF
     }
 
     #[cfg(not(any(
