@@ -47,7 +47,9 @@ pub(crate) enum Verdict {
     Unsure,
 }
 
-fn is_word(b: u8) -> bool {
+/// A byte `\w` matches in ASCII: the two sides of an ASCII `\b` differ
+/// in this.
+pub(crate) fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 

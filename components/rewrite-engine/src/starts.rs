@@ -35,6 +35,7 @@
 //! bytes run past the end of the buffer (or before its start) is tested
 //! on the bytes there are.
 
+use crate::literal::is_word;
 use regex_automata::nfa::thompson::{NFA, State};
 use regex_automata::util::look::Look;
 use regex_automata::util::primitives::{PatternID, StateID};
@@ -425,10 +426,9 @@ fn simd_available() -> bool {
 /// all other bytes).
 fn word_bytes() -> ByteSet {
     let mut set = ByteSet::EMPTY;
-    set.insert_range(b'0', b'9');
-    set.insert_range(b'A', b'Z');
-    set.insert_range(b'a', b'z');
-    set.insert_range(b'_', b'_');
+    for b in (0..=255u8).filter(|&b| is_word(b)) {
+        set.insert_range(b, b);
+    }
     set
 }
 
