@@ -75,9 +75,13 @@ impl ByteSet {
     const EMPTY: Self = Self([0; 4]);
     const ALL: Self = Self([u64::MAX; 4]);
 
+    fn insert(&mut self, b: u8) {
+        self.0[usize::from(b) / 64] |= 1 << (b % 64);
+    }
+
     fn insert_range(&mut self, lo: u8, hi: u8) {
         for b in lo..=hi {
-            self.0[usize::from(b) / 64] |= 1 << (b % 64);
+            self.insert(b);
         }
     }
 
@@ -90,7 +94,7 @@ impl ByteSet {
     fn folded(self) -> Self {
         let mut out = Self::EMPTY;
         for b in (0..=255u8).filter(|&b| self.contains(b)) {
-            out.insert_range(b | 0x20, b | 0x20);
+            out.insert(b | 0x20);
         }
         out
     }
@@ -427,7 +431,7 @@ fn simd_available() -> bool {
 fn word_bytes() -> ByteSet {
     let mut set = ByteSet::EMPTY;
     for b in (0..=255u8).filter(|&b| is_word(b)) {
-        set.insert_range(b, b);
+        set.insert(b);
     }
     set
 }
