@@ -65,6 +65,7 @@ use regex_automata::hybrid::dfa;
 use regex_automata::util::primitives::PatternID;
 use regex_automata::{Anchored, Input, Span};
 use rules::{Automata, Caches, Candidates, Part};
+use starts::Scan;
 use std::sync::Arc;
 
 /// Default cap on held-back bytes.
@@ -106,12 +107,15 @@ pub struct Rewriter<'r> {
     bytes_in: usize,
     /// Where walks for the longest match can stop (see `dead_ends.rs`).
     dead_ends: DeadEnds,
+    /// The start filter's hits in the buffer.
+    scan: Scan,
 }
 
 /// What [`Rewriter::next_start`] found.
 enum Next {
-    /// A match may start here (of this pattern only, if it is known).
-    At(usize, Option<PatternID>),
+    /// A match may start here (of the rules in these groups of the start
+    /// filter only; 0: of any rule).
+    At(usize, u64),
     /// No match starts before this position (and none is in progress).
     EmitTo(usize),
 }
@@ -168,6 +172,7 @@ impl<'r> Rewriter<'r> {
             walked_in_vain: 0,
             bytes_in: 0,
             dead_ends: DeadEnds::default(),
+            scan: Scan::default(),
         }
     }
 
@@ -216,14 +221,15 @@ impl<'r> Rewriter<'r> {
     fn run(&mut self, last: bool, out: &mut Vec<u8>) {
         // The buffer changed since the last scan.
         self.live_spare = self.live_starts.take().or(self.live_spare.take());
+        self.scan.reset();
         let mut pos = self.ctx;
         loop {
             let len = self.buf.len();
             if pos >= len {
                 break;
             }
-            let (start, sole) = match self.next_start(pos, last) {
-                Next::At(start, sole) => (start, sole),
+            let (start, groups) = match self.next_start(pos, last) {
+                Next::At(start, groups) => (start, groups),
                 Next::EmitTo(to) => {
                     out.extend_from_slice(&self.buf[pos..to]);
                     pos = to;
@@ -232,16 +238,9 @@ impl<'r> Rewriter<'r> {
             };
             out.extend_from_slice(&self.buf[pos..start]);
             pos = start;
-            // A literal rule alone at this start: compare its bytes.
-            let verdict = sole.and_then(|pid| {
-                let rule = self.automata.rule_of[pid.as_usize()];
-                let literal = self.rules.rules[rule].literal.as_ref()?;
-                Some((literal.check(&self.buf, start, last), rule))
-            });
-            let longest = match verdict {
-                Some((Verdict::Match(end), rule)) => Longest::Match { end, rule },
-                Some((Verdict::NoMatch, _)) => Longest::None { walked: 0 },
-                Some((Verdict::Unsure, _)) | None => self.longest_at(start, last),
+            let longest = match self.literals_at(start, groups, last) {
+                Some(longest) => longest,
+                None => self.longest_at(start, last),
             };
             match longest {
                 Longest::Match { end, rule } => {
@@ -300,8 +299,8 @@ impl<'r> Rewriter<'r> {
                 // still in progress there is found by `longest_at`
                 // (`NeedMore`).
                 return filter
-                    .find(&self.buf, pos)
-                    .map_or(Next::EmitTo(len), |c| Next::At(c.at, c.sole));
+                    .next(&mut self.scan, &self.buf, pos)
+                    .map_or(Next::EmitTo(len), |c| Next::At(c.at, c.groups));
             }
             // Every match begins with one of its literals; one that the
             // buffer's end cuts is a live start (below).
@@ -332,7 +331,47 @@ impl<'r> Rewriter<'r> {
                 return Next::EmitTo(live);
             }
         }
-        Next::At(start, None)
+        Next::At(start, 0)
+    }
+
+    /// The longest match at `start` when the start filter's `groups` there
+    /// are all literal rules: their bytes compared, not the DFA walked.
+    /// `None` when some rule there is no literal or its comparison cannot
+    /// decide (then the DFA must).
+    fn literals_at(&self, start: usize, groups: u64, last: bool) -> Option<Longest> {
+        let Some(Candidates::Starts(filter)) = &self.automata.candidates else {
+            return None;
+        };
+        if groups == 0 {
+            return None;
+        }
+        // The longest match; of equally long ones, the first rule's.
+        let mut best: Option<(usize, usize)> = None;
+        let mut rest = groups;
+        while rest != 0 {
+            let pid = filter.sole(rest.trailing_zeros())?;
+            rest &= rest - 1;
+            let rule = self.automata.rule_of[pid.as_usize()];
+            match self.rules.rules[rule]
+                .literal
+                .as_ref()?
+                .check(&self.buf, start, last)
+            {
+                Verdict::Match(end) => {
+                    if best.is_none_or(|(e, r)| end > e || (end == e && rule < r)) {
+                        best = Some((end, rule));
+                    }
+                }
+                Verdict::NoMatch => {}
+                Verdict::Unsure => return None,
+            }
+        }
+        Some(
+            best.map_or(Longest::None { walked: 0 }, |(end, rule)| Longest::Match {
+                end,
+                rule,
+            }),
+        )
     }
 
     /// The longest match of any enabled rule starting at `start`.
@@ -484,6 +523,7 @@ impl<'r> Rewriter<'r> {
             }
             // Fewer rules, fewer live starts; other DFA states.
             self.live_spare = self.live_starts.take().or(self.live_spare.take());
+            self.scan.reset();
             self.dead_ends.forget();
         }
     }

@@ -43,24 +43,16 @@ use regex_automata::util::primitives::{PatternID, StateID};
 /// Classes kept per rule: index 0 is the byte before a match (`\b` at
 /// its start constrains it), index `1 + j` its byte `j`.
 const SPAN: usize = 6;
-/// The classes the vector step looks at (indices as in [`SPAN`]); the
-/// exact tables check all of them.
+/// The classes the vector step looks at (indices as in [`SPAN`]): a
+/// match's first four bytes, in a row (`block` lines up each one's
+/// lookups by its place). The exact tables check all the classes.
 const VECTOR: [usize; 4] = [1, 2, 3, 4];
-/// Bytes a vector block reads past its 16 positions' first (from the
-/// byte before the first position).
-const BLOCK_LEN: usize = 16 + VECTOR[VECTOR.len() - 1];
+/// Positions one [`StartFilter::next`] scan looks at before handing
+/// out its hits.
+const WINDOW: usize = 4096;
 /// Buckets of rules in the vector tables: the bits of a table entry.
 /// (Two sets of tables, sixteen buckets, were slower in wasm.)
 const BUCKETS: usize = 8;
-
-/// Estimated pass rate (as [`MAX_PASS_RATE`]) under which the vector
-/// step computes four blocks (64 positions) before looking at their
-/// survivors: independent vector work in flight and one branch per 64
-/// positions, but three blocks computed in vain whenever the first holds
-/// the next candidate. In wasm on the shared page: 10 rules (estimate
-/// 0.0002) +7%, 50 rules (0.003) +4%, 200 rules (0.05, a survivor every
-/// four positions) −13%.
-const FOUR_BLOCKS_BELOW: f64 = 0.01;
 
 /// Estimated share of positions that pass the filter (bytes weighted as in
 /// text, see [`byte_weight`]) above which it is not used: past it, the
@@ -161,18 +153,33 @@ pub(crate) struct StartFilter {
     sole: Box<[Option<PatternID>; 64]>,
     /// Whether this CPU has the shuffle the vector path needs.
     simd: bool,
-    /// Whether to compute four vector blocks before looking at survivors
-    /// (see [`FOUR_BLOCKS_BELOW`]).
-    four_blocks: bool,
+}
+
+/// Hits of the filter in one buffer, found a window at a time.
+#[derive(Default)]
+pub(crate) struct Scan {
+    hits: Vec<(usize, u64)>,
+    next: usize,
+    /// Where the hits found end.
+    to: usize,
+    survivors: Vec<u32>,
+}
+
+impl Scan {
+    /// Forgets the hits (the buffer changed).
+    pub fn reset(&mut self) {
+        self.hits.clear();
+        self.next = 0;
+        self.to = 0;
+    }
 }
 
 /// A position where a match may start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Candidate {
     pub at: usize,
-    /// The only pattern that can match there, when the exact tables leave
-    /// one.
-    pub sole: Option<PatternID>,
+    /// The groups of rules (bits) that may match there.
+    pub groups: u64,
 }
 
 impl std::fmt::Debug for StartFilter {
@@ -216,7 +223,6 @@ impl StartFilter {
             exact: Box::new([[0; 256]; SPAN]),
             sole: Box::new([None; 64]),
             simd: simd_available(),
-            four_blocks: pass_rate < FOUR_BLOCKS_BELOW,
         };
         for (g, members) in members.iter().enumerate() {
             if let [pid] = members[..] {
@@ -242,63 +248,119 @@ impl StartFilter {
         Some(filter)
     }
 
-    /// The first position in `from..hay.len()` where a match may start
-    /// (`hay[from - 1]`, if there is one, is the byte before it).
-    pub fn find(&self, hay: &[u8], from: usize) -> Option<Candidate> {
-        let mut i = from;
-        if self.simd {
-            // The vector step reads the byte before each position.
-            if i == 0 && !hay.is_empty() {
-                if let Some(c) = self.candidate(hay, 0) {
-                    return Some(c);
-                }
-                i = 1;
-            }
-            // Four blocks at a time where the buffer has them and survivors
-            // are sparse (see [`FOUR_BLOCKS_BELOW`]).
-            while self.four_blocks && i + 48 + BLOCK_LEN <= hay.len() + 1 {
-                let at = |k: usize| &hay[i - 1 + 16 * k..i - 1 + 16 * k + BLOCK_LEN];
-                let mut mask = u64::from(self.block(at(0)))
-                    | u64::from(self.block(at(1))) << 16
-                    | u64::from(self.block(at(2))) << 32
-                    | u64::from(self.block(at(3))) << 48;
-                while mask != 0 {
-                    let at = i + mask.trailing_zeros() as usize;
-                    if let Some(c) = self.candidate(hay, at) {
-                        return Some(c);
-                    }
-                    mask &= mask - 1;
-                }
-                i += 64;
-            }
-            // The same survivor loop as above, on one block's `u32` mask:
-            // sharing it as a function over `u64` masks cost 2–3% in wasm.
-            while i + BLOCK_LEN <= hay.len() + 1 {
-                let mut mask = self.block(&hay[i - 1..i - 1 + BLOCK_LEN]);
-                while mask != 0 {
-                    let at = i + mask.trailing_zeros() as usize;
-                    if let Some(c) = self.candidate(hay, at) {
-                        return Some(c);
-                    }
-                    mask &= mask - 1;
-                }
-                i += 16;
-            }
-        }
-        (i..hay.len()).find_map(|at| self.candidate(hay, at))
+    /// The pattern of group `g`, if it is the group's only one.
+    pub fn sole(&self, g: u32) -> Option<PatternID> {
+        self.sole[g as usize]
     }
 
-    #[inline(always)]
-    fn candidate(&self, hay: &[u8], at: usize) -> Option<Candidate> {
-        let groups = self.groups(hay, at);
-        (groups != 0).then(|| Candidate {
-            at,
-            sole: if groups & (groups - 1) == 0 {
-                self.sole[groups.trailing_zeros() as usize]
-            } else {
-                None
-            },
-        })
+    /// The first candidate at or after `from` in `hay`, found with the
+    /// hits `scan` holds of `hay` (or new ones it finds): `scan` must be
+    /// [`Scan::reset`] whenever `hay` changes.
+    pub fn next(&self, scan: &mut Scan, hay: &[u8], from: usize) -> Option<Candidate> {
+        loop {
+            while let Some(&(at, groups)) = scan.hits.get(scan.next) {
+                if at >= from {
+                    return Some(Candidate { at, groups });
+                }
+                scan.next += 1;
+            }
+            let start = scan.to.max(from);
+            if start >= hay.len() {
+                return None;
+            }
+            scan.hits.clear();
+            scan.next = 0;
+            scan.to = self.scan_window(hay, start, &mut scan.survivors, &mut scan.hits);
+        }
+    }
+
+    /// Appends to `hits` every position (with its groups) from `start`
+    /// on that passes both steps, up to the position returned (about
+    /// [`WINDOW`] on, or the end of `hay`).
+    #[inline(never)]
+    fn scan_window(
+        &self,
+        hay: &[u8],
+        start: usize,
+        survivors: &mut Vec<u32>,
+        hits: &mut Vec<(usize, u64)>,
+    ) -> usize {
+        let len = hay.len();
+        let end = start + WINDOW;
+        survivors.resize(WINDOW + 128, 0);
+        let mut n = 0;
+        // The vector step reports the starts 3 bytes before each block's
+        // bytes (see `block`): blocks from `start` on report from
+        // `start - 3`, where the zeroed carry reports nothing.
+        let mut b = start;
+        if self.simd {
+            let mut carry = Carry::default();
+            // Every survivor's offset from `start`, written without a
+            // branch per survivor (eight at a time).
+            while b < end && b + 64 <= len {
+                let at = |k: usize| -> &[u8; 16] {
+                    hay[b + 16 * k..b + 16 * k + 16]
+                        .try_into()
+                        .expect("16 bytes")
+                };
+                let mut mask = u64::from(self.block(at(0), &mut carry))
+                    | u64::from(self.block(at(1), &mut carry)) << 16
+                    | u64::from(self.block(at(2), &mut carry)) << 32
+                    | u64::from(self.block(at(3), &mut carry)) << 48;
+                if mask != 0 {
+                    let count = mask.count_ones() as usize;
+                    let base = (b - start) as u32;
+                    let dst = &mut survivors[n..n + 64];
+                    let mut k = 0;
+                    loop {
+                        for d in &mut dst[k..k + 8] {
+                            *d = (base + mask.trailing_zeros()).wrapping_sub(3);
+                            mask &= mask.wrapping_sub(1);
+                        }
+                        k += 8;
+                        if k >= count {
+                            break;
+                        }
+                    }
+                    n += count;
+                }
+                b += 64;
+            }
+            while b < end && b + 16 <= len {
+                let mut mask = self.block(hay[b..b + 16].try_into().expect("16 bytes"), &mut carry);
+                let base = (b - start) as u32;
+                while mask != 0 {
+                    survivors[n] = (base + mask.trailing_zeros()).wrapping_sub(3);
+                    n += 1;
+                    mask &= mask - 1;
+                }
+                b += 16;
+            }
+        }
+        // The next start no block reported.
+        let mut i = b.saturating_sub(3).max(start);
+        // Exact step over the survivors, again without a branch each.
+        let first = hits.len();
+        hits.resize(first + n, (0, 0));
+        let mut m = first;
+        for &off in &survivors[..n] {
+            let at = start + off as usize;
+            let groups = self.groups(hay, at);
+            hits[m] = (at, groups);
+            m += usize::from(groups != 0);
+        }
+        hits.truncate(m);
+        if b + 16 > len || !self.simd {
+            // The last positions, which no whole block covers.
+            for at in i..len {
+                let groups = self.groups(hay, at);
+                if groups != 0 {
+                    hits.push((at, groups));
+                }
+            }
+            i = len;
+        }
+        i
     }
 
     /// The groups of rules that admit the bytes around `at` (as many as
@@ -333,78 +395,96 @@ impl StartFilter {
         groups
     }
 
-    /// Bit `l` set where position `l + 1` of the block may begin a match
-    /// (`block` holds [`BLOCK_LEN`] bytes from the one before the first).
+    /// Bit `l` set where position `l - 3` of `block` may begin a match,
+    /// given the previous block's lookups in `carry` (then this block's):
+    /// as Hyperscan's Teddy does, each byte is looked up once for each of
+    /// the four places it can hold in a match, and the results are
+    /// shifted into line across blocks, instead of loading each place's
+    /// bytes apart.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    fn block(&self, block: &[u8]) -> u32 {
+    #[inline(always)]
+    fn block(&self, block: &[u8; 16], carry: &mut Carry) -> u32 {
         use core::arch::wasm32::*;
-        debug_assert!(block.len() >= BLOCK_LEN);
-        let low = u8x16_splat(15);
-        let fold = u8x16_splat(0x20);
-        let mut acc = u8x16_splat(u8::MAX);
-        for (j, &k) in VECTOR.iter().enumerate() {
-            // SAFETY: `block` has 16 bytes from `k` (asserted by the
-            // caller's bounds), the tables 16 each; wasm loads need no
-            // alignment.
-            let (v, lo, hi) = unsafe {
-                (
-                    v128_load(block.as_ptr().add(k).cast::<v128>()),
-                    v128_load(self.lo[j].as_ptr().cast::<v128>()),
-                    v128_load(self.hi[j].as_ptr().cast::<v128>()),
-                )
-            };
-            let v = v128_or(v, fold);
-            // Both indices are under 16, where the relaxed swizzle is
-            // defined the same on every engine: one `pshufb` on x86
-            // instead of a saturating add and a `pshufb` (which zero lanes
-            // at 16 and above, as `swizzle` must). The rewriter is built
-            // with the feature (components/rewriter/relaxed-simd.toml); it
-            // must be enabled crate-wide, since a function of its own with
-            // it is not inlined.
+        // SAFETY: 16 bytes each; wasm loads need no alignment.
+        let load = |p: &[u8; 16]| unsafe { v128_load(p.as_ptr().cast::<v128>()) };
+        let v = v128_or(load(block), u8x16_splat(0x20));
+        let lo_nibbles = v128_and(v, u8x16_splat(15));
+        let hi_nibbles = u8x16_shr(v, 4);
+        // Both indices are under 16, where the relaxed swizzle is defined
+        // the same on every engine: one `pshufb` on x86 instead of a
+        // saturating add and a `pshufb` (which zero lanes at 16 and above,
+        // as `swizzle` must). The rewriter is built with the feature
+        // (components/rewriter/relaxed-simd.toml); it must be enabled
+        // crate-wide, since a function of its own with it is not inlined.
+        let lookup = |j: usize| {
             #[cfg(target_feature = "relaxed-simd")]
             let m = v128_and(
-                i8x16_relaxed_swizzle(lo, v128_and(v, low)),
-                i8x16_relaxed_swizzle(hi, u8x16_shr(v, 4)),
+                i8x16_relaxed_swizzle(load(&self.lo[j]), lo_nibbles),
+                i8x16_relaxed_swizzle(load(&self.hi[j]), hi_nibbles),
             );
             #[cfg(not(target_feature = "relaxed-simd"))]
             let m = v128_and(
-                u8x16_swizzle(lo, v128_and(v, low)),
-                u8x16_swizzle(hi, u8x16_shr(v, 4)),
+                u8x16_swizzle(load(&self.lo[j]), lo_nibbles),
+                u8x16_swizzle(load(&self.hi[j]), hi_nibbles),
             );
-            acc = v128_and(acc, m);
-        }
+            m
+        };
+        let m = [lookup(0), lookup(1), lookup(2), lookup(3)];
+        // Lane `l`: the buckets admitting this block's byte `l` as a
+        // match's fourth, the byte before as its third, and so on.
+        let acc = v128_and(
+            v128_and(
+                m[3],
+                i8x16_shuffle::<15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30>(
+                    carry.0[2], m[2],
+                ),
+            ),
+            v128_and(
+                i8x16_shuffle::<14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29>(
+                    carry.0[1], m[1],
+                ),
+                i8x16_shuffle::<13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28>(
+                    carry.0[0], m[0],
+                ),
+            ),
+        );
+        carry.0 = [m[0], m[1], m[2]];
         !u32::from(u8x16_bitmask(u8x16_eq(acc, u8x16_splat(0)))) & 0xFFFF
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn block(&self, block: &[u8]) -> u32 {
-        assert!(block.len() >= BLOCK_LEN);
+    #[inline(always)]
+    fn block(&self, block: &[u8; 16], carry: &mut Carry) -> u32 {
         // SAFETY: `simd` (checked by the only caller) says the CPU has
-        // SSSE3; the bounds are asserted above.
-        unsafe { self.block_ssse3(block) }
+        // SSSE3.
+        unsafe { self.block_ssse3(block, carry) }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "ssse3")]
-    unsafe fn block_ssse3(&self, block: &[u8]) -> u32 {
+    unsafe fn block_ssse3(&self, block: &[u8; 16], carry: &mut Carry) -> u32 {
         use core::arch::x86_64::*;
+        // SAFETY: unaligned loads of 16 bytes each.
+        let load = |p: &[u8; 16]| unsafe { _mm_loadu_si128(p.as_ptr().cast()) };
         let low = _mm_set1_epi8(15);
-        let fold = _mm_set1_epi8(0x20);
-        let mut acc = _mm_set1_epi8(-1);
-        for (j, &k) in VECTOR.iter().enumerate() {
-            // SAFETY: 16 bytes from `k` are in `block` (asserted by
-            // `block`), 16 in each table; unaligned loads.
-            unsafe {
-                let v = _mm_or_si128(_mm_loadu_si128(block.as_ptr().add(k).cast()), fold);
-                let lo = _mm_loadu_si128(self.lo[j].as_ptr().cast());
-                let hi = _mm_loadu_si128(self.hi[j].as_ptr().cast());
-                let m = _mm_and_si128(
-                    _mm_shuffle_epi8(lo, _mm_and_si128(v, low)),
-                    _mm_shuffle_epi8(hi, _mm_and_si128(_mm_srli_epi16(v, 4), low)),
-                );
-                acc = _mm_and_si128(acc, m);
-            }
-        }
+        let v = _mm_or_si128(load(block), _mm_set1_epi8(0x20));
+        let lo_nibbles = _mm_and_si128(v, low);
+        let hi_nibbles = _mm_and_si128(_mm_srli_epi16(v, 4), low);
+        let lookup = |j: usize| {
+            _mm_and_si128(
+                _mm_shuffle_epi8(load(&self.lo[j]), lo_nibbles),
+                _mm_shuffle_epi8(load(&self.hi[j]), hi_nibbles),
+            )
+        };
+        let m = [lookup(0), lookup(1), lookup(2), lookup(3)];
+        let acc = _mm_and_si128(
+            _mm_and_si128(m[3], _mm_alignr_epi8(m[2], carry.0[2], 15)),
+            _mm_and_si128(
+                _mm_alignr_epi8(m[1], carry.0[1], 14),
+                _mm_alignr_epi8(m[0], carry.0[0], 13),
+            ),
+        );
+        carry.0 = [m[0], m[1], m[2]];
         !(_mm_movemask_epi8(_mm_cmpeq_epi8(acc, _mm_setzero_si128())) as u32) & 0xFFFF
     }
 
@@ -412,10 +492,36 @@ impl StartFilter {
         target_arch = "x86_64",
         all(target_arch = "wasm32", target_feature = "simd128")
     )))]
-    fn block(&self, _block: &[u8]) -> u32 {
+    fn block(&self, _block: &[u8; 16], _carry: &mut Carry) -> u32 {
         unreachable!("no vector path on this target (simd is false)")
     }
 }
+
+/// The lookups of the previous block's bytes as a match's first three
+/// bytes (zero before the first block: no bucket).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+struct Carry([core::arch::wasm32::v128; 3]);
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl Default for Carry {
+    fn default() -> Self {
+        Self([core::arch::wasm32::u8x16_splat(0); 3])
+    }
+}
+#[cfg(target_arch = "x86_64")]
+struct Carry([core::arch::x86_64::__m128i; 3]);
+#[cfg(target_arch = "x86_64")]
+impl Default for Carry {
+    fn default() -> Self {
+        // SAFETY: SSE2 is part of x86_64.
+        Self([unsafe { core::arch::x86_64::_mm_setzero_si128() }; 3])
+    }
+}
+#[cfg(not(any(
+    target_arch = "x86_64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+)))]
+#[derive(Default)]
+struct Carry;
 
 fn simd_available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -667,9 +773,14 @@ mod tests {
 
     /// Every position the scalar tables admit, through the vector path.
     fn candidates(f: &StartFilter, hay: &[u8]) -> Vec<usize> {
+        candidates_from(f, hay, 0)
+    }
+
+    fn candidates_from(f: &StartFilter, hay: &[u8], from: usize) -> Vec<usize> {
+        let mut scan = Scan::default();
         let mut out = Vec::new();
-        let mut at = 0;
-        while let Some(c) = f.find(hay, at) {
+        let mut at = from;
+        while let Some(c) = f.next(&mut scan, hay, at) {
             out.push(c.at);
             at = c.at + 1;
         }
@@ -678,7 +789,7 @@ mod tests {
 
     #[test]
     fn finds_every_start_and_skips_the_rest() {
-        let mut f = filter(&[r"(?i)\bfile\b", "docs\\.python", "UA-[0-9]+", "x"]).unwrap();
+        let f = filter(&[r"(?i)\bfile\b", "docs\\.python", "UA-[0-9]+", "x"]).unwrap();
         let hay = b"The FILE is in docs.python.org (UA-12) and a fil e; max: x.";
         let found = candidates(&f, hay);
         for (word, _) in [("FILE", 0), ("docs", 0), ("UA-", 0), ("x.", 0)] {
@@ -698,14 +809,34 @@ mod tests {
             hay.extend(std::iter::repeat_n(b' ', gap));
             hay.push(b'x');
         }
-        for four_blocks in [false, true] {
-            f.four_blocks = four_blocks;
-            for len in 0..hay.len() {
-                let scalar: Vec<usize> = (0..len)
-                    .filter(|&i| f.groups(&hay[..len], i) != 0)
-                    .collect();
-                assert_eq!(candidates(&f, &hay[..len]), scalar, "len {len}");
-            }
+        let scalar = |hay: &[u8], from: usize| -> Vec<usize> {
+            (from..hay.len())
+                .filter(|&i| f.groups(hay, i) != 0)
+                .collect()
+        };
+        for len in 0..hay.len() {
+            assert_eq!(
+                candidates(&f, &hay[..len]),
+                scalar(&hay[..len], 0),
+                "len {len}"
+            );
+        }
+        // From any start (blocks unaligned to the buffer), and across the
+        // windows of a long buffer.
+        for from in 0..70 {
+            assert_eq!(
+                candidates_from(&f, &hay, from),
+                scalar(&hay, from),
+                "from {from}"
+            );
+        }
+        let long = hay.repeat(3 * WINDOW / hay.len() + 1);
+        for from in [0, 1, 5, 17, WINDOW - 3, WINDOW + 1] {
+            assert_eq!(
+                candidates_from(&f, &long, from),
+                scalar(&long, from),
+                "from {from}"
+            );
         }
     }
 
