@@ -352,11 +352,12 @@ impl<'r> Rewriter<'r> {
             let pid = filter.sole(rest.trailing_zeros())?;
             rest &= rest - 1;
             let rule = self.automata.rule_of[pid.as_usize()];
-            match self.rules.rules[rule]
-                .literal
-                .as_ref()?
-                .check(&self.buf, start, last)
-            {
+            // A rule that is no literal may still be ruled out by the
+            // fixed bytes its matches begin with; if those are there, the
+            // DFA decides.
+            let literal = self.rules.rules[rule].literal.as_ref()?;
+            match literal.check(&self.buf, start, last) {
+                Verdict::Match(_) if !literal.whole => return None,
                 Verdict::Match(end) => {
                     if best.is_none_or(|(e, r)| end > e || (end == e && rule < r)) {
                         best = Some((end, rule));

@@ -20,6 +20,9 @@ use regex_syntax::hir::{Class, Hir, HirKind, Look};
 /// One fixed string, perhaps case-folded, perhaps between word boundaries.
 #[derive(Debug)]
 pub(crate) struct Literal {
+    /// Whether the bytes are the whole pattern, or only the fixed bytes
+    /// its matches begin with (then a match of them says nothing).
+    pub whole: bool,
     bytes: Vec<Byte>,
     /// The bytes eight at a time (little-endian, zero-padded): each word
     /// of the body, OR-ed with `fold` and masked with `mask`, must equal
@@ -67,6 +70,20 @@ pub(crate) fn is_word(b: u8) -> bool {
 impl Literal {
     /// The literal form of a compiled pattern, if it has one.
     pub fn of(hir: &Hir) -> Option<Self> {
+        Self::build(hir, true)
+    }
+
+    /// The fixed bytes every match of a compiled pattern begins with, if
+    /// there are any (`https://` of `https://(www|docs)\.python\.org`):
+    /// where they differ, the pattern cannot match, and the DFA need not
+    /// be walked to find that out.
+    pub fn prefix_of(hir: &Hir) -> Option<Self> {
+        Self::build(hir, false)
+    }
+
+    /// The pattern's leading fixed bytes (and `\b`s around them); `whole`:
+    /// only if they are the whole pattern.
+    fn build(hir: &Hir, whole: bool) -> Option<Self> {
         let items: &[Hir] = match hir.kind() {
             HirKind::Concat(items) => items,
             _ => std::slice::from_ref(hir),
@@ -77,19 +94,27 @@ impl Literal {
             _ => (false, items),
         };
         let (boundary_after, items) = match items.split_last() {
-            Some((last, rest)) if is_boundary(last) => (true, rest),
+            Some((last, rest)) if whole && is_boundary(last) => (true, rest),
             _ => (false, items),
         };
         let mut bytes = Vec::new();
         for item in items {
-            match item.kind() {
-                HirKind::Literal(lit) => bytes.extend(lit.0.iter().map(|&value| Byte {
-                    value,
-                    fold: false,
-                    other_forms: false,
-                })),
-                HirKind::Class(class) => bytes.push(letter_in_either_case(class)?),
-                _ => return None,
+            let byte = match item.kind() {
+                HirKind::Literal(lit) => {
+                    bytes.extend(lit.0.iter().map(|&value| Byte {
+                        value,
+                        fold: false,
+                        other_forms: false,
+                    }));
+                    continue;
+                }
+                HirKind::Class(class) => letter_in_either_case(class),
+                _ => None,
+            };
+            match byte {
+                Some(byte) => bytes.push(byte),
+                None if whole => return None,
+                None => break,
             }
         }
         // A boundary must sit between a word byte and a non-word one; the
@@ -114,6 +139,7 @@ impl Literal {
             })
             .collect();
         Some(Self {
+            whole,
             bytes,
             words,
             boundary_before,
@@ -230,13 +256,36 @@ fn letter_in_either_case(class: &Class) -> Option<Byte> {
 mod tests {
     use super::*;
 
-    fn literal(pattern: &str) -> Option<Literal> {
-        let hir = regex_syntax::ParserBuilder::new()
+    fn hir(pattern: &str) -> Hir {
+        regex_syntax::ParserBuilder::new()
             .utf8(false)
             .build()
             .parse(pattern)
-            .unwrap();
-        Literal::of(&hir)
+            .unwrap()
+    }
+
+    fn literal(pattern: &str) -> Option<Literal> {
+        Literal::of(&hir(pattern))
+    }
+
+    #[test]
+    fn prefixes_are_the_fixed_bytes_a_pattern_begins_with() {
+        let prefix = |p: &str| Literal::prefix_of(&hir(p));
+        let https = prefix(r"https://(www|docs)\.python\.org").unwrap();
+        assert!(!https.whole);
+        // Only a difference in the prefix says anything.
+        assert_eq!(https.check(b"https://docs", 0, false), Verdict::Match(8));
+        assert_eq!(https.check(b"http://docs", 0, false), Verdict::NoMatch);
+        assert_eq!(https.check(b"htt", 0, false), Verdict::Unsure);
+        let ua = prefix(r"(?i)(?-u:\b)UA-[0-9]+").unwrap();
+        assert_eq!(ua.check(b" ua-1", 1, false), Verdict::Match(4));
+        assert_eq!(ua.check(b"xUA-1", 1, false), Verdict::NoMatch);
+        // A boundary after the fixed bytes is not theirs to check.
+        let word = prefix(r"(?-u:\b)ab(?-u:\b)c?").unwrap();
+        assert_eq!(word.check(b"abx", 0, false), Verdict::Match(2));
+        assert!(prefix(r"[ab]c").is_none());
+        assert!(prefix(r"(ab)c").is_none());
+        assert!(Literal::of(&hir("abc")).unwrap().whole);
     }
 
     #[test]

@@ -223,12 +223,14 @@ impl RuleSet {
                 None
             };
             // Of the pattern as compiled (ASCII `\b`, the `i` flag applied).
-            let literal = regex_syntax::ParserBuilder::new()
+            let compiled_hir = regex_syntax::ParserBuilder::new()
                 .utf8(false)
                 .build()
                 .parse(&pattern)
-                .ok()
-                .and_then(|hir| Literal::of(&hir));
+                .ok();
+            let literal = compiled_hir
+                .as_ref()
+                .and_then(|hir| Literal::of(hir).or_else(|| Literal::prefix_of(hir)));
             compiled.push(CompiledRule {
                 once: rule.once,
                 parts,
