@@ -349,9 +349,8 @@ impl<'r> Rewriter<'r> {
         let mut best: Option<(usize, usize)> = None;
         let mut rest = groups;
         while rest != 0 {
-            let pid = filter.sole(rest.trailing_zeros())?;
+            let rule = filter.sole(rest.trailing_zeros())?;
             rest &= rest - 1;
-            let rule = self.automata.rule_of[pid.as_usize()];
             // A rule that is no literal may still be ruled out by the
             // fixed bytes its matches begin with; if those are there, the
             // DFA decides.

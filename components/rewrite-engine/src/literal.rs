@@ -170,18 +170,20 @@ impl Literal {
                     (t | w.fold) & w.mask == w.value
                 })
             });
-        for (&t, want) in text.iter().zip(&self.bytes).filter(|_| !same) {
-            let same = if want.fold {
-                t | 0x20 == want.value
-            } else {
-                t == want.value
-            };
-            if !same {
-                return if want.other_forms && t >= 0x80 {
-                    Verdict::Unsure
+        if !same {
+            for (&t, want) in text.iter().zip(&self.bytes) {
+                let same = if want.fold {
+                    t | 0x20 == want.value
                 } else {
-                    Verdict::NoMatch
+                    t == want.value
                 };
+                if !same {
+                    return if want.other_forms && t >= 0x80 {
+                        Verdict::Unsure
+                    } else {
+                        Verdict::NoMatch
+                    };
+                }
             }
         }
         if self.boundary_before {

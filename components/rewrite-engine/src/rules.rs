@@ -333,10 +333,10 @@ impl RuleSet {
             .map_err(|e| format!("compiling the rules: {e}"))?;
         let candidates = match self.start_filter {
             Some(false) => None,
-            Some(true) => StartFilter::new(&all_nfa, true).map(Candidates::Starts),
+            Some(true) => StartFilter::new(&all_nfa, &rule_of, true).map(Candidates::Starts),
             None => fast_prefilter(&enabled_hirs)
                 .map(Candidates::Literals)
-                .or_else(|| StartFilter::new(&all_nfa, false).map(Candidates::Starts)),
+                .or_else(|| StartFilter::new(&all_nfa, &rule_of, false).map(Candidates::Starts)),
         };
         let all = dfa::Builder::new()
             .configure(dfa::Config::new().match_kind(MatchKind::All))

@@ -59,6 +59,9 @@ const BUCKETS: usize = 8;
 /// per-candidate DFA walks cost more than running the DFA over every byte.
 const MAX_PASS_RATE: f64 = 0.15;
 
+/// No rule (in [`StartFilter::sole`]).
+const NONE: u32 = u32::MAX;
+
 /// A set of bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct ByteSet([u64; 4]);
@@ -149,8 +152,10 @@ pub(crate) struct StartFilter {
     /// `exact[k][b]`: groups of rules (a bit each, one rule per group up
     /// to 64 rules) admitting byte `b` in class `k`.
     exact: Box<[[u64; 256]; SPAN]>,
-    /// The pattern of each group that holds just one.
-    sole: Box<[Option<PatternID>; 64]>,
+    /// The rule of each group that holds just one (`NONE` otherwise), as
+    /// the rule's index in the rule set: one lookup from a candidate's
+    /// group to the rule to check.
+    sole: Box<[u32; 64]>,
     /// Whether this CPU has the shuffle the vector path needs.
     simd: bool,
 }
@@ -189,10 +194,10 @@ impl std::fmt::Debug for StartFilter {
 }
 
 impl StartFilter {
-    /// A filter for every pattern of `nfa`, or `None` if there are no
-    /// patterns or (unless `always`) it would let through too many
-    /// positions to pay.
-    pub fn new(nfa: &NFA, always: bool) -> Option<Self> {
+    /// A filter for every pattern of `nfa` (pattern `p` being rule
+    /// `rule_of[p]`), or `None` if there are no patterns or (unless
+    /// `always`) it would let through too many positions to pay.
+    pub fn new(nfa: &NFA, rule_of: &[usize], always: bool) -> Option<Self> {
         let mut closure = Closure {
             nfa,
             seen: vec![0; nfa.states().len()],
@@ -221,12 +226,12 @@ impl StartFilter {
             lo: [[0; 16]; VECTOR.len()],
             hi: [[0; 16]; VECTOR.len()],
             exact: Box::new([[0; 256]; SPAN]),
-            sole: Box::new([None; 64]),
+            sole: Box::new([NONE; 64]),
             simd: simd_available(),
         };
         for (g, members) in members.iter().enumerate() {
             if let [pid] = members[..] {
-                filter.sole[g] = PatternID::new(pid).ok();
+                filter.sole[g] = rule_of[pid] as u32;
             }
         }
         for (k, bucket) in buckets.iter().enumerate() {
@@ -248,9 +253,10 @@ impl StartFilter {
         Some(filter)
     }
 
-    /// The pattern of group `g`, if it is the group's only one.
-    pub fn sole(&self, g: u32) -> Option<PatternID> {
-        self.sole[g as usize]
+    /// The rule of group `g`, if it is the group's only one.
+    pub fn sole(&self, g: u32) -> Option<usize> {
+        let rule = self.sole[g as usize];
+        (rule != NONE).then_some(rule as usize)
     }
 
     /// The first candidate at or after `from` in `hay`, found with the
@@ -768,7 +774,8 @@ mod tests {
             .syntax(regex_automata::util::syntax::Config::new().utf8(false))
             .build_many(patterns)
             .unwrap();
-        StartFilter::new(&nfa, false)
+        let rules: Vec<usize> = (0..patterns.len()).collect();
+        StartFilter::new(&nfa, &rules, false)
     }
 
     /// Every position the scalar tables admit, through the vector path.
