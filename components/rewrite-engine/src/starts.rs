@@ -174,7 +174,12 @@ pub(crate) struct StartFilter {
 /// Hits of the filter in one buffer, found a window at a time.
 #[derive(Default)]
 pub(crate) struct Scan {
+    /// The hits of the window (the first `count`), ascending, with their
+    /// groups. Its length only grows: refilling it writes over what was
+    /// there, instead of clearing and zeroing it for each window.
     hits: Vec<(usize, u64)>,
+    count: usize,
+    /// The next hit to hand out.
     next: usize,
     /// Where the hits found end.
     to: usize,
@@ -184,7 +189,7 @@ pub(crate) struct Scan {
 impl Scan {
     /// Forgets the hits (the buffer changed).
     pub fn reset(&mut self) {
-        self.hits.clear();
+        self.count = 0;
         self.next = 0;
         self.to = 0;
     }
@@ -275,7 +280,8 @@ impl StartFilter {
     /// [`Scan::reset`] whenever `hay` changes.
     pub fn next(&self, scan: &mut Scan, hay: &[u8], from: usize) -> Option<Candidate> {
         loop {
-            while let Some(&(at, groups)) = scan.hits.get(scan.next) {
+            while scan.next < scan.count {
+                let (at, groups) = scan.hits[scan.next];
                 if at >= from {
                     return Some(Candidate { at, groups });
                 }
@@ -285,15 +291,16 @@ impl StartFilter {
             if start >= hay.len() {
                 return None;
             }
-            scan.hits.clear();
             scan.next = 0;
-            scan.to = self.scan_window(hay, start, &mut scan.survivors, &mut scan.hits);
+            (scan.count, scan.to) =
+                self.scan_window(hay, start, &mut scan.survivors, &mut scan.hits);
         }
     }
 
-    /// Appends to `hits` every position (with its groups) from `start`
-    /// on that passes both steps, up to the position returned (about
-    /// [`WINDOW`] on, or the end of `hay`).
+    /// Writes to the front of `hits` every position (with its groups)
+    /// from `start` on that passes both steps, up to the position returned
+    /// (about [`WINDOW`] on, or the end of `hay`); returns how many there
+    /// are and that position.
     #[inline(never)]
     fn scan_window(
         &self,
@@ -301,10 +308,19 @@ impl StartFilter {
         start: usize,
         survivors: &mut Vec<u32>,
         hits: &mut Vec<(usize, u64)>,
-    ) -> usize {
+    ) -> (usize, usize) {
         let len = hay.len();
         let end = start + WINDOW;
-        survivors.resize(WINDOW + 128, 0);
+        // Room for a hit at every position of the window, and for the
+        // vector step's writes past its last survivor; grown, never
+        // shrunk, and no bigger than a short body needs.
+        let room = (len - start).min(WINDOW) + 128;
+        if survivors.len() < room {
+            survivors.resize(room, 0);
+        }
+        if hits.len() < room {
+            hits.resize(room, (0, 0));
+        }
         let mut n = 0;
         // The vector step reports the starts 3 bytes before each block's
         // bytes (see `block`): blocks from `start` on report from
@@ -356,28 +372,44 @@ impl StartFilter {
         }
         // The next start no block reported.
         let mut i = b.saturating_sub(3).max(start);
-        // Exact step over the survivors, again without a branch each.
-        let first = hits.len();
-        hits.resize(first + n, (0, 0));
-        let mut m = first;
-        for &off in &survivors[..n] {
-            let at = start + off as usize;
-            let groups = self.groups(hay, at);
-            hits[m] = (at, groups);
-            m += usize::from(groups != 0);
-        }
-        hits.truncate(m);
+        let mut m = self.exact_step(hay, start, &survivors[..n], hits);
         if b + 16 > len || !self.simd {
             // The last positions, which no whole block covers.
             for at in i..len {
                 let groups = self.groups(hay, at);
                 if groups != 0 {
-                    hits.push((at, groups));
+                    match hits.get_mut(m) {
+                        Some(hit) => *hit = (at, groups),
+                        None => hits.push((at, groups)),
+                    }
+                    m += 1;
                 }
             }
             i = len;
         }
-        i
+        (m, i)
+    }
+
+    /// Writes to the front of `hits` the survivors of the vector step
+    /// (offsets from `start`) that the exact tables admit, with their
+    /// groups, without a branch each; returns how many. A function of its own: inside `scan_window`, Cranelift
+    /// kept this loop's variables on the stack.
+    #[inline(never)]
+    fn exact_step(
+        &self,
+        hay: &[u8],
+        start: usize,
+        survivors: &[u32],
+        hits: &mut [(usize, u64)],
+    ) -> usize {
+        let mut m = 0;
+        for &off in survivors {
+            let at = start + off as usize;
+            let groups = self.groups(hay, at);
+            hits[m] = (at, groups);
+            m += usize::from(groups != 0);
+        }
+        m
     }
 
     /// The groups of rules that admit the bytes around `at` (as many as
