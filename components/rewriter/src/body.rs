@@ -16,6 +16,13 @@ use rewrite_engine::Rewriter;
 use std::io::{self, Write};
 use wasi::io::streams::{OutputStream, StreamError};
 
+/// Bytes rewritten at a time: a large read is rewritten a piece at a time
+/// (and written to the client at once), so that the bytes the rewriter
+/// copies, scans and writes out stay in the CPU's caches. At 50 rules
+/// `bench/rewriter.sh`, reading 256 KiB at a time: 32 KiB pieces answer
+/// 5-12% more requests than one piece, 16 KiB no more than 32.
+const REWRITE_PIECE: usize = 32 * 1024;
+
 /// Decoded bytes handed to the rewriter at a time by the brotli decoder.
 const DECODE_BUFFER: usize = 32 * 1024;
 
@@ -112,7 +119,9 @@ impl<'r, 's> RewriteStage<'r, 's> {
 
 impl Write for RewriteStage<'_, '_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.rewriter.write(data, &mut self.scratch);
+        for piece in data.chunks(REWRITE_PIECE) {
+            self.rewriter.write(piece, &mut self.scratch);
+        }
         self.emit()?;
         Ok(data.len())
     }

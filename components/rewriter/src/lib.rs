@@ -67,10 +67,12 @@ use wasi::io::streams::{InputStream, StreamError};
 
 /// Bytes asked of a stream per read. Each read and the write after it
 /// are calls into the host (and a wait on the stream when it is empty or
-/// full); 256 KiB, not 64, takes a fifth of them for a 1.5 MB page: at 50
-/// rules `bench/rewriter.sh` answers 3-7% more requests. A body still
-/// takes at most this much guest memory in flight, whatever its size.
-const READ_SIZE: u64 = 256 * 1024;
+/// full): 1 MiB, not 64 KiB, takes a few of them for a 1.5 MB page
+/// instead of two dozen (the rewriter still works through it a piece at
+/// a time, see `body::REWRITE_PIECE`). A read returns what the origin
+/// has sent so far, so it does not wait for a full MiB; a body in flight
+/// takes at most about twice this much guest memory, whatever its size.
+const READ_SIZE: u64 = 1024 * 1024;
 
 /// Headers that belong to one connection, never forwarded either way.
 const HOP_BY_HOP: [&str; 10] = [
