@@ -45,7 +45,7 @@ if [ -n "${PERF:-}" ]; then
   exit
 fi
 
-echo "shared page ($page bytes), 64 KiB chunks, one core, best of $PASSES passes"
+echo "shared page ($page bytes), 32 KiB chunks (as components/rewriter/src/body.rs feeds it), one core, best of $PASSES passes"
 printf '| %-5s | %10s | %10s | %11s |\n' rules "wasm MB/s" "native MB/s" "wasm/native"
 printf '|%s|%s|%s|%s|\n' ------- ------------ ------------ -------------
 for n in 1 10 50 200; do

@@ -1,5 +1,5 @@
 //! Rewrites a page with a rule file, exported as `run` for
-//! `host/edge/examples/wasm_replay.rs` (each call one body in 64 KiB
+//! `host/edge/examples/wasm_replay.rs` (each call one body in 32 KiB
 //! chunks, as the rewriter component feeds it). The page and the rules
 //! (nginx `subs_filter` lines) are baked in (`REPLAY_PAGE`,
 //! `REPLAY_RULES` at build time).
@@ -21,7 +21,7 @@ pub extern "C" fn run() -> u64 {
     });
     let mut out = Vec::with_capacity(PAGE.len() + PAGE.len() / 8);
     let mut rw = Rewriter::new(set);
-    for chunk in PAGE.chunks(64 * 1024) {
+    for chunk in PAGE.chunks(32 * 1024) {
         rw.write(chunk, &mut out);
     }
     rw.finish(&mut out);
