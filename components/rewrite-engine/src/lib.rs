@@ -336,8 +336,9 @@ impl<'r> Rewriter<'r> {
 
     /// The longest match at `start` when the start filter's `groups` there
     /// are all literal rules: their bytes compared, not the DFA walked.
-    /// `None` when some rule there is no literal or its comparison cannot
-    /// decide (then the DFA must).
+    /// `None` when the DFA must decide: some rule there is no literal (and
+    /// the fixed bytes its matches begin with, if it has any, are there),
+    /// or a comparison cannot decide.
     fn literals_at(&self, start: usize, groups: u64, last: bool) -> Option<Longest> {
         let Some(Candidates::Starts(filter)) = &self.automata.candidates else {
             return None;
