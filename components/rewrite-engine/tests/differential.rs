@@ -439,3 +439,62 @@ fn characters_split_between_chunks_still_match() {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Bodies of several kilobytes, where the start filter works through
+    /// whole windows and its four-block steps (`starts.rs`), against the
+    /// meta regex's scan (checked against the reference above): word
+    /// rules that share letters and prefixes, literals several of which
+    /// start at one place, and rules with fixed first bytes.
+    #[test]
+    fn long_bodies_through_the_start_filter_equal_the_meta_regex(
+        rules in prop::collection::vec(
+            (
+                prop_oneof![
+                    Just(r"\bvalue\b"), Just(r"\bvalues\b"), Just(r"\btype\b"),
+                    Just(r"\btypes\b"), Just("type"), Just("href=\"https://g[a-z]+"),
+                    Just("href=\"h"), Just("ab[0-9]+"), Just("abc"), Just("(?i)python"),
+                    Just(r"\bx\b"), Just("(a|aa)*b"), Just("e+s"),
+                ],
+                any::<bool>(),
+                any::<bool>(),
+            ),
+            1..10,
+        ),
+        words in prop::collection::vec(
+            prop_oneof![
+                Just("value"), Just("values"), Just("Value"), Just("type"), Just("TYPES"),
+                Just("typeface"), Just("href=\"https://github"), Just("href=\"x"),
+                Just("ab12"), Just("abc"), Just("Python"), Just("x"), Just(" "), Just(" "),
+                Just("."), Just("\n"), Just("aaab"), Just("es"),
+            ],
+            0..2500,
+        ),
+        cuts in prop::collection::vec(0usize..12_000, 0..10),
+    ) {
+        let rules: Vec<Rule> = rules
+            .iter()
+            .map(|&(pattern, case_insensitive, once)| Rule {
+                pattern: pattern.to_string(),
+                replacement: "<$0>".to_string(),
+                case_insensitive,
+                once,
+            })
+            .collect();
+        let body = words.concat();
+        let input = body.as_bytes();
+        let meta = RuleSet::new(&rules).unwrap().with_start_filter(Some(false));
+        let expected = Rewriter::rewrite_all(&meta, input);
+        let filtered = RuleSet::new(&rules).unwrap().with_start_filter(Some(true));
+        let whole = Rewriter::rewrite_all(&filtered, input);
+        prop_assert_eq!(
+            String::from_utf8_lossy(&whole),
+            String::from_utf8_lossy(&expected)
+        );
+        let mut cuts = cuts;
+        cuts.sort();
+        prop_assert_eq!(streamed(&filtered, input, &cuts), expected);
+    }
+}
