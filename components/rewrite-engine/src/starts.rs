@@ -303,8 +303,52 @@ impl StartFilter {
     /// from `start` on that passes both steps, up to the position returned
     /// (about [`WINDOW`] on, or the end of `hay`); returns how many there
     /// are and that position.
+    #[cfg(not(target_arch = "x86_64"))]
     #[inline(never)]
     fn scan_window(
+        &self,
+        hay: &[u8],
+        start: usize,
+        survivors: &mut Vec<u32>,
+        hits: &mut Vec<(usize, u64)>,
+    ) -> (usize, usize) {
+        self.scan_window_with_vectors(hay, start, survivors, hits)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn scan_window(
+        &self,
+        hay: &[u8],
+        start: usize,
+        survivors: &mut Vec<u32>,
+        hits: &mut Vec<(usize, u64)>,
+    ) -> (usize, usize) {
+        if self.simd {
+            // SAFETY: `simd` says the CPU has SSSE3.
+            unsafe { self.scan_window_ssse3(hay, start, survivors, hits) }
+        } else {
+            self.scan_window_with_vectors(hay, start, survivors, hits)
+        }
+    }
+
+    /// [`StartFilter::scan_window`] compiled with SSSE3, so that
+    /// `block_ssse3` is inlined into its loop: natively (`edge rules
+    /// test`) 10 rules run at 6,100 MB/s instead of 3,900 with a call per
+    /// block, 50 rules at 2,470 instead of 2,180.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "ssse3")]
+    unsafe fn scan_window_ssse3(
+        &self,
+        hay: &[u8],
+        start: usize,
+        survivors: &mut Vec<u32>,
+        hits: &mut Vec<(usize, u64)>,
+    ) -> (usize, usize) {
+        self.scan_window_with_vectors(hay, start, survivors, hits)
+    }
+
+    #[inline(always)]
+    fn scan_window_with_vectors(
         &self,
         hay: &[u8],
         start: usize,
@@ -513,6 +557,7 @@ impl StartFilter {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "ssse3")]
+    #[inline]
     unsafe fn block_ssse3(&self, block: &[u8; 16], carry: &mut Carry) -> u32 {
         use core::arch::x86_64::*;
         // SAFETY: unaligned loads of 16 bytes each.
