@@ -420,8 +420,10 @@ impl StartFilter {
         let mut i = b.saturating_sub(3).max(start);
         let mut m = self.exact_step(hay, start, &survivors[..n], hits);
         if b + 16 > len || !self.simd {
-            // The last positions, which no whole block covers.
-            for at in i..len {
+            // The last positions, which no whole block covers (without
+            // vectors, the window's).
+            let to = if self.simd { len } else { len.min(end) };
+            for at in i..to {
                 let groups = self.groups(hay, at);
                 if groups != 0 {
                     match hits.get_mut(m) {
@@ -431,7 +433,7 @@ impl StartFilter {
                     m += 1;
                 }
             }
-            i = len;
+            i = to;
         }
         (m, i)
     }
@@ -550,6 +552,7 @@ impl StartFilter {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn block(&self, block: &[u8; 16], carry: &mut Carry) -> u32 {
+        debug_assert!(self.simd, "the vector path needs SSSE3");
         // SAFETY: `simd` (checked by the only caller) says the CPU has
         // SSSE3.
         unsafe { self.block_ssse3(block, carry) }
