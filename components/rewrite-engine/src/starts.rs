@@ -1027,6 +1027,16 @@ mod tests {
                 "from {from}"
             );
         }
+        // Without vectors (a CPU without SSSE3), a window at a time too.
+        let mut plain = filter(&[r"(?i)\bfile\b", "docs\\.python", "UA-[0-9]+", "x"]).unwrap();
+        plain.simd = false;
+        for from in [0, 1, WINDOW - 3, WINDOW + 1] {
+            assert_eq!(
+                candidates_from(&plain, &long, from),
+                scalar(&long, from),
+                "from {from}, no vectors"
+            );
+        }
     }
 
     #[test]
