@@ -183,11 +183,13 @@ pub(crate) struct Scan {
     next: usize,
     /// Where the hits found end.
     to: usize,
+    /// The vector step's survivors of the window, as offsets from its
+    /// start (scratch, kept for its allocation).
     survivors: Vec<u32>,
 }
 
 impl Scan {
-    /// Forgets the hits (the buffer changed).
+    /// Forgets the hits (the buffer, or the rules, changed).
     pub fn reset(&mut self) {
         self.count = 0;
         self.next = 0;
@@ -991,8 +993,8 @@ mod tests {
         // "fil e" shares three bytes with `file` but not the fourth.
         assert!(found.len() < 10, "{found:?}");
         // The vector and scalar paths agree at every length and offset,
-        // one block or four at a time: after each candidate the search
-        // starts again, and the gaps put the next one in every block.
+        // one block or four at a time: the gaps put candidates in every
+        // place of a block and of a four-block step.
         let mut hay = hay.repeat(2);
         for gap in [5, 20, 37, 53, 63, 29, 45, 70, 79, 100, 130].repeat(2) {
             hay.extend(std::iter::repeat_n(b' ', gap));
