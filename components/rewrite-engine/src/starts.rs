@@ -91,15 +91,11 @@ impl ByteSet {
         }
     }
 
-    fn contains(&self, b: u8) -> bool {
-        self.0[usize::from(b) / 64] & (1 << (b % 64)) != 0
-    }
-
     /// The set with bit 5 set in every byte (ASCII upper case folded to
     /// lower, and some punctuation and control bytes onto others).
     fn folded(self) -> Self {
         let mut out = Self::EMPTY;
-        for b in (0..=255u8).filter(|&b| self.contains(b)) {
+        for b in self.bytes() {
             out.insert(b | 0x20);
         }
         out
@@ -119,15 +115,21 @@ impl ByteSet {
 
     /// The estimated chance that a byte of a page is in the set.
     fn weight(&self) -> f64 {
-        let mut sum = 0.0;
-        for (k, &word) in self.0.iter().enumerate() {
+        self.bytes().map(byte_weight).sum()
+    }
+
+    /// The bytes in the set, ascending.
+    fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        self.0.iter().enumerate().flat_map(|(k, &word)| {
             let mut w = word;
-            while w != 0 {
-                sum += byte_weight((k * 64) as u8 + w.trailing_zeros() as u8);
-                w &= w - 1;
-            }
-        }
-        sum
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let b = (k * 64) as u8 + w.trailing_zeros() as u8;
+                    w &= w - 1;
+                    b
+                })
+            })
+        })
     }
 }
 
@@ -257,7 +259,7 @@ impl StartFilter {
         for (k, bucket) in buckets.iter().enumerate() {
             let bit = 1u8 << k;
             for (j, set) in bucket.iter().enumerate() {
-                for b in (0..=255u8).filter(|&b| set.contains(b)) {
+                for b in set.bytes() {
                     filter.lo[j][usize::from(b & 15)] |= bit;
                     filter.hi[j][usize::from(b >> 4)] |= bit;
                 }
@@ -265,7 +267,7 @@ impl StartFilter {
         }
         for (g, group) in groups.iter().enumerate() {
             for (k, set) in group.iter().enumerate() {
-                for b in (0..=255u8).filter(|&b| set.contains(b)) {
+                for b in set.bytes() {
                     filter.exact[k][usize::from(b)] |= 1 << g;
                 }
             }
@@ -305,7 +307,6 @@ impl StartFilter {
     /// from `start` on that passes both steps, up to the position returned
     /// (about [`WINDOW`] on, or the end of `hay`); returns how many there
     /// are and that position.
-    #[cfg(not(target_arch = "x86_64"))]
     #[inline(never)]
     fn scan_window(
         &self,
@@ -314,23 +315,12 @@ impl StartFilter {
         survivors: &mut Vec<u32>,
         hits: &mut Vec<(usize, u64)>,
     ) -> (usize, usize) {
-        self.scan_window_with_vectors(hay, start, survivors, hits)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn scan_window(
-        &self,
-        hay: &[u8],
-        start: usize,
-        survivors: &mut Vec<u32>,
-        hits: &mut Vec<(usize, u64)>,
-    ) -> (usize, usize) {
+        #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: `simd` says the CPU has SSSE3.
-            unsafe { self.scan_window_ssse3(hay, start, survivors, hits) }
-        } else {
-            self.scan_window_with_vectors(hay, start, survivors, hits)
+            return unsafe { self.scan_window_ssse3(hay, start, survivors, hits) };
         }
+        self.scan_window_with_vectors(hay, start, survivors, hits)
     }
 
     /// [`StartFilter::scan_window`] compiled with SSSE3, so that
@@ -923,14 +913,9 @@ fn vector_pass_rate(bucket: &[ByteSet]) -> f64 {
         .iter()
         .map(|set| {
             let (mut lo, mut hi) = (0u16, 0u16);
-            for (k, &word) in set.0.iter().enumerate() {
-                let mut w = word;
-                while w != 0 {
-                    let b = k * 64 + w.trailing_zeros() as usize;
-                    lo |= 1 << (b & 15);
-                    hi |= 1 << (b >> 4);
-                    w &= w - 1;
-                }
+            for b in set.bytes() {
+                lo |= 1 << (b & 15);
+                hi |= 1 << (b >> 4);
             }
             let mut sum = 0.0;
             for h in (0..16).filter(|h| hi & (1 << h) != 0) {
