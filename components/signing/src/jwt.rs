@@ -1,5 +1,14 @@
 //! Compact JWS / JWT: signing with a key set, and verification that
 //! refuses anything but a supported algorithm matching the key's own.
+//!
+//! Verification ([`verify`], [`verify_with`]) checks, in order: the size and
+//! shape, the header (`alg` supported and the key's own, no `crit` it does
+//! not understand: it understands none, RFC 7515 §4.1.11), the signature
+//! (ES256 with low S only), then the claims: `exp` (and `nbf`, `iat`) with
+//! at most [`MAX_LEEWAY`] seconds of skew, `aud` (RFC 7519 §4.1.3: a token
+//! that names audiences is refused unless the verifier is one of them) and
+//! `iss`. For join tokens, [`crate::join`] wraps this with the presets'
+//! claims and a room check.
 
 use crate::keys::{Algorithm, Key, KeySet};
 use base64::Engine;
@@ -11,6 +20,11 @@ pub type Claims = Map<String, Value>;
 
 /// Longest token accepted for verification.
 pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+
+/// Most clock skew a verifier allows, seconds: a larger
+/// [`Validation::leeway`] is cut to this, so a misconfigured leeway cannot
+/// keep expired tokens alive for long.
+pub const MAX_LEEWAY: i64 = 300;
 
 /// Why a token could not be issued.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -28,7 +42,11 @@ pub enum SignError {
 
 /// Why a token was refused. Every failure is one of these; nothing else is
 /// ever accepted.
+///
+/// The `Display` text is for operators' logs (it may name key ids and
+/// claim values); what goes to a client is [`VerifyError::code`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum VerifyError {
     /// Not three base64url parts of JSON.
     #[error("malformed token: {0}")]
@@ -102,6 +120,51 @@ pub enum VerifyError {
         /// What was expected.
         want: String,
     },
+    /// The token names audiences and the verifier expects none (RFC 7519
+    /// §4.1.3: it is not among them).
+    #[error("the token has an audience ({0}) and this verifier expects none")]
+    UnexpectedAudience(String),
+    /// The header's `crit` lists extensions (or is malformed): this
+    /// verifier understands none, so it must refuse (RFC 7515 §4.1.11).
+    #[error("critical header parameters not understood: {0}")]
+    UnknownCritical(String),
+    /// A valid join token for another room ([`crate::join`]).
+    #[error("the token is for room {room:?}, not {want:?}")]
+    WrongRoom {
+        /// The token's room.
+        room: String,
+        /// The room asked for.
+        want: String,
+    },
+}
+
+impl VerifyError {
+    /// Fixed words for a client: what kind of failure, never a key id or a
+    /// claim's value (those are in the `Display` text, for logs).
+    ///
+    /// ```
+    /// use signing::jwt::VerifyError;
+    /// assert_eq!(VerifyError::UnknownKey("conf-2026".into()).code(), "unknown key");
+    /// ```
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Malformed(_) => "malformed token",
+            Self::AlgorithmNone => "unsigned token",
+            Self::UnsupportedAlgorithm(_) => "unsupported algorithm",
+            Self::UnknownKey(_) | Self::AmbiguousKey(_) => "unknown key",
+            Self::AlgorithmMismatch { .. } => "algorithm mismatch",
+            Self::BadSignature => "bad signature",
+            Self::Expired { .. } => "expired",
+            Self::NotYetValid { .. } => "not yet valid",
+            Self::IssuedInFuture { .. } => "issued in the future",
+            Self::MissingClaim(..) => "missing claim",
+            Self::WrongClaim { claim: "aud", .. } | Self::UnexpectedAudience(_) => "wrong audience",
+            Self::WrongClaim { claim: "iss", .. } => "wrong issuer",
+            Self::WrongClaim { .. } => "wrong claim",
+            Self::UnknownCritical(_) => "unsupported critical header",
+            Self::WrongRoom { .. } => "wrong room",
+        }
+    }
 }
 
 /// What verification requires beyond the signature.
@@ -109,11 +172,13 @@ pub enum VerifyError {
 pub struct Validation {
     /// The verifier's clock, seconds since the epoch.
     pub now: i64,
-    /// Clock skew allowed on `exp`, `nbf` and `iat`, seconds.
+    /// Clock skew allowed on `exp`, `nbf` and `iat`, seconds; at most
+    /// [`MAX_LEEWAY`] is used (negative counts as 0).
     pub leeway: i64,
     /// Whether `exp` must be present.
     pub require_exp: bool,
-    /// Required audience (the token's `aud`, a string or a list, must hold it).
+    /// Required audience (the token's `aud`, a string or a list, must hold
+    /// it). With `None`, a token that has an `aud` is refused.
     pub audience: Option<String>,
     /// Required issuer.
     pub issuer: Option<String>,
@@ -191,8 +256,25 @@ struct Header<'a> {
     typ: &'a str,
 }
 
-/// Verifies a token and returns its claims.
+/// Verifies a token with a key set and returns its claims.
 pub fn verify(keys: &KeySet, token: &str, v: &Validation) -> Result<Claims, VerifyError> {
+    verify_with(keys.keys(), token, v)
+}
+
+/// Verifies a token with any of `keys` (for verifiers that hold no signing
+/// key, see [`Key::to_public`]) and returns its claims.
+///
+/// ```
+/// use signing::{Key, jwt};
+/// let signer = Key::ed25519_from_seed("k1", &[7; 32]).unwrap();
+/// let keys = signing::KeySet::new(vec![signer], "k1").unwrap();
+/// let mut claims = jwt::Claims::new();
+/// claims.insert("exp".into(), 2_000_000_000.into());
+/// let token = jwt::sign(&keys, None, &claims).unwrap();
+/// let public = [keys.signing_key().to_public()];
+/// assert!(jwt::verify_with(&public, &token, &jwt::Validation::at(1_900_000_000)).is_ok());
+/// ```
+pub fn verify_with(keys: &[Key], token: &str, v: &Validation) -> Result<Claims, VerifyError> {
     if token.len() > MAX_TOKEN_BYTES {
         return Err(VerifyError::Malformed("longer than 16 KiB"));
     }
@@ -212,6 +294,11 @@ pub fn verify(keys: &KeySet, token: &str, v: &Validation) -> Result<Claims, Veri
     }
     let algorithm =
         Algorithm::parse(alg).ok_or_else(|| VerifyError::UnsupportedAlgorithm(alg.into()))?;
+    if let Some(crit) = header.get("crit") {
+        // No extension is understood here (not even RFC 7797's `b64`, which
+        // changes what is signed): any `crit`, even a malformed one, refuses.
+        return Err(VerifyError::UnknownCritical(crit.to_string()));
+    }
     let key = pick_key(keys, &header, algorithm)?;
     if key.algorithm() != algorithm {
         return Err(VerifyError::AlgorithmMismatch {
@@ -229,19 +316,10 @@ pub fn verify(keys: &KeySet, token: &str, v: &Validation) -> Result<Claims, Veri
     }
     let claims: Claims = decode_json(c, "payload")?;
     check_times(&claims, v)?;
-    if let Some(want) = &v.audience {
-        let ok = match claims.get("aud") {
-            Some(Value::String(a)) => a == want,
-            Some(Value::Array(list)) => list.iter().any(|a| a.as_str() == Some(want)),
-            _ => return Err(VerifyError::MissingClaim("aud", "a string or a list")),
-        };
-        if !ok {
-            return Err(VerifyError::WrongClaim {
-                claim: "aud",
-                got: claims["aud"].to_string(),
-                want: want.clone(),
-            });
-        }
+    match (&v.audience, claims.get("aud")) {
+        (None, None) => {}
+        (None, Some(aud)) => return Err(VerifyError::UnexpectedAudience(aud.to_string())),
+        (Some(want), _) => check_audience(&claims, want)?,
     }
     if let Some(want) = &v.issuer {
         match claims.get("iss").and_then(Value::as_str) {
@@ -259,19 +337,36 @@ pub fn verify(keys: &KeySet, token: &str, v: &Validation) -> Result<Claims, Veri
     Ok(claims)
 }
 
-fn pick_key<'k>(keys: &'k KeySet, header: &Claims, alg: Algorithm) -> Result<&'k Key, VerifyError> {
+fn check_audience(claims: &Claims, want: &str) -> Result<(), VerifyError> {
+    let ok = match claims.get("aud") {
+        Some(Value::String(a)) => a == want,
+        Some(Value::Array(list)) => list.iter().any(|a| a.as_str() == Some(want)),
+        _ => return Err(VerifyError::MissingClaim("aud", "a string or a list")),
+    };
+    if !ok {
+        return Err(VerifyError::WrongClaim {
+            claim: "aud",
+            got: claims["aud"].to_string(),
+            want: want.into(),
+        });
+    }
+    Ok(())
+}
+
+fn pick_key<'k>(keys: &'k [Key], header: &Claims, alg: Algorithm) -> Result<&'k Key, VerifyError> {
     match header.get("kid") {
         Some(Value::String(kid)) => keys
-            .get(kid)
+            .iter()
+            .find(|k| k.kid() == kid)
             .ok_or_else(|| VerifyError::UnknownKey(kid.clone())),
         Some(_) => Err(VerifyError::Malformed("kid is not a string")),
         None => {
-            let mut candidates = keys.keys().iter().filter(|k| k.algorithm() == alg);
+            let mut candidates = keys.iter().filter(|k| k.algorithm() == alg);
             match (candidates.next(), candidates.next()) {
                 (Some(k), None) => Ok(k),
                 (None, _) => Err(VerifyError::AmbiguousKey(0)),
                 (Some(_), Some(_)) => Err(VerifyError::AmbiguousKey(
-                    keys.keys().iter().filter(|k| k.algorithm() == alg).count(),
+                    keys.iter().filter(|k| k.algorithm() == alg).count(),
                 )),
             }
         }
@@ -308,7 +403,7 @@ fn time_claim(claims: &Claims, name: &'static str) -> Result<Option<i64>, Verify
 }
 
 fn check_times(claims: &Claims, v: &Validation) -> Result<(), VerifyError> {
-    let (now, leeway) = (v.now, v.leeway);
+    let (now, leeway) = (v.now, v.leeway.clamp(0, MAX_LEEWAY));
     match time_claim(claims, "exp")? {
         Some(exp) if now - leeway >= exp => {
             return Err(VerifyError::Expired { exp, now, leeway });

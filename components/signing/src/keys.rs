@@ -269,6 +269,27 @@ impl Key {
         })
     }
 
+    /// The same key without its private half: what a component that only
+    /// verifies should hold. HMAC secrets have no public half and come back
+    /// as they are (they verify and sign alike).
+    pub fn to_public(&self) -> Key {
+        let material = match &self.material {
+            Material::Hmac(secret) => Material::Hmac(secret.clone()),
+            Material::Ed25519 { verifying, .. } => Material::Ed25519 {
+                signing: None,
+                verifying: *verifying,
+            },
+            Material::P256 { verifying, .. } => Material::P256 {
+                signing: None,
+                verifying: *verifying,
+            },
+        };
+        Key {
+            kid: self.kid.clone(),
+            material,
+        }
+    }
+
     /// The public key as a JWK (RFC 7517), or `None` for HMAC secrets.
     pub fn public_jwk(&self) -> Option<Value> {
         match &self.material {
@@ -312,6 +333,10 @@ impl Key {
             } => {
                 use p256::ecdsa::signature::Signer;
                 let sig: p256::ecdsa::Signature = sk.sign(message);
+                // Low S only: (r, n - s) verifies too, so a verifier that
+                // takes both lets anyone make a second valid token from one
+                // (malleability); ours refuses high S, so we never emit it.
+                let sig = sig.normalize_s().unwrap_or(sig);
                 Some(sig.to_bytes().to_vec())
             }
             _ => None,
@@ -340,6 +365,11 @@ impl Key {
                 let Ok(sig) = p256::ecdsa::Signature::from_slice(signature) else {
                     return false;
                 };
+                // s must be at most n/2 (`normalize_s` answers `Some` for a
+                // high S): each signature has one accepted form.
+                if sig.normalize_s().is_some() {
+                    return false;
+                }
                 verifying.verify(message, &sig).is_ok()
             }
         }

@@ -103,6 +103,10 @@ pub struct Grants {
 /// A LiveKit access token's claims ([`livekit`]).
 #[derive(Clone, Debug, Serialize)]
 pub struct LiveKit<'a> {
+    /// The audience, if any: LiveKit does not check it, verifiers here do
+    /// (the signer sets it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aud: Option<&'a str>,
     /// Expiry, Unix seconds.
     pub exp: i64,
     /// The API key.
@@ -149,6 +153,7 @@ pub fn livekit<'a>(
     ttl: i64,
 ) -> LiveKit<'a> {
     LiveKit {
+        aud: None,
         exp: now + ttl,
         iss: api_key,
         name,
