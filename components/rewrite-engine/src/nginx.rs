@@ -5,8 +5,10 @@
 //!   (all, the default), `i` (case-insensitive), `o` (first only), `r`
 //!   (SOURCE is a regex; without it SOURCE is a literal string).
 //! - `replace_filter REGEX DEST [OPTIONS];` (ngx_replace_filter): options
-//!   `g` and `i`; without `g` only the first match is replaced. `$&` in DEST
-//!   is the whole match.
+//!   `g` and `i`; without `g` only the first match is replaced. DEST is read
+//!   as the module reads it: `$&` is the whole match, `$N` a group, `$$` a
+//!   `$`; but a DEST with no `$&`, `$N` or `$name` is copied as it is,
+//!   `$$` included.
 //!
 //! Other directives, blocks and comments are skipped. Quoting follows
 //! nginx: single or double quotes, with `\"`, `\'` and `\\` unescaped and
@@ -72,7 +74,7 @@ pub fn import(text: &str) -> Result<Vec<Rule>, ImportError> {
             }
             "replace_filter" => {
                 let (src, dst, flags) = arguments(&words).map_err(err)?;
-                let mut rule = Rule::new(src, &whole_match_refs(dst));
+                let mut rule = Rule::new(src, &replace_filter_replacement(dst).map_err(err)?);
                 rule.once = true;
                 for c in flags.chars() {
                     match c {
@@ -93,24 +95,101 @@ pub fn import(text: &str) -> Result<Vec<Rule>, ImportError> {
     Ok(rules)
 }
 
-/// `$&` (the whole match, sregex) as `${0}`; `$$` stays a literal `$`.
-fn whole_match_refs(dst: &str) -> String {
-    let mut out = String::with_capacity(dst.len());
-    let mut chars = dst.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, chars.peek()) {
-            ('$', Some('$')) => {
-                out.push_str("$$");
-                chars.next();
+/// A `replace_filter` replacement in this engine's syntax, read as
+/// ngx_replace_filter reads it (`ngx_http_replace_script.c`):
+///
+/// - A value with no variable in it is used as it is, `$$` and all: the
+///   module counts variables first (`$$` is no variable, `$&`, `$1`..`$9`
+///   and `$name` are) and copies a value without any verbatim. So
+///   `'$$&'` is the three bytes `$$&`, not `$&` and not the match.
+/// - Otherwise `$$` is one `$`, `$&` the whole match, `$N` and `${N}`
+///   group N (every digit that follows is part of N), and a `&` right after
+///   the digits of `$N` is swallowed as the module does.
+/// - `$name` is an nginx variable, which this engine has no value for: an
+///   error, as is a `$` at the end or an unclosed `${`.
+fn replace_filter_replacement(dst: &str) -> Result<String, String> {
+    let b = dst.as_bytes();
+    if !has_variables(b) {
+        return Ok(dst.replace('$', "$$"));
+    }
+    let mut out = String::with_capacity(dst.len() + 8);
+    let mut i = 0;
+    while i < b.len() {
+        let Some(dollar) = dst[i..].find('$') else {
+            out.push_str(&dst[i..]);
+            break;
+        };
+        out.push_str(&dst[i..i + dollar]);
+        let at = i + dollar;
+        i = at + 1;
+        let Some(&c) = b.get(i) else {
+            return Err(format!(
+                "replace_filter: replacement {dst:?}: '$' at byte {at} ends the value"
+            ));
+        };
+        if c == b'$' {
+            out.push_str("$$");
+            i += 1;
+            continue;
+        }
+        let bracket = c == b'{';
+        if bracket {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(&(b'&' | b'1'..=b'9')) => {
+                let mut group = 0usize;
+                while let Some(&d) = b.get(i) {
+                    match d {
+                        b'}' if bracket => break,
+                        b'0'..=b'9' => {
+                            group = group.saturating_mul(10).saturating_add((d - b'0') as usize);
+                            i += 1;
+                        }
+                        b'&' => {
+                            i += 1;
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+                if bracket {
+                    if b.get(i) != Some(&b'}') {
+                        return Err(format!(
+                            "replace_filter: replacement {dst:?}: unclosed ${{ at byte {at}"
+                        ));
+                    }
+                    i += 1;
+                }
+                out.push_str(&format!("${{{group}}}"));
             }
-            ('$', Some('&')) => {
-                out.push_str("${0}");
-                chars.next();
+            _ => {
+                let name: String = dst[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                return Err(format!(
+                    "replace_filter: replacement {dst:?}: nginx variable ${name} at byte {at} is not supported (allowed: $&, $1..$9, ${{N}}, $$)"
+                ));
             }
-            _ => out.push(c),
         }
     }
-    out
+    Ok(out)
+}
+
+/// Whether ngx_replace_filter sees a variable in a value
+/// (`ngx_http_replace_count_variables`): a `$` not paired with the `$`
+/// before it, followed by anything but `$`.
+fn has_variables(b: &[u8]) -> bool {
+    let mut dollar = false;
+    for &c in b {
+        if c == b'$' {
+            dollar = !dollar;
+        } else if dollar {
+            return true;
+        }
+    }
+    false
 }
 
 fn arguments(words: &[String]) -> Result<(&str, &str, &str), String> {
@@ -229,7 +308,48 @@ mod tests {
         assert!(rules[0].once);
         assert_eq!(rules[0].replacement, "<${0}>");
         assert!(!rules[1].once && rules[1].case_insensitive);
-        assert_eq!(whole_match_refs("$$&-$&"), "$$&-${0}");
+    }
+
+    /// What ngx_replace_filter makes of a replacement, through this
+    /// engine: `$$&` with no variable beside it is copied verbatim (the
+    /// importer made it `$&`); with one, `$$` is a `$`.
+    #[test]
+    fn replace_filter_replacements_read_as_the_module_reads_them() {
+        for (dst, out) in [
+            ("$$&", "$$&"),
+            ("$$", "$$"),
+            ("<$$&>", "<$$&>"),
+            ("$$&-$&", "$&-ab"),
+            ("$$$&", "$ab"),
+            ("[$1]", "[a]"),
+            ("[${1}0]", "[a0]"),
+            ("$10", ""),
+            ("$1&x", "ax"),
+            ("$&5", "ab5"),
+            ("a$", "a$"),
+        ] {
+            let text = format!("replace_filter '(a)(b)(c)?(d)?(e)?(f)?(g)?(h)?(i)?(j)?' '{dst}';");
+            let rules = import(&text).unwrap_or_else(|e| panic!("{dst}: {e}"));
+            let set = crate::RuleSet::new(&rules).unwrap_or_else(|e| panic!("{dst}: {e}"));
+            assert_eq!(
+                String::from_utf8_lossy(&crate::Rewriter::rewrite_all(&set, b"ab")),
+                out,
+                "{dst}"
+            );
+        }
+        let rules = import("replace_filter a '$10 ${2}';").unwrap();
+        assert_eq!(rules[0].replacement, "${10} ${2}");
+        for (dst, what) in [
+            ("$host", "nginx variable $host at byte 0 is not supported"),
+            ("${1", "unclosed ${ at byte 0"),
+            ("x$1$", "'$' at byte 3 ends the value"),
+        ] {
+            let e = import(&format!("\n\nreplace_filter '(a)' '{dst}';"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("line 3: replace_filter: replacement"), "{e}");
+            assert!(e.contains(what), "{dst}: {e}");
+        }
     }
 
     #[test]
