@@ -3,7 +3,15 @@
 //! no shell unless asked for, stdin from `/dev/null`, stdout captured through
 //! a pipe up to a cap (the rest is drained and dropped, so the child never
 //! blocks on a full pipe), the signal mask and dispositions reset (database
-//! servers block signals in their threads; children must not inherit that).
+//! servers block signals in their threads; children must not inherit that),
+//! and no descriptor but 0, 1 and 2 passed on (`closefrom`: what the parent
+//! opened without `O_CLOEXEC` is not the program's).
+//!
+//! [`Command::run_limited`] (the sidecar) adds pipes for every stream, a
+//! time limit and an output cap that kill the run's process group and, with
+//! [`Command::limits`], resource limits and `no_new_privs` set in the child
+//! before `exec`. [`Command::run_bounded`] (the UDFs) is the one-thread
+//! variant: a time limit and a caller's "stop" for a plain run.
 //!
 //! ```
 //! use edge_spawn::{Command, Stdout};
@@ -46,6 +54,29 @@ pub struct Command {
     /// (as `std::process::Command` does) rather than passing a cut or
     /// empty string, which would run something else.
     saw_nul: bool,
+    /// A process group of its own (pgid = pid), so it can be killed whole.
+    own_group: bool,
+    /// Resource limits and `no_new_privs` for limited runs.
+    limits: Option<Limits>,
+}
+
+/// What a child of [`Command::run_limited`] may use, set (soft and hard)
+/// between `fork` and `exec`, so the program and all it starts are bound
+/// from their first instruction; the child also gets `no_new_privs` (no
+/// set-uid or file-capability gain through `exec`). Zero leaves a limit as
+/// the parent has it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// `RLIMIT_CPU`, seconds of CPU time (SIGKILL past it).
+    pub cpu_seconds: u64,
+    /// `RLIMIT_AS`, bytes of address space.
+    pub address_space_bytes: u64,
+    /// `RLIMIT_NPROC`: processes and threads of the user (all of them, not
+    /// only this child's), past which its `fork`s fail. Not enforced for
+    /// root.
+    pub processes: u64,
+    /// `RLIMIT_FSIZE`, bytes: the largest file it may write.
+    pub file_bytes: u64,
 }
 
 /// How a child ended and what it wrote.
@@ -134,6 +165,8 @@ impl Command {
             piped: false,
             extra_dups: Vec::new(),
             saw_nul,
+            own_group: false,
+            limits: None,
         }
     }
 
@@ -174,6 +207,15 @@ impl Command {
     /// Where stdout goes.
     pub fn stdout(mut self, stdout: Stdout) -> Self {
         self.stdout = stdout;
+        self
+    }
+
+    /// Limits for [`Command::run_limited`]: the child is then started with
+    /// `fork` (its limits, `no_new_privs` and closing descriptors must
+    /// happen in the child before `exec`, which `posix_spawn` cannot do);
+    /// the program must be a path or found in `PATH` before the fork.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
         self
     }
 
@@ -312,7 +354,7 @@ fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
         let mut flags = libc::POSIX_SPAWN_USEVFORK as libc::c_int
             | libc::POSIX_SPAWN_SETSIGMASK
             | libc::POSIX_SPAWN_SETSIGDEF;
-        if cmd.piped {
+        if cmd.piped || cmd.own_group {
             // A group of its own (pgid = pid), so a timeout kills it whole.
             flags |= libc::POSIX_SPAWN_SETPGROUP;
             check(libc::posix_spawnattr_setpgroup(&mut attr.0, 0))?;
@@ -362,6 +404,17 @@ fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
                 return Err(io::Error::from_raw_os_error(r));
             }
         }
+        // Nothing but 0, 1 and 2 reaches the program: a descriptor the
+        // parent opened without O_CLOEXEC (a database server's table files
+        // and client sockets, a supervisor's leftovers) is not its business.
+        let r = libc::posix_spawn_file_actions_addclosefrom_np(&mut actions.0, 3);
+        if r != 0 {
+            if pipe_fds[0] >= 0 {
+                libc::close(pipe_fds[0]);
+                libc::close(pipe_fds[1]);
+            }
+            return Err(io::Error::from_raw_os_error(r));
+        }
         let mut argv: Vec<*mut libc::c_char> =
             cmd.args.iter().map(|a| a.as_ptr() as *mut _).collect();
         argv.push(std::ptr::null_mut());
@@ -409,6 +462,255 @@ fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
         let pipe = (pipe_fds[0] >= 0).then(|| std::fs::File::from_raw_fd(pipe_fds[0]));
         Ok((pid, pipe))
     }
+}
+
+/// The program's path for `execve`: as given if it holds a '/', else the
+/// first executable file of that name in `PATH` (looked up before the
+/// fork: `execvp` is not async-signal-safe).
+fn resolve(cmd: &Command) -> io::Result<CString> {
+    let name = cmd.program.as_bytes();
+    if !cmd.search_path || name.contains(&b'/') {
+        return Ok(cmd.program.clone());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(OsStr::from_bytes(name));
+        let c = cstring(candidate.as_os_str().as_bytes(), "the program")?;
+        // SAFETY: access on a NUL-terminated path.
+        if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+            return Ok(c);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        "the program is not in PATH",
+    ))
+}
+
+/// Spawns a piped, limited command with `fork`: in the child, its own
+/// process group, the pipes on 0, 1 and 2, every other descriptor closed
+/// (`close_range`), the limits, `no_new_privs`, default signal handling,
+/// then `execve`. The child only makes system calls (no allocation, no
+/// lock), as a child of a multi-threaded parent must. An `exec` failure
+/// comes back as its errno through a close-on-exec pipe.
+fn spawn_forked(cmd: &Command, limits: &Limits) -> io::Result<(libc::pid_t, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    if cmd.saw_nul {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the program or an argument contains a NUL byte",
+        ));
+    }
+    let program = resolve(cmd)?;
+    let mut argv: Vec<*const libc::c_char> = cmd.args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let env_storage: Vec<*const libc::c_char>;
+    let envp: *const *const libc::c_char = match &cmd.env {
+        Some(vars) => {
+            env_storage = vars
+                .iter()
+                .map(|v| v.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect();
+            env_storage.as_ptr()
+        }
+        None => environ() as *const *const libc::c_char,
+    };
+    let rlimits: [(libc::__rlimit_resource_t, u64); 4] = [
+        (libc::RLIMIT_CPU, limits.cpu_seconds),
+        (libc::RLIMIT_AS, limits.address_space_bytes),
+        (libc::RLIMIT_NPROC, limits.processes),
+        (libc::RLIMIT_FSIZE, limits.file_bytes),
+    ];
+    let stdout = pipe_above_stdio()?;
+    let status = match pipe_above_stdio() {
+        Ok(p) => p,
+        Err(e) => {
+            // SAFETY: our own fresh descriptors.
+            unsafe {
+                libc::close(stdout[0]);
+                libc::close(stdout[1]);
+            }
+            return Err(e);
+        }
+    };
+    let mut dups = [(stdout[1], 1), (-1, -1), (-1, -1)];
+    for (i, d) in cmd.extra_dups.iter().take(2).enumerate() {
+        dups[i + 1] = *d;
+    }
+    // SAFETY: fork; the child runs `child` (system calls on data prepared
+    // above, then exec or _exit) and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the child, on memory the parent prepared.
+        unsafe { child(&program, &argv, envp, &dups, status[1], &rlimits) }
+    }
+    // SAFETY: closing our copies of the child's ends.
+    unsafe {
+        libc::close(stdout[1]);
+        libc::close(status[1]);
+    }
+    if pid < 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: our own descriptors.
+        unsafe {
+            libc::close(stdout[0]);
+            libc::close(status[0]);
+        }
+        return Err(e);
+    }
+    // EOF: exec succeeded (the write end was close-on-exec); four bytes:
+    // the errno of the step that failed.
+    let mut errno = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        // SAFETY: reading into a local buffer.
+        let n = unsafe { libc::read(status[0], errno[got..].as_mut_ptr().cast(), 4 - got) };
+        if n > 0 {
+            got += n as usize;
+        } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(status[0]) };
+    if got == 4 {
+        let _ = wait(pid);
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(stdout[0]) };
+        return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
+    }
+    // SAFETY: the read end is ours.
+    Ok((pid, unsafe { std::fs::File::from_raw_fd(stdout[0]) }))
+}
+
+/// The forked child: see [`spawn_forked`]. Async-signal-safe calls only.
+unsafe fn child(
+    program: &CString,
+    argv: &[*const libc::c_char],
+    envp: *const *const libc::c_char,
+    dups: &[(libc::c_int, libc::c_int); 3],
+    status: libc::c_int,
+    rlimits: &[(libc::__rlimit_resource_t, u64); 4],
+) -> ! {
+    // SAFETY: system calls on valid pointers; the caller's contract.
+    unsafe {
+        let fail = |fd: libc::c_int| -> ! {
+            let e = (*libc::__errno_location()).to_ne_bytes();
+            libc::write(fd, e.as_ptr().cast(), 4);
+            libc::_exit(127)
+        };
+        if libc::setpgid(0, 0) != 0 {
+            fail(status);
+        }
+        for &(from, to) in dups {
+            if from >= 0 && libc::dup2(from, to) < 0 {
+                fail(status);
+            }
+        }
+        // The status pipe on 3 (close-on-exec), everything above closed.
+        let mut status = status;
+        if status != 3 {
+            if libc::dup3(status, 3, libc::O_CLOEXEC) < 0 {
+                fail(status);
+            }
+            status = 3;
+        }
+        if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+            // Before Linux 5.9: close them one by one.
+            let mut max: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut max);
+            let top = max.rlim_cur.min(1 << 20) as libc::c_int;
+            for fd in 4..top {
+                libc::close(fd);
+            }
+        }
+        for &(resource, value) in rlimits {
+            if value == 0 {
+                continue;
+            }
+            let limit = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            if libc::setrlimit(resource, &limit) != 0 {
+                fail(status);
+            }
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            fail(status);
+        }
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..65 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::sigaction(sig, &action, std::ptr::null_mut());
+            }
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        libc::execve(program.as_ptr(), argv.as_ptr(), envp);
+        fail(status)
+    }
+}
+
+/// Pids of the running group leaders of [`Command::run_limited`] (and
+/// [`Command::run_bounded`]), from before their spawn returns until they
+/// are reaped: [`reap_orphans`] leaves them and their groups alone.
+static LEADERS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+
+fn leaders() -> std::sync::MutexGuard<'static, Vec<libc::pid_t>> {
+    LEADERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reaps the run leader `pid` and forgets it.
+fn reap_leader(pid: libc::pid_t) -> io::Result<i32> {
+    let status = wait(pid);
+    leaders().retain(|&p| p != pid);
+    status
+}
+
+/// For a child subreaper (`PR_SET_CHILD_SUBREAPER`, as the sidecar is):
+/// kills and reaps this process's children that are neither a running
+/// leader of [`Command::run_limited`] nor in such a leader's process
+/// group. Those are descendants whose parent died and who were reparented
+/// here: either their run is over (its group was killed, and they had left
+/// it with `setsid` or `setpgid`) or they left their run's group; nothing
+/// a run starts outlives it. Returns how many were killed or reaped.
+pub fn reap_orphans() -> usize {
+    let leaders = leaders();
+    let mut children = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+                children.extend(
+                    list.split_ascii_whitespace()
+                        .filter_map(|p| p.parse::<libc::pid_t>().ok()),
+                );
+            }
+        }
+    }
+    let mut n = 0;
+    for pid in children {
+        if leaders.contains(&pid) {
+            continue;
+        }
+        // SAFETY: getpgid on a child of ours (not reaped: its pid is ours).
+        let group = unsafe { libc::getpgid(pid) };
+        if group > 0 && leaders.contains(&group) {
+            continue;
+        }
+        let mut status = 0;
+        // SAFETY: signalling and reaping our own child, which nobody else
+        // waits for (it is no leader), so its pid cannot have been reused.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, &mut status, libc::WNOHANG);
+        }
+        n += 1;
+    }
+    n
 }
 
 /// Why a limited run failed.
@@ -488,11 +790,24 @@ impl Command {
         let (stdin_r, stdin_w) = pipe().map_err(LimitError::Spawn)?;
         let (stderr_r, stderr_w) = pipe().map_err(LimitError::Spawn)?;
         cmd.extra_dups = vec![(stdin_r.as_raw_fd(), 0), (stderr_w.as_raw_fd(), 2)];
-        let spawned = spawn(&cmd);
+        let spawned = {
+            // Registered before any orphan sweep can see it as a child.
+            let mut leaders = leaders();
+            let spawned = match &cmd.limits {
+                Some(limits) => spawn_forked(&cmd, limits).map(|(pid, out)| (pid, Some(out))),
+                None => spawn(&cmd),
+            };
+            if let Ok((pid, _)) = &spawned {
+                leaders.push(*pid);
+            }
+            spawned
+        };
         drop(stdin_r);
         drop(stderr_w);
         let (pid, stdout) = spawned.map_err(LimitError::Spawn)?;
-        let stdout = stdout.expect("captured");
+        let Some(stdout) = stdout else {
+            unreachable!("a limited run captures stdout")
+        };
         // SAFETY: setting O_NONBLOCK on our own pipe end.
         unsafe {
             let fl = libc::fcntl(stdin_w.as_raw_fd(), libc::F_GETFL);
@@ -520,7 +835,7 @@ impl Command {
                     // SAFETY: signalling the group we created, whose
                     // leader is not reaped yet.
                     unsafe { libc::kill(-pid, libc::SIGKILL) };
-                    let _ = wait(pid);
+                    let _ = reap_leader(pid);
                     return Err(LimitError::Spawn(e));
                 }
             };
@@ -539,7 +854,7 @@ impl Command {
             let out = out.join().unwrap_or_default();
             let err = err.join().unwrap_or_default();
             let _ = writer.join();
-            Ok((wait(pid).unwrap_or(-1), timed_out, out, err))
+            Ok((reap_leader(pid).unwrap_or(-1), timed_out, out, err))
         });
         let (status, timed_out, out, err) = ran?;
         if timed_out {
@@ -554,6 +869,186 @@ impl Command {
             stderr: err,
         })
     }
+}
+
+/// Why a bounded run failed.
+#[derive(Debug)]
+pub enum BoundError {
+    /// The program could not be started.
+    Spawn(io::Error),
+    /// It ran past its time; its process group was killed.
+    Timeout,
+    /// The caller gave up (`interrupted` said so); its process group was
+    /// killed.
+    Interrupted,
+}
+
+impl std::fmt::Display for BoundError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Spawn(e) => write!(f, "could not start the program: {e}"),
+            Self::Timeout => write!(f, "timed out; its process group was killed"),
+            Self::Interrupted => write!(f, "interrupted; its process group was killed"),
+        }
+    }
+}
+
+impl Command {
+    /// Runs the program as [`Command::run`] does (stdin from `/dev/null`,
+    /// stdout as set), in one thread, in a process group of its own that is
+    /// killed (SIGKILL) when the program exits (so a background job holding
+    /// stdout open cannot hold the call), when `timeout` passes, or when
+    /// `interrupted()` (asked every 20 ms at most) returns true. The call
+    /// returns within about `timeout` plus 200 ms whatever the program
+    /// does.
+    pub fn run_bounded(
+        &self,
+        timeout: Duration,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Output, BoundError> {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let deadline = Instant::now() + timeout;
+        let mut cmd = self.clone();
+        cmd.own_group = true;
+        let spawned = {
+            let mut leaders = leaders();
+            let spawned = cmd.spawn();
+            if let Ok((pid, _)) = &spawned {
+                leaders.push(*pid);
+            }
+            spawned
+        };
+        let (pid, mut pipe) = spawned.map_err(BoundError::Spawn)?;
+        let cap = match self.stdout {
+            Stdout::Capture(cap) => cap,
+            _ => 0,
+        };
+        if let Some(p) = &pipe {
+            // SAFETY: setting O_NONBLOCK on our own pipe end.
+            unsafe {
+                let fl = libc::fcntl(p.as_raw_fd(), libc::F_GETFL);
+                libc::fcntl(p.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+            }
+        }
+        // SAFETY: pidfd_open on our own child, not reaped yet; closed below.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+        let mut out = Vec::new();
+        let mut truncated = false;
+        let mut buf = [0u8; 16 * 1024];
+        let mut exited_at: Option<Instant> = None;
+        let mut failure = None;
+        loop {
+            let mut fds = Vec::with_capacity(2);
+            if let Some(p) = &pipe {
+                fds.push(libc::pollfd {
+                    fd: p.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            if exited_at.is_none() && pidfd >= 0 {
+                fds.push(libc::pollfd {
+                    fd: pidfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            let now = Instant::now();
+            let until = match exited_at {
+                Some(at) => at + GRACE,
+                None => deadline,
+            };
+            let wait_ms = until
+                .saturating_duration_since(now)
+                .as_millis()
+                .min(TICK_MS as u128) as libc::c_int;
+            // SAFETY: pollfds on the stack.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
+            if let Some(p) = &mut pipe {
+                loop {
+                    match p.read(&mut buf) {
+                        Ok(0) => {
+                            pipe = None;
+                            break;
+                        }
+                        Ok(n) => {
+                            let room = cap.saturating_sub(out.len());
+                            truncated |= n > room;
+                            out.extend_from_slice(&buf[..n.min(room)]);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+            if exited_at.is_none() && exited(pid, pidfd) {
+                // The leader is a zombie (not reaped), so its group id is
+                // still ours: whatever it left in the group goes too.
+                // SAFETY: signalling the group we created.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                exited_at = Some(Instant::now());
+            }
+            match exited_at {
+                Some(at) if pipe.is_none() || at.elapsed() >= GRACE => break,
+                Some(_) => {}
+                None if Instant::now() >= deadline => {
+                    failure = Some(BoundError::Timeout);
+                    break;
+                }
+                None if interrupted() => {
+                    failure = Some(BoundError::Interrupted);
+                    break;
+                }
+                None => {}
+            }
+        }
+        if failure.is_some() {
+            // SAFETY: signalling the group we created; its leader is not
+            // reaped yet.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+        if pidfd >= 0 {
+            // SAFETY: closing the fd opened above.
+            unsafe { libc::close(pidfd) };
+        }
+        drop(pipe);
+        let status = reap_leader(pid).map_err(BoundError::Spawn)?;
+        if let Some(f) = failure {
+            return Err(f);
+        }
+        Ok(Output {
+            status,
+            stdout: out,
+            truncated,
+        })
+    }
+}
+
+/// Whether `pid` (our child, not reaped) has exited, without reaping it.
+fn exited(pid: libc::pid_t, pidfd: libc::c_int) -> bool {
+    if pidfd >= 0 {
+        let mut pfd = libc::pollfd {
+            fd: pidfd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on the stack, no wait.
+        return unsafe { libc::poll(&mut pfd, 1, 0) } > 0;
+    }
+    // No pidfd (old kernel, seccomp): waitid without reaping.
+    // SAFETY: waitid on our child into a zeroed siginfo.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: reading the pid field waitid filled in (0 if not yet).
+    r == 0 && unsafe { info.si_pid() } == pid
 }
 
 /// How long pipes are drained after the program ended or was killed.
@@ -814,6 +1309,130 @@ mod tests {
             matches!(&r, Err(LimitError::Spawn(e)) if e.kind() == io::ErrorKind::InvalidInput),
             "{r:?}"
         );
+    }
+
+    /// A descriptor of this process without `O_CLOEXEC`, as a careless
+    /// parent (or the server a library runs in) leaves them.
+    fn leaky_fd() -> libc::c_int {
+        // SAFETY: opening /dev/null; the fd is closed by the caller.
+        let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+        assert!(fd > 2);
+        fd
+    }
+
+    #[test]
+    fn limited_children_get_limits_no_new_privs_and_no_other_descriptors() {
+        let fd = leaky_fd();
+        let limits = Limits {
+            cpu_seconds: 7,
+            address_space_bytes: 3 << 30,
+            processes: 333,
+            file_bytes: 5 << 20,
+        };
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg("ls /proc/$$/fd; grep NoNewPrivs /proc/$$/status; cat /proc/$$/limits; ps -o pgid= -p $$; echo $$")
+            .no_path_search()
+            .limits(limits)
+            .run_limited(b"", Duration::from_secs(10), 1 << 16)
+            .unwrap();
+        // SAFETY: our own fd.
+        unsafe { libc::close(fd) };
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(&lines[..4], ["0", "1", "2", "NoNewPrivs:\t1"], "{text}");
+        let limit = |name: &str| {
+            let line = lines.iter().find(|l| l.starts_with(name)).unwrap();
+            line.split_whitespace().rev().nth(2).unwrap().to_string()
+        };
+        assert_eq!(limit("Max cpu time"), "7");
+        assert_eq!(limit("Max address space"), (3u64 << 30).to_string());
+        assert_eq!(limit("Max processes"), "333");
+        assert_eq!(limit("Max file size"), (5u64 << 20).to_string());
+        let n = lines.len();
+        assert_eq!(
+            lines[n - 2].trim(),
+            lines[n - 1],
+            "a process group of its own"
+        );
+    }
+
+    #[test]
+    fn plain_spawns_pass_no_descriptor_beyond_the_standard_three() {
+        let fd = leaky_fd();
+        let out = Command::shell("ls /proc/$$/fd")
+            .stdout(Stdout::Capture(1024))
+            .run()
+            .unwrap();
+        // SAFETY: our own fd.
+        unsafe { libc::close(fd) };
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n1\n2\n");
+    }
+
+    #[test]
+    fn limited_exec_failures_are_errors() {
+        let r = Command::new("/nonexistent/prog")
+            .limits(Limits::default())
+            .run_limited(b"", Duration::from_secs(10), 100);
+        assert!(
+            matches!(&r, Err(LimitError::Spawn(e)) if e.kind() == io::ErrorKind::NotFound),
+            "{r:?}"
+        );
+        let out = Command::new("true")
+            .limits(Limits::default())
+            .run_limited(b"", Duration::from_secs(10), 100)
+            .unwrap();
+        assert_eq!(out.exit_code(), 0);
+    }
+
+    #[test]
+    fn bounded_runs_end_at_exit_timeout_or_interruption() {
+        let never = || false;
+        let start = Instant::now();
+        // The background job holds stdout open; it dies with its group.
+        let out = Command::shell("sleep 60 & echo hi")
+            .stdout(Stdout::Capture(100))
+            .run_bounded(Duration::from_secs(20), &never)
+            .unwrap();
+        assert_eq!(out.stdout, b"hi\n");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+
+        let start = Instant::now();
+        let r = Command::shell("sleep 60")
+            .stdout(Stdout::Capture(100))
+            .run_bounded(Duration::from_millis(300), &never);
+        assert!(matches!(r, Err(BoundError::Timeout)), "{r:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+
+        let start = Instant::now();
+        let asked = std::cell::Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 5
+        };
+        let r = Command::new("sleep")
+            .arg("60")
+            .stdout(Stdout::Null)
+            .run_bounded(Duration::from_secs(60), &stop);
+        assert!(matches!(r, Err(BoundError::Interrupted)), "{r:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+
+        let out = Command::shell("exit 3")
+            .run_bounded(Duration::from_secs(10), &never)
+            .unwrap();
+        assert_eq!(out.exit_code(), 3);
     }
 
     /// Set in the copy of this test binary that runs with stdout closed.
