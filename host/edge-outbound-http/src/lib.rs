@@ -6,7 +6,11 @@
 //! `scheme://host:port` matches an entry of the component's
 //! `allowed_outbound_hosts` (Spin's syntax, see [`edge_config::OutboundRule`]).
 //! Anything else fails with `HTTP-request-denied` before a socket is opened.
-//! Allowed requests go out over kept-alive connections ([`pool`]).
+//! The name's addresses are then checked ([`address`]: no loopback,
+//! private, link-local... unless the operator allowed the range; a refusal
+//! is `destination-IP-prohibited`), and the tenant's requests in flight are
+//! capped ([`limit`]: `connection-limit-reached`). Allowed requests go out
+//! over kept-alive connections ([`pool`]) to the checked address.
 //!
 //! ```
 //! use edge_outbound_http::OutboundPolicy;
@@ -19,6 +23,8 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod address;
+pub mod limit;
 pub mod pool;
 
 /// Removes the headers that a `Connection` header names: hop-by-hop by
@@ -56,21 +62,46 @@ use edge_config::OutboundRule;
 use std::sync::Arc;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-/// The outbound allowlist of one component for one tenant. Cheap to clone
-/// (shared), so each store gets its own handle.
+pub use address::AddressPolicy;
+pub use limit::{Registry, TenantOutbound};
+
+/// Where one component of one tenant may send requests: the names of its
+/// allowlist, the addresses they may resolve to, and its tenant's cap on
+/// requests in flight. Cheap to clone (shared), so each store gets its own
+/// handle.
 #[derive(Clone, Debug)]
 pub struct OutboundPolicy {
     rules: Arc<[OutboundRule]>,
     who: Arc<str>,
+    addresses: AddressPolicy,
+    tenant: Arc<TenantOutbound>,
 }
 
 impl OutboundPolicy {
-    /// A policy allowing exactly `rules`; `who` names the caller in logs.
+    /// A policy allowing exactly `rules`, refusing every special address
+    /// range, with the default cap; `who` names the caller in logs.
     pub fn new(rules: Vec<OutboundRule>, who: &str) -> Self {
         Self {
             rules: rules.into(),
             who: who.into(),
+            addresses: AddressPolicy::default(),
+            tenant: Arc::new(TenantOutbound::new(
+                who.split('/').next().unwrap_or(who),
+                limit::DEFAULT_MAX_REQUESTS,
+            )),
         }
+    }
+
+    /// The same with `addresses` as the address policy.
+    pub fn with_addresses(mut self, addresses: AddressPolicy) -> Self {
+        self.addresses = addresses;
+        self
+    }
+
+    /// The same counting against (and capped by) `tenant`.
+    pub fn with_tenant(mut self, tenant: Arc<TenantOutbound>) -> Self {
+        self.tenant = tenant;
+        self
     }
 
     /// A policy that allows nothing.
@@ -80,29 +111,49 @@ impl OutboundPolicy {
 
     /// Whether both allow exactly the same destinations.
     pub fn same_rules(&self, other: &OutboundPolicy) -> bool {
-        self.rules == other.rules
+        self.rules == other.rules && self.addresses.same_ranges(&other.addresses)
     }
 
-    /// Whether a request to `scheme://host:port` may be sent.
+    /// Whether a request to `scheme://host:port` may be sent (by name:
+    /// the address it resolves to is checked when connecting).
     pub fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
         self.rules.iter().any(|r| r.allows(scheme, host, port))
     }
 
-    fn check(&self, request: &http::Request<WasiBody>) -> Result<(), Error> {
+    fn check(&self, request: &http::Request<WasiBody>) -> Result<pool::Destination, Error> {
         let uri = request.uri();
         let scheme = uri.scheme_str().unwrap_or("https");
-        let Some(host) = uri.host() else {
+        let Some(raw) = uri.host() else {
             return Err(Error::HttpRequestUriInvalid);
         };
-        let port = uri
-            .port_u16()
-            .unwrap_or(if scheme == "http" { 80 } else { 443 });
-        if self.allows(scheme, host, port) {
-            Ok(())
+        // The host as a WHATWG URL parser reads it: `0x7f.1`, `127.1` and
+        // `2130706433` are 127.0.0.1, IDNs are punycode. Matched and
+        // connected to in this form, whatever the guest wrote.
+        let host = match url::Host::parse(raw) {
+            Ok(h) if !raw.is_empty() => h,
+            _ => return Err(Error::HttpRequestUriInvalid),
+        };
+        let name = match &host {
+            url::Host::Domain(d) => d.clone(),
+            url::Host::Ipv4(a) => a.to_string(),
+            url::Host::Ipv6(a) => a.to_string(),
+        };
+        let tls = scheme == "https";
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        if self.allows(scheme, &name, port) {
+            Ok(pool::Destination {
+                host,
+                name,
+                port,
+                tls,
+            })
         } else {
+            self.tenant
+                .refused_allowlist
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::warn!(
                 component = %self.who,
-                %scheme, %host, port,
+                %scheme, host = %name, port,
                 "outbound request denied: not in allowed_outbound_hosts"
             );
             Err(Error::HttpRequestDenied)
@@ -129,11 +180,24 @@ impl WasiHttpHooks for OutboundPolicy {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
-        let checked = self.check(&request);
-        let who = self.who.clone();
-        Box::new(async move {
-            checked?;
-            pool::send(who, request, options).await
-        })
+        let checked = self.check(&request).and_then(|destination| {
+            let Some(permit) = self.tenant.acquire() else {
+                tracing::warn!(
+                    component = %self.who,
+                    host = %destination.name,
+                    limit = self.tenant.max_requests(),
+                    "outbound request refused: the tenant has max_outbound_requests in flight"
+                );
+                return Err(Error::ConnectionLimitReached);
+            };
+            Ok(pool::Call {
+                owner: self.who.clone(),
+                destination,
+                addresses: self.addresses.clone(),
+                tenant: self.tenant.clone(),
+                permit,
+            })
+        });
+        Box::new(async move { pool::send(checked?, request, options).await })
     }
 }

@@ -21,14 +21,21 @@
 //! (GET, HEAD, OPTIONS) is sent again on a new connection.
 //!
 //! The timeouts of the guest's request options apply as in Wasmtime's
-//! sender: connect (TCP, TLS and the HTTP handshake), first byte, and
+//! sender: connect (DNS, TCP, TLS and the HTTP handshake), first byte, and
 //! between bytes of the body.
+//!
+//! A new connection goes to an address the name resolved to that the
+//! tenant's [`AddressPolicy`] accepts, connected to by that address (never
+//! looked up again); an idle connection is reused only if its peer is still
+//! accepted (a reload may have closed a range).
 
-use http::uri::Scheme;
+use crate::address::AddressPolicy;
+use crate::limit::{Permit, TenantOutbound};
 use http_body::{Body, Frame};
 use hyper::client::conn::http1::SendRequest;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
@@ -51,17 +58,49 @@ pub const IDLE_FOR: Duration = Duration::from_secs(4);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Whose connection it is (`tenant/component`) and where it goes: TLS or
-/// not, and `host:port`.
+/// not, and the normalized host and port.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct Origin {
     owner: Arc<str>,
     tls: bool,
-    authority: String,
+    host: String,
+    port: u16,
 }
 
 struct Idle {
     sender: SendRequest<WasiBody>,
+    peer: SocketAddr,
     since: Instant,
+}
+
+/// Where a request goes, as the policy read it from the request's URI.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    /// The host, parsed (and normalized) as a WHATWG URL host.
+    pub host: url::Host<String>,
+    /// The host as text: what the allowlist matched.
+    pub name: String,
+    /// The port (the scheme's default if the URI names none).
+    pub port: u16,
+    /// `https`.
+    pub tls: bool,
+}
+
+/// One request's sender: whose it is, where it goes, what it may reach,
+/// and its place among the tenant's requests in flight (held until the
+/// response body is finished or dropped).
+#[derive(Debug)]
+pub struct Call {
+    /// `tenant/component`, for the pool and the log.
+    pub owner: Arc<str>,
+    /// Where to.
+    pub destination: Destination,
+    /// Which addresses may be connected to.
+    pub addresses: AddressPolicy,
+    /// The tenant's counters.
+    pub tenant: Arc<TenantOutbound>,
+    /// The request's place under the tenant's cap.
+    pub permit: Permit,
 }
 
 thread_local! {
@@ -74,24 +113,18 @@ pub type Sent = (
     Box<dyn Future<Output = Result<(), Error>> + Send>,
 );
 
-/// Sends `request` for `owner` (`tenant/component`), on an idle
+/// Sends `request` for `call`'s owner (`tenant/component`), on an idle
 /// connection of the owner's to its origin if there is one.
 pub async fn send(
-    owner: Arc<str>,
+    call: Call,
     mut request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<Sent, Error> {
-    let uri = request.uri();
-    let authority = uri.authority().ok_or(Error::HttpRequestUriInvalid)?;
-    let tls = uri.scheme() == Some(&Scheme::HTTPS);
-    let authority = match authority.port() {
-        Some(_) => authority.to_string(),
-        None => format!("{authority}:{}", if tls { 443 } else { 80 }),
-    };
     let origin = Origin {
-        owner,
-        tls,
-        authority,
+        owner: call.owner.clone(),
+        tls: call.destination.tls,
+        host: call.destination.name.clone(),
+        port: call.destination.port,
     };
     let option = |f: fn(&RequestOptions) -> Option<Duration>| {
         options.as_ref().and_then(f).unwrap_or(DEFAULT_TIMEOUT)
@@ -114,7 +147,7 @@ pub async fn send(
     let mut again = None;
     let mut pending = Some(request);
     let deadline = Instant::now() + connect_timeout;
-    while let Some(mut sender) = take_idle(&origin, deadline).await {
+    while let Some((mut sender, peer)) = take_idle(&origin, &call.addresses, deadline).await {
         let request = pending.take().expect("a request to send");
         if repeatable && again.is_none() {
             // Copied only when a reused connection is tried.
@@ -125,7 +158,12 @@ pub async fn send(
             .map_err(|_| Error::ConnectionReadTimeout)?;
         match sent {
             Ok(response) => {
-                return Ok(respond(response, sender, origin, between_bytes_timeout));
+                let home = Home {
+                    sender,
+                    origin,
+                    peer,
+                };
+                return Ok(respond(response, home, call.permit, between_bytes_timeout));
             }
             Err(mut e) => match (e.take_message(), &again) {
                 // Not sent (the origin closed the connection meanwhile):
@@ -136,7 +174,7 @@ pub async fn send(
             },
         }
     }
-    let mut sender = tokio::time::timeout(connect_timeout, connect(&origin))
+    let (mut sender, peer) = tokio::time::timeout(connect_timeout, connect(&call))
         .await
         .map_err(|_| Error::ConnectionTimeout)??;
     let response = tokio::time::timeout(
@@ -146,23 +184,36 @@ pub async fn send(
     .await
     .map_err(|_| Error::ConnectionReadTimeout)?
     .map_err(Error::from)?;
-    Ok(respond(response, sender, origin, between_bytes_timeout))
+    let home = Home {
+        sender,
+        origin,
+        peer,
+    };
+    Ok(respond(response, home, call.permit, between_bytes_timeout))
 }
 
-/// The most recently idle connection to `origin` still usable, looked
-/// for until `deadline` (the guest's connect timeout).
-async fn take_idle(origin: &Origin, deadline: Instant) -> Option<SendRequest<WasiBody>> {
+/// The most recently idle connection to `origin` still usable (and whose
+/// peer `addresses` still accepts), looked for until `deadline` (the
+/// guest's connect timeout).
+async fn take_idle(
+    origin: &Origin,
+    addresses: &AddressPolicy,
+    deadline: Instant,
+) -> Option<(SendRequest<WasiBody>, SocketAddr)> {
     loop {
-        let Idle { mut sender, since } =
-            IDLE.with_borrow_mut(|idle| idle.get_mut(origin)?.pop())?;
-        if since.elapsed() >= IDLE_FOR || sender.is_closed() {
+        let Idle {
+            mut sender,
+            peer,
+            since,
+        } = IDLE.with_borrow_mut(|idle| idle.get_mut(origin)?.pop())?;
+        if since.elapsed() >= IDLE_FOR || sender.is_closed() || addresses.check(peer).is_err() {
             continue;
         }
         // A body that just ended may leave the connection a moment from
         // taking the next request; one that will not take it fails here.
         let wait = READY_WITHIN.min(deadline.saturating_duration_since(Instant::now()));
         if let Ok(Ok(())) = tokio::time::timeout(wait, sender.ready()).await {
-            return Some(sender);
+            return Some((sender, peer));
         }
     }
 }
@@ -187,7 +238,12 @@ fn empty_body() -> WasiBody {
 /// How long an idle connection may take to be ready for a request.
 const READY_WITHIN: Duration = Duration::from_millis(100);
 
-fn put_idle(origin: Origin, sender: SendRequest<WasiBody>) {
+fn put_idle(home: Home) {
+    let Home {
+        sender,
+        origin,
+        peer,
+    } = home;
     if sender.is_closed() {
         return;
     }
@@ -208,29 +264,93 @@ fn put_idle(origin: Origin, sender: SendRequest<WasiBody>) {
         if all < MAX_IDLE && owners < MAX_IDLE_PER_OWNER {
             idle.entry(origin).or_default().push(Idle {
                 sender,
+                peer,
                 since: Instant::now(),
             });
         }
     });
 }
 
-/// A new connection: TCP, TLS for `https`, the HTTP/1.1 handshake. The
-/// connection's I/O runs as a task of this thread's runtime until both
-/// ends are done with it.
-async fn connect(origin: &Origin) -> Result<SendRequest<WasiBody>, Error> {
-    let tcp = TcpStream::connect(&origin.authority)
-        .await
-        .map_err(Error::Connect)?;
-    let _ = tcp.set_nodelay(true);
-    if !origin.tls {
-        return handshake(tcp).await;
+/// A new connection: DNS, TCP to the first accepted address that
+/// answers, TLS for `https`, the HTTP/1.1 handshake. The connection's I/O
+/// runs as a task of this thread's runtime until both ends are done with
+/// it.
+async fn connect(call: &Call) -> Result<(SendRequest<WasiBody>, SocketAddr), Error> {
+    let d = &call.destination;
+    let resolved: Vec<SocketAddr> = match &d.host {
+        url::Host::Ipv4(a) => vec![SocketAddr::new(IpAddr::V4(*a), d.port)],
+        url::Host::Ipv6(a) => vec![SocketAddr::new(IpAddr::V6(*a), d.port)],
+        url::Host::Domain(name) => tokio::net::lookup_host((name.as_str(), d.port))
+            .await
+            .map_err(|e| Error::DnsError {
+                rcode: Some(e.to_string()),
+                info_code: None,
+            })?
+            .collect(),
+    };
+    let mut accepted = Vec::new();
+    let mut refused = None;
+    for addr in resolved {
+        match call.addresses.check(addr) {
+            Ok(a) if !accepted.contains(&a) => accepted.push(a),
+            Ok(_) => {}
+            Err(why) => refused = refused.or(Some(why)),
+        }
     }
-    let name = server_name(&origin.authority)?;
+    if accepted.is_empty() {
+        return Err(match refused {
+            Some(why) => prohibited(call, &why),
+            None => Error::DestinationNotFound,
+        });
+    }
+    let mut failed = None;
+    let mut tcp = None;
+    for addr in accepted {
+        match TcpStream::connect(addr).await {
+            Ok(t) => {
+                tcp = Some((t, addr));
+                break;
+            }
+            Err(e) => failed = Some(e),
+        }
+    }
+    let Some((tcp, peer)) = tcp else {
+        return Err(Error::Connect(failed.unwrap_or_else(|| {
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
+        })));
+    };
+    // Listeners bound to every address are reached under any address of
+    // this machine: known only now, from the connection's own end.
+    if let Ok(local) = tcp.local_addr()
+        && let Err(why) = call.addresses.check_connected(local, peer)
+    {
+        return Err(prohibited(call, &why));
+    }
+    let _ = tcp.set_nodelay(true);
+    if !d.tls {
+        return Ok((handshake(tcp).await?, peer));
+    }
+    let name = server_name(&d.host)?;
     let tls = tokio_rustls::TlsConnector::from(tls_config())
         .connect(name, tcp)
         .await
         .map_err(Error::Tls)?;
-    handshake(tls).await
+    Ok((handshake(tls).await?, peer))
+}
+
+/// Counts and logs an address refusal; the guest's error.
+fn prohibited(call: &Call, why: &crate::address::Refused) -> Error {
+    call.tenant
+        .refused_address
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::warn!(
+        component = %call.owner,
+        host = %call.destination.name,
+        port = call.destination.port,
+        reason = %why,
+        "outbound request refused: destination address not allowed (see outbound.allow_ranges)"
+    );
+    Error::DestinationIpProhibited
 }
 
 /// The HTTP/1.1 handshake over `io`; the connection's task is spawned.
@@ -262,19 +382,26 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
         .clone()
 }
 
-fn server_name(authority: &str) -> Result<rustls::pki_types::ServerName<'static>, Error> {
+fn server_name(host: &url::Host<String>) -> Result<rustls::pki_types::ServerName<'static>, Error> {
     use rustls::pki_types::ServerName;
-    if let Ok(addr) = authority.parse::<std::net::SocketAddr>() {
-        return Ok(ServerName::from(addr.ip()));
+    match host {
+        url::Host::Ipv4(a) => Ok(ServerName::from(IpAddr::V4(*a))),
+        url::Host::Ipv6(a) => Ok(ServerName::from(IpAddr::V6(*a))),
+        url::Host::Domain(d) => ServerName::try_from(d.clone()).map_err(Error::InvalidDnsNameError),
     }
-    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
-    ServerName::try_from(host.to_owned()).map_err(Error::InvalidDnsNameError)
+}
+
+/// A connection and where it goes back to once its response is read.
+struct Home {
+    sender: SendRequest<WasiBody>,
+    origin: Origin,
+    peer: SocketAddr,
 }
 
 fn respond(
     response: http::Response<hyper::body::Incoming>,
-    sender: SendRequest<WasiBody>,
-    origin: Origin,
+    home: Home,
+    permit: Permit,
     between_bytes: Duration,
 ) -> Sent {
     let mut timeout = tokio::time::interval(between_bytes);
@@ -285,7 +412,8 @@ fn respond(
         let mut body = PooledBody {
             incoming,
             timeout,
-            home: Some((sender, origin)),
+            home: Some(home),
+            _permit: permit,
         };
         body.home_if_done(); // no body at all (204, HEAD)
         http_body_util::BodyExt::boxed_unsync(body)
@@ -299,7 +427,9 @@ struct PooledBody {
     incoming: hyper::body::Incoming,
     timeout: tokio::time::Interval,
     /// The connection and its origin, until the body ends.
-    home: Option<(SendRequest<WasiBody>, Origin)>,
+    home: Option<Home>,
+    /// The request counts as in flight until its body is dropped.
+    _permit: Permit,
 }
 
 impl PooledBody {
@@ -307,9 +437,9 @@ impl PooledBody {
     /// reader may stop at `is_end_stream` without polling to the end).
     fn home_if_done(&mut self) {
         if self.incoming.is_end_stream()
-            && let Some((sender, origin)) = self.home.take()
+            && let Some(home) = self.home.take()
         {
-            put_idle(origin, sender);
+            put_idle(home);
         }
     }
 }
@@ -324,8 +454,8 @@ impl Body for PooledBody {
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         match Pin::new(&mut self.incoming).poll_frame(cx) {
             Poll::Ready(None) => {
-                if let Some((sender, origin)) = self.home.take() {
-                    put_idle(origin, sender);
+                if let Some(home) = self.home.take() {
+                    put_idle(home);
                 }
                 Poll::Ready(None)
             }
@@ -411,8 +541,27 @@ mod tests {
         read_as("a/rewriter", url).await
     }
 
+    /// A call as `owner` to `url`, with loopback allowed.
+    fn call(owner: &str, url: &str) -> Call {
+        let uri: http::Uri = url.parse().unwrap();
+        let host = url::Host::parse(uri.host().unwrap()).unwrap();
+        let tenant = Arc::new(TenantOutbound::new("a", 64));
+        Call {
+            owner: owner.into(),
+            destination: Destination {
+                name: host.to_string(),
+                host,
+                port: uri.port_u16().unwrap_or(80),
+                tls: false,
+            },
+            addresses: AddressPolicy::new(vec!["127.0.0.0/8".parse().unwrap()], Default::default()),
+            permit: tenant.acquire().unwrap(),
+            tenant,
+        }
+    }
+
     async fn read_as(owner: &str, url: &str) -> usize {
-        let (response, _io) = send(owner.into(), get(url), None).await.unwrap();
+        let (response, _io) = send(call(owner, url), get(url), None).await.unwrap();
         response
             .into_body()
             .collect()
@@ -454,7 +603,9 @@ mod tests {
     #[tokio::test]
     async fn a_body_left_unread_closes_its_connection() {
         let (url, accepted) = origin(1_000_000, false).await;
-        let (response, _io) = send("a/rewriter".into(), get(&url), None).await.unwrap();
+        let (response, _io) = send(call("a/rewriter", &url), get(&url), None)
+            .await
+            .unwrap();
         drop(response); // the rest of the body is still on the wire
         assert_eq!(read_all(&url).await, 1_000_000);
         assert_eq!(read_all(&url).await, 1_000_000);
@@ -472,8 +623,58 @@ mod tests {
         let url = format!("http://{}/", listener.local_addr().unwrap());
         drop(listener);
         assert!(matches!(
-            send("a/rewriter".into(), get(&url), None).await,
+            send(call("a/rewriter", &url), get(&url), None).await,
             Err(Error::Connect(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_refused_address_is_never_connected_to() {
+        let (url, accepted) = origin(10, false).await;
+        let mut c = call("a/rewriter", &url);
+        c.addresses = AddressPolicy::default();
+        let tenant = c.tenant.clone();
+        assert!(matches!(
+            send(c, get(&url), None).await,
+            Err(Error::DestinationIpProhibited)
+        ));
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+        assert_eq!(tenant.refused_address.load(Ordering::SeqCst), 1);
+        // `localhost` resolves to loopback only: refused by name as well.
+        let by_name = url.replace("127.0.0.1", "localhost");
+        let mut c = call("a/rewriter", &by_name);
+        c.addresses = AddressPolicy::default();
+        assert!(matches!(
+            send(c, get(&by_name), None).await,
+            Err(Error::DestinationIpProhibited)
+        ));
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_not_reused_once_its_range_is_closed() {
+        let (url, accepted) = origin(10, false).await;
+        assert_eq!(read_as("c/rewriter", &url).await, 10);
+        let mut c = call("c/rewriter", &url);
+        c.addresses = AddressPolicy::default();
+        assert!(matches!(
+            send(c, get(&url), None).await,
+            Err(Error::DestinationIpProhibited)
+        ));
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn the_permit_is_held_until_the_body_is_dropped() {
+        let (url, _) = origin(1_000_000, false).await;
+        let c = call("d/rewriter", &url);
+        let tenant = c.tenant.clone();
+        let (response, _io) = send(c, get(&url), None).await.unwrap();
+        // The call's permit, plus none: the tenant (cap 64) has one in flight.
+        let held: Vec<_> = (0..63).filter_map(|_| tenant.acquire()).collect();
+        assert_eq!(held.len(), 63);
+        assert!(tenant.acquire().is_none());
+        drop(response);
+        assert!(tenant.acquire().is_some());
     }
 }
