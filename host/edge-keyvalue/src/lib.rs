@@ -8,15 +8,26 @@
 //! that tenant's components that name the label (Spin's semantics), never by
 //! two tenants.
 //!
+//! Host calls are async: each operation runs on tokio's blocking pool
+//! (see [`Handle`]), so a slow or full disk holds a pool thread, never the
+//! async worker serving other connections.
+//!
 //! Writes commit without waiting for the disk; a background thread makes
 //! them durable within [`FLUSH_INTERVAL`] (as Redis' `appendfsync everysec`),
 //! and a store is flushed when it is dropped. A crash loses at most that
-//! window, never consistency: redb is copy-on-write.
+//! window, never consistency: redb is copy-on-write. A disk error (a full
+//! disk, `EIO`) loses nothing acknowledged: the store answers errors, keeps
+//! its unflushed writes in memory and, once the disk allows, reopens its
+//! file and replays them (the module `store` says how).
 //!
 //! Limits, because tenants are hostile: keys up to [`MAX_KEY_BYTES`], values
 //! up to [`MAX_VALUE_BYTES`], and each store up to the tenant's
-//! `limits.kv_store_bytes` (keys plus values); a write past a limit fails
-//! with `error::other` saying which limit, and changes nothing.
+//! `limits.kv_store_bytes`, counted as the larger of its keys plus values
+//! and its file's size on disk (less [`FILE_OVERHEAD_BYTES`]); a write past
+//! a limit fails with `error::other` saying which limit, and changes
+//! nothing. Storage faults reach the guest in fixed words
+//! (`error::other("storage full: ...")`); the log names tenant, store and
+//! file.
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,9 +44,10 @@
 
 mod store;
 
+use store::Access;
 pub use store::{
-    FLUSH_INTERVAL, KvError, MAX_BATCH_BYTES, MAX_BATCH_KEYS, MAX_KEY_BYTES, MAX_VALUE_BYTES,
-    Registry, Store,
+    ErrorCounts, FILE_OVERHEAD_BYTES, FLUSH_INTERVAL, Handle, KvError, MAX_BATCH_BYTES,
+    MAX_BATCH_KEYS, MAX_KEY_BYTES, MAX_VALUE_BYTES, PENDING_MAX_BYTES, RETRY_INTERVAL, Registry,
 };
 
 use std::collections::BTreeMap;
@@ -46,7 +58,7 @@ mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit/deps/keyvalue",
         world: "wasi:keyvalue/imports",
-        imports: { default: trappable },
+        imports: { default: async | trappable },
         with: {
             "wasi:keyvalue/store.bucket": crate::Bucket,
         },
@@ -61,31 +73,32 @@ use generated::wasi::keyvalue::{atomics, batch, store as wit};
 /// The stores one component may open, by label; shared by every instance.
 #[derive(Clone, Default)]
 pub struct Grants {
-    stores: Arc<BTreeMap<String, Arc<Store>>>,
+    stores: Arc<BTreeMap<String, Handle>>,
 }
 
 impl Grants {
-    /// Grants the given stores under their labels.
-    pub fn new(stores: BTreeMap<String, Arc<Store>>) -> Self {
+    /// Grants the given stores (each with its cap) under their labels.
+    pub fn new(stores: BTreeMap<String, Handle>) -> Self {
         Self {
             stores: Arc::new(stores),
         }
     }
 
-    /// Whether both grant the same stores under the same labels.
+    /// Whether both grant the same stores, with the same caps, under the
+    /// same labels.
     pub fn same_stores(&self, other: &Grants) -> bool {
         self.stores.len() == other.stores.len()
             && self
                 .stores
                 .iter()
                 .zip(other.stores.iter())
-                .all(|((la, a), (lb, b))| la == lb && Arc::ptr_eq(a, b))
+                .all(|((la, a), (lb, b))| la == lb && a.same(b))
     }
 }
 
 /// An open bucket: a guest's handle to one granted store.
 pub struct Bucket {
-    store: Arc<Store>,
+    store: Handle,
 }
 
 /// What the linked functions see of the store data.
@@ -103,7 +116,9 @@ pub trait KeyValueView {
 }
 
 /// Adds `wasi:keyvalue/{store,atomics,batch}` to a linker.
-pub fn add_to_linker<T: KeyValueView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: KeyValueView + Send + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
     fn view<T: KeyValueView>(t: &mut T) -> KeyValue<'_> {
         t.keyvalue()
     }
@@ -120,13 +135,13 @@ impl HasData for HasKeyValue {
 }
 
 impl KeyValue<'_> {
-    fn store(&self, bucket: &Resource<Bucket>) -> Result<Arc<Store>, KvError> {
+    fn store(&self, bucket: &Resource<Bucket>) -> Result<Handle, KvError> {
         Ok(self.table.get(bucket)?.store.clone())
     }
 }
 
 impl wit::Host for KeyValue<'_> {
-    fn open(&mut self, identifier: String) -> Result<Resource<Bucket>, KvError> {
+    async fn open(&mut self, identifier: String) -> Result<Resource<Bucket>, KvError> {
         let store = self
             .grants
             .stores
@@ -140,82 +155,113 @@ impl wit::Host for KeyValue<'_> {
         Ok(match err {
             KvError::AccessDenied => wit::Error::AccessDenied,
             KvError::Trap(e) => return Err(e),
+            // Detail (file, redb's words) is for the operator's log.
+            KvError::Storage(_) | KvError::Db(_) => {
+                wit::Error::Other(KvError::Unavailable.to_string())
+            }
             other => wit::Error::Other(other.to_string()),
         })
     }
 }
 
 impl wit::HostBucket for KeyValue<'_> {
-    fn get(&mut self, bucket: Resource<Bucket>, key: String) -> Result<Option<Vec<u8>>, KvError> {
-        self.store(&bucket)?.get(&key)
+    async fn get(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+    ) -> Result<Option<Vec<u8>>, KvError> {
+        let s = self.store(&bucket)?;
+        s.blocking(Access::Read, move |s| s.get(&key)).await
     }
 
-    fn set(
+    async fn set(
         &mut self,
         bucket: Resource<Bucket>,
         key: String,
         value: Vec<u8>,
     ) -> Result<(), KvError> {
-        self.store(&bucket)?.set(&key, &value)
+        let s = self.store(&bucket)?;
+        s.blocking(Access::Write, move |s| s.set(&key, &value))
+            .await
     }
 
-    fn delete(&mut self, bucket: Resource<Bucket>, key: String) -> Result<(), KvError> {
-        self.store(&bucket)?.delete(&key)
+    async fn delete(&mut self, bucket: Resource<Bucket>, key: String) -> Result<(), KvError> {
+        let s = self.store(&bucket)?;
+        s.blocking(Access::Write, move |s| s.delete(&key)).await
     }
 
-    fn exists(&mut self, bucket: Resource<Bucket>, key: String) -> Result<bool, KvError> {
-        Ok(self.store(&bucket)?.get(&key)?.is_some())
+    async fn exists(&mut self, bucket: Resource<Bucket>, key: String) -> Result<bool, KvError> {
+        let s = self.store(&bucket)?;
+        s.blocking(Access::Read, move |s| Ok(s.get(&key)?.is_some()))
+            .await
     }
 
-    fn list_keys(
+    async fn list_keys(
         &mut self,
         bucket: Resource<Bucket>,
         cursor: Option<u64>,
     ) -> Result<wit::KeyResponse, KvError> {
-        let (keys, cursor) = self.store(&bucket)?.list_keys(cursor.unwrap_or(0))?;
+        let s = self.store(&bucket)?;
+        let (keys, cursor) = s
+            .blocking(Access::Read, move |s| s.list_keys(cursor.unwrap_or(0)))
+            .await?;
         Ok(wit::KeyResponse { keys, cursor })
     }
 
-    fn drop(&mut self, bucket: Resource<Bucket>) -> wasmtime::Result<()> {
+    async fn drop(&mut self, bucket: Resource<Bucket>) -> wasmtime::Result<()> {
         self.table.delete(bucket)?;
         Ok(())
     }
 }
 
 impl atomics::Host for KeyValue<'_> {
-    fn increment(
+    async fn increment(
         &mut self,
         bucket: Resource<Bucket>,
         key: String,
         delta: u64,
     ) -> Result<u64, KvError> {
-        self.store(&bucket)?.increment(&key, delta)
+        let s = self.store(&bucket)?;
+        s.blocking(Access::Write, move |s| s.increment(&key, delta))
+            .await
     }
 }
 
 impl batch::Host for KeyValue<'_> {
-    fn get_many(
+    async fn get_many(
         &mut self,
         bucket: Resource<Bucket>,
         keys: Vec<String>,
     ) -> Result<Vec<Option<(String, Vec<u8>)>>, KvError> {
-        let values = self.store(&bucket)?.get_many(&keys)?;
-        Ok(keys
-            .into_iter()
-            .zip(values)
-            .map(|(k, v)| v.map(|v| (k, v)))
-            .collect())
+        let s = self.store(&bucket)?;
+        s.blocking(Access::Read, move |s| {
+            let values = s.get_many(&keys)?;
+            Ok(keys
+                .into_iter()
+                .zip(values)
+                .map(|(k, v)| v.map(|v| (k, v)))
+                .collect())
+        })
+        .await
     }
 
-    fn set_many(
+    async fn set_many(
         &mut self,
         bucket: Resource<Bucket>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> Result<(), KvError> {
-        self.store(&bucket)?.set_many(&key_values)
+        let s = self.store(&bucket)?;
+        s.blocking(Access::Write, move |s| s.set_many(&key_values))
+            .await
     }
 
-    fn delete_many(&mut self, bucket: Resource<Bucket>, keys: Vec<String>) -> Result<(), KvError> {
-        self.store(&bucket)?.delete_many(&keys)
+    async fn delete_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        keys: Vec<String>,
+    ) -> Result<(), KvError> {
+        let s = self.store(&bucket)?;
+        s.blocking(Access::Write, move |s| s.delete_many(&keys))
+            .await
     }
 }

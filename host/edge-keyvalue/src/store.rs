@@ -1,12 +1,33 @@
-//! One tenant's store for one label: a redb database with a size cap, and the
-//! registry that opens each file once per process and flushes them.
+//! One tenant's store for one label: a redb database with a size cap that
+//! keeps working through disk faults, and the registry that opens each file
+//! once per process and flushes them.
+//!
+//! # What an acknowledged write is
+//!
+//! A write the guest saw succeed is committed without waiting for the disk
+//! and is visible to every later read at once. It also stays in memory, in
+//! the store's *pending* set, until a durable commit (the flusher's, every
+//! [`FLUSH_INTERVAL`], or an inline one when the set grows past
+//! [`PENDING_MAX_BYTES`]) has reached the disk. If the disk fails first
+//! (`ENOSPC`, `EIO`), redb refuses every further operation (`PreviousIo`);
+//! the store then drops that database, answers errors, and every
+//! [`RETRY_INTERVAL`] reopens the file (redb rolls back to its last durable
+//! commit) and replays the pending set in one durable transaction. So a disk
+//! error never loses an acknowledged write; only a crash of the process or
+//! the machine can, and then at most the writes of the last flush interval
+//! (as Redis' `appendfsync everysec`). The pending set is cleared only after
+//! a durable commit succeeded, so a failed flush is retried.
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, Table, TableDefinition};
-use std::collections::HashMap;
+use redb::{
+    Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, Table, TableDefinition,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 
 /// Longest key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -19,16 +40,32 @@ pub const MAX_BATCH_KEYS: usize = 1000;
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// How long a write may stay in memory before it is made durable.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a store that hit a disk error tries to reopen its file.
+pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
+/// Bytes of acknowledged, not yet durable writes a store keeps in memory
+/// before a write commits durably itself: bounds the pending set.
+pub const PENDING_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// What an empty store's file takes on disk (redb's header, allocator state
+/// and table root, with room for the filesystem's block size): not counted
+/// against the size cap, so a small cap still leaves room for data.
+pub const FILE_OVERHEAD_BYTES: u64 = 64 * 1024;
 /// Keys per `list-keys` page.
 const PAGE: usize = 1000;
 /// redb's page cache per store; its default (1 GiB) is far too much for a
 /// store per tenant and label.
 const CACHE_BYTES: usize = 4 * 1024 * 1024;
+/// Blocking threads one store may hold for reads: a stalled disk then ties
+/// up at most this many (plus one writer) of the blocking pool.
+const READERS: usize = 4;
 
 const TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
 
+type KvTable<'t> = Table<'t, &'static str, &'static [u8]>;
+type KvReadTable = ReadOnlyTable<&'static str, &'static [u8]>;
+
 /// Why a key-value operation failed. Every variant but [`KvError::Trap`]
-/// reaches the guest as a `wasi:keyvalue` error.
+/// reaches the guest as a `wasi:keyvalue` error; storage faults reach it in
+/// fixed words, their detail goes to the log.
 #[derive(Debug, thiserror::Error)]
 pub enum KvError {
     /// The label is not granted to this component.
@@ -63,9 +100,24 @@ pub enum KvError {
     /// A batch read past [`MAX_BATCH_KEYS`] or [`MAX_BATCH_BYTES`].
     #[error("batch too large: {0}")]
     BatchTooLarge(String),
-    /// The database failed.
+    /// The disk holding the store is full; the operation changed nothing.
+    #[error(
+        "storage full: the disk holding this store has no space left; nothing was written, try again later"
+    )]
+    DiskFull,
+    /// The store failed on its disk and has not reopened yet; the operation
+    /// changed nothing.
+    #[error(
+        "storage unavailable: the store failed on its disk; nothing was written, try again later"
+    )]
+    Unavailable,
+    /// Opening the store failed (for the operator: names the file).
     #[error("storage error: {0}")]
     Storage(String),
+    /// redb failed inside an operation; the store turns it into
+    /// [`KvError::DiskFull`] or [`KvError::Unavailable`] after logging it.
+    #[error("storage error: {0}")]
+    Db(#[from] redb::Error),
     /// A host-side fault (such as a stale handle) that traps the guest.
     #[error("{0}")]
     Trap(wasmtime::Error),
@@ -77,17 +129,16 @@ impl From<wasmtime::component::ResourceTableError> for KvError {
     }
 }
 
-macro_rules! storage_errors {
+macro_rules! db_errors {
     ($($t:ty),*) => {$(
         impl From<$t> for KvError {
             fn from(e: $t) -> Self {
-                Self::Storage(e.to_string())
+                Self::Db(e.into())
             }
         }
     )*};
 }
-storage_errors!(
-    redb::Error,
+db_errors!(
     redb::DatabaseError,
     redb::TransactionError,
     redb::TableError,
@@ -95,6 +146,57 @@ storage_errors!(
     redb::CommitError,
     redb::SetDurabilityError
 );
+
+/// What a failed store tells its callers until it reopens.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    NoSpace,
+    Io,
+}
+
+impl Fault {
+    fn of(e: &redb::Error) -> Self {
+        match e {
+            redb::Error::Io(io)
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                ) =>
+            {
+                Fault::NoSpace
+            }
+            _ => Fault::Io,
+        }
+    }
+
+    fn error(self) -> KvError {
+        match self {
+            Fault::NoSpace => KvError::DiskFull,
+            Fault::Io => KvError::Unavailable,
+        }
+    }
+}
+
+/// Storage errors per tenant, for `/metrics`; shared with the host's
+/// metrics and kept across reloads.
+#[derive(Clone, Default)]
+pub struct ErrorCounts(Arc<Mutex<BTreeMap<String, Arc<AtomicU64>>>>);
+
+impl ErrorCounts {
+    fn tenant(&self, tenant: &str) -> Arc<AtomicU64> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(tenant.to_string()).or_default().clone()
+    }
+
+    /// Operations answered with a storage error ([`KvError::DiskFull`] or
+    /// [`KvError::Unavailable`]), by tenant.
+    pub fn snapshot(&self) -> Vec<(String, u64)> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .map(|(t, n)| (t.clone(), n.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
 
 /// Open stores by (tenant, label).
 type OpenStores = Mutex<HashMap<(String, String), Weak<Store>>>;
@@ -107,12 +209,13 @@ pub struct Registry {
     /// `None`: stores live in memory (see [`Registry::in_memory`]).
     dir: Option<PathBuf>,
     open: Arc<OpenStores>,
+    errors: ErrorCounts,
 }
 
 impl Registry {
     /// A registry keeping its files under `dir` (`DIR/TENANT/LABEL.redb`),
     /// with a background thread that flushes writes every
-    /// [`FLUSH_INTERVAL`].
+    /// [`FLUSH_INTERVAL`] (and reopens stores that failed on their disk).
     pub fn new(dir: &Path) -> Self {
         let open: Arc<OpenStores> = Arc::default();
         let weak = Arc::downgrade(&open);
@@ -123,6 +226,7 @@ impl Registry {
         Self {
             dir: Some(dir.to_path_buf()),
             open,
+            errors: ErrorCounts::default(),
         }
     }
 
@@ -132,30 +236,65 @@ impl Registry {
         Self {
             dir: None,
             open: Arc::default(),
+            errors: ErrorCounts::default(),
         }
     }
 
-    /// The store of `tenant` named `label`, opened (and created) if needed;
-    /// `cap` is its size cap in bytes (applies to the open store too).
-    pub fn open(&self, tenant: &str, label: &str, cap: u64) -> Result<Arc<Store>, KvError> {
+    /// The storage error counts of this registry's stores.
+    pub fn errors(&self) -> ErrorCounts {
+        self.errors.clone()
+    }
+
+    /// The store of `tenant` named `label`, opened (and created) if needed,
+    /// as a handle that holds it to `cap` bytes.
+    ///
+    /// The cap belongs to the handle, not to the store: a config that is
+    /// built but never swapped in (a refused reload) changes nothing for
+    /// the handles of the config that serves.
+    pub fn open(&self, tenant: &str, label: &str, cap: u64) -> Result<Handle, KvError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let key = (tenant.to_string(), label.to_string());
         if let Some(store) = open.get(&key).and_then(Weak::upgrade) {
-            store.cap.store(cap, Ordering::Relaxed);
-            return Ok(store);
+            return Ok(Handle { store, cap });
         }
+        let errors = self.errors.tenant(tenant);
         let store = match &self.dir {
             Some(dir) => {
                 let dir = dir.join(tenant);
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| KvError::Storage(format!("creating {}: {e}", dir.display())))?;
-                Store::open(&dir.join(format!("{label}.redb")), label, cap)?
+                let path = dir.join(format!("{label}.redb"));
+                let opener = {
+                    let path = path.clone();
+                    Box::new(move || open_file(&path)) as Opener
+                };
+                Store::new(tenant, label, Some(path), opener, errors)?
             }
-            None => Store::in_memory(label, cap)?,
+            None => {
+                let opener = Box::new(|| {
+                    Database::builder().create_with_backend(redb::backends::InMemoryBackend::new())
+                }) as Opener;
+                Store::new(tenant, label, None, opener, errors)?
+            }
         };
         let store = Arc::new(store);
         open.insert(key, Arc::downgrade(&store));
-        Ok(store)
+        Ok(Handle { store, cap })
+    }
+}
+
+fn open_file(path: &Path) -> Result<Database, redb::DatabaseError> {
+    let mut tries = 0;
+    loop {
+        match Database::builder().set_cache_size(CACHE_BYTES).create(path) {
+            // The previous holder of this file (a config being replaced, or
+            // the database a failed store just dropped) may still be closing it.
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) if tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r,
+        }
     }
 }
 
@@ -169,79 +308,87 @@ fn flush_loop(open: Weak<OpenStores>) {
             map.values().filter_map(Weak::upgrade).collect()
         };
         for store in stores {
-            if let Err(e) = store.flush() {
-                tracing::error!(store = %store.path.display(), error = %e, "key-value flush failed");
-            }
+            // Failures are logged (with tenant and store) where they happen;
+            // the store keeps its pending writes and the next tick retries.
+            let _ = store.flush();
         }
     }
 }
 
-/// One key-value store.
-pub struct Store {
-    db: Database,
-    path: PathBuf,
-    label: String,
-    cap: AtomicU64,
-    /// Bytes of keys plus values; the lock also serializes writers.
-    used: Mutex<u64>,
-    dirty: AtomicBool,
+/// A granted store with its size cap: what a guest's bucket uses.
+#[derive(Clone)]
+pub struct Handle {
+    store: Arc<Store>,
+    cap: u64,
 }
 
-impl Store {
-    fn in_memory(label: &str, cap: u64) -> Result<Self, KvError> {
-        let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new())?;
-        Self::with_db(db, Path::new(":memory:"), label, cap)
+/// Whether an operation reads or writes: they queue for different permits.
+#[derive(Clone, Copy)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+impl Handle {
+    /// Whether both are the same store with the same cap.
+    pub fn same(&self, other: &Handle) -> bool {
+        Arc::ptr_eq(&self.store, &other.store) && self.cap == other.cap
     }
 
-    fn open(path: &Path, label: &str, cap: u64) -> Result<Self, KvError> {
-        let mut tries = 0;
-        let db = loop {
-            match Database::builder().set_cache_size(CACHE_BYTES).create(path) {
-                // The previous holder of this file (a config being
-                // replaced) may still be closing it.
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) if tries < 50 => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                r => break r.map_err(|e| KvError::Storage(format!("{}: {e}", path.display())))?,
-            }
-        };
-        Self::with_db(db, path, label, cap)
+    /// The size cap this handle writes under, in bytes.
+    pub fn cap(&self) -> u64 {
+        self.cap
     }
 
-    fn with_db(db: Database, path: &Path, label: &str, cap: u64) -> Result<Self, KvError> {
-        let txn = db.begin_write()?;
-        let used = {
-            let table = txn.open_table(TABLE)?;
-            let mut used = 0u64;
-            for entry in table.iter()? {
-                let (k, v) = entry?;
-                used += (k.value().len() + v.value().len()) as u64;
-            }
-            used
+    /// Runs `f` on the blocking pool, so a slow disk holds a pool thread
+    /// rather than the async worker (and every connection on it). Waiting
+    /// for a permit is async: a store whose disk stalls ties up at most
+    /// [`READERS`] + 1 blocking threads however many guests call it.
+    pub(crate) async fn blocking<R: Send + 'static>(
+        &self,
+        access: Access,
+        f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
+    ) -> Result<R, KvError> {
+        let permits = match access {
+            Access::Read => &self.store.readers,
+            Access::Write => &self.store.writers,
         };
-        txn.commit()?;
-        Ok(Self {
-            db,
-            path: path.to_path_buf(),
-            label: label.to_string(),
-            cap: AtomicU64::new(cap),
-            used: Mutex::new(used),
-            dirty: AtomicBool::new(false),
+        let permit = permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| KvError::Unavailable)?;
+        let handle = self.clone();
+        // The permit moves into the task: if the guest's deadline drops this
+        // future, the operation still finishes (or fails) before another
+        // takes its place.
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&handle)
         })
+        .await
+        .map_err(|e| {
+            KvError::Trap(wasmtime::Error::msg(format!(
+                "key-value operation failed: {e}"
+            )))
+        })?
     }
 
     /// Bytes of keys plus values stored.
     pub fn used_bytes(&self) -> u64 {
-        *self.used.lock().unwrap_or_else(|e| e.into_inner())
+        self.store.lock_writer().used
+    }
+
+    /// Bytes the store's file takes on disk.
+    pub fn file_bytes(&self) -> u64 {
+        self.store.file_bytes()
     }
 
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
         check_key(key)?;
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(TABLE)?;
-        Ok(table.get(key)?.map(|v| v.value().to_vec()))
+        self.store
+            .read(|t| Ok(t.get(key)?.map(|v| v.value().to_vec())))
     }
 
     /// The values of `keys`, in order, from one snapshot.
@@ -253,30 +400,30 @@ impl Store {
             )));
         }
         keys.iter().try_for_each(|k| check_key(k))?;
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(TABLE)?;
-        let mut total = 0usize;
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys {
-            let v = table.get(k.as_str())?;
-            if let Some(v) = &v {
-                total += v.value().len();
-                if total > MAX_BATCH_BYTES {
-                    return Err(KvError::BatchTooLarge(format!(
-                        "the values come to more than {MAX_BATCH_BYTES} bytes; ask for fewer keys"
-                    )));
+        self.store.read(|table| {
+            let mut total = 0usize;
+            let mut out = Vec::with_capacity(keys.len());
+            for k in keys {
+                let v = table.get(k.as_str())?;
+                if let Some(v) = &v {
+                    total += v.value().len();
+                    if total > MAX_BATCH_BYTES {
+                        return Err(KvError::BatchTooLarge(format!(
+                            "the values come to more than {MAX_BATCH_BYTES} bytes; ask for fewer keys"
+                        )));
+                    }
                 }
+                out.push(v.map(|v| v.value().to_vec()));
             }
-            out.push(v.map(|v| v.value().to_vec()));
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Sets `key` to `value`.
     pub fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
         check_key(key)?;
         check_value(value)?;
-        self.write(|t, used| self.put(t, used, key, value))
+        self.store.write(self.cap, |c| c.put(key, value))
     }
 
     /// Sets every pair, all or none.
@@ -285,27 +432,30 @@ impl Store {
             check_key(k)?;
             check_value(v)?;
         }
-        self.write(|t, used| pairs.iter().try_for_each(|(k, v)| self.put(t, used, k, v)))
+        self.store.write(self.cap, |c| {
+            pairs.iter().try_for_each(|(k, v)| c.put(k, v))
+        })
     }
 
     /// Deletes `key` (absent is fine).
     pub fn delete(&self, key: &str) -> Result<(), KvError> {
         check_key(key)?;
-        self.write(|t, used| remove(t, used, key))
+        self.store.write(self.cap, |c| c.remove(key))
     }
 
     /// Deletes every key, all or none.
     pub fn delete_many(&self, keys: &[String]) -> Result<(), KvError> {
         keys.iter().try_for_each(|k| check_key(k))?;
-        self.write(|t, used| keys.iter().try_for_each(|k| remove(t, used, k)))
+        self.store
+            .write(self.cap, |c| keys.iter().try_for_each(|k| c.remove(k)))
     }
 
     /// Adds `delta` to the decimal number stored at `key` (absent counts as
     /// 0) and returns the new value, atomically.
     pub fn increment(&self, key: &str, delta: u64) -> Result<u64, KvError> {
         check_key(key)?;
-        self.write(|t, used| {
-            let current = match t.get(key)? {
+        self.store.write(self.cap, |c| {
+            let current = match c.table.get(key)? {
                 None => 0,
                 Some(v) => {
                     let text = String::from_utf8_lossy(v.value()).into_owned();
@@ -315,7 +465,7 @@ impl Store {
             let next = current
                 .checked_add(delta)
                 .ok_or_else(|| KvError::Overflow(key.to_string()))?;
-            self.put(t, used, key, next.to_string().as_bytes())?;
+            c.put(key, next.to_string().as_bytes())?;
             Ok(next)
         })
     }
@@ -323,93 +473,469 @@ impl Store {
     /// Up to a page of keys in byte order, starting `offset` keys in, and
     /// the cursor of the next page if there is one.
     pub fn list_keys(&self, offset: u64) -> Result<(Vec<String>, Option<u64>), KvError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(TABLE)?;
         let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        let mut keys = Vec::new();
-        for entry in table.iter()?.skip(skip).take(PAGE + 1) {
-            keys.push(entry?.0.value().to_string());
-        }
-        let next = (keys.len() > PAGE).then(|| {
-            keys.pop();
-            offset + PAGE as u64
-        });
-        Ok((keys, next))
+        self.store.read(|table| {
+            let mut keys = Vec::new();
+            for entry in table.iter()?.skip(skip).take(PAGE + 1) {
+                keys.push(entry?.0.value().to_string());
+            }
+            let next = (keys.len() > PAGE).then(|| {
+                keys.pop();
+                offset + PAGE as u64
+            });
+            Ok((keys, next))
+        })
     }
 
-    /// Makes every write so far durable.
+    /// Makes every acknowledged write durable (or, for a store that failed
+    /// on its disk, tries to reopen it and replay them).
     pub fn flush(&self) -> Result<(), KvError> {
-        if !self.dirty.swap(false, Ordering::AcqRel) {
-            return Ok(());
+        self.store.flush()
+    }
+}
+
+/// Opens (or reopens) a store's database.
+type Opener = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send + Sync>;
+
+/// One key-value store.
+pub(crate) struct Store {
+    tenant: String,
+    label: String,
+    /// The file; `None` in memory.
+    path: Option<PathBuf>,
+    opener: Opener,
+    /// `None` after a disk fault, until the store reopens. Changed only
+    /// with the writer lock held; readers hold this lock's read side for one
+    /// operation.
+    db: RwLock<Option<Database>>,
+    writer: Mutex<Writer>,
+    errors: Arc<AtomicU64>,
+    readers: Arc<Semaphore>,
+    writers: Arc<Semaphore>,
+}
+
+/// What the writer lock guards.
+struct Writer {
+    /// Bytes of keys plus values.
+    used: u64,
+    /// Bytes the file takes on disk, as of the last commit.
+    file_bytes: u64,
+    /// Acknowledged writes not yet known durable: key to value (`None`:
+    /// deleted).
+    pending: BTreeMap<String, Option<Vec<u8>>>,
+    pending_bytes: usize,
+    /// A commit since the last durable one.
+    dirty: bool,
+    /// Set after a disk fault, until the store reopens.
+    fault: Option<Fault>,
+    /// When the next reopen may be tried.
+    retry_at: Instant,
+    /// A write was refused because of the file's size: compact at the next
+    /// flush.
+    compact: bool,
+}
+
+/// One write transaction's view: the table, the sizes the cap is checked
+/// against, and the changes to keep pending.
+pub(crate) struct Change<'t> {
+    table: KvTable<'t>,
+    used: u64,
+    start: u64,
+    /// File bytes on disk less [`FILE_OVERHEAD_BYTES`], before this write.
+    file: u64,
+    cap: u64,
+    label: &'t str,
+    changes: Vec<(String, Option<Vec<u8>>)>,
+    file_refused: bool,
+}
+
+impl Change<'_> {
+    /// Inserts `key`, refusing growth past the cap. The store's size is the
+    /// larger of its keys plus values and what its file takes on disk (less
+    /// the empty store's overhead): the file is what fills the disk, and it
+    /// grows faster than the data for tiny keys or churn.
+    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), KvError> {
+        let old = self
+            .table
+            .get(key)?
+            .map_or(0, |v| (key.len() + v.value().len()) as u64);
+        let needed = self.used - old + (key.len() + value.len()) as u64;
+        // A write that does not grow the store is allowed even over the cap
+        // (the cap may have been lowered), so a full store can be emptied.
+        if needed > self.used {
+            let file_needed = self.file + needed.saturating_sub(self.start);
+            if needed > self.cap || file_needed > self.cap {
+                self.file_refused = needed <= self.cap;
+                return Err(KvError::StoreFull {
+                    label: self.label.to_string(),
+                    used: self.used.max(self.file),
+                    needed: needed.max(file_needed),
+                    cap: self.cap,
+                });
+            }
         }
-        let _writer = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::Immediate)?;
-        txn.commit()?;
+        self.table.insert(key, value)?;
+        self.used = needed;
+        self.changes.push((key.to_string(), Some(value.to_vec())));
         Ok(())
+    }
+
+    fn remove(&mut self, key: &str) -> Result<(), KvError> {
+        if let Some(v) = self.table.remove(key)? {
+            self.used -= (key.len() + v.value().len()) as u64;
+            self.changes.push((key.to_string(), None));
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    fn new(
+        tenant: &str,
+        label: &str,
+        path: Option<PathBuf>,
+        opener: Opener,
+        errors: Arc<AtomicU64>,
+    ) -> Result<Self, KvError> {
+        let shown = path
+            .as_deref()
+            .map_or(":memory:".into(), |p| p.display().to_string());
+        let storage = |e: redb::Error| KvError::Storage(format!("{shown}: {e}"));
+        let db = opener().map_err(|e| storage(e.into()))?;
+        let used = create_and_count(&db).map_err(storage)?;
+        let store = Self {
+            tenant: tenant.to_string(),
+            label: label.to_string(),
+            path,
+            opener,
+            db: RwLock::new(Some(db)),
+            writer: Mutex::new(Writer {
+                used,
+                file_bytes: 0,
+                pending: BTreeMap::new(),
+                pending_bytes: 0,
+                dirty: false,
+                fault: None,
+                retry_at: Instant::now(),
+                compact: false,
+            }),
+            errors,
+            readers: Arc::new(Semaphore::new(READERS)),
+            writers: Arc::new(Semaphore::new(1)),
+        };
+        store.lock_writer().file_bytes = store.file_bytes();
+        Ok(store)
+    }
+
+    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bytes the file takes on disk: allocated blocks, not its length,
+    /// since redb's file is sparse until written.
+    fn file_bytes(&self) -> u64 {
+        self.path
+            .as_deref()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.blocks() * 512)
+    }
+
+    fn shown_path(&self) -> String {
+        self.path
+            .as_deref()
+            .map_or(":memory:".into(), |p| p.display().to_string())
+    }
+
+    /// Runs `f` on a read transaction. A storage error fails the store.
+    fn read<R>(&self, f: impl Fn(&KvReadTable) -> Result<R, KvError>) -> Result<R, KvError> {
+        let attempt = || -> Option<Result<R, KvError>> {
+            let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+            let db = db.as_ref()?;
+            Some((|| {
+                let txn = db.begin_read()?;
+                let table = txn.open_table(TABLE)?;
+                f(&table)
+            })())
+        };
+        let result = match attempt() {
+            Some(r) => r,
+            None => {
+                self.ready(&mut self.lock_writer())?;
+                attempt().unwrap_or(Err(KvError::Unavailable))
+            }
+        };
+        match result {
+            Err(KvError::Db(e)) => Err(self.fail(&mut self.lock_writer(), e)),
+            r => r,
+        }
     }
 
     /// Runs `f` in one write transaction; commits if it succeeds, changes
     /// nothing if it fails.
     fn write<R>(
         &self,
-        f: impl FnOnce(&mut Table<&str, &[u8]>, &mut u64) -> Result<R, KvError>,
+        cap: u64,
+        f: impl FnOnce(&mut Change<'_>) -> Result<R, KvError>,
     ) -> Result<R, KvError> {
-        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::None)?;
-        let mut now = *used;
-        let r = {
-            let mut table = txn.open_table(TABLE)?;
-            f(&mut table, &mut now)?
+        let mut w = self.lock_writer();
+        self.ready(&mut w)?;
+        let result = {
+            let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+            match db.as_ref() {
+                Some(db) => self.try_write(db, &mut w, cap, f),
+                None => Err(KvError::Unavailable),
+            }
         };
+        match result {
+            Err(KvError::Db(e)) => Err(self.fail(&mut w, e)),
+            r => r,
+        }
+    }
+
+    fn try_write<R>(
+        &self,
+        db: &Database,
+        w: &mut Writer,
+        cap: u64,
+        f: impl FnOnce(&mut Change<'_>) -> Result<R, KvError>,
+    ) -> Result<R, KvError> {
+        let mut txn = db.begin_write()?;
+        let (r, used, changes) = {
+            let mut change = Change {
+                table: txn.open_table(TABLE)?,
+                used: w.used,
+                start: w.used,
+                file: w.file_bytes.saturating_sub(FILE_OVERHEAD_BYTES),
+                cap,
+                label: &self.label,
+                changes: Vec::new(),
+                file_refused: false,
+            };
+            let r = f(&mut change);
+            w.compact |= change.file_refused;
+            (r?, change.used, change.changes)
+        };
+        let bytes: usize = changes
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum();
+        // Past the bound, this write makes everything durable itself rather
+        // than grow the pending set.
+        let durable = w.pending_bytes + bytes > PENDING_MAX_BYTES;
+        txn.set_durability(if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })?;
         txn.commit()?;
-        *used = now;
-        self.dirty.store(true, Ordering::Release);
+        w.used = used;
+        if durable {
+            w.pending.clear();
+            w.pending_bytes = 0;
+            w.dirty = false;
+        } else {
+            for (k, v) in changes {
+                let key_len = k.len();
+                w.pending_bytes += key_len + v.as_ref().map_or(0, Vec::len);
+                if let Some(old) = w.pending.insert(k, v) {
+                    // Only the latest value of a key is kept.
+                    w.pending_bytes -= key_len + old.as_ref().map_or(0, Vec::len);
+                }
+            }
+            w.dirty = true;
+        }
+        w.file_bytes = self.file_bytes();
         Ok(r)
     }
 
-    fn put(
-        &self,
-        t: &mut Table<&str, &[u8]>,
-        used: &mut u64,
-        key: &str,
-        value: &[u8],
-    ) -> Result<(), KvError> {
-        let old = t
-            .get(key)?
-            .map_or(0, |v| (key.len() + v.value().len()) as u64);
-        let needed = *used - old + (key.len() + value.len()) as u64;
-        let cap = self.cap.load(Ordering::Relaxed);
-        // A write that does not grow the store is allowed even over the cap
-        // (the cap may have been lowered), so a full store can be emptied.
-        if needed > cap && needed > *used {
-            return Err(KvError::StoreFull {
-                label: self.label.clone(),
-                used: *used,
-                needed,
-                cap,
-            });
+    /// Records a disk fault: logs it, drops the database (redb would answer
+    /// `PreviousIo` from now on) and returns the caller's error.
+    fn fail(&self, w: &mut Writer, e: redb::Error) -> KvError {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if let Some(fault) = w.fault {
+            return fault.error();
         }
-        t.insert(key, value)?;
-        *used = needed;
+        let fault = Fault::of(&e);
+        tracing::error!(
+            tenant = %self.tenant,
+            store = %self.label,
+            path = %self.shown_path(),
+            error = %e,
+            pending = w.pending.len(),
+            "key-value storage failed; the store answers errors and reopens its file when the disk allows, keeping its acknowledged writes"
+        );
+        w.fault = Some(fault);
+        w.retry_at = Instant::now() + RETRY_INTERVAL;
+        *self.db.write().unwrap_or_else(|e| e.into_inner()) = None;
+        fault.error()
+    }
+
+    /// Ok if the store is open; after a fault, reopens it if it is time to
+    /// try, else answers the fault's error.
+    fn ready(&self, w: &mut Writer) -> Result<(), KvError> {
+        let Some(fault) = w.fault else {
+            return Ok(());
+        };
+        if Instant::now() < w.retry_at {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            return Err(fault.error());
+        }
+        match self.reopen(w) {
+            Ok(replayed) => {
+                tracing::warn!(
+                    tenant = %self.tenant,
+                    store = %self.label,
+                    path = %self.shown_path(),
+                    replayed,
+                    "key-value store reopened after a storage failure; its acknowledged writes were replayed and are durable"
+                );
+                w.fault = None;
+                Ok(())
+            }
+            Err(e) => {
+                let fault = Fault::of(&e);
+                tracing::warn!(
+                    tenant = %self.tenant,
+                    store = %self.label,
+                    path = %self.shown_path(),
+                    error = %e,
+                    pending = w.pending.len(),
+                    "key-value store still failing; retrying"
+                );
+                w.fault = Some(fault);
+                w.retry_at = Instant::now() + RETRY_INTERVAL;
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                Err(fault.error())
+            }
+        }
+    }
+
+    /// Reopens the file and replays the pending writes durably; returns how
+    /// many keys were replayed.
+    fn reopen(&self, w: &mut Writer) -> Result<usize, redb::Error> {
+        *self.db.write().unwrap_or_else(|e| e.into_inner()) = None;
+        let db = (self.opener)()?;
+        {
+            let mut txn = db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            {
+                let mut table = txn.open_table(TABLE)?;
+                for (k, v) in &w.pending {
+                    match v {
+                        Some(v) => {
+                            table.insert(k.as_str(), v.as_slice())?;
+                        }
+                        None => {
+                            table.remove(k.as_str())?;
+                        }
+                    }
+                }
+            }
+            txn.commit()?;
+        }
+        w.used = create_and_count(&db)?;
+        let replayed = w.pending.len();
+        w.pending.clear();
+        w.pending_bytes = 0;
+        w.dirty = false;
+        *self.db.write().unwrap_or_else(|e| e.into_inner()) = Some(db);
+        w.file_bytes = self.file_bytes();
+        Ok(replayed)
+    }
+
+    /// Makes every acknowledged write durable. The pending set is cleared
+    /// only once the durable commit succeeded, so a failure is retried.
+    fn flush(&self) -> Result<(), KvError> {
+        let mut w = self.lock_writer();
+        if w.fault.is_some() {
+            // Reopening replays the pending writes in a durable commit.
+            return self.ready(&mut w);
+        }
+        if !w.dirty {
+            return Ok(());
+        }
+        let result = {
+            let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+            match db.as_ref() {
+                Some(db) => commit_durable(db),
+                None => Ok(()),
+            }
+        };
+        if let Err(e) = result {
+            return Err(self.fail(&mut w, e));
+        }
+        w.pending.clear();
+        w.pending_bytes = 0;
+        w.dirty = false;
+        w.file_bytes = self.file_bytes();
+        if std::mem::take(&mut w.compact) {
+            self.compact(&mut w);
+        }
         Ok(())
     }
+
+    /// Gives the file's free pages back to the disk, after a write was
+    /// refused because of the file's size: deleting keys frees pages inside
+    /// the file but does not shrink it.
+    fn compact(&self, w: &mut Writer) {
+        let before = w.file_bytes;
+        let result = {
+            let mut db = self.db.write().unwrap_or_else(|e| e.into_inner());
+            match db.as_mut() {
+                Some(db) => db.compact().map_err(redb::Error::from),
+                None => return,
+            }
+        };
+        match result {
+            Ok(_) => {
+                w.file_bytes = self.file_bytes();
+                tracing::info!(tenant = %self.tenant, store = %self.label, before, after = w.file_bytes, "key-value store compacted");
+            }
+            Err(e) => {
+                let _ = self.fail(w, e);
+            }
+        }
+    }
+}
+
+fn commit_durable(db: &Database) -> Result<(), redb::Error> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Creates the table if needed and returns the bytes of keys plus values.
+fn create_and_count(db: &Database) -> Result<u64, redb::Error> {
+    let txn = db.begin_write()?;
+    let used = {
+        let table = txn.open_table(TABLE)?;
+        let mut used = 0u64;
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            used += (k.value().len() + v.value().len()) as u64;
+        }
+        used
+    };
+    txn.commit()?;
+    Ok(used)
 }
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if let Err(e) = self.flush() {
-            tracing::error!(store = %self.path.display(), error = %e, "key-value flush on close failed");
+        // A last try, whatever the retry schedule says.
+        self.lock_writer().retry_at = Instant::now();
+        if self.flush().is_err() {
+            let w = self.lock_writer();
+            tracing::error!(
+                tenant = %self.tenant,
+                store = %self.label,
+                path = %self.shown_path(),
+                lost = w.pending.len(),
+                "key-value store closed while its disk fails: its writes since the last successful flush are lost"
+            );
         }
     }
-}
-
-fn remove(t: &mut Table<&str, &[u8]>, used: &mut u64, key: &str) -> Result<(), KvError> {
-    if let Some(v) = t.remove(key)? {
-        *used -= (key.len() + v.value().len()) as u64;
-    }
-    Ok(())
 }
 
 fn check_key(key: &str) -> Result<(), KvError> {
@@ -430,7 +956,7 @@ fn check_value(value: &[u8]) -> Result<(), KvError> {
 mod tests {
     use super::*;
 
-    fn store(cap: u64) -> (tempfile::TempDir, Registry, Arc<Store>) {
+    fn store(cap: u64) -> (tempfile::TempDir, Registry, Handle) {
         let dir = tempfile::tempdir().unwrap();
         let reg = Registry::new(dir.path());
         let s = reg.open("t", "default", cap).unwrap();
@@ -465,7 +991,7 @@ mod tests {
         a.set("k", b"a").unwrap();
         assert_eq!(b.get("k").unwrap(), None);
         let a2 = reg.open("a", "default", 1 << 20).unwrap();
-        assert!(Arc::ptr_eq(&a, &a2));
+        assert!(a.same(&a2));
         assert!(dir.path().join("a/default.redb").exists());
     }
 
@@ -547,5 +1073,272 @@ mod tests {
         assert_eq!(last.len(), 500);
         assert_eq!(next, None);
         assert!(s.list_keys(u64::MAX).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn caps_belong_to_the_handle() {
+        // A config built but refused keeps its caps to itself: the serving
+        // config's handle still writes under its own.
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::new(dir.path());
+        let serving = reg.open("t", "default", 4096).unwrap();
+        let refused = reg.open("t", "default", 1 << 20).unwrap();
+        assert!(!serving.same(&refused));
+        assert!(matches!(
+            serving.set("k", &[0; 8000]),
+            Err(KvError::StoreFull { cap: 4096, .. })
+        ));
+        refused.set("k", &[0; 8000]).unwrap();
+    }
+
+    /// A file backend whose writes, length changes and syncs fail with
+    /// `ENOSPC` while `full` is set, and block while `gate` is held.
+    #[derive(Debug)]
+    struct Faulty {
+        file: redb::backends::FileBackend,
+        faults: Arc<Faults>,
+    }
+
+    #[derive(Debug, Default)]
+    struct Faults {
+        full: std::sync::atomic::AtomicBool,
+        gate: Mutex<()>,
+    }
+
+    impl Faulty {
+        fn check(&self) -> std::io::Result<()> {
+            drop(self.faults.gate.lock().unwrap());
+            if self.faults.full.load(Ordering::SeqCst) {
+                return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
+            }
+            Ok(())
+        }
+    }
+
+    impl redb::StorageBackend for Faulty {
+        fn len(&self) -> std::io::Result<u64> {
+            self.file.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.file.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.file.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.file.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.file.write(offset, data)
+        }
+        fn close(&self) -> std::io::Result<()> {
+            self.file.close()
+        }
+    }
+
+    fn faulty(dir: &Path, cap: u64) -> (Handle, Arc<Faults>, Arc<AtomicU64>) {
+        let faults = Arc::new(Faults::default());
+        let path = dir.join("f.redb");
+        let opener = {
+            let (path, faults) = (path.clone(), faults.clone());
+            Box::new(move || {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&path)
+                    .map_err(redb::DatabaseError::from)?;
+                Database::builder().create_with_backend(Faulty {
+                    file: redb::backends::FileBackend::new(file)?,
+                    faults: faults.clone(),
+                })
+            }) as Opener
+        };
+        let errors = Arc::new(AtomicU64::new(0));
+        let store = Store::new("acme", "default", Some(path), opener, errors.clone()).unwrap();
+        let handle = Handle {
+            store: Arc::new(store),
+            cap,
+        };
+        (handle, faults, errors)
+    }
+
+    /// What a crash would leave: a copy of the file as it is on disk now,
+    /// opened as redb opens it after a crash (back to its last durable
+    /// commit).
+    fn crash_copy(dir: &Path) -> Handle {
+        let copy = dir.join("copy");
+        let _ = std::fs::remove_dir_all(&copy);
+        std::fs::create_dir_all(copy.join("t")).unwrap();
+        std::fs::copy(dir.join("f.redb"), copy.join("t/default.redb")).unwrap();
+        let reg = Registry::new(&copy);
+        reg.open("t", "default", 1 << 20).unwrap()
+    }
+
+    fn retry_now(h: &Handle) {
+        h.store.lock_writer().retry_at = Instant::now();
+    }
+
+    #[test]
+    fn a_failed_flush_is_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, faults, _) = faulty(dir.path(), 1 << 20);
+        s.set("a", b"1").unwrap();
+        faults.full.store(true, Ordering::SeqCst);
+        assert!(matches!(s.flush(), Err(KvError::DiskFull)));
+        faults.full.store(false, Ordering::SeqCst);
+        retry_now(&s);
+        s.flush().unwrap();
+        // The retried flush made it durable: a crash now keeps it.
+        assert_eq!(
+            crash_copy(dir.path()).get("a").unwrap(),
+            Some(b"1".to_vec())
+        );
+    }
+
+    #[test]
+    fn a_full_disk_answers_errors_and_recovers_keeping_acknowledged_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, faults, errors) = faulty(dir.path(), 1 << 30);
+        s.set("a", b"1").unwrap();
+        s.set("gone", b"x").unwrap();
+        s.delete("gone").unwrap();
+        assert_eq!(s.increment("n", 7).unwrap(), 7);
+        faults.full.store(true, Ordering::SeqCst);
+        // redb may buffer a small write and fail only at the flush; either
+        // way the disk fault must surface, and whatever was acknowledged
+        // must survive it.
+        let big = s.set("b", &[7; 512 * 1024]);
+        let flushed = s.flush();
+        assert!(
+            big.is_err() || flushed.is_err(),
+            "the full disk went unnoticed"
+        );
+        let err = s.set("c", b"3").unwrap_err();
+        assert!(matches!(err, KvError::DiskFull), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "storage full: the disk holding this store has no space left; nothing was written, try again later"
+        );
+        assert!(matches!(s.get("a"), Err(KvError::DiskFull)));
+        assert!(errors.load(Ordering::Relaxed) >= 2);
+        // Still full at the retry: still an error, nothing lost.
+        retry_now(&s);
+        assert!(matches!(s.set("c", b"3"), Err(KvError::DiskFull)));
+        // Space is back: the next operation after the retry interval
+        // reopens the file, replays, and goes on.
+        faults.full.store(false, Ordering::SeqCst);
+        retry_now(&s);
+        s.set("c", b"3").unwrap();
+        assert_eq!(s.get("a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(s.get("gone").unwrap(), None);
+        assert_eq!(s.get("n").unwrap(), Some(b"7".to_vec()));
+        assert_eq!(s.get("b").unwrap().is_some(), big.is_ok());
+        assert_eq!(s.get("c").unwrap(), Some(b"3".to_vec()));
+        let b_bytes = if big.is_ok() { 1 + 512 * 1024 } else { 0 };
+        assert_eq!(s.used_bytes(), 2 + 2 + 2 + b_bytes);
+        // The replay was durable; "c" is once flushed.
+        let before_flush = crash_copy(dir.path());
+        assert_eq!(before_flush.get("a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(before_flush.get("n").unwrap(), Some(b"7".to_vec()));
+        drop(before_flush);
+        s.flush().unwrap();
+        assert_eq!(
+            crash_copy(dir.path()).get("c").unwrap(),
+            Some(b"3".to_vec())
+        );
+    }
+
+    #[test]
+    fn the_pending_set_is_bounded_by_inline_durable_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _, _) = faulty(dir.path(), 1 << 30);
+        let value = vec![1; MAX_VALUE_BYTES];
+        for i in 0..(PENDING_MAX_BYTES / MAX_VALUE_BYTES + 1) {
+            s.set(&format!("k{i}"), &value).unwrap();
+        }
+        assert!(s.store.lock_writer().pending_bytes <= PENDING_MAX_BYTES);
+        // The commit that passed the bound was durable.
+        assert!(crash_copy(dir.path()).get("k0").unwrap().is_some());
+    }
+
+    #[test]
+    fn the_file_on_disk_counts_against_the_cap_and_compaction_gives_it_back() {
+        let (_d, _r, s) = store(256 * 1024);
+        // Tiny keys: their bytes are few, the B-tree pages holding them
+        // are not.
+        let mut refused = None;
+        for batch in 0..400 {
+            let pairs: Vec<(String, Vec<u8>)> = (0..500)
+                .map(|i| (format!("{batch:03}{i:03}"), vec![]))
+                .collect();
+            if let Err(e) = s.set_many(&pairs) {
+                refused = Some(e);
+                break;
+            }
+        }
+        let err = refused.expect("the cap was never reached");
+        assert!(matches!(err, KvError::StoreFull { .. }), "{err:?}");
+        let used = s.used_bytes();
+        let file = s.file_bytes();
+        assert!(
+            used < 256 * 1024 / 2,
+            "keys plus values ({used}) were far from the cap; the file ({file}) decided"
+        );
+        assert!(
+            file <= 256 * 1024 + FILE_OVERHEAD_BYTES + 64 * 1024,
+            "file of {file} bytes"
+        );
+        // Emptied and flushed (which compacts), the store takes writes again.
+        loop {
+            let (page, _) = s.list_keys(0).unwrap();
+            if page.is_empty() {
+                break;
+            }
+            s.delete_many(&page).unwrap();
+        }
+        s.flush().unwrap();
+        assert!(
+            s.file_bytes() < file,
+            "{} after compaction, {file} before",
+            s.file_bytes()
+        );
+        s.set("again", &[1; 10 * 1024]).unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stalled_disk_holds_a_blocking_thread_not_the_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, faults, _) = faulty(dir.path(), 1 << 20);
+        s.set("a", b"1").unwrap();
+        let gate = faults.gate.lock().unwrap();
+        // The flush stalls in fsync on another thread, holding the writer.
+        let flusher = {
+            let s = s.clone();
+            std::thread::spawn(move || s.flush())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let write = tokio::spawn({
+            let s = s.clone();
+            async move { s.blocking(Access::Write, |s| s.set("b", b"2")).await }
+        });
+        // The one thread of this runtime still runs other work meanwhile.
+        let ticks = async {
+            for _ in 0..5 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), ticks)
+            .await
+            .expect("the runtime's thread was blocked");
+        assert!(!write.is_finished());
+        drop(gate);
+        write.await.unwrap().unwrap();
+        flusher.join().unwrap().unwrap();
+        assert_eq!(s.get("b").unwrap(), Some(b"2".to_vec()));
     }
 }
