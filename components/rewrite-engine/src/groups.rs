@@ -18,10 +18,10 @@
 //! exact span is taken (a PikeVM reporting every match): never empty
 //! groups for a match that was replaced.
 
-use regex_automata::nfa::thompson::pikevm::PikeVM;
+use regex_automata::nfa::thompson::{self, pikevm::PikeVM};
 use regex_automata::util::captures::Captures;
-use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, MatchKind, meta};
+use regex_syntax::hir::{Hir, Look};
 
 /// The regexes that split a rule's matches into groups.
 pub(crate) struct GroupFinder {
@@ -34,22 +34,24 @@ pub(crate) struct GroupFinder {
 }
 
 impl GroupFinder {
-    /// The finder for `pattern` (already checked by the rule set's build).
-    pub fn new(pattern: &str) -> Result<Self, String> {
-        let syntax = syntax::Config::new().utf8(false);
-        let meta = |p: &str| {
+    /// The finder for a rule's pattern as compiled (already checked by
+    /// the rule set's build).
+    pub fn new(pattern: &Hir) -> Result<Self, String> {
+        let meta = |h: &Hir| {
             meta::Regex::builder()
-                .syntax(syntax)
-                .build(p)
+                .build_from_hir(h)
                 .map_err(|e| e.to_string())
         };
+        let nfa = thompson::Compiler::new()
+            .configure(thompson::Config::new().utf8(false))
+            .build_from_hir(pattern)
+            .map_err(|e| e.to_string())?;
         Ok(Self {
             pattern: meta(pattern)?,
-            to_the_end: meta(&format!("(?:{pattern})\\z"))?,
+            to_the_end: meta(&Hir::concat(vec![pattern.clone(), Hir::look(Look::End)]))?,
             any_way: PikeVM::builder()
-                .syntax(syntax)
                 .configure(PikeVM::config().match_kind(MatchKind::All))
-                .build(pattern)
+                .build_from_nfa(nfa)
                 .map_err(|e| e.to_string())?,
         })
     }
@@ -85,7 +87,12 @@ mod tests {
     use super::*;
 
     fn group(pattern: &str, text: &str, span: (usize, usize), g: usize) -> Option<String> {
-        let caps = GroupFinder::new(pattern)
+        let hir = regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .build()
+            .parse(pattern)
+            .unwrap();
+        let caps = GroupFinder::new(&hir)
             .unwrap()
             .find(text.as_bytes(), span.0, span.1)?;
         let s = caps.get_group(g)?;

@@ -6,8 +6,8 @@ use crate::starts::StartFilter;
 use regex_automata::hybrid::dfa;
 use regex_automata::nfa::thompson;
 use regex_automata::util::prefilter::Prefilter;
-use regex_automata::util::syntax;
 use regex_automata::{MatchKind, meta};
+use regex_syntax::hir::{Hir, HirKind, Look};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -163,9 +163,12 @@ const MAX_SUBSETS: usize = 64;
 /// A compiled, immutable set of rules; share it between bodies.
 pub struct RuleSet {
     pub(crate) rules: Vec<CompiledRule>,
-    patterns: Vec<String>,
-    /// Each rule's parsed pattern, for the prefix automaton.
-    hirs: Vec<regex_syntax::hir::Hir>,
+    /// Each rule's pattern as compiled: parsed, with its `i` flag and
+    /// ASCII word boundaries (see [`ascii_word_boundaries`]). The automata
+    /// are built from these, not from pattern text: wrapping the user's
+    /// text (`(?i:PATTERN)`) broke valid patterns, as a `#` comment of
+    /// `(?x)` ran over the closing parenthesis.
+    hirs: Vec<Hir>,
     /// Automata per set of disabled once-rules (usually just the empty set).
     automata: Mutex<HashMap<Vec<bool>, Arc<Automata>>>,
     /// `Some(on)`: use the start filter always or never, and the literal
@@ -181,18 +184,12 @@ impl RuleSet {
     /// replacements naming groups the pattern does not have.
     pub fn new(rules: &[Rule]) -> Result<Self, RuleError> {
         let mut compiled = Vec::with_capacity(rules.len());
-        let mut patterns = Vec::with_capacity(rules.len());
         let mut hirs = Vec::with_capacity(rules.len());
         for (i, rule) in rules.iter().enumerate() {
             let err = |what: String| RuleError { index: i + 1, what };
-            let ascii_b = ascii_word_boundaries(&rule.pattern);
-            let pattern = if rule.case_insensitive {
-                format!("(?i:{ascii_b})")
-            } else {
-                format!("(?:{ascii_b})")
-            };
-            // Checked alone (not wrapped) so positions are the user's.
-            let hir = regex_syntax::ParserBuilder::new()
+            // Parsed alone, the `i` flag given to the parser, so error
+            // positions are the user's.
+            let parsed = regex_syntax::ParserBuilder::new()
                 .utf8(false)
                 .case_insensitive(rule.case_insensitive)
                 .build()
@@ -204,10 +201,18 @@ impl RuleSet {
                         syntax_error(&e)
                     ))
                 })?;
-            if hir.properties().minimum_len() == Some(0) {
+            if parsed.properties().minimum_len() == Some(0) {
                 return Err(err(format!(
                     "pattern {:?} can match the empty string; a rule must match at least one byte",
                     rule.pattern
+                )));
+            }
+            let hir = ascii_word_boundaries(&parsed);
+            if has_unicode_word_boundary(&hir) {
+                return Err(err(format!(
+                    "pattern {:?} is not supported: {}",
+                    rule.pattern,
+                    unicode_word_boundary(&rule.pattern)
                 )));
             }
             let groups = hir.properties().explicit_captures_len() + 1;
@@ -216,33 +221,23 @@ impl RuleSet {
             let uses_groups = parts.iter().any(|p| matches!(p, Part::Group(g) if *g > 0));
             let captures = if uses_groups {
                 Some(
-                    GroupFinder::new(&pattern)
+                    GroupFinder::new(&hir)
                         .map_err(|e| err(format!("pattern {:?}: {e}", rule.pattern)))?,
                 )
             } else {
                 None
             };
-            // Of the pattern as compiled (ASCII `\b`, the `i` flag applied).
-            let compiled_hir = regex_syntax::ParserBuilder::new()
-                .utf8(false)
-                .build()
-                .parse(&pattern)
-                .ok();
-            let literal = compiled_hir
-                .as_ref()
-                .and_then(|hir| Literal::of(hir).or_else(|| Literal::prefix_of(hir)));
+            let literal = Literal::of(&hir).or_else(|| Literal::prefix_of(&hir));
             compiled.push(CompiledRule {
                 once: rule.once,
                 parts,
                 captures,
                 literal,
             });
-            patterns.push(pattern);
             hirs.push(hir);
         }
         let set = Self {
             rules: compiled,
-            patterns,
             hirs,
             automata: Mutex::default(),
             start_filter: None,
@@ -264,7 +259,25 @@ impl RuleSet {
                     });
                 }
             }
-            return Err(RuleError { index: 0, what });
+            // Each compiles alone, not all together (a size limit): name
+            // the first rule that, added to those before it, fails.
+            for (i, rule) in rules.iter().enumerate() {
+                let upto: Vec<bool> = (0..rules.len()).map(|j| j > i).collect();
+                if let Err(e) = set.automata(&upto) {
+                    return Err(RuleError {
+                        index: i + 1,
+                        what: format!(
+                            "pattern {:?} compiles alone, but not with rules 1 to {i} before it: {}",
+                            rule.pattern,
+                            e.trim_start_matches("compiling the rules: ")
+                        ),
+                    });
+                }
+            }
+            return Err(RuleError {
+                index: rules.len(),
+                what,
+            });
         }
         Ok(set)
     }
@@ -303,16 +316,12 @@ impl RuleSet {
         if map.len() >= MAX_SUBSETS {
             map.clear();
         }
-        let rule_of: Vec<usize> = (0..self.patterns.len()).filter(|i| !disabled[*i]).collect();
-        let patterns: Vec<&str> = rule_of.iter().map(|i| self.patterns[*i].as_str()).collect();
-        let syntax = syntax::Config::new().utf8(false);
+        let rule_of: Vec<usize> = (0..self.hirs.len()).filter(|i| !disabled[*i]).collect();
         let nfa = thompson::Config::new()
             .utf8(false)
             .which_captures(thompson::WhichCaptures::None);
-        let enabled_hirs: Vec<&regex_syntax::hir::Hir> =
-            rule_of.iter().map(|i| &self.hirs[*i]).collect();
+        let enabled_hirs: Vec<&Hir> = rule_of.iter().map(|i| &self.hirs[*i]).collect();
         let find = meta::Regex::builder()
-            .syntax(syntax)
             .configure(
                 meta::Config::new()
                     .match_kind(MatchKind::LeftmostFirst)
@@ -324,12 +333,11 @@ impl RuleSet {
                     // Used only where no filter pays: none would here.
                     .auto_prefilter(false),
             )
-            .build_many(&patterns)
+            .build_many_from_hir(&enabled_hirs)
             .map_err(|e| format!("compiling the rules: {e}"))?;
         let all_nfa = thompson::Compiler::new()
-            .syntax(syntax)
             .configure(nfa)
-            .build_many(&patterns)
+            .build_many_from_hir(&enabled_hirs)
             .map_err(|e| format!("compiling the rules: {e}"))?;
         let candidates = match self.start_filter {
             Some(false) => None,
@@ -342,7 +350,7 @@ impl RuleSet {
             .configure(dfa::Config::new().match_kind(MatchKind::All))
             .build_from_nfa(all_nfa)
             .map_err(|e| format!("compiling the rules: {e}"))?;
-        let prefixes: Vec<regex_syntax::hir::Hir> = rule_of
+        let prefixes: Vec<Hir> = rule_of
             .iter()
             .map(|i| crate::live::prefixes(&self.hirs[*i]))
             .collect();
@@ -376,38 +384,111 @@ impl RuleSet {
 /// lazy DFA cannot decide Unicode word boundaries in linear time, and in
 /// markup the ASCII rule is what people mean. So a non-ASCII letter counts
 /// as a non-word byte for `\b`; `\w`, classes and `i` stay Unicode-aware.
-fn ascii_word_boundaries(pattern: &str) -> String {
-    let mut out = String::with_capacity(pattern.len() + 8);
-    let mut chars = pattern.chars();
-    let mut class_depth = 0usize;
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.next() {
-                // `\b{start}` and friends are left as they are (and then
-                // refused by the lazy DFA with a clear message).
-                Some(b @ ('b' | 'B')) if class_depth == 0 && chars.clone().next() != Some('{') => {
-                    out.push_str("(?-u:\\");
-                    out.push(b);
-                    out.push(')');
-                }
-                Some(n) => {
-                    out.push('\\');
-                    out.push(n);
-                }
-                None => out.push('\\'),
-            },
-            '[' => {
-                class_depth += 1;
-                out.push(c);
-            }
-            ']' if class_depth > 0 => {
-                class_depth -= 1;
-                out.push(c);
-            }
-            _ => out.push(c),
+/// (`\b{start}`, `\<` and the other Unicode word assertions are left
+/// as they are, and refused with their position.)
+fn ascii_word_boundaries(hir: &Hir) -> Hir {
+    use regex_syntax::hir::{Capture, Repetition};
+    match hir.kind() {
+        HirKind::Look(Look::WordUnicode) => Hir::look(Look::WordAscii),
+        HirKind::Look(Look::WordUnicodeNegate) => Hir::look(Look::WordAsciiNegate),
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => hir.clone(),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(ascii_word_boundaries(&r.sub)),
+            ..r.clone()
+        }),
+        HirKind::Capture(c) => Hir::capture(Capture {
+            sub: Box::new(ascii_word_boundaries(&c.sub)),
+            ..c.clone()
+        }),
+        HirKind::Concat(xs) => Hir::concat(xs.iter().map(ascii_word_boundaries).collect()),
+        HirKind::Alternation(xs) => {
+            Hir::alternation(xs.iter().map(ascii_word_boundaries).collect())
         }
     }
-    out
+}
+
+/// Whether a pattern (ASCII `\b` already) still asserts a Unicode word
+/// boundary, which the lazy DFA cannot build.
+fn has_unicode_word_boundary(hir: &Hir) -> bool {
+    match hir.kind() {
+        HirKind::Look(look) => matches!(
+            look,
+            Look::WordUnicode
+                | Look::WordUnicodeNegate
+                | Look::WordStartUnicode
+                | Look::WordEndUnicode
+                | Look::WordStartHalfUnicode
+                | Look::WordEndHalfUnicode
+        ),
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) => false,
+        HirKind::Repetition(r) => has_unicode_word_boundary(&r.sub),
+        HirKind::Capture(c) => has_unicode_word_boundary(&c.sub),
+        HirKind::Concat(xs) | HirKind::Alternation(xs) => xs.iter().any(has_unicode_word_boundary),
+    }
+}
+
+/// Which Unicode word assertion of `pattern` is refused, and where: the
+/// first `\b{start}`, `\b{end}`, `\b{start-half}`, `\b{end-half}`, `\<`
+/// or `\>` with the `u` flag on (the default), as the parser sets flags.
+fn unicode_word_boundary(pattern: &str) -> String {
+    use regex_syntax::ast::{self, AssertionKind, Ast, FlagsItemKind, GroupKind};
+    fn apply(flags: &ast::Flags, unicode: &mut bool) {
+        let mut on = true;
+        for item in &flags.items {
+            match item.kind {
+                FlagsItemKind::Negation => on = false,
+                FlagsItemKind::Flag(ast::Flag::Unicode) => *unicode = on,
+                _ => {}
+            }
+        }
+    }
+    // Flags set by `(?-u)` hold to the end of the enclosing group, across
+    // its alternatives: walk in order, restoring at each group's end.
+    fn walk(a: &Ast, unicode: &mut bool) -> Option<ast::Span> {
+        match a {
+            Ast::Flags(f) => {
+                apply(&f.flags, unicode);
+                None
+            }
+            Ast::Group(g) => {
+                let outer = *unicode;
+                if let GroupKind::NonCapturing(flags) = &g.kind {
+                    apply(flags, unicode);
+                }
+                let found = walk(&g.ast, unicode);
+                *unicode = outer;
+                found
+            }
+            Ast::Concat(c) => c.asts.iter().find_map(|a| walk(a, unicode)),
+            Ast::Alternation(alt) => alt.asts.iter().find_map(|a| walk(a, unicode)),
+            Ast::Repetition(r) => walk(&r.ast, unicode),
+            Ast::Assertion(x) => (*unicode
+                && matches!(
+                    x.kind,
+                    AssertionKind::WordBoundaryStart
+                        | AssertionKind::WordBoundaryEnd
+                        | AssertionKind::WordBoundaryStartAngle
+                        | AssertionKind::WordBoundaryEndAngle
+                        | AssertionKind::WordBoundaryStartHalf
+                        | AssertionKind::WordBoundaryEndHalf
+                ))
+            .then_some(x.span),
+            _ => None,
+        }
+    }
+    const WHAT: &str = "is a Unicode word boundary, which a streaming rule cannot decide (\\b and \\B are supported, as ASCII word boundaries)";
+    let found = ast::parse::Parser::new()
+        .parse(pattern)
+        .ok()
+        .and_then(|a| walk(&a, &mut true));
+    match found {
+        Some(span) => format!(
+            "{} at byte {} {WHAT}",
+            &pattern[span.start.offset..span.end.offset],
+            span.start.offset
+        ),
+        None => format!("a word assertion {WHAT}"),
+    }
 }
 
 /// The error with its position given relative to the user's pattern.
@@ -423,8 +504,7 @@ fn syntax_error(e: &regex_syntax::Error) -> String {
     }
 }
 
-fn group_names(hir: &regex_syntax::hir::Hir) -> HashMap<String, usize> {
-    use regex_syntax::hir::{Hir, HirKind};
+fn group_names(hir: &Hir) -> HashMap<String, usize> {
     fn walk(h: &Hir, out: &mut HashMap<String, usize>) {
         match h.kind() {
             HirKind::Capture(c) => {
@@ -571,9 +651,66 @@ mod tests {
 
     #[test]
     fn word_boundaries_become_ascii() {
+        let hir = |p: &str| {
+            regex_syntax::ParserBuilder::new()
+                .utf8(false)
+                .build()
+                .parse(p)
+                .unwrap()
+        };
         assert_eq!(
-            ascii_word_boundaries(r"\bfoo\B[\b]\\b"),
-            r"(?-u:\b)foo(?-u:\B)[\b]\\b"
+            ascii_word_boundaries(&hir(r"\bfoo\B|(\\b)(?u:\b)")),
+            hir(r"(?-u:\b)foo(?-u:\B)|(\\b)(?-u:\b)")
+        );
+        let set = RuleSet::new(&[Rule::new(r"\bé\b", "x")]).unwrap();
+        // `é` is no ASCII word byte: `\b` holds between it and `a`, not
+        // between it and a space.
+        assert_eq!(
+            crate::Rewriter::rewrite_all(&set, "aéa é".as_bytes()),
+            "axa é".as_bytes()
+        );
+    }
+
+    /// Unicode word assertions are refused naming the rule (not the
+    /// automata's "pattern 0"), the assertion and its byte.
+    #[test]
+    fn unicode_word_assertions_are_refused_with_rule_and_position() {
+        const WHY: &str = "is a Unicode word boundary, which a streaming rule cannot decide (\\b and \\B are supported, as ASCII word boundaries)";
+        assert_eq!(
+            refused(Rule::new(r"\b{start}cat", "x")),
+            format!(
+                "rule 2: pattern \"\\\\b{{start}}cat\" is not supported: \\b{{start}} at byte 0 {WHY}"
+            )
+        );
+        assert_eq!(
+            refused(Rule::new(r"(?i)x|cat\<", "x")),
+            format!("rule 2: pattern \"(?i)x|cat\\\\<\" is not supported: \\< at byte 9 {WHY}")
+        );
+        // `(?-u)` makes the first one ASCII (which the DFA builds); the
+        // flag ends with its group, so the second is refused.
+        assert_eq!(
+            refused(Rule::new(r"(?:(?-u)\>a|b)\b{end-half}", "x")),
+            format!(
+                "rule 2: pattern \"(?:(?-u)\\\\>a|b)\\\\b{{end-half}}\" is not supported: \\b{{end-half}} at byte 14 {WHY}"
+            )
+        );
+        assert!(RuleSet::new(&[Rule::new(r"(?-u:\<)cat", "x")]).is_ok());
+    }
+
+    /// `(?x)` patterns compile as written: the rule's text was wrapped in
+    /// `(?:...)`, whose `)` a `#` comment swallowed ("rule 1: ... error
+    /// parsing pattern 0").
+    #[test]
+    fn verbose_patterns_with_comments_compile() {
+        let set = RuleSet::new(&[
+            Rule::new("ok", "fine"),
+            Rule::new("(?x) c (a) t  # the animal", "[$1]"),
+            Rule::new("(?x: d o g )", "<$0>").with_flags("i").unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(
+            crate::Rewriter::rewrite_all(&set, b"ok cat DOG."),
+            b"fine [a] <DOG>."
         );
     }
 

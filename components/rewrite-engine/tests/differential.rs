@@ -190,25 +190,52 @@ proptest! {
     }
 }
 
-/// A rule with an ASCII word boundary (`\b`) before and/or after a core
-/// pattern, so the reference can check them from the bytes around a
-/// candidate match (a cut slice would hide them).
+/// A rule with an ASCII word boundary (`\b`) or non-boundary (`\B`)
+/// before and/or after a core pattern, so the reference can check them
+/// from the bytes around a candidate match (a cut slice would hide them).
+/// The core is the whole match or group 1 (the same bytes): a group must
+/// come out whole when an assertion after it looks at the next byte.
 #[derive(Clone, Debug)]
 struct Bounded {
     core: String,
-    before: bool,
-    after: bool,
+    before: Boundary,
+    after: Boundary,
     case_insensitive: bool,
+    group: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Boundary {
+    None,
+    Word,
+    NotWord,
+}
+
+fn boundary() -> impl Strategy<Value = Boundary> {
+    prop_oneof![
+        2 => Just(Boundary::None),
+        2 => Just(Boundary::Word),
+        1 => Just(Boundary::NotWord),
+    ]
 }
 
 impl Bounded {
     fn rule(&self) -> Rule {
-        let b = |on: bool| if on { r"\b" } else { "" };
+        let b = |on: Boundary| match on {
+            Boundary::None => "",
+            Boundary::Word => r"\b",
+            Boundary::NotWord => r"\B",
+        };
+        let (core, replacement) = if self.group {
+            (format!("({})", self.core), "<$1>")
+        } else {
+            (format!("(?:{})", self.core), "<$0>")
+        };
         Rule {
             case_insensitive: self.case_insensitive,
             ..Rule::new(
-                &format!("{}(?:{}){}", b(self.before), self.core, b(self.after)),
-                "<$0>",
+                &format!("{}{core}{}", b(self.before), b(self.after)),
+                replacement,
             )
         }
     }
@@ -229,20 +256,27 @@ fn bounded_reference(rules: &[Bounded], input: &[u8]) -> Vec<u8> {
         i.and_then(|i| input.get(i))
             .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
     };
-    let boundary = |at: usize| word(at.checked_sub(1)) != word(Some(at));
+    let holds = |on: Boundary, at: usize| {
+        let word_boundary = word(at.checked_sub(1)) != word(Some(at));
+        match on {
+            Boundary::None => true,
+            Boundary::Word => word_boundary,
+            Boundary::NotWord => !word_boundary,
+        }
+    };
     let mut out = Vec::new();
     let mut i = 0;
     while i < input.len() {
         let mut best: Option<usize> = None;
         for (r, core) in rules.iter().zip(&cores) {
-            if r.before && !boundary(i) {
+            if !holds(r.before, i) {
                 continue;
             }
             for end in (i + 1..=input.len()).rev() {
                 if best.is_some_and(|e| end <= e) {
                     break;
                 }
-                if core.is_match(&input[i..end]) && (!r.after || boundary(end)) {
+                if core.is_match(&input[i..end]) && holds(r.after, end) {
                     best = Some(end);
                     break;
                 }
@@ -278,7 +312,8 @@ proptest! {
                     Just("[^a]"), Just("x?ab"), Just("(ab|a)c"), Just("[a.]"), Just("abcab"),
                     Just("sab"), Just("k"), Just("as"),
                 ],
-                any::<bool>(),
+                boundary(),
+                boundary(),
                 any::<bool>(),
                 any::<bool>(),
             ),
@@ -289,11 +324,12 @@ proptest! {
     ) {
         let bounded: Vec<Bounded> = rules
             .iter()
-            .map(|&(core, before, after, case_insensitive)| Bounded {
+            .map(|&(core, before, after, case_insensitive, group)| Bounded {
                 core: core.into(),
                 before,
                 after,
                 case_insensitive,
+                group,
             })
             .collect();
         let rules: Vec<Rule> = bounded.iter().map(Bounded::rule).collect();
