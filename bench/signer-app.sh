@@ -2,7 +2,9 @@
 # DIR/spin.toml and DIR/edge.toml serving the signer component from WASM on
 # 127.0.0.1:PORT (admin on PORT+1) with a generated Ed25519 key and four
 # session instances, the way `make bench-udf` measures it. EXTRA is
-# appended to edge.toml (e.g. a `[pool]` table).
+# appended to edge.toml (e.g. a `[pool]` table). Token requests send
+# `Authorization: Bearer $SIGNER_BENCH_KEY` (the app's one caller).
+SIGNER_BENCH_KEY=bench-signer-key-7f3e9a1c5b8d2e6f4a0c
 write_signer_app() {
   local dir=$1 wasm=$2 port=$3 extra=${4:-}
   cat > "$dir/spin.toml" <<TOML
@@ -11,6 +13,7 @@ spin_manifest_version = 2
 name = "bench"
 [variables]
 signer_keys = { required = true, secret = true }
+signer_clients = { required = true, secret = true }
 [[trigger.http]]
 route = "/signer/..."
 component = "signer"
@@ -18,6 +21,7 @@ component = "signer"
 source = "$wasm"
 [component.signer.variables]
 keys = "{{ signer_keys }}"
+clients = "{{ signer_clients }}"
 TOML
   cat > "$dir/edge.toml" <<TOML
 app = "spin.toml"
@@ -32,6 +36,7 @@ hosts = ["*"]
 components = ["*"]
 [tenant.secrets]
 signer_keys = { generate = "ed25519" }
+signer_clients = "bench sha256:a3e18891db39fe6d63af8f9b3367f75ce64326ddb7d98fe3556f13401fc82857 moderator"
 [component.signer]
 instance = "session"
 session_key = "host"

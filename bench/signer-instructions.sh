@@ -30,14 +30,16 @@ CARGO_PROFILE_WASM_STRIP=false cargo --config components/signer/wide-arithmetic.
 wasm=$CARGO_TARGET_DIR/symbols/wasm32-wasip2/wasm/signer.wasm
 
 cat > "$work/client.py" <<'PY'
-import http.client, sys, threading
+import http.client, os, sys, threading
 port, path, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 body = b'{"room":"standup","user":{"id":"u1","name":"Ada"}}'
+headers = {"Content-Type": "application/json",
+           "Authorization": "Bearer " + os.environ["SIGNER_BENCH_KEY"]}
 failed = []
 def run(k):
     c = http.client.HTTPConnection("127.0.0.1", port)
     for _ in range(k):
-        c.request("POST", path, body, {"Content-Type": "application/json"})
+        c.request("POST", path, body, headers)
         r = c.getresponse()
         if b'"token"' not in r.read():
             failed.append(r.status)
@@ -79,6 +81,7 @@ measure() {
 # A small pool: valgrind cannot reserve the default pool's address space.
 # shellcheck source=bench/signer-app.sh
 . bench/signer-app.sh
+export SIGNER_BENCH_KEY
 write_signer_app "$work" "$wasm" 18282 $'[pool]\ntotal_component_instances = 6'
 EDGE_LOG=error EDGE_PERFMAP=1 measure component 18282 /signer/tokens \
   "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml"

@@ -66,12 +66,13 @@ write_signer_app "$work" "$PWD/build/components/signer.wasm" 18280
 EDGE_LOG=error "$EDGE" serve --config "$work/edge.toml" >/dev/null &
 pids+=($!)
 for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18280/signer/.well-known/jwks.json && break; sleep 0.1; done
-cat > "$work/post.lua" <<'LUA'
+cat > "$work/post.lua" <<LUA
 wrk.method = "POST"
 wrk.body = '{"room":"standup","user":{"id":"u1","name":"Ada"}}'
 wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $SIGNER_BENCH_KEY"
 LUA
-curl -s -d '{"room":"standup","user":{"id":"u1","name":"Ada"}}' http://127.0.0.1:18280/signer/tokens | grep -q '"token"'
+curl -s -H "Authorization: Bearer $SIGNER_BENCH_KEY" -d '{"room":"standup","user":{"id":"u1","name":"Ada"}}' http://127.0.0.1:18280/signer/tokens | grep -q '"token"'
 # The same signing natively behind HTTP: what the sandbox costs, HTTP being equal.
 CARGO_TARGET_DIR="$CARGO_TARGET_DIR" cargo build --release -q -p signing --example sign_server
 "$CARGO_TARGET_DIR/release/examples/sign_server" 127.0.0.1:18291 2>/dev/null &

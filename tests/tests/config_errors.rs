@@ -374,6 +374,6 @@ fn a_secret_of_a_kind_that_cannot_be_generated() {
     assert_error(
         &good_spin(),
         &edge,
-        "tenant[0].secrets.token: cannot generate \"rsa\" (allowed: { generate = \"ed25519\" })",
+        "tenant[0].secrets.token: cannot generate \"rsa\" (allowed: { generate = \"ed25519\" }, { generate = \"api-key\" })",
     );
 }

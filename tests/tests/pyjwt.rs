@@ -80,12 +80,31 @@ fn our_tokens_verify_in_pyjwt() {
     }
 }
 
+/// ES256 signature helpers for PyJWT: OpenSSL's ECDSA picks S or n - S
+/// at random, and both verify there; ours accepts low S only (at most
+/// n/2), so PyJWT's tokens are re-signed until S is low, and `twin` gives
+/// the high-S form of a token.
+const ES256_S: &str = r#"
+import base64
+N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+def b64d(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+def b64e(b): return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+def s_of(token): return int.from_bytes(b64d(token.rsplit(".", 1)[1])[32:], "big")
+def twin(token):
+    signed, sig = token.rsplit(".", 1)
+    raw = b64d(sig)
+    return signed + "." + b64e(raw[:32] + (N - int.from_bytes(raw[32:], "big")).to_bytes(32, "big"))
+"#;
+
 const SIGN: &str = r#"
 import json, sys, jwt
 d = json.load(sys.stdin)
 out = {}
 for kid, (alg, key) in d["keys"].items():
-    out[kid] = jwt.encode(d["claims"], key, algorithm=alg, headers={"kid": kid})
+    while True:
+        out[kid] = jwt.encode(d["claims"], key, algorithm=alg, headers={"kid": kid})
+        if alg != "ES256" or s_of(out[kid]) <= N // 2:
+            break
 print(json.dumps(out))
 "#;
 
@@ -101,7 +120,10 @@ fn pyjwt_tokens_verify_here_and_tampering_is_caught() {
             .unwrap_or_else(|| "0123456789abcdef0123456789abcdef-secret".into());
         sign_keys.insert(kid.into(), json!([alg, material]));
     }
-    let out: Value = python(SIGN, &json!({"claims": claims, "keys": sign_keys}));
+    let out: Value = python(
+        &format!("{ES256_S}{SIGN}"),
+        &json!({"claims": claims, "keys": sign_keys}),
+    );
     let v = Validation {
         audience: Some("jitsi".into()),
         issuer: Some("app".into()),
@@ -153,4 +175,48 @@ fn jwks_keys_verify_our_tokens_in_pyjwt() {
         out,
         json!({"ed": "meet.example.com", "ec": "meet.example.com"})
     );
+}
+
+/// ECDSA signatures are malleable: (r, n - s) verifies wherever (r, s)
+/// does, and PyJWT (OpenSSL) accepts both. Here only the low-S form is
+/// valid, so a token has one accepted signature.
+#[test]
+fn high_s_es256_tokens_that_pyjwt_accepts_are_refused_here() {
+    let keys = keys();
+    let claims = claims();
+    let out: Value = python(
+        &format!(
+            "{ES256_S}{}",
+            r#"
+import json, sys, jwt
+d = json.load(sys.stdin)
+out = []
+for i in range(8):
+    low = d["ours"] if i == 0 else jwt.encode(d["claims"], d["pem"], algorithm="ES256", headers={"kid": "ec"})
+    high = low if s_of(low) > N // 2 else twin(low)
+    # PyJWT verifies the high-S form: it is a valid ECDSA signature.
+    jwt.decode(high, d["public"], algorithms=["ES256"], audience="jitsi",
+               options={"verify_exp": False, "verify_nbf": False, "verify_iat": False})
+    out.append(high)
+print(json.dumps(out))
+"#
+        ),
+        &json!({
+            "ours": jwt::sign(&keys, Some("ec"), &claims).unwrap(),
+            "claims": claims,
+            "pem": keys.get("ec").unwrap().to_pkcs8_pem(),
+            "public": keys.get("ec").unwrap().public_pem(),
+        }),
+    );
+    let v = Validation {
+        audience: Some("jitsi".into()),
+        ..Validation::at(1_700_000_100)
+    };
+    for token in out.as_array().unwrap() {
+        assert_eq!(
+            jwt::verify(&keys, token.as_str().unwrap(), &v),
+            Err(jwt::VerifyError::BadSignature),
+            "{token}"
+        );
+    }
 }

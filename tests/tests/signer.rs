@@ -1,9 +1,10 @@
 //! The signer component over HTTP on the real host: tokens that PyJWT
 //! verifies with the published JWKS, PyJWT's tokens verified here, precise
-//! refusals, and the development key the host generates on first start.
+//! refusals, callers authenticated by API key and bounded by their grants,
+//! and the development keys the host generates on first start.
 
 use bytes::Bytes;
-use edge_tests::{Edge, TempDir, client, component, python, request};
+use edge_tests::{Edge, TempDir, client, component, python};
 use serde_json::{Value, json};
 
 fn spin(preset: &str) -> String {
@@ -14,6 +15,7 @@ name = "signer-test"
 
 [variables]
 signer_keys = {{ required = true, secret = true }}
+signer_clients = {{ default = "", secret = true }}
 
 [[trigger.http]]
 route = "/signer/..."
@@ -23,6 +25,7 @@ component = "signer"
 source = "{signer}"
 [component.signer.variables]
 keys = "{{{{ signer_keys }}}}"
+clients = "{{{{ signer_clients }}}}"
 issuer = "my-app"
 subject = "meet.example.com"
 preset = "{preset}"
@@ -33,6 +36,10 @@ ttl_seconds = "600"
 }
 
 fn edge_config(secret: &str) -> String {
+    edge_config_with(secret, &format!("{:?}", clients()))
+}
+
+fn edge_config_with(secret: &str, clients: &str) -> String {
     format!(
         r#"app = "spin.toml"
 [[tenant]]
@@ -41,7 +48,24 @@ hosts = ["*"]
 components = ["signer"]
 [tenant.secrets]
 signer_keys = {secret}
+signer_clients = {clients}
 "#
+    )
+}
+
+/// Two calling services: `webapp` may grant moderator and two hours,
+/// `lobby` only the default lifetime (600 s here) and its rooms.
+const WEBAPP_KEY: &str = "webapp-0f6c2b8e4d1a9c7e5b3f8a2d6c4e1b9f";
+/// The other service's key.
+const LOBBY_KEY: &str = "lobby-7d3a9f1c5e8b2d6a4c0e9f7b3d1a5c8e";
+
+/// The clients text for the two services (their keys hashed).
+fn clients() -> String {
+    let hash = |k: &str| signing::clients::hash_key(k.as_bytes());
+    format!(
+        "# NAME  KEY HASH  GRANTS\nwebapp {} moderator max_ttl=7200\nlobby  {} rooms=lobby-*,standup\n",
+        hash(WEBAPP_KEY),
+        hash(LOBBY_KEY)
     )
 }
 
@@ -56,17 +80,69 @@ fn key_file(dir: &TempDir) -> (std::path::PathBuf, String) {
     (dir.write("keys.pem", &text), secret.to_string())
 }
 
+/// A request with webapp's key (`POST /tokens`) or none (the rest).
 async fn call(edge: &Edge, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let auth = format!("Bearer {WEBAPP_KEY}");
+    let headers: &[(&str, &str)] = if path == "/signer/tokens" {
+        &[("authorization", &auth)]
+    } else {
+        &[]
+    };
+    call_with(edge, method, path, headers, body).await.0
+}
+
+/// Any request; returns (status, JSON body) and the `WWW-Authenticate`
+/// header, if any.
+async fn call_with(
+    edge: &Edge,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> ((u16, Value), Option<String>) {
     let body = if body.is_null() {
         Bytes::new()
     } else {
         Bytes::from(body.to_string())
     };
-    let (status, text) =
-        request(&client(), method, &format!("{}{path}", edge.url), &[], body).await;
+    let (status, text, challenge) = request_raw(edge, method, path, headers, body).await;
+    (
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {status} {text}")),
+        ),
+        challenge,
+    )
+}
+
+async fn request_raw(
+    edge: &Edge,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> (u16, String, Option<String>) {
+    use http_body_util::BodyExt;
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(format!("{}{path}", edge.url));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client()
+        .request(req.body(http_body_util::Full::new(body)).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let challenge = resp
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string());
+    let text = resp.into_body().collect().await.unwrap().to_bytes();
     (
         status,
-        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}")),
+        String::from_utf8_lossy(&text).into_owned(),
+        challenge,
     )
 }
 
@@ -158,16 +234,33 @@ print(json.dumps(jwt.decode(d["token"], secret, algorithms=["HS256"], audience="
         .next()
         .unwrap();
     let theirs = python(
-        r#"
+        &format!(
+            "{ES256_S}{}",
+            r#"
 import json, sys, time, jwt
 d = json.load(sys.stdin)
 now = int(time.time())
-base = {"iss": "my-app", "aud": "jitsi", "sub": "meet.example.com", "room": "r1"}
-good = jwt.encode({**base, "exp": now + 300}, d["pem"], algorithm="ES256", headers={"kid": "ec-1"})
-expired = jwt.encode({**base, "exp": now - 3600}, d["pem"], algorithm="ES256", headers={"kid": "ec-1"})
-print(json.dumps({"good": good, "expired": expired}))
-"#,
-        &json!({"pem": ec_pem}),
+base = {"iss": "my-app", "aud": "jitsi", "sub": "meet.example.com", "room": "r1",
+        "context": {"user": {"id": "u-9", "name": "Grace"}}}
+def low_s(claims):
+    while True:
+        t = jwt.encode(claims, d["pem"], algorithm="ES256", headers={"kid": "ec-1"})
+        if s_of(t) <= N // 2:
+            return t
+good = low_s({**base, "exp": now + 300})
+out = {"good": good, "high_s": twin(good),
+       "expired": low_s({**base, "exp": now - 3600}),
+       "other_aud": low_s({**base, "aud": "livekit", "exp": now + 300}),
+       "other_iss": low_s({**base, "iss": "someone", "exp": now + 300}),
+       "future": low_s({**base, "nbf": now + 3600, "exp": now + 7200}),
+       "crit": jwt.encode({**base, "exp": now + 300}, d["pem"], algorithm="ES256",
+                          headers={"kid": "ec-1", "crit": ["exp"]})}
+# The high-S twin is a valid ECDSA signature: PyJWT takes it.
+jwt.decode(out["high_s"], d["public"], algorithms=["ES256"], audience="jitsi")
+print(json.dumps(out))
+"#
+        ),
+        &json!({"pem": ec_pem, "public": signing::Key::from_pem("x", ec_pem).unwrap().public_pem()}),
     );
     let (status, v) = call(
         &edge,
@@ -187,11 +280,28 @@ print(json.dumps({"good": good, "expired": expired}))
         json!({"token": theirs["expired"]}),
     )
     .await;
-    assert_eq!(status, 401);
-    assert!(
-        v["error"].as_str().unwrap().starts_with("expired at"),
-        "{v}"
-    );
+    assert_eq!((status, v["error"].as_str()), (401, Some("expired")), "{v}");
+    // Each of these is refused, in fixed words (no key id, no claim).
+    for (name, error) in [
+        ("high_s", "bad signature"),
+        ("other_aud", "wrong audience"),
+        ("other_iss", "wrong issuer"),
+        ("future", "not yet valid"),
+        ("crit", "unsupported critical header"),
+    ] {
+        let (status, v) = call(
+            &edge,
+            "POST",
+            "/signer/tokens/verify",
+            json!({"token": theirs[name]}),
+        )
+        .await;
+        assert_eq!(
+            (status, v),
+            (401, json!({"valid": false, "error": error})),
+            "{name}"
+        );
+    }
     let token = es["token"].as_str().unwrap();
     let tampered = token.replacen(".ey", ".eX", 1);
     let (status, v) = call(
@@ -210,11 +320,37 @@ print(json.dumps({"good": good, "expired": expired}))
         json!({"token": none}),
     )
     .await;
+    assert_eq!((status, v["error"].as_str()), (401, Some("unsigned token")));
+    // A kid this signer does not have: the body does not echo it.
+    // {"alg":"ES256","kid":"ec-secret-2"} in base64url.
+    let header = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImVjLXNlY3JldC0yIn0";
+    let unknown = format!("{header}.{}", token.split_once('.').unwrap().1);
+    let (status, v) = call(
+        &edge,
+        "POST",
+        "/signer/tokens/verify",
+        json!({"token": unknown}),
+    )
+    .await;
     assert_eq!(
-        (status, v["error"].as_str()),
-        (401, Some("unsigned tokens (alg \"none\") are refused"))
+        (status, v),
+        (401, json!({"valid": false, "error": "unknown key"}))
     );
 }
+
+/// See tests/tests/pyjwt.rs: OpenSSL's ECDSA gives S or n - S; only the
+/// low form verifies here.
+const ES256_S: &str = r#"
+import base64
+N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+def b64d(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+def b64e(b): return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+def s_of(token): return int.from_bytes(b64d(token.rsplit(".", 1)[1])[32:], "big")
+def twin(token):
+    signed, sig = token.rsplit(".", 1)
+    raw = b64d(sig)
+    return signed + "." + b64e(raw[:32] + (N - int.from_bytes(raw[32:], "big")).to_bytes(32, "big"))
+"#;
 
 #[tokio::test]
 async fn bad_requests_name_the_field() {
@@ -245,7 +381,7 @@ async fn bad_requests_name_the_field() {
         (
             json!({"room": "r", "user": user, "kid": "nope"}),
             "kid",
-            "no key \"nope\" (signing keys: ec-1, hs-1)",
+            "no signing key with this id",
         ),
         (
             json!({"room": "r", "user": user, "admin": true}),
@@ -265,6 +401,11 @@ async fn bad_requests_name_the_field() {
         assert!(
             v["error"]["message"].as_str().unwrap().contains(message),
             "{body}: {v}"
+        );
+        let text = v.to_string();
+        assert!(
+            !text.contains("ec-1") && !text.contains("hs-1"),
+            "no key ids: {text}"
         );
     }
     let (status, _) = call(&edge, "GET", "/signer/tokens", Value::Null).await;
@@ -290,8 +431,8 @@ async fn bad_requests_name_the_field() {
     .await;
     let c = &v["claims"];
     assert_eq!(
-        (c["iss"].as_str(), c["sub"].as_str()),
-        (Some("my-app"), Some("u-1"))
+        (c["iss"].as_str(), c["sub"].as_str(), c["aud"].as_str()),
+        (Some("my-app"), Some("u-1"), Some("livekit"))
     );
     assert_eq!(
         c["video"],
@@ -302,33 +443,55 @@ async fn bad_requests_name_the_field() {
 #[tokio::test]
 async fn a_development_key_is_generated_once_and_kept() {
     let data = TempDir::new("signer-data");
-    let config = edge_config("{ generate = \"ed25519\" }");
+    let config = edge_config_with("{ generate = \"ed25519\" }", "{ generate = \"api-key\" }");
     let first = Edge::start_with(&spin("jitsi"), &config, data.path());
     let (_, jwks) = call(&first, "GET", "/signer/.well-known/jwks.json", Value::Null).await;
     assert_eq!(jwks["keys"][0]["alg"], "EdDSA", "{jwks}");
-    let (_, t) = call(
-        &first,
-        "POST",
-        "/signer/tokens",
-        json!({"room": "r", "user": {"id": "u", "name": "n"}}),
-    )
-    .await;
     let log = first
-        .log_after("generated a development Ed25519 signing key")
+        .log_after("generated a development API key for the signer")
         .await;
     assert!(
         log.contains("generated a development Ed25519 signing key"),
         "{log}"
     );
-    let path = data.path().join("keys/conf/signer_keys.pem");
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-        0o600
+    let api_key_path = data.path().join("keys/conf/signer_clients.key");
+    assert!(
+        log.contains(&api_key_path.display().to_string()),
+        "the log names the key's file: {log}"
     );
+    use std::os::unix::fs::PermissionsExt;
+    for file in ["signer_keys.pem", "signer_clients.key"] {
+        let path = data.path().join("keys/conf").join(file);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{file}"
+        );
+    }
+    // The file holds the key as callers send it (README: `$(cat FILE)`).
+    let api_key = std::fs::read_to_string(&api_key_path).unwrap();
+    let api_key = api_key.trim_end();
+    assert!(
+        api_key.starts_with("edge_") && api_key.len() == 48,
+        "{api_key}"
+    );
+    let auth = format!("Bearer {api_key}");
+    let body = json!({"room": "r", "user": {"id": "u", "name": "n"}, "moderator": true});
+    let ((status, t), _) = call_with(
+        &first,
+        "POST",
+        "/signer/tokens",
+        &[("authorization", &auth)],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{t}");
+    // Only the key's hash is in the signer's configuration.
+    assert!(!first.log().contains(api_key));
     drop(first);
 
-    // Restarted: the same key, so earlier tokens still verify.
+    // Restarted: the same keys, so earlier tokens still verify and the
+    // caller's key still works; nothing is generated or announced again.
     let second = Edge::start_with(&spin("jitsi"), &config, data.path());
     let (_, again) = call(&second, "GET", "/signer/.well-known/jwks.json", Value::Null).await;
     assert_eq!(again, jwks);
@@ -340,9 +503,282 @@ async fn a_development_key_is_generated_once_and_kept() {
     )
     .await;
     assert_eq!((status, v["valid"].as_bool()), (200, Some(true)), "{v}");
+    assert_eq!(v["claims"]["moderator"], true);
+    let ((status, _), _) = call_with(
+        &second,
+        "POST",
+        "/signer/tokens",
+        &[("authorization", &auth)],
+        body,
+    )
+    .await;
+    assert_eq!(status, 200);
     assert!(
         !second.log().contains("generated a development"),
         "{}",
         second.log()
     );
+}
+
+/// Headers, body and the challenge expected back.
+type Unauthenticated<'a> = (Vec<(&'a str, &'a str)>, &'a Value, String);
+
+/// The issue's hole: anyone could mint tokens, moderator and a day long.
+/// Now the caller is authenticated before anything else, and bounded by
+/// its grants; refusals carry fixed words.
+#[tokio::test]
+async fn token_requests_need_a_known_key_and_stay_within_its_grants() {
+    let dir = TempDir::new("signer");
+    let (keys, _) = key_file(&dir);
+    let edge = Edge::start(
+        &spin("jitsi"),
+        &edge_config(&format!("{{ file = \"{}\" }}", keys.display())),
+    );
+    let user = json!({"id": "u-1", "name": "Bob"});
+    let lobby = format!("Bearer {LOBBY_KEY}");
+    let webapp = format!("Bearer {WEBAPP_KEY}");
+    let body = json!({"room": "standup", "user": user});
+    let realm = r#"Bearer realm="signer""#;
+    let mut bodies = Vec::new();
+
+    // Unauthenticated: no key, a wrong key, malformed headers. Each is a
+    // 401 with a challenge, before the body is looked at (an oversized
+    // body from nobody is a 401 too, not a 413).
+    let wrong = format!("Bearer {WEBAPP_KEY}x");
+    let huge = json!({"room": "standup", "user": {"id": "u", "name": "x".repeat(20_000)}});
+    let cases: Vec<Unauthenticated> = vec![
+        (vec![], &body, realm.to_string()),
+        (vec![], &huge, realm.to_string()),
+        (
+            vec![("authorization", &wrong)],
+            &body,
+            format!(r#"{realm}, error="invalid_token""#),
+        ),
+        (
+            vec![(
+                "authorization",
+                "Bearer lobby-7d3a9f1c5e8b2d6a4c0e9f7b3d1a5c8",
+            )],
+            &body,
+            format!(r#"{realm}, error="invalid_token""#),
+        ),
+    ];
+    let malformed = format!(r#"{realm}, error="invalid_request""#);
+    let mut all = cases;
+    for header in [
+        "Basic d2ViYXBwOnNlY3JldA==",
+        "Bearer",
+        "Bearer ",
+        "Bearer a b",
+        "Bearer\twebapp",
+        "Bearer k\u{e9}y",
+        WEBAPP_KEY,
+    ] {
+        all.push((vec![("authorization", header)], &body, malformed.clone()));
+    }
+    let too_long = format!("Bearer {}", "a".repeat(600));
+    all.push((vec![("authorization", &too_long)], &body, malformed.clone()));
+    // Two Authorization headers, even if one is right.
+    all.push((
+        vec![("authorization", &webapp), ("authorization", &lobby)],
+        &body,
+        malformed.clone(),
+    ));
+    for (headers, body, challenge) in &all {
+        let ((status, v), got) =
+            call_with(&edge, "POST", "/signer/tokens", headers, (*body).clone()).await;
+        assert_eq!(status, 401, "{headers:?}: {v}");
+        assert_eq!(got.as_deref(), Some(challenge.as_str()), "{headers:?}");
+        assert!(v["token"].is_null());
+        bodies.push(v);
+    }
+
+    // Authenticated but over-privileged: lobby may not grant moderator, a
+    // lifetime over the default, or rooms outside lobby-* and standup.
+    let forbidden = [
+        (
+            json!({"room": "standup", "user": user, "moderator": true}),
+            "moderator",
+        ),
+        (json!({"room": "standup", "user": user, "ttl": 601}), "ttl"),
+        (json!({"room": "boardroom", "user": user}), "room"),
+        (json!({"room": "*", "user": user}), "room"),
+        (json!({"room": "lobby", "user": user}), "room"),
+    ];
+    for (body, field) in &forbidden {
+        let ((status, v), challenge) = call_with(
+            &edge,
+            "POST",
+            "/signer/tokens",
+            &[("authorization", &lobby)],
+            body.clone(),
+        )
+        .await;
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (403, Some(*field)),
+            "{body}: {v}"
+        );
+        assert_eq!(challenge, None);
+        bodies.push(v);
+    }
+    // webapp may grant two hours, not more.
+    let ((status, v), _) = call_with(
+        &edge,
+        "POST",
+        "/signer/tokens",
+        &[("authorization", &webapp)],
+        json!({"room": "standup", "user": user, "moderator": true, "ttl": 7201}),
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (403, Some("ttl")),
+        "{v}"
+    );
+    bodies.push(v);
+
+    // An oversized body from a known caller: 413, with or without a
+    // Content-Length announcing it.
+    let ((status, v), _) = call_with(
+        &edge,
+        "POST",
+        "/signer/tokens",
+        &[("authorization", &webapp)],
+        huge.clone(),
+    )
+    .await;
+    assert_eq!(status, 413, "{v}");
+    bodies.push(v);
+    let chunked = {
+        let addr = edge.url.trim_start_matches("http://");
+        let text = huge.to_string();
+        let mut raw = format!(
+            "POST /signer/tokens HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {webapp}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        for piece in text.as_bytes().chunks(1000) {
+            raw.push_str(&format!(
+                "{:x}\r\n{}\r\n",
+                piece.len(),
+                std::str::from_utf8(piece).unwrap()
+            ));
+        }
+        raw.push_str("0\r\n\r\n");
+        edge_tests::raw(&edge.url, raw.as_bytes())
+    };
+    assert!(chunked.starts_with("HTTP/1.1 413"), "{chunked}");
+
+    // What each may grant, it gets; PyJWT checks the tokens.
+    let ok = [
+        (&lobby, json!({"room": "standup", "user": user})),
+        (&lobby, json!({"room": "lobby-3", "user": user, "ttl": 600})),
+        (
+            &webapp,
+            json!({"room": "*", "user": user, "moderator": true, "ttl": 7200}),
+        ),
+    ];
+    let mut tokens = serde_json::Map::new();
+    for (i, (auth, body)) in ok.iter().enumerate() {
+        let ((status, t), _) = call_with(
+            &edge,
+            "POST",
+            "/signer/tokens",
+            &[("authorization", auth.as_str())],
+            body.clone(),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}: {t}");
+        tokens.insert(i.to_string(), t["token"].clone());
+    }
+    let (_, jwks) = call(&edge, "GET", "/signer/.well-known/jwks.json", Value::Null).await;
+    let claims = python(
+        PYJWT_VERIFY_WITH_JWKS,
+        &json!({"jwks": jwks, "tokens": tokens}),
+    );
+    let got: Vec<(&str, bool, i64)> = (0..3)
+        .map(|i| {
+            let c = &claims[i.to_string()];
+            (
+                c["room"].as_str().unwrap(),
+                c["moderator"].as_bool().unwrap(),
+                c["exp"].as_i64().unwrap() - c["iat"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("standup", false, 600),
+            ("lobby-3", false, 600),
+            ("*", true, 7200)
+        ]
+    );
+
+    // No refusal names a key, a client or the caller's credentials.
+    for v in &bodies {
+        let text = v.to_string();
+        for secret in ["ec-1", "hs-1", "webapp", "lobby-7d3a", "sha256"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(v["error"]["message"].is_string(), "{text}");
+    }
+    // The operator's log says who was refused and why.
+    let log = edge.log();
+    assert!(
+        log.contains("token request of client lobby refused (403)"),
+        "{log}"
+    );
+    assert!(log.contains("an API key no client has"), "{log}");
+}
+
+/// A clients text with a mistake: the signer refuses to issue (503, fixed
+/// words) and the log says where the mistake is.
+#[tokio::test]
+async fn a_bad_clients_text_is_reported_to_the_operator_only() {
+    let dir = TempDir::new("signer");
+    let (keys, _) = key_file(&dir);
+    let clients = format!(
+        "webapp {} moderater\n",
+        signing::clients::hash_key(WEBAPP_KEY.as_bytes())
+    );
+    let edge = Edge::start(
+        &spin("jitsi"),
+        &edge_config_with(
+            &format!("{{ file = \"{}\" }}", keys.display()),
+            &format!("{clients:?}"),
+        ),
+    );
+    let (status, v) = call(
+        &edge,
+        "POST",
+        "/signer/tokens",
+        json!({"room": "r", "user": {"id": "u", "name": "n"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, v),
+        (
+            503,
+            json!({"error": {"message": "the signer is not configured"}})
+        )
+    );
+    let log = edge.log_after("variable clients").await;
+    assert!(
+        log.contains("variable clients: line 1, column 80: unknown grant"),
+        "{log}"
+    );
+
+    // No clients at all: every token request is a 401.
+    let edge = Edge::start(
+        &spin("jitsi"),
+        &edge_config_with(&format!("{{ file = \"{}\" }}", keys.display()), "\"\""),
+    );
+    let (status, _) = call(
+        &edge,
+        "POST",
+        "/signer/tokens",
+        json!({"room": "r", "user": {"id": "u", "name": "n"}}),
+    )
+    .await;
+    assert_eq!(status, 401);
 }

@@ -4,28 +4,34 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `POST /tokens` | `{"token", "kid", "alg", "expires_at"}` for a room and user |
-//! | `POST /tokens/verify` | `{"valid": true, "kid", "claims"}`, or 401 `{"valid": false, "error"}` |
+//! | `POST /tokens` (with `Authorization: Bearer API-KEY`) | `{"token", "kid", "alg", "expires_at"}` for a room and user |
+//! | `POST /tokens/verify` | `{"valid": true, "claims"}`, or 401 `{"valid": false, "error"}` |
 //! | `GET /.well-known/jwks.json` | the public keys (JWK Set; HMAC secrets never) |
 //!
 //! Paths are taken after the component's route (Spin's `spin-path-info`).
-//! Configuration comes from variables, keys from a secret:
+//! Configuration comes from variables, keys and callers from secrets:
 //!
 //! | variable | meaning |
 //! |---|---|
 //! | `keys` | the key set in `signing::keyfile` text form (PEM blocks, `hs256 KID SECRET` lines) |
+//! | `clients` | the services that may ask for tokens, one a line: `NAME sha256:HASH-OF-API-KEY [moderator] [max_ttl=SECONDS] [rooms=PATTERN,...]` (`signing::clients`); none: nobody gets tokens |
 //! | `signing_kid` | the key that signs by default (empty: the first private key) |
 //! | `preset` | `jitsi` (default) or `livekit` |
-//! | `issuer` | Jitsi app id / LiveKit API key (`iss`) |
-//! | `audience` | Jitsi `aud` (default `jitsi`) |
+//! | `issuer` | Jitsi app id / LiveKit API key (`iss`; default `edge`) |
+//! | `audience` | `aud` put in tokens and required when verifying (default: the preset's name, `jitsi` or `livekit`) |
 //! | `subject` | Jitsi `sub`: the tenant or XMPP domain (default `*`) |
 //! | `ttl_seconds`, `max_ttl_seconds` | default and longest lifetime (3600, 86400) |
-//! | `leeway_seconds` | clock skew allowed when verifying (60) |
+//! | `leeway_seconds` | clock skew allowed when verifying (60; at most 300) |
 //!
 //! `POST /tokens` takes `{"room", "user": {"id", "name", "email"?,
 //! "avatar"?}, "moderator"?, "can_publish"?, "can_subscribe"?, "ttl"?,
 //! "kid"?}`; anything else, or a value out of range, is a 400 naming the
-//! field.
+//! field. The caller is authenticated first, before its body is read: no,
+//! malformed or unknown credentials are a 401 with `WWW-Authenticate`; a
+//! request beyond what the caller may grant (`moderator`, a longer `ttl`,
+//! a room outside its `rooms`) is a 403 naming the field. Bodies over
+//! [`MAX_TOKEN_BODY`] are a 413. Refusals say what failed in fixed words;
+//! the caller's name and the detail go to the log.
 
 mod bindings {
     wit_bindgen::generate!({
@@ -40,24 +46,39 @@ mod request;
 use bindings::wasi::config::store as config;
 use serde_json::{Value, json};
 use signing::KeySet;
-use signing::jwt::{self, Validation};
+use signing::clients::{Client, Clients};
+use signing::join::{JoinVerifier, Preset};
+use signing::jwt;
 use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
 
-/// Largest request body read.
-const MAX_BODY: usize = 64 * 1024;
+/// Largest `POST /tokens` body: the longest fields of a token request
+/// (room 128, user id 128, name 256, e-mail 254, avatar 2048 characters)
+/// fit in well under this.
+pub const MAX_TOKEN_BODY: usize = 8 * 1024;
+
+/// Largest `POST /tokens/verify` body: a token of
+/// [`jwt::MAX_TOKEN_BYTES`] in its JSON object.
+const MAX_VERIFY_BODY: usize = jwt::MAX_TOKEN_BYTES + 1024;
+
+/// Longest API key looked at (a longer `Authorization` is malformed).
+const MAX_API_KEY: usize = 512;
+
+/// The `WWW-Authenticate` challenge of a 401 (RFC 6750 §3).
+const REALM: &str = "Bearer realm=\"signer\"";
 
 struct Signer;
 
 /// The component's settings, read once per instance ([`settings`]).
 struct Settings {
     keys: KeySet,
-    preset: String,
+    clients: Clients,
+    verifier: JoinVerifier,
+    preset: Preset,
     issuer: String,
     audience: String,
     subject: String,
     ttl: i64,
     max_ttl: i64,
-    leeway: i64,
 }
 
 fn var(name: &str) -> Result<Option<String>, String> {
@@ -105,26 +126,44 @@ fn load_settings() -> Result<Settings, String> {
             .map(|k| k.kid().to_string())
             .ok_or("variable keys holds no private key to sign with")?,
     };
+    let verifier_keys = keys.iter().map(signing::Key::to_public).collect::<Vec<_>>();
     let keys = KeySet::new(keys, &signing_kid).map_err(|e| e.to_string())?;
-    let preset = var("preset")?.unwrap_or_else(|| "jitsi".into());
-    if preset != "jitsi" && preset != "livekit" {
+    let preset_name = var("preset")?.unwrap_or_else(|| "jitsi".into());
+    let preset = Preset::parse(preset_name.trim())
+        .ok_or_else(|| format!("variable preset is {preset_name:?} (allowed: jitsi, livekit)"))?;
+    let nonempty = |name: &str, default: &str| -> Result<String, String> {
+        Ok(var(name)?
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.into()))
+    };
+    let issuer = nonempty("issuer", "edge")?;
+    let audience = nonempty("audience", preset.default_audience())?;
+    let ttl = number("ttl_seconds", 3600)?;
+    let max_ttl = number("max_ttl_seconds", 86_400)?;
+    if !(1..=max_ttl).contains(&ttl) {
         return Err(format!(
-            "variable preset is {preset:?} (allowed: jitsi, livekit)"
+            "variable ttl_seconds is {ttl} (allowed: 1 to max_ttl_seconds, {max_ttl})"
         ));
+    }
+    let leeway = number("leeway_seconds", 60)?;
+    let verifier = JoinVerifier::new(&verifier_keys, preset, &issuer, &audience, leeway)
+        .map_err(|e| format!("variables keys, issuer, audience, leeway_seconds: {e}"))?;
+    let clients = Clients::parse(&var("clients")?.unwrap_or_default())
+        .map_err(|e| format!("variable clients: {e}"))?;
+    if clients.is_empty() {
+        eprintln!("signer: variable clients lists no caller: every token request is refused (401)");
     }
     Ok(Settings {
         keys,
+        clients,
+        verifier,
         preset,
-        issuer: var("issuer")?.unwrap_or_default(),
-        audience: var("audience")?
-            .filter(|a| !a.is_empty())
-            .unwrap_or_else(|| "jitsi".into()),
-        subject: var("subject")?
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "*".into()),
-        ttl: number("ttl_seconds", 3600)?,
-        max_ttl: number("max_ttl_seconds", 86_400)?,
-        leeway: number("leeway_seconds", 60)?,
+        issuer,
+        audience,
+        subject: nonempty("subject", "*")?,
+        ttl,
+        max_ttl,
     })
 }
 
@@ -141,95 +180,230 @@ impl wasi::exports::http::incoming_handler::Guest for Signer {
             pq.split('?').next().unwrap_or("").to_string()
         });
         let method = request.method();
-        let (status, body) = match (&method, path.as_str()) {
+        let answer = match (&method, path.as_str()) {
             (Method::Get, "/.well-known/jwks.json") => match settings() {
-                Ok(s) => (200, json_body(&s.keys.jwks())),
+                Ok(s) => Answer::json(200, &s.keys.jwks()),
                 Err(e) => unavailable(&e),
             },
-            (Method::Post, "/tokens") => with_body(request, |body| issue(&body)),
-            (Method::Post, "/tokens/verify") => with_body(request, |body| check(&body)),
+            (Method::Post, "/tokens") => issue(request),
+            (Method::Post, "/tokens/verify") => {
+                with_body(request, MAX_VERIFY_BODY, |body| check(&body))
+            }
             (_, "/tokens" | "/tokens/verify" | "/.well-known/jwks.json") => refusal(
                 405,
                 None,
-                format!(
-                    "{method:?} is not allowed here (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)"
-                ),
+                "method not allowed (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)",
             ),
             _ => refusal(
                 404,
                 None,
-                format!(
-                    "no endpoint {path:?} (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)"
-                ),
+                "no such endpoint (POST /tokens, POST /tokens/verify, GET /.well-known/jwks.json)",
             ),
         };
-        respond(out, status, &body);
+        respond(out, answer);
     }
 }
 
 wasi::http::proxy::export!(Signer);
 
-fn unavailable(why: &str) -> (u16, Vec<u8>) {
-    eprintln!("signer misconfigured: {why}");
-    refusal(503, None, format!("the signer is not configured: {why}"))
+/// A response: status, JSON body and any extra headers.
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+    challenge: Option<String>,
 }
 
-fn with_body(
-    request: IncomingRequest,
-    f: impl FnOnce(Vec<u8>) -> (u16, Vec<u8>),
-) -> (u16, Vec<u8>) {
-    match guest_http::read_body(request, MAX_BODY) {
-        Ok(body) => f(body),
-        Err(why) => refusal(400, None, why),
+impl Answer {
+    fn json(status: u16, value: &impl serde::Serialize) -> Self {
+        Self {
+            status,
+            body: json_body(value),
+            challenge: None,
+        }
     }
 }
 
-fn issue(body: &[u8]) -> (u16, Vec<u8>) {
+fn unavailable(why: &str) -> Answer {
+    // The detail (variable names, key ids, line numbers) is the operator's.
+    eprintln!("signer misconfigured: {why}");
+    refusal(503, None, "the signer is not configured")
+}
+
+/// Reads a body of at most `max` bytes; a declared or actual larger one is
+/// a 413 (read no further than `max` + one chunk).
+fn with_body(request: IncomingRequest, max: usize, f: impl FnOnce(Vec<u8>) -> Answer) -> Answer {
+    let declared = request
+        .headers()
+        .get("content-length")
+        .into_iter()
+        .next()
+        .and_then(|v| String::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return refusal(413, None, "the request body is too large");
+    }
+    match read_body(request, max) {
+        Ok(body) => f(body),
+        Err(BodyError::TooLarge) => refusal(413, None, "the request body is too large"),
+        Err(BodyError::Unreadable) => refusal(400, None, "the request body could not be read"),
+    }
+}
+
+enum BodyError {
+    TooLarge,
+    Unreadable,
+}
+
+fn read_body(request: IncomingRequest, max: usize) -> Result<Vec<u8>, BodyError> {
+    use wasi::io::streams::StreamError;
+    let body = request.consume().map_err(|_| BodyError::Unreadable)?;
+    let stream = body.stream().map_err(|_| BodyError::Unreadable)?;
+    let mut out = Vec::new();
+    loop {
+        match stream.blocking_read(16 * 1024) {
+            Ok(chunk) => {
+                out.extend_from_slice(&chunk);
+                if out.len() > max {
+                    return Err(BodyError::TooLarge);
+                }
+            }
+            Err(StreamError::Closed) => return Ok(out),
+            Err(_) => return Err(BodyError::Unreadable),
+        }
+    }
+}
+
+/// Why a caller is not authenticated (for the log and the challenge).
+enum Unauthenticated {
+    /// No `Authorization` header.
+    Missing,
+    /// Not exactly one `Authorization: Bearer KEY` with a sane key.
+    Malformed,
+    /// A key no configured caller has.
+    Unknown,
+}
+
+/// The API key of `Authorization: Bearer KEY` (RFC 6750 §2.1: the
+/// scheme is case-insensitive, the key a token68).
+fn bearer(request: &IncomingRequest) -> Result<Vec<u8>, Unauthenticated> {
+    let values = request.headers().get("authorization");
+    let value = match values.as_slice() {
+        [] => return Err(Unauthenticated::Missing),
+        [one] => one,
+        _ => return Err(Unauthenticated::Malformed),
+    };
+    let Some(space) = value.iter().position(|b| *b == b' ') else {
+        return Err(Unauthenticated::Malformed);
+    };
+    let (scheme, key) = (&value[..space], &value[space + 1..]);
+    let token68 = |b: &u8| b.is_ascii_alphanumeric() || b"-._~+/=".contains(b);
+    if !scheme.eq_ignore_ascii_case(b"bearer")
+        || key.is_empty()
+        || key.len() > MAX_API_KEY
+        || !key.iter().all(token68)
+    {
+        return Err(Unauthenticated::Malformed);
+    }
+    Ok(key.to_vec())
+}
+
+fn unauthenticated(why: Unauthenticated) -> Answer {
+    let (log, challenge, message) = match why {
+        Unauthenticated::Missing => (
+            "no Authorization header",
+            REALM.to_string(),
+            "authentication required",
+        ),
+        Unauthenticated::Malformed => (
+            "a malformed Authorization header",
+            format!("{REALM}, error=\"invalid_request\""),
+            "malformed credentials",
+        ),
+        Unauthenticated::Unknown => (
+            "an API key no client has",
+            format!("{REALM}, error=\"invalid_token\""),
+            "invalid credentials",
+        ),
+    };
+    eprintln!("signer: token request refused (401): {log}");
+    let mut answer = refusal(401, None, message);
+    answer.challenge = Some(challenge);
+    answer
+}
+
+fn forbidden(client: &Client, field: &'static str, log: String, message: &str) -> Answer {
+    eprintln!(
+        "signer: token request of client {} refused (403): {log}",
+        client.name()
+    );
+    refusal(403, Some(field), message)
+}
+
+fn issue(request: IncomingRequest) -> Answer {
     let s = match settings() {
         Ok(s) => s,
         Err(e) => return unavailable(&e),
     };
+    // Who asks comes first: an unauthenticated caller's body is not read.
+    let client = match bearer(&request) {
+        Ok(key) => match s.clients.authenticate(&key) {
+            Some(c) => c,
+            None => return unauthenticated(Unauthenticated::Unknown),
+        },
+        Err(why) => return unauthenticated(why),
+    };
+    with_body(request, MAX_TOKEN_BODY, |body| issue_for(&s, client, &body))
+}
+
+fn issue_for(s: &Settings, client: &Client, body: &[u8]) -> Answer {
     let req = match request::TokenRequest::parse(body, s.max_ttl) {
         Ok(r) => r,
         Err((field, message)) => {
             return refusal(400, Some(field), message);
         }
     };
+    // What this caller may grant, within the signer's own bounds.
+    let grants = &client.grants;
+    let max_ttl = grants.max_ttl.unwrap_or(s.ttl).min(s.max_ttl);
+    if req.moderator == Some(true) && !grants.moderator {
+        return forbidden(
+            client,
+            "moderator",
+            "asked for a moderator token without the moderator grant".into(),
+            "this caller may not grant moderator",
+        );
+    }
+    if let Some(ttl) = req.ttl
+        && ttl > max_ttl
+    {
+        return forbidden(
+            client,
+            "ttl",
+            format!("asked for ttl {ttl} s, its max_ttl is {max_ttl} s"),
+            &format!("ttl is longer than this caller may grant ({max_ttl} seconds)"),
+        );
+    }
+    if !grants.allows_room(&req.room) {
+        return forbidden(
+            client,
+            "room",
+            format!("asked for room {:?}, outside its rooms", req.room),
+            "this caller may not issue tokens for this room",
+        );
+    }
     let now = now();
-    let ttl = req.ttl.unwrap_or(s.ttl).min(s.max_ttl);
+    let ttl = req.ttl.unwrap_or(s.ttl).min(max_ttl);
     let key = match &req.kid {
         Some(kid) => match s.keys.get(kid) {
             Some(k) if k.can_sign() => k,
-            Some(_) => {
-                return refusal(
-                    400,
-                    Some("kid"),
-                    format!("key {kid:?} is a public key and cannot sign"),
-                );
-            }
-            None => {
-                let known: Vec<&str> = s
-                    .keys
-                    .keys()
-                    .iter()
-                    .filter(|k| k.can_sign())
-                    .map(|k| k.kid())
-                    .collect();
-                return refusal(
-                    400,
-                    Some("kid"),
-                    format!("no key {kid:?} (signing keys: {})", known.join(", ")),
-                );
-            }
+            _ => return refusal(400, Some("kid"), "no signing key with this id"),
         },
         None => s.keys.signing_key(),
     };
     let kid = Some(key.kid());
-    let signed = match s.preset.as_str() {
-        "livekit" => jwt::sign(
-            &s.keys,
-            kid,
-            &signing::presets::livekit(
+    let signed = match s.preset {
+        Preset::LiveKit => {
+            let mut claims = signing::presets::livekit(
                 &s.issuer,
                 &req.user.id,
                 &req.user.name,
@@ -240,12 +414,12 @@ fn issue(body: &[u8]) -> (u16, Vec<u8>) {
                 },
                 now,
                 ttl,
-            ),
-        ),
-        _ => jwt::sign(
-            &s.keys,
-            kid,
-            &signing::presets::jitsi(
+            );
+            claims.aud = Some(s.audience.as_str());
+            jwt::sign(&s.keys, kid, &claims)
+        }
+        Preset::Jitsi => {
+            let mut claims = signing::presets::jitsi(
                 &s.issuer,
                 &s.subject,
                 &req.room,
@@ -253,24 +427,29 @@ fn issue(body: &[u8]) -> (u16, Vec<u8>) {
                 req.moderator.unwrap_or(false),
                 now,
                 ttl,
-            ),
-        ),
+            );
+            claims.aud = s.audience.as_str();
+            jwt::sign(&s.keys, kid, &claims)
+        }
     };
     match signed {
-        Ok(token) => (
+        Ok(token) => Answer::json(
             200,
-            json_body(&Issued {
+            &Issued {
                 alg: key.algorithm().name(),
                 expires_at: now + ttl,
                 kid: key.kid(),
                 token: &token,
-            }),
+            },
         ),
-        Err(e) => refusal(500, None, e.to_string()),
+        Err(e) => {
+            eprintln!("signer: signing failed: {e}");
+            refusal(500, None, "the token could not be signed")
+        }
     }
 }
 
-fn check(body: &[u8]) -> (u16, Vec<u8>) {
+fn check(body: &[u8]) -> Answer {
     let s = match settings() {
         Ok(s) => s,
         Err(e) => return unavailable(&e),
@@ -290,18 +469,14 @@ fn check(body: &[u8]) -> (u16, Vec<u8>) {
             return refusal(400, None, "the body is not a JSON object");
         }
     };
-    let v = Validation {
-        leeway: s.leeway,
-        audience: (s.preset == "jitsi").then(|| s.audience.clone()),
-        issuer: (!s.issuer.is_empty()).then(|| s.issuer.clone()),
-        ..Validation::at(now())
-    };
-    match jwt::verify(&s.keys, &token, &v) {
-        Ok(claims) => (200, json_body(&json!({"valid": true, "claims": claims}))),
-        Err(e) => (
-            401,
-            json_body(&json!({"valid": false, "error": e.to_string()})),
-        ),
+    // The same checks as every other verifier of these tokens (the codec):
+    // signature, aud, iss, times and the preset's claims.
+    match s.verifier.verify(&token, now()) {
+        Ok(joined) => Answer::json(200, &json!({"valid": true, "claims": joined.claims})),
+        Err(e) => {
+            eprintln!("signer: token refused: {e}");
+            Answer::json(401, &json!({"valid": false, "error": e.code()}))
+        }
     }
 }
 
@@ -315,7 +490,7 @@ struct Issued<'a> {
 }
 
 /// A refusal's answer: `{"error": {"field"?, "message"}}`.
-fn refusal(status: u16, field: Option<&str>, message: impl Into<String>) -> (u16, Vec<u8>) {
+fn refusal(status: u16, field: Option<&str>, message: impl Into<String>) -> Answer {
     #[derive(serde::Serialize)]
     struct Error<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -330,7 +505,7 @@ fn refusal(status: u16, field: Option<&str>, message: impl Into<String>) -> (u16
         field,
         message: message.into(),
     };
-    (status, json_body(&Refusal { error }))
+    Answer::json(status, &Refusal { error })
 }
 
 /// An answer's body: compact JSON and a newline.
@@ -340,10 +515,13 @@ fn json_body(value: &impl serde::Serialize) -> Vec<u8> {
     bytes
 }
 
-fn respond(out: ResponseOutparam, status: u16, body: &[u8]) {
+fn respond(out: ResponseOutparam, answer: Answer) {
     let mut headers = vec![("content-type", "application/json")];
-    if status == 200 {
+    if answer.status == 200 {
         headers.push(("cache-control", "no-store"));
     }
-    guest_http::respond(out, status, &headers, body);
+    if let Some(c) = &answer.challenge {
+        headers.push(("www-authenticate", c));
+    }
+    guest_http::respond(out, answer.status, &headers, &answer.body);
 }

@@ -117,6 +117,21 @@ pub fn hash_key(key: &[u8]) -> String {
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(key)))
 }
 
+/// An API key from 32 random bytes: `edge_` and their base64url, a
+/// token68 that fits `Authorization: Bearer` as it is.
+///
+/// ```
+/// let key = signing::clients::api_key(&[0; 32]);
+/// assert_eq!(key, "edge_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+/// ```
+pub fn api_key(random: &[u8; 32]) -> String {
+    use base64::Engine;
+    format!(
+        "edge_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random)
+    )
+}
+
 /// A clients line for `name` with `key` (hashed) and `grants`: what a
 /// generated development entry looks like.
 ///

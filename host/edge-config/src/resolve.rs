@@ -1053,7 +1053,11 @@ impl Resolver<'_> {
                         .get()
                         .expect("the server section resolves first")
                         .join(t.name.get_ref())
-                        .join(format!("{}.pem", n.get_ref()));
+                        .join(format!(
+                            "{}.{}",
+                            n.get_ref(),
+                            crate::secrets::extension(generate)
+                        ));
                     match crate::secrets::generated(generate, &path) {
                         Ok((value, created)) => {
                             if created {

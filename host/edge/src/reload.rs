@@ -29,7 +29,11 @@ impl Overrides {
     pub fn load(&self, path: &Path) -> Result<Config, edge_config::ConfigError> {
         let mut config = edge_config::load_with(path, self.data_dir.as_deref())?;
         for generated in &config.generated_secrets {
-            tracing::warn!(path = %generated.display(), "generated a development Ed25519 signing key (keep it secret; configure your own keys for production)");
+            if generated.extension().is_some_and(|e| e == "key") {
+                tracing::warn!(path = %generated.display(), "generated a development API key for the signer (send it as `Authorization: Bearer KEY`; keep it secret; configure your own callers for production)");
+            } else {
+                tracing::warn!(path = %generated.display(), "generated a development Ed25519 signing key (keep it secret; configure your own keys for production)");
+            }
         }
         if let Some(l) = self.listen {
             config.server.listen = l;
