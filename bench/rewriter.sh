@@ -122,6 +122,9 @@ watch_interval_ms = 0
 workers = 1
 [limits]
 request_deadline_ms = 600000
+# The origin listens on loopback, which guests reach only if allowed.
+[outbound]
+allow_ranges = ["127.0.0.1/32"]
 [[tenant]]
 name = "bench"
 hosts = ["*"]

@@ -240,7 +240,12 @@ async fn outbound_http_only_to_allowed_hosts() {
     let spin = probe_spin(&format!(
         "allowed_outbound_hosts = [\"http://127.0.0.1:{allowed}\"]\n{GRANTS}"
     ));
-    let edge = Edge::start_with(&spin, TWO_TENANTS, data.path());
+    // The upstreams listen on loopback, which guests reach only if allowed.
+    let config = TWO_TENANTS.replace(
+        "app = \"spin.toml\"\n",
+        "app = \"spin.toml\"\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n",
+    );
+    let edge = Edge::start_with(&spin, &config, data.path());
     let fetch = |port: u16| format!("{}/probe/fetch?url=http://127.0.0.1:{port}/x", edge.url);
     assert_eq!(
         get_host(&fetch(allowed), "alpha.test").await,

@@ -377,3 +377,29 @@ fn a_secret_of_a_kind_that_cannot_be_generated() {
         "tenant[0].secrets.token: cannot generate \"rsa\" (allowed: { generate = \"ed25519\" }, { generate = \"api-key\" })",
     );
 }
+
+#[test]
+fn outbound_ranges_are_checked() {
+    let edge =
+        format!("{GOOD_EDGE}[outbound]\nallow_ranges = [\"127.0.0.1/32\", \"10.0.0.1/8\"]\n");
+    assert_error(
+        &good_spin(),
+        &edge,
+        "DIR/edge.toml:7:33: outbound.allow_ranges[1]: \"10.0.0.1/8\" has bits set past its prefix length: write \"10.0.0.0/8\", or the address alone",
+    );
+    let edge = format!("{GOOD_EDGE}[tenant.outbound]\nallow_ranges = [\"localhost\"]\n");
+    assert_error(
+        &good_spin(),
+        &edge,
+        "DIR/edge.toml:7:17: tenant[0].outbound.allow_ranges[0]: \"localhost\" is not an IP range (allowed: an address or a CIDR range such as \"127.0.0.1/32\", \"10.0.0.0/8\", \"::1/128\")",
+    );
+    let edge = GOOD_EDGE.replace(
+        "[[tenant]]",
+        "[limits]\nmax_outbound_requests = 0\n[[tenant]]",
+    );
+    assert_error(
+        &good_spin(),
+        &edge,
+        "DIR/edge.toml:3:25: limits.max_outbound_requests: must be at least 1",
+    );
+}

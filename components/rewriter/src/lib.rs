@@ -10,10 +10,13 @@
 //!    and body, minus hop-by-hop headers, plus `X-Forwarded-For`,
 //!    `X-Forwarded-Host` and `X-Forwarded-Proto`. `Accept-Encoding` is cut
 //!    to what the client accepts of `gzip` and `br` (the codings decoded
-//!    here), or `identity`.
+//!    here), or `identity`. A `206` (part of a body) of a type the site
+//!    rewrites is not passed on: a `GET` or `HEAD` is asked again without
+//!    `Range` and `If-Range` and answered whole, rewritten; a part that
+//!    still comes is refused with `502` (see [`partial_of_rewritten`]).
 //! 3. Answers the origin's response. Its body is rewritten when its media
 //!    type is one of the site's `content_types` and at least one rule applies;
-//!    everything else (images, fonts, `206` partial content, unknown or
+//!    everything else (images, fonts, their `206` partial content, unknown or
 //!    stacked codings, read from every `Content-Encoding` line) passes
 //!    through untouched, `Content-Length` and all.
 //! 4. A rewritten body is decoded (gzip/br), rewritten in one streaming pass,
@@ -30,8 +33,9 @@
 //!
 //! # Failures
 //!
-//! - Origin unreachable: `502` with the reason; no response head within the
-//!   site's `origin_timeout_ms` (or a body that stalls that long): `504`.
+//! - Origin unreachable: `502`; no response head within the site's
+//!   `origin_timeout_ms` (or a body that stalls that long): `504`. The
+//!   client gets fixed words; the origin and why are logged.
 //! - A body that ends early (the origin's connection drops, a compressed
 //!   stream is cut short) is passed on as a truncated response: the
 //!   component never finishes the client's body, so the client sees an
@@ -163,31 +167,46 @@ fn proxy(
     let _ = forwarded.set("x-forwarded-host", &[host.as_bytes().to_vec()]);
     let _ = forwarded.set("x-forwarded-proto", &[b"http".to_vec()]);
 
-    let outgoing = OutgoingRequest::new(forwarded);
-    let _ = outgoing.set_method(&method);
-    let _ = outgoing.set_scheme(Some(&site.scheme));
-    let _ = outgoing.set_authority(Some(&site.authority));
-    let _ = outgoing.set_path_with_query(Some(&path));
-    let options = RequestOptions::new();
-    let _ = options.set_connect_timeout(Some(site.timeout_ns));
-    let _ = options.set_first_byte_timeout(Some(site.timeout_ns));
-    let _ = options.set_between_bytes_timeout(Some(site.timeout_ns));
-    let Ok(outgoing_body) = outgoing.body() else {
-        return respond(out, 500, "outgoing request body unavailable\n");
+    // A range is forwarded (media keep theirs), but a part of a body the
+    // site rewrites is asked again whole (below): kept for that.
+    let whole = (matches!(method, Method::Get | Method::Head) && forwarded.has("range"))
+        .then(|| forwarded.clone());
+    let mut response = match ask_origin(site, &method, &path, forwarded, Some(request)) {
+        Ok(r) => r,
+        Err(failed) => return origin_unanswered(out, site, failed),
     };
-    let future = match wasi::http::outgoing_handler::handle(outgoing, Some(options)) {
-        Ok(f) => f,
-        Err(e) => return origin_failed(out, site, &e),
-    };
-    if send_request_body(request, outgoing_body).is_err() {
-        return respond(out, 400, "the request body could not be read to the end\n");
+    if partial_of_rewritten(site, &response) {
+        // Its bytes cannot be rewritten: the range counts the origin's
+        // bytes, not the rewritten ones; a match may straddle its edges;
+        // a compressed body cannot be decoded from the middle. Passed on,
+        // it would show the client what the site rewrites (the origin's
+        // links). So the whole body is asked for, without `Range` and
+        // `If-Range`, and answered rewritten with `200`, as a server that
+        // ignores a range may (RFC 9110 §14.2).
+        if let Some(fields) = whole {
+            drop(response);
+            let _ = fields.delete("range");
+            let _ = fields.delete("if-range");
+            response = match ask_origin(site, &method, &path, fields, None) {
+                Ok(r) => r,
+                Err(failed) => return origin_unanswered(out, site, failed),
+            };
+        }
+        // A part still (an origin that answers ranges unasked, or to a
+        // method that cannot be asked again): refused rather than passed
+        // unrewritten or rewritten as if whole.
+        if partial_of_rewritten(site, &response) {
+            eprintln!(
+                "site {}: {path}: origin {} answered 206 for a rewritten type; refused (a partial body cannot be rewritten)",
+                site.name, site.origin
+            );
+            return respond(
+                out,
+                502,
+                "bad gateway: the origin answered with part of a body that is rewritten\n",
+            );
+        }
     }
-    future.subscribe().block();
-    let response = match future.get() {
-        Some(Ok(Ok(r))) => r,
-        Some(Ok(Err(e))) => return origin_failed(out, site, &e),
-        _ => return respond(out, 502, "the origin's response was lost\n"),
-    };
     let if_none_match = header(&headers, "if-none-match");
     answer(
         site,
@@ -200,6 +219,73 @@ fn proxy(
         response,
         out,
     );
+}
+
+/// Why the origin gave no response.
+enum Unanswered {
+    /// The request could not be made here.
+    Local,
+    /// The client's body could not be read to its end.
+    ClientBody,
+    /// The origin failed (refused, timed out, ...).
+    Origin(ErrorCode),
+    /// The host lost the response.
+    Lost,
+}
+
+/// Sends a request to the site's origin, with the client's body (`None`:
+/// an empty one), and waits for the response head.
+fn ask_origin(
+    site: &Site,
+    method: &Method,
+    path: &str,
+    fields: Fields,
+    body: Option<IncomingRequest>,
+) -> Result<IncomingResponse, Unanswered> {
+    let outgoing = OutgoingRequest::new(fields);
+    let _ = outgoing.set_method(method);
+    let _ = outgoing.set_scheme(Some(&site.scheme));
+    let _ = outgoing.set_authority(Some(&site.authority));
+    let _ = outgoing.set_path_with_query(Some(path));
+    let options = RequestOptions::new();
+    let _ = options.set_connect_timeout(Some(site.timeout_ns));
+    let _ = options.set_first_byte_timeout(Some(site.timeout_ns));
+    let _ = options.set_between_bytes_timeout(Some(site.timeout_ns));
+    let outgoing_body = outgoing.body().map_err(|_| Unanswered::Local)?;
+    let future = wasi::http::outgoing_handler::handle(outgoing, Some(options))
+        .map_err(Unanswered::Origin)?;
+    match body {
+        Some(request) => {
+            send_request_body(request, outgoing_body).map_err(|_| Unanswered::ClientBody)?
+        }
+        None => OutgoingBody::finish(outgoing_body, None).map_err(|_| Unanswered::Local)?,
+    }
+    future.subscribe().block();
+    match future.get() {
+        Some(Ok(Ok(r))) => Ok(r),
+        Some(Ok(Err(e))) => Err(Unanswered::Origin(e)),
+        _ => Err(Unanswered::Lost),
+    }
+}
+
+/// Answers a request the origin gave no response to.
+fn origin_unanswered(out: ResponseOutparam, site: &Site, why: Unanswered) {
+    match why {
+        Unanswered::Local => respond(out, 500, "outgoing request body unavailable\n"),
+        Unanswered::ClientBody => {
+            respond(out, 400, "the request body could not be read to the end\n")
+        }
+        Unanswered::Origin(e) => origin_failed(out, site, &e),
+        Unanswered::Lost => respond(out, 502, "the origin's response was lost\n"),
+    }
+}
+
+/// Whether a response is a part (`206`) of a body the site would rewrite.
+fn partial_of_rewritten(site: &Site, response: &IncomingResponse) -> bool {
+    response.status() == 206
+        && media_type(&response.headers().entries())
+            .and_then(|media| site.rules_for(&media))
+            .is_some_and(|rules| rules.contains(&true))
 }
 
 /// Streams the client's request body to the origin.
@@ -576,6 +662,8 @@ fn redirect_to_site(site: &Site, host: &str, value: &[u8]) -> Vec<u8> {
 }
 
 /// Answers a failed origin request: `504` for timeouts, `502` otherwise.
+/// The client gets fixed words; the origin, the site and why go to the
+/// log (stderr, which the host logs with the request).
 fn origin_failed(out: ResponseOutparam, site: &Site, e: &ErrorCode) {
     let (status, what) = match e {
         ErrorCode::ConnectionTimeout => (504, "did not accept a connection in time".to_string()),
@@ -591,13 +679,20 @@ fn origin_failed(out: ResponseOutparam, site: &Site, e: &ErrorCode) {
             502,
             "is not allowed for this component (outbound allowlist)".to_string(),
         ),
+        ErrorCode::DestinationIpProhibited => (
+            502,
+            "resolves to an address outbound HTTP may not reach (outbound.allow_ranges)"
+                .to_string(),
+        ),
         other => (502, format!("failed: {other:?}")),
     };
-    respond(
-        out,
-        status,
-        &format!("origin {} of site {} {what}\n", site.origin, site.name),
-    );
+    eprintln!("origin {} of site {} {what}", site.origin, site.name);
+    let text = if status == 504 {
+        "gateway timeout: the origin did not answer in time\n"
+    } else {
+        "bad gateway: the origin could not be reached\n"
+    };
+    respond(out, status, text);
 }
 
 fn respond(out: ResponseOutparam, status: u16, text: &str) {

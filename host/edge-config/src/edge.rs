@@ -39,6 +39,9 @@ pub(crate) struct EdgeFile {
     pub components: BTreeMap<Spanned<String>, Spanned<ComponentSection>>,
     #[serde(default)]
     pub sidecar: Option<SidecarSection>,
+    /// Address ranges every tenant's outbound HTTP may reach.
+    #[serde(default)]
+    pub outbound: crate::outbound::OutboundSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -123,6 +126,7 @@ pub(crate) struct LimitsSection {
     pub request_deadline_ms: Option<Spanned<u64>>,
     pub memory_bytes: Option<Spanned<u64>>,
     pub kv_store_bytes: Option<Spanned<u64>>,
+    pub max_outbound_requests: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +146,10 @@ pub(crate) struct TenantSection {
     /// Programs of the sidecar's allowlist this tenant's components may run.
     #[serde(default)]
     pub sidecar_programs: Vec<Spanned<String>>,
+    /// Address ranges this tenant's outbound HTTP may reach besides
+    /// `[outbound]`'s.
+    #[serde(default)]
+    pub outbound: crate::outbound::OutboundSection,
 }
 
 /// Where a secret's value comes from.

@@ -29,7 +29,7 @@ mod site;
 mod spin;
 
 pub use error::{ConfigError, SourceFile};
-pub use outbound::OutboundRule;
+pub use outbound::{OutboundRule, parse_ip_range};
 pub use resolve::{load, load_with};
 pub use route::RoutePattern;
 pub use site::{DEFAULT_CONTENT_TYPES, SITE_VARIABLE_PREFIX, Site, read_rules_file};
@@ -256,6 +256,10 @@ pub struct Tenant {
     /// Sidecar programs this tenant's components may run (a subset of
     /// `[sidecar] allow`; empty: none).
     pub sidecar_programs: Vec<PathBuf>,
+    /// Address ranges outbound HTTP may reach although they are not the
+    /// public internet (loopback, private...): `[outbound]`'s and the
+    /// tenant's own `allow_ranges`.
+    pub outbound_allow_ranges: Vec<ipnet::IpNet>,
 }
 
 /// Per-tenant limits.
@@ -267,6 +271,9 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Size cap (keys plus values) of each key-value store of the tenant.
     pub kv_store_bytes: u64,
+    /// Outbound HTTP requests of the tenant in flight at once (sent, and
+    /// their response body not yet finished or dropped); one more fails.
+    pub max_outbound_requests: usize,
 }
 
 /// A hostname pattern of a tenant.

@@ -9,6 +9,45 @@
 //! assert!(!rule.allows("http", "api.example.com", 80));
 //! ```
 
+use serde::Deserialize;
+use toml::Spanned;
+
+/// `[outbound]` and `[tenant.outbound]`: what outbound HTTP may reach
+/// beyond the public internet.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutboundSection {
+    #[serde(default)]
+    pub allow_ranges: Vec<Spanned<String>>,
+}
+
+/// Parses one `allow_ranges` entry: a CIDR range or a single address.
+///
+/// ```
+/// use edge_config::parse_ip_range;
+/// assert_eq!(parse_ip_range("127.0.0.1").unwrap().to_string(), "127.0.0.1/32");
+/// assert_eq!(parse_ip_range("10.0.0.0/8").unwrap().to_string(), "10.0.0.0/8");
+/// assert!(parse_ip_range("10.0.0.1/8").unwrap_err().contains("10.0.0.0/8"));
+/// ```
+pub fn parse_ip_range(entry: &str) -> Result<ipnet::IpNet, String> {
+    const ALLOWED: &str =
+        "allowed: an address or a CIDR range such as \"127.0.0.1/32\", \"10.0.0.0/8\", \"::1/128\"";
+    let entry = entry.trim();
+    if let Ok(ip) = entry.parse::<std::net::IpAddr>() {
+        return Ok(ipnet::IpNet::from(ip));
+    }
+    let net: ipnet::IpNet = entry
+        .parse()
+        .map_err(|_| format!("{entry:?} is not an IP range ({ALLOWED})"))?;
+    if net.trunc() != net {
+        return Err(format!(
+            "{entry:?} has bits set past its prefix length: write {:?}, or the address alone",
+            net.trunc().to_string()
+        ));
+    }
+    Ok(net)
+}
+
 /// One entry of a component's outbound allowlist.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboundRule {
@@ -104,7 +143,15 @@ impl OutboundRule {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         match &self.host {
             HostMatch::Any => true,
-            HostMatch::Exact(h) => h.eq_ignore_ascii_case(host),
+            HostMatch::Exact(h) => {
+                h.eq_ignore_ascii_case(host)
+                    // One address, however it is spelled (`::ffff:7f00:1`
+                    // is `::ffff:127.0.0.1`).
+                    || matches!(
+                        (h.parse::<std::net::IpAddr>(), host.parse::<std::net::IpAddr>()),
+                        (Ok(a), Ok(b)) if a == b
+                    )
+            }
             HostMatch::Suffix(s) => {
                 host.len() > s.len() && host[host.len() - s.len()..].eq_ignore_ascii_case(s)
             }
@@ -124,6 +171,34 @@ mod tests {
         assert!(!r.allows("https", "localhost", 3000));
         let any_port = OutboundRule::parse("http://127.0.0.1:*").unwrap();
         assert!(any_port.allows("http", "127.0.0.1", 1234));
+    }
+
+    #[test]
+    fn addresses_match_in_any_spelling() {
+        let r = OutboundRule::parse("http://[::ffff:127.0.0.1]:*").unwrap();
+        assert!(r.allows("http", "::ffff:7f00:1", 80));
+        assert!(!r.allows("http", "127.0.0.1", 80));
+    }
+
+    #[test]
+    fn ranges_parse_with_precise_errors() {
+        assert_eq!(parse_ip_range("::1").unwrap().to_string(), "::1/128");
+        assert_eq!(parse_ip_range("fc00::/7").unwrap().to_string(), "fc00::/7");
+        assert!(
+            parse_ip_range("127.0.0.1/33")
+                .unwrap_err()
+                .contains("not an IP range")
+        );
+        assert!(
+            parse_ip_range("localhost")
+                .unwrap_err()
+                .contains("not an IP range")
+        );
+        assert!(
+            parse_ip_range("192.168.1.1/16")
+                .unwrap_err()
+                .contains("\"192.168.0.0/16\"")
+        );
     }
 
     #[test]

@@ -284,10 +284,22 @@ impl Resolver<'_> {
             Some(b) => *b.get_ref(),
             None => base.map_or(64 * 1024 * 1024, |b| b.kv_store_bytes),
         };
+        let max_outbound_requests = match &l.max_outbound_requests {
+            Some(v) if *v.get_ref() == 0 => {
+                return self.edge_err(
+                    v.span(),
+                    &format!("{key}.max_outbound_requests"),
+                    "must be at least 1",
+                );
+            }
+            Some(v) => usize::try_from(*v.get_ref()).unwrap_or(usize::MAX),
+            None => base.map_or(64, |b| b.max_outbound_requests),
+        };
         Ok(Limits {
             request_deadline: deadline,
             memory_bytes: memory,
             kv_store_bytes,
+            max_outbound_requests,
         })
     }
 
@@ -704,6 +716,10 @@ impl Resolver<'_> {
                     Some(_) => sidecar_programs.push(path),
                 }
             }
+            let mut outbound_allow_ranges =
+                self.allow_ranges(&edge.outbound.allow_ranges, "outbound")?;
+            outbound_allow_ranges
+                .extend(self.allow_ranges(&t.outbound.allow_ranges, &format!("{key}.outbound"))?);
             out.push(Tenant {
                 name: name.clone(),
                 hosts,
@@ -712,9 +728,21 @@ impl Resolver<'_> {
                 variables,
                 sites,
                 sidecar_programs,
+                outbound_allow_ranges,
             });
         }
         Ok(out)
+    }
+
+    /// `allow_ranges` of `[outbound]` or `[tenant.outbound]` (`key`).
+    fn allow_ranges(&self, list: &[Spanned<String>], key: &str) -> R<Vec<ipnet::IpNet>> {
+        list.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                crate::outbound::parse_ip_range(r.get_ref())
+                    .or_else(|e| self.edge_err(r.span(), &format!("{key}.allow_ranges[{i}]"), e))
+            })
+            .collect()
     }
 
     /// `[sidecar]`.

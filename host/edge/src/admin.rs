@@ -60,10 +60,11 @@ fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     match req.uri().path() {
         "/health" => health(shared),
         "/metrics" => {
-            let text = shared
+            let mut text = shared
                 .runtime
                 .metrics
                 .render(shared.runtime.engine.pooling_allocator_metrics());
+            text.push_str(&shared.runtime.outbound.render());
             respond::bytes(
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",

@@ -33,6 +33,9 @@ pub struct Runtime {
     pub kv: edge_keyvalue::Registry,
     /// Mixing rooms, kept across reloads.
     pub mixer: Arc<edge_mixer::Mixer>,
+    /// Outbound HTTP: each tenant's requests in flight and refusals, and
+    /// the host's listeners (no guest may reach them).
+    pub outbound: edge_outbound_http::Registry,
     _ticker: EpochTicker,
 }
 
@@ -62,6 +65,7 @@ impl Runtime {
             sessions: SessionRegistry::default(),
             kv,
             mixer: Arc::default(),
+            outbound: Default::default(),
         })
     }
 }
@@ -308,7 +312,15 @@ fn build_target(
     let who = format!("{}/{}", tenant.name, component.id);
     let spec = StoreSpec {
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),
-        outbound: OutboundPolicy::new(outbound, &who),
+        outbound: OutboundPolicy::new(outbound, &who)
+            .with_addresses(edge_outbound_http::AddressPolicy::new(
+                tenant.outbound_allow_ranges.clone(),
+                rt.outbound.listeners.clone(),
+            ))
+            .with_tenant(
+                rt.outbound
+                    .tenant(&tenant.name, tenant.limits.max_outbound_requests),
+            ),
         variables,
         kv,
         process: edge_process::Grant::new(

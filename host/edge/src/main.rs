@@ -296,6 +296,15 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
 
         let app_addr = listeners[0].local_addr()?;
         let admin_addr = admin.as_ref().map(|a| a.local_addr()).transpose()?;
+        // Guests may not call the host's own listeners (their ports may
+        // have been ephemeral: only now are they known).
+        shared
+            .runtime
+            .outbound
+            .listeners
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .set(vec![app_addr], admin_addr.into_iter().collect());
         let mut line = format!("edge listening on http://{app_addr}");
         if let Some(a) = admin_addr {
             line.push_str(&format!(" (admin http://{a})"));
