@@ -438,6 +438,23 @@ async fn bad_requests_name_the_field() {
         c["video"],
         json!({"roomJoin": true, "room": "r", "canPublish": false, "canSubscribe": true})
     );
+    // moderator is LiveKit's roomAdmin, for callers that may grant it.
+    let (status, t) = call(
+        &edge,
+        "POST",
+        "/signer/tokens",
+        json!({"room": "r", "user": user, "moderator": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{t}");
+    let (_, v) = call(
+        &edge,
+        "POST",
+        "/signer/tokens/verify",
+        json!({"token": t["token"]}),
+    )
+    .await;
+    assert_eq!(v["claims"]["video"]["roomAdmin"], true, "{v}");
 }
 
 #[tokio::test]

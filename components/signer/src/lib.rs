@@ -416,6 +416,7 @@ fn issue_for(s: &Settings, client: &Client, body: &[u8]) -> Answer {
                 ttl,
             );
             claims.aud = Some(s.audience.as_str());
+            claims.video.room_admin = req.moderator.unwrap_or(false);
             jwt::sign(&s.keys, kid, &claims)
         }
         Preset::Jitsi => {

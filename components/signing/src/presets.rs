@@ -131,6 +131,10 @@ pub struct VideoGrant<'a> {
     pub can_subscribe: bool,
     /// The room.
     pub room: &'a str,
+    /// Moderates the room (`roomAdmin`); left out when false, so tokens
+    /// without it are as before.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub room_admin: bool,
     /// Always true: the token admits to the room.
     pub room_join: bool,
 }
@@ -163,6 +167,7 @@ pub fn livekit<'a>(
             can_publish: grants.can_publish,
             can_subscribe: grants.can_subscribe,
             room,
+            room_admin: false,
             room_join: true,
         },
     }

@@ -341,6 +341,9 @@ fn join_tokens_admit_to_their_room_only() {
         ),
         ("u-2", false, true, false)
     );
+    claims.video.room_admin = true;
+    let admin = jwt::sign(&keys, None, &claims).unwrap();
+    assert!(lk.verify(&admin, NOW).unwrap().moderator);
     assert_eq!(v.verify(&lt, NOW).unwrap_err().code(), "wrong audience");
     // Without aud (as LiveKit's own tools issue them): refused here.
     claims.aud = None;
