@@ -1,6 +1,8 @@
 //! The MariaDB UDF library in a real, throw-away MariaDB server: installed
-//! with `edge udf install`, every function called from SQL, and the example
-//! billing schema's trigger signing rows and catching a tampered one.
+//! with `edge udf install` (the shell pair only when asked), every function
+//! called from SQL, calls bounded by the time limit and by `KILL QUERY`,
+//! and the example billing schema's trigger signing rows and catching a
+//! tampered one.
 
 use edge_tests::{TempDir, edge_bin, repo};
 use std::path::PathBuf;
@@ -15,6 +17,11 @@ struct Mariadb {
 
 impl Mariadb {
     fn start(key_file: &str) -> Self {
+        Self::start_with(key_file, &[])
+    }
+
+    /// With these variables in the server's environment.
+    fn start_with(key_file: &str, env: &[(&str, &str)]) -> Self {
         let dir = TempDir::new("mariadb");
         let data = dir.path().join("data");
         let plugins = dir.path().join("plugins");
@@ -52,6 +59,7 @@ impl Mariadb {
                 dir.path().join("error.log").display()
             ))
             .env("EDGE_UDF_KEY_FILE", &keys)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -116,11 +124,12 @@ impl Drop for Mariadb {
 
 const KEYS: &str = "hs256 billing MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n";
 
-fn installed() -> Mariadb {
-    let db = Mariadb::start(KEYS);
+/// Runs `edge udf install` with `flags`; returns its stdout and stderr.
+fn install(db: &Mariadb, flags: &[&str]) -> (String, String) {
     let out = Command::new(edge_bin())
         .args(["udf", "install", "--socket"])
         .arg(db.socket())
+        .args(flags)
         .output()
         .unwrap();
     assert!(
@@ -128,8 +137,169 @@ fn installed() -> Mariadb {
         "edge udf install: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("created sys_exec, sys_eval"));
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn installed() -> Mariadb {
+    installed_with(&[])
+}
+
+/// A server with every function, the shell pair included.
+fn installed_with(env: &[(&str, &str)]) -> Mariadb {
+    let db = Mariadb::start_with(KEYS, env);
+    let (out, _) = install(&db, &["--with-shell"]);
+    assert!(
+        out.contains("created edge_sign_row, edge_verify_row, sys_exec_fast, sys_eval_fast, sys_exec, sys_eval"),
+        "{out}"
+    );
     db
+}
+
+/// Whether a process whose command line contains `pattern` is running.
+fn running(pattern: &str) -> bool {
+    let out = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .unwrap();
+    !out.stdout.is_empty()
+}
+
+#[test]
+fn the_shell_pair_is_installed_only_when_asked_and_the_privilege_gap_is_stated() {
+    let db = Mariadb::start(KEYS);
+    let (out, err) = install(&db, &[]);
+    assert!(
+        out.contains("created edge_sign_row, edge_verify_row, sys_exec_fast, sys_eval_fast\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("not created (dropped if present): sys_exec, sys_eval"),
+        "{out}"
+    );
+    assert!(
+        err.contains("MariaDB has no privilege for calling a UDF"),
+        "{err}"
+    );
+    let e = db.sql("SELECT sys_eval('id')").unwrap_err();
+    assert!(e.contains("sys_eval does not exist"), "{e}");
+    assert_eq!(db.one("sys_exec_fast('true')"), "0");
+
+    install(&db, &["--with-shell"]);
+    assert_eq!(db.one("sys_eval('echo $((6*7))')"), "42\\n");
+
+    // Installing again without the flag takes the shell pair away;
+    // --no-process leaves only the signing functions.
+    install(&db, &[]);
+    assert!(db.sql("SELECT sys_exec('true')").is_err());
+    let (out, err) = install(&db, &["--no-process"]);
+    assert!(
+        out.contains("created edge_sign_row, edge_verify_row\n"),
+        "{out}"
+    );
+    assert!(!err.contains("no privilege"), "{err}");
+    let e = db.sql("SELECT sys_exec_fast('true')").unwrap_err();
+    assert!(e.contains("sys_exec_fast does not exist"), "{e}");
+    assert_eq!(
+        db.one("LENGTH(edge_sign_row('billing', 1))"),
+        "64",
+        "signing still works"
+    );
+}
+
+#[test]
+fn calls_end_at_the_timeout_and_kill_the_process_group() {
+    let db = installed_with(&[("EDGE_UDF_TIMEOUT_MS", "1500")]);
+    // A background job holding the output open: the call ends when the
+    // shell does, and the job dies with its group.
+    let start = Instant::now();
+    assert_eq!(db.one("sys_eval('sleep 3600.25 & echo hi')"), "hi\\n");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(!running("sleep 3600.25"), "the background job was killed");
+
+    // A program that never ends: NULL at the timeout, its group killed.
+    let start = Instant::now();
+    assert_eq!(
+        db.one("sys_eval('sleep 3600.5 & sleep 3600.5') IS NULL"),
+        "1"
+    );
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+    assert!(!running("sleep 3600.5"));
+    let start = Instant::now();
+    assert_eq!(db.one("sys_exec_fast('sleep', '3600.5') IS NULL"), "1");
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let log = std::fs::read_to_string(db.dir.path().join("error.log")).unwrap();
+    assert!(
+        log.contains("edge_udf: sys_eval ran past 1500 ms (EDGE_UDF_TIMEOUT_MS); its process group was killed"),
+        "{log}"
+    );
+    // The server's own descriptors (tables, client sockets) stay its own.
+    assert_eq!(db.one("sys_eval('ls /proc/$$/fd')"), "0\\n1\\n2\\n");
+    assert_eq!(db.one("1"), "1", "the server still answers");
+}
+
+#[test]
+fn kill_query_and_max_statement_time_interrupt_a_running_call() {
+    // A time limit far beyond the test: only the kill can end these.
+    let db = installed_with(&[("EDGE_UDF_TIMEOUT_MS", "600000")]);
+    let start = Instant::now();
+    // The server may end such a statement with an error or with the
+    // interrupted row's NULL (the kill is soft); either way, at once.
+    let r = db.sql(
+        "SET STATEMENT max_statement_time = 1 FOR SELECT sys_eval_fast('sleep', '3600.75') IS NULL",
+    );
+    assert!(
+        matches!(&r, Ok(row) if row == "1\n")
+            || matches!(&r, Err(e) if e.contains("maximum statement execution time exceeded")),
+        "{r:?}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(!running("sleep 3600.75"));
+
+    std::thread::scope(|s| {
+        let start = Instant::now();
+        // Killed, a lone call returns NULL (as SLEEP() returns 1); a
+        // statement over rows fails as interrupted, as here.
+        let call = s.spawn(|| db.sql("SELECT sys_eval('sleep 3601; echo never') FROM seq_1_to_2"));
+        let id = loop {
+            let id = db
+                .sql("SELECT id FROM information_schema.processlist WHERE info LIKE '%sleep 3601%' AND id <> CONNECTION_ID()")
+                .unwrap();
+            if !id.trim().is_empty() && running("sleep 3601") {
+                break id.trim().to_string();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the call never started"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let killed = Instant::now();
+        db.sql(&format!("KILL QUERY {id}")).unwrap();
+        let e = call.join().unwrap().unwrap_err();
+        assert!(e.contains("Query execution was interrupted"), "{e}");
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            killed.elapsed()
+        );
+    });
+    assert!(!running("sleep 3601"), "the killed call's program is gone");
+    assert_eq!(db.one("sys_eval_fast('echo', 'after')"), "after\\n");
 }
 
 #[test]

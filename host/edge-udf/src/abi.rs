@@ -125,3 +125,73 @@ pub unsafe fn string_result(
     buf.push(0);
     buf.as_mut_ptr() as *mut c_char
 }
+
+/// Runs the body of one entry point the server calls. A panic (a bug:
+/// nothing a caller passes should cause one) must not unwind into the
+/// server: out of an `extern "C"` function it aborts the process, and with
+/// it every connection. It is caught here (the panic hook has already
+/// written it to the server's error log) and the entry answers `failed()`.
+pub(crate) fn guard_call<T>(failed: impl FnOnce() -> T, body: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(_) => failed(),
+    }
+}
+
+/// [`guard_call`] for a `*_init` entry: on a panic the statement is
+/// refused with a message saying where to look, and `refused` returned.
+/// `message` is the server's init message buffer.
+pub(crate) fn guard(
+    refused: std::ffi::c_char,
+    what: &str,
+    message: *mut c_char,
+    body: impl FnOnce() -> std::ffi::c_char,
+) -> std::ffi::c_char {
+    guard_call(
+        || {
+            // SAFETY: the server's message buffer for this init.
+            unsafe {
+                set_message(
+                    message,
+                    &format!("edge_udf: internal error in {what} (see the server's error log)"),
+                )
+            };
+            refused
+        },
+        body,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry point as the UDFs write theirs, whose body panics.
+    unsafe extern "C" fn panicking_entry(error: *mut c_char) -> i64 {
+        guard_call(
+            || {
+                // SAFETY: the caller's flag.
+                unsafe { *error = 1 };
+                0
+            },
+            || panic!("a bug"),
+        )
+    }
+
+    #[test]
+    fn a_panic_in_an_entry_point_is_an_error_not_an_abort() {
+        let mut error: c_char = 0;
+        // Without the guard this call would abort the test process.
+        assert_eq!(unsafe { panicking_entry(&mut error) }, 0);
+        assert_eq!(error, 1);
+        let mut message = [1 as c_char; 512];
+        let r = guard(1, "sys_eval_init", message.as_mut_ptr(), || panic!("a bug"));
+        assert_eq!(r, 1);
+        let text = unsafe { std::ffi::CStr::from_ptr(message.as_ptr()) };
+        assert!(
+            text.to_str()
+                .unwrap()
+                .contains("internal error in sys_eval_init")
+        );
+    }
+}

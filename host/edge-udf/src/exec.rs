@@ -1,10 +1,99 @@
 //! `sys_exec`, `sys_eval`, `sys_exec_fast`, `sys_eval_fast`.
 
 use crate::MAX_OUTPUT;
-use crate::abi::{Arg, UdfArgs, UdfInit, set_message, string_result};
-use edge_spawn::{Command, Stdout};
+use crate::abi::{Arg, UdfArgs, UdfInit, guard, guard_call, set_message, string_result};
+use edge_spawn::{BoundError, Command, Stdout};
 use std::ffi::{OsStr, c_char, c_longlong, c_ulong};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The server's environment variable with the time limit of one call, in
+/// milliseconds.
+pub const TIMEOUT_ENV: &str = "EDGE_UDF_TIMEOUT_MS";
+/// The time limit of one call when [`TIMEOUT_ENV`] is unset.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The time limit of one call: [`TIMEOUT_ENV`], read once, else
+/// [`DEFAULT_TIMEOUT`] (an unreadable value is reported in the server's
+/// error log and the default used).
+pub fn timeout() -> Duration {
+    static TIMEOUT: OnceLock<Duration> = OnceLock::new();
+    *TIMEOUT.get_or_init(|| match std::env::var(TIMEOUT_ENV) {
+        Err(_) => DEFAULT_TIMEOUT,
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(ms) if ms >= 1 => Duration::from_millis(ms),
+            _ => {
+                eprintln!(
+                    "edge_udf: {TIMEOUT_ENV}={v:?} is not a number of milliseconds >= 1; using {} ms",
+                    DEFAULT_TIMEOUT.as_millis()
+                );
+                DEFAULT_TIMEOUT
+            }
+        },
+    })
+}
+
+/// Whether the statement running in this thread was killed (`KILL QUERY`,
+/// `KILL CONNECTION`, `max_statement_time`).
+///
+/// The UDF interface passes no connection handle and has no kill
+/// callback; the server does export, for its plugins, `_current_thd()`
+/// (this thread's connection) and `thd_kill_level(thd)` (0: not killed).
+/// They are looked up once with `dlsym` in the process the library is
+/// loaded into; where either is missing (another server, a test binary),
+/// only the time limit bounds a call.
+fn statement_killed() -> bool {
+    type CurrentThd = unsafe extern "C" fn() -> *mut std::ffi::c_void;
+    type KillLevel = unsafe extern "C" fn(*const std::ffi::c_void) -> std::ffi::c_int;
+    static SERVER: OnceLock<Option<(CurrentThd, KillLevel)>> = OnceLock::new();
+    let server = SERVER.get_or_init(|| {
+        // SAFETY: dlsym on the global namespace with NUL-terminated names;
+        // the symbols, when present, have these C signatures (MariaDB's
+        // sql_class.cc and service_kill_statement.h).
+        unsafe {
+            let current = libc::dlsym(libc::RTLD_DEFAULT, c"_current_thd".as_ptr());
+            let level = libc::dlsym(libc::RTLD_DEFAULT, c"thd_kill_level".as_ptr());
+            if current.is_null() || level.is_null() {
+                return None;
+            }
+            Some((
+                std::mem::transmute::<*mut libc::c_void, CurrentThd>(current),
+                std::mem::transmute::<*mut libc::c_void, KillLevel>(level),
+            ))
+        }
+    });
+    let Some((current, level)) = server else {
+        return false;
+    };
+    // SAFETY: called on the server's own connection thread, as its
+    // storage engines do.
+    unsafe {
+        let thd = current();
+        !thd.is_null() && level(thd) != 0
+    }
+}
+
+/// Runs `cmd` within [`timeout`], stopping when the statement is killed;
+/// either way its process group is killed, and the server's error log
+/// says why.
+fn bounded(cmd: &Command, what: &str) -> std::io::Result<edge_spawn::Output> {
+    let limit = timeout();
+    cmd.run_bounded(limit, &statement_killed)
+        .map_err(|e| match e {
+            BoundError::Spawn(e) => e,
+            BoundError::Timeout => {
+                eprintln!(
+                    "edge_udf: {what} ran past {} ms ({TIMEOUT_ENV}); its process group was killed",
+                    limit.as_millis()
+                );
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out")
+            }
+            BoundError::Interrupted => {
+                std::io::Error::new(std::io::ErrorKind::Interrupted, "statement killed")
+            }
+        })
+}
 
 /// Per-statement state of the eval functions: the result buffer, reused
 /// row after row and freed at deinit.
@@ -70,12 +159,14 @@ macro_rules! int_udf {
             args: *mut UdfArgs,
             message: *mut c_char,
         ) -> c_char {
-            // SAFETY: valid for the duration of the call.
-            let (initid, args) = unsafe { (&mut *initid, &mut *args) };
-            initid.maybe_null = 1;
-            // Runs a program: never folded as a constant.
-            initid.const_item = 0;
-            init_strings(args, message, $exact, $usage) as c_char
+            guard(1, "init", message, || {
+                // SAFETY: valid for the duration of the call.
+                let (initid, args) = unsafe { (&mut *initid, &mut *args) };
+                initid.maybe_null = 1;
+                // Runs a program: never folded as a constant.
+                initid.const_item = 0;
+                init_strings(args, message, $exact, $usage) as c_char
+            })
         }
 
         /// # Safety
@@ -85,24 +176,36 @@ macro_rules! int_udf {
             _initid: *mut UdfInit,
             args: *mut UdfArgs,
             is_null: *mut c_char,
-            _error: *mut c_char,
+            error: *mut c_char,
         ) -> c_longlong {
-            // SAFETY: valid for the duration of the call.
-            let args = unsafe { &*args };
-            let Some(argv) = strings(args) else {
-                unsafe { *is_null = 1 };
-                return 0;
+            let failed = || {
+                // SAFETY: the server's error flag.
+                unsafe { *error = 1 };
+                0
             };
-            let run: fn(&[&[u8]]) -> std::io::Result<i64> = $run;
-            // A failure is this row's NULL. (Not `*error`: MariaDB would
-            // then return NULL for every later row of the statement.)
-            match run(&argv) {
-                Ok(v) => v,
-                Err(_) => {
+            guard_call(failed, || {
+                // SAFETY: valid for the duration of the call.
+                let args = unsafe { &*args };
+                let Some(argv) = strings(args) else {
                     unsafe { *is_null = 1 };
-                    0
+                    return 0;
+                };
+                let run: fn(&[&[u8]]) -> std::io::Result<i64> = $run;
+                // A failure is this row's NULL. (Not `*error`: MariaDB would
+                // then return NULL for every later row of the statement.)
+                // A killed statement is an error: it ends anyway.
+                match run(&argv) {
+                    Ok(v) => v,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                        unsafe { *error = 1 };
+                        0
+                    }
+                    Err(_) => {
+                        unsafe { *is_null = 1 };
+                        0
+                    }
                 }
-            }
+            })
         }
 
         /// # Safety
@@ -122,16 +225,18 @@ macro_rules! string_udf {
             args: *mut UdfArgs,
             message: *mut c_char,
         ) -> c_char {
-            // SAFETY: valid for the duration of the call.
-            let (initid, args) = unsafe { (&mut *initid, &mut *args) };
-            if init_strings(args, message, $exact, $usage) {
-                return 1;
-            }
-            initid.maybe_null = 1;
-            initid.const_item = 0;
-            initid.max_length = MAX_OUTPUT as c_ulong;
-            initid.ptr = Box::into_raw(Box::new(EvalState { out: Vec::new() })) as *mut c_char;
-            0
+            guard(1, "init", message, || {
+                // SAFETY: valid for the duration of the call.
+                let (initid, args) = unsafe { (&mut *initid, &mut *args) };
+                if init_strings(args, message, $exact, $usage) {
+                    return 1;
+                }
+                initid.maybe_null = 1;
+                initid.const_item = 0;
+                initid.max_length = MAX_OUTPUT as c_ulong;
+                initid.ptr = Box::into_raw(Box::new(EvalState { out: Vec::new() })) as *mut c_char;
+                0
+            })
         }
 
         /// # Safety
@@ -143,37 +248,53 @@ macro_rules! string_udf {
             _result: *mut c_char,
             length: *mut c_ulong,
             is_null: *mut c_char,
-            _error: *mut c_char,
+            error: *mut c_char,
         ) -> *mut c_char {
-            // SAFETY: valid for the duration of the call; ptr is ours.
-            let (initid, args) = unsafe { (&mut *initid, &*args) };
-            let state = unsafe { &mut *(initid.ptr as *mut EvalState) };
-            let Some(argv) = strings(args) else {
-                unsafe { *is_null = 1 };
-                return std::ptr::null_mut();
+            let failed = || {
+                // SAFETY: the server's error flag.
+                unsafe { *error = 1 };
+                std::ptr::null_mut()
             };
-            let run: fn(&[&[u8]]) -> std::io::Result<Vec<u8>> = $run;
-            // A failure is this row's NULL (see the integer functions).
-            match run(&argv) {
-                // SAFETY: the server's length slot.
-                Ok(out) => unsafe { string_result(&mut state.out, out, length) },
-                Err(_) => {
+            guard_call(failed, || {
+                // SAFETY: valid for the duration of the call; ptr is ours.
+                let (initid, args) = unsafe { (&mut *initid, &*args) };
+                let state = unsafe { &mut *(initid.ptr as *mut EvalState) };
+                let Some(argv) = strings(args) else {
                     unsafe { *is_null = 1 };
-                    std::ptr::null_mut()
+                    return std::ptr::null_mut();
+                };
+                let run: fn(&[&[u8]]) -> std::io::Result<Vec<u8>> = $run;
+                // A failure is this row's NULL (see the integer functions).
+                match run(&argv) {
+                    // SAFETY: the server's length slot.
+                    Ok(out) => unsafe { string_result(&mut state.out, out, length) },
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                        unsafe { *error = 1 };
+                        std::ptr::null_mut()
+                    }
+                    Err(_) => {
+                        unsafe { *is_null = 1 };
+                        std::ptr::null_mut()
+                    }
                 }
-            }
+            })
         }
 
         /// # Safety
         /// Called by the server once per statement after the last row.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $deinit(initid: *mut UdfInit) {
-            // SAFETY: ptr was set by init (or is null if init failed).
-            let initid = unsafe { &mut *initid };
-            if !initid.ptr.is_null() {
-                drop(unsafe { Box::from_raw(initid.ptr as *mut EvalState) });
-                initid.ptr = std::ptr::null_mut();
-            }
+            guard_call(
+                || (),
+                || {
+                    // SAFETY: ptr was set by init (or is null if init failed).
+                    let initid = unsafe { &mut *initid };
+                    if !initid.ptr.is_null() {
+                        drop(unsafe { Box::from_raw(initid.ptr as *mut EvalState) });
+                        initid.ptr = std::ptr::null_mut();
+                    }
+                },
+            )
         }
     };
 }
@@ -184,7 +305,7 @@ int_udf!(
     sys_exec_deinit,
     Some(1),
     "sys_exec(command): one argument, the shell command line; returns its wait status",
-    |argv| Ok(Command::shell(OsStr::from_bytes(argv[0])).run()?.status as i64)
+    |argv| Ok(bounded(&Command::shell(OsStr::from_bytes(argv[0])), "sys_exec")?.status as i64)
 );
 
 string_udf!(
@@ -193,10 +314,11 @@ string_udf!(
     sys_eval_deinit,
     Some(1),
     "sys_eval(command): one argument, the shell command line; returns its standard output",
-    |argv| Ok(Command::shell(OsStr::from_bytes(argv[0]))
-        .stdout(Stdout::Capture(MAX_OUTPUT))
-        .run()?
-        .stdout)
+    |argv| Ok(bounded(
+        &Command::shell(OsStr::from_bytes(argv[0])).stdout(Stdout::Capture(MAX_OUTPUT)),
+        "sys_eval"
+    )?
+    .stdout)
 );
 
 int_udf!(
@@ -205,7 +327,9 @@ int_udf!(
     sys_exec_fast_deinit,
     None,
     "sys_exec_fast(program, arg...): the program (looked up in PATH) and its arguments, passed verbatim without a shell; returns the exit code",
-    |argv| Ok(fast_command(argv)?.stdout(Stdout::Null).run()?.exit_code() as i64)
+    |argv| Ok(
+        bounded(&fast_command(argv)?.stdout(Stdout::Null), "sys_exec_fast")?.exit_code() as i64
+    )
 );
 
 string_udf!(
@@ -214,8 +338,9 @@ string_udf!(
     sys_eval_fast_deinit,
     None,
     "sys_eval_fast(program, arg...): the program (looked up in PATH) and its arguments, passed verbatim without a shell; returns its standard output",
-    |argv| Ok(fast_command(argv)?
-        .stdout(Stdout::Capture(MAX_OUTPUT))
-        .run()?
-        .stdout)
+    |argv| Ok(bounded(
+        &fast_command(argv)?.stdout(Stdout::Capture(MAX_OUTPUT)),
+        "sys_eval_fast"
+    )?
+    .stdout)
 );

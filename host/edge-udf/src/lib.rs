@@ -22,6 +22,18 @@
 //! rather than a crash. A NULL argument gives NULL. Output is capped at
 //! 16 MiB (the rest is read and dropped).
 //!
+//! Every call is bounded: the program runs in a process group of its own,
+//! killed when the program exits (a background job holding its output
+//! cannot hold the call; start what should outlive it with `setsid` and
+//! its output redirected), after `EDGE_UDF_TIMEOUT_MS` of the server's
+//! environment (default 5000; the row is NULL and the error log says so),
+//! and when the statement is killed (`KILL QUERY`, `max_statement_time`:
+//! checked every 20 ms through the server's own `thd_kill_level`, since
+//! the UDF interface has no kill callback; the statement then fails as
+//! interrupted). Programs get no descriptor of the server's but 0, 1
+//! and 2. A panic inside the library (a bug) is caught at every entry
+//! point: the statement fails, the server keeps running.
+//!
 //! Row signatures take their keys from a key file (`signing::keyfile`
 //! format, `hs256 KID SECRET` lines) named by the `EDGE_UDF_KEY_FILE`
 //! environment variable of the server, else `/etc/edge/udf-keys`; SQL never

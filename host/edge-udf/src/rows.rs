@@ -1,7 +1,9 @@
 //! `edge_sign_row(key_id, col...)` and `edge_verify_row(key_id, signature,
 //! col...)`: row signatures from the `signing` library.
 
-use crate::abi::{Arg, DECIMAL_RESULT, UdfArgs, UdfInit, set_message, string_result};
+use crate::abi::{
+    Arg, DECIMAL_RESULT, UdfArgs, UdfInit, guard, guard_call, set_message, string_result,
+};
 use signing::row::{Column, sign_row, verify_row};
 use std::ffi::{c_char, c_longlong, c_ulong};
 
@@ -109,15 +111,17 @@ pub unsafe extern "C" fn edge_sign_row_init(
     args: *mut UdfArgs,
     message: *mut c_char,
 ) -> c_char {
-    // SAFETY: valid for the duration of the call.
-    let (initid, args) = unsafe { (&mut *initid, &mut *args) };
-    init(
-        initid,
-        args,
-        message,
-        1,
-        "edge_sign_row(key_id, column...): a key id from the key file, then the row's columns in order",
-    ) as c_char
+    guard(1, "edge_sign_row_init", message, || {
+        // SAFETY: valid for the duration of the call.
+        let (initid, args) = unsafe { (&mut *initid, &mut *args) };
+        init(
+            initid,
+            args,
+            message,
+            1,
+            "edge_sign_row(key_id, column...): a key id from the key file, then the row's columns in order",
+        ) as c_char
+    })
 }
 
 /// # Safety
@@ -129,32 +133,44 @@ pub unsafe extern "C" fn edge_sign_row(
     _result: *mut c_char,
     length: *mut c_ulong,
     is_null: *mut c_char,
-    _error: *mut c_char,
+    error: *mut c_char,
 ) -> *mut c_char {
-    // SAFETY: valid for the duration of the call; ptr is ours.
-    let (initid, args) = unsafe { (&mut *initid, &*args) };
-    let state = unsafe { &mut *(initid.ptr as *mut RowState) };
-    let Some(key) = secret(state, args) else {
-        // An unknown or NULL key id: NULL, never an unsigned row. (Not
-        // `*error`: MariaDB would then return NULL for every later row.)
-        unsafe { *is_null = 1 };
-        return std::ptr::null_mut();
+    let failed = || {
+        // SAFETY: the server's error flag.
+        unsafe { *error = 1 };
+        std::ptr::null_mut()
     };
-    let sig = sign_row(key, &columns(args, 1));
-    // SAFETY: the server's length slot.
-    unsafe { string_result(&mut state.out, sig.into_bytes(), length) }
+    guard_call(failed, || {
+        // SAFETY: valid for the duration of the call; ptr is ours.
+        let (initid, args) = unsafe { (&mut *initid, &*args) };
+        let state = unsafe { &mut *(initid.ptr as *mut RowState) };
+        let Some(key) = secret(state, args) else {
+            // An unknown or NULL key id: NULL, never an unsigned row. (Not
+            // `*error`: MariaDB would then return NULL for every later row.)
+            unsafe { *is_null = 1 };
+            return std::ptr::null_mut();
+        };
+        let sig = sign_row(key, &columns(args, 1));
+        // SAFETY: the server's length slot.
+        unsafe { string_result(&mut state.out, sig.into_bytes(), length) }
+    })
 }
 
 /// # Safety
 /// Called by the server once per statement.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn edge_sign_row_deinit(initid: *mut UdfInit) {
-    // SAFETY: ptr was set by init (or is null if init failed).
-    let initid = unsafe { &mut *initid };
-    if !initid.ptr.is_null() {
-        drop(unsafe { Box::from_raw(initid.ptr as *mut RowState) });
-        initid.ptr = std::ptr::null_mut();
-    }
+    guard_call(
+        || (),
+        || {
+            // SAFETY: ptr was set by init (or is null if init failed).
+            let initid = unsafe { &mut *initid };
+            if !initid.ptr.is_null() {
+                drop(unsafe { Box::from_raw(initid.ptr as *mut RowState) });
+                initid.ptr = std::ptr::null_mut();
+            }
+        },
+    )
 }
 
 /// # Safety
@@ -165,15 +181,17 @@ pub unsafe extern "C" fn edge_verify_row_init(
     args: *mut UdfArgs,
     message: *mut c_char,
 ) -> c_char {
-    // SAFETY: valid for the duration of the call.
-    let (initid, args) = unsafe { (&mut *initid, &mut *args) };
-    init(
-        initid,
-        args,
-        message,
-        2,
-        "edge_verify_row(key_id, signature, column...): a key id, the stored signature, then the row's columns in the order they were signed",
-    ) as c_char
+    guard(1, "edge_verify_row_init", message, || {
+        // SAFETY: valid for the duration of the call.
+        let (initid, args) = unsafe { (&mut *initid, &mut *args) };
+        init(
+            initid,
+            args,
+            message,
+            2,
+            "edge_verify_row(key_id, signature, column...): a key id, the stored signature, then the row's columns in the order they were signed",
+        ) as c_char
+    })
 }
 
 /// # Safety
@@ -183,21 +201,28 @@ pub unsafe extern "C" fn edge_verify_row(
     initid: *mut UdfInit,
     args: *mut UdfArgs,
     is_null: *mut c_char,
-    _error: *mut c_char,
+    error: *mut c_char,
 ) -> c_longlong {
-    // SAFETY: valid for the duration of the call; ptr is ours.
-    let (initid, args) = unsafe { (&mut *initid, &*args) };
-    let state = unsafe { &*(initid.ptr as *const RowState) };
-    let Some(key) = secret(state, args) else {
-        unsafe { *is_null = 1 };
-        return 0;
+    let failed = || {
+        // SAFETY: the server's error flag.
+        unsafe { *error = 1 };
+        0
     };
-    // SAFETY: during a call, 1 < arg_count.
-    let Arg::Bytes(_, signature) = (unsafe { args.get(1) }) else {
-        return 0;
-    };
-    let signature = String::from_utf8_lossy(signature);
-    verify_row(key, &columns(args, 2), &signature) as c_longlong
+    guard_call(failed, || {
+        // SAFETY: valid for the duration of the call; ptr is ours.
+        let (initid, args) = unsafe { (&mut *initid, &*args) };
+        let state = unsafe { &*(initid.ptr as *const RowState) };
+        let Some(key) = secret(state, args) else {
+            unsafe { *is_null = 1 };
+            return 0;
+        };
+        // SAFETY: during a call, 1 < arg_count.
+        let Arg::Bytes(_, signature) = (unsafe { args.get(1) }) else {
+            return 0;
+        };
+        let signature = String::from_utf8_lossy(signature);
+        verify_row(key, &columns(args, 2), &signature) as c_longlong
+    })
 }
 
 /// # Safety

@@ -107,9 +107,11 @@ enum HintsCommand {
 #[derive(Subcommand)]
 enum UdfCommand {
     /// Copy the UDF library into the server's `@@plugin_dir` and (re)create
-    /// its functions: sys_exec, sys_eval, sys_exec_fast, sys_eval_fast,
-    /// edge_sign_row, edge_verify_row. Talks to the server with the
-    /// `mariadb` command-line client.
+    /// its functions: edge_sign_row, edge_verify_row, sys_exec_fast,
+    /// sys_eval_fast, and sys_exec, sys_eval with `--with-shell`. MariaDB
+    /// has no privilege for calling a UDF (any account that can query can
+    /// call them): `--no-process` leaves the process functions out. Talks
+    /// to the server with the `mariadb` command-line client.
     Install(udf_cli::InstallArgs),
 }
 

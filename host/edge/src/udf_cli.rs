@@ -1,5 +1,9 @@
 //! `edge udf install`: puts `libedge_udf.so` where MariaDB loads plugins
-//! from and creates its functions.
+//! from and creates its functions: the signing pair and the `_fast`
+//! process pair by default, the shell pair only with `--with-shell`, no
+//! process function with `--no-process`. MariaDB has no per-function
+//! privilege, so which functions exist is the only control of who may run
+//! programs; the command says so.
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
@@ -8,15 +12,20 @@ use std::process::Command;
 /// The library's file name in `@@plugin_dir`.
 const LIBRARY: &str = "libedge_udf.so";
 
-/// The functions and their SQL return types.
-const FUNCTIONS: [(&str, &str); 6] = [
-    ("sys_exec", "INTEGER"),
-    ("sys_eval", "STRING"),
-    ("sys_exec_fast", "INTEGER"),
-    ("sys_eval_fast", "STRING"),
-    ("edge_sign_row", "STRING"),
-    ("edge_verify_row", "INTEGER"),
-];
+/// The functions and their SQL return types, by group.
+const SIGNING: [(&str, &str); 2] = [("edge_sign_row", "STRING"), ("edge_verify_row", "INTEGER")];
+/// Programs without a shell.
+const PROCESS: [(&str, &str); 2] = [("sys_exec_fast", "INTEGER"), ("sys_eval_fast", "STRING")];
+/// Shell command lines (lib_mysqludf_sys's pair).
+const SHELL: [(&str, &str); 2] = [("sys_exec", "INTEGER"), ("sys_eval", "STRING")];
+
+/// What every installer should know before the process functions exist.
+const PRIVILEGE_NOTE: &str = "note: MariaDB has no privilege for calling a UDF: every account that \
+can run a SELECT on this server can call these functions, and the process functions run programs \
+as the server's user (one call at most EDGE_UDF_TIMEOUT_MS, default 5000 ms). A stored function \
+wrapping them with EXECUTE grants does not help, since the UDF stays callable directly. To restrict \
+who runs programs, do not install them where untrusted accounts can connect: `--no-process` \
+installs only the signing functions (and drops the process ones).";
 
 /// Where the server is and how to log in.
 #[derive(clap::Args)]
@@ -39,6 +48,16 @@ pub struct InstallArgs {
     /// The client program.
     #[arg(long, default_value = "mariadb")]
     client: String,
+    /// Also create the shell pair, `sys_exec(command)` and
+    /// `sys_eval(command)` (lib_mysqludf_sys's): any account that can
+    /// query the server can then run any shell command line as the
+    /// server's user. Without it they are dropped if present.
+    #[arg(long, conflicts_with = "no_process")]
+    with_shell: bool,
+    /// Create only the signing functions (`edge_sign_row`,
+    /// `edge_verify_row`); the process functions are dropped if present.
+    #[arg(long)]
+    no_process: bool,
 }
 
 impl InstallArgs {
@@ -96,17 +115,39 @@ pub fn install(args: &InstallArgs) -> Result<()> {
         .with_context(|| format!("copying {} to {}", library.display(), staging.display()))?;
     std::fs::rename(&staging, &target)
         .with_context(|| format!("renaming {} to {}", staging.display(), target.display()))?;
+    let mut create = SIGNING.to_vec();
+    let mut drop = Vec::new();
+    if args.no_process {
+        drop.extend(PROCESS);
+    } else {
+        create.extend(PROCESS);
+    }
+    if args.with_shell {
+        create.extend(SHELL);
+    } else {
+        drop.extend(SHELL);
+    }
     let mut sql = String::new();
-    for (name, returns) in FUNCTIONS {
+    for (name, _) in &drop {
+        sql.push_str(&format!("DROP FUNCTION IF EXISTS {name}; "));
+    }
+    for (name, returns) in &create {
         sql.push_str(&format!(
             "DROP FUNCTION IF EXISTS {name}; CREATE FUNCTION {name} RETURNS {returns} SONAME '{LIBRARY}'; "
         ));
     }
     args.sql(&sql)?;
+    let names = |list: &[(&str, &str)]| list.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
     println!(
         "installed {} and created {}",
         target.display(),
-        FUNCTIONS.map(|(n, _)| n).join(", ")
+        names(&create)
     );
+    if !drop.is_empty() {
+        println!("not created (dropped if present): {}", names(&drop));
+    }
+    if !args.no_process {
+        eprintln!("{PRIVILEGE_NOTE}");
+    }
     Ok(())
 }
