@@ -177,12 +177,18 @@ impl Fault {
     }
 }
 
-/// Storage errors per tenant, for `/metrics`; shared with the host's
-/// metrics and kept across reloads.
+/// Storage errors per tenant, for `/metrics`; kept across reloads.
 #[derive(Clone, Default)]
 pub struct ErrorCounts(Arc<Mutex<BTreeMap<String, Arc<AtomicU64>>>>);
 
 impl ErrorCounts {
+    /// The process's counts, shared by its registries: the host's metrics
+    /// read them without being wired to the registry.
+    pub fn global() -> &'static ErrorCounts {
+        static COUNTS: std::sync::OnceLock<ErrorCounts> = std::sync::OnceLock::new();
+        COUNTS.get_or_init(ErrorCounts::default)
+    }
+
     fn tenant(&self, tenant: &str) -> Arc<AtomicU64> {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(tenant.to_string()).or_default().clone()
@@ -226,7 +232,7 @@ impl Registry {
         Self {
             dir: Some(dir.to_path_buf()),
             open,
-            errors: ErrorCounts::default(),
+            errors: ErrorCounts::global().clone(),
         }
     }
 
@@ -236,11 +242,11 @@ impl Registry {
         Self {
             dir: None,
             open: Arc::default(),
-            errors: ErrorCounts::default(),
+            errors: ErrorCounts::global().clone(),
         }
     }
 
-    /// The storage error counts of this registry's stores.
+    /// The storage error counts of this registry's stores (the process's).
     pub fn errors(&self) -> ErrorCounts {
         self.errors.clone()
     }
@@ -1310,6 +1316,9 @@ mod tests {
         s.set("again", &[1; 10 * 1024]).unwrap();
     }
 
+    // The gate is the stalled disk: the test holds it across awaits on
+    // purpose, and only blocking-pool threads ever wait on it.
+    #[expect(clippy::await_holding_lock)]
     #[tokio::test(flavor = "current_thread")]
     async fn a_stalled_disk_holds_a_blocking_thread_not_the_caller() {
         let dir = tempfile::tempdir().unwrap();

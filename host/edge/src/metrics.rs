@@ -326,6 +326,17 @@ impl Metrics {
             }
             let _ = writeln!(out, "{name} {v}");
         }
+        let kv_errors = edge_keyvalue::ErrorCounts::global().snapshot();
+        if !kv_errors.is_empty() {
+            out.push_str("# HELP edge_kv_storage_errors_total Key-value operations that failed on the disk (full or failing); the log names store and file.\n# TYPE edge_kv_storage_errors_total counter\n");
+            for (tenant, n) in kv_errors {
+                let _ = writeln!(
+                    out,
+                    "edge_kv_storage_errors_total{{tenant=\"{}\"}} {n}",
+                    escape(&tenant)
+                );
+            }
+        }
         if let Some(p) = pool {
             let slots: [(&str, u64); 5] = [
                 ("component_instances", p.component_instances()),
