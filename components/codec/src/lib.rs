@@ -3,18 +3,36 @@
 //! Opus encoder and decoder (`opus-rs`); the shared mixing buffer and the
 //! room state live in the host (`edge:platform/mixer`).
 //!
+//! # Who may act
+//!
+//! Every request carries `Authorization: Bearer TOKEN`, a join token from
+//! the signer for the room in its path. The instance verifies the token
+//! on its first request (signature with the signer's public keys, `iss`,
+//! `aud`, `exp`/`nbf`, the room; `signing::join`) and binds itself to that
+//! token, room and user: a later request with another token, or for
+//! another room, is refused (403). With `session_key = "bearer"` the host
+//! pins one instance per token, so nobody reaches a session without its
+//! token. The member id is the token's user (`context.user.id`, LiveKit
+//! `sub`), the display name its name; leading needs `moderator`.
+//!
+//! Variables: `join_keys` (the signer's key text: its public PEM blocks,
+//! or its whole `keys`, of which only public halves are kept),
+//! `join_issuer` (the signer's `issuer`), `join_audience` (default the
+//! preset's: `jitsi`), `join_preset` (`jitsi` or `livekit`),
+//! `join_leeway_seconds` (60).
+//!
 //! # Protocol
 //!
 //! Paths after the component's route (`spin-path-info`):
 //!
 //! | request | does |
 //! |---|---|
-//! | `POST /ROOM/SESSION/join?name=NAME[&settings]` | joins (creating the room with the settings); answers the room state (JSON) |
-//! | `POST /ROOM/SESSION/leave` | leaves; answers the room state |
-//! | `POST /ROOM/SESSION/lead?song_start=N` | becomes the leader, sets the song start (sample position) |
+//! | `POST /ROOM/join[?settings]` | joins (creating the room with the settings); answers the room state (JSON) |
+//! | `POST /ROOM/leave` | leaves; answers the room state |
+//! | `POST /ROOM/lead?song_start=N` | becomes the leader (moderators only), sets the song start (sample position) |
 //! | `GET /ROOM/state` | the room state |
 //! | `GET /ROOM/mix?read_at=R&read_frames=K` | `K` frames of the mix from `R` as raw PCM (16-bit little-endian, interleaved): for monitoring and tests |
-//! | `POST /ROOM/SESSION/chunk?write_at=W&read_at=R&read_frames=K` | see below |
+//! | `POST /ROOM/chunk?write_at=W&read_at=R&read_frames=K` | see below |
 //!
 //! A chunk's body is the Opus packets the singer recorded, one per frame
 //! (20 ms by default), each as a 2-byte big-endian length and the packet.
@@ -29,8 +47,9 @@
 //! size) is concealed (Opus packet-loss concealment) and counted in
 //! `concealed` and in the host's `/metrics`
 //! (`edge_guest_counter_total{name="opus_packets_concealed"}`), never a trap. Offsets outside the room's window: 409 with
-//! the window. A chunk or leave for a room nobody opened, or for a session
-//! that has not joined the room: 404 saying so.
+//! the window. A chunk or leave for a room nobody opened (or one closed
+//! after its idle timeout), or before joining: 404 saying so. A full room
+//! or a tenant at its room limit: 429.
 //!
 //! Room settings, given on the join that creates the room (query
 //! parameters; later joins may repeat them or leave them out):
@@ -51,9 +70,12 @@ mod bindings {
 }
 
 use bindings::edge::platform::mixer::{self, RoomSettings, RoomState};
+use bindings::wasi::config::store as config;
 use opus_rs::{Application, OpusDecoder, OpusEncoder};
 use serde_json::{Value, json};
+use signing::join::{JoinVerifier, Preset};
 use std::cell::RefCell;
+use std::rc::Rc;
 use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
 
 /// Largest request body.
@@ -149,8 +171,144 @@ struct Session {
     decoder: OpusDecoder,
 }
 
+/// Whom this instance serves: fixed by the first request's verified token.
+struct Bound {
+    token: String,
+    room: String,
+    user: String,
+    name: String,
+    moderator: bool,
+    expires_at: i64,
+}
+
+/// The verifier and its leeway, or why the component is not configured.
+type Verifier = Result<Rc<(JoinVerifier, i64)>, String>;
+
 thread_local! {
     static SESSION: RefCell<Option<Session>> = const { RefCell::new(None) };
+    static BOUND: RefCell<Option<Rc<Bound>>> = const { RefCell::new(None) };
+    /// Read once per instance: variables never change under a running
+    /// instance (a config change gives the component fresh instances).
+    static VERIFIER: std::cell::OnceCell<Verifier> = const { std::cell::OnceCell::new() };
+}
+
+fn var(name: &str) -> Result<Option<String>, String> {
+    config::get(name)
+        .map(|v| v.filter(|v| !v.trim().is_empty()))
+        .map_err(|e| format!("reading variable {name}: {e:?}"))
+}
+
+fn load_verifier() -> Result<(JoinVerifier, i64), String> {
+    let keys = var("join_keys")?
+        .ok_or("no join_keys variable: give the codec the signer's public keys")?;
+    let preset_name = var("join_preset")?.unwrap_or_else(|| "jitsi".into());
+    let preset = Preset::parse(preset_name.trim()).ok_or_else(|| {
+        format!("variable join_preset is {preset_name:?} (allowed: jitsi, livekit)")
+    })?;
+    let issuer = var("join_issuer")?.ok_or("no join_issuer variable: the signer's issuer")?;
+    let audience = var("join_audience")?.unwrap_or_else(|| preset.default_audience().into());
+    let leeway = match var("join_leeway_seconds")? {
+        None => 60,
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("variable join_leeway_seconds is {v:?}, not a whole number"))?,
+    };
+    let verifier =
+        JoinVerifier::from_key_text(&keys, preset, issuer.trim(), audience.trim(), leeway)
+            .map_err(|e| format!("join token settings: {e}"))?;
+    Ok((verifier, leeway))
+}
+
+fn verifier() -> Verifier {
+    VERIFIER.with(|v| v.get_or_init(|| load_verifier().map(Rc::new)).clone())
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Equal without an early exit: how long the comparison takes says
+/// nothing about how much of a guessed token was right.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// The bearer token of `Authorization`, if any.
+fn bearer(headers: &[(String, Vec<u8>)]) -> Option<String> {
+    let value = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+}
+
+/// Who may make this request: the instance's bound token, or the first
+/// request's token verified and bound now. Refusals are 401 (no token or
+/// an invalid one) and 403 (a valid token for something else), in fixed
+/// words; the reason goes to the log.
+fn admit(token: Option<String>, room: &str) -> Result<Rc<Bound>, Answer> {
+    let Some(token) = token else {
+        return Err(refused(
+            401,
+            "a join token is needed (Authorization: Bearer)",
+        ));
+    };
+    if let Some(b) = BOUND.with_borrow(|b| b.clone()) {
+        if !same(&b.token, &token) {
+            return Err(refused(403, "this session belongs to another join token"));
+        }
+        if b.room != room {
+            return Err(refused(403, "the join token is not for this room"));
+        }
+        let leeway = verifier().map_or(0, |v| v.1);
+        if now() - leeway >= b.expires_at {
+            return Err(refused(401, "the join token has expired"));
+        }
+        return Ok(b);
+    }
+    let v = match verifier() {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!("codec misconfigured: {why}");
+            return Err(error(503, "the codec is not configured"));
+        }
+    };
+    match v.0.verify_for_room(&token, room, now()) {
+        Ok(t) => {
+            let b = Rc::new(Bound {
+                token,
+                room: room.to_string(),
+                name: if t.name.is_empty() {
+                    t.user_id.clone()
+                } else {
+                    t.name
+                },
+                user: t.user_id,
+                moderator: t.moderator,
+                expires_at: t.expires_at,
+            });
+            BOUND.with_borrow_mut(|slot| *slot = Some(b.clone()));
+            Ok(b)
+        }
+        Err(e) => {
+            eprintln!("join token refused for room {room:?}: {e}");
+            let status = if e.code() == "wrong room" { 403 } else { 401 };
+            Err(refused(
+                status,
+                &format!("join token refused: {}", e.code()),
+            ))
+        }
+    }
+}
+
+fn refused(status: u16, message: &str) -> Answer {
+    bindings::edge::platform::metrics::counter_add("join_tokens_refused", 1);
+    error(status, message)
 }
 
 struct Codec;
@@ -158,10 +316,7 @@ struct Codec;
 impl wasi::exports::http::incoming_handler::Guest for Codec {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
         let headers = request.headers().entries();
-        let full = headers
-            .iter()
-            .find(|(n, _)| n == "spin-path-info")
-            .and_then(|(_, v)| String::from_utf8(v.clone()).ok())
+        let full = guest_http::path_info(&request)
             .unwrap_or_else(|| request.path_with_query().unwrap_or_default());
         let query = request
             .path_with_query()
@@ -170,29 +325,32 @@ impl wasi::exports::http::incoming_handler::Guest for Codec {
         let path = full.split('?').next().unwrap_or("").to_string();
         let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         let method = request.method();
-        let answer = match (&method, parts.as_slice()) {
-            (Method::Get, [room, "state"]) => state_of(room),
-            (Method::Get, [room, "mix"]) => mix_pcm(room, &query),
-            (Method::Post, [room, session, "join"]) => join(room, session, &query),
-            (Method::Post, [room, session, "leave"]) => leave(room, session),
-            (Method::Post, [room, session, "lead"]) => match mixer::state(room) {
-                Ok(s) if s.members.iter().any(|m| m.session == *session) => {
-                    let start = param(&query, "song_start").and_then(|v| v.parse().ok());
-                    json_answer(mixer::lead(room, session, start))
-                }
-                Ok(_) => error(404, &format!("session {session:?} is not in room {room:?}")),
-                Err(e) => mixer_error(e),
-            },
-            (Method::Post, [room, session, "chunk"]) => {
-                match guest_http::read_body(request, MAX_BODY) {
-                    Ok(body) => chunk(room, session, &query, &body),
-                    Err(e) => error(400, &e),
-                }
-            }
-            _ => error(
+        let known = matches!(
+            (&method, parts.as_slice()),
+            (Method::Get, [_, "state" | "mix"])
+                | (Method::Post, [_, "join" | "leave" | "lead" | "chunk"])
+        );
+        let answer = if !known {
+            error(
                 404,
                 &format!("no endpoint {method:?} {path} (see the codec protocol in docs/CODEC.md)"),
-            ),
+            )
+        } else {
+            let room = parts[0];
+            match admit(bearer(&headers), room) {
+                Err(refusal) => refusal,
+                Ok(who) => match (&method, parts[1]) {
+                    (Method::Get, "state") => json_answer(mixer::state(room)),
+                    (Method::Get, _) => mix_pcm(room, &query),
+                    (_, "join") => join(room, &who, &query),
+                    (_, "leave") => leave(room, &who),
+                    (_, "lead") => lead(room, &who, &query),
+                    _ => match guest_http::read_body(request, MAX_BODY) {
+                        Ok(body) => chunk(room, &who.user, &query, &body),
+                        Err(e) => error(400, &e),
+                    },
+                },
+            }
         };
         respond(out, answer);
     }
@@ -232,6 +390,10 @@ fn mixer_error(e: mixer::Error) -> Answer {
         mixer::Error::OutsideWindow(m) => error(409, &m),
         mixer::Error::BadInput(m) => error(400, &m),
         mixer::Error::UnknownRoom(m) => error(404, &m),
+        mixer::Error::Full(m) => {
+            bindings::edge::platform::metrics::counter_add("mixer_limit_refusals", 1);
+            error(429, &m)
+        }
     }
 }
 
@@ -246,11 +408,7 @@ fn json_answer(r: Result<RoomState, mixer::Error>) -> Answer {
     }
 }
 
-fn state_of(room: &str) -> Answer {
-    json_answer(mixer::state(room))
-}
-
-fn join(room: &str, session: &str, query: &str) -> Answer {
+fn join(room: &str, who: &Bound, query: &str) -> Answer {
     let (settings, given) = match settings_from(query) {
         Ok(s) => s,
         Err(e) => return error(400, &e),
@@ -268,21 +426,38 @@ fn join(room: &str, session: &str, query: &str) -> Answer {
             ),
         );
     }
-    let name = param(query, "name").unwrap_or_default();
-    json_answer(mixer::join(
-        room,
-        session,
-        if name.is_empty() { session } else { &name },
-    ))
+    json_answer(mixer::join(room, &who.user, &who.name))
 }
 
-fn leave(room: &str, session: &str) -> Answer {
+fn is_member(room: &str, who: &Bound) -> Result<bool, Answer> {
     match mixer::state(room) {
-        Ok(s) if s.members.iter().any(|m| m.session == session) => {
-            json_answer(mixer::leave(room, session))
+        Ok(s) => Ok(s.members.iter().any(|m| m.session == who.user)),
+        Err(e) => Err(mixer_error(e)),
+    }
+}
+
+fn leave(room: &str, who: &Bound) -> Answer {
+    match is_member(room, who) {
+        Ok(true) => json_answer(mixer::leave(room, &who.user)),
+        Ok(false) => error(404, &format!("you are not in room {room:?}")),
+        Err(a) => a,
+    }
+}
+
+fn lead(room: &str, who: &Bound, query: &str) -> Answer {
+    if !who.moderator {
+        return refused(403, "leading a room needs a moderator's join token");
+    }
+    match is_member(room, who) {
+        Ok(true) => {
+            let start = param(query, "song_start").and_then(|v| v.parse().ok());
+            json_answer(mixer::lead(room, &who.user, start))
         }
-        Ok(_) => error(404, &format!("session {session:?} is not in room {room:?}")),
-        Err(e) => mixer_error(e),
+        Ok(false) => error(
+            404,
+            &format!("you are not in room {room:?}: POST /{room}/join first"),
+        ),
+        Err(a) => a,
     }
 }
 
@@ -375,9 +550,7 @@ fn chunk(room: &str, session: &str, query: &str, body: &[u8]) -> Answer {
         Ok(_) => {
             return error(
                 404,
-                &format!(
-                    "session {session:?} has not joined room {room:?}: POST /{room}/{session}/join first"
-                ),
+                &format!("you have not joined room {room:?}: POST /{room}/join first"),
             );
         }
         Err(e) => return mixer_error(e),
@@ -494,5 +667,9 @@ fn param(query: &str, name: &str) -> Option<String> {
 }
 
 fn respond(out: ResponseOutparam, (status, content_type, body): Answer) {
-    guest_http::respond(out, status, &[("content-type", content_type)], &body);
+    let mut headers = vec![("content-type", content_type)];
+    if status == 401 {
+        headers.push(("www-authenticate", "Bearer"));
+    }
+    guest_http::respond(out, status, &headers, &body);
 }

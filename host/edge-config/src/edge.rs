@@ -39,9 +39,21 @@ pub(crate) struct EdgeFile {
     pub components: BTreeMap<Spanned<String>, Spanned<ComponentSection>>,
     #[serde(default)]
     pub sidecar: Option<SidecarSection>,
+    /// Defaults of every tenant's mixing rooms.
+    #[serde(default)]
+    pub mixer: MixerSection,
     /// Address ranges every tenant's outbound HTTP may reach.
     #[serde(default)]
     pub outbound: crate::outbound::OutboundSection,
+}
+
+/// `[mixer]` and `[tenant.mixer]`: bounds on a tenant's mixing rooms.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MixerSection {
+    pub max_rooms: Option<Spanned<u64>>,
+    pub max_members: Option<Spanned<u64>>,
+    pub room_idle_timeout_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,6 +158,9 @@ pub(crate) struct TenantSection {
     /// Programs of the sidecar's allowlist this tenant's components may run.
     #[serde(default)]
     pub sidecar_programs: Vec<Spanned<String>>,
+    /// This tenant's mixing rooms (defaults: `[mixer]`).
+    #[serde(default)]
+    pub mixer: MixerSection,
     /// Address ranges this tenant's outbound HTTP may reach besides
     /// `[outbound]`'s.
     #[serde(default)]

@@ -226,6 +226,9 @@ pub enum SessionKey {
     PathSegment(usize),
     /// The request's host (lower-case, without port): one key per site.
     Host,
+    /// The bearer token of `Authorization` (SHA-256, hex): one session
+    /// per token, which no one without the token can reach.
+    Bearer,
 }
 
 /// One HTTP route from the manifest.
@@ -260,6 +263,19 @@ pub struct Tenant {
     /// public internet (loopback, private...): `[outbound]`'s and the
     /// tenant's own `allow_ranges`.
     pub outbound_allow_ranges: Vec<ipnet::IpNet>,
+    /// Bounds on the tenant's mixing rooms (`edge:platform/mixer`).
+    pub mixer: MixerLimits,
+}
+
+/// Bounds on one tenant's mixing rooms (`[mixer]`, `[tenant.mixer]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MixerLimits {
+    /// Rooms open at once; opening one more is refused.
+    pub max_rooms: usize,
+    /// Members of one room; one more joining is refused.
+    pub max_members: usize,
+    /// A room nobody used for this long is removed with its members.
+    pub room_idle_timeout: Duration,
 }
 
 /// Per-tenant limits.

@@ -4,7 +4,7 @@ use crate::edge::{self, EdgeFile, SecretSource};
 use crate::spin::{self, Manifest};
 use crate::{
     Component, Config, ConfigError, HostPattern, InstanceMode, InstancesPerKey, Limits,
-    OutboundRule, Pool, Route, RoutePattern, SITE_VARIABLE_PREFIX, Server, SessionKey,
+    MixerLimits, OutboundRule, Pool, Route, RoutePattern, SITE_VARIABLE_PREFIX, Server, SessionKey,
     SessionSettings, SourceFile, Tenant,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -303,6 +303,39 @@ impl Resolver<'_> {
         })
     }
 
+    /// `[mixer]` (no `base`) or a tenant's `[tenant.mixer]` over it.
+    fn mixer(
+        &self,
+        m: &edge::MixerSection,
+        key: &str,
+        base: Option<&MixerLimits>,
+    ) -> R<MixerLimits> {
+        let at_least_1 = |v: &Option<Spanned<u64>>, name: &str| -> R<Option<u64>> {
+            match v {
+                Some(v) if *v.get_ref() == 0 => {
+                    self.edge_err(v.span(), &format!("{key}.{name}"), "must be at least 1")
+                }
+                Some(v) => Ok(Some(*v.get_ref())),
+                None => Ok(None),
+            }
+        };
+        let max_rooms = at_least_1(&m.max_rooms, "max_rooms")?;
+        let max_members = at_least_1(&m.max_members, "max_members")?;
+        let idle = at_least_1(&m.room_idle_timeout_ms, "room_idle_timeout_ms")?;
+        Ok(MixerLimits {
+            max_rooms: max_rooms.map_or(base.map_or(32, |b| b.max_rooms), |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
+            max_members: max_members.map_or(base.map_or(64, |b| b.max_members), |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
+            room_idle_timeout: idle.map_or(
+                base.map_or(Duration::from_secs(300), |b| b.room_idle_timeout),
+                Duration::from_millis,
+            ),
+        })
+    }
+
     fn app_variables(&self, m: &Manifest) -> R<BTreeMap<String, spin::AppVariable>> {
         let mut out = BTreeMap::new();
         for (name, var) in &m.variables {
@@ -450,7 +483,7 @@ impl Resolver<'_> {
                 }
                 "session" => {
                     let Some(k) = &s.session_key else {
-                        return self.edge_err(section.span(), &key, "instance = \"session\" needs a session_key (\"header:NAME\", \"cookie:NAME\", \"path:N\" or \"host\")");
+                        return self.edge_err(section.span(), &key, "instance = \"session\" needs a session_key (\"header:NAME\", \"cookie:NAME\", \"path:N\", \"host\" or \"bearer\")");
                     };
                     let session_key = parse_session_key(k.get_ref())
                         .or_else(|e| self.edge_err(k.span(), &format!("{key}.session_key"), e))?;
@@ -584,6 +617,7 @@ impl Resolver<'_> {
         pool: &Pool,
     ) -> R<Vec<Tenant>> {
         let sidecar = self.sidecar.get().and_then(Option::as_ref);
+        let default_mixer = self.mixer(&edge.mixer, "mixer", None)?;
         if edge.tenants.is_empty() {
             return Err(self.edge_src.error(
                 None,
@@ -659,6 +693,7 @@ impl Resolver<'_> {
                 Some(default_limits),
                 pool,
             )?;
+            let mixer = self.mixer(&t.mixer, &format!("{key}.mixer"), Some(&default_mixer))?;
             let values = self.tenant_values(t, &key, app_vars)?;
             let sites = self.sites(t, &key, &hosts, components, &granted)?;
             let mut variables = BTreeMap::new();
@@ -729,6 +764,7 @@ impl Resolver<'_> {
                 sites,
                 sidecar_programs,
                 outbound_allow_ranges,
+                mixer,
             });
         }
         Ok(out)
@@ -1123,9 +1159,12 @@ impl Resolver<'_> {
 }
 
 fn parse_session_key(s: &str) -> Result<SessionKey, String> {
-    const ALLOWED: &str = "allowed: \"header:NAME\", \"cookie:NAME\", \"path:N\" (N-th path segment, from 1), \"host\"";
+    const ALLOWED: &str = "allowed: \"header:NAME\", \"cookie:NAME\", \"path:N\" (N-th path segment, from 1), \"host\", \"bearer\" (the Authorization bearer token, hashed)";
     if s == "host" {
         return Ok(SessionKey::Host);
+    }
+    if s == "bearer" {
+        return Ok(SessionKey::Bearer);
     }
     match s.split_once(':') {
         Some(("header", name)) if !name.is_empty() && http_token(name) => {
@@ -1252,6 +1291,7 @@ mod tests {
             SessionKey::PathSegment(2)
         );
         assert!(parse_session_key("path:0").is_err());
+        assert_eq!(parse_session_key("bearer").unwrap(), SessionKey::Bearer);
         assert!(
             parse_session_key("query:x")
                 .unwrap_err()

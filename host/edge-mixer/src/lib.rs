@@ -6,13 +6,21 @@
 //!
 //! The audio path takes no room-wide lock. Samples are fixed-point
 //! (`i32`, 2^20 per full scale) in atomics, so concurrent writers *add*
-//! with `fetch_add` and the sum is exact whatever the interleaving. The
-//! ring is cut into chunks (one codec frame each); a chunk's `RwLock` is
-//! taken shared by writers and readers and exclusively only to recycle
-//! the chunk for a newer position (zeroing what fell out of the window),
-//! once per chunk per trip round the ring. Rooms are found through an
-//! `ArcSwap` map (lock-free reads) and room state through an `ArcSwap`
-//! snapshot.
+//! and the sum is exact whatever the interleaving (it saturates rather
+//! than wraps past ±2,048 full-scale voices). The ring is cut into chunks
+//! (one codec frame each); a chunk's `RwLock` is taken shared by writers
+//! and readers and exclusively only to recycle the chunk for a newer
+//! position (zeroing what fell out of the window), once per chunk per trip
+//! round the ring. Rooms are found through an `ArcSwap` map (lock-free
+//! reads) and room state through an `ArcSwap` snapshot.
+//!
+//! # Lifetime
+//!
+//! Rooms belong to a tenant. A room nobody touched for its idle timeout is
+//! removed ([`Mixer::evict_idle`], run by [`Mixer::spawn_janitor`]), and
+//! [`Mixer::retain_tenants`] removes the rooms of tenants a reload took
+//! away. Members are owned by whoever joined them (a codec session's
+//! store, see [`MixerGrant`]), which takes them out when it goes.
 //!
 //! ```
 //! use edge_mixer::{Mixer, RoomConfig};
@@ -30,15 +38,16 @@ mod wit;
 pub use wit::{MixerGrant, MixerView, add_to_linker};
 
 use arc_swap::ArcSwap;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
+use std::time::{Duration, Instant};
 
 /// A slot that never held a chunk.
 const EMPTY: u64 = u64::MAX;
 
 /// Fixed-point scale: 2^20 per full scale leaves room for ~2,000 voices at
-/// full scale in an `i32` without overflow.
+/// full scale in an `i32`; past that the sum saturates.
 const SCALE: f32 = (1 << 20) as f32;
 
 /// How a room's buffer is laid out.
@@ -83,6 +92,27 @@ impl RoomConfig {
     }
 }
 
+/// A tenant's bounds on its rooms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Rooms open at once.
+    pub max_rooms: usize,
+    /// Members of one room.
+    pub max_members: usize,
+    /// A room nobody wrote, read or looked at for this long is removed.
+    pub room_idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_rooms: 32,
+            max_members: 64,
+            room_idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
 /// Why a write or read was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MixError {
@@ -114,17 +144,49 @@ pub enum MixError {
     },
 }
 
+/// Why a room could not be opened or joined.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LimitError {
+    /// The tenant holds as many rooms as it may.
+    #[error("the tenant already has {max} rooms open (the most allowed: mixer.max_rooms)")]
+    TooManyRooms {
+        /// The limit.
+        max: usize,
+    },
+    /// The room holds as many members as it may.
+    #[error("the room is full: {max} members (the most allowed: mixer.max_members)")]
+    RoomFull {
+        /// The limit.
+        max: usize,
+    },
+    /// The tenant is no longer configured (a reload removed it).
+    #[error("the tenant was removed")]
+    TenantRemoved,
+}
+
 struct Chunk {
     /// Which chunk of the stream (absolute index) the slot holds now.
     holds: RwLock<u64>,
     samples: Box<[AtomicI32]>,
 }
 
+/// A member of a room.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Session id (unique in the room).
+    pub session: String,
+    /// Display name.
+    pub name: String,
+    /// Who joined it (see [`Mixer::new_owner`]); only that owner's
+    /// departure takes the member out.
+    pub owner: u64,
+}
+
 /// Who is in a room and where the song is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RoomState {
-    /// Members by session id, with display names.
-    pub members: Vec<(String, String)>,
+    /// Members in joining order.
+    pub members: Vec<Member>,
     /// The session leading the song, if any.
     pub leader: Option<String>,
     /// Where the song started (absolute sample position), if it did.
@@ -138,11 +200,21 @@ pub struct Room {
     /// One past the newest sample position written or read.
     head: AtomicU64,
     state: ArcSwap<RoomState>,
+    /// Serializes state changes, so each is checked and applied once.
+    updating: Mutex<()>,
+    /// When it was last used, milliseconds since its mixer started.
+    used_ms: AtomicU64,
+    /// Its tenant's idle timeout when it was last opened, milliseconds.
+    idle_ms: AtomicU64,
 }
 
 impl Room {
-    /// An empty room.
+    /// An empty room (of no tenant).
     pub fn new(config: RoomConfig) -> Self {
+        Self::with_idle(config, Limits::default().room_idle_timeout)
+    }
+
+    fn with_idle(config: RoomConfig, idle: Duration) -> Self {
         let len = config.chunk_len() as usize;
         let chunks = (0..config.chunks)
             .map(|_| Chunk {
@@ -155,6 +227,9 @@ impl Room {
             chunks,
             head: AtomicU64::new(0),
             state: ArcSwap::from_pointee(RoomState::default()),
+            updating: Mutex::new(()),
+            used_ms: AtomicU64::new(0),
+            idle_ms: AtomicU64::new(millis(idle)),
         }
     }
 
@@ -177,6 +252,19 @@ impl Room {
                 channels: self.config.channels,
             });
         }
+        let chunk_len = self.config.chunk_len();
+        // A write must fit in distinct slots: one that starts mid-chunk and
+        // is a whole window long would reach its own first slot again and
+        // recycle it, dropping what it had just added there.
+        if write
+            && len > 0
+            && (at + len as u64 - 1) / chunk_len - at / chunk_len >= u64::from(self.config.chunks)
+        {
+            return Err(MixError::TooLong {
+                len,
+                window: window - (at % chunk_len),
+            });
+        }
         let head = self.head.load(Relaxed);
         // Writes may run ahead of the head by up to a window (a client
         // ahead of the others); reads and writes may lag by a window.
@@ -192,58 +280,89 @@ impl Room {
         Ok(())
     }
 
-    /// Runs `f` on the slot of absolute chunk `index`, recycling the slot
-    /// (zeroing it) if it held an older chunk; `None` if it already holds a
-    /// newer one (this index fell out of the window).
-    fn with_chunk<R>(&self, index: u64, f: impl FnOnce(&Chunk) -> R) -> Option<R> {
-        let chunk = &self.chunks[(index % u64::from(self.config.chunks)) as usize];
-        let mut f = Some(f);
-        loop {
-            {
-                let holds = chunk.holds.read().unwrap_or_else(|e| e.into_inner());
-                if *holds == index {
-                    return f.take().map(|f| f(chunk));
-                }
-                if *holds != EMPTY && *holds > index {
-                    return None;
-                }
+    fn slot(&self, index: u64) -> &Chunk {
+        &self.chunks[(index % u64::from(self.config.chunks)) as usize]
+    }
+
+    /// Makes the slot of absolute chunk `index` hold it, recycling (zeroing)
+    /// it if it held an older chunk. False if it holds a newer one already
+    /// (this index fell out of the window).
+    fn claim(&self, index: u64) -> bool {
+        let chunk = self.slot(index);
+        {
+            let holds = chunk.holds.read().unwrap_or_else(|e| e.into_inner());
+            if *holds == index {
+                return true;
             }
-            let mut holds = chunk.holds.write().unwrap_or_else(|e| e.into_inner());
-            if *holds == EMPTY || *holds < index {
-                for s in chunk.samples.iter() {
-                    s.store(0, Relaxed);
-                }
-                *holds = index;
+            if *holds != EMPTY && *holds > index {
+                return false;
             }
-            // Take the shared lock again: another writer may have moved on.
         }
+        let mut holds = chunk.holds.write().unwrap_or_else(|e| e.into_inner());
+        if *holds == EMPTY || *holds < index {
+            for s in chunk.samples.iter() {
+                s.store(0, Relaxed);
+            }
+            *holds = index;
+        }
+        *holds == index
     }
 
     /// Adds interleaved `samples` (clamped to -1..1) at position `at`.
+    /// All or nothing: a write refused partway (a slot it needs was taken
+    /// by a newer lap meanwhile) has added nothing, so it can be retried.
     pub fn write(&self, at: u64, samples: &[f32]) -> Result<(), MixError> {
         self.admit(at, samples.len(), true)?;
+        if samples.is_empty() {
+            return Ok(());
+        }
         let chunk_len = self.config.chunk_len();
-        let mut pos = at;
-        let mut rest = samples;
-        while !rest.is_empty() {
-            let index = pos / chunk_len;
-            let offset = (pos % chunk_len) as usize;
-            let n = rest.len().min(chunk_len as usize - offset);
-            let (part, tail) = rest.split_at(n);
-            let written = self.with_chunk(index, |c| {
-                for (slot, s) in c.samples[offset..offset + n].iter().zip(part) {
-                    slot.fetch_add((s.clamp(-1.0, 1.0) * SCALE) as i32, Relaxed);
-                }
-            });
-            if written.is_none() {
-                return Err(MixError::OutsideWindow {
-                    at: pos,
-                    from: self.head.load(Relaxed).saturating_sub(self.config.window()),
-                    to: self.head.load(Relaxed) + self.config.window(),
-                });
+        let first = at / chunk_len;
+        let last = (at + samples.len() as u64 - 1) / chunk_len;
+        let refused = || {
+            let head = self.head.load(Relaxed);
+            MixError::OutsideWindow {
+                at,
+                from: head.saturating_sub(self.config.window()),
+                to: head.saturating_add(self.config.window()),
             }
-            pos += n as u64;
-            rest = tail;
+        };
+        // Claim every slot first, then hold them all shared while adding:
+        // a slot recycled between claim and lock shows as a newer index,
+        // and the write backs out before adding anything. Locks are taken
+        // in slot order (claims hold none while waiting), so writers
+        // holding several never wait on each other in a cycle.
+        for index in first..=last {
+            if !self.claim(index) {
+                return Err(refused());
+            }
+        }
+        let mut order: Vec<u64> = (first..=last).collect();
+        order.sort_by_key(|i| i % u64::from(self.config.chunks));
+        let mut guards: Vec<(u64, RwLockReadGuard<'_, u64>)> = Vec::with_capacity(order.len());
+        for index in order {
+            let guard = self
+                .slot(index)
+                .holds
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
+            if *guard != index {
+                return Err(refused());
+            }
+            guards.push((index, guard));
+        }
+        for (index, _guard) in &guards {
+            let start = (index * chunk_len).max(at);
+            let end = ((index + 1) * chunk_len).min(at + samples.len() as u64);
+            let offset = (start - index * chunk_len) as usize;
+            let part = &samples[(start - at) as usize..(end - at) as usize];
+            let slots = &self.slot(*index).samples[offset..offset + part.len()];
+            for (slot, s) in slots.iter().zip(part) {
+                let add = (s.clamp(-1.0, 1.0) * SCALE) as i32;
+                // Saturating: past ±2,048 full-scale voices a wrapping add
+                // would flip a loud mix to its opposite sign.
+                let _ = slot.fetch_update(Relaxed, Relaxed, |v| Some(v.saturating_add(add)));
+            }
         }
         Ok(())
     }
@@ -260,7 +379,7 @@ impl Room {
             let offset = (pos % chunk_len) as usize;
             let n = (out.len() - done).min(chunk_len as usize - offset);
             let dst = &mut out[done..done + n];
-            let chunk = &self.chunks[(index % u64::from(self.config.chunks)) as usize];
+            let chunk = self.slot(index);
             let holds = chunk.holds.read().unwrap_or_else(|e| e.into_inner());
             if *holds == index {
                 for (d, s) in dst.iter_mut().zip(&chunk.samples[offset..offset + n]) {
@@ -280,63 +399,253 @@ impl Room {
         self.state.load_full()
     }
 
-    /// Changes the state (join, leave, leader, song start) atomically.
-    pub fn update(&self, f: impl Fn(&mut RoomState)) -> Arc<RoomState> {
-        self.state.rcu(|s| {
-            let mut next = (**s).clone();
-            f(&mut next);
-            next
+    /// Changes the state (join, leave, leader, song start) atomically: `f`
+    /// runs once, on the current state; an error changes nothing.
+    pub fn update<E>(
+        &self,
+        f: impl FnOnce(&mut RoomState) -> Result<(), E>,
+    ) -> Result<Arc<RoomState>, E> {
+        let _one = self.updating.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = (*self.state.load_full()).clone();
+        f(&mut next)?;
+        let next = Arc::new(next);
+        self.state.store(next.clone());
+        Ok(next)
+    }
+
+    /// Adds (or renames) member `session`, owned by `owner`, unless the
+    /// room already holds `max` others.
+    pub fn join(
+        &self,
+        session: &str,
+        name: &str,
+        owner: u64,
+        max: usize,
+    ) -> Result<Arc<RoomState>, LimitError> {
+        self.update(|s| {
+            s.members.retain(|m| m.session != session);
+            if s.members.len() >= max {
+                return Err(LimitError::RoomFull { max });
+            }
+            s.members.push(Member {
+                session: session.into(),
+                name: name.into(),
+                owner,
+            });
+            Ok(())
+        })
+    }
+
+    /// Takes member `session` out if `owner` joined it (any owner when
+    /// `None`); the leader's seat goes with it.
+    pub fn leave(&self, session: &str, owner: Option<u64>) -> Arc<RoomState> {
+        let left = self.update(|s| {
+            let before = s.members.len();
+            s.members
+                .retain(|m| m.session != session || owner.is_some_and(|o| o != m.owner));
+            if s.members.len() == before {
+                return Err(());
+            }
+            if s.leader.as_deref() == Some(session) {
+                s.leader = None;
+            }
+            Ok(())
         });
-        self.state.load_full()
+        left.unwrap_or_else(|()| self.state())
     }
 }
 
-/// All rooms of a host.
-#[derive(Default)]
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A room's key: its tenant and name.
+type RoomKey = (Arc<str>, String);
+
+/// All rooms of a host, of every tenant.
 pub struct Mixer {
-    rooms: ArcSwap<HashMap<String, Arc<Room>>>,
+    rooms: ArcSwap<HashMap<RoomKey, Arc<Room>>>,
+    /// Tenants whose rooms may exist: `None` until the host first says.
+    tenants: ArcSwap<Option<HashSet<Arc<str>>>>,
+    started: Instant,
+    next_owner: AtomicU64,
+}
+
+impl Default for Mixer {
+    fn default() -> Self {
+        Self {
+            rooms: ArcSwap::default(),
+            tenants: ArcSwap::from_pointee(None),
+            started: Instant::now(),
+            next_owner: AtomicU64::new(1),
+        }
+    }
 }
 
 impl Mixer {
-    /// The room `name`, created with `config` if it does not exist.
-    pub fn room(&self, name: &str, config: RoomConfig) -> Arc<Room> {
-        if let Some(r) = self.rooms.load().get(name) {
-            return r.clone();
-        }
-        let mut created = None;
-        self.rooms.rcu(|rooms| {
-            let mut next = (**rooms).clone();
-            next.entry(name.to_string()).or_insert_with(|| {
-                created
-                    .get_or_insert_with(|| Arc::new(Room::new(config)))
-                    .clone()
-            });
-            next
-        });
-        self.rooms.load().get(name).cloned().expect("just inserted")
+    fn now_ms(&self) -> u64 {
+        millis(self.started.elapsed())
     }
 
-    /// How many rooms have names starting with `prefix`.
-    pub fn count_prefix(&self, prefix: &str) -> usize {
+    /// A new owner id for members (one per joining party).
+    pub fn new_owner(&self) -> u64 {
+        self.next_owner.fetch_add(1, Relaxed)
+    }
+
+    /// The room `name` (of no tenant), created with `config` if it does not
+    /// exist; no limits apply.
+    pub fn room(&self, name: &str, config: RoomConfig) -> Arc<Room> {
+        let unlimited = Limits {
+            max_rooms: usize::MAX,
+            ..Limits::default()
+        };
+        self.open("", name, config, &unlimited)
+            .expect("no limits to hit")
+    }
+
+    /// `tenant`'s room `name`, created with `config` if it does not exist
+    /// and the tenant has fewer than `limits.max_rooms` rooms. Opening
+    /// counts as use and sets the room's idle timeout to the tenant's.
+    pub fn open(
+        &self,
+        tenant: &str,
+        name: &str,
+        config: RoomConfig,
+        limits: &Limits,
+    ) -> Result<Arc<Room>, LimitError> {
+        if let Some(live) = &**self.tenants.load()
+            && !live.contains(tenant)
+        {
+            return Err(LimitError::TenantRemoved);
+        }
+        let key: RoomKey = (tenant.into(), name.to_string());
+        let idle = millis(limits.room_idle_timeout);
+        if let Some(r) = self.rooms.load().get(&key) {
+            r.idle_ms.store(idle, Relaxed);
+            r.used_ms.store(self.now_ms(), Relaxed);
+            return Ok(r.clone());
+        }
+        // Rooms past their idle time make way before the count is checked
+        // (the janitor may not have run yet).
+        self.evict_idle();
+        let mut created: Option<Arc<Room>> = None;
+        let mut outcome = Err(LimitError::TooManyRooms {
+            max: limits.max_rooms,
+        });
+        self.rooms.rcu(|rooms| {
+            if let Some(r) = rooms.get(&key) {
+                outcome = Ok(r.clone());
+                return rooms.clone();
+            }
+            let held = rooms.keys().filter(|(t, _)| **t == *tenant).count();
+            if held >= limits.max_rooms {
+                outcome = Err(LimitError::TooManyRooms {
+                    max: limits.max_rooms,
+                });
+                return rooms.clone();
+            }
+            let room = created
+                .get_or_insert_with(|| Arc::new(Room::with_idle(config, limits.room_idle_timeout)))
+                .clone();
+            outcome = Ok(room.clone());
+            let mut next = (**rooms).clone();
+            next.insert(key.clone(), room);
+            Arc::new(next)
+        });
+        let room = outcome?;
+        room.idle_ms.store(idle, Relaxed);
+        room.used_ms.store(self.now_ms(), Relaxed);
+        Ok(room)
+    }
+
+    /// `tenant`'s room `name`, if it exists; looking counts as use.
+    pub fn get(&self, tenant: &str, name: &str) -> Option<Arc<Room>> {
+        let rooms = self.rooms.load();
+        let room = rooms.get(&(Arc::from(tenant), name.to_string()))?;
+        room.used_ms.store(self.now_ms(), Relaxed);
+        Some(room.clone())
+    }
+
+    /// How many rooms `tenant` has.
+    pub fn count(&self, tenant: &str) -> usize {
         self.rooms
             .load()
             .keys()
-            .filter(|k| k.starts_with(prefix))
+            .filter(|(t, _)| **t == *tenant)
             .count()
     }
 
-    /// The room `name`, if it exists.
-    pub fn get(&self, name: &str) -> Option<Arc<Room>> {
-        self.rooms.load().get(name).cloned()
-    }
-
     /// Removes a room (its buffer goes when its last user lets go).
-    pub fn remove(&self, name: &str) {
+    pub fn remove(&self, tenant: &str, name: &str) {
+        let key: RoomKey = (tenant.into(), name.to_string());
         self.rooms.rcu(|rooms| {
             let mut next = (**rooms).clone();
-            next.remove(name);
+            next.remove(&key);
             next
         });
+    }
+
+    /// Removes the rooms nobody used for their idle timeout; returns them
+    /// as (tenant, room name).
+    pub fn evict_idle(&self) -> Vec<RoomKey> {
+        let now = self.now_ms();
+        let idle = |r: &Room| now.saturating_sub(r.used_ms.load(Relaxed)) > r.idle_ms.load(Relaxed);
+        if !self.rooms.load().values().any(|r| idle(r)) {
+            return Vec::new();
+        }
+        let mut gone = Vec::new();
+        self.rooms.rcu(|rooms| {
+            gone.clear();
+            let mut next = HashMap::with_capacity(rooms.len());
+            for (k, r) in rooms.iter() {
+                if idle(r) {
+                    gone.push(k.clone());
+                } else {
+                    next.insert(k.clone(), r.clone());
+                }
+            }
+            next
+        });
+        gone
+    }
+
+    /// Keeps the rooms of `tenants` only, and refuses to open rooms for
+    /// any other tenant from now on (a reload removed it); returns how
+    /// many rooms went.
+    pub fn retain_tenants<'a>(&self, tenants: impl IntoIterator<Item = &'a str>) -> usize {
+        let live: HashSet<Arc<str>> = tenants.into_iter().map(Arc::from).collect();
+        let mut removed = 0;
+        self.tenants.store(Arc::new(Some(live.clone())));
+        self.rooms.rcu(|rooms| {
+            let next: HashMap<_, _> = rooms
+                .iter()
+                .filter(|((t, _), _)| live.contains(t))
+                .map(|(k, r)| (k.clone(), r.clone()))
+                .collect();
+            removed = rooms.len() - next.len();
+            next
+        });
+        removed
+    }
+
+    /// Evicts idle rooms every `every` on a thread of its own, for as long
+    /// as `mixer` lives.
+    pub fn spawn_janitor(mixer: &Arc<Mixer>, every: Duration) {
+        let weak: Weak<Mixer> = Arc::downgrade(mixer);
+        let spawned = std::thread::Builder::new()
+            .name("edge-mixer-janitor".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(every);
+                    let Some(mixer) = weak.upgrade() else { return };
+                    for (tenant, room) in mixer.evict_idle() {
+                        tracing::info!(tenant = %tenant, room = %room, "idle mixing room removed");
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "could not start the mixer's janitor thread; idle rooms are evicted only when rooms are opened");
+        }
     }
 }
 
@@ -423,13 +732,145 @@ mod tests {
         let mixer = Mixer::default();
         let a = mixer.room("a", small());
         assert!(Arc::ptr_eq(&a, &mixer.room("a", RoomConfig::default())));
-        let s = a.update(|s| {
-            s.members.push(("s1".into(), "Ada".into()));
-            s.leader = Some("s1".into());
-        });
+        a.join("s1", "Ada", 1, 8).unwrap();
+        let s = a
+            .update(|s| {
+                s.leader = Some("s1".into());
+                Ok::<_, ()>(())
+            })
+            .unwrap();
         assert_eq!(s.leader.as_deref(), Some("s1"));
-        assert_eq!(mixer.get("a").unwrap().state().members.len(), 1);
-        mixer.remove("a");
-        assert!(mixer.get("a").is_none());
+        assert_eq!(mixer.get("", "a").unwrap().state().members.len(), 1);
+        mixer.remove("", "a");
+        assert!(mixer.get("", "a").is_none());
+    }
+
+    #[test]
+    fn sums_saturate_instead_of_wrapping() {
+        // 2^31 / 2^20 = 2,048 full-scale writes fill an i32; a wrapping add
+        // turned the 2,049th into a full negative swing.
+        let room = Room::new(small());
+        for _ in 0..3_000 {
+            room.write(0, &[1.0]).unwrap();
+        }
+        let mut one = [0.0; 1];
+        room.read(0, &mut one).unwrap();
+        assert_eq!(one, [1.0]);
+        for _ in 0..6_000 {
+            room.write(1, &[-1.0]).unwrap();
+        }
+        room.read(1, &mut one).unwrap();
+        assert_eq!(one, [-1.0]);
+    }
+
+    #[test]
+    fn a_write_refused_partway_adds_nothing_and_can_be_retried() {
+        let room = Room::new(small()); // chunks of 4 samples, 8 slots
+        room.write(0, &[0.0; 4]).unwrap();
+        // As if another writer had taken slot 1 for a newer lap between
+        // this write's window check and its second chunk.
+        *room.chunks[1].holds.write().unwrap() = 9;
+        assert!(matches!(
+            room.write(2, &[0.5; 4]),
+            Err(MixError::OutsideWindow { .. })
+        ));
+        let mut out = [9.0; 4];
+        room.read(0, &mut out).unwrap();
+        assert_eq!(out, [0.0; 4], "the first chunk's half was not added");
+        *room.chunks[1].holds.write().unwrap() = EMPTY;
+        room.write(2, &[0.5; 4]).unwrap();
+        let mut out = [9.0; 6];
+        room.read(0, &mut out).unwrap();
+        assert_eq!(out, [0.0, 0.0, 0.5, 0.5, 0.5, 0.5], "added exactly once");
+    }
+
+    #[test]
+    fn a_write_reaching_its_own_first_slot_again_is_refused() {
+        let room = Room::new(small()); // window: 32 samples in 8 chunks
+        room.write(0, &[0.0; 4]).unwrap();
+        // 32 samples from 2 cover 9 chunks: the ninth is the first's slot.
+        assert!(matches!(
+            room.write(2, &[0.5; 32]),
+            Err(MixError::TooLong { .. })
+        ));
+        room.write(4, &[0.5; 32]).unwrap();
+    }
+
+    fn limits(max_rooms: usize, max_members: usize, idle_ms: u64) -> Limits {
+        Limits {
+            max_rooms,
+            max_members,
+            room_idle_timeout: Duration::from_millis(idle_ms),
+        }
+    }
+
+    #[test]
+    fn tenants_rooms_are_apart_and_bounded() {
+        let mixer = Mixer::default();
+        let l = limits(2, 2, 60_000);
+        let a = mixer.open("a", "choir", small(), &l).unwrap();
+        let b = mixer.open("b", "choir", small(), &l).unwrap();
+        assert!(!Arc::ptr_eq(&a, &b));
+        a.write(0, &[0.5; 4]).unwrap();
+        let mut out = [9.0; 4];
+        b.read(0, &mut out).unwrap();
+        assert_eq!(out, [0.0; 4]);
+        mixer.open("a", "second", small(), &l).unwrap();
+        assert_eq!(
+            mixer.open("a", "third", small(), &l).err(),
+            Some(LimitError::TooManyRooms { max: 2 })
+        );
+        a.join("s1", "one", 1, l.max_members).unwrap();
+        a.join("s2", "two", 2, l.max_members).unwrap();
+        // Joining again renames, and does not count twice.
+        a.join("s1", "uno", 1, l.max_members).unwrap();
+        assert_eq!(
+            a.join("s3", "three", 3, l.max_members).err(),
+            Some(LimitError::RoomFull { max: 2 })
+        );
+        assert_eq!(a.state().members.len(), 2);
+        assert!(b.state().members.is_empty());
+    }
+
+    #[test]
+    fn members_leave_only_by_their_owner() {
+        let room = Room::new(small());
+        room.join("s1", "Ada", 1, 8).unwrap();
+        room.update(|s| {
+            s.leader = Some("s1".into());
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        assert_eq!(room.leave("s1", Some(2)).members.len(), 1);
+        let s = room.leave("s1", Some(1));
+        assert!(s.members.is_empty());
+        assert_eq!(s.leader, None);
+    }
+
+    #[test]
+    fn idle_rooms_are_evicted_and_removed_tenants_rooms_go() {
+        let mixer = Mixer::default();
+        let short = limits(1, 4, 50);
+        let room = mixer.open("a", "quiet", small(), &short).unwrap();
+        room.join("s1", "Ada", 1, 4).unwrap();
+        let long = limits(8, 4, 60_000);
+        mixer.open("b", "busy", small(), &long).unwrap();
+        std::thread::sleep(Duration::from_millis(120));
+        assert_eq!(
+            mixer.evict_idle(),
+            vec![(Arc::from("a"), "quiet".to_string())]
+        );
+        assert!(mixer.get("a", "quiet").is_none());
+        // The tenant's one room slot is free again, and a room of the same
+        // name starts empty.
+        let again = mixer.open("a", "quiet", small(), &short).unwrap();
+        assert!(again.state().members.is_empty());
+        assert_eq!(mixer.retain_tenants(["b"]), 1);
+        assert!(mixer.get("a", "quiet").is_none());
+        assert!(mixer.get("b", "busy").is_some());
+        assert_eq!(
+            mixer.open("a", "quiet", small(), &short).err(),
+            Some(LimitError::TenantRemoved)
+        );
     }
 }

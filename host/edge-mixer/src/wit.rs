@@ -1,7 +1,7 @@
 //! `edge:platform/mixer` for components: rooms of the calling tenant.
 
-use crate::{MixError, Mixer, RoomConfig, RoomState};
-use std::sync::Arc;
+use crate::{LimitError, Limits, MixError, Mixer, Room, RoomConfig, RoomState};
+use std::sync::{Arc, Mutex, Weak};
 use wasmtime::component::{HasData, Linker};
 
 mod generated {
@@ -15,42 +15,87 @@ use generated::edge::platform::mixer::{self as api, Error, Member, RoomSettings}
 
 /// Longest room name.
 const MAX_ROOM: usize = 128;
+/// Longest session id and display name.
+const MAX_MEMBER: usize = 256;
 /// Largest window a component may ask for: 60 s of 48 kHz stereo (23 MB).
 const MAX_WINDOW_SAMPLES: u64 = 2 * 48_000 * 60;
 /// Largest frame: 120 ms at 48 kHz (Opus's longest).
 const MAX_FRAME_SAMPLES: u32 = 5_760;
-/// Rooms one tenant may hold at once (each up to 23 MB).
-const MAX_ROOMS_PER_TENANT: usize = 32;
 
-/// The mixer as one tenant sees it.
-#[derive(Clone)]
+/// The mixer as one tenant's instance sees it.
+///
+/// Each store holds its own grant: members it joins belong to it (its
+/// owner id) and leave when it is dropped, so a session instance that is
+/// evicted, traps or is replaced by a reload is no longer listed. A clone
+/// is another store's grant: same mixer, tenant and limits, a new owner
+/// with no members.
 pub struct MixerGrant {
     mixer: Arc<Mixer>,
     tenant: Arc<str>,
+    limits: Limits,
+    owner: u64,
+    /// The members this grant's store joined, by room.
+    joined: Mutex<Vec<(Weak<Room>, String)>>,
+}
+
+impl Clone for MixerGrant {
+    fn clone(&self) -> Self {
+        Self::new(self.mixer.clone(), &self.tenant, self.limits)
+    }
+}
+
+impl Drop for MixerGrant {
+    fn drop(&mut self) {
+        let joined = std::mem::take(self.joined.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (room, session) in joined {
+            // A room evicted meanwhile is gone; one re-created under the
+            // same name is another room and keeps its members.
+            if let Some(room) = room.upgrade() {
+                room.leave(&session, Some(self.owner));
+            }
+        }
+    }
 }
 
 impl MixerGrant {
-    /// `tenant`'s rooms in `mixer`.
-    pub fn new(mixer: Arc<Mixer>, tenant: &str) -> Self {
+    /// `tenant`'s rooms in `mixer`, bounded by `limits`.
+    pub fn new(mixer: Arc<Mixer>, tenant: &str, limits: Limits) -> Self {
+        let owner = mixer.new_owner();
         Self {
             mixer,
             tenant: tenant.into(),
+            limits,
+            owner,
+            joined: Mutex::new(Vec::new()),
         }
     }
 
-    fn key(&self, room: &str) -> Result<String, Error> {
+    fn check_name(room: &str) -> Result<(), Error> {
         if room.is_empty() || room.len() > MAX_ROOM || room.contains('/') {
             return Err(Error::BadInput(format!(
                 "room name {room:?}: 1 to {MAX_ROOM} bytes, no '/'"
             )));
         }
-        Ok(format!("{}/{room}", self.tenant))
+        Ok(())
     }
 
-    fn room(&self, room: &str) -> Result<Arc<crate::Room>, Error> {
-        self.mixer
-            .get(&self.key(room)?)
-            .ok_or_else(|| Error::UnknownRoom(format!("no room {room:?}; open it first")))
+    fn room(&self, room: &str) -> Result<Arc<Room>, Error> {
+        Self::check_name(room)?;
+        self.mixer.get(&self.tenant, room).ok_or_else(|| {
+            Error::UnknownRoom(format!(
+                "no room {room:?}; open it first (a room idle too long is closed)"
+            ))
+        })
+    }
+
+    fn limit(&self, room: &str, e: LimitError) -> Error {
+        match e {
+            LimitError::TenantRemoved => Error::UnknownRoom("the tenant was removed".into()),
+            e => {
+                tracing::warn!(tenant = %self.tenant, room, limit = %e, "mixer limit reached");
+                Error::Full(e.to_string())
+            }
+        }
     }
 }
 
@@ -70,14 +115,14 @@ pub fn add_to_linker<T: MixerView + 'static>(linker: &mut Linker<T>) -> wasmtime
     api::add_to_linker::<T, HasMixer>(linker, |t: &mut T| t.mixer())
 }
 
-fn wire_state(room: &crate::Room, s: &RoomState) -> api::RoomState {
+fn wire_state(room: &Room, s: &RoomState) -> api::RoomState {
     api::RoomState {
         members: s
             .members
             .iter()
-            .map(|(session, name)| Member {
-                session: session.clone(),
-                name: name.clone(),
+            .map(|m| Member {
+                session: m.session.clone(),
+                name: m.name.clone(),
             })
             .collect(),
         leader: s.leader.clone(),
@@ -126,15 +171,11 @@ impl api::Host for &MixerGrant {
                 s.sample_rate, s.channels, s.frame_samples, s.window_frames, s.complexity
             )));
         }
-        let key = self.key(&room)?;
-        if self.mixer.get(&key).is_none()
-            && self.mixer.count_prefix(&format!("{}/", self.tenant)) >= MAX_ROOMS_PER_TENANT
-        {
-            return Err(Error::BadInput(format!(
-                "this tenant already has {MAX_ROOMS_PER_TENANT} rooms"
-            )));
-        }
-        let r = self.mixer.room(&key, config);
+        MixerGrant::check_name(&room)?;
+        let r = self
+            .mixer
+            .open(&self.tenant, &room, config, &self.limits)
+            .map_err(|e| self.limit(&room, e))?;
         Ok(wire_state(&r, &r.state()))
     }
 
@@ -163,21 +204,25 @@ impl api::Host for &MixerGrant {
         name: String,
     ) -> Result<api::RoomState, Error> {
         let r = self.room(&room)?;
-        let s = r.update(|s| {
-            s.members.retain(|(id, _)| *id != session);
-            s.members.push((session.clone(), name.clone()));
+        if session.is_empty() || session.len() > MAX_MEMBER || name.len() > MAX_MEMBER {
+            return Err(Error::BadInput(format!(
+                "a session id is 1 to {MAX_MEMBER} bytes, a name at most {MAX_MEMBER}"
+            )));
+        }
+        let s = r
+            .join(&session, &name, self.owner, self.limits.max_members)
+            .map_err(|e| self.limit(&room, e))?;
+        let mut joined = self.joined.lock().unwrap_or_else(|e| e.into_inner());
+        joined.retain(|(w, id)| {
+            w.strong_count() > 0 && !(*id == session && w.ptr_eq(&Arc::downgrade(&r)))
         });
+        joined.push((Arc::downgrade(&r), session));
         Ok(wire_state(&r, &s))
     }
 
     fn leave(&mut self, room: String, session: String) -> Result<api::RoomState, Error> {
         let r = self.room(&room)?;
-        let s = r.update(|s| {
-            s.members.retain(|(id, _)| *id != session);
-            if s.leader.as_deref() == Some(session.as_str()) {
-                s.leader = None;
-            }
-        });
+        let s = r.leave(&session, Some(self.owner));
         Ok(wire_state(&r, &s))
     }
 
@@ -189,9 +234,15 @@ impl api::Host for &MixerGrant {
     ) -> Result<api::RoomState, Error> {
         let r = self.room(&room)?;
         let s = r.update(|s| {
+            if !s.members.iter().any(|m| m.session == session) {
+                return Err(Error::BadInput(format!(
+                    "session {session:?} is not a member of room {room:?}"
+                )));
+            }
             s.leader = Some(session.clone());
             s.song_start = song_start;
-        });
+            Ok(())
+        })?;
         Ok(wire_state(&r, &s))
     }
 

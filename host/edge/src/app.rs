@@ -57,6 +57,10 @@ impl Runtime {
     fn with_kv(config: &Config, kv: edge_keyvalue::Registry) -> Result<Self> {
         let engine = crate::engine::build_engine(&config.pool)?;
         let cache = ComponentCache::new(&engine, &config.server.data_dir.join("cache"));
+        let mixer = Arc::new(edge_mixer::Mixer::default());
+        // Idle rooms go within a second of their timeout, whether or not
+        // anyone opens another room.
+        edge_mixer::Mixer::spawn_janitor(&mixer, Duration::from_secs(1));
         Ok(Self {
             _ticker: EpochTicker::start(&engine),
             engine,
@@ -64,7 +68,7 @@ impl Runtime {
             metrics: Arc::default(),
             sessions: SessionRegistry::default(),
             kv,
-            mixer: Arc::default(),
+            mixer,
             outbound: Default::default(),
         })
     }
@@ -327,7 +331,15 @@ fn build_target(
             sidecar.map(|s| s.socket.clone()),
             tenant.sidecar_programs.clone(),
         ),
-        mixer: edge_mixer::MixerGrant::new(rt.mixer.clone(), &tenant.name),
+        mixer: edge_mixer::MixerGrant::new(
+            rt.mixer.clone(),
+            &tenant.name,
+            edge_mixer::Limits {
+                max_rooms: tenant.mixer.max_rooms,
+                max_members: tenant.mixer.max_members,
+                room_idle_timeout: tenant.mixer.room_idle_timeout,
+            },
+        ),
     };
     let sessions = match (&component.mode, &prep) {
         (InstanceMode::Session(settings), Ok(p)) => {

@@ -65,6 +65,9 @@ pub enum Failure {
     BodyTooLarge(u64),
     /// The request is malformed for this route (e.g. no session key).
     BadRequest(String),
+    /// The route needs credentials the request does not carry (a bearer
+    /// token for `session_key = "bearer"`).
+    Unauthorized(String),
     /// The session cap or queue is full.
     SessionsFull(String),
     /// The component failed to load.
@@ -136,6 +139,12 @@ impl Failure {
                 format!("request body exceeds {cap} bytes"),
             ),
             Self::BadRequest(why) => text(StatusCode::BAD_REQUEST, why.clone()),
+            Self::Unauthorized(why) => {
+                let mut r = text(StatusCode::UNAUTHORIZED, why.clone());
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                r
+            }
             Self::SessionsFull(why) => {
                 let mut r = text(StatusCode::SERVICE_UNAVAILABLE, why.clone());
                 r.headers_mut()

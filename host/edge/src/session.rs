@@ -367,12 +367,32 @@ fn session_key(source: &SessionKey, request: &SessionRequest) -> Result<String, 
                     .and_then(|v| v.to_str().ok())
             })
             .map(|h| crate::app::strip_port(h).to_ascii_lowercase()),
+        SessionKey::Bearer => {
+            // The token itself never becomes a key (keys show in logs); its
+            // hash names one session per token, unguessable without it.
+            let token = request
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token.trim())
+                .filter(|t| !t.is_empty());
+            let Some(token) = token else {
+                return Err(Failure::Unauthorized(
+                    "this route needs an Authorization: Bearer token".into(),
+                ));
+            };
+            use sha2::Digest;
+            Some(hex::encode(sha2::Sha256::digest(token.as_bytes())))
+        }
     };
     let describe = || match source {
         SessionKey::Header(h) => format!("header {h}"),
         SessionKey::Cookie(c) => format!("cookie {c}"),
         SessionKey::PathSegment(n) => format!("path segment {n}"),
         SessionKey::Host => "Host header".to_string(),
+        SessionKey::Bearer => "bearer token".to_string(),
     };
     match key {
         Some(k) if !k.is_empty() && k.len() <= MAX_KEY_BYTES => Ok(k),
