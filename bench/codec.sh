@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
+# Exported: cargo must build codec-load where this script runs it from.
+export CARGO_TARGET_DIR
 SECONDS_PER_RUN=${DURATION_S:-10}
 SINGERS=${SINGERS:-"50 100 200 400"}
 cargo build --release -q -p codec-load
@@ -23,6 +25,10 @@ route = "/codec/..."
 component = "codec"
 [component.codec]
 source = "$PWD/build/components/codec.wasm"
+[component.codec.variables]
+join_keys = '''
+$("$CARGO_TARGET_DIR/release/codec-load" public-key)'''
+join_issuer = "bench"
 TOML
 cat > "$work/edge.toml" <<TOML
 app = "spin.toml"
@@ -33,19 +39,23 @@ data_dir = "$HOME/.cache/edge/bench-data"
 watch_interval_ms = 0
 [pool]
 total_component_instances = 2000
+[limits]
+max_instances = 2000
+max_sessions = 2000
+session_rate = 10000
 [[tenant]]
 name = "bench"
 hosts = ["*"]
 components = ["*"]
 [component.codec]
 instance = "session"
-session_key = "path:3"
+session_key = "bearer"
 max_sessions = 2000
 idle_timeout_ms = 5000
 TOML
 EDGE_LOG=error "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml" >/dev/null &
 pids+=($!)
-for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18380/codec/r/state && break; sleep 0.1; done
+for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18389/health && break; sleep 0.1; done
 echo "codec worker, $SECONDS_PER_RUN s per run, 1 request per singer per second (1 s of 48 kHz mono Opus in, 1 s of mix out), 2 cores shared with the load generator"
 "$CARGO_TARGET_DIR/release/codec-load" http://127.0.0.1:18380 "$SECONDS_PER_RUN" $SINGERS
 

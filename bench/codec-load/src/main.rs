@@ -4,7 +4,13 @@
 //! seconds earlier, waiting for each answer before the next. A response
 //! that arrives after its second is over has missed the real-time deadline.
 //!
+//! Each singer holds its own join token (signed here with a fixed bench key,
+//! issuer "bench"; `codec-load public-key` prints the key the codec must
+//! verify with), so each has its own session instance (`session_key =
+//! "bearer"`).
+//!
 //!   codec-load URL SECONDS N [N ...]
+//!   codec-load public-key
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -13,6 +19,28 @@ use hyper_util::rt::TokioExecutor;
 use std::time::{Duration, Instant};
 
 const FRAME: usize = 960;
+
+/// The bench's signing key: fixed, so the script can give the codec its
+/// public half before the load starts.
+fn bench_keys() -> signing::KeySet {
+    let key = signing::Key::ed25519_from_seed("bench", &[42; 32]).expect("a valid seed");
+    signing::KeySet::new(vec![key], "bench").expect("one signing key")
+}
+
+/// A join token for `user` in `room`, valid for an hour.
+fn join_token(keys: &signing::KeySet, room: &str, user: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs() as i64;
+    let u = signing::presets::User {
+        id: user.into(),
+        name: user.into(),
+        ..Default::default()
+    };
+    let claims = signing::presets::jitsi("bench", "*", room, &u, false, now, 3600);
+    signing::jwt::sign(keys, None, &claims).expect("signing with the bench key")
+}
 
 fn audio_packets() -> Bytes {
     let mut enc = opus_rs::OpusEncoder::new(48_000, 1, opus_rs::Application::Audio).unwrap();
@@ -40,6 +68,12 @@ fn audio_packets() -> Bytes {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("public-key") {
+        let keys = bench_keys();
+        let pem = keys.signing_key().public_pem().expect("an Ed25519 key");
+        print!("kid: bench\n{pem}");
+        return;
+    }
     if args.len() < 4 {
         eprintln!("usage: codec-load URL SECONDS N [N ...]");
         std::process::exit(2);
@@ -48,6 +82,7 @@ async fn main() {
     let seconds: u64 = args[2].parse().expect("SECONDS");
     assert!(seconds > 0, "SECONDS must be at least 1");
     let body = audio_packets();
+    let keys = bench_keys();
     println!("| singers | requests | missed deadline | errors | p50 ms | p99 ms |");
     println!("|---|---|---|---|---|---|");
     for n in args[3..].iter().map(|n| n.parse::<usize>().expect("N")) {
@@ -60,10 +95,15 @@ async fn main() {
             let client = client.clone();
             let url = url.clone();
             let body = body.clone();
+            let room = format!("room{}", singer / 50);
+            let auth = format!("Bearer {}", join_token(&keys, &room, &format!("s{singer}")));
             tasks.push(tokio::spawn(async move {
                 let mut out = Vec::new();
-                let join = format!("{url}/codec/room{}/s{singer}/join?name=singer{singer}", singer / 50);
-                let req = http::Request::post(join).body(Full::new(Bytes::new())).unwrap();
+                let join = format!("{url}/codec/{room}/join");
+                let req = http::Request::post(join)
+                    .header("authorization", &auth)
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
                 if let Ok(resp) = client.request(req).await {
                     let _ = resp.into_body().collect().await;
                 }
@@ -74,8 +114,11 @@ async fn main() {
                     tokio::time::sleep_until(due.into()).await;
                     let write_at = (k + 2) * 48_000;
                     let read_at = k * 48_000;
-                    let uri = format!("{url}/codec/room{}/s{singer}/chunk?write_at={write_at}&read_at={read_at}&read_frames=50", singer / 50);
-                    let req = http::Request::post(uri).body(Full::new(body.clone())).unwrap();
+                    let uri = format!("{url}/codec/{room}/chunk?write_at={write_at}&read_at={read_at}&read_frames=50");
+                    let req = http::Request::post(uri)
+                        .header("authorization", &auth)
+                        .body(Full::new(body.clone()))
+                        .unwrap();
                     let sent = Instant::now();
                     let ok = match client.request(req).await {
                         Ok(resp) => {
