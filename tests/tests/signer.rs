@@ -59,13 +59,19 @@ const WEBAPP_KEY: &str = "webapp-0f6c2b8e4d1a9c7e5b3f8a2d6c4e1b9f";
 /// The other service's key.
 const LOBBY_KEY: &str = "lobby-7d3a9f1c5e8b2d6a4c0e9f7b3d1a5c8e";
 
-/// The clients text for the two services (their keys hashed).
+/// A third service signs its requests with this secret (base64 of
+/// `BACKEND_SECRET`) and may issue for room `standup` only.
+const BACKEND_SECRET: &[u8] = b"backend-secret-0123456789abcdef!";
+
+/// The clients text for the three services (keys hashed, the secret as
+/// it is).
 fn clients() -> String {
     let hash = |k: &str| signing::clients::hash_key(k.as_bytes());
     format!(
-        "# NAME  KEY HASH  GRANTS\nwebapp {} moderator max_ttl=7200\nlobby  {} rooms=lobby-*,standup\n",
+        "# NAME  CREDENTIAL  GRANTS\nwebapp {} moderator max_ttl=7200\nlobby  {} rooms=lobby-*,standup\nbackend hmac:{} rooms=standup\n",
         hash(WEBAPP_KEY),
-        hash(LOBBY_KEY)
+        hash(LOBBY_KEY),
+        "YmFja2VuZC1zZWNyZXQtMDEyMzQ1Njc4OWFiY2RlZiE="
     )
 }
 
@@ -556,6 +562,7 @@ async fn token_requests_need_a_known_key_and_stay_within_its_grants() {
     let webapp = format!("Bearer {WEBAPP_KEY}");
     let body = json!({"room": "standup", "user": user});
     let realm = r#"Bearer realm="signer""#;
+    let both = format!(r#"{realm}, Edge-HMAC-SHA256 realm="signer""#);
     let mut bodies = Vec::new();
 
     // Unauthenticated: no key, a wrong key, malformed headers. Each is a
@@ -564,8 +571,8 @@ async fn token_requests_need_a_known_key_and_stay_within_its_grants() {
     let wrong = format!("Bearer {WEBAPP_KEY}x");
     let huge = json!({"room": "standup", "user": {"id": "u", "name": "x".repeat(20_000)}});
     let cases: Vec<Unauthenticated> = vec![
-        (vec![], &body, realm.to_string()),
-        (vec![], &huge, realm.to_string()),
+        (vec![], &body, both.clone()),
+        (vec![], &huge, both.clone()),
         (
             vec![("authorization", &wrong)],
             &body,
@@ -798,4 +805,135 @@ async fn a_bad_clients_text_is_reported_to_the_operator_only() {
     )
     .await;
     assert_eq!(status, 401);
+}
+
+/// A service that signs its requests: each request once, within a minute
+/// of the signer's clock, exactly as signed. (One warm instance, so the
+/// replay guard sees every request; with several instances a replay within
+/// the window can reach another one.)
+#[tokio::test]
+async fn signed_requests_are_accepted_once_in_time_and_as_signed() {
+    use signing::clients::sign_request;
+    let dir = TempDir::new("signer");
+    let (keys, _) = key_file(&dir);
+    let config = format!(
+        "{}[component.signer]\ninstance = \"session\"\nsession_key = \"host\"\ninstances_per_key = 1\n",
+        edge_config(&format!("{{ file = \"{}\" }}", keys.display()))
+    );
+    let edge = Edge::start(&spin("jitsi"), &config);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let body = json!({"room": "standup", "user": {"id": "u-5", "name": "Eve"}});
+    let text = body.to_string();
+    let sign = |secret: &[u8], client: &str, ts: i64, body: &str| {
+        sign_request(
+            client,
+            secret,
+            "POST",
+            "/signer/tokens",
+            ts,
+            body.as_bytes(),
+        )
+    };
+    let post = |header: String, body: Value| {
+        let edge = &edge;
+        async move {
+            call_with(
+                edge,
+                "POST",
+                "/signer/tokens",
+                &[("authorization", &header)],
+                body,
+            )
+            .await
+        }
+    };
+
+    let good = sign(BACKEND_SECRET, "backend", now, &text);
+    let ((status, t), _) = post(good.clone(), body.clone()).await;
+    assert_eq!(status, 200, "{t}");
+    let (status, v) = call(
+        &edge,
+        "POST",
+        "/signer/tokens/verify",
+        json!({"token": t["token"]}),
+    )
+    .await;
+    assert_eq!(
+        (status, v["claims"]["room"].as_str()),
+        (200, Some("standup"))
+    );
+
+    let signed_challenge = r#"Edge-HMAC-SHA256 realm="signer", error="invalid_token""#;
+    let refused = [
+        // The same request again.
+        (good.clone(), body.clone(), "request already used"),
+        // Its header on another body (another room).
+        (
+            good.clone(),
+            json!({"room": "boardroom", "user": {"id": "u-5", "name": "Eve"}}),
+            "invalid credentials",
+        ),
+        // Signed two minutes ago, or in two minutes.
+        (
+            sign(BACKEND_SECRET, "backend", now - 120, &text),
+            body.clone(),
+            "request timestamp outside the allowed window",
+        ),
+        (
+            sign(BACKEND_SECRET, "backend", now + 120, &text),
+            body.clone(),
+            "request timestamp outside the allowed window",
+        ),
+        // Another secret; a client that has an API key, not a secret.
+        (
+            sign(b"not-the-backend-secret-0123456789", "backend", now, &text),
+            body.clone(),
+            "invalid credentials",
+        ),
+        (
+            sign(BACKEND_SECRET, "webapp", now, &text),
+            body.clone(),
+            "invalid credentials",
+        ),
+    ];
+    for (header, body, message) in refused {
+        let ((status, v), challenge) = post(header.clone(), body).await;
+        assert_eq!(
+            (status, v["error"]["message"].as_str()),
+            (401, Some(message)),
+            "{header}"
+        );
+        assert_eq!(challenge.as_deref(), Some(signed_challenge));
+    }
+    let ((status, _), challenge) = post(
+        "Edge-HMAC-SHA256 client=backend,ts=1".to_string(),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        challenge.as_deref(),
+        Some(r#"Edge-HMAC-SHA256 realm="signer", error="invalid_request""#)
+    );
+
+    // Signed, but beyond its grants: 403 like any caller.
+    let moderator =
+        json!({"room": "standup", "user": {"id": "u-5", "name": "Eve"}, "moderator": true});
+    let ((status, v), _) = post(
+        sign(BACKEND_SECRET, "backend", now, &moderator.to_string()),
+        moderator,
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"]["field"].as_str()),
+        (403, Some("moderator"))
+    );
+    assert!(
+        edge.log().contains("signed request: replayed request"),
+        "{}",
+        edge.log()
+    );
 }

@@ -4,7 +4,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `POST /tokens` (with `Authorization: Bearer API-KEY`) | `{"token", "kid", "alg", "expires_at"}` for a room and user |
+//! | `POST /tokens` (with `Authorization: Bearer API-KEY`, or a signed request) | `{"token", "kid", "alg", "expires_at"}` for a room and user |
 //! | `POST /tokens/verify` | `{"valid": true, "claims"}`, or 401 `{"valid": false, "error"}` |
 //! | `GET /.well-known/jwks.json` | the public keys (JWK Set; HMAC secrets never) |
 //!
@@ -14,7 +14,7 @@
 //! | variable | meaning |
 //! |---|---|
 //! | `keys` | the key set in `signing::keyfile` text form (PEM blocks, `hs256 KID SECRET` lines) |
-//! | `clients` | the services that may ask for tokens, one a line: `NAME sha256:HASH-OF-API-KEY [moderator] [max_ttl=SECONDS] [rooms=PATTERN,...]` (`signing::clients`); none: nobody gets tokens |
+//! | `clients` | the services that may ask for tokens, one a line: `NAME sha256:HASH-OF-API-KEY [moderator] [max_ttl=SECONDS] [rooms=PATTERN,...]`, or `hmac:SECRET` instead of the hash for a service that signs its requests (`Authorization: Edge-HMAC-SHA256 client=NAME,ts=UNIX,sig=...`, within 60 s, each once per instance; `signing::clients`); none: nobody gets tokens |
 //! | `signing_kid` | the key that signs by default (empty: the first private key) |
 //! | `preset` | `jitsi` (default) or `livekit` |
 //! | `issuer` | Jitsi app id / LiveKit API key (`iss`; default `edge`) |
@@ -46,7 +46,9 @@ mod request;
 use bindings::wasi::config::store as config;
 use serde_json::{Value, json};
 use signing::KeySet;
-use signing::clients::{Client, Clients};
+use signing::clients::{
+    Client, Clients, ReplayGuard, SIGNED_SCHEME, SIGNED_WINDOW, SignedError, SignedRequest,
+};
 use signing::join::{JoinVerifier, Preset};
 use signing::jwt;
 use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
@@ -102,6 +104,9 @@ thread_local! {
     /// wasm. Variables never change under a running instance: a config
     /// change gives the component fresh instances.
     static SETTINGS: std::cell::OnceCell<std::rc::Rc<Settings>> = const { std::cell::OnceCell::new() };
+
+    /// Signed requests seen by this instance within the window.
+    static REPLAYS: std::cell::RefCell<ReplayGuard> = std::cell::RefCell::new(ReplayGuard::default());
 }
 
 fn settings() -> Result<std::rc::Rc<Settings>, String> {
@@ -277,52 +282,89 @@ fn read_body(request: IncomingRequest, max: usize) -> Result<Vec<u8>, BodyError>
 enum Unauthenticated {
     /// No `Authorization` header.
     Missing,
-    /// Not exactly one `Authorization: Bearer KEY` with a sane key.
-    Malformed,
-    /// A key no configured caller has.
-    Unknown,
+    /// Not exactly one `Authorization` of a known scheme with sane
+    /// parameters (`true`: the signed scheme).
+    Malformed(bool),
+    /// An API key no configured caller has.
+    UnknownKey,
+    /// A signed request refused (name, time, signature or replay).
+    Signed(SignedError),
 }
 
-/// The API key of `Authorization: Bearer KEY` (RFC 6750 §2.1: the
-/// scheme is case-insensitive, the key a token68).
-fn bearer(request: &IncomingRequest) -> Result<Vec<u8>, Unauthenticated> {
+/// What a token request authenticates with.
+enum Credentials {
+    /// `Authorization: Bearer API-KEY` (RFC 6750 §2.1: the scheme is
+    /// case-insensitive, the key a token68).
+    Key(Vec<u8>),
+    /// `Authorization: Edge-HMAC-SHA256 client=..,ts=..,sig=..`
+    /// (`signing::clients`).
+    Signed {
+        client: String,
+        ts: i64,
+        sig: Vec<u8>,
+    },
+}
+
+fn credentials(request: &IncomingRequest) -> Result<Credentials, Unauthenticated> {
     let values = request.headers().get("authorization");
     let value = match values.as_slice() {
         [] => return Err(Unauthenticated::Missing),
         [one] => one,
-        _ => return Err(Unauthenticated::Malformed),
+        _ => return Err(Unauthenticated::Malformed(false)),
     };
     let Some(space) = value.iter().position(|b| *b == b' ') else {
-        return Err(Unauthenticated::Malformed);
+        return Err(Unauthenticated::Malformed(false));
     };
-    let (scheme, key) = (&value[..space], &value[space + 1..]);
+    let (scheme, rest) = (&value[..space], &value[space + 1..]);
+    if scheme.eq_ignore_ascii_case(SIGNED_SCHEME.as_bytes()) {
+        let params = std::str::from_utf8(rest).map_err(|_| Unauthenticated::Malformed(true))?;
+        return match signing::clients::parse_signed(&format!("{SIGNED_SCHEME} {params}")) {
+            Ok((client, ts, sig)) => Ok(Credentials::Signed { client, ts, sig }),
+            Err(_) => Err(Unauthenticated::Malformed(true)),
+        };
+    }
     let token68 = |b: &u8| b.is_ascii_alphanumeric() || b"-._~+/=".contains(b);
     if !scheme.eq_ignore_ascii_case(b"bearer")
-        || key.is_empty()
-        || key.len() > MAX_API_KEY
-        || !key.iter().all(token68)
+        || rest.is_empty()
+        || rest.len() > MAX_API_KEY
+        || !rest.iter().all(token68)
     {
-        return Err(Unauthenticated::Malformed);
+        return Err(Unauthenticated::Malformed(false));
     }
-    Ok(key.to_vec())
+    Ok(Credentials::Key(rest.to_vec()))
 }
 
 fn unauthenticated(why: Unauthenticated) -> Answer {
-    let (log, challenge, message) = match why {
+    let bearer = |error: &str| format!("{REALM}, error=\"{error}\"");
+    let signed = |error: &str| format!("{SIGNED_SCHEME} realm=\"signer\", error=\"{error}\"");
+    let (log, challenge, message) = match &why {
         Unauthenticated::Missing => (
-            "no Authorization header",
-            REALM.to_string(),
+            "no Authorization header".to_string(),
+            format!("{REALM}, {SIGNED_SCHEME} realm=\"signer\""),
             "authentication required",
         ),
-        Unauthenticated::Malformed => (
-            "a malformed Authorization header",
-            format!("{REALM}, error=\"invalid_request\""),
+        Unauthenticated::Malformed(is_signed) => (
+            "a malformed Authorization header".to_string(),
+            if *is_signed {
+                signed("invalid_request")
+            } else {
+                bearer("invalid_request")
+            },
             "malformed credentials",
         ),
-        Unauthenticated::Unknown => (
-            "an API key no client has",
-            format!("{REALM}, error=\"invalid_token\""),
+        Unauthenticated::UnknownKey => (
+            "an API key no client has".to_string(),
+            bearer("invalid_token"),
             "invalid credentials",
+        ),
+        Unauthenticated::Signed(e) => (
+            format!("signed request: {e}"),
+            signed("invalid_token"),
+            match e {
+                SignedError::Stale => "request timestamp outside the allowed window",
+                SignedError::Replayed => "request already used",
+                _ => "invalid credentials",
+            },
         ),
     };
     eprintln!("signer: token request refused (401): {log}");
@@ -344,15 +386,51 @@ fn issue(request: IncomingRequest) -> Answer {
         Ok(s) => s,
         Err(e) => return unavailable(&e),
     };
-    // Who asks comes first: an unauthenticated caller's body is not read.
-    let client = match bearer(&request) {
-        Ok(key) => match s.clients.authenticate(&key) {
-            Some(c) => c,
-            None => return unauthenticated(Unauthenticated::Unknown),
-        },
+    // Who asks comes first: an unauthenticated caller's body is not read
+    // (a signed request's body is, at most MAX_TOKEN_BODY, once its name
+    // and time are right: the signature covers it).
+    let (client, ts, sig) = match credentials(&request) {
+        Ok(Credentials::Key(key)) => {
+            return match s.clients.authenticate(&key) {
+                Some(c) => with_body(request, MAX_TOKEN_BODY, |body| issue_for(&s, c, &body)),
+                None => unauthenticated(Unauthenticated::UnknownKey),
+            };
+        }
+        Ok(Credentials::Signed { client, ts, sig }) => (client, ts, sig),
         Err(why) => return unauthenticated(why),
     };
-    with_body(request, MAX_TOKEN_BODY, |body| issue_for(&s, client, &body))
+    let now = now();
+    if (ts - now).abs() > SIGNED_WINDOW {
+        return unauthenticated(Unauthenticated::Signed(SignedError::Stale));
+    }
+    let path = request.path_with_query().unwrap_or_default();
+    let path = path.split('?').next().unwrap_or("").to_string();
+    with_body(request, MAX_TOKEN_BODY, |body| {
+        let signed = SignedRequest {
+            client: &client,
+            timestamp: ts,
+            signature: &sig,
+            method: "POST",
+            path: &path,
+            body: &body,
+        };
+        let c = match s.clients.authenticate_signed(&signed, now) {
+            Ok(c) => c,
+            Err(e) => return unauthenticated(Unauthenticated::Signed(e)),
+        };
+        // After the signature: only the caller's own requests fill it.
+        match REPLAYS.with(|g| g.borrow_mut().check(&sig, ts, now)) {
+            Ok(()) => issue_for(&s, c, &body),
+            Err(SignedError::Busy) => {
+                eprintln!(
+                    "signer: replay guard full ({} signatures in {SIGNED_WINDOW} s); refused",
+                    ReplayGuard::CAPACITY
+                );
+                refusal(503, None, "too many signed requests; retry later")
+            }
+            Err(e) => unauthenticated(Unauthenticated::Signed(e)),
+        }
+    })
 }
 
 fn issue_for(s: &Settings, client: &Client, body: &[u8]) -> Answer {

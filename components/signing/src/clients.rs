@@ -26,6 +26,20 @@
 //! A caller presents its key as `Authorization: Bearer KEY`; the signer
 //! finds the caller with [`Clients::authenticate`], which hashes the key
 //! and compares it with every entry in constant time.
+//!
+//! Instead of a key hash, a line may hold `hmac:SECRET` (base64, at least
+//! 32 bytes): that service signs each request instead of sending a key,
+//! so a request seen on the way cannot be replayed later or altered:
+//!
+//! ```text
+//! Authorization: Edge-HMAC-SHA256 client=NAME,ts=UNIX-SECONDS,sig=BASE64URL
+//! sig = HMAC-SHA256(SECRET, METHOD "\n" PATH "\n" ts "\n" hex(SHA-256(body)))
+//! ```
+//!
+//! ([`string_to_sign`], [`sign_request`]). The signer accepts `ts` within
+//! [`SIGNED_WINDOW`] seconds of its clock and each signature once per
+//! instance ([`ReplayGuard`]); the secret, unlike an API key, is stored as
+//! it is, since checking an HMAC needs it.
 
 use sha2::Digest;
 use subtle::ConstantTimeEq;
@@ -82,13 +96,32 @@ impl Grants {
     }
 }
 
+/// How a caller proves who it is.
+#[derive(Clone)]
+enum Credential {
+    /// The SHA-256 of its API key.
+    KeyHash([u8; 32]),
+    /// The shared secret its requests are signed with.
+    Hmac(Vec<u8>),
+}
+
 /// One calling service.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Client {
     name: String,
-    hash: [u8; 32],
+    credential: Credential,
     /// What it may grant.
     pub grants: Grants,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the credential.
+        f.debug_struct("Client")
+            .field("name", &self.name)
+            .field("grants", &self.grants)
+            .finish()
+    }
 }
 
 impl Client {
@@ -208,23 +241,22 @@ impl Clients {
             if list.iter().any(|c| c.name == name) {
                 return Err(err(col, format!("client {name:?} is listed twice")));
             }
-            let Some((col, hash)) = words.next() else {
+            let Some((col, word)) = words.next() else {
                 return Err(err(
                     raw.chars().count() + 1,
-                    format!("client {name:?} has no key hash (sha256: and 64 hex digits)"),
+                    format!("client {name:?} has no credential (sha256:KEY-HASH or hmac:SECRET)"),
                 ));
             };
-            let hash = parse_hash(hash).ok_or_else(|| {
-                err(
-                    col,
-                    "the key hash is `sha256:` and 64 hex digits, the SHA-256 of the API key (printf %s \"$KEY\" | sha256sum)".into(),
-                )
-            })?;
-            if list.iter().any(|c| c.hash == hash) {
+            let credential = parse_credential(word).map_err(|what| err(col, what))?;
+            let taken = list.iter().any(|c| match (&c.credential, &credential) {
+                (Credential::KeyHash(a), Credential::KeyHash(b)) => a == b,
+                (Credential::Hmac(a), Credential::Hmac(b)) => a == b,
+                _ => false,
+            });
+            if taken {
                 return Err(err(
                     col,
-                    "this key hash is already another client's: give each service its own key"
-                        .into(),
+                    "this credential is already another client's: give each service its own".into(),
                 ));
             }
             let mut moderator = None;
@@ -269,7 +301,7 @@ impl Clients {
             }
             list.push(Client {
                 name: name.to_string(),
-                hash,
+                credential,
                 grants: Grants {
                     moderator: moderator.unwrap_or(false),
                     max_ttl,
@@ -287,11 +319,50 @@ impl Clients {
         let presented: [u8; 32] = sha2::Sha256::digest(key).into();
         let mut found = None;
         for c in &self.list {
-            if bool::from(c.hash.ct_eq(&presented)) {
+            if let Credential::KeyHash(hash) = &c.credential
+                && bool::from(hash.ct_eq(&presented))
+            {
                 found = Some(c);
             }
         }
         found
+    }
+
+    /// The caller that signed `request`, if its signature is right and its
+    /// `ts` within [`SIGNED_WINDOW`] of `now`. (Replays within the window
+    /// are the [`ReplayGuard`]'s to refuse.)
+    pub fn authenticate_signed(
+        &self,
+        request: &SignedRequest<'_>,
+        now: i64,
+    ) -> Result<&Client, SignedError> {
+        if (request.timestamp - now).abs() > SIGNED_WINDOW {
+            return Err(SignedError::Stale);
+        }
+        let client = self
+            .list
+            .iter()
+            .find(|c| c.name == request.client)
+            .ok_or(SignedError::UnknownClient)?;
+        let Credential::Hmac(secret) = &client.credential else {
+            return Err(SignedError::UnknownClient);
+        };
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret)
+            .map_err(|_| SignedError::BadSignature)?;
+        mac.update(
+            string_to_sign(
+                request.method,
+                request.path,
+                request.timestamp,
+                request.body,
+            )
+            .as_bytes(),
+        );
+        // verify_slice compares in constant time.
+        mac.verify_slice(request.signature)
+            .map_err(|_| SignedError::BadSignature)?;
+        Ok(client)
     }
 
     /// How many callers are configured.
@@ -327,11 +398,198 @@ fn words(line: &str) -> impl Iterator<Item = (usize, &str)> {
     out.into_iter()
 }
 
-fn parse_hash(word: &str) -> Option<[u8; 32]> {
-    let hex_digits = word.strip_prefix("sha256:")?;
-    let mut hash = [0u8; 32];
-    hex::decode_to_slice(hex_digits, &mut hash).ok()?;
-    Some(hash)
+fn parse_credential(word: &str) -> Result<Credential, String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    if let Some(hex_digits) = word.strip_prefix("sha256:") {
+        let mut hash = [0u8; 32];
+        return hex::decode_to_slice(hex_digits, &mut hash)
+            .map(|_| Credential::KeyHash(hash))
+            .map_err(|_| {
+                "the key hash is `sha256:` and 64 hex digits, the SHA-256 of the API key (printf %s \"$KEY\" | sha256sum)".into()
+            });
+    }
+    if let Some(secret) = word.strip_prefix("hmac:") {
+        let bytes = STANDARD
+            .decode(secret)
+            .or_else(|_| URL_SAFE_NO_PAD.decode(secret.trim_end_matches('=')))
+            .map_err(|_| "the hmac: secret is not base64".to_string())?;
+        if bytes.len() < 32 {
+            return Err(format!(
+                "the hmac: secret has {} bytes; at least 32 (head -c 32 /dev/urandom | base64)",
+                bytes.len()
+            ));
+        }
+        return Ok(Credential::Hmac(bytes));
+    }
+    Err("the credential is `sha256:` and the SHA-256 of an API key (64 hex digits), or `hmac:` and a base64 secret for signed requests".into())
+}
+
+/// How far a signed request's `ts` may be from the signer's clock,
+/// seconds, either way.
+pub const SIGNED_WINDOW: i64 = 60;
+
+/// The `Authorization` scheme of signed requests.
+pub const SIGNED_SCHEME: &str = "Edge-HMAC-SHA256";
+
+/// A signed request, as the signer received it.
+#[derive(Clone, Copy, Debug)]
+pub struct SignedRequest<'a> {
+    /// `client=`: the caller's name.
+    pub client: &'a str,
+    /// `ts=`: when it was signed, Unix seconds.
+    pub timestamp: i64,
+    /// `sig=`, decoded.
+    pub signature: &'a [u8],
+    /// The HTTP method, upper case (`POST`).
+    pub method: &'a str,
+    /// The path as sent, without the query (`/signer/tokens`).
+    pub path: &'a str,
+    /// The whole body.
+    pub body: &'a [u8],
+}
+
+/// Why a signed request was refused (for logs; clients get fixed words).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SignedError {
+    /// Not `client=NAME,ts=N,sig=B64URL`.
+    #[error("malformed Edge-HMAC-SHA256 parameters")]
+    Malformed,
+    /// `ts` outside the window.
+    #[error("ts is more than {SIGNED_WINDOW} s from the signer's clock")]
+    Stale,
+    /// No such client, or one without an `hmac:` secret.
+    #[error("no client with an hmac: secret by that name")]
+    UnknownClient,
+    /// The signature does not match.
+    #[error("bad signature")]
+    BadSignature,
+    /// The same signature was seen before within the window.
+    #[error("replayed request")]
+    Replayed,
+    /// The replay guard is full: refused rather than forgetting.
+    #[error("too many signed requests in the window to remember")]
+    Busy,
+}
+
+/// What is signed: method, path, `ts` and the body's SHA-256 (hex), one a
+/// line.
+///
+/// ```
+/// let s = signing::clients::string_to_sign("POST", "/signer/tokens", 1700000000, b"{}");
+/// assert_eq!(s, "POST\n/signer/tokens\n1700000000\n44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a");
+/// ```
+pub fn string_to_sign(method: &str, path: &str, timestamp: i64, body: &[u8]) -> String {
+    format!(
+        "{method}\n{path}\n{timestamp}\n{}",
+        hex::encode(sha2::Sha256::digest(body))
+    )
+}
+
+/// The `Authorization` value a caller with `secret` sends (what a client
+/// library does; here for tests and tools).
+///
+/// ```
+/// use signing::clients::{Clients, parse_signed, sign_request};
+/// let secret = [7u8; 32];
+/// let header = sign_request("app", &secret, "POST", "/signer/tokens", 1700000000, b"{}");
+/// assert!(header.starts_with("Edge-HMAC-SHA256 client=app,ts=1700000000,sig="));
+/// let text = format!("app hmac:{}", "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=");
+/// let clients = Clients::parse(&text).unwrap();
+/// let (client, ts, sig) = parse_signed(&header).unwrap();
+/// let req = signing::clients::SignedRequest {
+///     client: &client, timestamp: ts, signature: &sig,
+///     method: "POST", path: "/signer/tokens", body: b"{}",
+/// };
+/// assert_eq!(clients.authenticate_signed(&req, 1700000030).unwrap().name(), "app");
+/// ```
+pub fn sign_request(
+    client: &str,
+    secret: &[u8],
+    method: &str,
+    path: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> String {
+    use base64::Engine;
+    use hmac::Mac;
+    let mut mac =
+        hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).expect("HMAC takes a key of any length");
+    mac.update(string_to_sign(method, path, timestamp, body).as_bytes());
+    let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    format!("{SIGNED_SCHEME} client={client},ts={timestamp},sig={sig}")
+}
+
+/// The `client`, `ts` and decoded `sig` of an `Authorization` value in
+/// the signed scheme (parameters in any order, each once, separated by
+/// commas with optional spaces).
+pub fn parse_signed(value: &str) -> Result<(String, i64, Vec<u8>), SignedError> {
+    use base64::Engine;
+    let params = value
+        .strip_prefix(SIGNED_SCHEME)
+        .and_then(|rest| rest.strip_prefix(' '))
+        .ok_or(SignedError::Malformed)?;
+    let (mut client, mut ts, mut sig) = (None, None, None);
+    for param in params.split(',') {
+        let (k, v) = param.trim().split_once('=').ok_or(SignedError::Malformed)?;
+        let slot = match k {
+            "client" => &mut client,
+            "ts" => &mut ts,
+            "sig" => &mut sig,
+            _ => return Err(SignedError::Malformed),
+        };
+        if slot.replace(v).is_some() {
+            return Err(SignedError::Malformed);
+        }
+    }
+    let (Some(client), Some(ts), Some(sig)) = (client, ts, sig) else {
+        return Err(SignedError::Malformed);
+    };
+    if client.is_empty() || client.len() > 64 || !client.chars().all(is_name_char) {
+        return Err(SignedError::Malformed);
+    }
+    let ts = ts.parse::<i64>().map_err(|_| SignedError::Malformed)?;
+    let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(sig)
+        .map_err(|_| SignedError::Malformed)?;
+    if sig.len() != 32 {
+        return Err(SignedError::Malformed);
+    }
+    Ok((client.to_string(), ts, sig))
+}
+
+/// Signatures seen within the window, so each signed request is accepted
+/// once. It lives in one instance: with several instances a replay can
+/// still reach another one within [`SIGNED_WINDOW`], which is as far as a
+/// signer without shared state can go (the window bounds the rest).
+#[derive(Debug, Default)]
+pub struct ReplayGuard {
+    seen: std::collections::HashMap<[u8; 32], i64>,
+}
+
+impl ReplayGuard {
+    /// Most signatures remembered; past it requests are refused
+    /// ([`SignedError::Busy`]) rather than older ones forgotten.
+    pub const CAPACITY: usize = 65_536;
+
+    /// Records `signature` (of a request signed at `timestamp`) at `now`;
+    /// an error if it was seen before within the window.
+    pub fn check(&mut self, signature: &[u8], timestamp: i64, now: i64) -> Result<(), SignedError> {
+        let id: [u8; 32] = sha2::Sha256::digest(signature).into();
+        if self.seen.len() >= Self::CAPACITY {
+            self.seen.retain(|_, ts| (*ts - now).abs() <= SIGNED_WINDOW);
+        }
+        if let Some(ts) = self.seen.get(&id)
+            && (*ts - now).abs() <= SIGNED_WINDOW
+        {
+            return Err(SignedError::Replayed);
+        }
+        if self.seen.len() >= Self::CAPACITY {
+            return Err(SignedError::Busy);
+        }
+        self.seen.insert(id, timestamp);
+        Ok(())
+    }
 }
 
 fn parse_rooms(value: &str) -> Result<Vec<RoomPattern>, String> {
@@ -408,8 +666,10 @@ mod tests {
         let h = PASSWORD;
         let cases: &[(&str, usize, usize, &str)] = &[
             ("web/app sha256:00", 1, 1, "client name \"web/app\""),
-            ("webapp", 1, 7, "has no key hash"),
-            ("webapp 5e88", 1, 8, "the key hash is `sha256:`"),
+            ("webapp", 1, 7, "has no credential"),
+            ("webapp 5e88", 1, 8, "the credential is `sha256:`"),
+            ("webapp hmac:c2hvcnQ=", 1, 8, "the hmac: secret has 5 bytes"),
+            ("webapp hmac:!!", 1, 8, "not base64"),
             ("webapp sha256:zz", 1, 8, "the key hash is `sha256:`"),
             (
                 "# c\nweb {h} moderater",
@@ -435,6 +695,12 @@ mod tests {
             ),
             ("web {h}\nweb {h}", 2, 1, "client \"web\" is listed twice"),
             ("web {h}\nweb2 {h}", 2, 6, "already another client's"),
+            (
+                "a hmac:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\nb hmac:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+                2,
+                3,
+                "already another client's",
+            ),
         ];
         for (text, line, column, what) in cases {
             let text = text.replace("{h}", h);
@@ -449,5 +715,124 @@ mod tests {
             }
             assert!(e.to_string().contains(what), "{text}: {e}");
         }
+    }
+
+    const SECRET_B64: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn signed_clients() -> Clients {
+        Clients::parse(&format!(
+            "svc hmac:{SECRET_B64} moderator\nweb {PASSWORD}\n"
+        ))
+        .unwrap()
+    }
+
+    fn check(
+        header: &str,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        now: i64,
+    ) -> Result<String, SignedError> {
+        let (client, ts, sig) = parse_signed(header)?;
+        let req = SignedRequest {
+            client: &client,
+            timestamp: ts,
+            signature: &sig,
+            method,
+            path,
+            body,
+        };
+        signed_clients()
+            .authenticate_signed(&req, now)
+            .map(|c| c.name().to_string())
+    }
+
+    #[test]
+    fn signed_requests_verify_only_as_signed_and_in_time() {
+        let t = 1_700_000_000;
+        let h = sign_request("svc", SECRET, "POST", "/signer/tokens", t, b"{}");
+        assert_eq!(
+            check(&h, "POST", "/signer/tokens", b"{}", t).unwrap(),
+            "svc"
+        );
+        assert!(check(&h, "POST", "/signer/tokens", b"{}", t + SIGNED_WINDOW).is_ok());
+        assert!(check(&h, "POST", "/signer/tokens", b"{}", t - SIGNED_WINDOW).is_ok());
+        let bad = |r| assert_eq!(r, Err(SignedError::BadSignature));
+        bad(check(&h, "POST", "/signer/tokens", b"{ }", t));
+        bad(check(&h, "PUT", "/signer/tokens", b"{}", t));
+        bad(check(&h, "POST", "/signer/tokens/verify", b"{}", t));
+        assert_eq!(
+            check(&h, "POST", "/signer/tokens", b"{}", t + SIGNED_WINDOW + 1),
+            Err(SignedError::Stale)
+        );
+        assert_eq!(
+            check(&h, "POST", "/signer/tokens", b"{}", t - SIGNED_WINDOW - 1),
+            Err(SignedError::Stale)
+        );
+        let other = sign_request("svc", &[1; 32], "POST", "/signer/tokens", t, b"{}");
+        bad(check(&other, "POST", "/signer/tokens", b"{}", t));
+        // A key-hash client cannot sign; unknown names are unknown.
+        for name in ["web", "nobody"] {
+            let h = sign_request(name, SECRET, "POST", "/p", t, b"");
+            assert_eq!(
+                check(&h, "POST", "/p", b"", t),
+                Err(SignedError::UnknownClient)
+            );
+        }
+        // An hmac client has no API key.
+        assert!(
+            signed_clients()
+                .authenticate(SECRET_B64.as_bytes())
+                .is_none()
+        );
+        assert!(signed_clients().authenticate(SECRET).is_none());
+    }
+
+    #[test]
+    fn signed_headers_are_parsed_strictly() {
+        let good = sign_request("svc", SECRET, "POST", "/p", 5, b"");
+        let sig = good.rsplit_once("sig=").unwrap().1;
+        assert!(parse_signed(&format!("Edge-HMAC-SHA256 ts=5, sig={sig}, client=svc")).is_ok());
+        for bad in [
+            String::new(),
+            format!("Bearer client=svc,ts=5,sig={sig}"),
+            "Edge-HMAC-SHA256 client=svc,ts=5".to_string(),
+            format!("Edge-HMAC-SHA256 client=svc,ts=5,sig={sig},sig={sig}"),
+            format!("Edge-HMAC-SHA256 client=svc,ts=5,sig={sig},x=1"),
+            format!("Edge-HMAC-SHA256 client=s v,ts=5,sig={sig}"),
+            format!("Edge-HMAC-SHA256 client=svc,ts=5s,sig={sig}"),
+            "Edge-HMAC-SHA256 client=svc,ts=5,sig=AAAA".to_string(),
+            format!("Edge-HMAC-SHA256 client=svc,ts=5,sig={sig}!"),
+            format!("Edge-HMAC-SHA256client=svc,ts=5,sig={sig}"),
+        ] {
+            assert_eq!(parse_signed(&bad), Err(SignedError::Malformed), "{bad}");
+        }
+    }
+
+    #[test]
+    fn each_signature_is_accepted_once_within_the_window() {
+        let mut guard = ReplayGuard::default();
+        let now = 1_000_000;
+        assert_eq!(guard.check(b"sig-1", now, now), Ok(()));
+        assert_eq!(
+            guard.check(b"sig-1", now, now + 5),
+            Err(SignedError::Replayed)
+        );
+        assert_eq!(guard.check(b"sig-2", now, now + 5), Ok(()));
+        // Past the window the request is stale anyway; the entry may go.
+        assert_eq!(guard.check(b"sig-1", now, now + SIGNED_WINDOW + 1), Ok(()));
+        // Full of live entries: refused, not forgotten.
+        let mut guard = ReplayGuard::default();
+        for i in 0..ReplayGuard::CAPACITY as u32 {
+            guard.check(&i.to_le_bytes(), now, now).unwrap();
+        }
+        assert_eq!(guard.check(b"one more", now, now), Err(SignedError::Busy));
+        assert_eq!(
+            guard.check(&0u32.to_le_bytes(), now, now),
+            Err(SignedError::Replayed)
+        );
+        // Once they age out of the window, room again.
+        assert_eq!(guard.check(b"later", now + 200, now + 200), Ok(()));
     }
 }
