@@ -968,3 +968,45 @@ async fn a_removed_tenants_rooms_are_gone_after_reload() {
     let (s, body) = call(&edge, "GET", "choir/state", Some(&t), Some("b.test")).await;
     assert_eq!(s, 200, "{body}");
 }
+
+#[test]
+fn mixer_limits_and_the_bearer_key_are_checked_in_the_config() {
+    let check = |edge: &str| {
+        let dir = edge_tests::TempDir::new("cfg");
+        dir.write("spin.toml", &spin());
+        let config = dir.write("edge.toml", edge);
+        let out = std::process::Command::new(edge_tests::edge_bin())
+            .args(["check", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(edge_tests::shared_cache())
+            .output()
+            .expect("run edge check");
+        let stderr =
+            String::from_utf8_lossy(&out.stderr).replace(&dir.path().display().to_string(), "DIR");
+        (out.status.code(), stderr)
+    };
+    let (code, stderr) = check(&format!("{EDGE}[mixer]\nmax_members = 0\n"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("DIR/edge.toml:10:15: mixer.max_members: must be at least 1"),
+        "{stderr}"
+    );
+    let edge = EDGE.replace(
+        "components = [\"*\"]\n",
+        "components = [\"*\"]\n[tenant.mixer]\nroom_idle_timeout_ms = 0\n",
+    );
+    let (code, stderr) = check(&edge);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "DIR/edge.toml:7:24: tenant[0].mixer.room_idle_timeout_ms: must be at least 1"
+        ),
+        "{stderr}"
+    );
+    let (code, stderr) = check(&EDGE.replace("\"bearer\"", "\"token\""));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("\"bearer\""), "{stderr}");
+    let (code, stderr) = check(&format!("{EDGE}[mixer]\nmax_rooms = 4\nmax_members = 8\n"));
+    assert_eq!(code, Some(0), "{stderr}");
+}
