@@ -117,6 +117,15 @@ fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()>
         );
     }
     shared.app.store(Arc::new(app));
+    // A tenant this config no longer has takes its mixing rooms along.
+    let serving = shared.app.load();
+    let closed = shared
+        .runtime
+        .mixer
+        .retain_tenants(serving.config.tenants.iter().map(|t| t.name.as_str()));
+    if closed > 0 {
+        tracing::info!(rooms = closed, "mixing rooms of removed tenants closed");
+    }
     Ok(())
 }
 
