@@ -552,6 +552,10 @@ pub(crate) struct Change<'t> {
     cap: u64,
     label: &'t str,
     changes: Vec<(String, Option<Vec<u8>>)>,
+    /// For a durable commit: each changed key's value before it, in order.
+    /// A durable commit that fails may still have reached the disk; these
+    /// join the pending set so that the replay undoes it.
+    before: Option<Vec<(String, Option<Vec<u8>>)>>,
     file_refused: bool,
 }
 
@@ -561,10 +565,13 @@ impl Change<'_> {
     /// the empty store's overhead): the file is what fills the disk, and it
     /// grows faster than the data for tiny keys or churn.
     fn put(&mut self, key: &str, value: &[u8]) -> Result<(), KvError> {
-        let old = self
-            .table
-            .get(key)?
-            .map_or(0, |v| (key.len() + v.value().len()) as u64);
+        let old = {
+            let old = self.table.get(key)?;
+            if let Some(before) = &mut self.before {
+                before.push((key.to_string(), old.as_ref().map(|v| v.value().to_vec())));
+            }
+            old.map_or(0, |v| (key.len() + v.value().len()) as u64)
+        };
         let needed = self.used - old + (key.len() + value.len()) as u64;
         // A write that does not grow the store is allowed even over the cap
         // (the cap may have been lowered), so a full store can be emptied.
@@ -589,6 +596,9 @@ impl Change<'_> {
     fn remove(&mut self, key: &str) -> Result<(), KvError> {
         if let Some(v) = self.table.remove(key)? {
             self.used -= (key.len() + v.value().len()) as u64;
+            if let Some(before) = &mut self.before {
+                before.push((key.to_string(), Some(v.value().to_vec())));
+            }
             self.changes.push((key.to_string(), None));
         }
         Ok(())
@@ -705,8 +715,11 @@ impl Store {
         cap: u64,
         f: impl FnOnce(&mut Change<'_>) -> Result<R, KvError>,
     ) -> Result<R, KvError> {
+        // Past the bound, this write makes everything durable itself rather
+        // than grow the pending set further.
+        let durable = w.pending_bytes >= PENDING_MAX_BYTES;
         let mut txn = db.begin_write()?;
-        let (r, used, changes) = {
+        let (r, used, changes, before) = {
             let mut change = Change {
                 table: txn.open_table(TABLE)?,
                 used: w.used,
@@ -715,25 +728,30 @@ impl Store {
                 cap,
                 label: &self.label,
                 changes: Vec::new(),
+                before: durable.then(Vec::new),
                 file_refused: false,
             };
             let r = f(&mut change);
             w.compact |= change.file_refused;
-            (r?, change.used, change.changes)
+            (r?, change.used, change.changes, change.before)
         };
-        let bytes: usize = changes
-            .iter()
-            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
-            .sum();
-        // Past the bound, this write makes everything durable itself rather
-        // than grow the pending set.
-        let durable = w.pending_bytes + bytes > PENDING_MAX_BYTES;
         txn.set_durability(if durable {
             Durability::Immediate
         } else {
             Durability::None
         })?;
-        txn.commit()?;
+        if let Err(e) = txn.commit() {
+            // Whether a failed durable commit reached the disk is unknown:
+            // the replay puts back what these keys held before it, unless
+            // the pending set already says what was acknowledged.
+            for (k, v) in before.into_iter().flatten() {
+                if !w.pending.contains_key(&k) {
+                    w.pending_bytes += k.len() + v.as_ref().map_or(0, Vec::len);
+                    w.pending.insert(k, v);
+                }
+            }
+            return Err(e.into());
+        }
         w.used = used;
         if durable {
             w.pending.clear();
@@ -1108,6 +1126,8 @@ mod tests {
     #[derive(Debug, Default)]
     struct Faults {
         full: std::sync::atomic::AtomicBool,
+        /// Only fsync fails: the writes before it reach the page cache.
+        sync_fails: std::sync::atomic::AtomicBool,
         gate: Mutex<()>,
     }
 
@@ -1134,6 +1154,9 @@ mod tests {
         }
         fn sync_data(&self) -> std::io::Result<()> {
             self.check()?;
+            if self.faults.sync_fails.load(Ordering::SeqCst) {
+                return Err(std::io::Error::from_raw_os_error(5)); // EIO
+            }
             self.file.sync_data()
         }
         fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
@@ -1270,6 +1293,35 @@ mod tests {
         assert!(s.store.lock_writer().pending_bytes <= PENDING_MAX_BYTES);
         // The commit that passed the bound was durable.
         assert!(crash_copy(dir.path()).get("k0").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_refused_write_stays_refused_even_if_its_commit_reached_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, faults, _) = faulty(dir.path(), 1 << 30);
+        s.set("x", b"old").unwrap();
+        s.flush().unwrap();
+        let value = vec![1; MAX_VALUE_BYTES];
+        for i in 0..PENDING_MAX_BYTES / MAX_VALUE_BYTES {
+            s.set(&format!("k{i}"), &value).unwrap();
+        }
+        // The pending set is full, so this write commits durably; its
+        // fsync fails after its pages and header were written.
+        faults.sync_fails.store(true, Ordering::SeqCst);
+        assert!(matches!(s.set("x", b"new"), Err(KvError::Unavailable)));
+        faults.sync_fails.store(false, Ordering::SeqCst);
+        retry_now(&s);
+        assert_eq!(s.get("x").unwrap(), Some(b"old".to_vec()));
+        for i in 0..PENDING_MAX_BYTES / MAX_VALUE_BYTES {
+            assert_eq!(
+                s.get(&format!("k{i}")).unwrap().map(|v| v.len()),
+                Some(MAX_VALUE_BYTES)
+            );
+        }
+        assert_eq!(
+            crash_copy(dir.path()).get("x").unwrap(),
+            Some(b"old".to_vec())
+        );
     }
 
     #[test]
