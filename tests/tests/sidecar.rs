@@ -1,7 +1,9 @@
 //! The process-execution sidecar as a real daemon on a Unix socket:
-//! allowlist, path checks, timeouts that kill the whole process group,
-//! output caps, the concurrency limit, verbatim arguments, stdin, a
-//! cleared environment, and counters.
+//! who may connect (its own user, none of the programs it runs), the
+//! tenants' grants, allowlist, path checks, timeouts that kill the whole
+//! process group, output caps, the concurrency limit, verbatim arguments,
+//! stdin, a cleared environment, resource limits, no inherited descriptor,
+//! and counters.
 
 use edge_sidecar::protocol::{self, Request, Response};
 use edge_tests::{TempDir, edge_bin};
@@ -11,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 struct Daemon {
     child: Child,
     socket: std::path::PathBuf,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl Drop for Daemon {
@@ -21,7 +23,37 @@ impl Drop for Daemon {
     }
 }
 
+/// Tenant `t` is granted every program on the allowlist, `u` only
+/// `/bin/echo`.
+const EDGE_TOML: &str = r#"app = "spin.toml"
+[[tenant]]
+name = "t"
+hosts = ["t.test"]
+components = ["*"]
+sidecar_programs = ["/bin/echo", "/bin/sh", "/bin/cat", "/usr/bin/head", "/usr/bin/env", "/bin/sleep", "/usr/bin/no-such-program"]
+[[tenant]]
+name = "u"
+hosts = ["u.test"]
+components = ["*"]
+sidecar_programs = ["/bin/echo"]
+[sidecar]
+socket = "run/sidecar.sock"
+allow = ["/bin/echo", "/bin/sh", "/bin/cat", "/usr/bin/head", "/usr/bin/env", "/bin/sleep", "/usr/bin/no-such-program"]
+max_concurrent = 2
+timeout_ms = 5000
+max_output_bytes = 1000
+child_cpu_seconds = 7
+child_address_space_bytes = 2147483648
+child_processes = 333
+child_file_bytes = 5242880
+"#;
+
 fn start() -> Daemon {
+    start_with(|_| {})
+}
+
+/// Starts the daemon; `adjust` may change how it is started.
+fn start_with(adjust: impl FnOnce(&mut Command)) -> Daemon {
     let dir = TempDir::new("sidecar");
     dir.write(
         "spin.toml",
@@ -30,28 +62,15 @@ fn start() -> Daemon {
             edge_tests::component("echo")
         ),
     );
-    let config = dir.write(
-        "edge.toml",
-        r#"app = "spin.toml"
-[[tenant]]
-name = "t"
-hosts = ["*"]
-components = ["*"]
-sidecar_programs = ["/bin/echo"]
-[sidecar]
-socket = "sidecar.sock"
-allow = ["/bin/echo", "/bin/sh", "/bin/cat", "/usr/bin/head", "/usr/bin/env", "/bin/sleep", "/usr/bin/no-such-program"]
-max_concurrent = 2
-timeout_ms = 5000
-max_output_bytes = 1000
-"#,
-    );
+    let config = dir.write("edge.toml", EDGE_TOML);
     let bin = edge_bin().with_file_name("edge-sidecar");
-    let mut child = Command::new(&bin)
-        .arg("--config")
+    let mut cmd = Command::new(&bin);
+    cmd.arg("--config")
         .arg(&config)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::null());
+    adjust(&mut cmd);
+    let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
     let mut line = String::new();
@@ -61,8 +80,8 @@ max_output_bytes = 1000
     assert!(line.starts_with("edge-sidecar listening on"), "{line:?}");
     Daemon {
         child,
-        socket: dir.path().join("sidecar.sock"),
-        _dir: dir,
+        socket: dir.path().join("run/sidecar.sock"),
+        dir,
     }
 }
 
@@ -77,7 +96,11 @@ fn run(d: &Daemon, program: &str, args: &[&str]) -> Response {
     )
 }
 
-fn call(d: &Daemon, req: Request) -> Response {
+/// A request for tenant `t` unless it names another.
+fn call(d: &Daemon, mut req: Request) -> Response {
+    if req.tenant.is_none() && !req.metrics {
+        req.tenant = Some("t".into());
+    }
     protocol::call(&d.socket, &req).expect("sidecar answers")
 }
 
@@ -280,4 +303,273 @@ fn idle_connections_are_capped_and_runs_still_work_after() {
         }
     });
     assert!(ok, "runs work again once the idle connections are gone");
+}
+
+fn error_message(r: &Response) -> &str {
+    match r {
+        Response::Error(e) => &e.message,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_tenant_runs_only_what_it_was_granted_and_grants_follow_the_file() {
+    let d = start();
+    let as_u = |program: &str| {
+        call(
+            &d,
+            Request {
+                tenant: Some("u".into()),
+                program: program.into(),
+                args: vec!["x".into()],
+                ..Default::default()
+            },
+        )
+    };
+    assert!(matches!(as_u("/bin/echo"), Response::Ok(_)));
+    // On the allowlist, granted to t, not to u: refused, and the message
+    // names neither tenant.
+    let r = as_u("/bin/cat");
+    assert_eq!(error_kind(&r), "not-allowed");
+    assert_eq!(
+        error_message(&r),
+        "\"/bin/cat\" is not granted to this tenant"
+    );
+    let named = |tenant: Option<&str>| {
+        protocol::call(
+            &d.socket,
+            &Request {
+                tenant: tenant.map(Into::into),
+                program: "/bin/echo".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let r = named(None);
+    assert_eq!(
+        (error_kind(&r), error_message(&r)),
+        ("not-allowed", "the request names no tenant")
+    );
+    assert_eq!(error_kind(&named(Some("no-such-tenant"))), "not-allowed");
+
+    // The host reloads a config granting u /bin/cat: the sidecar follows.
+    let granted = EDGE_TOML.replace(
+        "name = \"u\"\nhosts = [\"u.test\"]\ncomponents = [\"*\"]\nsidecar_programs = [\"/bin/echo\"]",
+        "name = \"u\"\nhosts = [\"u.test\"]\ncomponents = [\"*\"]\nsidecar_programs = [\"/bin/echo\", \"/bin/cat\"]",
+    );
+    assert_ne!(granted, EDGE_TOML);
+    d.dir.write("edge.toml", &granted);
+    let start = std::time::Instant::now();
+    while !matches!(as_u("/bin/cat"), Response::Ok(_)) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "the new grant was not read"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A client in Python: sends tenant t's request for `/bin/echo ok` to the
+/// socket given as its argument and prints the answer's error kind, or
+/// `ran` if it ran.
+const CLIENT: &str = r#"
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = json.dumps({"tenant": "t", "program": "/bin/echo", "args": ["ok"]}).encode()
+try:
+    s.sendall(struct.pack(">I", len(body)) + body)
+except OSError:
+    pass  # refused: the answer came before the request was read
+n = b""
+while len(n) < 4:
+    n += s.recv(4 - len(n))
+n = struct.unpack(">I", n)[0]
+answer = b""
+while len(answer) < n:
+    answer += s.recv(n - len(answer))
+answer = json.loads(answer)
+print(answer["error"]["kind"] if "error" in answer else "ran", flush=True)
+"#;
+
+#[test]
+fn connections_from_another_user_are_refused() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run a client as another user");
+        return;
+    }
+    let d = start();
+    let client = d.dir.write("client.py", CLIENT);
+    let as_user = |args: &[&str]| {
+        let out = Command::new("setpriv")
+            .args(args)
+            .arg("/usr/bin/python3")
+            .arg(&client)
+            .arg(&d.socket)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The same client as the sidecar's own user runs.
+    assert_eq!(as_user(&["--"]), "ran\n");
+    // As uid 65534, with CAP_DAC_OVERRIDE so the socket's directory and
+    // mode do not stop it first: only the credentials check can refuse it.
+    assert_eq!(
+        as_user(&[
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=+dac_override",
+            "--ambient-caps=+dac_override",
+            "--",
+        ]),
+        "peer-refused\n"
+    );
+    assert_eq!(metric(&d, "peers_refused"), 1);
+    assert_eq!(metric(&d, "runs"), 1, "only the own user's request ran");
+}
+
+#[test]
+fn programs_the_sidecar_runs_and_their_descendants_cannot_call_it() {
+    let d = start();
+    let client = d.dir.write("client.py", CLIENT);
+    let out = d.dir.path().join("out");
+    let socket = d.socket.display().to_string();
+    let shell = |script: String| match run(&d, "/bin/sh", &["-c", &script]) {
+        Response::Ok(o) => String::from_utf8_lossy(&o.stdout_bytes()).into_owned(),
+        other => panic!("{other:?}"),
+    };
+    let python = format!("/usr/bin/python3 {} {socket}", client.display());
+    // Its own child.
+    assert_eq!(shell(python.clone()), "peer-refused\n");
+    // A grandchild in a session of its own.
+    assert_eq!(
+        shell(format!("/usr/bin/setsid {python} & wait")),
+        "peer-refused\n"
+    );
+    // An orphan: its parent exited at once, so the kernel reparented it,
+    // to the sidecar (a subreaper), not to init.
+    assert_eq!(
+        shell(format!(
+            "/bin/sh -c '{python} > {o} &'; /bin/sleep 2; /bin/cat {o}",
+            o = out.display()
+        )),
+        "peer-refused\n"
+    );
+    assert_eq!(metric(&d, "peers_refused"), 3);
+}
+
+#[test]
+fn programs_get_limits_no_new_privs_and_no_inherited_descriptor() {
+    use std::os::unix::process::CommandExt;
+    // The daemon inherits a descriptor without close-on-exec from whoever
+    // starts it (a supervisor's leftover): its programs must not see it.
+    let leaked = std::fs::File::open("/dev/null").unwrap();
+    let d = start_with(|cmd| {
+        use std::os::fd::AsRawFd;
+        let fd = leaked.as_raw_fd();
+        // SAFETY: dup2 between fork and exec (async-signal-safe); the
+        // copy on 9 has no close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 9) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let r = run(
+        &d,
+        "/bin/sh",
+        &[
+            "-c",
+            "ls /proc/$$/fd; grep NoNewPrivs /proc/$$/status; grep -E '^Max (cpu|addr|proc|file)' /proc/$$/limits",
+        ],
+    );
+    let text = match r {
+        Response::Ok(o) => String::from_utf8_lossy(&o.stdout_bytes()).into_owned(),
+        other => panic!("{other:?}"),
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(&lines[..4], ["0", "1", "2", "NoNewPrivs:\t1"], "{text}");
+    let limit = |name: &str| {
+        let line = lines.iter().find(|l| l.starts_with(name)).unwrap();
+        // "Max cpu time   7   7   seconds": the soft limit.
+        line[name.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(limit("Max cpu time"), "7");
+    assert_eq!(limit("Max address space"), "2147483648");
+    assert_eq!(limit("Max processes"), "333");
+    assert_eq!(limit("Max file size"), "5242880");
+    // The file size limit holds: a write past it fails.
+    let file = d.dir.path().join("big");
+    let r = run(
+        &d,
+        "/bin/sh",
+        &[
+            "-c",
+            &format!(
+                "/usr/bin/head -c 6000000 /dev/zero > {}; echo $?",
+                file.display()
+            ),
+        ],
+    );
+    match r {
+        Response::Ok(o) => assert_ne!(o.stdout_bytes(), b"0\n", "the write failed"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 5242880);
+}
+
+#[test]
+fn descendants_that_left_the_group_do_not_outlive_their_run() {
+    let d = start();
+    let r = run(
+        &d,
+        "/bin/sh",
+        &[
+            "-c",
+            "/usr/bin/setsid /bin/sleep 3600.4 </dev/null >/dev/null 2>&1 & echo started",
+        ],
+    );
+    assert!(matches!(r, Response::Ok(_)), "{r:?}");
+    let start = std::time::Instant::now();
+    loop {
+        let left = Command::new("pgrep")
+            .args(["-f", "sleep 3600.4"])
+            .output()
+            .unwrap();
+        if left.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "an escaped descendant lives on"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_socket_is_private_from_its_creation() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let d = start();
+    let dir = d.socket.parent().unwrap();
+    assert_eq!(
+        std::fs::metadata(dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(std::fs::metadata(&d.socket).unwrap().mode() & 0o777, 0o600);
 }

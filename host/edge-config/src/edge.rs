@@ -64,6 +64,10 @@ pub(crate) struct SidecarSection {
     pub max_concurrent: Option<Spanned<usize>>,
     pub timeout_ms: Option<Spanned<u64>>,
     pub max_output_bytes: Option<Spanned<usize>>,
+    pub child_cpu_seconds: Option<Spanned<u64>>,
+    pub child_address_space_bytes: Option<Spanned<u64>>,
+    pub child_processes: Option<Spanned<u64>>,
+    pub child_file_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -79,6 +79,22 @@ pub struct Sidecar {
     pub timeout: Duration,
     /// Most bytes of stdout (and of stderr) per run.
     pub max_output_bytes: usize,
+    /// Resource limits of each program it runs.
+    pub child_limits: SidecarChildLimits,
+}
+
+/// `[sidecar] child_*`: limits set in each program the sidecar runs
+/// (soft and hard), before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SidecarChildLimits {
+    /// `RLIMIT_CPU`, seconds.
+    pub cpu_seconds: u64,
+    /// `RLIMIT_AS`, bytes.
+    pub address_space_bytes: u64,
+    /// `RLIMIT_NPROC`: processes and threads of the user.
+    pub processes: u64,
+    /// `RLIMIT_FSIZE`, bytes.
+    pub file_bytes: u64,
 }
 
 impl Config {

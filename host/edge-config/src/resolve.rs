@@ -808,7 +808,8 @@ impl Resolver<'_> {
         Ok(Some(crate::Sidecar {
             socket: match &s.socket {
                 Some(p) => self.edge_dir.join(p.get_ref()),
-                None => data_dir.join("sidecar.sock"),
+                // A directory of its own, which the sidecar makes 0700.
+                None => data_dir.join("sidecar").join("sidecar.sock"),
             },
             allow,
             max_concurrent: positive(&as_u64(&s.max_concurrent), "sidecar.max_concurrent", 16)?
@@ -828,6 +829,22 @@ impl Resolver<'_> {
                 }
                 v => positive(&v, "sidecar.max_output_bytes", 1 << 20)?,
             } as usize,
+            child_limits: crate::SidecarChildLimits {
+                cpu_seconds: positive(&s.child_cpu_seconds, "sidecar.child_cpu_seconds", 30)?,
+                address_space_bytes: match &s.child_address_space_bytes {
+                    // Below this no dynamically linked program starts.
+                    Some(v) if *v.get_ref() < 16 << 20 => {
+                        return self.edge_err(
+                            v.span(),
+                            "sidecar.child_address_space_bytes",
+                            format!("{} is under 16777216 (16 MiB), too little for any program to start", v.get_ref()),
+                        );
+                    }
+                    v => positive(v, "sidecar.child_address_space_bytes", 4 << 30)?,
+                },
+                processes: positive(&s.child_processes, "sidecar.child_processes", 4096)?,
+                file_bytes: positive(&s.child_file_bytes, "sidecar.child_file_bytes", 1 << 30)?,
+            },
         }))
     }
 

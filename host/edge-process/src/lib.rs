@@ -4,7 +4,8 @@
 //! can, for an allowlist. This crate forwards a component's `run` to it,
 //! after checking the calling tenant's grant (`sidecar_programs` in
 //! edge-config): a program the tenant was not granted is refused here and
-//! never reaches the sidecar, which checks its own allowlist again. The
+//! never reaches the sidecar, which checks its allowlist and, for the
+//! tenant named in the request, the same grant again. The
 //! call runs on a blocking thread, so a long program does not hold the
 //! worker thread the component runs on.
 #![deny(missing_docs)]
@@ -28,22 +29,26 @@ use generated::edge::platform::process::{self as wit, Error, Output};
 #[derive(Clone, Debug, Default)]
 pub struct Grant {
     socket: Option<PathBuf>,
+    tenant: Arc<str>,
     programs: Arc<[PathBuf]>,
 }
 
 impl Grant {
-    /// A grant of `programs` through the sidecar at `socket` (`None`: no
-    /// sidecar configured).
-    pub fn new(socket: Option<PathBuf>, programs: Vec<PathBuf>) -> Self {
+    /// A grant of `programs` to `tenant` through the sidecar at `socket`
+    /// (`None`: no sidecar configured).
+    pub fn new(socket: Option<PathBuf>, tenant: &str, programs: Vec<PathBuf>) -> Self {
         Self {
             socket,
+            tenant: tenant.into(),
             programs: programs.into(),
         }
     }
 
     /// Whether both allow the same.
     pub fn same(&self, other: &Grant) -> bool {
-        self.socket == other.socket && self.programs == other.programs
+        self.socket == other.socket
+            && self.tenant == other.tenant
+            && self.programs == other.programs
     }
 }
 
@@ -86,6 +91,7 @@ impl wit::Host for &Grant {
             return Err(Error::Unavailable("no [sidecar] is configured".into()));
         };
         let request = Request {
+            tenant: Some(self.tenant.to_string()),
             program,
             args,
             stdin: protocol::encode(&stdin),

@@ -1,18 +1,28 @@
 //! `edge-sidecar`: runs programs that cannot run in a sandbox, for the
 //! host's components, under its own rules.
 //!
-//! - Only programs on `[sidecar] allow` (absolute, normalised paths) run;
-//!   a relative path, a `..`, or a program not listed is refused before
-//!   anything is spawned.
-//! - `posix_spawn` with `POSIX_SPAWN_USEVFORK`, no shell, arguments
-//!   verbatim, an empty environment, stdin from the request.
+//! - Only processes of its own user connect, and none that it runs (nor
+//!   their descendants: it is their child subreaper, so it stays their
+//!   ancestor); others are refused on connecting (`SO_PEERCRED`, then the
+//!   peer's ancestry read under a pidfd).
+//! - Only programs on `[sidecar] allow` (absolute, normalised paths) run,
+//!   and only for a tenant whose `sidecar_programs` grant them (read from
+//!   the same edge-config, again when it changes); a relative path, a
+//!   `..`, a program not listed or not granted is refused before anything
+//!   is spawned.
+//! - The socket is created mode 0600 in a directory of mode 0700.
+//! - No shell, arguments verbatim, an empty environment, stdin from the
+//!   request; each program starts with `[sidecar] child_*` resource
+//!   limits, `no_new_privs`, and no descriptor but its three pipes.
 //! - Each run is its own process group, killed whole on timeout, when its
-//!   output passes the cap, and when it exits (nothing it started lives on).
+//!   output passes the cap, and when it exits; descendants that left the
+//!   group are killed when found orphaned (nothing it started lives on).
 //! - At most `max_concurrent` runs at once; one more is refused as busy.
-//! - Counters (`{"metrics": true}`): runs, refusals, timeouts, output caps.
+//! - Counters (`{"metrics": true}`): runs, refusals, refused peers,
+//!   timeouts, output caps.
 #![deny(missing_docs)]
 
 pub mod protocol;
 mod server;
 
-pub use server::{Metrics, Sidecar};
+pub use server::{Grants, Metrics, Sidecar, grants_of};

@@ -1,7 +1,7 @@
 //! `edge-sidecar --config edge-config/default.toml`: serves the `[sidecar]`
 //! section of an edge-config file on its Unix socket.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow};
 use clap::Parser;
 use std::path::PathBuf;
 
@@ -24,13 +24,10 @@ struct Cli {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    let config = edge_config::load_with(&cli.config, cli.data_dir.as_deref())
+    let sidecar = edge_sidecar::Sidecar::load(&cli.config, cli.data_dir.as_deref())
+        .map_err(|e| anyhow!(e))
         .with_context(|| format!("loading {}", cli.config.display()))?;
-    let Some(settings) = config.sidecar else {
-        bail!("{} has no [sidecar] section", cli.config.display());
-    };
-    let socket = settings.socket.clone();
-    let sidecar = edge_sidecar::Sidecar::new(settings);
+    let socket = sidecar.socket().to_path_buf();
     let listener = sidecar
         .bind()
         .with_context(|| format!("binding {}", socket.display()))?;

@@ -2,7 +2,7 @@
 //! connection, each message a 4-byte big-endian length and a JSON object.
 //! Bytes (stdin, stdout, stderr) travel as base64.
 //!
-//! Request: `{"program": "/bin/echo", "args": ["hi"], "stdin": "", "timeout_ms": 1000, "max_output": 65536}`
+//! Request: `{"tenant": "acme", "program": "/bin/echo", "args": ["hi"], "stdin": "", "timeout_ms": 1000, "max_output": 65536}`
 //! (or `{"metrics": true}`).
 //! Answer: `{"ok": {"exit_code": 0, "stdout": "aGkK", "stderr": ""}}` or
 //! `{"error": {"kind": "not-allowed", "message": "..."}}`.
@@ -25,6 +25,10 @@ const _: () = assert!(
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
+    /// The tenant whose component asks: the program must be among its
+    /// `sidecar_programs`.
+    #[serde(default)]
+    pub tenant: Option<String>,
     /// Absolute path of the program.
     pub program: String,
     /// Arguments, verbatim.
@@ -92,6 +96,9 @@ pub const KIND_BUSY: &str = "busy";
 pub const KIND_BAD_REQUEST: &str = "bad-request";
 /// Any other failure to start.
 pub const KIND_SPAWN_FAILED: &str = "spawn-failed";
+/// The connecting process may not use the sidecar (another user, or a
+/// program the sidecar runs, or one of theirs).
+pub const KIND_PEER_REFUSED: &str = "peer-refused";
 
 impl RunOutput {
     /// Decoded stdout.

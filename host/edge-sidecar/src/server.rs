@@ -1,12 +1,50 @@
-//! The daemon: accepts connections, checks requests, runs programs.
+//! The daemon: accepts connections, checks who connects and what they
+//! ask, runs programs.
 
 use crate::protocol::*;
 use edge_spawn::{Command, LimitError};
+use std::collections::HashMap;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The programs each tenant may run (its `sidecar_programs`).
+pub type Grants = HashMap<String, Vec<PathBuf>>;
+
+/// The grants of every tenant of a loaded edge-config.
+pub fn grants_of(config: &edge_config::Config) -> Grants {
+    config
+        .tenants
+        .iter()
+        .map(|t| (t.name.clone(), t.sidecar_programs.clone()))
+        .collect()
+}
+
+/// How often, at most, the edge-config file is looked at for changes.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// How often orphaned descendants are looked for (see
+/// [`edge_spawn::reap_orphans`]).
+const SWEEP: Duration = Duration::from_millis(500);
+
+/// The edge-config file the grants were read from, to follow its edits.
+struct Source {
+    file: PathBuf,
+    data_dir: Option<PathBuf>,
+    modified: Option<SystemTime>,
+    checked: Instant,
+}
+
+struct GrantState {
+    grants: Arc<Grants>,
+    source: Option<Source>,
+}
+
+fn modified(file: &Path) -> Option<SystemTime> {
+    std::fs::metadata(file).and_then(|m| m.modified()).ok()
+}
 
 /// Connections served at once: past this a new one is refused as `busy`
 /// at once, so idle or trickling clients cannot take threads and request
@@ -29,11 +67,17 @@ pub struct Metrics {
     pub output_too_large: AtomicU64,
     /// Runs that could not start.
     pub spawn_failures: AtomicU64,
+    /// Connections refused for who made them (another user, or a program
+    /// the sidecar runs, or one of theirs).
+    pub peers_refused: AtomicU64,
 }
 
 /// A configured sidecar.
 pub struct Sidecar {
     config: edge_config::Sidecar,
+    grants: Mutex<GrantState>,
+    /// The only user that may connect: the sidecar's own.
+    uid: libc::uid_t,
     running: AtomicUsize,
     connections: AtomicUsize,
     /// The counters.
@@ -48,21 +92,106 @@ fn refuse(kind: &str, message: String) -> Response {
 }
 
 impl Sidecar {
-    /// A sidecar with these settings.
-    pub fn new(config: edge_config::Sidecar) -> Arc<Self> {
+    /// A sidecar with these settings, running for tenants with these
+    /// grants.
+    pub fn new(config: edge_config::Sidecar, grants: Grants) -> Arc<Self> {
         Arc::new(Self {
             config,
+            grants: Mutex::new(GrantState {
+                grants: Arc::new(grants),
+                source: None,
+            }),
+            // SAFETY: geteuid cannot fail.
+            uid: unsafe { libc::geteuid() },
             running: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
             metrics: Metrics::default(),
         })
     }
 
-    /// Binds the socket (replacing a stale one), mode 0600.
+    /// Loads the `[sidecar]` section and the tenants' grants of an
+    /// edge-config file; the grants are read again when the file changes
+    /// (looked at once a second at most, when a request comes), so a
+    /// program granted or taken away by a reload of the host is granted or
+    /// refused here too. Other `[sidecar]` settings need a restart.
+    pub fn load(file: &Path, data_dir: Option<&Path>) -> Result<Arc<Self>, String> {
+        let stamp = modified(file);
+        let config = edge_config::load_with(file, data_dir).map_err(|e| format!("{e:#}"))?;
+        let Some(settings) = config.sidecar.clone() else {
+            return Err(format!("{} has no [sidecar] section", file.display()));
+        };
+        let sidecar = Self::new(settings, grants_of(&config));
+        sidecar.lock_grants().source = Some(Source {
+            file: file.to_path_buf(),
+            data_dir: data_dir.map(Path::to_path_buf),
+            modified: stamp,
+            checked: Instant::now(),
+        });
+        Ok(sidecar)
+    }
+
+    /// The socket's path.
+    pub fn socket(&self) -> &Path {
+        &self.config.socket
+    }
+
+    fn lock_grants(&self) -> std::sync::MutexGuard<'_, GrantState> {
+        self.grants.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The grants, read again first if the file changed. A file that no
+    /// longer loads keeps the grants it had (and says why, once per edit).
+    fn grants(&self) -> Arc<Grants> {
+        let mut state = self.lock_grants();
+        let GrantState { grants, source } = &mut *state;
+        if let Some(src) = source
+            && src.checked.elapsed() >= RECHECK
+        {
+            src.checked = Instant::now();
+            let stamp = modified(&src.file);
+            if stamp != src.modified {
+                src.modified = stamp;
+                match edge_config::load_with(&src.file, src.data_dir.as_deref()) {
+                    Ok(config) => {
+                        *grants = Arc::new(grants_of(&config));
+                        eprintln!(
+                            "edge-sidecar: tenants' grants read again from {}",
+                            src.file.display()
+                        );
+                    }
+                    Err(e) => eprintln!(
+                        "edge-sidecar: {} changed but does not load ({e:#}); the grants stay as they were",
+                        src.file.display()
+                    ),
+                }
+            }
+        }
+        grants.clone()
+    }
+
+    /// Binds the socket (replacing a stale one). The socket is created
+    /// mode 0600 (under a umask of 0177: there is no moment at which
+    /// another user could connect), in a directory the sidecar creates
+    /// mode 0700 if it does not exist; an existing directory that others
+    /// can enter or write is reported on stderr.
     pub fn bind(&self) -> std::io::Result<UnixListener> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         let path = &self.config.socket;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+            let meta = std::fs::metadata(dir)?;
+            if meta.uid() != self.uid || meta.mode() & 0o077 != 0 {
+                eprintln!(
+                    "edge-sidecar: warning: {} (mode {:o}, owner uid {}) can be entered by other users; \
+                     put the socket in a directory of its own, mode 0700 (the default socket does)",
+                    dir.display(),
+                    meta.mode() & 0o7777,
+                    meta.uid()
+                );
+            }
         }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(std::io::Error::new(
@@ -71,16 +200,38 @@ impl Sidecar {
             ));
         }
         let _ = std::fs::remove_file(path);
-        let listener = UnixListener::bind(path)?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        Ok(listener)
+        // The umask is the process's: this runs before any thread that
+        // creates files exists (main binds, then serves).
+        // SAFETY: umask cannot fail.
+        let old = unsafe { libc::umask(0o177) };
+        let listener = UnixListener::bind(path);
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        listener
     }
 
     /// Serves connections. Transient failures (out of file descriptors or
     /// threads, an aborted connection) are logged and waited out, never
     /// fatal: a flood of idle clients must not end the daemon.
+    ///
+    /// The sidecar becomes a child subreaper: a descendant of a program it
+    /// runs whose parent exits is reparented to the sidecar rather than to
+    /// init, so every descendant keeps the sidecar among its ancestors
+    /// (which is how their connections are refused) and none outlives its
+    /// run (orphans outside a running group are killed twice a second).
     pub fn serve(self: &Arc<Self>, listener: UnixListener) -> std::io::Result<()> {
+        // SAFETY: prctl on this process.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        std::thread::Builder::new()
+            .name("edge-sidecar-reaper".into())
+            .spawn(|| {
+                loop {
+                    std::thread::sleep(SWEEP);
+                    edge_spawn::reap_orphans();
+                }
+            })?;
         for stream in listener.incoming() {
             let stream = match stream {
                 Ok(s) => s,
@@ -113,6 +264,16 @@ impl Sidecar {
 
     fn connection(&self, mut stream: UnixStream) {
         let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+        if let Err(why) = self.check_peer(&stream) {
+            self.metrics.peers_refused.fetch_add(1, Relaxed);
+            eprintln!("edge-sidecar: refused a connection: {why}");
+            let refused = refuse(
+                KIND_PEER_REFUSED,
+                "this process may not use the sidecar".into(),
+            );
+            let _ = write_message(&mut stream, &refused);
+            return;
+        }
         let mut within = Within {
             stream: &stream,
             deadline: Instant::now() + REQUEST_DEADLINE,
@@ -137,12 +298,16 @@ impl Sidecar {
                 "timeouts": m.timeouts.load(Relaxed),
                 "output_too_large": m.output_too_large.load(Relaxed),
                 "spawn_failures": m.spawn_failures.load(Relaxed),
+                "peers_refused": m.peers_refused.load(Relaxed),
                 "running": self.running.load(Relaxed),
             }));
         }
         let refused = |kind: &str, message: String| {
             self.metrics.refused.fetch_add(1, Relaxed);
-            eprintln!("edge-sidecar: refused {:?}: {message}", req.program);
+            eprintln!(
+                "edge-sidecar: refused {:?} for tenant {:?}: {message}",
+                req.program, req.tenant
+            );
             refuse(kind, message)
         };
         let program = match edge_config::sidecar::check_program(&req.program) {
@@ -153,6 +318,22 @@ impl Sidecar {
             return refused(
                 KIND_NOT_ALLOWED,
                 format!("{:?} is not on the sidecar's allowlist", req.program),
+            );
+        }
+        // The host checks the grant too; checking it here means a host bug,
+        // or another process of the host's user, gets no more than the
+        // tenant it names was granted.
+        let Some(tenant) = &req.tenant else {
+            return refused(KIND_NOT_ALLOWED, "the request names no tenant".into());
+        };
+        if !self
+            .grants()
+            .get(tenant)
+            .is_some_and(|programs| programs.contains(&program))
+        {
+            return refused(
+                KIND_NOT_ALLOWED,
+                format!("{:?} is not granted to this tenant", req.program),
             );
         }
         let Some(stdin) = decode(&req.stdin) else {
@@ -179,7 +360,14 @@ impl Sidecar {
         let cap = req.max_output.map_or(self.config.max_output_bytes, |c| {
             c.min(self.config.max_output_bytes)
         });
-        let result = run(&program, &req.args, &stdin, timeout, cap);
+        let result = run(
+            &program,
+            &req.args,
+            &stdin,
+            timeout,
+            cap,
+            &self.config.child_limits,
+        );
         match result {
             Ok(out) => {
                 self.metrics.runs.fetch_add(1, Relaxed);
@@ -231,8 +419,17 @@ fn run(
     stdin: &[u8],
     timeout: Duration,
     cap: usize,
+    limits: &edge_config::SidecarChildLimits,
 ) -> Result<edge_spawn::Limited, LimitError> {
-    let mut cmd = Command::new(program).no_path_search().env_clear();
+    let mut cmd = Command::new(program)
+        .no_path_search()
+        .env_clear()
+        .limits(edge_spawn::Limits {
+            cpu_seconds: limits.cpu_seconds,
+            address_space_bytes: limits.address_space_bytes,
+            processes: limits.processes,
+            file_bytes: limits.file_bytes,
+        });
     for a in args {
         cmd = cmd.arg(a);
     }
@@ -297,5 +494,127 @@ impl std::io::Read for Within<'_> {
         }
         self.stream.set_read_timeout(Some(left))?;
         (&mut &*self.stream).read(buf)
+    }
+}
+
+impl Sidecar {
+    /// Who may connect: a process of the sidecar's own user that is not a
+    /// program the sidecar runs nor any descendant of one. Descendants are
+    /// recognised by the sidecar among their ancestors (it is their child
+    /// subreaper, so orphans stay under it); the peer is held by a pidfd
+    /// while its ancestry is read, so a pid reused meanwhile is caught.
+    fn check_peer(&self, stream: &UnixStream) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        let fd = stream.as_raw_fd();
+        let mut cred = libc::ucred {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+        };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: getsockopt into a ucred of the size given.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_PEERCRED,
+                (&mut cred as *mut libc::ucred).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(format!(
+                "no peer credentials: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if cred.uid != self.uid {
+            return Err(format!(
+                "pid {} runs as uid {}, not the sidecar's uid {}",
+                cred.pid, cred.uid, self.uid
+            ));
+        }
+        if cred.pid <= 0 {
+            return Err("the peer's pid is not visible here (another pid namespace)".into());
+        }
+        let pidfd = Pidfd::of_peer(fd, cred.pid);
+        // SAFETY: getpid cannot fail.
+        let me = unsafe { libc::getpid() };
+        let mut pid = cred.pid;
+        // Bounded: a chain longer than this is no process tree.
+        for _ in 0..4096 {
+            if pid == me {
+                return Err(format!(
+                    "pid {} is a program the sidecar runs, or a descendant of one",
+                    cred.pid
+                ));
+            }
+            if pid <= 1 {
+                break;
+            }
+            pid = parent_of(pid).ok_or_else(|| {
+                format!("pid {}: the ancestry of the peer cannot be read", cred.pid)
+            })?;
+        }
+        if pidfd.as_ref().is_some_and(Pidfd::exited) {
+            return Err(format!("pid {} exited before it was checked", cred.pid));
+        }
+        Ok(())
+    }
+}
+
+/// The parent of `pid` (from `/proc/PID/stat`: the field after the state,
+/// which follows the last ')' since the command name may hold any).
+fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// A pidfd of the peer: `SO_PEERPIDFD` (Linux 6.5) names the very process
+/// that connected; before that, `pidfd_open` of its pid.
+struct Pidfd(libc::c_int);
+
+/// `SO_PEERPIDFD` (asm-generic/socket.h).
+const SO_PEERPIDFD: libc::c_int = 77;
+
+impl Pidfd {
+    fn of_peer(socket: libc::c_int, pid: libc::pid_t) -> Option<Self> {
+        let mut fd: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt into an int of the size given.
+        let r = unsafe {
+            libc::getsockopt(
+                socket,
+                libc::SOL_SOCKET,
+                SO_PEERPIDFD,
+                (&mut fd as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 && fd >= 0 {
+            return Some(Self(fd));
+        }
+        // SAFETY: pidfd_open; the fd is owned by the result.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+        (fd >= 0).then_some(Self(fd))
+    }
+
+    /// Whether the process has exited (a pidfd polls readable then).
+    fn exited(&self) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, no wait.
+        unsafe { libc::poll(&mut pfd, 1, 0) > 0 }
+    }
+}
+
+impl Drop for Pidfd {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(self.0) };
     }
 }

@@ -329,6 +329,7 @@ fn build_target(
         kv,
         process: edge_process::Grant::new(
             sidecar.map(|s| s.socket.clone()),
+            &tenant.name,
             tenant.sidecar_programs.clone(),
         ),
         mixer: edge_mixer::MixerGrant::new(
