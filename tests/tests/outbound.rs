@@ -361,3 +361,40 @@ components = ["probe"]
         (200, "200\nslow".to_string())
     );
 }
+
+/// An operator opens a range by editing the config: the reload applies it
+/// to the tenant's components, and closing it again refuses once more.
+#[tokio::test]
+async fn a_reload_opens_and_closes_a_range() {
+    const SIGHUP: i32 = 1;
+    let up = Upstream::start("from upstream");
+    let data = TempDir::new("outbound-reload");
+    let closed = "app = \"spin.toml\"\n[server]\nwatch_interval_ms = 0\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"probe\"]\n";
+    let open = closed.replace(
+        "[[tenant]]",
+        "[outbound]\nallow_ranges = [\"127.0.0.0/8\"]\n[[tenant]]",
+    );
+    let edge = Edge::start_with(&probe_spin(&rules()), closed, data.path());
+    let url = format!("http://localhost:{}/x", up.port);
+    let refused = (502, "ErrorCode::DestinationIpProhibited\n".to_string());
+    let served = (200, "200\nfrom upstream".to_string());
+    assert_eq!(fetch(&edge, "t.test", &url).await, refused);
+
+    for (config, expected, reloads) in [(&open, &served, 1.0), (&closed.to_string(), &refused, 2.0)]
+    {
+        std::fs::write(&edge.config, config).expect("write config");
+        edge.signal(SIGHUP);
+        for _ in 0..500 {
+            if edge.metric("edge_reloads_total{result=\"ok\"}").await >= reloads {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            edge.metric("edge_reloads_total{result=\"ok\"}").await,
+            reloads
+        );
+        assert_eq!(&fetch(&edge, "t.test", &url).await, expected);
+    }
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
+}
