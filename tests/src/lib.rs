@@ -237,6 +237,16 @@ impl Edge {
         }
     }
 
+    /// Waits until some instance of `tenant`'s `component` is running a
+    /// request.
+    pub async fn wait_until_busy_as(&self, tenant: &str, component: &str) {
+        let series =
+            format!("edge_active_instances{{tenant=\"{tenant}\",component=\"{component}\"}}");
+        while self.metric(&series).await < 1.0 {
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// The value of one metric line (exact name with labels), or 0.
     pub async fn metric(&self, series: &str) -> f64 {
         self.metrics()

@@ -52,10 +52,7 @@ async fn traps_fail_only_their_own_request() {
     );
     assert_eq!(healthy.len(), 1200);
     for (status, body) in &bad {
-        assert_eq!(
-            (*status, body.as_str()),
-            (500, "component fixtures failed (trap)\n")
-        );
+        assert_eq!((*status, body.as_str()), (500, "the component failed\n"));
     }
     assert_eq!(
         edge.metric("edge_traps_total{tenant=\"t\",component=\"fixtures\"}")
@@ -79,10 +76,7 @@ async fn infinite_loops_are_killed_at_the_deadline() {
     for (status, body) in &bad {
         assert_eq!(
             (*status, body.as_str()),
-            (
-                504,
-                "component fixtures exceeded its deadline and was stopped\n"
-            )
+            (504, "the component exceeded its deadline and was stopped\n")
         );
     }
     assert_eq!(
@@ -117,7 +111,7 @@ async fn memory_hogs_hit_their_cap_alone() {
             (*status, body.as_str()),
             (
                 500,
-                "component fixtures exceeded its memory limit and was stopped\n"
+                "the component exceeded its memory limit and was stopped\n"
             )
         );
     }

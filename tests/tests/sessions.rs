@@ -89,10 +89,7 @@ async fn the_session_cap_answers_503_with_a_clear_body() {
     }
     let (status, body) = request(&c, "GET", &url, &[("cookie", "sid=c")], Default::default()).await;
     assert_eq!(status, 503);
-    assert_eq!(
-        body,
-        "session capacity reached: component counter already has 2 active sessions (max_sessions); retry later\n"
-    );
+    assert_eq!(body, "no session capacity for this route; retry later\n");
     // Existing sessions still work.
     assert_eq!(
         request(&c, "GET", &url, &[("cookie", "sid=a")], Default::default()).await,

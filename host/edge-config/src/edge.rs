@@ -82,6 +82,10 @@ pub(crate) struct ServerSection {
     pub max_header_bytes: Spanned<usize>,
     pub max_body_bytes: u64,
     pub header_read_timeout_ms: Spanned<u64>,
+    pub body_read_timeout_ms: Spanned<u64>,
+    pub min_body_rate: u64,
+    pub write_timeout_ms: Spanned<u64>,
+    pub idle_timeout_ms: Spanned<u64>,
     pub drain_timeout_ms: u64,
     pub watch_interval_ms: u64,
 }
@@ -98,6 +102,10 @@ impl Default for ServerSection {
             max_header_bytes: Spanned::new(0..0, 16 * 1024),
             max_body_bytes: 10 * 1024 * 1024,
             header_read_timeout_ms: Spanned::new(0..0, 10_000),
+            body_read_timeout_ms: Spanned::new(0..0, 10_000),
+            min_body_rate: 1024,
+            write_timeout_ms: Spanned::new(0..0, 30_000),
+            idle_timeout_ms: Spanned::new(0..0, 60_000),
             drain_timeout_ms: 10_000,
             watch_interval_ms: 1_000,
         }
@@ -143,6 +151,12 @@ pub(crate) struct LimitsSection {
     pub memory_bytes: Option<Spanned<u64>>,
     pub kv_store_bytes: Option<Spanned<u64>>,
     pub max_outbound_requests: Option<Spanned<u64>>,
+    pub max_instances: Option<Spanned<u64>>,
+    pub max_sessions: Option<Spanned<u64>>,
+    pub max_inflight: Option<Spanned<u64>>,
+    pub session_rate: Option<Spanned<u64>>,
+    pub max_host_resources: Option<Spanned<u64>>,
+    pub max_fields_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -128,8 +128,19 @@ pub struct Server {
     pub max_header_bytes: usize,
     /// Request body cap; larger gets 413.
     pub max_body_bytes: u64,
-    /// Time a client has to send its request head.
+    /// Time a client has to send its request head (and, between requests on
+    /// an HTTP/1 connection, to start the next one).
     pub header_read_timeout: Duration,
+    /// Longest wait for the next piece of a request body; then `408`.
+    pub body_read_timeout: Duration,
+    /// Slowest request body accepted, in bytes per second on average, after
+    /// the first `body_read_timeout`; 0 turns the check off.
+    pub min_body_rate: u64,
+    /// Longest a write to a client may wait for the client to read.
+    pub write_timeout: Duration,
+    /// An HTTP/2 connection with no request open for this long is closed
+    /// with GOAWAY.
+    pub idle_timeout: Duration,
     /// How long SIGTERM waits for in-flight requests.
     pub drain_timeout: Duration,
     /// How often config and component files are checked for changes.
@@ -306,6 +317,18 @@ pub struct Limits {
     /// Outbound HTTP requests of the tenant in flight at once (sent, and
     /// their response body not yet finished or dropped); one more fails.
     pub max_outbound_requests: usize,
+    /// The tenant's share: instances (per-request and pinned) alive at once.
+    pub max_instances: u64,
+    /// Pinned sessions of the tenant alive at once, over all its components.
+    pub max_sessions: u64,
+    /// Requests of the tenant being served or queued at once.
+    pub max_inflight: u64,
+    /// New sessions the tenant may start per second (and in a burst).
+    pub session_rate: u64,
+    /// Host resources (fields, streams, requests...) one instance may hold.
+    pub max_host_resources: u64,
+    /// Bytes one set of header fields a guest builds may hold.
+    pub max_fields_bytes: u64,
 }
 
 /// A hostname pattern of a tenant.

@@ -160,12 +160,15 @@ impl Resolver<'_> {
                 "must be at least 1",
             );
         }
-        if *s.header_read_timeout_ms.get_ref() == 0 {
-            return self.edge_err(
-                s.header_read_timeout_ms.span(),
-                "server.header_read_timeout_ms",
-                "must be at least 1",
-            );
+        for (v, key) in [
+            (&s.header_read_timeout_ms, "server.header_read_timeout_ms"),
+            (&s.body_read_timeout_ms, "server.body_read_timeout_ms"),
+            (&s.write_timeout_ms, "server.write_timeout_ms"),
+            (&s.idle_timeout_ms, "server.idle_timeout_ms"),
+        ] {
+            if *v.get_ref() == 0 {
+                return self.edge_err(v.span(), key, "must be at least 1");
+            }
         }
         if let Some(w) = &s.workers
             && *w.get_ref() == 0
@@ -190,6 +193,10 @@ impl Resolver<'_> {
             max_header_bytes: *s.max_header_bytes.get_ref(),
             max_body_bytes: s.max_body_bytes,
             header_read_timeout: Duration::from_millis(*s.header_read_timeout_ms.get_ref()),
+            body_read_timeout: Duration::from_millis(*s.body_read_timeout_ms.get_ref()),
+            min_body_rate: s.min_body_rate,
+            write_timeout: Duration::from_millis(*s.write_timeout_ms.get_ref()),
+            idle_timeout: Duration::from_millis(*s.idle_timeout_ms.get_ref()),
             drain_timeout: Duration::from_millis(s.drain_timeout_ms),
             watch_interval: (s.watch_interval_ms > 0)
                 .then(|| Duration::from_millis(s.watch_interval_ms)),
@@ -295,11 +302,103 @@ impl Resolver<'_> {
             Some(v) => usize::try_from(*v.get_ref()).unwrap_or(usize::MAX),
             None => base.map_or(64, |b| b.max_outbound_requests),
         };
+        // A tenant's share of the pool: by default half of it, so one
+        // tenant can never hold every slot; its sessions half of that, so
+        // per-request routes keep room beside a flood of session keys.
+        let count = |v: &Option<Spanned<u64>>,
+                     name: &str,
+                     min: u64,
+                     max: Option<u64>,
+                     inherited: Option<u64>,
+                     default: u64|
+         -> R<u64> {
+            match v {
+                Some(v) if *v.get_ref() < min => self.edge_err(
+                    v.span(),
+                    &format!("{key}.{name}"),
+                    format!("must be at least {min}"),
+                ),
+                Some(v) if max.is_some_and(|m| *v.get_ref() > m) => self.edge_err(
+                    v.span(),
+                    &format!("{key}.{name}"),
+                    format!(
+                        "{} exceeds pool.total_component_instances ({})",
+                        v.get_ref(),
+                        max.unwrap_or_default()
+                    ),
+                ),
+                Some(v) => Ok(*v.get_ref()),
+                None => Ok(inherited.unwrap_or(default)),
+            }
+        };
+        let pool_slots = u64::from(pool.total_component_instances);
+        let max_instances = count(
+            &l.max_instances,
+            "max_instances",
+            1,
+            Some(pool_slots),
+            base.map(|b| b.max_instances),
+            (pool_slots / 2).max(1),
+        )?;
+        let max_sessions = count(
+            &l.max_sessions,
+            "max_sessions",
+            1,
+            Some(pool_slots),
+            base.map(|b| b.max_sessions.min(max_instances)),
+            (max_instances / 2).max(1),
+        )?;
+        if let Some(v) = &l.max_sessions
+            && *v.get_ref() > max_instances
+        {
+            return self.edge_err(
+                v.span(),
+                &format!("{key}.max_sessions"),
+                format!(
+                    "{} exceeds max_instances ({max_instances}): every session holds an instance",
+                    v.get_ref()
+                ),
+            );
+        }
         Ok(Limits {
             request_deadline: deadline,
             memory_bytes: memory,
             kv_store_bytes,
             max_outbound_requests,
+            max_instances,
+            max_sessions,
+            max_inflight: count(
+                &l.max_inflight,
+                "max_inflight",
+                1,
+                None,
+                base.map(|b| b.max_inflight),
+                4096,
+            )?,
+            session_rate: count(
+                &l.session_rate,
+                "session_rate",
+                1,
+                None,
+                base.map(|b| b.session_rate),
+                200,
+            )?,
+            max_host_resources: count(
+                &l.max_host_resources,
+                "max_host_resources",
+                64,
+                None,
+                base.map(|b| b.max_host_resources),
+                1024,
+            )?,
+            max_fields_bytes: count(
+                &l.max_fields_bytes,
+                "max_fields_bytes",
+                1024,
+                None,
+                base.map(|b| b.max_fields_bytes),
+                32 * 1024,
+            )?,
         })
     }
 

@@ -59,7 +59,8 @@ fn main() -> anyhow::Result<()> {
                 .uri("http://localhost/bench")
                 .body(Empty::<Bytes>::new())
                 .expect("request");
-            let resp = edge::invoke::per_request(&runtime.engine, &target, req)
+            let deadline = std::time::Instant::now() + target.deadline;
+            let resp = edge::invoke::per_request(&runtime.engine, &target, req, deadline)
                 .await
                 .map_err(|f| anyhow::anyhow!("{f:?}"))?;
             let body = resp

@@ -64,6 +64,7 @@ fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                 .runtime
                 .metrics
                 .render(shared.runtime.engine.pooling_allocator_metrics());
+            shared.runtime.shares.render(&mut text);
             text.push_str(&shared.runtime.outbound.render());
             respond::bytes(
                 StatusCode::OK,

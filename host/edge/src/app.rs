@@ -33,6 +33,8 @@ pub struct Runtime {
     pub kv: edge_keyvalue::Registry,
     /// Mixing rooms, kept across reloads.
     pub mixer: Arc<edge_mixer::Mixer>,
+    /// Each tenant's share of the host, kept across reloads.
+    pub shares: crate::share::Shares,
     /// Outbound HTTP: each tenant's requests in flight and refusals, and
     /// the host's listeners (no guest may reach them).
     pub outbound: edge_outbound_http::Registry,
@@ -69,6 +71,7 @@ impl Runtime {
             sessions: SessionRegistry::default(),
             kv,
             mixer,
+            shares: Default::default(),
             outbound: Default::default(),
         })
     }
@@ -98,6 +101,8 @@ pub struct Target {
     pub metrics: Arc<RouteMetrics>,
     /// Pinned sessions, for per-session components.
     pub sessions: Option<Arc<SessionPool>>,
+    /// The tenant's share of the host.
+    pub share: Arc<crate::share::TenantShare>,
 }
 
 /// A route of one tenant.
@@ -264,6 +269,54 @@ impl App {
         self.hosts.find(host).map(|i| &self.tenants[i])
     }
 
+    /// Every session pool this app routes to.
+    pub fn session_pools(&self) -> Vec<Arc<SessionPool>> {
+        let mut pools: Vec<Arc<SessionPool>> = Vec::new();
+        let targets = self
+            .tenants
+            .iter()
+            .flat_map(|t| t.routes.iter().chain(t.sites.values()));
+        for pool in targets.filter_map(|r| r.target.sessions.as_ref()) {
+            if !pools.iter().any(|p| Arc::ptr_eq(p, pool)) {
+                pools.push(pool.clone());
+            }
+        }
+        pools
+    }
+
+    /// Puts this app's limits in force and retires what `old` served that
+    /// this app does not: called once this app is the one serving (a
+    /// config that is built but refused changes nothing).
+    pub fn commit(&self, rt: &Runtime, old: Option<&App>) {
+        // A tenant this config no longer has takes its mixing rooms along.
+        let closed = rt
+            .mixer
+            .retain_tenants(self.config.tenants.iter().map(|t| t.name.as_str()));
+        if closed > 0 {
+            tracing::info!(rooms = closed, "mixing rooms of removed tenants closed");
+        }
+        rt.shares.apply(
+            self.config
+                .tenants
+                .iter()
+                .map(|t| (t.name.as_str(), (&t.limits).into())),
+        );
+        rt.outbound.apply(
+            self.config
+                .tenants
+                .iter()
+                .map(|t| (t.name.as_str(), t.limits.max_outbound_requests)),
+        );
+        if let Some(old) = old {
+            let now = self.session_pools();
+            for pool in old.session_pools() {
+                if !now.iter().any(|p| Arc::ptr_eq(p, &pool)) {
+                    pool.retire();
+                }
+            }
+        }
+    }
+
     /// Ids of components that failed to load.
     pub fn failed_components(&self) -> Vec<&str> {
         self.status
@@ -314,8 +367,11 @@ fn build_target(
         }
     }
     let who = format!("{}/{}", tenant.name, component.id);
+    let share = rt.shares.get(&tenant.name, (&tenant.limits).into());
     let spec = StoreSpec {
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),
+        max_resources: tenant.limits.max_host_resources as usize,
+        max_fields_bytes: tenant.limits.max_fields_bytes as usize,
         outbound: OutboundPolicy::new(outbound, &who)
             .with_addresses(edge_outbound_http::AddressPolicy::new(
                 tenant.outbound_allow_ranges.clone(),
@@ -346,7 +402,7 @@ fn build_target(
         (InstanceMode::Session(settings), Ok(p)) => {
             Some(
                 rt.sessions
-                    .pool(&tenant.name, &component.id, p, settings, &spec),
+                    .pool(&tenant.name, &component.id, p, settings, &spec, &share),
             )
         }
         _ => None,
@@ -359,6 +415,7 @@ fn build_target(
         deadline: tenant.limits.request_deadline,
         metrics: rt.metrics.route(&tenant.name, &component.id),
         sessions,
+        share,
     })
 }
 

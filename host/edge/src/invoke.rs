@@ -1,13 +1,18 @@
-//! Running a request through a guest: a fresh instance per request, or the
-//! pinned instance of a session (see [`crate::session`]).
+//! The guest call, in one place: a store under the request's deadline, the
+//! instance made within it, the handler called, the response head raced
+//! against the guest, the body tied to the guest's outcome, and every
+//! failure mapped by its source. Per-request instances ([`per_request`])
+//! and pinned sessions ([`crate::session`]) both go through it.
 
 use crate::app::Target;
 use crate::body::ClientPace;
 use crate::metrics::ActiveInstance;
 use crate::respond::{Body, Failure};
+use crate::share::Limit;
 use crate::state::HostState;
 use bytes::Bytes;
 use http::Response;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -16,22 +21,29 @@ use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::Proxy;
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
+use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
 
 /// What a guest call hands back to the request: the response head once the
 /// guest sets it.
 pub type ResponseReceiver = oneshot::Receiver<Result<Response<Body>, ErrorCode>>;
 
-/// A fresh store for `target`, with its limiter and deadline set.
+type Resource<T> = wasmtime::component::Resource<T>;
+
+/// A fresh store for `target`, with its limiter and `deadline` set.
 ///
 /// A running guest yields to the executor at every epoch tick, so a guest
 /// spinning in a loop cannot hold its thread (and the other connections
 /// on it) for longer than a tick; the wall-clock timeout in [`call`] ends
 /// it at its deadline. Should the guest be re-entered past the deadline
 /// anyway, the epoch callback traps it as a backstop.
-pub fn new_store(engine: &wasmtime::Engine, target: &Target) -> Store<HostState> {
+pub fn new_store(
+    engine: &wasmtime::Engine,
+    target: &Target,
+    deadline: Instant,
+) -> Store<HostState> {
     let mut store = Store::new(engine, HostState::new(&target.spec, target.metrics.clone()));
     store.limiter(|s| &mut s.limiter);
-    store.data_mut().deadline = Instant::now() + target.deadline;
+    store.data_mut().deadline = deadline;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|store| {
         if Instant::now() >= store.data().deadline {
@@ -49,14 +61,32 @@ pub fn new_store(engine: &wasmtime::Engine, target: &Target) -> Store<HostState>
     store
 }
 
+/// Makes `target`'s instance in `store`, within the store's deadline.
+pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Result<Proxy, Failure> {
+    let prepared = match &target.prepared {
+        Ok(p) => p.clone(),
+        Err(why) => return Err(Failure::Unavailable(why.to_string())),
+    };
+    let deadline = tokio::time::Instant::from_std(store.data().deadline);
+    let made = tokio::time::timeout_at(deadline, prepared.pre.instantiate_async(&mut *store)).await;
+    let result = match made {
+        Ok(Ok(proxy)) => return Ok(proxy),
+        Ok(Err(e)) => Failure::classify(&e, store.data().limiter.hit),
+        Err(_) => Failure::Deadline,
+    };
+    count_failure(target, &result);
+    log_guest_output(store, target);
+    Err(result)
+}
+
 /// Puts a request and a response slot into the store's table.
 pub fn bind_request<B>(
     store: &mut Store<HostState>,
     request: http::Request<B>,
 ) -> Result<
     (
-        wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
-        wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+        Resource<HostIncomingRequest>,
+        Resource<HostResponseOutparam>,
         ResponseReceiver,
     ),
     Failure,
@@ -77,16 +107,16 @@ where
     Ok((req, out, rx))
 }
 
-/// Calls the guest's handler once, under the target's wall-clock deadline.
+/// Calls the guest's handler once, under the store's wall-clock deadline.
 pub async fn call(
     store: &mut Store<HostState>,
     proxy: &Proxy,
     target: &Target,
-    req: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
-    out: wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+    req: Resource<HostIncomingRequest>,
+    out: Resource<HostResponseOutparam>,
 ) -> Result<(), Failure> {
-    // One deadline per request, set when its store or job began: the call
-    // gets what instantiation left of it.
+    // One deadline per request, set when the request arrived: the call
+    // gets what the queue and instantiation left of it.
     let deadline = tokio::time::Instant::from_std(store.data().deadline);
     let call = proxy
         .wasi_http_incoming_handler()
@@ -110,7 +140,85 @@ pub async fn call(
     if let Err(f) = &result {
         count_failure(target, f);
     }
+    log_guest_output(store, target);
     result
+}
+
+/// How a guest call's race between its response head and its own end came
+/// out.
+pub enum Race<G> {
+    /// The guest finished (or failed) before anything could stream.
+    Done {
+        /// Whether the guest itself returned cleanly (its instance can be
+        /// used again).
+        guest_ok: bool,
+        /// What the client gets.
+        response: Result<Response<Body>, Failure>,
+    },
+    /// The head is ready while the guest still writes its body: the
+    /// response streams, and `finish` must run `guest` to its end (its
+    /// result decides whether the body ends cleanly).
+    Streaming {
+        /// The response to send now.
+        response: Response<Body>,
+        /// The guest, still running.
+        guest: G,
+        /// Tell the body how the guest ended.
+        finish: oneshot::Sender<bool>,
+    },
+}
+
+/// Runs `guest` until either it ends or its response head is ready.
+///
+/// Most guests finish (body written) before the head could even be sent,
+/// so the guest runs right here, in the caller's task; only one still
+/// streaming its body when the head is ready is handed back to be run on
+/// ([`Race::Streaming`]).
+pub async fn race<G>(mut guest: G, mut head: ResponseReceiver) -> Race<G>
+where
+    G: Future<Output = Result<(), Failure>> + Unpin,
+{
+    tokio::select! {
+        biased;
+        result = &mut guest => {
+            let guest_ok = result.is_ok();
+            let response = match (result, head.try_recv()) {
+                // The guest failed after setting the head: nothing has gone
+                // to the client yet, so answer the failure rather than a
+                // body the failure cut short.
+                (Err(f), _) => Err(f),
+                (Ok(()), Ok(h)) => h.map_err(Failure::from_guest_code),
+                (Ok(()), Err(_)) => Err(Failure::NoResponse),
+            };
+            Race::Done { guest_ok, response }
+        }
+        h = &mut head => match h {
+            Ok(Ok(response)) => {
+                let (finish, outcome) = oneshot::channel();
+                let response = response.map(|body| {
+                    http_body_util::BodyExt::boxed_unsync(crate::body::GuestOutcomeBody::new(
+                        body, outcome,
+                    ))
+                });
+                Race::Streaming { response, guest, finish }
+            }
+            Ok(Err(code)) => {
+                let result = guest.await;
+                Race::Done {
+                    guest_ok: result.is_ok(),
+                    response: Err(result.err().unwrap_or_else(|| Failure::from_guest_code(code))),
+                }
+            }
+            // The outparam was dropped unset: the guest's own result says why.
+            Err(_) => {
+                let result = guest.await;
+                Race::Done {
+                    guest_ok: result.is_ok(),
+                    response: Err(result.err().unwrap_or(Failure::NoResponse)),
+                }
+            }
+        }
+    }
 }
 
 /// Logs what the guest wrote to stdout/stderr during its request, if
@@ -139,6 +247,9 @@ pub fn count_failure(target: &Target, failure: &Failure) {
             m.traps.fetch_add(1, Relaxed);
             tracing::warn!(tenant = %target.tenant, component = %target.component, error = %why, "guest trapped");
         }
+        Failure::OverShare(limit) => {
+            tracing::warn!(tenant = %target.tenant, component = %target.component, limit = limit.key(), "tenant over its share; refused");
+        }
         other => {
             tracing::warn!(tenant = %target.tenant, component = %target.component, failure = ?other, "request failed")
         }
@@ -151,70 +262,38 @@ pub async fn per_request<B>(
     engine: &wasmtime::Engine,
     target: &Arc<Target>,
     request: http::Request<B>,
+    deadline: Instant,
 ) -> Result<Response<Body>, Failure>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<wasmtime_wasi_http::Error>,
 {
-    let prepared = match &target.prepared {
-        Ok(p) => p.clone(),
-        Err(why) => return Err(Failure::Unavailable(why.to_string())),
-    };
-    let mut store = new_store(engine, target);
-    let (req, out, mut rx) = bind_request(&mut store, request)?;
+    // The tenant's instance share, held for as long as the store lives.
+    let permit = target.share.acquire(Limit::Instances).map_err(|limit| {
+        let f = Failure::OverShare(limit);
+        count_failure(target, &f);
+        f
+    })?;
+    let mut store = new_store(engine, target, deadline);
+    let (req, out, head) = bind_request(&mut store, request)?;
     let target = target.clone();
-    let mut guest = Box::pin(async move {
+    let guest = Box::pin(async move {
+        let _permit = permit;
         let _active = ActiveInstance::new(&target.metrics);
-        let deadline = tokio::time::Instant::from_std(store.data().deadline);
-        let instantiate = prepared.pre.instantiate_async(&mut store);
-        let proxy = match tokio::time::timeout_at(deadline, instantiate).await {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => {
-                let f = Failure::classify(&e, store.data().limiter.hit);
-                count_failure(&target, &f);
-                log_guest_output(&store, &target);
-                return Err(f);
-            }
-            Err(_) => {
-                count_failure(&target, &Failure::Deadline);
-                return Err(Failure::Deadline);
-            }
-        };
-        let result = call(&mut store, &proxy, &target, req, out).await;
-        log_guest_output(&store, &target);
-        result
+        let proxy = instantiate(&mut store, &target).await?;
+        call(&mut store, &proxy, &target, req, out).await
     });
-    // Run the guest right here, in the connection's task: most guests
-    // finish (body written) before we could even hand them to another task,
-    // and a spawn per request costs a task allocation and often a wake-up
-    // of the other worker thread. Only a guest still streaming its body when
-    // the response head is ready moves to a task of its own.
-    tokio::select! {
-        biased;
-        result = &mut guest => match (result, rx.try_recv()) {
-            // The guest failed after setting the head: nothing has gone to
-            // the client yet, so answer the failure rather than a body the
-            // failure cut short.
-            (Err(f), _) => Err(f),
-            (Ok(()), Ok(Ok(response))) => Ok(response),
-            (Ok(()), Ok(Err(code))) => Err(Failure::GuestError(format!("{code:?}"))),
-            (Ok(()), Err(_)) => Err(Failure::NoResponse),
-        },
-        head = &mut rx => match head {
-            Ok(head) => {
-                let (done, outcome) = oneshot::channel();
-                tokio::spawn(async move {
-                    let _ = done.send(guest.await.is_ok());
-                });
-                let response = head.map_err(|code| Failure::GuestError(format!("{code:?}")))?;
-                Ok(response.map(|body| {
-                    http_body_util::BodyExt::boxed_unsync(crate::body::GuestOutcomeBody::new(
-                        body, outcome,
-                    ))
-                }))
-            }
-            // The outparam was dropped unset: the guest's own result says why.
-            Err(_) => Err(guest.await.err().unwrap_or(Failure::NoResponse)),
+    match race(guest, head).await {
+        Race::Done { response, .. } => response,
+        Race::Streaming {
+            response,
+            guest,
+            finish,
+        } => {
+            tokio::spawn(async move {
+                let _ = finish.send(guest.await.is_ok());
+            });
+            Ok(response)
         }
     }
 }

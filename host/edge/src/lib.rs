@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod app;
 pub mod body;
+pub mod conn;
 pub mod engine;
 pub mod guest_log;
 pub mod guest_metrics;
@@ -18,4 +19,5 @@ pub mod reload;
 pub mod respond;
 pub mod server;
 pub mod session;
+pub mod share;
 pub mod state;

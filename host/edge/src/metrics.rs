@@ -143,6 +143,8 @@ pub struct Metrics {
     pub unrouted_path: AtomicU64,
     /// Requests refused for their body size.
     pub body_too_large: AtomicU64,
+    /// Requests whose body arrived too slowly and was cut.
+    pub body_timeouts: AtomicU64,
     /// Open client connections.
     pub connections: AtomicI64,
     /// Successful reloads.
@@ -275,7 +277,13 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{{}}} {}", labels(t, c), get(m));
             }
         }
-        let global: [(&str, &str, &str, i64); 7] = [
+        let global: [(&str, &str, &str, i64); 8] = [
+            (
+                "edge_body_timeouts_total",
+                "counter",
+                "Requests whose body stalled or crawled and was cut (408).",
+                self.body_timeouts.load(Relaxed) as i64,
+            ),
             (
                 "edge_unrouted_host_total",
                 "counter",

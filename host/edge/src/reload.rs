@@ -116,16 +116,9 @@ fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()>
             newly_failed.join("; ")
         );
     }
-    shared.app.store(Arc::new(app));
-    // A tenant this config no longer has takes its mixing rooms along.
-    let serving = shared.app.load();
-    let closed = shared
-        .runtime
-        .mixer
-        .retain_tenants(serving.config.tenants.iter().map(|t| t.name.as_str()));
-    if closed > 0 {
-        tracing::info!(rooms = closed, "mixing rooms of removed tenants closed");
-    }
+    let app = Arc::new(app);
+    shared.app.store(app.clone());
+    app.commit(&shared.runtime, Some(&old));
     Ok(())
 }
 
@@ -197,6 +190,10 @@ mod tests {
             max_header_bytes: 16384,
             max_body_bytes: 1 << 20,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(10),
+            min_body_rate: 1024,
+            write_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(10),
             watch_interval: None,
         };

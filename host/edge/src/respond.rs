@@ -72,11 +72,21 @@ pub enum Failure {
     SessionsFull(String),
     /// The component failed to load.
     Unavailable(String),
+    /// The tenant is over a limit of its share.
+    OverShare(crate::share::Limit),
+    /// The request waited in its session's queue until its deadline.
+    QueueTimeout,
     /// A host-side failure.
     Internal(String),
 }
 
 impl Failure {
+    /// A guest that set an error instead of a response: what it said goes
+    /// to the log, the client gets fixed words.
+    pub fn from_guest_code(code: wasmtime_wasi_http::p2::bindings::http::types::ErrorCode) -> Self {
+        Self::GuestError(format!("{code:?}"))
+    }
+
     /// Classifies an error from instantiating or calling a guest.
     pub fn classify(error: &wasmtime::Error, memory_cap_hit: bool) -> Self {
         if memory_cap_hit {
@@ -97,13 +107,20 @@ impl Failure {
         Self::Trap(format!("{error:#}"))
     }
 
-    /// The response a client gets for this failure. Bodies say what happened
-    /// without leaking guest internals; details go to the log.
-    pub fn response(&self, component: &str) -> Response<Body> {
+    /// The response a client gets for this failure: a status and fixed
+    /// words. Component ids, tenant names, paths and guest errors stay in
+    /// the log (see [`crate::invoke::count_failure`]).
+    pub fn response(&self) -> Response<Body> {
+        let retry = |status, words: &str| {
+            let mut r = text(status, words);
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        };
         match self {
             Self::Deadline => text(
                 StatusCode::GATEWAY_TIMEOUT,
-                format!("component {component} exceeded its deadline and was stopped"),
+                "the component exceeded its deadline and was stopped",
             ),
             Self::ClientTimeout => text(
                 StatusCode::REQUEST_TIMEOUT,
@@ -111,28 +128,20 @@ impl Failure {
             ),
             Self::MemoryCap(_) => text(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("component {component} exceeded its memory limit and was stopped"),
+                "the component exceeded its memory limit and was stopped",
             ),
-            Self::Trap(_) => text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("component {component} failed (trap)"),
+            Self::Trap(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "the component failed"),
+            Self::PoolExhausted => retry(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no free instance slot; try again shortly",
             ),
-            Self::PoolExhausted => {
-                let mut r = text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "no free instance slot; try again shortly",
-                );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                r
-            }
             Self::NoResponse => text(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("component {component} returned without a response"),
+                "the component returned without a response",
             ),
             Self::GuestError(_) => text(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("component {component} answered with an error"),
+                "the component answered with an error",
             ),
             Self::BodyTooLarge(cap) => text(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -145,15 +154,25 @@ impl Failure {
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 r
             }
-            Self::SessionsFull(why) => {
-                let mut r = text(StatusCode::SERVICE_UNAVAILABLE, why.clone());
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                r
-            }
-            Self::Unavailable(why) => text(
+            Self::SessionsFull(_) => retry(
                 StatusCode::SERVICE_UNAVAILABLE,
-                format!("component {component} is unavailable: {why}"),
+                "no session capacity for this route; retry later",
+            ),
+            Self::Unavailable(_) => retry(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the component is unavailable",
+            ),
+            Self::OverShare(crate::share::Limit::SessionRate) => retry(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many new sessions (session_rate); retry later",
+            ),
+            Self::OverShare(limit) => retry(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("over this site's share ({}); retry later", limit.key()),
+            ),
+            Self::QueueTimeout => retry(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the request waited too long for its session; retry later",
             ),
             Self::Internal(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
         }

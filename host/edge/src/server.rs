@@ -1,17 +1,23 @@
 //! The HTTP front: accept connections, route each request to its tenant and
 //! component, and answer. Request phases, in order:
 //!
-//! 1. **host** → tenant (404 if none), 2. **path** → route (404 if none),
-//! 3. **body cap** (413), 4. **instance**: per-request or pinned session,
-//! 5. **response** streamed back while the guest may still write.
+//! 1. **host** → tenant (404 if none);
+//! 2. **path** → route (404 if none);
+//! 3. **body cap** (413);
+//! 4. **share**: the tenant's requests in flight (503);
+//! 5. **instance**: per-request or pinned session, under the tenant's
+//!    instance and session shares;
+//! 6. **response** streamed back while the guest may still write.
 //!
 //! Malformed HTTP (400) and oversized heads (431) are answered by hyper
 //! before phase 1.
 
 use crate::app::{App, Runtime, TenantRoute};
-use crate::body::{CappedBody, ClientPace};
+use crate::body::{BodyLimits, CappedBody, ClientPace};
+use crate::conn::{Activity, TimedIo};
 use crate::invoke;
 use crate::respond::{self, Body, Failure};
+use crate::share::Limit;
 use anyhow::Result;
 use arc_swap::ArcSwap;
 use http::{HeaderValue, Request, Response, StatusCode, header};
@@ -21,14 +27,13 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 
 /// State shared by every connection: the runtime and the app now serving.
 pub struct Shared {
@@ -140,7 +145,7 @@ pub async fn serve(
         builder = builder.http1_only();
     }
     let builder = Arc::new(builder);
-    let graceful = GracefulShutdown::new();
+    let open = Arc::new(OpenConnections::default());
 
     while let Some((permit, stream, peer)) =
         next_connection(&listener, &slots, &mut shutdown).await?
@@ -149,6 +154,8 @@ pub async fn serve(
         // segment for up to 40 ms waiting for the client's ACK.
         let _ = stream.set_nodelay(true);
         let for_service = shared.clone();
+        let activity = Arc::new(Activity::default());
+        let for_requests = activity.clone();
         // Once per connection, not per request: formatting an address is
         // not free.
         let client_addr = HeaderValue::try_from(peer.to_string())
@@ -156,22 +163,47 @@ pub async fn serve(
         let service = service_fn(move |req| {
             let shared = for_service.clone();
             let client_addr = client_addr.clone();
-            async move { Ok::<_, Infallible>(handle(&shared, req, client_addr).await) }
+            let open = for_requests.request();
+            async move {
+                let response = handle(&shared, req, client_addr).await;
+                drop(open);
+                Ok::<_, Infallible>(response)
+            }
         });
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        let builder = builder.clone();
         let metrics = shared.runtime.metrics.clone();
-        let head_timeout = server.header_read_timeout;
+        // Connection timeouts are read per connection, so a reload applies
+        // them to the connections that follow.
+        let limits = shared.app.load().config.server.clone();
+        let mut stop = shutdown.clone();
+        let guard = open.enter();
         tokio::spawn(async move {
             metrics.connections.fetch_add(1, Relaxed);
-            if client_spoke(&stream, head_timeout).await {
-                let conn = builder
-                    .serve_connection(TokioIo::new(stream), service)
-                    .into_owned();
-                if let Err(e) = watcher.watch(conn).await {
+            if client_spoke(&stream, limits.header_read_timeout).await {
+                let io = TimedIo::new(stream, limits.write_timeout);
+                let conn = builder.serve_connection(TokioIo::new(io), service);
+                let mut conn = std::pin::pin!(conn);
+                let mut closing = false;
+                let ended = loop {
+                    tokio::select! {
+                        r = conn.as_mut() => break r,
+                        _ = activity.idle(limits.idle_timeout), if !closing => {
+                            // HTTP/2: GOAWAY; HTTP/1: close once idle.
+                            closing = true;
+                            conn.as_mut().graceful_shutdown();
+                        }
+                        _ = stop.changed(), if !closing => {
+                            closing = true;
+                            conn.as_mut().graceful_shutdown();
+                        }
+                    }
+                };
+                if let Err(e) = ended {
                     tracing::debug!(error = %e, %peer, "connection ended with an error");
                 }
             }
             metrics.connections.fetch_sub(1, Relaxed);
+            drop(guard);
             drop(permit);
         });
     }
@@ -181,13 +213,48 @@ pub async fn serve(
         timeout_ms = server.drain_timeout.as_millis() as u64,
         "draining connections"
     );
-    if tokio::time::timeout(server.drain_timeout, graceful.shutdown())
+    if tokio::time::timeout(server.drain_timeout, open.drained())
         .await
         .is_err()
     {
         tracing::warn!("drain timeout passed; closing remaining connections");
     }
     Ok(())
+}
+
+/// The connections one worker has open, for draining at shutdown.
+#[derive(Default)]
+struct OpenConnections {
+    count: AtomicUsize,
+    changed: Notify,
+}
+
+/// Counts a connection as open until dropped.
+struct OpenConnection(Arc<OpenConnections>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Relaxed);
+        self.0.changed.notify_waiters();
+    }
+}
+
+impl OpenConnections {
+    fn enter(self: &Arc<Self>) -> OpenConnection {
+        self.count.fetch_add(1, Relaxed);
+        OpenConnection(self.clone())
+    }
+
+    /// Resolves once every connection has closed.
+    async fn drained(&self) {
+        loop {
+            let changed = self.changed.notified();
+            if self.count.load(Relaxed) == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
 }
 
 /// Waits for one of `slots`, then for a connection; `None` once `shutdown`
@@ -296,46 +363,78 @@ pub async fn handle(
         );
     };
     let target = route.target.clone();
-
-    // Phase 3: body cap. A declared length is checked now; a chunked body
-    // is counted as it streams.
-    let cap = app.config.server.max_body_bytes;
-    let declared = req.body().size_hint().exact();
-    if declared.is_some_and(|n| n > cap) {
-        metrics.body_too_large.fetch_add(1, Relaxed);
-        let response = Failure::BodyTooLarge(cap).response(&target.component);
+    let answer = |f: Failure| {
+        let response = f.response();
         target
             .metrics
             .record(response.status().as_u16(), started.elapsed());
-        return response;
+        response
+    };
+
+    // Phase 3: body cap. A declared length is checked now; a chunked body
+    // is counted as it streams.
+    let server = &app.config.server;
+    let cap = server.max_body_bytes;
+    let declared = req.body().size_hint().exact();
+    if declared.is_some_and(|n| n > cap) {
+        metrics.body_too_large.fetch_add(1, Relaxed);
+        return answer(Failure::BodyTooLarge(cap));
     }
+
+    // Phase 4: the tenant's share of requests in flight, held until the
+    // response head is ready (queued session requests count).
+    let _inflight = match target.share.acquire(Limit::Inflight) {
+        Ok(p) => p,
+        Err(limit) => {
+            let f = Failure::OverShare(limit);
+            invoke::count_failure(&target, &f);
+            return answer(f);
+        }
+    };
     let mut req = req;
     add_spin_headers(&mut req, route, matched, client_addr);
 
-    // Phase 4: instance.
+    // Phase 5: instance. The deadline runs from now: waiting in a session's
+    // queue counts. The body must be in a tenth of it before the deadline,
+    // so a guest waiting on a stalled client learns it in time to answer,
+    // and its instance lives on.
+    let deadline = started + target.deadline;
+    let limits = BodyLimits {
+        cap,
+        idle: server.body_read_timeout,
+        min_rate: server.min_body_rate,
+        cutoff: tokio::time::Instant::from_std(deadline - target.deadline / 10),
+    };
     let exceeded = Arc::new(AtomicBool::new(false));
     let pace = ClientPace::default();
     req.extensions_mut().insert(pace.clone());
-    let req = req.map(|b| CappedBody::new(b, cap, exceeded.clone()).paced(pace));
+    let req = req.map(|b| CappedBody::new(b, limits, exceeded.clone()).paced(pace.clone()));
     let engine = &shared.runtime.engine;
     let result = match &target.sessions {
         Some(pool) => {
-            pool.dispatch(engine, &target, req.map(|b| b.boxed_unsync()))
+            pool.dispatch(engine, &target, req.map(|b| b.boxed_unsync()), deadline)
                 .await
         }
-        None => invoke::per_request(engine, &target, req).await,
+        None => invoke::per_request(engine, &target, req, deadline).await,
     };
 
-    // Phase 5: response.
+    // Phase 6: response.
     let response = match result {
         // The host cut the body at the cap: whatever the guest made of the
         // truncated body, the answer is 413.
         _ if exceeded.load(Relaxed) => {
             metrics.body_too_large.fetch_add(1, Relaxed);
-            Failure::BodyTooLarge(cap).response(&target.component)
+            Failure::BodyTooLarge(cap).response()
+        }
+        // The body stalled or crawled and was cut: the client is the slow
+        // one, whatever the guest made of it.
+        _ if pace.timed_out() => {
+            metrics.body_timeouts.fetch_add(1, Relaxed);
+            tracing::info!(tenant = %target.tenant, component = %target.component, "request body too slow; cut");
+            Failure::ClientTimeout.response()
         }
         Ok(r) => r,
-        Err(f) => f.response(&target.component),
+        Err(f) => f.response(),
     };
     target
         .metrics

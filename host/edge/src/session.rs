@@ -6,12 +6,23 @@
 //! evict a session (never across a guest call), and jobs are queued while
 //! holding it, so an idle session can check "no queued job" and remove
 //! itself atomically: a request never lands on a session that is exiting.
+//!
+//! Sessions are held to the tenant's share ([`crate::share`]): each holds
+//! one of the tenant's `max_sessions` while it is in its pool's map, and
+//! one of its `max_instances` while its instance lives. Within a tenant,
+//! each session component is guaranteed an equal part of `max_sessions`
+//! and may borrow what the others leave unused; a component under its part
+//! takes its session from an idle borrower (its least recently used
+//! session). A flood of client-chosen keys on one route thus fills at most
+//! the tenant's sessions and yields them to every other route that needs
+//! its part; the flooded route answers 503 past that.
 
 use crate::app::{Prepared, Target};
 use crate::engine::ContentHash;
-use crate::invoke::{bind_request, call, count_failure, new_store};
+use crate::invoke::{Race, bind_request, call, count_failure, instantiate, new_store, race};
 use crate::metrics::ActiveInstance;
 use crate::respond::{Body, Failure};
+use crate::share::{Limit, Permit, TenantShare};
 use bytes::Bytes;
 use edge_config::{SessionKey, SessionSettings};
 use http::Response;
@@ -19,8 +30,9 @@ use http_body_util::combinators::UnsyncBoxBody;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 /// Longest accepted session key.
@@ -32,6 +44,9 @@ pub type SessionRequest = http::Request<UnsyncBoxBody<Bytes, wasmtime_wasi_http:
 struct Job {
     target: Arc<Target>,
     request: SessionRequest,
+    /// The request's deadline, from when it arrived: time in the queue
+    /// counts.
+    deadline: Instant,
     reply: oneshot::Sender<Result<Response<Body>, Failure>>,
 }
 
@@ -39,7 +54,11 @@ struct Session {
     id: u64,
     tx: mpsc::Sender<Job>,
     /// Requests queued or running on it.
-    inflight: Arc<std::sync::atomic::AtomicUsize>,
+    inflight: Arc<AtomicUsize>,
+    /// When a request last came for it (under the pool's lock).
+    last_used: Instant,
+    /// One of the tenant's sessions, given back when it leaves the map.
+    _held: Permit,
 }
 
 /// The sessions of one (tenant, component).
@@ -49,19 +68,27 @@ pub struct SessionPool {
     /// (memory cap, outbound hosts, variables, stores) gets a new pool, so
     /// no live session keeps rights the new config took away.
     spec: crate::state::StoreSpec,
-    prepared: Arc<Prepared>,
+    tenant: Arc<str>,
+    share: Arc<TenantShare>,
     sessions: Mutex<HashMap<String, Session>>,
+    /// `sessions.len()`, for other pools of the tenant to read unlocked.
+    live: AtomicUsize,
     next_id: AtomicU64,
     workers: Arc<Workers>,
+    /// Every pool, for finding an idle borrower among the tenant's.
+    pools: Arc<PoolMap>,
+    /// Replaced by a config now serving: its sessions end once idle.
+    retired: AtomicBool,
 }
 
 type PoolKey = (String, String, ContentHash);
+type PoolMap = Mutex<HashMap<PoolKey, Weak<SessionPool>>>;
 
 /// Session pools by (tenant, component, content hash), so a reload that
 /// leaves a component unchanged keeps its sessions.
 #[derive(Default)]
 pub struct SessionRegistry {
-    pools: Mutex<HashMap<PoolKey, Weak<SessionPool>>>,
+    pools: Arc<PoolMap>,
     workers: Arc<Workers>,
 }
 
@@ -79,7 +106,7 @@ pub struct SessionRegistry {
 struct Workers {
     handles: Mutex<Vec<tokio::runtime::Handle>>,
     /// `handles.len()`, read on every request without the lock.
-    count: std::sync::atomic::AtomicUsize,
+    count: AtomicUsize,
 }
 
 thread_local! {
@@ -138,6 +165,7 @@ impl SessionRegistry {
         prepared: &Arc<Prepared>,
         settings: &SessionSettings,
         spec: &crate::state::StoreSpec,
+        share: &Arc<TenantShare>,
     ) -> Arc<SessionPool> {
         let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
         pools.retain(|_, p| p.strong_count() > 0);
@@ -145,18 +173,29 @@ impl SessionRegistry {
         if let Some(pool) = pools.get(&key).and_then(Weak::upgrade)
             && pool.settings == *settings
             && pool.spec.same_grants(spec)
+            && !pool.retired.load(Relaxed)
         {
             return pool;
         }
         let pool = Arc::new(SessionPool {
             settings: settings.clone(),
             spec: spec.clone(),
-            prepared: prepared.clone(),
+            tenant: tenant.into(),
+            share: share.clone(),
             sessions: Mutex::new(HashMap::new()),
+            live: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
             workers: self.workers.clone(),
+            pools: self.pools.clone(),
+            retired: AtomicBool::new(false),
         });
-        pools.insert(key, Arc::downgrade(&pool));
+        // Keyed apart from the pool it may replace, which stays reachable
+        // (for eviction and its draining sessions) until it is gone.
+        let mut slot = key;
+        while pools.get(&slot).is_some_and(|p| p.strong_count() > 0) {
+            slot.1.push('~');
+        }
+        pools.insert(slot, Arc::downgrade(&pool));
         pool
     }
 }
@@ -168,12 +207,108 @@ impl SessionPool {
 
     /// Sessions alive now.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.live.load(Relaxed)
     }
 
     /// Whether no session is alive.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Takes the pool out of service: a config without it now serves. Idle
+    /// sessions end now, busy ones once their queue is empty, so the slots
+    /// they hold come back without waiting for their idle timeout.
+    pub fn retire(&self) {
+        self.retired.store(true, Relaxed);
+        let mut sessions = self.lock();
+        sessions.retain(|_, s| s.inflight.load(Relaxed) > 0);
+        self.live.store(sessions.len(), Relaxed);
+    }
+
+    /// Removes the least recently used idle session (its task ends once
+    /// it sees its queue closed). Called with the pool's lock held.
+    fn evict_lru(&self, sessions: &mut HashMap<String, Session>) -> bool {
+        let lru = sessions
+            .iter()
+            .filter(|(_, s)| s.inflight.load(Relaxed) == 0)
+            .min_by_key(|(_, s)| s.last_used)
+            .map(|(k, _)| k.clone());
+        match lru {
+            Some(key) => {
+                sessions.remove(&key);
+                self.live.store(sessions.len(), Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The pools of this pool's tenant now in service.
+    fn siblings(&self) -> Vec<Arc<SessionPool>> {
+        let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools
+            .iter()
+            .filter(|((tenant, _, _), _)| **tenant == *self.tenant)
+            .filter_map(|(_, p)| p.upgrade())
+            .filter(|p| !p.retired.load(Relaxed))
+            .collect()
+    }
+
+    /// Makes room for a session of this pool, which is under its
+    /// guaranteed part of the tenant's sessions, by evicting an idle
+    /// session of the sibling furthest over its own part. Never waits for
+    /// another pool's lock (two pools evicting from each other would
+    /// deadlock): a busy one is skipped.
+    fn evict_borrower(self: &Arc<Self>, part: usize) -> bool {
+        let mut siblings = self.siblings();
+        siblings.retain(|p| !Arc::ptr_eq(p, self) && p.len() > part);
+        siblings.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        siblings.iter().any(|p| match p.sessions.try_lock() {
+            Ok(mut sessions) => p.evict_lru(&mut sessions),
+            Err(_) => false,
+        })
+    }
+
+    /// One of the tenant's sessions for a new session of this pool, which
+    /// now holds `held` (its lock is held): within the tenant's share, or in
+    /// the place of an evicted one (then `true`: its instance is on its way
+    /// out).
+    fn admit(
+        self: &Arc<Self>,
+        sessions: &mut HashMap<String, Session>,
+        target: &Target,
+    ) -> Result<(Permit, bool), Failure> {
+        let refuse = |f: Failure| {
+            target.metrics.sessions_rejected.fetch_add(1, Relaxed);
+            count_failure(target, &f);
+            f
+        };
+        if sessions.len() >= self.settings.max_sessions {
+            return Err(refuse(Failure::SessionsFull(format!(
+                "component {} already has {} active sessions (max_sessions)",
+                target.component, self.settings.max_sessions
+            ))));
+        }
+        self.share
+            .session_start()
+            .map_err(|l| refuse(Failure::OverShare(l)))?;
+        if let Ok(p) = self.share.acquire(Limit::Sessions) {
+            return Ok((p, false));
+        }
+        // The tenant's sessions are all taken. A component under its part
+        // takes one from a sibling that borrowed past its own; one at its
+        // part waits, whatever its keys.
+        let pools = self.siblings().len().max(1);
+        let part = (self.share.max_sessions() as usize / pools).max(1);
+        if sessions.len() < part && self.evict_borrower(part) {
+            // The evicted session gave its count back as it left its map.
+            let p = self
+                .share
+                .acquire(Limit::Sessions)
+                .unwrap_or_else(|_| self.share.acquire_over(Limit::Sessions));
+            return Ok((p, true));
+        }
+        Err(refuse(Failure::OverShare(Limit::Sessions)))
     }
 
     /// Queues a request on its session, creating the session if needed, and
@@ -183,66 +318,68 @@ impl SessionPool {
         engine: &wasmtime::Engine,
         target: &Arc<Target>,
         request: SessionRequest,
+        deadline: Instant,
     ) -> Result<Response<Body>, Failure> {
         let base = session_key(&self.settings.key, &request)?;
         let (reply, response) = oneshot::channel();
         let job = Job {
             target: target.clone(),
             request,
+            deadline,
             reply,
         };
         {
             let mut sessions = self.lock();
             let (key, home) = self.pick_instance(&sessions, base);
-            let unqueued = match sessions.get(&key) {
+            let unqueued = match sessions.get_mut(&key) {
                 Some(session) => match session.tx.try_send(job) {
                     Ok(()) => {
                         session.inflight.fetch_add(1, Relaxed);
+                        session.last_used = Instant::now();
                         None
                     }
                     Err(mpsc::error::TrySendError::Full(_)) => {
                         target.metrics.sessions_rejected.fetch_add(1, Relaxed);
-                        return Err(Failure::SessionsFull(format!(
+                        let f = Failure::SessionsFull(format!(
                             "session queue full: {} requests already wait on this session of component {}",
                             self.settings.max_queued, target.component
-                        )));
+                        ));
+                        count_failure(target, &f);
+                        return Err(f);
                     }
                     Err(mpsc::error::TrySendError::Closed(job)) => {
                         // The session ended after a failure; start afresh.
                         sessions.remove(&key);
+                        self.live.store(sessions.len(), Relaxed);
                         Some(job)
                     }
                 },
                 None => Some(job),
             };
             if let Some(job) = unqueued {
-                if sessions.len() >= self.settings.max_sessions {
-                    target.metrics.sessions_rejected.fetch_add(1, Relaxed);
-                    return Err(Failure::SessionsFull(format!(
-                        "session capacity reached: component {} already has {} active sessions (max_sessions); retry later",
-                        target.component, self.settings.max_sessions
-                    )));
-                }
+                let (held, replaced) = self.admit(&mut sessions, target)?;
                 let (tx, rx) = mpsc::channel(self.settings.max_queued);
                 let id = self.next_id.fetch_add(1, Relaxed);
                 // A fresh channel has room for the first job.
                 let _ = tx.try_send(job);
-                let inflight = Arc::new(std::sync::atomic::AtomicUsize::new(1));
+                let inflight = Arc::new(AtomicUsize::new(1));
                 sessions.insert(
                     key.clone(),
                     Session {
                         id,
                         tx,
                         inflight: inflight.clone(),
+                        last_used: Instant::now(),
+                        _held: held,
                     },
                 );
+                self.live.store(sessions.len(), Relaxed);
                 self.workers.spawn(
                     home,
                     run_session(
                         self.clone(),
                         engine.clone(),
-                        key,
-                        id,
+                        SessionId { key, id, replaced },
                         rx,
                         target.clone(),
                         inflight,
@@ -314,7 +451,8 @@ impl SessionPool {
         (name, home(i))
     }
 
-    /// Removes the session if it is still `id` and nothing is queued on it.
+    /// Removes the session if it is still `id` and nothing is queued on it
+    /// (or it is no longer in the map at all): true if it should end.
     fn evict_if_idle(&self, key: &str, id: u64, rx: &mpsc::Receiver<Job>) -> bool {
         let mut sessions = self.lock();
         if !rx.is_empty() {
@@ -322,15 +460,9 @@ impl SessionPool {
         }
         if sessions.get(key).is_some_and(|s| s.id == id) {
             sessions.remove(key);
+            self.live.store(sessions.len(), Relaxed);
         }
         true
-    }
-
-    fn remove(&self, key: &str, id: u64) {
-        let mut sessions = self.lock();
-        if sessions.get(key).is_some_and(|s| s.id == id) {
-            sessions.remove(key);
-        }
     }
 }
 
@@ -414,46 +546,74 @@ impl Drop for SessionGauge {
     }
 }
 
+/// Which session a task runs: its key and id in the pool's map, and
+/// whether it was admitted in the place of an evicted one.
+struct SessionId {
+    key: String,
+    id: u64,
+    replaced: bool,
+}
+
+/// A live instance of a session, with the tenant's instance share it holds.
+struct Instance {
+    store: wasmtime::Store<crate::state::HostState>,
+    proxy: wasmtime_wasi_http::p2::bindings::Proxy,
+    _permit: Permit,
+    _active: ActiveInstance,
+}
+
+/// Makes the session's instance for a job whose deadline is `deadline`.
+async fn start_instance(
+    pool: &SessionPool,
+    engine: &wasmtime::Engine,
+    target: &Target,
+    over: bool,
+) -> Result<Instance, Failure> {
+    let permit = if over {
+        pool.share.acquire_over(Limit::Instances)
+    } else {
+        pool.share.acquire(Limit::Instances).map_err(|l| {
+            let f = Failure::OverShare(l);
+            count_failure(target, &f);
+            f
+        })?
+    };
+    let active = ActiveInstance::new(&target.metrics);
+    // Instantiation gets its own deadline: it is the session's cost, not
+    // one request's.
+    let mut store = new_store(engine, target, Instant::now() + target.deadline);
+    let proxy = instantiate(&mut store, target).await?;
+    Ok(Instance {
+        store,
+        proxy,
+        _permit: permit,
+        _active: active,
+    })
+}
+
 async fn run_session(
     pool: Arc<SessionPool>,
     engine: wasmtime::Engine,
-    key: String,
-    id: u64,
+    me: SessionId,
     mut rx: mpsc::Receiver<Job>,
     first: Arc<Target>,
-    inflight: Arc<std::sync::atomic::AtomicUsize>,
+    inflight: Arc<AtomicUsize>,
 ) {
     first.metrics.sessions_active.fetch_add(1, Relaxed);
     let _gauge = SessionGauge(first.metrics.clone());
-    let _active = ActiveInstance::new(&first.metrics);
-    let mut store = new_store(&engine, &first);
-    let deadline = tokio::time::Instant::from_std(store.data().deadline);
-    let instantiate = pool.prepared.pre.instantiate_async(&mut store);
-    let instantiated = match tokio::time::timeout_at(deadline, instantiate).await {
-        Ok(r) => r.map_err(|e| Failure::classify(&e, store.data().limiter.hit)),
-        Err(_) => Err(Failure::Deadline),
-    };
-    let proxy = match instantiated {
-        Ok(p) => p,
-        Err(failure) => {
-            count_failure(&first, &failure);
-            crate::invoke::log_guest_output(&store, &first);
-            pool.remove(&key, id);
-            rx.close();
-            while let Ok(job) = rx.try_recv() {
-                let _ = job.reply.send(Err(failure.clone()));
-            }
+    let mut instance: Option<Instance> = None;
+    let mut over = me.replaced;
+    loop {
+        if pool.retired.load(Relaxed) && pool.evict_if_idle(&me.key, me.id, &rx) {
             return;
         }
-    };
-    loop {
         let job = match tokio::time::timeout(pool.settings.idle_timeout, rx.recv()).await {
             Ok(Some(job)) => job,
             Ok(None) => return,
             Err(_) => {
-                if pool.evict_if_idle(&key, id, &rx) {
+                if pool.evict_if_idle(&me.key, me.id, &rx) {
                     first.metrics.sessions_evicted.fetch_add(1, Relaxed);
-                    tracing::debug!(component = %first.component, session = %key, "idle session evicted");
+                    tracing::debug!(component = %first.component, session = %me.key, "idle session evicted");
                     return;
                 }
                 continue;
@@ -462,80 +622,90 @@ async fn run_session(
         let Job {
             target,
             request,
+            deadline,
             reply,
         } = job;
+        let done = || {
+            inflight.fetch_sub(1, Relaxed);
+        };
         if reply.is_closed() {
             // The client gave up while this waited in the queue: running
             // it would only delay the requests queued behind it.
-            inflight.fetch_sub(1, Relaxed);
+            done();
             continue;
         }
-        store.data_mut().deadline = std::time::Instant::now() + target.deadline;
-        store.set_epoch_deadline(1);
-        let (req, out, mut head) = match bind_request(&mut store, request) {
+        if Instant::now() >= deadline {
+            let f = Failure::QueueTimeout;
+            count_failure(&target, &f);
+            let _ = reply.send(Err(f));
+            done();
+            continue;
+        }
+        if instance.is_none() {
+            match start_instance(&pool, &engine, &target, over).await {
+                Ok(i) => {
+                    over = false;
+                    instance = Some(i);
+                }
+                Err(failure) => {
+                    // Nothing to run on: this job and those queued behind
+                    // it fail alike, and the session ends.
+                    let _ = reply.send(Err(failure.clone()));
+                    done();
+                    let mut sessions = pool.lock();
+                    if sessions.get(&me.key).is_some_and(|s| s.id == me.id) {
+                        sessions.remove(&me.key);
+                        pool.live.store(sessions.len(), Relaxed);
+                    }
+                    drop(sessions);
+                    rx.close();
+                    while let Ok(job) = rx.try_recv() {
+                        let _ = job.reply.send(Err(failure.clone()));
+                        done();
+                    }
+                    return;
+                }
+            }
+        }
+        let Some(inst) = instance.as_mut() else {
+            continue;
+        };
+        inst.store.data_mut().deadline = deadline;
+        inst.store.set_epoch_deadline(1);
+        let (req, out, head) = match bind_request(&mut inst.store, request) {
             Ok(bound) => bound,
             Err(f) => {
                 let _ = reply.send(Err(f));
-                inflight.fetch_sub(1, Relaxed);
+                done();
                 continue;
             }
         };
-        let mut reply = Some(reply);
-        let outcome = {
-            let mut guest = pin!(call(&mut store, &proxy, &target, req, out));
-            tokio::select! {
-                h = &mut head => {
-                    // The body streams while the guest runs on: it ends
-                    // cleanly only if the guest does (a trap or deadline
-                    // cuts it short visibly, as for per-request guests).
-                    let (done, guest_ok) = oneshot::channel();
-                    if let (Ok(h), Some(r)) = (h, reply.take()) {
-                        let _ = r.send(
-                            h.map(|response| {
-                                response.map(|body| {
-                                    http_body_util::BodyExt::boxed_unsync(
-                                        crate::body::GuestOutcomeBody::new(body, guest_ok),
-                                    )
-                                })
-                            })
-                            .map_err(|code| Failure::GuestError(format!("{code:?}"))),
-                        );
-                    }
-                    let result = guest.await;
-                    let _ = done.send(result.is_ok());
-                    result
+        let guest_ok = {
+            let guest = pin!(call(&mut inst.store, &inst.proxy, &target, req, out));
+            match race(guest, head).await {
+                Race::Done { guest_ok, response } => {
+                    let _ = reply.send(response);
+                    guest_ok
                 }
-                r = &mut guest => r,
+                Race::Streaming {
+                    response,
+                    guest,
+                    finish,
+                } => {
+                    // The body streams while the guest runs on here; the
+                    // next job waits for it.
+                    let _ = reply.send(Ok(response));
+                    let ok = guest.await.is_ok();
+                    let _ = finish.send(ok);
+                    ok
+                }
             }
         };
-        crate::invoke::log_guest_output(&store, &target);
-        if outcome.is_err() {
-            // A trapped instance cannot be entered again: take the session
-            // out of the pool before answering, so a request sent after
-            // this answer starts a fresh instance.
-            pool.remove(&key, id);
-            rx.close();
+        if !guest_ok {
+            // A failed instance cannot be entered again. The request that
+            // failed it fails alone: the next job gets a fresh instance.
+            instance = None;
         }
-        if let Some(r) = reply.take() {
-            let result = match (&outcome, head.try_recv()) {
-                // The guest failed after setting the head: nothing has gone
-                // to the client yet, so answer the failure rather than a
-                // body the failure cut short.
-                (Err(f), _) => Err(f.clone()),
-                (Ok(()), Ok(h)) => h.map_err(|code| Failure::GuestError(format!("{code:?}"))),
-                (Ok(()), Err(_)) => Err(Failure::NoResponse),
-            };
-            let _ = r.send(result);
-        }
-        inflight.fetch_sub(1, Relaxed);
-        if outcome.is_err() {
-            // Whoever queued behind the failure retries on a fresh one.
-            while let Ok(job) = rx.try_recv() {
-                let _ = job.reply.send(Err(Failure::SessionsFull(
-                    "the session was reset after a failure; retry".into(),
-                )));
-            }
-            return;
-        }
+        done();
     }
 }

@@ -16,6 +16,11 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 pub struct StoreSpec {
     /// Linear-memory cap per instance.
     pub memory_bytes: u64,
+    /// Host resources (fields, streams, requests...) an instance may hold:
+    /// each is host memory the guest's own cap does not see.
+    pub max_resources: usize,
+    /// Bytes one set of header fields the guest builds may hold.
+    pub max_fields_bytes: usize,
     /// Where outbound HTTP may go.
     pub outbound: OutboundPolicy,
     /// Resolved variables (empty when the component declares none).
@@ -33,6 +38,8 @@ impl StoreSpec {
     /// is a store built from the other).
     pub fn same_grants(&self, other: &StoreSpec) -> bool {
         self.memory_bytes == other.memory_bytes
+            && self.max_resources == other.max_resources
+            && self.max_fields_bytes == other.max_fields_bytes
             && self.outbound.same_rules(&other.outbound)
             && self.variables.same_values(&other.variables)
             && self.kv.same_stores(&other.kv)
@@ -106,10 +113,17 @@ impl HostState {
         let log = crate::guest_log::GuestLog::default();
         let mut wasi = WasiCtx::builder();
         wasi.stdout(log.clone()).stderr(log.clone());
+        // Wasmtime's defaults (a million table entries, 128 KiB per fields)
+        // let one guest grow the host by gigabytes: each entry and field
+        // lives in host memory, outside the guest's memory cap.
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(spec.max_resources);
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(spec.max_fields_bytes);
         Self {
-            table: ResourceTable::new(),
+            table,
             wasi: wasi.build(),
-            http: WasiHttpCtx::new(),
+            http,
             outbound: spec.outbound.clone(),
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),

@@ -1,0 +1,326 @@
+//! Fair shares: what one tenant may hold of the host at once.
+//!
+//! Every tenant has a [`TenantShare`] (kept across reloads, limits updated
+//! when a config is swapped in) that counts its live instances, its pinned
+//! sessions and its requests in flight, and meters how fast it starts new
+//! sessions. A request or session over a limit is refused at once with a
+//! status that names the limit's kind (503 or 429, `Retry-After`); nothing
+//! of another tenant's is touched. The counts are plain atomics: taking a
+//! permit is one `fetch_add` and a compare, giving it back one `fetch_sub`.
+
+use edge_config::Limits;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A limit of a tenant's share, for refusals, logs and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `max_instances`: live instances of the tenant.
+    Instances,
+    /// `max_sessions`: pinned sessions of the tenant.
+    Sessions,
+    /// `max_inflight`: requests being served or queued.
+    Inflight,
+    /// `session_rate`: new sessions per second.
+    SessionRate,
+}
+
+impl Limit {
+    /// Every limit, in the order metrics list them.
+    pub const ALL: [Limit; 4] = [
+        Limit::Instances,
+        Limit::Sessions,
+        Limit::Inflight,
+        Limit::SessionRate,
+    ];
+
+    /// The config key that sets it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Limit::Instances => "max_instances",
+            Limit::Sessions => "max_sessions",
+            Limit::Inflight => "max_inflight",
+            Limit::SessionRate => "session_rate",
+        }
+    }
+}
+
+/// The limits of a share, from a tenant's `[limits]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareLimits {
+    /// `max_instances`.
+    pub instances: u64,
+    /// `max_sessions`.
+    pub sessions: u64,
+    /// `max_inflight`.
+    pub inflight: u64,
+    /// `session_rate`.
+    pub session_rate: u64,
+}
+
+impl From<&Limits> for ShareLimits {
+    fn from(l: &Limits) -> Self {
+        Self {
+            instances: l.max_instances,
+            sessions: l.max_sessions,
+            inflight: l.max_inflight,
+            session_rate: l.session_rate,
+        }
+    }
+}
+
+/// One tenant's counts and limits.
+#[derive(Default)]
+pub struct TenantShare {
+    instances: AtomicU64,
+    sessions: AtomicU64,
+    inflight: AtomicU64,
+    max_instances: AtomicU64,
+    max_sessions: AtomicU64,
+    max_inflight: AtomicU64,
+    session_rate: AtomicU64,
+    /// Session-start tokens: (tokens, when last refilled).
+    bucket: Mutex<Option<(f64, Instant)>>,
+    /// Refusals by limit, in [`Limit::ALL`] order.
+    refused: [AtomicU64; 4],
+}
+
+/// Gives back one unit of a count when dropped.
+pub struct Permit {
+    share: Arc<TenantShare>,
+    limit: Limit,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.share.counter(self.limit).fetch_sub(1, Relaxed);
+    }
+}
+
+impl TenantShare {
+    /// Applies a config's limits (from now on; what is held stays held).
+    pub fn set_limits(&self, limits: ShareLimits) {
+        self.max_instances.store(limits.instances, Relaxed);
+        self.max_sessions.store(limits.sessions, Relaxed);
+        self.max_inflight.store(limits.inflight, Relaxed);
+        self.session_rate.store(limits.session_rate, Relaxed);
+    }
+
+    fn counter(&self, limit: Limit) -> &AtomicU64 {
+        match limit {
+            Limit::Instances => &self.instances,
+            Limit::Sessions => &self.sessions,
+            Limit::Inflight | Limit::SessionRate => &self.inflight,
+        }
+    }
+
+    fn max(&self, limit: Limit) -> u64 {
+        match limit {
+            Limit::Instances => self.max_instances.load(Relaxed),
+            Limit::Sessions => self.max_sessions.load(Relaxed),
+            Limit::Inflight => self.max_inflight.load(Relaxed),
+            Limit::SessionRate => self.session_rate.load(Relaxed),
+        }
+    }
+
+    /// Takes one unit of `limit` (instances, sessions or in-flight), or
+    /// counts a refusal and says which limit refused.
+    pub fn acquire(self: &Arc<Self>, limit: Limit) -> Result<Permit, Limit> {
+        let max = self.max(limit);
+        let counter = self.counter(limit);
+        if counter.fetch_add(1, Relaxed) >= max {
+            counter.fetch_sub(1, Relaxed);
+            self.refuse(limit);
+            return Err(limit);
+        }
+        Ok(Permit {
+            share: self.clone(),
+            limit,
+        })
+    }
+
+    /// Takes one unit of `limit` whatever the count: for a session started
+    /// in the place of one just evicted, whose instance is still on its
+    /// way out.
+    pub fn acquire_over(self: &Arc<Self>, limit: Limit) -> Permit {
+        self.counter(limit).fetch_add(1, Relaxed);
+        Permit {
+            share: self.clone(),
+            limit,
+        }
+    }
+
+    /// Whether one more of `limit` would fit now.
+    pub fn has_room(&self, limit: Limit) -> bool {
+        self.counter(limit).load(Relaxed) < self.max(limit)
+    }
+
+    /// The tenant's session limit now.
+    pub fn max_sessions(&self) -> u64 {
+        self.max_sessions.load(Relaxed)
+    }
+
+    /// Takes a token to start a session: `session_rate` per second, with a
+    /// burst of as many.
+    pub fn session_start(&self) -> Result<(), Limit> {
+        let rate = self.session_rate.load(Relaxed).max(1) as f64;
+        let now = Instant::now();
+        let mut bucket = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let (tokens, last) = bucket.get_or_insert((rate, now));
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(rate);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            drop(bucket);
+            self.refuse(Limit::SessionRate);
+            Err(Limit::SessionRate)
+        }
+    }
+
+    fn refuse(&self, limit: Limit) {
+        let i = Limit::ALL.iter().position(|l| *l == limit).unwrap_or(0);
+        self.refused[i].fetch_add(1, Relaxed);
+    }
+
+    /// Refusals so far, by limit.
+    pub fn refused(&self) -> [(Limit, u64); 4] {
+        Limit::ALL.map(|l| {
+            let i = Limit::ALL.iter().position(|x| *x == l).unwrap_or(0);
+            (l, self.refused[i].load(Relaxed))
+        })
+    }
+
+    /// Counts now: (instances, sessions, in flight).
+    pub fn held(&self) -> (u64, u64, u64) {
+        (
+            self.instances.load(Relaxed),
+            self.sessions.load(Relaxed),
+            self.inflight.load(Relaxed),
+        )
+    }
+}
+
+/// Every tenant's share by name; kept across reloads, as sessions are.
+#[derive(Default)]
+pub struct Shares(Mutex<HashMap<String, Arc<TenantShare>>>);
+
+impl Shares {
+    /// The share of `tenant`, created with `limits` on first use (later
+    /// limits apply only when a config is swapped in: [`Shares::apply`]).
+    pub fn get(&self, tenant: &str, limits: ShareLimits) -> Arc<TenantShare> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(tenant.to_string())
+            .or_insert_with(|| {
+                let share = TenantShare::default();
+                share.set_limits(limits);
+                Arc::new(share)
+            })
+            .clone()
+    }
+
+    /// Applies the limits of a config now serving.
+    pub fn apply<'a>(&self, tenants: impl IntoIterator<Item = (&'a str, ShareLimits)>) {
+        for (name, limits) in tenants {
+            self.get(name, limits).set_limits(limits);
+        }
+    }
+
+    /// Appends the shares' counts and refusals, Prometheus text format.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        let all = self.snapshot();
+        let label = |t: &str| {
+            t.replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n")
+        };
+        out.push_str("# HELP edge_share_refusals_total Requests refused because their tenant was over a limit of its share.\n# TYPE edge_share_refusals_total counter\n");
+        for (tenant, share) in &all {
+            for (limit, n) in share.refused() {
+                let _ = writeln!(
+                    out,
+                    "edge_share_refusals_total{{tenant=\"{}\",limit=\"{}\"}} {n}",
+                    label(tenant),
+                    limit.key()
+                );
+            }
+        }
+        out.push_str("# HELP edge_share_held What each tenant holds of its share now.\n# TYPE edge_share_held gauge\n");
+        for (tenant, share) in &all {
+            let (instances, sessions, inflight) = share.held();
+            for (kind, n) in [
+                ("instances", instances),
+                ("sessions", sessions),
+                ("inflight", inflight),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "edge_share_held{{tenant=\"{}\",kind=\"{kind}\"}} {n}",
+                    label(tenant)
+                );
+            }
+        }
+    }
+
+    /// Every share, by tenant name.
+    pub fn snapshot(&self) -> Vec<(String, Arc<TenantShare>)> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    fn limits(instances: u64, sessions: u64, rate: u64) -> ShareLimits {
+        ShareLimits {
+            instances,
+            sessions,
+            inflight: 2,
+            session_rate: rate,
+        }
+    }
+
+    #[test]
+    fn permits_stop_at_the_limit_and_come_back_on_drop() {
+        let shares = Shares::default();
+        let s = shares.get("t", limits(2, 1, 10));
+        let a = s.acquire(Limit::Instances).unwrap();
+        let _b = s.acquire(Limit::Instances).unwrap();
+        assert_eq!(s.acquire(Limit::Instances).err(), Some(Limit::Instances));
+        drop(a);
+        assert!(s.acquire(Limit::Instances).is_ok());
+        assert_eq!(s.refused()[0], (Limit::Instances, 1));
+        // Another tenant's share is its own.
+        let other = shares.get("u", limits(2, 1, 10));
+        assert!(other.acquire(Limit::Instances).is_ok());
+    }
+
+    #[test]
+    fn session_starts_are_metered() {
+        let s = Arc::new(TenantShare::default());
+        s.set_limits(limits(10, 10, 3));
+        for _ in 0..3 {
+            assert!(s.session_start().is_ok());
+        }
+        assert_eq!(s.session_start(), Err(Limit::SessionRate));
+    }
+
+    #[test]
+    fn new_limits_apply_only_when_applied() {
+        let shares = Shares::default();
+        let s = shares.get("t", limits(1, 1, 1));
+        let _a = s.acquire(Limit::Instances).unwrap();
+        // A config built but not swapped in changes nothing.
+        let _ = shares.get("t", limits(5, 1, 1));
+        assert!(s.acquire(Limit::Instances).is_err());
+        shares.apply([("t", limits(5, 1, 1))]);
+        assert!(s.acquire(Limit::Instances).is_ok());
+    }
+}

@@ -1,0 +1,356 @@
+//! Hostile tenants and clients: fair shares of the pool, slow bodies,
+//! stalled sessions, idle and unread connections, host memory per guest.
+//! Each test is a hole a single tenant or client could use to take the
+//! PoP from everyone else.
+
+use edge_tests::{Edge, client, component, get_host, request};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Two sites' worth of routes: echo per request, two session components
+/// (the fixtures guest, keyed by path segment and by header).
+fn spin() -> String {
+    format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "shares"
+
+[[trigger.http]]
+route = "/..."
+component = "echo"
+
+[[trigger.http]]
+route = "/fixtures/..."
+component = "fixtures"
+
+[[trigger.http]]
+route = "/counter/..."
+component = "counter"
+
+[[trigger.http]]
+route = "/other/..."
+component = "other"
+
+[component.echo]
+source = "{echo}"
+
+[component.fixtures]
+source = "{fixtures}"
+
+[component.counter]
+source = "{fixtures}"
+
+[component.other]
+source = "{fixtures}"
+"#,
+        echo = component("echo"),
+        fixtures = component("fixtures"),
+    )
+}
+
+/// A pool of 20 slots shared by a hostile and a calm tenant, with the
+/// default shares (each at most half the pool, sessions half of that).
+fn two_tenants(extra: &str) -> String {
+    format!(
+        r#"app = "spin.toml"
+[server]
+body_read_timeout_ms = 500
+[pool]
+total_component_instances = 20
+[[tenant]]
+name = "hostile"
+hosts = ["hostile.test"]
+components = ["*"]
+[[tenant]]
+name = "calm"
+hosts = ["calm.test"]
+components = ["*"]
+[component.counter]
+instance = "session"
+session_key = "path:2"
+max_sessions = 1000
+idle_timeout_ms = 600000
+[component.other]
+instance = "session"
+session_key = "header:x-session"
+max_sessions = 1000
+idle_timeout_ms = 600000
+{extra}"#
+    )
+}
+
+#[tokio::test]
+async fn a_flood_of_session_keys_leaves_another_tenant_answering() {
+    let edge = Edge::start(&spin(), &two_tenants(""));
+    let c = client();
+    let mut refused = 0;
+    for i in 0..100 {
+        let url = format!("{}/counter/k{i}/count", edge.url);
+        let (status, body) = request(
+            &c,
+            "GET",
+            &url,
+            &[("host", "hostile.test")],
+            Default::default(),
+        )
+        .await;
+        match status {
+            200 => {}
+            503 => {
+                assert!(
+                    body.contains("share") || body.contains("capacity"),
+                    "{body}"
+                );
+                refused += 1;
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert!(refused > 0, "the flood hit the hostile tenant's share");
+    // The calm tenant still gets sessions and per-request instances.
+    let (status, body) = get_host(&format!("{}/counter/mine/count", edge.url), "calm.test").await;
+    assert_eq!((status, body.as_str()), (200, "1\n"));
+    let (status, _) = get_host(&format!("{}/hello", edge.url), "calm.test").await;
+    assert_eq!(status, 200);
+    assert!(
+        edge.metric("edge_share_refusals_total{tenant=\"hostile\",limit=\"max_sessions\"}")
+            .await
+            >= 1.0,
+        "{}",
+        edge.metrics().await
+    );
+    assert_eq!(
+        edge.metric("edge_share_refusals_total{tenant=\"calm\",limit=\"max_sessions\"}")
+            .await,
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn a_flood_on_one_route_leaves_the_tenants_other_routes_answering() {
+    let edge = Edge::start(&spin(), &two_tenants(""));
+    let c = client();
+    for i in 0..60 {
+        let url = format!("{}/counter/k{i}/count", edge.url);
+        let (status, body) = request(
+            &c,
+            "GET",
+            &url,
+            &[("host", "calm.test")],
+            Default::default(),
+        )
+        .await;
+        assert!(status == 200 || status == 503, "{status} {body}");
+    }
+    // The flooded route holds every session of the tenant now, but the
+    // other session route takes its part back, and per-request routes
+    // were never in the sessions' share.
+    for key in ["a", "b"] {
+        let (status, body) = request(
+            &c,
+            "GET",
+            &format!("{}/other/count", edge.url),
+            &[("host", "calm.test"), ("x-session", key)],
+            Default::default(),
+        )
+        .await;
+        assert_eq!((status, body.as_str()), (200, "1\n"), "session {key}");
+    }
+    let (status, _) = get_host(&format!("{}/fixtures/ok", edge.url), "calm.test").await;
+    assert_eq!(status, 200);
+}
+
+/// Opens a connection and sends a POST head announcing 100 body bytes, and
+/// one of them.
+async fn stalled_post(addr: &str, host: &str, path: &str, extra: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let head =
+        format!("POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-length: 100\r\n{extra}\r\nx");
+    s.write_all(head.as_bytes()).await.expect("write");
+    s
+}
+
+/// Reads what the server answers on `s` (until it closes, or 10 s).
+async fn answer(mut s: TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&buf[..n]);
+                    if out.windows(4).any(|w| w == b"\r\n\r\n") && out.ends_with(b"\n") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn slow_bodies_leave_another_tenant_answering() {
+    let edge = Edge::start(&spin(), &two_tenants(""));
+    let addr = edge.url.trim_start_matches("http://").to_string();
+    // As many stalled uploads as the pool has slots.
+    let mut slow = Vec::new();
+    for _ in 0..20 {
+        slow.push(stalled_post(&addr, "hostile.test", "/fixtures/body", "").await);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let (status, _) = get_host(&format!("{}/fixtures/ok", edge.url), "calm.test").await;
+    assert_eq!(status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the calm tenant waited {:?}",
+        started.elapsed()
+    );
+    // The stalled uploads are cut at body_read_timeout_ms, with 408.
+    for s in slow {
+        let text = answer(s).await;
+        assert!(
+            text.starts_with("HTTP/1.1 408") || text.starts_with("HTTP/1.1 503"),
+            "{text}"
+        );
+    }
+    assert!(edge.metric("edge_body_timeouts_total").await >= 1.0);
+}
+
+#[tokio::test]
+async fn a_stalled_post_does_not_fail_the_requests_queued_behind_it() {
+    let edge = Edge::start(&spin(), &two_tenants(""));
+    let addr = edge.url.trim_start_matches("http://").to_string();
+    let stalled = stalled_post(&addr, "calm.test", "/other/body", "x-session: s\r\n").await;
+    edge.wait_until_busy_as("calm", "other").await;
+    let mut queued = Vec::new();
+    for _ in 0..3 {
+        let url = format!("{}/other/count", edge.url);
+        queued.push(tokio::spawn(async move {
+            request(
+                &client(),
+                "GET",
+                &url,
+                &[("host", "calm.test"), ("x-session", "s")],
+                Default::default(),
+            )
+            .await
+        }));
+    }
+    let text = answer(stalled).await;
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    let mut counts = Vec::new();
+    for q in queued {
+        let (status, body) = q.await.expect("join");
+        assert_eq!(status, 200, "{body}");
+        counts.push(body.trim().parse::<u64>().expect("a count"));
+    }
+    counts.sort_unstable();
+    // The instance lived on: the guest saw the cut body as an error and
+    // answered, so the queued requests ran on it in order.
+    assert_eq!(counts, [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn idle_http2_connections_are_closed() {
+    let edge = Edge::start(
+        &spin(),
+        &two_tenants("").replace(
+            "body_read_timeout_ms = 500",
+            "body_read_timeout_ms = 500\nidle_timeout_ms = 300",
+        ),
+    );
+    let addr = edge.url.trim_start_matches("http://").to_string();
+    let stream = TcpStream::connect(&addr).await.expect("connect");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    // HTTP/2 names the host in the request's authority.
+    let req = http::Request::builder()
+        .uri("http://calm.test/hello")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.expect("response");
+    assert_eq!(resp.status(), 200);
+    drop(resp);
+    // The server says GOAWAY once the connection has been idle: the
+    // client's connection task ends.
+    let ended = tokio::time::timeout(Duration::from_secs(10), conn).await;
+    assert!(ended.is_ok(), "the idle HTTP/2 connection stayed open");
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut() {
+    let edge = Edge::start(
+        &spin(),
+        &two_tenants("").replace(
+            "body_read_timeout_ms = 500",
+            "body_read_timeout_ms = 500\nwrite_timeout_ms = 300",
+        ),
+    );
+    let addr = edge.url.trim_start_matches("http://").to_string();
+    let mut s = TcpStream::connect(&addr).await.expect("connect");
+    s.write_all(b"GET /fixtures/stream?bytes=67108864 HTTP/1.1\r\nhost: calm.test\r\n\r\n")
+        .await
+        .expect("write");
+    // Read nothing; the server's writes fill the socket buffers and wait.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if edge.metric("edge_connections").await == 0.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the unread connection stayed open"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(s);
+}
+
+/// The edge process's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+#[tokio::test]
+async fn a_fields_bomb_ends_in_500_without_growing_the_host() {
+    let edge = Edge::start(&spin(), &two_tenants(""));
+    let (status, _) = get_host(&format!("{}/fixtures/ok", edge.url), "calm.test").await;
+    assert_eq!(status, 200);
+    let before = rss_kib(edge.pid());
+    // 8,192 sets of 64 KiB: half a GiB of host memory if nothing stops it.
+    let (status, body) = get_host(
+        &format!("{}/fixtures/fields-bomb?n=8192", edge.url),
+        "hostile.test",
+    )
+    .await;
+    let grown = rss_kib(edge.pid()).saturating_sub(before);
+    assert_eq!(status, 500, "{body}");
+    assert!(grown < 256 * 1024, "the host grew by {grown} KiB");
+    let (status, _) = get_host(&format!("{}/fixtures/ok", edge.url), "calm.test").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn error_bodies_say_what_failed_in_fixed_words() {
+    let edge = Edge::start(&spin(), &two_tenants(""));
+    let (status, body) = get_host(&format!("{}/fixtures/trap", edge.url), "calm.test").await;
+    assert_eq!(status, 500);
+    assert_eq!(body, "the component failed\n");
+    assert!(!body.contains("fixtures") && !body.contains("calm"));
+}
