@@ -1010,3 +1010,49 @@ fn mixer_limits_and_the_bearer_key_are_checked_in_the_config() {
     let (code, stderr) = check(&format!("{EDGE}[mixer]\nmax_rooms = 4\nmax_members = 8\n"));
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+#[tokio::test]
+async fn livekit_grants_bound_what_a_token_may_do() {
+    let spin = spin().replace(
+        &format!("join_issuer = \"{ISSUER}\""),
+        &format!("join_issuer = \"{ISSUER}\"\njoin_preset = \"livekit\""),
+    );
+    let edge = Edge::start(&spin, EDGE);
+    let livekit = |user: &str, can_publish: bool, can_subscribe: bool| {
+        let grants = signing::presets::Grants {
+            can_publish,
+            can_subscribe,
+        };
+        let mut claims = signing::presets::livekit(ISSUER, user, user, "stage", grants, now(), 600);
+        claims.aud = Some("livekit");
+        jwt::sign(&signer_keys(), None, &claims).unwrap()
+    };
+    let (listener, singer) = (livekit("l", false, true), livekit("s", true, false));
+    join(&edge, "stage", &listener).await;
+    join(&edge, "stage", &singer).await;
+    let audio = packets(&tone(440.0, 0.5, 10, 0));
+    let write = "stage/chunk?write_at=0&read_at=0&read_frames=0";
+    let (s, head, _) = chunk(&edge, write, &listener, audio.clone()).await;
+    assert_eq!(s, 403, "{head}");
+    assert_eq!(
+        loudness(&mix(&edge, "stage", &listener, None, 10).await),
+        0.0
+    );
+    let (s, head, _) = chunk(&edge, write, &singer, audio).await;
+    assert_eq!(s, 200, "{head}");
+    let read = "stage/chunk?write_at=0&read_at=0&read_frames=5";
+    let (s, head, _) = chunk(&edge, read, &singer, Vec::new()).await;
+    assert_eq!(s, 403, "{head}");
+    let (s, body) = call(
+        &edge,
+        "GET",
+        "stage/mix?read_at=0&read_frames=5",
+        Some(&singer),
+        None,
+    )
+    .await;
+    assert_eq!(s, 403, "{body}");
+    let (s, head, mix) = chunk(&edge, read, &listener, Vec::new()).await;
+    assert_eq!(s, 200, "{head}");
+    assert!(loudness(&mix) > 0.1, "the listener hears the singer");
+}

@@ -13,7 +13,9 @@
 //! another room, is refused (403). With `session_key = "bearer"` the host
 //! pins one instance per token, so nobody reaches a session without its
 //! token. The member id is the token's user (`context.user.id`, LiveKit
-//! `sub`), the display name its name; leading needs `moderator`.
+//! `sub`), the display name its name; leading needs `moderator`; a
+//! LiveKit token without `canPublish` may not send audio, one without
+//! `canSubscribe` may not read the mix.
 //!
 //! Variables: `join_keys` (the signer's key text: its public PEM blocks,
 //! or its whole `keys`, of which only public halves are kept),
@@ -178,6 +180,9 @@ struct Bound {
     user: String,
     name: String,
     moderator: bool,
+    /// LiveKit `canPublish`/`canSubscribe` (always true for Jitsi).
+    can_publish: bool,
+    can_subscribe: bool,
     expires_at: i64,
 }
 
@@ -290,6 +295,8 @@ fn admit(token: Option<String>, room: &str) -> Result<Rc<Bound>, Answer> {
                 },
                 user: t.user_id,
                 moderator: t.moderator,
+                can_publish: t.can_publish,
+                can_subscribe: t.can_subscribe,
                 expires_at: t.expires_at,
             });
             BOUND.with_borrow_mut(|slot| *slot = Some(b.clone()));
@@ -341,11 +348,23 @@ impl wasi::exports::http::incoming_handler::Guest for Codec {
                 Err(refusal) => refusal,
                 Ok(who) => match (&method, parts[1]) {
                     (Method::Get, "state") => json_answer(mixer::state(room)),
+                    (Method::Get, _) if !who.can_subscribe => {
+                        refused(403, "this join token may not listen")
+                    }
                     (Method::Get, _) => mix_pcm(room, &query),
                     (_, "join") => join(room, &who, &query),
                     (_, "leave") => leave(room, &who),
                     (_, "lead") => lead(room, &who, &query),
                     _ => match guest_http::read_body(request, MAX_BODY) {
+                        Ok(body) if !body.is_empty() && !who.can_publish => {
+                            refused(403, "this join token may not send audio")
+                        }
+                        Ok(_)
+                            if !who.can_subscribe
+                                && param(&query, "read_frames").is_some_and(|k| k != "0") =>
+                        {
+                            refused(403, "this join token may not listen")
+                        }
                         Ok(body) => chunk(room, &who.user, &query, &body),
                         Err(e) => error(400, &e),
                     },
