@@ -42,12 +42,18 @@
 //! ```
 #![deny(missing_docs)]
 
+mod error;
+mod handle;
+mod registry;
 mod store;
 
-use store::Access;
+pub use error::{ErrorCounts, KvError};
+use handle::Access;
+pub use handle::Handle;
+pub use registry::Registry;
 pub use store::{
-    ErrorCounts, FILE_OVERHEAD_BYTES, FLUSH_INTERVAL, Handle, KvError, MAX_BATCH_BYTES,
-    MAX_BATCH_KEYS, MAX_KEY_BYTES, MAX_VALUE_BYTES, PENDING_MAX_BYTES, RETRY_INTERVAL, Registry,
+    FILE_OVERHEAD_BYTES, FLUSH_INTERVAL, MAX_BATCH_BYTES, MAX_BATCH_KEYS, MAX_KEY_BYTES,
+    MAX_VALUE_BYTES, PENDING_MAX_BYTES, RETRY_INTERVAL,
 };
 
 use std::collections::BTreeMap;

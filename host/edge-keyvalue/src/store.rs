@@ -1,6 +1,5 @@
 //! One tenant's store for one label: a redb database with a size cap that
-//! keeps working through disk faults, and the registry that opens each file
-//! once per process and flushes them.
+//! keeps working through disk faults.
 //!
 //! # What an acknowledged write is
 //!
@@ -18,14 +17,15 @@
 //! (as Redis' `appendfsync everysec`). The pending set is cleared only after
 //! a durable commit succeeded, so a failed flush is retried.
 
+use crate::error::{Fault, KvError};
 use redb::{
     Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, Table, TableDefinition,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
@@ -50,10 +50,10 @@ pub const PENDING_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// against the size cap, so a small cap still leaves room for data.
 pub const FILE_OVERHEAD_BYTES: u64 = 64 * 1024;
 /// Keys per `list-keys` page.
-const PAGE: usize = 1000;
+pub(crate) const PAGE: usize = 1000;
 /// redb's page cache per store; its default (1 GiB) is far too much for a
 /// store per tenant and label.
-const CACHE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const CACHE_BYTES: usize = 4 * 1024 * 1024;
 /// Blocking threads one store may hold for reads: a stalled disk then ties
 /// up at most this many (plus one writer) of the blocking pool.
 const READERS: usize = 4;
@@ -63,445 +63,8 @@ const TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
 type KvTable<'t> = Table<'t, &'static str, &'static [u8]>;
 type KvReadTable = ReadOnlyTable<&'static str, &'static [u8]>;
 
-/// Why a key-value operation failed. Every variant but [`KvError::Trap`]
-/// reaches the guest as a `wasi:keyvalue` error; storage faults reach it in
-/// fixed words, their detail goes to the log.
-#[derive(Debug, thiserror::Error)]
-pub enum KvError {
-    /// The label is not granted to this component.
-    #[error("access denied: this component was not granted that store")]
-    AccessDenied,
-    /// Key longer than [`MAX_KEY_BYTES`].
-    #[error("key of {0} bytes is longer than the {MAX_KEY_BYTES}-byte limit")]
-    KeyTooLong(usize),
-    /// Value larger than [`MAX_VALUE_BYTES`].
-    #[error("value of {0} bytes is larger than the {MAX_VALUE_BYTES}-byte limit")]
-    ValueTooLarge(usize),
-    /// The write would take the store past its size cap.
-    #[error(
-        "store {label:?} is full: the write needs {needed} bytes, the store holds {used} of its {cap}-byte cap (limits.kv_store_bytes)"
-    )]
-    StoreFull {
-        /// Store label.
-        label: String,
-        /// Bytes in use before the write.
-        used: u64,
-        /// Bytes in use the write would reach.
-        needed: u64,
-        /// The cap.
-        cap: u64,
-    },
-    /// `increment` on a value that is not a decimal u64.
-    #[error("value of {0:?} is not a decimal unsigned 64-bit number, so it cannot be incremented")]
-    NotANumber(String),
-    /// `increment` past `u64::MAX`.
-    #[error("incrementing {0:?} would overflow an unsigned 64-bit number")]
-    Overflow(String),
-    /// A batch read past [`MAX_BATCH_KEYS`] or [`MAX_BATCH_BYTES`].
-    #[error("batch too large: {0}")]
-    BatchTooLarge(String),
-    /// The disk holding the store is full; the operation changed nothing.
-    #[error(
-        "storage full: the disk holding this store has no space left; nothing was written, try again later"
-    )]
-    DiskFull,
-    /// The store failed on its disk and has not reopened yet; the operation
-    /// changed nothing.
-    #[error(
-        "storage unavailable: the store failed on its disk; nothing was written, try again later"
-    )]
-    Unavailable,
-    /// Opening the store failed (for the operator: names the file).
-    #[error("storage error: {0}")]
-    Storage(String),
-    /// redb failed inside an operation; the store turns it into
-    /// [`KvError::DiskFull`] or [`KvError::Unavailable`] after logging it.
-    #[error("storage error: {0}")]
-    Db(#[from] redb::Error),
-    /// A host-side fault (such as a stale handle) that traps the guest.
-    #[error("{0}")]
-    Trap(wasmtime::Error),
-}
-
-impl From<wasmtime::component::ResourceTableError> for KvError {
-    fn from(e: wasmtime::component::ResourceTableError) -> Self {
-        Self::Trap(e.into())
-    }
-}
-
-macro_rules! db_errors {
-    ($($t:ty),*) => {$(
-        impl From<$t> for KvError {
-            fn from(e: $t) -> Self {
-                Self::Db(e.into())
-            }
-        }
-    )*};
-}
-db_errors!(
-    redb::DatabaseError,
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError,
-    redb::SetDurabilityError
-);
-
-/// What a failed store tells its callers until it reopens.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Fault {
-    NoSpace,
-    Io,
-}
-
-impl Fault {
-    fn of(e: &redb::Error) -> Self {
-        match e {
-            redb::Error::Io(io)
-                if matches!(
-                    io.kind(),
-                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-                ) =>
-            {
-                Fault::NoSpace
-            }
-            _ => Fault::Io,
-        }
-    }
-
-    fn error(self) -> KvError {
-        match self {
-            Fault::NoSpace => KvError::DiskFull,
-            Fault::Io => KvError::Unavailable,
-        }
-    }
-}
-
-/// Storage errors per tenant, for `/metrics`; kept across reloads.
-#[derive(Clone, Default)]
-pub struct ErrorCounts(Arc<Mutex<BTreeMap<String, Arc<AtomicU64>>>>);
-
-impl ErrorCounts {
-    /// The process's counts, shared by its registries: the host's metrics
-    /// read them without being wired to the registry.
-    pub fn global() -> &'static ErrorCounts {
-        static COUNTS: std::sync::OnceLock<ErrorCounts> = std::sync::OnceLock::new();
-        COUNTS.get_or_init(ErrorCounts::default)
-    }
-
-    fn tenant(&self, tenant: &str) -> Arc<AtomicU64> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(tenant.to_string()).or_default().clone()
-    }
-
-    /// Operations answered with a storage error ([`KvError::DiskFull`] or
-    /// [`KvError::Unavailable`]), by tenant.
-    pub fn snapshot(&self) -> Vec<(String, u64)> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.iter()
-            .map(|(t, n)| (t.clone(), n.load(Ordering::Relaxed)))
-            .collect()
-    }
-}
-
-/// Open stores by (tenant, label).
-type OpenStores = Mutex<HashMap<(String, String), Weak<Store>>>;
-
-/// Opens each store file once per process and keeps them flushed.
-///
-/// A store stays open while any loaded config grants it; the last reference
-/// going away flushes and closes it.
-pub struct Registry {
-    /// `None`: stores live in memory (see [`Registry::in_memory`]).
-    dir: Option<PathBuf>,
-    open: Arc<OpenStores>,
-    errors: ErrorCounts,
-}
-
-impl Registry {
-    /// A registry keeping its files under `dir` (`DIR/TENANT/LABEL.redb`),
-    /// with a background thread that flushes writes every
-    /// [`FLUSH_INTERVAL`] (and reopens stores that failed on their disk).
-    pub fn new(dir: &Path) -> Self {
-        let open: Arc<OpenStores> = Arc::default();
-        let weak = Arc::downgrade(&open);
-        std::thread::Builder::new()
-            .name("edge-kv-flush".into())
-            .spawn(move || flush_loop(weak))
-            .expect("spawning the key-value flush thread");
-        Self {
-            dir: Some(dir.to_path_buf()),
-            open,
-            errors: ErrorCounts::global().clone(),
-        }
-    }
-
-    /// A registry whose stores live in memory and vanish with it: for
-    /// `edge check`, which must not take the file locks of a running server.
-    pub fn in_memory() -> Self {
-        Self {
-            dir: None,
-            open: Arc::default(),
-            errors: ErrorCounts::global().clone(),
-        }
-    }
-
-    /// The storage error counts of this registry's stores (the process's).
-    pub fn errors(&self) -> ErrorCounts {
-        self.errors.clone()
-    }
-
-    /// The store of `tenant` named `label`, opened (and created) if needed,
-    /// as a handle that holds it to `cap` bytes.
-    ///
-    /// The cap belongs to the handle, not to the store: a config that is
-    /// built but never swapped in (a refused reload) changes nothing for
-    /// the handles of the config that serves.
-    pub fn open(&self, tenant: &str, label: &str, cap: u64) -> Result<Handle, KvError> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (tenant.to_string(), label.to_string());
-        if let Some(store) = open.get(&key).and_then(Weak::upgrade) {
-            return Ok(Handle { store, cap });
-        }
-        let errors = self.errors.tenant(tenant);
-        let store = match &self.dir {
-            Some(dir) => {
-                let dir = dir.join(tenant);
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| KvError::Storage(format!("creating {}: {e}", dir.display())))?;
-                let path = dir.join(format!("{label}.redb"));
-                let opener = {
-                    let path = path.clone();
-                    Box::new(move || open_file(&path)) as Opener
-                };
-                Store::new(tenant, label, Some(path), opener, errors)?
-            }
-            None => {
-                let opener = Box::new(|| {
-                    Database::builder().create_with_backend(redb::backends::InMemoryBackend::new())
-                }) as Opener;
-                Store::new(tenant, label, None, opener, errors)?
-            }
-        };
-        let store = Arc::new(store);
-        open.insert(key, Arc::downgrade(&store));
-        Ok(Handle { store, cap })
-    }
-}
-
-fn open_file(path: &Path) -> Result<Database, redb::DatabaseError> {
-    let mut tries = 0;
-    loop {
-        match Database::builder().set_cache_size(CACHE_BYTES).create(path) {
-            // The previous holder of this file (a config being replaced, or
-            // the database a failed store just dropped) may still be closing it.
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) if tries < 50 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            r => return r,
-        }
-    }
-}
-
-fn flush_loop(open: Weak<OpenStores>) {
-    loop {
-        std::thread::sleep(FLUSH_INTERVAL);
-        let Some(open) = open.upgrade() else { return };
-        let stores: Vec<Arc<Store>> = {
-            let mut map = open.lock().unwrap_or_else(|e| e.into_inner());
-            map.retain(|_, w| w.strong_count() > 0);
-            map.values().filter_map(Weak::upgrade).collect()
-        };
-        for store in stores {
-            // Failures are logged (with tenant and store) where they happen;
-            // the store keeps its pending writes and the next tick retries.
-            let _ = store.flush();
-        }
-    }
-}
-
-/// A granted store with its size cap: what a guest's bucket uses.
-#[derive(Clone)]
-pub struct Handle {
-    store: Arc<Store>,
-    cap: u64,
-}
-
-/// Whether an operation reads or writes: they queue for different permits.
-#[derive(Clone, Copy)]
-pub(crate) enum Access {
-    Read,
-    Write,
-}
-
-impl Handle {
-    /// Whether both are the same store with the same cap.
-    pub fn same(&self, other: &Handle) -> bool {
-        Arc::ptr_eq(&self.store, &other.store) && self.cap == other.cap
-    }
-
-    /// The size cap this handle writes under, in bytes.
-    pub fn cap(&self) -> u64 {
-        self.cap
-    }
-
-    /// Runs `f` on the blocking pool, so a slow disk holds a pool thread
-    /// rather than the async worker (and every connection on it). Waiting
-    /// for a permit is async: a store whose disk stalls ties up at most
-    /// [`READERS`] + 1 blocking threads however many guests call it.
-    pub(crate) async fn blocking<R: Send + 'static>(
-        &self,
-        access: Access,
-        f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
-    ) -> Result<R, KvError> {
-        let permits = match access {
-            Access::Read => &self.store.readers,
-            Access::Write => &self.store.writers,
-        };
-        let permit = permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| KvError::Unavailable)?;
-        let handle = self.clone();
-        // The permit moves into the task: if the guest's deadline drops this
-        // future, the operation still finishes (or fails) before another
-        // takes its place.
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            f(&handle)
-        })
-        .await
-        .map_err(|e| {
-            KvError::Trap(wasmtime::Error::msg(format!(
-                "key-value operation failed: {e}"
-            )))
-        })?
-    }
-
-    /// Bytes of keys plus values stored.
-    pub fn used_bytes(&self) -> u64 {
-        self.store.lock_writer().used
-    }
-
-    /// Bytes the store's file takes on disk.
-    pub fn file_bytes(&self) -> u64 {
-        self.store.file_bytes()
-    }
-
-    /// The value of `key`.
-    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-        check_key(key)?;
-        self.store
-            .read(|t| Ok(t.get(key)?.map(|v| v.value().to_vec())))
-    }
-
-    /// The values of `keys`, in order, from one snapshot.
-    pub fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
-        if keys.len() > MAX_BATCH_KEYS {
-            return Err(KvError::BatchTooLarge(format!(
-                "{} keys asked, at most {MAX_BATCH_KEYS}",
-                keys.len()
-            )));
-        }
-        keys.iter().try_for_each(|k| check_key(k))?;
-        self.store.read(|table| {
-            let mut total = 0usize;
-            let mut out = Vec::with_capacity(keys.len());
-            for k in keys {
-                let v = table.get(k.as_str())?;
-                if let Some(v) = &v {
-                    total += v.value().len();
-                    if total > MAX_BATCH_BYTES {
-                        return Err(KvError::BatchTooLarge(format!(
-                            "the values come to more than {MAX_BATCH_BYTES} bytes; ask for fewer keys"
-                        )));
-                    }
-                }
-                out.push(v.map(|v| v.value().to_vec()));
-            }
-            Ok(out)
-        })
-    }
-
-    /// Sets `key` to `value`.
-    pub fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
-        check_key(key)?;
-        check_value(value)?;
-        self.store.write(self.cap, |c| c.put(key, value))
-    }
-
-    /// Sets every pair, all or none.
-    pub fn set_many(&self, pairs: &[(String, Vec<u8>)]) -> Result<(), KvError> {
-        for (k, v) in pairs {
-            check_key(k)?;
-            check_value(v)?;
-        }
-        self.store.write(self.cap, |c| {
-            pairs.iter().try_for_each(|(k, v)| c.put(k, v))
-        })
-    }
-
-    /// Deletes `key` (absent is fine).
-    pub fn delete(&self, key: &str) -> Result<(), KvError> {
-        check_key(key)?;
-        self.store.write(self.cap, |c| c.remove(key))
-    }
-
-    /// Deletes every key, all or none.
-    pub fn delete_many(&self, keys: &[String]) -> Result<(), KvError> {
-        keys.iter().try_for_each(|k| check_key(k))?;
-        self.store
-            .write(self.cap, |c| keys.iter().try_for_each(|k| c.remove(k)))
-    }
-
-    /// Adds `delta` to the decimal number stored at `key` (absent counts as
-    /// 0) and returns the new value, atomically.
-    pub fn increment(&self, key: &str, delta: u64) -> Result<u64, KvError> {
-        check_key(key)?;
-        self.store.write(self.cap, |c| {
-            let current = match c.table.get(key)? {
-                None => 0,
-                Some(v) => {
-                    let text = String::from_utf8_lossy(v.value()).into_owned();
-                    text.parse::<u64>().map_err(|_| KvError::NotANumber(text))?
-                }
-            };
-            let next = current
-                .checked_add(delta)
-                .ok_or_else(|| KvError::Overflow(key.to_string()))?;
-            c.put(key, next.to_string().as_bytes())?;
-            Ok(next)
-        })
-    }
-
-    /// Up to a page of keys in byte order, starting `offset` keys in, and
-    /// the cursor of the next page if there is one.
-    pub fn list_keys(&self, offset: u64) -> Result<(Vec<String>, Option<u64>), KvError> {
-        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        self.store.read(|table| {
-            let mut keys = Vec::new();
-            for entry in table.iter()?.skip(skip).take(PAGE + 1) {
-                keys.push(entry?.0.value().to_string());
-            }
-            let next = (keys.len() > PAGE).then(|| {
-                keys.pop();
-                offset + PAGE as u64
-            });
-            Ok((keys, next))
-        })
-    }
-
-    /// Makes every acknowledged write durable (or, for a store that failed
-    /// on its disk, tries to reopen it and replay them).
-    pub fn flush(&self) -> Result<(), KvError> {
-        self.store.flush()
-    }
-}
-
 /// Opens (or reopens) a store's database.
-type Opener = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send + Sync>;
+pub(crate) type Opener = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send + Sync>;
 
 /// One key-value store.
 pub(crate) struct Store {
@@ -516,14 +79,15 @@ pub(crate) struct Store {
     db: RwLock<Option<Database>>,
     writer: Mutex<Writer>,
     errors: Arc<AtomicU64>,
-    readers: Arc<Semaphore>,
-    writers: Arc<Semaphore>,
+    /// Permits for operations on the blocking pool (see `Handle::blocking`).
+    pub(crate) readers: Arc<Semaphore>,
+    pub(crate) writers: Arc<Semaphore>,
 }
 
 /// What the writer lock guards.
-struct Writer {
+pub(crate) struct Writer {
     /// Bytes of keys plus values.
-    used: u64,
+    pub(crate) used: u64,
     /// Bytes the file takes on disk, as of the last commit.
     file_bytes: u64,
     /// Acknowledged writes not yet known durable: key to value (`None`:
@@ -544,7 +108,7 @@ struct Writer {
 /// One write transaction's view: the table, the sizes the cap is checked
 /// against, and the changes to keep pending.
 pub(crate) struct Change<'t> {
-    table: KvTable<'t>,
+    pub(crate) table: KvTable<'t>,
     used: u64,
     start: u64,
     /// File bytes on disk less [`FILE_OVERHEAD_BYTES`], before this write.
@@ -564,7 +128,7 @@ impl Change<'_> {
     /// larger of its keys plus values and what its file takes on disk (less
     /// the empty store's overhead): the file is what fills the disk, and it
     /// grows faster than the data for tiny keys or churn.
-    fn put(&mut self, key: &str, value: &[u8]) -> Result<(), KvError> {
+    pub(crate) fn put(&mut self, key: &str, value: &[u8]) -> Result<(), KvError> {
         let old = {
             let old = self.table.get(key)?;
             if let Some(before) = &mut self.before {
@@ -593,7 +157,7 @@ impl Change<'_> {
         Ok(())
     }
 
-    fn remove(&mut self, key: &str) -> Result<(), KvError> {
+    pub(crate) fn remove(&mut self, key: &str) -> Result<(), KvError> {
         if let Some(v) = self.table.remove(key)? {
             self.used -= (key.len() + v.value().len()) as u64;
             if let Some(before) = &mut self.before {
@@ -606,7 +170,7 @@ impl Change<'_> {
 }
 
 impl Store {
-    fn new(
+    pub(crate) fn new(
         tenant: &str,
         label: &str,
         path: Option<PathBuf>,
@@ -643,13 +207,13 @@ impl Store {
         Ok(store)
     }
 
-    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
+    pub(crate) fn lock_writer(&self) -> MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Bytes the file takes on disk: allocated blocks, not its length,
     /// since redb's file is sparse until written.
-    fn file_bytes(&self) -> u64 {
+    pub(crate) fn file_bytes(&self) -> u64 {
         self.path
             .as_deref()
             .and_then(|p| std::fs::metadata(p).ok())
@@ -663,7 +227,10 @@ impl Store {
     }
 
     /// Runs `f` on a read transaction. A storage error fails the store.
-    fn read<R>(&self, f: impl Fn(&KvReadTable) -> Result<R, KvError>) -> Result<R, KvError> {
+    pub(crate) fn read<R>(
+        &self,
+        f: impl Fn(&KvReadTable) -> Result<R, KvError>,
+    ) -> Result<R, KvError> {
         let attempt = || -> Option<Result<R, KvError>> {
             let db = self.db.read().unwrap_or_else(|e| e.into_inner());
             let db = db.as_ref()?;
@@ -688,7 +255,7 @@ impl Store {
 
     /// Runs `f` in one write transaction; commits if it succeeds, changes
     /// nothing if it fails.
-    fn write<R>(
+    pub(crate) fn write<R>(
         &self,
         cap: u64,
         f: impl FnOnce(&mut Change<'_>) -> Result<R, KvError>,
@@ -869,7 +436,7 @@ impl Store {
 
     /// Makes every acknowledged write durable. The pending set is cleared
     /// only once the durable commit succeeded, so a failure is retried.
-    fn flush(&self) -> Result<(), KvError> {
+    pub(crate) fn flush(&self) -> Result<(), KvError> {
         let mut w = self.lock_writer();
         if w.fault.is_some() {
             // Reopening replays the pending writes in a durable commit.
@@ -962,23 +529,12 @@ impl Drop for Store {
     }
 }
 
-fn check_key(key: &str) -> Result<(), KvError> {
-    if key.len() > MAX_KEY_BYTES {
-        return Err(KvError::KeyTooLong(key.len()));
-    }
-    Ok(())
-}
-
-fn check_value(value: &[u8]) -> Result<(), KvError> {
-    if value.len() > MAX_VALUE_BYTES {
-        return Err(KvError::ValueTooLarge(value.len()));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::Access;
+    use crate::{Handle, MAX_BATCH_KEYS, Registry};
+    use std::path::Path;
 
     fn store(cap: u64) -> (tempfile::TempDir, Registry, Handle) {
         let dir = tempfile::tempdir().unwrap();

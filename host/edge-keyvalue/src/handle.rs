@@ -1,0 +1,200 @@
+//! A granted store with its cap: the operations a guest's bucket runs.
+
+use crate::error::KvError;
+use crate::store::{MAX_BATCH_BYTES, MAX_BATCH_KEYS, MAX_KEY_BYTES, MAX_VALUE_BYTES, PAGE, Store};
+use redb::ReadableTable;
+use std::sync::Arc;
+
+/// A granted store with its size cap: what a guest's bucket uses.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) store: Arc<Store>,
+    pub(crate) cap: u64,
+}
+
+/// Whether an operation reads or writes: they queue for different permits.
+#[derive(Clone, Copy)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+impl Handle {
+    /// Whether both are the same store with the same cap.
+    pub fn same(&self, other: &Handle) -> bool {
+        Arc::ptr_eq(&self.store, &other.store) && self.cap == other.cap
+    }
+
+    /// The size cap this handle writes under, in bytes.
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+
+    /// Runs `f` on the blocking pool, so a slow disk holds a pool thread
+    /// rather than the async worker (and every connection on it). Waiting
+    /// for a permit is async: a store whose disk stalls ties up at most
+    /// four reader threads and one writer thread of the blocking pool,
+    /// however many guests call it.
+    pub(crate) async fn blocking<R: Send + 'static>(
+        &self,
+        access: Access,
+        f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
+    ) -> Result<R, KvError> {
+        let permits = match access {
+            Access::Read => &self.store.readers,
+            Access::Write => &self.store.writers,
+        };
+        let permit = permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| KvError::Unavailable)?;
+        let handle = self.clone();
+        // The permit moves into the task: if the guest's deadline drops this
+        // future, the operation still finishes (or fails) before another
+        // takes its place.
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&handle)
+        })
+        .await
+        .map_err(|e| {
+            KvError::Trap(wasmtime::Error::msg(format!(
+                "key-value operation failed: {e}"
+            )))
+        })?
+    }
+
+    /// Bytes of keys plus values stored.
+    pub fn used_bytes(&self) -> u64 {
+        self.store.lock_writer().used
+    }
+
+    /// Bytes the store's file takes on disk.
+    pub fn file_bytes(&self) -> u64 {
+        self.store.file_bytes()
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        check_key(key)?;
+        self.store
+            .read(|t| Ok(t.get(key)?.map(|v| v.value().to_vec())))
+    }
+
+    /// The values of `keys`, in order, from one snapshot.
+    pub fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        if keys.len() > MAX_BATCH_KEYS {
+            return Err(KvError::BatchTooLarge(format!(
+                "{} keys asked, at most {MAX_BATCH_KEYS}",
+                keys.len()
+            )));
+        }
+        keys.iter().try_for_each(|k| check_key(k))?;
+        self.store.read(|table| {
+            let mut total = 0usize;
+            let mut out = Vec::with_capacity(keys.len());
+            for k in keys {
+                let v = table.get(k.as_str())?;
+                if let Some(v) = &v {
+                    total += v.value().len();
+                    if total > MAX_BATCH_BYTES {
+                        return Err(KvError::BatchTooLarge(format!(
+                            "the values come to more than {MAX_BATCH_BYTES} bytes; ask for fewer keys"
+                        )));
+                    }
+                }
+                out.push(v.map(|v| v.value().to_vec()));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Sets `key` to `value`.
+    pub fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+        check_key(key)?;
+        check_value(value)?;
+        self.store.write(self.cap, |c| c.put(key, value))
+    }
+
+    /// Sets every pair, all or none.
+    pub fn set_many(&self, pairs: &[(String, Vec<u8>)]) -> Result<(), KvError> {
+        for (k, v) in pairs {
+            check_key(k)?;
+            check_value(v)?;
+        }
+        self.store.write(self.cap, |c| {
+            pairs.iter().try_for_each(|(k, v)| c.put(k, v))
+        })
+    }
+
+    /// Deletes `key` (absent is fine).
+    pub fn delete(&self, key: &str) -> Result<(), KvError> {
+        check_key(key)?;
+        self.store.write(self.cap, |c| c.remove(key))
+    }
+
+    /// Deletes every key, all or none.
+    pub fn delete_many(&self, keys: &[String]) -> Result<(), KvError> {
+        keys.iter().try_for_each(|k| check_key(k))?;
+        self.store
+            .write(self.cap, |c| keys.iter().try_for_each(|k| c.remove(k)))
+    }
+
+    /// Adds `delta` to the decimal number stored at `key` (absent counts as
+    /// 0) and returns the new value, atomically.
+    pub fn increment(&self, key: &str, delta: u64) -> Result<u64, KvError> {
+        check_key(key)?;
+        self.store.write(self.cap, |c| {
+            let current = match c.table.get(key)? {
+                None => 0,
+                Some(v) => {
+                    let text = String::from_utf8_lossy(v.value()).into_owned();
+                    text.parse::<u64>().map_err(|_| KvError::NotANumber(text))?
+                }
+            };
+            let next = current
+                .checked_add(delta)
+                .ok_or_else(|| KvError::Overflow(key.to_string()))?;
+            c.put(key, next.to_string().as_bytes())?;
+            Ok(next)
+        })
+    }
+
+    /// Up to a page of keys in byte order, starting `offset` keys in, and
+    /// the cursor of the next page if there is one.
+    pub fn list_keys(&self, offset: u64) -> Result<(Vec<String>, Option<u64>), KvError> {
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        self.store.read(|table| {
+            let mut keys = Vec::new();
+            for entry in table.iter()?.skip(skip).take(PAGE + 1) {
+                keys.push(entry?.0.value().to_string());
+            }
+            let next = (keys.len() > PAGE).then(|| {
+                keys.pop();
+                offset + PAGE as u64
+            });
+            Ok((keys, next))
+        })
+    }
+
+    /// Makes every acknowledged write durable (or, for a store that failed
+    /// on its disk, tries to reopen it and replay them).
+    pub fn flush(&self) -> Result<(), KvError> {
+        self.store.flush()
+    }
+}
+
+fn check_key(key: &str) -> Result<(), KvError> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(KvError::KeyTooLong(key.len()));
+    }
+    Ok(())
+}
+
+fn check_value(value: &[u8]) -> Result<(), KvError> {
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(KvError::ValueTooLarge(value.len()));
+    }
+    Ok(())
+}

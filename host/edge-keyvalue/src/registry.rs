@@ -1,0 +1,127 @@
+//! The registry: opens each store file once per process and flushes them.
+
+use crate::error::{ErrorCounts, KvError};
+use crate::handle::Handle;
+use crate::store::{CACHE_BYTES, FLUSH_INTERVAL, Opener, Store};
+use redb::Database;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+/// Open stores by (tenant, label).
+type OpenStores = Mutex<HashMap<(String, String), Weak<Store>>>;
+
+/// Opens each store file once per process and keeps them flushed.
+///
+/// A store stays open while any loaded config grants it; the last reference
+/// going away flushes and closes it.
+pub struct Registry {
+    /// `None`: stores live in memory (see [`Registry::in_memory`]).
+    dir: Option<PathBuf>,
+    open: Arc<OpenStores>,
+    errors: ErrorCounts,
+}
+
+impl Registry {
+    /// A registry keeping its files under `dir` (`DIR/TENANT/LABEL.redb`),
+    /// with a background thread that flushes writes every
+    /// [`FLUSH_INTERVAL`] (and reopens stores that failed on their disk).
+    pub fn new(dir: &Path) -> Self {
+        let open: Arc<OpenStores> = Arc::default();
+        let weak = Arc::downgrade(&open);
+        std::thread::Builder::new()
+            .name("edge-kv-flush".into())
+            .spawn(move || flush_loop(weak))
+            .expect("spawning the key-value flush thread");
+        Self {
+            dir: Some(dir.to_path_buf()),
+            open,
+            errors: ErrorCounts::global().clone(),
+        }
+    }
+
+    /// A registry whose stores live in memory and vanish with it: for
+    /// `edge check`, which must not take the file locks of a running server.
+    pub fn in_memory() -> Self {
+        Self {
+            dir: None,
+            open: Arc::default(),
+            errors: ErrorCounts::global().clone(),
+        }
+    }
+
+    /// The storage error counts of this registry's stores (the process's).
+    pub fn errors(&self) -> ErrorCounts {
+        self.errors.clone()
+    }
+
+    /// The store of `tenant` named `label`, opened (and created) if needed,
+    /// as a handle that holds it to `cap` bytes.
+    ///
+    /// The cap belongs to the handle, not to the store: a config that is
+    /// built but never swapped in (a refused reload) changes nothing for
+    /// the handles of the config that serves.
+    pub fn open(&self, tenant: &str, label: &str, cap: u64) -> Result<Handle, KvError> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (tenant.to_string(), label.to_string());
+        if let Some(store) = open.get(&key).and_then(Weak::upgrade) {
+            return Ok(Handle { store, cap });
+        }
+        let errors = self.errors.tenant(tenant);
+        let store = match &self.dir {
+            Some(dir) => {
+                let dir = dir.join(tenant);
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| KvError::Storage(format!("creating {}: {e}", dir.display())))?;
+                let path = dir.join(format!("{label}.redb"));
+                let opener = {
+                    let path = path.clone();
+                    Box::new(move || open_file(&path)) as Opener
+                };
+                Store::new(tenant, label, Some(path), opener, errors)?
+            }
+            None => {
+                let opener = Box::new(|| {
+                    Database::builder().create_with_backend(redb::backends::InMemoryBackend::new())
+                }) as Opener;
+                Store::new(tenant, label, None, opener, errors)?
+            }
+        };
+        let store = Arc::new(store);
+        open.insert(key, Arc::downgrade(&store));
+        Ok(Handle { store, cap })
+    }
+}
+
+fn open_file(path: &Path) -> Result<Database, redb::DatabaseError> {
+    let mut tries = 0;
+    loop {
+        match Database::builder().set_cache_size(CACHE_BYTES).create(path) {
+            // The previous holder of this file (a config being replaced, or
+            // the database a failed store just dropped) may still be closing it.
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) if tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
+
+fn flush_loop(open: Weak<OpenStores>) {
+    loop {
+        std::thread::sleep(FLUSH_INTERVAL);
+        let Some(open) = open.upgrade() else { return };
+        let stores: Vec<Arc<Store>> = {
+            let mut map = open.lock().unwrap_or_else(|e| e.into_inner());
+            map.retain(|_, w| w.strong_count() > 0);
+            map.values().filter_map(Weak::upgrade).collect()
+        };
+        for store in stores {
+            // Failures are logged (with tenant and store) where they happen;
+            // the store keeps its pending writes and the next tick retries.
+            let _ = store.flush();
+        }
+    }
+}
