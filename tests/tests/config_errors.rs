@@ -161,6 +161,28 @@ fn sidecar_output_cap_must_fit_an_answer() {
 }
 
 #[test]
+fn sidecar_child_limits_are_checked() {
+    let sidecar = "[sidecar]\nallow = [\"/bin/echo\"]\n";
+    let edge = format!("{GOOD_EDGE}{sidecar}child_address_space_bytes = 1048576\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:8:29: sidecar.child_address_space_bytes: 1048576 is under 16777216 (16 MiB), too little for any program to start",
+    );
+    let edge = format!("{GOOD_EDGE}{sidecar}child_processes = 0\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:8:19: sidecar.child_processes: must be at least 1",
+    );
+    let edge = format!(
+        "{GOOD_EDGE}{sidecar}child_cpu_seconds = 5\nchild_address_space_bytes = 16777216\nchild_processes = 64\nchild_file_bytes = 1\n"
+    );
+    let (code, stderr) = check(&spin_without_required(), &edge);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
 fn unknown_instance_mode() {
     let edge = format!("{GOOD_EDGE}[component.echo]\ninstance = \"pooled\"\n");
     assert_error(
