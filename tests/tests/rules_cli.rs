@@ -84,3 +84,57 @@ fn bad_rules_are_refused_with_rule_and_position() {
         "{err}"
     );
 }
+
+#[test]
+fn verbose_patterns_work_and_unicode_word_assertions_are_named() {
+    let dir = TempDir::new("xrules");
+    // A `#` comment of `(?x)` used to swallow the engine's own wrapping and
+    // the rule was refused as "error parsing pattern 0".
+    let toml = dir.write(
+        "x.toml",
+        "[[rule]]\npattern = '''(?x) c (a) t  # the animal'''\nreplacement = '[$1]'\n",
+    );
+    let (code, out, err) = run(
+        &["rules", "test", "--rules", toml.to_str().unwrap()],
+        b"a cat",
+    );
+    assert_eq!((code, out.as_str()), (0, "a [a]"), "{err}");
+
+    let toml = dir.write(
+        "u.toml",
+        "[[rule]]\npattern = 'ok'\nreplacement = 'x'\n[[rule]]\npattern = 'cat\\>'\nreplacement = 'x'\n",
+    );
+    let (code, _, err) = run(&["rules", "test", "--rules", toml.to_str().unwrap()], b"");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("u.toml: rule 2: pattern \"cat\\\\>\" is not supported: \\> at byte 3 is a Unicode word boundary"),
+        "{err}"
+    );
+}
+
+#[test]
+fn replace_filter_destinations_import_as_the_module_reads_them() {
+    let dir = TempDir::new("dollars");
+    // No variable in the value: ngx_replace_filter copies it verbatim.
+    let conf = dir.write(
+        "r.conf",
+        "replace_filter 'a+' '$$&' g;\nreplace_filter 'b+' '<$&|$$>' g;\n",
+    );
+    let (code, toml, err) = run(&["rules", "import", conf.to_str().unwrap()], b"");
+    assert_eq!(code, 0, "{err}");
+    let imported = dir.write("r.toml", &toml);
+    for rules in [&conf, &imported] {
+        let (code, out, err) = run(
+            &["rules", "test", "--rules", rules.to_str().unwrap()],
+            b"aa bb",
+        );
+        assert_eq!((code, out.as_str()), (0, "$$& <bb|$>"), "{toml}\n{err}");
+    }
+    let conf = dir.write("v.conf", "\n\nreplace_filter a '$host';\n");
+    let (code, _, err) = run(&["rules", "import", conf.to_str().unwrap()], b"");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("v.conf: line 3: replace_filter: replacement \"$host\": nginx variable $host at byte 0 is not supported"),
+        "{err}"
+    );
+}
