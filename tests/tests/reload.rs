@@ -102,3 +102,103 @@ async fn a_file_change_reloads_without_a_signal() {
     }
     assert!(reloaded, "the watcher picked up the change");
 }
+
+/// A manifest whose `signer_keys`-like secret variable lets a config ask
+/// for a generated key, beside the standard components.
+fn spin_with_secret() -> String {
+    standard_spin().replace(
+        "[variables]\n",
+        "[variables]\ndev_key = { default = \"\", secret = true }\n",
+    )
+}
+
+#[tokio::test]
+async fn a_refused_reload_writes_no_file_and_changes_nothing() {
+    let data = edge_tests::TempDir::new("refused-reload");
+    let edge = Edge::start_with(&spin_with_secret(), &config(", \"fixtures\""), data.path());
+    let keys = data.path().join("keys");
+    assert!(!keys.exists());
+    // A config that generates a key but is refused (its component would
+    // stop loading): the key must not be written, nor anything applied.
+    let broken = edge.dir.write("broken.wasm", "not a component");
+    let spin = format!(
+        "{}\n[[trigger.http]]\nroute = \"/broken/...\"\ncomponent = \"broken\"\n[component.broken]\nsource = \"{}\"\n",
+        spin_with_secret(),
+        broken.display()
+    );
+    edge.dir.write("spin.toml", &spin);
+    std::fs::write(
+        &edge.config,
+        config(", \"fixtures\", \"broken\"")
+            + "[tenant.limits]\nmax_instances = 1\n[tenant.secrets]\ndev_key = { generate = \"ed25519\" }\n",
+    )
+    .expect("rewrite config");
+    edge.signal(SIGHUP);
+    let log = edge.log_after("reload refused").await;
+    assert!(log.contains("reload refused"), "{log}");
+    assert!(!keys.exists(), "a refused config wrote {}", keys.display());
+    assert!(!log.contains("generated a development"), "{log}");
+    // The limit of the refused config is not in force: two requests run at
+    // once (max_instances = 1 would refuse the second).
+    let slow = tokio::spawn({
+        let url = format!("{}/fixtures/sleep?ms=500", edge.url);
+        async move { get(&url).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(get(&format!("{}/x", edge.url)).await.0, 200);
+    assert_eq!(slow.await.expect("join").0, 200);
+    // The same config without the broken component is taken, and only
+    // then is the key written.
+    edge.dir.write("spin.toml", &spin_with_secret());
+    std::fs::write(
+        &edge.config,
+        config(", \"fixtures\"") + "[tenant.secrets]\ndev_key = { generate = \"ed25519\" }\n",
+    )
+    .expect("rewrite config");
+    edge.signal(SIGHUP);
+    edge.log_after("generated a development Ed25519 signing key")
+        .await;
+    assert!(keys.join("t").join("dev_key.pem").exists());
+}
+
+#[tokio::test]
+async fn a_reload_that_replaces_a_session_pool_frees_its_slots() {
+    let session = |idle: u64| {
+        config(", \"counter\"")
+            + &format!(
+                "[component.counter]\ninstance = \"session\"\nsession_key = \"path:2\"\nidle_timeout_ms = {idle}\n"
+            )
+    };
+    let edge = Edge::start(&standard_spin(), &session(600_000));
+    for key in ["a", "b", "c"] {
+        assert_eq!(
+            get(&format!("{}/counter/{key}/count", edge.url)).await.1,
+            "1\n"
+        );
+    }
+    let held = "edge_share_held{tenant=\"t\",kind=\"sessions\"}";
+    assert_eq!(edge.metric(held).await, 3.0);
+    // New session settings: a new pool. The old one's idle sessions end
+    // now, not ten minutes from now.
+    std::fs::write(&edge.config, session(500_000)).expect("rewrite config");
+    edge.signal(SIGHUP);
+    edge.log_after("config reloaded").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while edge.metric(held).await > 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replaced pool kept its sessions"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        edge.metric("edge_active_instances{tenant=\"t\",component=\"counter\"}")
+            .await,
+        0.0
+    );
+    assert_eq!(
+        get(&format!("{}/counter/a/count", edge.url)).await.1,
+        "1\n",
+        "a fresh session in the new pool"
+    );
+}

@@ -32,6 +32,7 @@ pub use error::{ConfigError, SourceFile};
 pub use outbound::{OutboundRule, parse_ip_range};
 pub use resolve::{load, load_with};
 pub use route::RoutePattern;
+pub use secrets::GeneratedSecret;
 pub use site::{DEFAULT_CONTENT_TYPES, SITE_VARIABLE_PREFIX, Site, read_rules_file};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,9 +60,10 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// Tenants in file order.
     pub tenants: Vec<Tenant>,
-    /// Secret files this load generated (`{ generate = "ed25519" }`), for
-    /// the host to announce.
-    pub generated_secrets: Vec<PathBuf>,
+    /// Secrets this load generated (`{ generate = ... }`) that are not on
+    /// disk yet: the host writes them when it puts this config in service
+    /// ([`Config::write_generated_secrets`]), never before.
+    pub generated_secrets: Vec<GeneratedSecret>,
     /// The process-execution sidecar, if configured.
     pub sidecar: Option<Sidecar>,
 }
@@ -98,6 +100,15 @@ pub struct SidecarChildLimits {
 }
 
 impl Config {
+    /// Writes the secrets this load generated; their paths, for the log.
+    /// Call it once the config is built and about to serve.
+    pub fn write_generated_secrets(&self) -> Result<Vec<&GeneratedSecret>, String> {
+        for secret in &self.generated_secrets {
+            secret.write()?;
+        }
+        Ok(self.generated_secrets.iter().collect())
+    }
+
     /// Every file whose change should trigger a reload.
     pub fn watched_files(&self) -> Vec<PathBuf> {
         let mut files = vec![self.edge_file.clone(), self.app_file.clone()];

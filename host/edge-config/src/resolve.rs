@@ -68,7 +68,7 @@ struct Resolver<'a> {
     /// `--data-dir`, if given; otherwise set from `server.data_dir`.
     data_dir: Option<PathBuf>,
     /// Secrets generated during this load.
-    generated: std::cell::RefCell<Vec<PathBuf>>,
+    generated: std::cell::RefCell<Vec<crate::GeneratedSecret>>,
     /// Where generated secrets live (`DATA_DIR/keys`), once the server
     /// section is resolved.
     keys_dir: std::cell::OnceCell<PathBuf>,
@@ -1239,10 +1239,8 @@ impl Resolver<'_> {
                             crate::secrets::extension(generate)
                         ));
                     match crate::secrets::generated(generate, &path) {
-                        Ok((value, created)) => {
-                            if created {
-                                self.generated.borrow_mut().push(path);
-                            }
+                        Ok((value, new)) => {
+                            self.generated.borrow_mut().extend(new);
                             value
                         }
                         Err(e) => return self.edge_err(s.span(), &k, e),

@@ -265,6 +265,7 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
         let listen = config.server.listen;
         let admin_listen = config.server.admin_listen;
         let app = App::build(&runtime, config)?;
+        edge::reload::write_generated_secrets(&app.config)?;
         app.commit(&runtime, None);
         for id in app.failed_components() {
             tracing::error!(

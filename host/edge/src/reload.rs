@@ -28,13 +28,6 @@ impl Overrides {
     /// Loads the config file and applies the overrides.
     pub fn load(&self, path: &Path) -> Result<Config, edge_config::ConfigError> {
         let mut config = edge_config::load_with(path, self.data_dir.as_deref())?;
-        for generated in &config.generated_secrets {
-            if generated.extension().is_some_and(|e| e == "key") {
-                tracing::warn!(path = %generated.display(), "generated a development API key for the signer (send it as `Authorization: Bearer KEY`; keep it secret; configure your own callers for production)");
-            } else {
-                tracing::warn!(path = %generated.display(), "generated a development Ed25519 signing key (keep it secret; configure your own keys for production)");
-            }
-        }
         if let Some(l) = self.listen {
             config.server.listen = l;
         }
@@ -43,6 +36,23 @@ impl Overrides {
         }
         Ok(config)
     }
+}
+
+/// Writes the secrets `config` generated and says so: once the config is
+/// built and about to serve (a config that is refused writes nothing).
+pub fn write_generated_secrets(config: &Config) -> Result<()> {
+    for secret in config
+        .write_generated_secrets()
+        .map_err(anyhow::Error::msg)?
+    {
+        let path = secret.path.display();
+        if secret.is_api_key() {
+            tracing::warn!(%path, "generated a development API key for the signer (send it as `Authorization: Bearer KEY`; keep it secret; configure your own callers for production)");
+        } else {
+            tracing::warn!(%path, "generated a development Ed25519 signing key (keep it secret; configure your own keys for production)");
+        }
+    }
+    Ok(())
 }
 
 /// Loads, builds and swaps in a new app; on any problem keeps the old one.
@@ -116,6 +126,7 @@ fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()>
             newly_failed.join("; ")
         );
     }
+    write_generated_secrets(&app.config)?;
     let app = Arc::new(app);
     shared.app.store(app.clone());
     app.commit(&shared.runtime, Some(&old));
