@@ -858,6 +858,10 @@ async fn an_idle_room_is_evicted_and_its_members_slots_freed() {
     .await;
     assert_eq!(s, 429, "{body}");
     assert!(body.contains("mixer.max_rooms"), "{body}");
+    assert_eq!(
+        edge.metric("edge_guest_counter_total{tenant=\"t\",component=\"codec\",name=\"mixer_refused_max_rooms\"}").await,
+        1.0
+    );
     // Nobody uses the room (Alice's session lives on, idle, for a minute).
     tokio::time::sleep(Duration::from_millis(2000)).await;
     assert!(
@@ -887,7 +891,7 @@ async fn the_membership_cap_gives_a_precise_error() {
         "the room is full: 2 members (the most allowed: mixer.max_members)"
     );
     assert_eq!(
-        edge.metric("edge_guest_counter_total{tenant=\"t\",component=\"codec\",name=\"mixer_limit_refusals\"}").await,
+        edge.metric("edge_guest_counter_total{tenant=\"t\",component=\"codec\",name=\"mixer_refused_max_members\"}").await,
         1.0
     );
     let log = plain(&edge.log_after("mixer limit reached").await);

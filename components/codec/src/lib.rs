@@ -410,7 +410,13 @@ fn mixer_error(e: mixer::Error) -> Answer {
         mixer::Error::BadInput(m) => error(400, &m),
         mixer::Error::UnknownRoom(m) => error(404, &m),
         mixer::Error::Full(m) => {
-            bindings::edge::platform::metrics::counter_add("mixer_limit_refusals", 1);
+            // One counter per limit (the host's message names it).
+            let counter = if m.contains("max_members") {
+                "mixer_refused_max_members"
+            } else {
+                "mixer_refused_max_rooms"
+            };
+            bindings::edge::platform::metrics::counter_add(counter, 1);
             error(429, &m)
         }
     }
