@@ -258,7 +258,8 @@ impl Room {
         // recycle it, dropping what it had just added there.
         if write
             && len > 0
-            && (at + len as u64 - 1) / chunk_len - at / chunk_len >= u64::from(self.config.chunks)
+            && at.saturating_add(len as u64 - 1) / chunk_len - at / chunk_len
+                >= u64::from(self.config.chunks)
         {
             return Err(MixError::TooLong {
                 len,
@@ -794,6 +795,14 @@ mod tests {
             Err(MixError::TooLong { .. })
         ));
         room.write(4, &[0.5; 32]).unwrap();
+        // Positions come from guests: the end of the timeline is refused,
+        // not overflowed.
+        assert!(matches!(
+            room.write(u64::MAX - 1, &[0.5; 2]),
+            Err(MixError::OutsideWindow { .. })
+        ));
+        let mut out = [0.0; 2];
+        assert!(room.read(u64::MAX - 1, &mut out).is_err());
     }
 
     fn limits(max_rooms: usize, max_members: usize, idle_ms: u64) -> Limits {
