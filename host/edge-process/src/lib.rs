@@ -120,6 +120,14 @@ impl wit::Host for &Grant {
                 protocol::KIND_TIMEOUT => Error::Timeout(e.message),
                 protocol::KIND_OUTPUT_TOO_LARGE => Error::OutputTooLarge(e.message),
                 protocol::KIND_BUSY => Error::Busy(e.message),
+                protocol::KIND_PEER_REFUSED => {
+                    // The host itself was refused: it runs as another user
+                    // than the sidecar (or was started by it).
+                    tracing::error!(
+                        "the sidecar refused this host's connection: run both as the same user, neither started by the other's programs"
+                    );
+                    Error::Unavailable("the sidecar refused this host".into())
+                }
                 _ => Error::Failed(e.message),
             }),
             Ok(Response::Metrics(_)) => Err(Error::Failed("unexpected answer".into())),
