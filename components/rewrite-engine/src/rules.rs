@@ -267,8 +267,13 @@ impl RuleSet {
                     return Err(RuleError {
                         index: i + 1,
                         what: format!(
-                            "pattern {:?} compiles alone, but not with rules 1 to {i} before it: {}",
+                            "pattern {:?} compiles alone, but not with {} before it: {}",
                             rule.pattern,
+                            if i == 1 {
+                                "rule 1".to_string()
+                            } else {
+                                format!("rules 1 to {i}")
+                            },
                             e.trim_start_matches("compiling the rules: ")
                         ),
                     });
@@ -334,11 +339,11 @@ impl RuleSet {
                     .auto_prefilter(false),
             )
             .build_many_from_hir(&enabled_hirs)
-            .map_err(|e| format!("compiling the rules: {e}"))?;
+            .map_err(|e| format!("compiling the rules: {}", causes(&e)))?;
         let all_nfa = thompson::Compiler::new()
             .configure(nfa)
             .build_many_from_hir(&enabled_hirs)
-            .map_err(|e| format!("compiling the rules: {e}"))?;
+            .map_err(|e| format!("compiling the rules: {}", causes(&e)))?;
         let candidates = match self.start_filter {
             Some(false) => None,
             Some(true) => StartFilter::new(&all_nfa, &rule_of, true).map(Candidates::Starts),
@@ -349,7 +354,7 @@ impl RuleSet {
         let all = dfa::Builder::new()
             .configure(dfa::Config::new().match_kind(MatchKind::All))
             .build_from_nfa(all_nfa)
-            .map_err(|e| format!("compiling the rules: {e}"))?;
+            .map_err(|e| format!("compiling the rules: {}", causes(&e)))?;
         let prefixes: Vec<Hir> = rule_of
             .iter()
             .map(|i| crate::live::prefixes(&self.hirs[*i]))
@@ -362,11 +367,11 @@ impl RuleSet {
                     .which_captures(thompson::WhichCaptures::None),
             )
             .build_many_from_hir(&prefixes)
-            .map_err(|e| format!("compiling the rules' prefixes: {e}"))?;
+            .map_err(|e| format!("compiling the rules' prefixes: {}", causes(&e)))?;
         let live = dfa::Builder::new()
             .configure(dfa::Config::new().match_kind(MatchKind::All))
             .build_from_nfa(live_nfa)
-            .map_err(|e| format!("compiling the rules' prefixes: {e}"))?;
+            .map_err(|e| format!("compiling the rules' prefixes: {}", causes(&e)))?;
         let a = Arc::new(Automata {
             find,
             all,
@@ -489,6 +494,21 @@ fn unicode_word_boundary(pattern: &str) -> String {
         ),
         None => format!("a word assertion {WHAT}"),
     }
+}
+
+/// An error with the errors that caused it (regex-automata's say only
+/// "error building NFA"; the size limit exceeded is in their source).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// The error with its position given relative to the user's pattern.
@@ -695,6 +715,32 @@ mod tests {
             )
         );
         assert!(RuleSet::new(&[Rule::new(r"(?-u:\<)cat", "x")]).is_ok());
+    }
+
+    /// Rules that compile alone but not together: the error names the
+    /// rule that tips the set over (it was "rule 0"), and the limit.
+    #[test]
+    fn a_set_too_large_together_names_the_rule_that_tips_it() {
+        let e = RuleSet::new(&[
+            Rule::new(r"\w{40}a", "x"),
+            Rule::new(r"\w{40}b", "x"),
+            Rule::new("c", "x"),
+        ])
+        .err()
+        .expect("too large together")
+        .to_string();
+        assert!(
+            e.starts_with(
+                r#"rule 2: pattern "\\w{40}b" compiles alone, but not with rule 1 before it: "#
+            ),
+            "{e}"
+        );
+        let e = refused(Rule::new(r"\w{250}", "x"));
+        assert!(
+            e.starts_with(r#"rule 2: pattern "\\w{250}" is not supported: "#)
+                && e.ends_with("exceeded limit of 10485760"),
+            "{e}"
+        );
     }
 
     /// `(?x)` patterns compile as written: the rule's text was wrapped in
