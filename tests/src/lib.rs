@@ -119,6 +119,16 @@ impl Edge {
 
     /// Like [`Edge::start`] with a given data directory.
     pub fn start_with(spin_toml: &str, edge_toml: &str, data_dir: &Path) -> Self {
+        Self::start_env(spin_toml, edge_toml, data_dir, &[])
+    }
+
+    /// Like [`Edge::start_with`] with extra environment variables.
+    pub fn start_env(
+        spin_toml: &str,
+        edge_toml: &str,
+        data_dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = TempDir::new("edge");
         dir.write("spin.toml", spin_toml);
         let config = dir.write("edge.toml", edge_toml);
@@ -134,6 +144,7 @@ impl Edge {
             ])
             .arg(data_dir)
             .env("EDGE_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -203,3 +203,32 @@ async fn a_spinning_guest_does_not_hold_its_thread() {
     );
     assert_eq!(looping.await.expect("join").0, 504);
 }
+
+#[tokio::test]
+async fn swap_turned_on_after_start_stops_the_host() {
+    // Pooled memories are reset in place from a PAGEMAP_SCAN only without
+    // swap; a page swapped out would escape the reset and reach the next
+    // tenant in the slot. The host cannot change the reset of live slots,
+    // so it stops (and its supervisor restarts it with the safe reset).
+    let swaps = edge_tests::TempDir::new("swaps");
+    let header = "Filename\tType\tSize\tUsed\tPriority\n";
+    let file = swaps.write("swaps", header);
+    let mut edge = Edge::start_env(
+        &standard_spin(),
+        edge_tests::ONE_TENANT,
+        &edge_tests::shared_cache(),
+        &[("EDGE_PROC_SWAPS", file.to_str().expect("utf-8 path"))],
+    );
+    assert_eq!(get(&format!("{}/x", edge.url)).await.0, 200);
+    swaps.write(
+        "swaps",
+        &format!("{header}/swapfile\tfile\t1048572\t0\t-2\n"),
+    );
+    let code = edge.wait(std::time::Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{}", edge.log());
+    assert!(
+        edge.log().contains("swap was turned on after start"),
+        "{}",
+        edge.log()
+    );
+}

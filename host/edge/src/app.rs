@@ -35,6 +35,9 @@ pub struct Runtime {
     pub mixer: Arc<edge_mixer::Mixer>,
     /// Each tenant's share of the host, kept across reloads.
     pub shares: crate::share::Shares,
+    /// Whether the engine resets dropped instances' memories in place (safe
+    /// only without swap; see [`crate::engine::resets_in_place`]).
+    pub resets_in_place: bool,
     /// Outbound HTTP: each tenant's requests in flight and refusals, and
     /// the host's listeners (no guest may reach them).
     pub outbound: edge_outbound_http::Registry,
@@ -57,6 +60,7 @@ impl Runtime {
     }
 
     fn with_kv(config: &Config, kv: edge_keyvalue::Registry) -> Result<Self> {
+        let resets_in_place = crate::engine::resets_in_place();
         let engine = crate::engine::build_engine(&config.pool)?;
         let cache = ComponentCache::new(&engine, &config.server.data_dir.join("cache"));
         let mixer = Arc::new(edge_mixer::Mixer::default());
@@ -72,6 +76,7 @@ impl Runtime {
             kv,
             mixer,
             shares: Default::default(),
+            resets_in_place,
             outbound: Default::default(),
         })
     }

@@ -102,11 +102,33 @@ pub fn swap_active(proc_swaps: &str) -> bool {
     !(has_header && lines.all(|l| l.trim().is_empty()))
 }
 
+/// The machine's swap table: `/proc/swaps`, or the file `EDGE_PROC_SWAPS`
+/// names (for tests, which cannot turn swap on).
+fn proc_swaps() -> String {
+    let path = std::env::var_os("EDGE_PROC_SWAPS").unwrap_or_else(|| "/proc/swaps".into());
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Whether dropped instances' memories are reset in place from a
+/// PAGEMAP_SCAN, which is safe only while the machine has no swap: decided
+/// when the engine is built, and checked again while serving
+/// ([`in_place_reset_now_unsafe`]).
+pub fn resets_in_place() -> bool {
+    !swap_active(&proc_swaps())
+}
+
+/// Whether an engine built to reset in place (`in_place`) would now leak
+/// one instance's pages to the next: swap was turned on after it started.
+/// Its slots cannot be switched to the safe reset while instances live, so
+/// the host must stop serving (see `edge serve`).
+pub fn in_place_reset_now_unsafe(in_place: bool) -> bool {
+    in_place && swap_active(&proc_swaps())
+}
+
 /// How dropped instances' memories are reset: `(PAGEMAP_SCAN, bytes kept
 /// resident)`, see [`swap_active`].
 fn memory_reset(pool: &Pool) -> (wasmtime::Enabled, usize) {
-    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
-    if swap_active(&swaps) {
+    if !resets_in_place() {
         tracing::warn!(
             "swap is on (or /proc/swaps is unreadable): dropped instances' memories are \
              decommitted, not reset from a PAGEMAP_SCAN, which would miss swapped-out pages; \

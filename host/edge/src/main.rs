@@ -287,6 +287,8 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
             runtime,
             app: ArcSwap::from_pointee(app),
             draining: AtomicBool::new(false),
+            fatal: Default::default(),
+            stop: Default::default(),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         // Handlers go in before the "listening" line: until then SIGHUP
@@ -322,7 +324,10 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
         tokio::spawn(edge::reload::watch(shared.clone(), path, overrides, hup));
         let workers = edge::server::spawn_workers(shared.clone(), listeners, stop_rx)?;
 
-        wait_for_shutdown(term).await;
+        tokio::select! {
+            _ = wait_for_shutdown(term) => {}
+            _ = shared.stop.notified() => {}
+        }
         shared.draining.store(true, Relaxed);
         let _ = stop_tx.send(true);
         tokio::task::spawn_blocking(move || {
@@ -337,7 +342,15 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
             t.abort();
         }
         tracing::info!("stopped");
-        Ok(())
+        match shared
+            .fatal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            Some(why) => Err(anyhow::anyhow!(why)),
+            None => Ok(()),
+        }
     })
 }
 

@@ -100,6 +100,7 @@ fn start_only_changes(old: &edge_config::Server, new: &edge_config::Server) -> V
 }
 
 fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()> {
+    shared.check_swap();
     let config = overrides.load(path)?;
     let old = shared.app.load_full();
     if config.pool != old.config.pool {
@@ -141,6 +142,9 @@ pub fn snapshot(files: &[PathBuf]) -> Vec<Option<SystemTime>> {
         .collect()
 }
 
+/// How often swap is checked when files are not watched.
+const SWAP_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Watches the serving config's files and reloads on change; also reloads
 /// on SIGHUP. Polling (not inotify) keeps it simple and works on every
 /// filesystem, including the bind mounts and symlink swaps of deploy tools.
@@ -157,18 +161,15 @@ pub async fn watch(
     let mut seen = snapshot(&files);
     loop {
         let interval = shared.app.load().config.server.watch_interval;
-        let tick = async {
-            match interval {
-                Some(i) => tokio::time::sleep(i).await,
-                None => std::future::pending().await,
-            }
-        };
+        // Without file watching, still wake now and then to check swap.
+        let tick = tokio::time::sleep(interval.unwrap_or(SWAP_CHECK_INTERVAL));
         let by_signal = tokio::select! {
             _ = tick => false,
             Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
         };
+        shared.check_swap();
         let now = snapshot(&files);
-        if !by_signal && now == seen {
+        if !by_signal && (interval.is_none() || now == seen) {
             continue;
         }
         // Blocking: compiling a changed component takes a while.

@@ -43,6 +43,34 @@ pub struct Shared {
     pub app: ArcSwap<App>,
     /// Set while draining for shutdown.
     pub draining: AtomicBool,
+    /// Why the host must stop serving, once it must (the process then
+    /// drains and exits with an error).
+    pub fatal: std::sync::Mutex<Option<String>>,
+    /// Woken when `fatal` is set.
+    pub stop: Notify,
+}
+
+impl Shared {
+    /// Stops serving for `why`: drains and exits with an error.
+    pub fn fail(&self, why: String) {
+        tracing::error!(error = %why, "stopping");
+        *self.fatal.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        self.stop.notify_one();
+    }
+
+    /// Stops serving if swap was turned on while dropped instances'
+    /// memories are reset in place: another tenant's instance could read a
+    /// swapped-out page the reset missed.
+    pub fn check_swap(&self) {
+        if crate::engine::in_place_reset_now_unsafe(self.runtime.resets_in_place) {
+            self.fail(
+                "swap was turned on after start while pooled memories are reset in place from a \
+                 PAGEMAP_SCAN, which misses swapped-out pages: restart edge, which then decommits \
+                 them instead"
+                    .into(),
+            );
+        }
+    }
 }
 
 /// Binds `n` listening sockets to `addr` with `SO_REUSEPORT`, so the kernel
