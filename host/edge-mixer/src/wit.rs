@@ -251,3 +251,84 @@ impl api::Host for &MixerGrant {
         Ok(wire_state(&r, &r.state()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::Host;
+
+    fn settings() -> RoomSettings {
+        RoomSettings {
+            sample_rate: 48_000,
+            channels: 1,
+            frame_samples: 960,
+            window_frames: 50,
+            bitrate: 64_000,
+            complexity: 4,
+        }
+    }
+
+    fn members(mixer: &Mixer, tenant: &str, room: &str) -> Vec<String> {
+        mixer
+            .get(tenant, room)
+            .map(|r| {
+                r.state()
+                    .members
+                    .iter()
+                    .map(|m| m.session.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn members_leave_with_the_store_that_joined_them() {
+        let mixer = Arc::new(Mixer::default());
+        let template = MixerGrant::new(mixer.clone(), "t", Limits::default());
+        let (a, b) = (template.clone(), template.clone());
+        (&a).open_room("r".into(), settings()).unwrap();
+        (&a).join("r".into(), "ada".into(), "Ada".into()).unwrap();
+        (&b).join("r".into(), "bo".into(), "Bo".into()).unwrap();
+        // Another store's leave does not take Ada out.
+        (&b).leave("r".into(), "ada".into()).unwrap();
+        assert_eq!(members(&mixer, "t", "r"), ["ada", "bo"]);
+        drop(a);
+        assert_eq!(members(&mixer, "t", "r"), ["bo"]);
+        // A room re-created under the same name is another room: the old
+        // store's departure leaves it alone.
+        mixer.remove("t", "r");
+        let c = template.clone();
+        (&c).open_room("r".into(), settings()).unwrap();
+        (&c).join("r".into(), "bo".into(), "Bo".into()).unwrap();
+        drop(b);
+        assert_eq!(members(&mixer, "t", "r"), ["bo"]);
+    }
+
+    #[test]
+    fn limits_are_the_full_error_and_tenants_are_apart() {
+        let mixer = Arc::new(Mixer::default());
+        let limits = Limits {
+            max_rooms: 1,
+            max_members: 1,
+            ..Limits::default()
+        };
+        let g = MixerGrant::new(mixer.clone(), "t", limits);
+        (&g).open_room("r".into(), settings()).unwrap();
+        (&g).join("r".into(), "ada".into(), "Ada".into()).unwrap();
+        assert!(matches!(
+            (&g).join("r".into(), "bo".into(), "Bo".into()),
+            Err(Error::Full(m)) if m.contains("mixer.max_members")
+        ));
+        assert!(matches!(
+            (&g).open_room("s".into(), settings()),
+            Err(Error::Full(m)) if m.contains("mixer.max_rooms")
+        ));
+        let other = MixerGrant::new(mixer.clone(), "u", limits);
+        assert!(matches!(
+            (&other).state("r".into()),
+            Err(Error::UnknownRoom(_))
+        ));
+        (&other).open_room("r".into(), settings()).unwrap();
+        assert!((&other).state("r".into()).unwrap().members.is_empty());
+    }
+}
