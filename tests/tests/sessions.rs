@@ -199,3 +199,29 @@ async fn two_warm_instances(config: &str) {
         2.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_in_a_sessions_queue_counts_against_the_deadline() {
+    // A 1 s deadline from arrival: a request queued behind one that holds
+    // the session for 0.9 s has at most 0.1 s left when its turn comes, so
+    // its own 0.9 s cannot fit (it used to get a whole second from the
+    // moment it left the queue).
+    let edge = Edge::start(
+        &standard_spin(),
+        &config(10, 60_000, "path:2").replace(
+            "[[tenant]]",
+            "[limits]\nrequest_deadline_ms = 1000\n[[tenant]]",
+        ),
+    );
+    let url = format!("{}/counter/s/sleep?ms=900", edge.url);
+    let first = tokio::spawn({
+        let url = url.clone();
+        async move { get(&url).await }
+    });
+    edge.wait_until_busy("counter").await;
+    let (status, body) = get(&url).await;
+    assert!(status == 503 || status == 504, "{status} {body}");
+    assert_eq!(first.await.expect("join").0, 200);
+    // The session serves on.
+    assert_eq!(get(&format!("{}/counter/s/count", edge.url)).await.0, 200);
+}
