@@ -2,7 +2,9 @@
 -- update, so a change made behind the application's back (or with the
 -- triggers dropped) shows up in a verification query.
 --
---   edge udf install --socket /run/mysqld/mysqld.sock
+--   edge udf install --no-process --socket /run/mysqld/mysqld.sock
+-- (the signing functions only: MariaDB cannot restrict who calls a UDF, so
+-- a database that needs no programs should not have the process ones)
 --   mariadb billing < billing.sql
 -- with `hs256 billing <base64 secret>` in the server's EDGE_UDF_KEY_FILE.
 
