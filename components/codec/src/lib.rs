@@ -76,6 +76,7 @@ use bindings::wasi::config::store as config;
 use opus_rs::{Application, OpusDecoder, OpusEncoder};
 use serde_json::{Value, json};
 use signing::join::{JoinVerifier, Preset};
+use signing::jwt::VerifyError;
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
@@ -304,7 +305,13 @@ fn admit(token: Option<String>, room: &str) -> Result<Rc<Bound>, Answer> {
         }
         Err(e) => {
             eprintln!("join token refused for room {room:?}: {e}");
-            let status = if e.code() == "wrong room" { 403 } else { 401 };
+            // Valid but not for this room: forbidden; anything else is no
+            // valid credential at all.
+            let status = if matches!(e, VerifyError::WrongRoom { .. }) {
+                403
+            } else {
+                401
+            };
             Err(refused(
                 status,
                 &format!("join token refused: {}", e.code()),
