@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec clean
+.PHONY: run test setup components host hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -69,6 +69,14 @@ bench-codec: components host
 
 bench-hints: components host
 	./bench/hints.sh
+
+# Hostile tenants beside a healthy one, and the soak (docs/RELIABILITY.md).
+bench-hostile: components host
+	./bench/hostile.sh
+
+SOAK_MIN ?= 30
+soak: components host
+	./bench/soak.sh $(SOAK_MIN)
 
 clean:
 	rm -rf build .edge-data
