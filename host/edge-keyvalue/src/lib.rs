@@ -53,7 +53,7 @@ pub use handle::Handle;
 pub use registry::Registry;
 pub use store::{
     FILE_OVERHEAD_BYTES, FLUSH_INTERVAL, MAX_BATCH_BYTES, MAX_BATCH_KEYS, MAX_KEY_BYTES,
-    MAX_VALUE_BYTES, PENDING_MAX_BYTES, RETRY_INTERVAL,
+    MAX_VALUE_BYTES, PENDING_MAX_BYTES, RETRY_INTERVAL, RETRY_MAX_INTERVAL,
 };
 
 use std::collections::BTreeMap;

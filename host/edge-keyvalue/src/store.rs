@@ -10,7 +10,8 @@
 //! [`PENDING_MAX_BYTES`]) has reached the disk. If the disk fails first
 //! (`ENOSPC`, `EIO`), redb refuses every further operation (`PreviousIo`);
 //! the store then drops that database, answers errors, and every
-//! [`RETRY_INTERVAL`] reopens the file (redb rolls back to its last durable
+//! [`RETRY_INTERVAL`] (doubling up to [`RETRY_MAX_INTERVAL`] while it keeps
+//! failing) reopens the file (redb rolls back to its last durable
 //! commit) and replays the pending set in one durable transaction. So a disk
 //! error never loses an acknowledged write; only a crash of the process or
 //! the machine can, and then at most the writes of the last flush interval
@@ -42,6 +43,10 @@ pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// How often a store that hit a disk error tries to reopen its file.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
+/// The longest wait between reopen attempts: a reopen may repair the whole
+/// file, which is not worth repeating every half second on a disk that
+/// stays full.
+pub const RETRY_MAX_INTERVAL: Duration = Duration::from_secs(4);
 /// Bytes of acknowledged, not yet durable writes a store keeps in memory
 /// before a write commits durably itself: bounds the pending set.
 pub const PENDING_MAX_BYTES: usize = 8 * 1024 * 1024;
@@ -100,6 +105,8 @@ pub(crate) struct Writer {
     fault: Option<Fault>,
     /// When the next reopen may be tried.
     retry_at: Instant,
+    /// The wait before the attempt after next.
+    retry_wait: Duration,
     /// A write was refused because of the file's size: compact at the next
     /// flush.
     compact: bool,
@@ -197,6 +204,7 @@ impl Store {
                 dirty: false,
                 fault: None,
                 retry_at: Instant::now(),
+                retry_wait: RETRY_INTERVAL,
                 compact: false,
             }),
             errors,
@@ -357,6 +365,7 @@ impl Store {
         );
         w.fault = Some(fault);
         w.retry_at = Instant::now() + RETRY_INTERVAL;
+        w.retry_wait = RETRY_INTERVAL;
         *self.db.write().unwrap_or_else(|e| e.into_inner()) = None;
         fault.error()
     }
@@ -385,16 +394,18 @@ impl Store {
             }
             Err(e) => {
                 let fault = Fault::of(&e);
+                w.fault = Some(fault);
+                w.retry_wait = (w.retry_wait * 2).min(RETRY_MAX_INTERVAL);
+                w.retry_at = Instant::now() + w.retry_wait;
                 tracing::warn!(
                     tenant = %self.tenant,
                     store = %self.label,
                     path = %self.shown_path(),
                     error = %e,
                     pending = w.pending.len(),
-                    "key-value store still failing; retrying"
+                    retry_in_ms = w.retry_wait.as_millis() as u64,
+                    "key-value store still failing on its disk"
                 );
-                w.fault = Some(fault);
-                w.retry_at = Instant::now() + RETRY_INTERVAL;
                 self.errors.fetch_add(1, Ordering::Relaxed);
                 Err(fault.error())
             }
