@@ -129,7 +129,11 @@ async fn malformed_and_oversized_requests() {
     );
     let answer = raw(&edge.url, chunked.as_bytes());
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
-    assert!(edge.metric("edge_body_too_large_total").await >= 2.0);
+    assert!(
+        edge.metric("edge_body_too_large_total{tenant=\"t\",component=\"fixtures\"}")
+            .await
+            >= 2.0
+    );
 }
 
 #[tokio::test]

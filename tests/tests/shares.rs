@@ -218,7 +218,11 @@ async fn slow_bodies_leave_another_tenant_answering() {
             "{text}"
         );
     }
-    assert!(edge.metric("edge_body_timeouts_total").await >= 1.0);
+    assert!(
+        edge.metric("edge_body_timeouts_total{tenant=\"hostile\",component=\"fixtures\"}")
+            .await
+            >= 1.0
+    );
 }
 
 #[tokio::test]

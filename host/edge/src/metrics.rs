@@ -59,6 +59,10 @@ pub struct RouteMetrics {
     pub sessions_evicted: AtomicU64,
     /// Requests refused because the session cap or queue was full.
     pub sessions_rejected: AtomicU64,
+    /// Requests refused for their body size (413).
+    pub body_too_large: AtomicU64,
+    /// Requests whose body stalled or crawled and was cut (408).
+    pub body_timeouts: AtomicU64,
     /// Counters the component reports itself (`edge:platform/metrics`).
     pub guest: GuestCounters,
 }
@@ -141,10 +145,6 @@ pub struct Metrics {
     pub unrouted_host: AtomicU64,
     /// Requests whose path matched no route of their tenant.
     pub unrouted_path: AtomicU64,
-    /// Requests refused for their body size.
-    pub body_too_large: AtomicU64,
-    /// Requests whose body arrived too slowly and was cut.
-    pub body_timeouts: AtomicU64,
     /// Open client connections.
     pub connections: AtomicI64,
     /// Successful reloads.
@@ -224,7 +224,19 @@ impl Metrics {
                 "edge_request_duration_seconds_count{{{l}}} {cumulative}"
             );
         }
-        let per_route: [(&str, &str, &str, Getter); 8] = [
+        let per_route: [(&str, &str, &str, Getter); 10] = [
+            (
+                "edge_body_too_large_total",
+                "counter",
+                "Requests refused for their body size (413).",
+                |m| m.body_too_large.load(Relaxed) as i64,
+            ),
+            (
+                "edge_body_timeouts_total",
+                "counter",
+                "Requests whose body stalled or crawled and was cut (408).",
+                |m| m.body_timeouts.load(Relaxed) as i64,
+            ),
             ("edge_traps_total", "counter", "Guest traps.", |m| {
                 m.traps.load(Relaxed) as i64
             }),
@@ -277,13 +289,7 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{{}}} {}", labels(t, c), get(m));
             }
         }
-        let global: [(&str, &str, &str, i64); 8] = [
-            (
-                "edge_body_timeouts_total",
-                "counter",
-                "Requests whose body stalled or crawled and was cut (408).",
-                self.body_timeouts.load(Relaxed) as i64,
-            ),
+        let global: [(&str, &str, &str, i64); 6] = [
             (
                 "edge_unrouted_host_total",
                 "counter",
@@ -295,12 +301,6 @@ impl Metrics {
                 "counter",
                 "Requests whose path matched no route.",
                 self.unrouted_path.load(Relaxed) as i64,
-            ),
-            (
-                "edge_body_too_large_total",
-                "counter",
-                "Requests refused for body size.",
-                self.body_too_large.load(Relaxed) as i64,
             ),
             (
                 "edge_connections",

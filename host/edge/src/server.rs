@@ -405,7 +405,7 @@ pub async fn handle(
     let cap = server.max_body_bytes;
     let declared = req.body().size_hint().exact();
     if declared.is_some_and(|n| n > cap) {
-        metrics.body_too_large.fetch_add(1, Relaxed);
+        target.metrics.body_too_large.fetch_add(1, Relaxed);
         return answer(Failure::BodyTooLarge(cap));
     }
 
@@ -451,13 +451,13 @@ pub async fn handle(
         // The host cut the body at the cap: whatever the guest made of the
         // truncated body, the answer is 413.
         _ if exceeded.load(Relaxed) => {
-            metrics.body_too_large.fetch_add(1, Relaxed);
+            target.metrics.body_too_large.fetch_add(1, Relaxed);
             Failure::BodyTooLarge(cap).response()
         }
         // The body stalled or crawled and was cut: the client is the slow
         // one, whatever the guest made of it.
         _ if pace.timed_out() => {
-            metrics.body_timeouts.fetch_add(1, Relaxed);
+            target.metrics.body_timeouts.fetch_add(1, Relaxed);
             tracing::info!(tenant = %target.tenant, component = %target.component, "request body too slow; cut");
             Failure::ClientTimeout.response()
         }
