@@ -219,13 +219,15 @@ impl Store {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Bytes the file takes on disk: allocated blocks, not its length,
-    /// since redb's file is sparse until written.
+    /// Bytes the file takes on disk: its allocated blocks, since redb's
+    /// file is sparse until written; but no more than its length, since
+    /// some filesystems (XFS) count blocks preallocated past the end for a
+    /// while.
     pub(crate) fn file_bytes(&self) -> u64 {
         self.path
             .as_deref()
             .and_then(|p| std::fs::metadata(p).ok())
-            .map_or(0, |m| m.blocks() * 512)
+            .map_or(0, |m| (m.blocks() * 512).min(m.len()))
     }
 
     fn shown_path(&self) -> String {
