@@ -431,3 +431,19 @@ fn billing_rows_are_signed_by_the_trigger_and_tampering_shows() {
         "{e}"
     );
 }
+
+#[test]
+fn a_panic_inside_the_library_fails_the_call_not_the_server() {
+    let db = installed_with(&[("EDGE_UDF_FAULT_INJECTION", "panic")]);
+    // Out of an extern "C" function a panic would abort mariadbd (and the
+    // next query would find no server); caught, the call is an error
+    // (NULL) and the server goes on.
+    assert_eq!(db.one("sys_eval_fast('edge-udf-test-panic') IS NULL"), "1");
+    assert_eq!(db.one("sys_exec_fast('edge-udf-test-panic') IS NULL"), "1");
+    assert_eq!(db.one("sys_eval_fast('echo', 'alive')"), "alive\\n");
+    let log = std::fs::read_to_string(db.dir.path().join("error.log")).unwrap();
+    assert!(
+        log.contains("a panic asked for by EDGE_UDF_FAULT_INJECTION=panic"),
+        "{log}"
+    );
+}

@@ -34,6 +34,19 @@ pub fn timeout() -> Duration {
     })
 }
 
+/// The server's environment variable that turns on fault injection for
+/// tests: with the value `panic`, a `_fast` call of [`PANIC_PROGRAM`]
+/// panics inside the library (to show a panic does not take the server
+/// down). Unset in production; no SQL can set it.
+pub const FAULT_ENV: &str = "EDGE_UDF_FAULT_INJECTION";
+/// The program name that panics when [`FAULT_ENV`] is `panic`.
+pub const PANIC_PROGRAM: &[u8] = b"edge-udf-test-panic";
+
+fn fault_injection() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(FAULT_ENV).is_ok_and(|v| v == "panic"))
+}
+
 /// Whether the statement running in this thread was killed (`KILL QUERY`,
 /// `KILL CONNECTION`, `max_statement_time`).
 ///
@@ -144,6 +157,9 @@ fn strings(args: &UdfArgs) -> Option<Vec<&[u8]>> {
 /// (`sys_exec`, `sys_eval`) keeps the whole environment, as
 /// lib_mysqludf_sys does: scripts written for it may rely on it.
 fn fast_command(argv: &[&[u8]]) -> std::io::Result<Command> {
+    if argv[0] == PANIC_PROGRAM && fault_injection() {
+        panic!("edge_udf: a panic asked for by {FAULT_ENV}=panic");
+    }
     Ok(Command::new(OsStr::from_bytes(argv[0]))
         .args_bytes(argv[1..].iter().copied())?
         .env_keep(&["PATH"]))

@@ -32,7 +32,9 @@
 //! the UDF interface has no kill callback; the statement then fails as
 //! interrupted). Programs get no descriptor of the server's but 0, 1
 //! and 2. A panic inside the library (a bug) is caught at every entry
-//! point: the statement fails, the server keeps running.
+//! point: the call is an error (NULL), the server keeps running
+//! (`EDGE_UDF_FAULT_INJECTION=panic` in the server's environment makes
+//! `sys_eval_fast('edge-udf-test-panic')` panic, for the test that shows it).
 //!
 //! Row signatures take their keys from a key file (`signing::keyfile`
 //! format, `hs256 KID SECRET` lines) named by the `EDGE_UDF_KEY_FILE`
