@@ -180,8 +180,10 @@ pub struct RuleSet {
 impl RuleSet {
     /// Checks and compiles `rules`. Refuses, naming the rule and the
     /// position: invalid or unsupported syntax (look-around,
-    /// backreferences), patterns that can match the empty string, and
-    /// replacements naming groups the pattern does not have.
+    /// backreferences, Unicode word assertions such as `\b{start}` and
+    /// `\<`), patterns that can match the empty string, replacements
+    /// naming groups the pattern does not have, and rules too large to
+    /// compile (alone, or with the rules before them).
     pub fn new(rules: &[Rule]) -> Result<Self, RuleError> {
         let mut compiled = Vec::with_capacity(rules.len());
         let mut hirs = Vec::with_capacity(rules.len());
