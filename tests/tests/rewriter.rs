@@ -749,6 +749,24 @@ async fn range_requests_of_rewritten_types_get_the_whole_rewritten_body() {
         seen.headers
     );
 
+    // A HEAD gets the head of that whole body: no range, no length.
+    let a = fetch_with(
+        &edge,
+        "HEAD",
+        "clone.test",
+        "/ranged.html",
+        &asked,
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert!(
+        a.headers.get("content-range").is_none() && a.headers.get("content-length").is_none(),
+        "{:?}",
+        a.headers
+    );
+    assert_eq!(origin.last("/ranged.html").method, "HEAD");
+
     // An image is passed as it is: its range is the client's to have.
     let a = fetch(
         &edge,
