@@ -1060,3 +1060,43 @@ async fn livekit_grants_bound_what_a_token_may_do() {
     assert_eq!(s, 200, "{head}");
     assert!(loudness(&mix) > 0.1, "the listener hears the singer");
 }
+
+#[tokio::test]
+async fn forged_tokens_hold_no_session() {
+    // Any string can be a bearer key: a session the guest refuses on its
+    // first request (401/403) ends at once, so made-up tokens cannot fill
+    // the codec's sessions until their idle timeout.
+    let edge = Edge::start(&spin(), EDGE);
+    for i in 0..20 {
+        let (s, body) = call(
+            &edge,
+            "POST",
+            "choir/join",
+            Some(&format!("forged-{i}")),
+            None,
+        )
+        .await;
+        assert_eq!(s, 401, "{body}");
+    }
+    let (s, body) = call(
+        &edge,
+        "POST",
+        "choir/join",
+        Some(&token("other", "eve")),
+        None,
+    )
+    .await;
+    assert_eq!(s, 403, "{body}");
+    let held = "edge_share_held{tenant=\"t\",kind=\"sessions\"}";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while edge.metric(held).await > 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "refused sessions stayed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // A real token still gets its session.
+    join(&edge, "choir", &token("choir", "alice")).await;
+    assert_eq!(edge.metric(held).await, 1.0);
+}

@@ -603,6 +603,7 @@ async fn run_session(
     let _gauge = SessionGauge(first.metrics.clone());
     let mut instance: Option<Instance> = None;
     let mut over = me.replaced;
+    let mut served: u64 = 0;
     loop {
         if pool.retired.load(Relaxed) && pool.evict_if_idle(&me.key, me.id, &rx) {
             return;
@@ -680,12 +681,13 @@ async fn run_session(
                 continue;
             }
         };
-        let guest_ok = {
+        let (guest_ok, status) = {
             let guest = pin!(call(&mut inst.store, &inst.proxy, &target, req, out));
             match race(guest, head).await {
                 Race::Done { guest_ok, response } => {
+                    let status = response.as_ref().map(|r| r.status()).ok();
                     let _ = reply.send(response);
-                    guest_ok
+                    (guest_ok, status)
                 }
                 Race::Streaming {
                     response,
@@ -694,18 +696,30 @@ async fn run_session(
                 } => {
                     // The body streams while the guest runs on here; the
                     // next job waits for it.
+                    let status = Some(response.status());
                     let _ = reply.send(Ok(response));
                     let ok = guest.await.is_ok();
                     let _ = finish.send(ok);
-                    ok
+                    (ok, status)
                 }
             }
         };
+        done();
         if !guest_ok {
             // A failed instance cannot be entered again. The request that
             // failed it fails alone: the next job gets a fresh instance.
             instance = None;
         }
-        done();
+        served += 1;
+        let refused = status.is_some_and(|s| {
+            s == http::StatusCode::UNAUTHORIZED || s == http::StatusCode::FORBIDDEN
+        });
+        if served == 1 && refused && pool.evict_if_idle(&me.key, me.id, &rx) {
+            // The guest refused the request that made this session (no or
+            // a forged token): keeping it would let anyone hold a session
+            // slot per made-up key until the idle timeout.
+            first.metrics.sessions_evicted.fetch_add(1, Relaxed);
+            return;
+        }
     }
 }
