@@ -540,21 +540,44 @@ impl Sidecar {
         let pidfd = Pidfd::of_peer(fd, cred.pid);
         // SAFETY: getpid cannot fail.
         let me = unsafe { libc::getpid() };
-        let mut pid = cred.pid;
-        // Bounded: a chain longer than this is no process tree.
-        for _ in 0..4096 {
-            if pid == me {
-                return Err(format!(
-                    "pid {} is a program the sidecar runs, or a descendant of one",
-                    cred.pid
-                ));
+        // A process whose stat cannot be read either exited during the walk
+        // (its children were reparented, to the sidecar if they are its
+        // descendants: walk again) or is hidden from this user (`hidepid`;
+        // the same one twice). A hidden process is of another user, so it
+        // and its ancestors are none of the sidecar's descendants, which
+        // all run as the sidecar's user.
+        let mut unreadable = None;
+        let mut walked = false;
+        'walks: for _ in 0..4 {
+            let mut pid = cred.pid;
+            // Bounded: a chain longer than this is no process tree.
+            for _ in 0..4096 {
+                if pid == me {
+                    return Err(format!(
+                        "pid {} is a program the sidecar runs, or a descendant of one",
+                        cred.pid
+                    ));
+                }
+                if pid <= 1 {
+                    walked = true;
+                    break 'walks;
+                }
+                match parent_of(pid) {
+                    Some(parent) => pid = parent,
+                    None if unreadable == Some(pid) && pid != cred.pid => {
+                        walked = true;
+                        break 'walks;
+                    }
+                    None => {
+                        unreadable = Some(pid);
+                        continue 'walks;
+                    }
+                }
             }
-            if pid <= 1 {
-                break;
-            }
-            pid = parent_of(pid).ok_or_else(|| {
-                format!("pid {}: the ancestry of the peer cannot be read", cred.pid)
-            })?;
+            return Err(format!("pid {}: its ancestry does not end", cred.pid));
+        }
+        if !walked {
+            return Err(format!("pid {}: its ancestry cannot be read", cred.pid));
         }
         if pidfd.as_ref().is_some_and(Pidfd::exited) {
             return Err(format!("pid {} exited before it was checked", cred.pid));
@@ -616,5 +639,38 @@ impl Drop for Pidfd {
     fn drop(&mut self) {
         // SAFETY: our own descriptor.
         unsafe { libc::close(self.0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_is_read_past_a_command_name_with_spaces_and_parens() {
+        // The command name (from the file name) may hold ") (", so the
+        // fields are counted from the last ')'.
+        let dir = std::env::temp_dir().join(format!("edge-sidecar-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let odd = dir.join("a) 1 (b");
+        let _ = std::fs::remove_file(&odd);
+        std::os::unix::fs::symlink("/bin/sleep", &odd).unwrap();
+        let mut child = std::process::Command::new(&odd).arg("5").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        // Until it has exec'd, its name is still this test's.
+        let start = Instant::now();
+        while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap()
+            .contains("(a) 1 (b)")
+        {
+            assert!(start.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: getpid cannot fail.
+        assert_eq!(parent_of(pid), Some(unsafe { libc::getpid() }));
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(parent_of(-5), None);
     }
 }
