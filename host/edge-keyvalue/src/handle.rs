@@ -6,6 +6,10 @@ use redb::ReadableTable;
 use std::sync::Arc;
 
 /// A granted store with its size cap: what a guest's bucket uses.
+///
+/// Its methods block on the disk. The host functions run them on the
+/// blocking pool; call them directly only where blocking is fine (tests,
+/// tools, threads of your own).
 #[derive(Clone)]
 pub struct Handle {
     pub(crate) store: Arc<Store>,
