@@ -224,6 +224,7 @@ impl Sidecar {
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
+        edge_spawn::track_leaders();
         std::thread::Builder::new()
             .name("edge-sidecar-reaper".into())
             .spawn(|| {

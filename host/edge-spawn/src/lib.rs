@@ -660,14 +660,32 @@ unsafe fn child(
 /// are reaped: [`reap_orphans`] leaves them and their groups alone.
 static LEADERS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
+/// Whether leaders are tracked (see [`track_leaders`]): only a process
+/// that sweeps orphans needs it, and the lock held across each spawn would
+/// otherwise serialise the spawns of a server's connection threads.
+static TRACKING: AtomicBool = AtomicBool::new(false);
+
 fn leaders() -> std::sync::MutexGuard<'static, Vec<libc::pid_t>> {
     LEADERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The leaders' lock, held across a spawn, if leaders are tracked.
+fn registering() -> Option<std::sync::MutexGuard<'static, Vec<libc::pid_t>>> {
+    TRACKING.load(Relaxed).then(leaders)
+}
+
+/// Starts tracking run leaders, so that [`reap_orphans`] can tell them and
+/// their groups from orphans. Call it before the first run.
+pub fn track_leaders() {
+    TRACKING.store(true, Relaxed);
 }
 
 /// Reaps the run leader `pid` and forgets it.
 fn reap_leader(pid: libc::pid_t) -> io::Result<i32> {
     let status = wait(pid);
-    leaders().retain(|&p| p != pid);
+    if TRACKING.load(Relaxed) {
+        leaders().retain(|&p| p != pid);
+    }
     status
 }
 
@@ -678,7 +696,11 @@ fn reap_leader(pid: libc::pid_t) -> io::Result<i32> {
 /// here: either their run is over (its group was killed, and they had left
 /// it with `setsid` or `setpgid`) or they left their run's group; nothing
 /// a run starts outlives it. Returns how many were killed or reaped.
+/// Does nothing unless [`track_leaders`] was called (before any run).
 pub fn reap_orphans() -> usize {
+    if !TRACKING.load(Relaxed) {
+        return 0;
+    }
     let leaders = leaders();
     let mut children = Vec::new();
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
@@ -792,12 +814,12 @@ impl Command {
         cmd.extra_dups = vec![(stdin_r.as_raw_fd(), 0), (stderr_w.as_raw_fd(), 2)];
         let spawned = {
             // Registered before any orphan sweep can see it as a child.
-            let mut leaders = leaders();
+            let mut leaders = registering();
             let spawned = match &cmd.limits {
                 Some(limits) => spawn_forked(&cmd, limits).map(|(pid, out)| (pid, Some(out))),
                 None => spawn(&cmd),
             };
-            if let Ok((pid, _)) = &spawned {
+            if let (Ok((pid, _)), Some(leaders)) = (&spawned, &mut leaders) {
                 leaders.push(*pid);
             }
             spawned
@@ -912,9 +934,9 @@ impl Command {
         let mut cmd = self.clone();
         cmd.own_group = true;
         let spawned = {
-            let mut leaders = leaders();
+            let mut leaders = registering();
             let spawned = cmd.spawn();
-            if let Ok((pid, _)) = &spawned {
+            if let (Ok((pid, _)), Some(leaders)) = (&spawned, &mut leaders) {
                 leaders.push(*pid);
             }
             spawned
