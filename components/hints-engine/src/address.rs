@@ -1080,6 +1080,11 @@ impl<'a> AddressIndex<'a> {
         count: usize,
         restrict: &Restrict,
     ) -> Vec<Suggestion> {
+        // The near-prefix fallback fills its own list (room for a few
+        // look-alikes) and would return some for none asked.
+        if count == 0 {
+            return Vec::new();
+        }
         if let Some(each) = restrict.each_location() {
             let mut all: Vec<Suggestion> = each
                 .flat_map(|r| self.suggest_restricted(query, count, &r))

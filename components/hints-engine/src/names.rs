@@ -432,6 +432,11 @@ impl<'a> NameIndex<'a> {
         parts: Option<&[Part]>,
         gender: Option<Gender>,
     ) -> Vec<Fio<'a>> {
+        // The search keeps a few more than asked (`count * 2 + 4`) and
+        // would return some for none asked.
+        if count == 0 {
+            return Vec::new();
+        }
         let out = self.suggest_as_typed(query, count, parts, gender);
         let spelt = crate::translit::cyrillic(query);
         if !out.is_empty() && spelt.is_none() {
