@@ -822,6 +822,48 @@ async fn stacked_and_unreadable_codings_pass_untouched() {
     assert_eq!(a.headers["content-length"], PAGE.len().to_string().as_str());
 }
 
+/// A site the component cannot serve (here from plain variables, as on
+/// Spin, with a broken rule) answers 500 in fixed words: its config and
+/// rules are for the log, not for the client.
+#[tokio::test]
+async fn a_site_that_cannot_be_served_answers_in_fixed_words() {
+    let spin = format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "rewriter-variables"
+
+[[trigger.http]]
+route = "/..."
+component = "rewriter"
+
+[component.rewriter]
+source = "{rewriter}"
+[component.rewriter.variables]
+origin = "http://127.0.0.1:{port}"
+rules = "subs_filter 'secret-rule';"
+"#,
+        rewriter = component("rewriter"),
+        port = closed_port(),
+    );
+    let edge = Edge::start(
+        &spin,
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+    );
+    let a = fetch(&edge, "any.test", "/", &[]).await;
+    assert_eq!(
+        (a.status, text(&a).as_str()),
+        (500, "the site cannot be served\n")
+    );
+    let log = edge.log_after("cannot be served: variable rules").await;
+    assert!(
+        log.contains("any.test")
+            && log.contains(
+                "cannot be served: variable rules: line 1: subs_filter takes 2 or 3 arguments, found 1"
+            ),
+        "{log}"
+    );
+}
+
 #[tokio::test]
 async fn matches_split_across_chunks_are_found() {
     let (_origin, edge) = start();

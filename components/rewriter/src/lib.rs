@@ -105,16 +105,13 @@ impl wasi::exports::http::incoming_handler::Guest for Component {
         let host = strip_port(&authority).to_string();
         match site::for_host(&host) {
             Ok(Some(site)) => proxy(&site, &host, &authority, request, headers, out),
-            Ok(None) => respond(
-                out,
-                404,
-                &format!("no site is configured for host {host:?}\n"),
-            ),
-            Err(why) => respond(
-                out,
-                500,
-                &format!("site {host:?} cannot be served: {why}\n"),
-            ),
+            Ok(None) => respond(out, 404, "no site is configured for this host\n"),
+            // Why (the site's config, its rules, a store error) is the
+            // operator's: to the log, fixed words to the client.
+            Err(why) => {
+                eprintln!("site for host {host:?} cannot be served: {why}");
+                respond(out, 500, "the site cannot be served\n")
+            }
         }
     }
 }
