@@ -358,3 +358,22 @@ async fn error_bodies_say_what_failed_in_fixed_words() {
     assert_eq!(body, "the component failed\n");
     assert!(!body.contains("fixtures") && !body.contains("calm"));
 }
+
+#[tokio::test]
+async fn unsent_bodies_do_not_grow_the_host() {
+    let edge = Edge::start(&spin(), &two_tenants(""));
+    let (status, _) = get_host(&format!("{}/fixtures/ok", edge.url), "calm.test").await;
+    assert_eq!(status, 200);
+    let before = rss_kib(edge.pid());
+    // 200 response bodies, each written until the host buffers no more:
+    // 400 MiB of host memory at 1 MiB writes for every body.
+    let (status, body) = get_host(
+        &format!("{}/fixtures/body-bomb?n=200", edge.url),
+        "hostile.test",
+    )
+    .await;
+    let grown = rss_kib(edge.pid()).saturating_sub(before);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("held 200 bodies"), "{body}");
+    assert!(grown < 64 * 1024, "the host grew by {grown} KiB: {body}");
+}

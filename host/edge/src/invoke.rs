@@ -97,6 +97,7 @@ where
 {
     let (tx, rx) = oneshot::channel();
     store.data_mut().client_pace = request.extensions().get::<ClientPace>().cloned();
+    store.data_mut().begin_request();
     let mut http = store.data_mut().http();
     let req = http
         .new_incoming_request(Scheme::Http, request)

@@ -8,7 +8,10 @@ use edge_variables::{Variables, VariablesView};
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime_wasi_http::{
+    Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
+    WasiHttpView,
+};
 
 /// Everything needed to create a store for one (tenant, component), built
 /// once per config load.
@@ -52,7 +55,7 @@ pub struct HostState {
     table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
-    outbound: OutboundPolicy,
+    hooks: HttpHooks,
     variables: Variables,
     kv: Grants,
     process: edge_process::Grant,
@@ -124,7 +127,10 @@ impl HostState {
             table,
             wasi: wasi.build(),
             http,
-            outbound: spec.outbound.clone(),
+            hooks: HttpHooks {
+                outbound: spec.outbound.clone(),
+                body_bytes_left: BODY_BUFFER_BYTES,
+            },
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),
             process: spec.process.clone(),
@@ -138,6 +144,73 @@ impl HostState {
             log,
             metrics,
         }
+    }
+}
+
+/// Host memory one request's outgoing bodies may buffer in big chunks.
+///
+/// Each outgoing body (a response's, or an outbound request's) buffers up
+/// to two writes in the host until its reader takes them: with wasi-http's
+/// 1 MiB writes, a guest making hundreds of bodies it never sends could pin
+/// hundreds of MiB outside its memory cap. The first bodies of a request
+/// (four, at 2 MiB each) get 1 MiB writes, for fast large bodies; later
+/// ones get [`SMALL_CHUNK`] writes, which bounds the rest by the resource
+/// table's cap.
+pub const BODY_BUFFER_BYTES: usize = 8 << 20;
+
+/// The write size of outgoing bodies past a request's big-chunk budget.
+pub const SMALL_CHUNK: usize = 16 << 10;
+
+/// What wasi-http asks of the host for one store: where outbound requests
+/// may go, and how much each outgoing body may buffer.
+struct HttpHooks {
+    outbound: OutboundPolicy,
+    /// What is left of this request's [`BODY_BUFFER_BYTES`].
+    body_bytes_left: usize,
+}
+
+/// What `send_request` answers: the response and the body's completion.
+type SendFuture = Box<
+    dyn Future<
+            Output = Result<
+                (
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+                ),
+                HttpError,
+            >,
+        > + Send,
+>;
+
+impl WasiHttpHooks for HttpHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> SendFuture {
+        self.outbound.send_request(request, options, fut)
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        let big = wasmtime_wasi_http::p2::DEFAULT_OUTGOING_BODY_CHUNK_SIZE;
+        // The body's channel holds buffer_chunks + 1 writes.
+        let cost = big * (self.p2_outgoing_body_buffer_chunks() + 1);
+        match self.body_bytes_left.checked_sub(cost) {
+            Some(left) => {
+                self.body_bytes_left = left;
+                big
+            }
+            None => SMALL_CHUNK,
+        }
+    }
+}
+
+impl HostState {
+    /// A new request on this store (a session's next job) gets its own
+    /// body budget.
+    pub fn begin_request(&mut self) {
+        self.hooks.body_bytes_left = BODY_BUFFER_BYTES;
     }
 }
 
@@ -155,7 +228,7 @@ impl WasiHttpView for HostState {
         WasiHttpCtxView {
             ctx: &mut self.http,
             table: &mut self.table,
-            hooks: &mut self.outbound,
+            hooks: &mut self.hooks,
         }
     }
 }
