@@ -107,6 +107,24 @@ impl Mariadb {
         }
     }
 
+    /// Runs SQL in `billing` as another account (with a password).
+    fn sql_as(&self, user: &str, password: &str, statements: &str) -> Result<String, String> {
+        let out = Command::new("mariadb")
+            .args(["--batch", "--skip-column-names", "--database=billing"])
+            .arg(format!("--user={user}"))
+            .arg(format!("--password={password}"))
+            .arg(format!("--socket={}", self.socket().display()))
+            .arg("--execute")
+            .arg(statements)
+            .output()
+            .expect("mariadb client");
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
     fn one(&self, expr: &str) -> String {
         let out = self
             .sql(&format!("SELECT {expr}"))
@@ -446,4 +464,50 @@ fn a_panic_inside_the_library_fails_the_call_not_the_server() {
         log.contains("a panic asked for by EDGE_UDF_FAULT_INJECTION=panic"),
         "{log}"
     );
+}
+
+#[test]
+fn only_listed_accounts_run_programs_and_a_definer_routine_grants_it() {
+    let db = installed_with(&[("EDGE_UDF_PROCESS_USERS", "edge_exec@localhost")]);
+    // Not listed: refused when the statement starts, naming the account
+    // and the setting.
+    let e = db.sql("SELECT sys_eval_fast('echo', 'x')").unwrap_err();
+    assert!(
+        e.contains(
+            "Can't initialize function 'sys_eval_fast'; EDGE_UDF_PROCESS_USERS does not list root@localhost"
+        ),
+        "{e}"
+    );
+    assert!(db.sql("SELECT sys_exec('true')").is_err());
+    // Signing is not a process function: anyone may.
+    assert_eq!(db.one("LENGTH(edge_sign_row('billing', 1))"), "64");
+
+    // The listed account cannot log in; it only lends its rights to one
+    // routine, and EXECUTE on that routine is the privilege to grant.
+    db.sql(
+        "CREATE USER edge_exec@localhost ACCOUNT LOCK;
+         CREATE USER app@localhost IDENTIFIED BY 'app-pw';
+         CREATE USER other@localhost IDENTIFIED BY 'other-pw';
+         GRANT SELECT ON billing.* TO other@localhost;
+         CREATE DEFINER = edge_exec@localhost FUNCTION billing.greet(who VARCHAR(64))
+           RETURNS TEXT SQL SECURITY DEFINER RETURN sys_eval_fast('echo', 'hello', who);
+         GRANT EXECUTE ON FUNCTION billing.greet TO edge_exec@localhost;
+         GRANT EXECUTE ON FUNCTION billing.greet TO app@localhost;",
+    )
+    .unwrap();
+    assert_eq!(
+        db.sql_as("app", "app-pw", "SELECT greet('ada')").unwrap(),
+        "hello ada\\n\n"
+    );
+    let e = db
+        .sql_as("app", "app-pw", "SELECT sys_eval_fast('id')")
+        .unwrap_err();
+    assert!(
+        e.contains("EDGE_UDF_PROCESS_USERS does not list app@localhost"),
+        "{e}"
+    );
+    let e = db
+        .sql_as("other", "other-pw", "SELECT greet('eve')")
+        .unwrap_err();
+    assert!(e.contains("execute command denied"), "{e}");
 }

@@ -47,43 +47,133 @@ fn fault_injection() -> bool {
     *ON.get_or_init(|| std::env::var(FAULT_ENV).is_ok_and(|v| v == "panic"))
 }
 
+/// What the server exports for its plugins, looked up once with `dlsym`
+/// in the process the library is loaded into (absent in another server or
+/// a test binary).
+struct Server {
+    /// `_current_thd()`: this thread's connection.
+    current_thd: CurrentThd,
+    /// `thd_kill_level(thd)`: 0 unless the statement was killed.
+    kill_level: KillLevel,
+    /// `thd_priv_user(thd, &len)`, `thd_priv_host(thd, &len)`: the account
+    /// whose privileges apply (a `SQL SECURITY DEFINER` routine's definer
+    /// while it runs).
+    priv_user: PrivText,
+    priv_host: PrivText,
+}
+
+type CurrentThd = unsafe extern "C" fn() -> *mut std::ffi::c_void;
+type KillLevel = unsafe extern "C" fn(*const std::ffi::c_void) -> std::ffi::c_int;
+type PrivText = unsafe extern "C" fn(*mut std::ffi::c_void, *mut usize) -> *const c_char;
+
+fn server() -> Option<&'static Server> {
+    static SERVER: OnceLock<Option<Server>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            // SAFETY: dlsym on the global namespace with NUL-terminated
+            // names; the symbols, when present, have these C signatures
+            // (MariaDB's sql_class.h/.cc and service_kill_statement.h).
+            unsafe {
+                let find = |name: &std::ffi::CStr| {
+                    let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+                    (!p.is_null()).then_some(p)
+                };
+                Some(Server {
+                    current_thd: std::mem::transmute::<*mut libc::c_void, CurrentThd>(find(
+                        c"_current_thd",
+                    )?),
+                    kill_level: std::mem::transmute::<*mut libc::c_void, KillLevel>(find(
+                        c"thd_kill_level",
+                    )?),
+                    priv_user: std::mem::transmute::<*mut libc::c_void, PrivText>(find(
+                        c"thd_priv_user",
+                    )?),
+                    priv_host: std::mem::transmute::<*mut libc::c_void, PrivText>(find(
+                        c"thd_priv_host",
+                    )?),
+                })
+            }
+        })
+        .as_ref()
+}
+
 /// Whether the statement running in this thread was killed (`KILL QUERY`,
 /// `KILL CONNECTION`, `max_statement_time`).
 ///
 /// The UDF interface passes no connection handle and has no kill
-/// callback; the server does export, for its plugins, `_current_thd()`
-/// (this thread's connection) and `thd_kill_level(thd)` (0: not killed).
-/// They are looked up once with `dlsym` in the process the library is
-/// loaded into; where either is missing (another server, a test binary),
-/// only the time limit bounds a call.
+/// callback; the server's exported `_current_thd()` and
+/// `thd_kill_level(thd)` tell. Without them (another server), only the
+/// time limit bounds a call.
 fn statement_killed() -> bool {
-    type CurrentThd = unsafe extern "C" fn() -> *mut std::ffi::c_void;
-    type KillLevel = unsafe extern "C" fn(*const std::ffi::c_void) -> std::ffi::c_int;
-    static SERVER: OnceLock<Option<(CurrentThd, KillLevel)>> = OnceLock::new();
-    let server = SERVER.get_or_init(|| {
-        // SAFETY: dlsym on the global namespace with NUL-terminated names;
-        // the symbols, when present, have these C signatures (MariaDB's
-        // sql_class.cc and service_kill_statement.h).
-        unsafe {
-            let current = libc::dlsym(libc::RTLD_DEFAULT, c"_current_thd".as_ptr());
-            let level = libc::dlsym(libc::RTLD_DEFAULT, c"thd_kill_level".as_ptr());
-            if current.is_null() || level.is_null() {
-                return None;
-            }
-            Some((
-                std::mem::transmute::<*mut libc::c_void, CurrentThd>(current),
-                std::mem::transmute::<*mut libc::c_void, KillLevel>(level),
-            ))
-        }
-    });
-    let Some((current, level)) = server else {
+    let Some(server) = server() else {
         return false;
     };
     // SAFETY: called on the server's own connection thread, as its
     // storage engines do.
     unsafe {
-        let thd = current();
-        !thd.is_null() && level(thd) != 0
+        let thd = (server.current_thd)();
+        !thd.is_null() && (server.kill_level)(thd) != 0
+    }
+}
+
+/// The server's environment variable listing the accounts that may call
+/// the process functions: `user@host` as the account is declared (the
+/// host part as in `CREATE USER`, `%` included), separated by commas.
+/// Unset: every account (MariaDB itself has no privilege for calling a
+/// UDF). Empty: none.
+pub const USERS_ENV: &str = "EDGE_UDF_PROCESS_USERS";
+
+/// The account whose privileges apply to this statement, `user@host`.
+fn current_account() -> Option<String> {
+    let server = server()?;
+    let text = |f: PrivText, thd| {
+        let mut len = 0usize;
+        // SAFETY: the server's accessor on its own connection; the bytes
+        // live as long as the connection's security context.
+        unsafe {
+            let p = f(thd, &mut len);
+            (!p.is_null()).then(|| {
+                String::from_utf8_lossy(std::slice::from_raw_parts(p.cast(), len)).into_owned()
+            })
+        }
+    };
+    // SAFETY: on the server's connection thread.
+    let thd = unsafe { (server.current_thd)() };
+    if thd.is_null() {
+        return None;
+    }
+    Some(format!(
+        "{}@{}",
+        text(server.priv_user, thd)?,
+        text(server.priv_host, thd)?
+    ))
+}
+
+/// Refuses the statement unless [`USERS_ENV`] is unset or lists the
+/// account whose privileges apply.
+fn check_account(function: &str) -> Result<(), String> {
+    static ALLOWED: OnceLock<Option<Vec<String>>> = OnceLock::new();
+    let allowed = ALLOWED.get_or_init(|| {
+        std::env::var(USERS_ENV).ok().map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(String::from)
+                .collect()
+        })
+    });
+    let Some(allowed) = allowed else {
+        return Ok(());
+    };
+    match current_account() {
+        Some(account) if allowed.contains(&account) => Ok(()),
+        // The server cuts an init message at 80 characters: the setting
+        // first, the account after.
+        Some(account) => {
+            eprintln!("edge_udf: {function} refused to account {account}: not in {USERS_ENV}");
+            Err(format!("{USERS_ENV} does not list {account}"))
+        }
+        None => Err(format!("{USERS_ENV} is set; the account is unknown")),
     }
 }
 
@@ -181,7 +271,15 @@ macro_rules! int_udf {
                 initid.maybe_null = 1;
                 // Runs a program: never folded as a constant.
                 initid.const_item = 0;
-                init_strings(args, message, $exact, $usage) as c_char
+                if init_strings(args, message, $exact, $usage) {
+                    return 1;
+                }
+                if let Err(refused) = check_account(stringify!($name)) {
+                    // SAFETY: the server's message buffer.
+                    unsafe { set_message(message, &refused) };
+                    return 1;
+                }
+                0
             })
         }
 
@@ -245,6 +343,11 @@ macro_rules! string_udf {
                 // SAFETY: valid for the duration of the call.
                 let (initid, args) = unsafe { (&mut *initid, &mut *args) };
                 if init_strings(args, message, $exact, $usage) {
+                    return 1;
+                }
+                if let Err(refused) = check_account(stringify!($name)) {
+                    // SAFETY: the server's message buffer.
+                    unsafe { set_message(message, &refused) };
                     return 1;
                 }
                 initid.maybe_null = 1;

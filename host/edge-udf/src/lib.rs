@@ -31,7 +31,13 @@
 //! checked every 20 ms through the server's own `thd_kill_level`, since
 //! the UDF interface has no kill callback; the statement then fails as
 //! interrupted). Programs get no descriptor of the server's but 0, 1
-//! and 2. A panic inside the library (a bug) is caught at every entry
+//! and 2. MariaDB has no privilege for calling a UDF; with
+//! `EDGE_UDF_PROCESS_USERS=user@host,...` in the server's environment the
+//! process functions refuse, when a statement starts, every account not
+//! listed (the account whose privileges apply, read through the server's
+//! `thd_priv_user`/`thd_priv_host`: inside a `SQL SECURITY DEFINER`
+//! routine, its definer's, so a routine defined by a listed account, with
+//! `EXECUTE` granted on it, is how other accounts get one program). A panic inside the library (a bug) is caught at every entry
 //! point: the call is an error (NULL), the server keeps running
 //! (`EDGE_UDF_FAULT_INJECTION=panic` in the server's environment makes
 //! `sys_eval_fast('edge-udf-test-panic')` panic, for the test that shows it).

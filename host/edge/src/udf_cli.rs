@@ -22,10 +22,11 @@ const SHELL: [(&str, &str); 2] = [("sys_exec", "INTEGER"), ("sys_eval", "STRING"
 /// What every installer should know before the process functions exist.
 const PRIVILEGE_NOTE: &str = "note: MariaDB has no privilege for calling a UDF: every account that \
 can run a SELECT on this server can call these functions, and the process functions run programs \
-as the server's user (one call at most EDGE_UDF_TIMEOUT_MS, default 5000 ms). A stored function \
-wrapping them with EXECUTE grants does not help, since the UDF stays callable directly. To restrict \
-who runs programs, do not install them where untrusted accounts can connect: `--no-process` \
-installs only the signing functions (and drops the process ones).";
+as the server's user (one call at most EDGE_UDF_TIMEOUT_MS, default 5000 ms). To restrict who runs \
+programs, set EDGE_UDF_PROCESS_USERS=user@host,... in the server's environment (the library then \
+refuses every other account), and give others a SQL SECURITY DEFINER function whose definer is \
+listed (it needs EXECUTE on that function; grant EXECUTE to who may call it). Or leave the process \
+functions out: --no-process installs only the signing functions (and drops the process ones).";
 
 /// Where the server is and how to log in.
 #[derive(clap::Args)]
