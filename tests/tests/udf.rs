@@ -1,6 +1,7 @@
 //! The MariaDB UDF library in a real, throw-away MariaDB server: installed
 //! with `edge udf install` (the shell pair only when asked), every function
 //! called from SQL, calls bounded by the time limit and by `KILL QUERY`,
+//! the process functions limited to listed accounts, a panic contained,
 //! and the example billing schema's trigger signing rows and catching a
 //! tampered one.
 
