@@ -2,8 +2,10 @@
 # Hostile tenants beside a healthy one (issue 33), one run, one host:
 #  - the healthy tenant (echo, its own host) gets a fixed-rate open-loop
 #    load (RATE req/s, latency from the scheduled send time), first alone
-#    ("baseline"), then beside TENANTS hostile tenants ("all"), and with
-#    PER_CLASS=1 beside each behaviour's tenants alone as well;
+#    (its baseline), then beside TENANTS hostile tenants (phase "all"), and
+#    with PER_CLASS=1 beside each behaviour's tenants alone as well (phase
+#    named after it). Each phase on a fresh host, baseline included, so no
+#    phase inherits another's sessions or memory;
 #  - hostile tenant i plays behaviour i mod 7 in a closed loop on its own
 #    host: trap (/fixtures/trap), spin (/fixtures/loop until the deadline),
 #    memory bomb (/fixtures/hog?mb=1024 against a 64 MiB cap), fields bomb
@@ -17,7 +19,7 @@
 #    the one started (same pid and start time) and answers /health.
 # Loopback only. bench/hostile-load is the generator (both sides).
 #
-#   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1)
+#   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 MAX_INSTANCES= KEEP=0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
@@ -75,6 +77,8 @@ TOML
 
 # The host's defaults (pool of 1000, each tenant's share half of it) and
 # the default config's deadline; only the session-flood route is a session.
+# MAX_INSTANCES=N sets every tenant's share ([limits] max_instances; its
+# sessions are half of it), e.g. 9 so that 101 shares fit in the pool.
 {
   cat <<TOML
 app = "spin.toml"
@@ -85,6 +89,7 @@ data_dir = "$work/data"
 watch_interval_ms = 0
 [limits]
 request_deadline_ms = $DEADLINE_MS
+${MAX_INSTANCES:+max_instances = $MAX_INSTANCES}
 [[tenant]]
 name = "healthy"
 hosts = ["healthy.test"]
@@ -101,60 +106,71 @@ TOML
   done
 } > "$work/edge.toml"
 
-EDGE_LOG=warn "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge.log" &
-epid=$!
-pids+=($epid)
-for _ in $(seq 300); do curl -s -o /dev/null -H 'host: healthy.test' "http://127.0.0.1:$PORT/hello" && break; sleep 0.1; done
-started=$(awk '{print $22}' "/proc/$epid/stat")
-rss_before=$(awk '/VmRSS/{print $2}' "/proc/$epid/status")
-echo "edge pid $epid up; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+# One fresh host per phase: hostile state (sessions idle for a minute,
+# memory) must not leak into the next phase. Each run measures the healthy
+# tenant alone first (its baseline on that host), then beside the phase's
+# hostile tenants.
+phases=(all)
+[ "$PER_CLASS" = 1 ] && phases+=(trap spin hog fields slow-stream outbound session-flood)
+: > "$work/phases.jsonl"
+: > "$work/hosts.txt"
+for phase in "${phases[@]}"; do
+  rm -rf "$work/data"
+  EDGE_LOG=warn "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge-$phase.log" &
+  epid=$!
+  pids+=($epid)
+  for _ in $(seq 300); do curl -s -o /dev/null -H 'host: healthy.test' "http://127.0.0.1:$PORT/hello" && break; sleep 0.1; done
+  started=$(awk '{print $22}' "/proc/$epid/stat")
+  rss_before=$(awk '/VmRSS/{print $2}' "/proc/$epid/status")
+  echo "$phase: edge pid $epid up; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  classes=$([ "$phase" = all ] && echo trap,spin,hog,fields,slow-stream,outbound,session-flood || echo "$phase")
+  "$load" hostile --addr "127.0.0.1:$PORT" --healthy-host healthy.test --healthy-path /hello \
+    --rate "$RATE" --duration-s "$DURATION_S" --warmup-s 3 --settle-s $((DEADLINE_MS / 1000 + 1)) \
+    --tenants "$TENANTS" --classes "$classes" --name "$phase" > "$work/phase.jsonl"
+  alive=no
+  if kill -0 "$epid" 2>/dev/null && [ "$(awk '{print $22}' "/proc/$epid/stat")" = "$started" ] \
+    && curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/health"; then alive=yes; fi
+  rss_after=$(awk '/VmRSS/{print $2}' "/proc/$epid/status" 2>/dev/null || echo 0)
+  curl -s "http://127.0.0.1:$ADMIN/metrics" > "$work/metrics-$phase.txt" || true
+  panics=$(grep -ci 'panic' "$work/edge-$phase.log" || true)
+  cat "$work/phase.jsonl" >> "$work/phases.jsonl"
+  echo "$phase $alive $rss_before $rss_after $panics" >> "$work/hosts.txt"
+  kill "$epid" 2>/dev/null || true
+  wait "$epid" 2>/dev/null || true
+done
 
-per_class=()
-[ "$PER_CLASS" = 1 ] && per_class=(--per-class)
-"$load" hostile --addr "127.0.0.1:$PORT" --healthy-host healthy.test --healthy-path /hello \
-  --rate "$RATE" --duration-s "$DURATION_S" --warmup-s 3 --settle-s $((DEADLINE_MS / 1000 + 1)) \
-  --tenants "$TENANTS" "${per_class[@]}" > "$work/phases.jsonl"
-
-alive=no
-if kill -0 "$epid" 2>/dev/null && [ "$(awk '{print $22}' "/proc/$epid/stat")" = "$started" ] \
-  && curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/health"; then alive=yes; fi
-rss_after=$(awk '/VmRSS/{print $2}' "/proc/$epid/status" 2>/dev/null || echo 0)
-curl -s "http://127.0.0.1:$ADMIN/metrics" > "$work/metrics.txt" || true
-panics=$(grep -ci 'panic' "$work/edge.log" || true)
-
-/usr/bin/python3 - "$work" "$alive" "$rss_before" "$rss_after" "$panics" <<'PY'
+/usr/bin/python3 - "$work" <<'PY'
 import json, sys, re, collections
-w, alive, rss0, rss1, panics = sys.argv[1], sys.argv[2], int(sys.argv[3] or 0), int(sys.argv[4] or 0), int(sys.argv[5])
-phases = [json.loads(l) for l in open(f"{w}/phases.jsonl") if l.startswith("{")]
-base = phases[0]
+w = sys.argv[1]
+lines = [json.loads(l) for l in open(f"{w}/phases.jsonl") if l.startswith("{")]
+hosts = {l.split()[0]: l.split()[1:] for l in open(f"{w}/hosts.txt")}
+# Pairs: each host's baseline, then its phase.
+runs = [(lines[i], lines[i + 1]) for i in range(0, len(lines) - 1, 2)]
 print()
-print("| phase | hostile tenants | healthy sent | healthy errors | p50 ms | p99 ms | p99.9 ms | max ms | p99 / baseline |")
-print("|---|---|---|---|---|---|---|---|---|")
-for p in phases:
-    ratio = p["p99_us"] / base["p99_us"] if base["p99_us"] else float("nan")
+print("| phase | hostile tenants | healthy sent | healthy errors | p50 ms | p99 ms | p99.9 ms | max ms | baseline p99 ms (same host) | p99 / baseline | host RSS before → after MiB |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+ok = []
+for base, p in runs:
+    ratio = p["p99_us"] / base["p99_us"] if base["p99_us"] else float("inf")
     errs = p["errors"] if not p["error_kinds"] else f'{p["errors"]} {p["error_kinds"]}'
-    print(f'| {p["phase"]} | {p["hostile_tenants"]} | {p["sent"]} | {errs} | {p["p50_us"]/1000:.2f} | {p["p99_us"]/1000:.2f} | {p["p999_us"]/1000:.2f} | {p["max_us"]/1000:.1f} | {ratio:.2f}x |')
+    alive, rss0, rss1, panics = hosts[p["phase"]]
+    print(f'| {p["phase"]} | {p["hostile_tenants"]} | {p["sent"]} | {errs} | {p["p50_us"]/1000:.2f} | {p["p99_us"]/1000:.2f} | {p["p999_us"]/1000:.2f} | {p["max_us"]/1000:.1f} | {base["p99_us"]/1000:.2f} ({base["errors"]} errors) | {ratio:.2f}x | {int(rss0)//1024} → {int(rss1 or 0)//1024} |')
+    ok.append((p["phase"], base["errors"] + p["errors"] == 0, ratio <= 1.2, alive == "yes" and panics == "0"))
+for base, p in runs:
+    print(f'\nWhat the hostile tenants got ("{p["phase"]}"; status, or how the slow stream ended: count):')
+    for c, t in p["hostile"].items():
+        print(f"  {c:14} {', '.join(f'{k}: {v}' for k, v in t.items())}")
+    if "outbound" in p["hostile"]:
+        print(f'  outbound origin: {p["origin_accepted"]} connections in all, at most {p["origin_most_open"]} open at once')
+    sums = collections.Counter()
+    for line in open(f'{w}/metrics-{p["phase"]}.txt'):
+        m = re.match(r'(edge_(?:share_refusals|deadline_kills|memory_cap_kills|traps|sessions_rejected|outbound_refused|body_timeouts)_total)\{([^}]*)\} ([0-9.e+]+)', line)
+        if m:
+            label = re.search(r'(limit|reason)="([^"]*)"', m.group(2))
+            sums[m.group(1) + (f'{{{label.group(1)}="{label.group(2)}"}}' if label else "")] += float(m.group(3))
+    print("  host counters (summed over tenants): " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(sums.items()) if v))
 print()
-print("What the hostile tenants got (\"all\" phase; status or how the stream ended: count):")
-for c, t in phases[-1]["hostile"].items():
-    print(f"  {c:14} {', '.join(f'{k}: {v}' for k, v in t.items())}")
-print(f'  outbound origin: {phases[-1]["origin_accepted"]} connections in all, at most {phases[-1]["origin_most_open"]} open at once')
-sums = collections.Counter()
-for line in open(f"{w}/metrics.txt"):
-    m = re.match(r'(edge_(?:share_refusals|deadline_kills|memory_cap_kills|traps|sessions_rejected|outbound_refused|body_timeouts)_total)\{([^}]*)\} ([0-9.e+]+)', line)
-    if m:
-        label = re.search(r'(limit|reason)="([^"]*)"', m.group(2))
-        sums[m.group(1) + (f'{{{label.group(1)}="{label.group(2)}"}}' if label else "")] += float(m.group(3))
-print("Host counters at the end (summed over tenants):")
-for k, v in sorted(sums.items()):
-    print(f"  {k} {v:.0f}")
-print(f"Host RSS: {rss0 // 1024} MiB before, {rss1 // 1024} MiB after; panics in its log: {panics}")
-errors = sum(p["errors"] for p in phases)
-r_all = phases[-1]["p99_us"] / base["p99_us"] if base["p99_us"] else float("inf")
-ok = [("healthy tenant errors 0 in every phase", errors == 0),
-      (f"healthy p99 beside all hostiles within 1.2x of baseline ({r_all:.2f}x)", r_all <= 1.2),
-      ("host never restarted (same pid and start time, /health answers)", alive == "yes")]
-for what, good in ok:
-    print(f'{"PASS" if good else "FAIL"}: {what}')
-sys.exit(0 if all(g for _, g in ok) else 1)
+for phase, no_errors, p99, alive in ok:
+    print(f'{phase}: {"PASS" if no_errors else "FAIL"} healthy errors 0; {"PASS" if p99 else "FAIL"} p99 within 1.2x; {"PASS" if alive else "FAIL"} host never restarted (same pid and start time, /health answers, no panic logged)')
+sys.exit(0 if all(all(x[1:]) for x in ok) else 1)
 PY

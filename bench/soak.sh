@@ -91,8 +91,10 @@ listen = "127.0.0.1:$PORT"
 admin_listen = "127.0.0.1:$ADMIN"
 data_dir = "$work/data"
 watch_interval_ms = 0
+# The soak's tenant is alone on the host: the whole pool is its share.
 [limits]
 request_deadline_ms = 10000
+max_instances = 1000
 [outbound]
 allow_ranges = ["127.0.0.1/32"]
 [[tenant]]
