@@ -54,6 +54,10 @@ pub(crate) struct MixerSection {
     pub max_rooms: Option<Spanned<u64>>,
     pub max_members: Option<Spanned<u64>>,
     pub room_idle_timeout_ms: Option<Spanned<u64>>,
+    /// Bytes of mixing buffer a tenant's rooms may hold together.
+    pub max_bytes: Option<Spanned<u64>>,
+    /// Bytes of mixing buffer all rooms may hold together (`[mixer]` only).
+    pub max_total_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

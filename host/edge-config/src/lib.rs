@@ -66,6 +66,9 @@ pub struct Config {
     pub generated_secrets: Vec<GeneratedSecret>,
     /// The process-execution sidecar, if configured.
     pub sidecar: Option<Sidecar>,
+    /// Bytes of mixing buffer all tenants' rooms may hold together
+    /// (`[mixer] max_total_bytes`).
+    pub mixer_max_total_bytes: u64,
 }
 
 /// `[sidecar]`: the native process-execution daemon (`edge-sidecar`).
@@ -314,6 +317,9 @@ pub struct MixerLimits {
     pub max_members: usize,
     /// A room nobody used for this long is removed with its members.
     pub room_idle_timeout: Duration,
+    /// Bytes of mixing buffer the tenant's rooms may hold together (its
+    /// share of `[mixer] max_total_bytes`); a write needing more is refused.
+    pub max_bytes: u64,
 }
 
 /// Per-tenant limits.

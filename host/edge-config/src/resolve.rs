@@ -137,6 +137,7 @@ impl Resolver<'_> {
             tenants,
             generated_secrets: self.generated.take(),
             sidecar,
+            mixer_max_total_bytes: self.mixer_total(&edge.mixer)?,
         })
     }
 
@@ -402,12 +403,25 @@ impl Resolver<'_> {
         })
     }
 
+    /// `[mixer] max_total_bytes`: the host's budget for all mixing buffers.
+    fn mixer_total(&self, m: &edge::MixerSection) -> R<u64> {
+        match &m.max_total_bytes {
+            Some(v) if *v.get_ref() == 0 => {
+                self.edge_err(v.span(), "mixer.max_total_bytes", "must be at least 1")
+            }
+            Some(v) => Ok(*v.get_ref()),
+            // 512 MiB: the mixer's own default.
+            None => Ok(512 << 20),
+        }
+    }
+
     /// `[mixer]` (no `base`) or a tenant's `[tenant.mixer]` over it.
     fn mixer(
         &self,
         m: &edge::MixerSection,
         key: &str,
         base: Option<&MixerLimits>,
+        total: u64,
     ) -> R<MixerLimits> {
         let at_least_1 = |v: &Option<Spanned<u64>>, name: &str| -> R<Option<u64>> {
             match v {
@@ -421,6 +435,27 @@ impl Resolver<'_> {
         let max_rooms = at_least_1(&m.max_rooms, "max_rooms")?;
         let max_members = at_least_1(&m.max_members, "max_members")?;
         let idle = at_least_1(&m.room_idle_timeout_ms, "room_idle_timeout_ms")?;
+        let max_bytes = at_least_1(&m.max_bytes, "max_bytes")?;
+        if base.is_some()
+            && let Some(v) = &m.max_total_bytes
+        {
+            return self.edge_err(
+                v.span(),
+                &format!("{key}.max_total_bytes"),
+                "is host-wide: set it in [mixer] (a tenant's share is max_bytes)",
+            );
+        }
+        // Checked against the host's budget wherever it is set: a share
+        // larger than the whole is a mistake, not a wish.
+        if let (Some(n), Some(v)) = (max_bytes, &m.max_bytes)
+            && n > total
+        {
+            return self.edge_err(
+                v.span(),
+                &format!("{key}.max_bytes"),
+                format!("must be at most mixer.max_total_bytes ({total})"),
+            );
+        }
         Ok(MixerLimits {
             max_rooms: max_rooms.map_or(base.map_or(32, |b| b.max_rooms), |n| {
                 usize::try_from(n).unwrap_or(usize::MAX)
@@ -432,6 +467,9 @@ impl Resolver<'_> {
                 base.map_or(Duration::from_secs(300), |b| b.room_idle_timeout),
                 Duration::from_millis,
             ),
+            // Default: a quarter of the host's budget, so one tenant cannot
+            // take it all.
+            max_bytes: max_bytes.unwrap_or(base.map_or(total / 4, |b| b.max_bytes)),
         })
     }
 
@@ -716,7 +754,8 @@ impl Resolver<'_> {
         pool: &Pool,
     ) -> R<Vec<Tenant>> {
         let sidecar = self.sidecar.get().and_then(Option::as_ref);
-        let default_mixer = self.mixer(&edge.mixer, "mixer", None)?;
+        let mixer_total = self.mixer_total(&edge.mixer)?;
+        let default_mixer = self.mixer(&edge.mixer, "mixer", None, mixer_total)?;
         if edge.tenants.is_empty() {
             return Err(self.edge_src.error(
                 None,
@@ -792,7 +831,12 @@ impl Resolver<'_> {
                 Some(default_limits),
                 pool,
             )?;
-            let mixer = self.mixer(&t.mixer, &format!("{key}.mixer"), Some(&default_mixer))?;
+            let mixer = self.mixer(
+                &t.mixer,
+                &format!("{key}.mixer"),
+                Some(&default_mixer),
+                mixer_total,
+            )?;
             let values = self.tenant_values(t, &key, app_vars)?;
             let sites = self.sites(t, &key, &hosts, components, &granted)?;
             let mut variables = BTreeMap::new();

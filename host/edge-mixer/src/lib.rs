@@ -14,6 +14,17 @@
 //! round the ring. Rooms are found through an `ArcSwap` map (lock-free
 //! reads) and room state through an `ArcSwap` snapshot.
 //!
+//! # Memory
+//!
+//! A chunk's samples are allocated when it is first written (under its
+//! exclusive lock), so a room nobody writes costs a few bytes per chunk
+//! rather than its whole window (up to 23 MB), and freed when the window
+//! passes them or the room goes. Every allocated chunk is charged to two
+//! [`Budget`]s, the tenant's share and the host's total, and released from
+//! them when it is freed; a write that would need a chunk past either is
+//! refused ([`MixError::OverBudget`]) without adding anything, and without
+//! touching any other tenant's rooms.
+//!
 //! # Lifetime
 //!
 //! Rooms belong to a tenant. A room nobody touched for its idle timeout is
@@ -38,6 +49,7 @@ mod wit;
 pub use wit::{MixerGrant, MixerView, add_to_linker};
 
 use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
@@ -45,6 +57,12 @@ use std::time::{Duration, Instant};
 
 /// A slot that never held a chunk.
 const EMPTY: u64 = u64::MAX;
+
+/// Bytes of one sample in a chunk.
+const SAMPLE_BYTES: u64 = std::mem::size_of::<AtomicI32>() as u64;
+
+/// The host's default budget for all mixing buffers (`mixer.max_total_bytes`).
+pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 512 << 20;
 
 /// Fixed-point scale: 2^20 per full scale leaves room for ~2,000 voices at
 /// full scale in an `i32`; past that the sum saturates.
@@ -101,6 +119,9 @@ pub struct Limits {
     pub max_members: usize,
     /// A room nobody wrote, read or looked at for this long is removed.
     pub room_idle_timeout: Duration,
+    /// Bytes of mixing buffer the tenant's rooms may hold together (its
+    /// share of the host's [`Mixer`] budget).
+    pub max_bytes: u64,
 }
 
 impl Default for Limits {
@@ -109,12 +130,122 @@ impl Default for Limits {
             max_rooms: 32,
             max_members: 64,
             room_idle_timeout: Duration::from_secs(300),
+            max_bytes: DEFAULT_MAX_TOTAL_BYTES / 4,
         }
     }
 }
 
+/// A count of bytes of mixing buffer held, against a cap (a tenant's share
+/// or the host's total). Chunks are charged when allocated and released
+/// when freed, so `used` is what is allocated now.
+#[derive(Debug)]
+pub struct Budget {
+    used: AtomicU64,
+    max: AtomicU64,
+    /// Writes refused because of this budget.
+    refused: AtomicU64,
+    /// When a refusal was last logged (ms since the mixer started; 0: never).
+    logged_ms: AtomicU64,
+}
+
+impl Budget {
+    fn new(max: u64) -> Self {
+        Self {
+            used: AtomicU64::new(0),
+            max: AtomicU64::new(max),
+            refused: AtomicU64::new(0),
+            logged_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Relaxed)
+    }
+
+    /// The cap.
+    pub fn max(&self) -> u64 {
+        self.max.load(Relaxed)
+    }
+
+    /// Writes refused so far because of this budget.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Relaxed)
+    }
+
+    /// Takes `n` bytes unless that passes the cap.
+    fn take(&self, n: u64) -> bool {
+        let max = self.max.load(Relaxed);
+        self.used
+            .fetch_update(Relaxed, Relaxed, |u| u.checked_add(n).filter(|t| *t <= max))
+            .is_ok()
+    }
+
+    fn give(&self, n: u64) {
+        self.used.fetch_sub(n, Relaxed);
+    }
+}
+
+/// The budgets a room's chunks are charged to.
+struct Accounts {
+    host: Arc<Budget>,
+    tenant: Arc<Budget>,
+}
+
+impl Accounts {
+    /// Charges `n` bytes to both, or to neither: the error names the
+    /// budget that would pass its cap.
+    fn take(&self, n: u64) -> Result<(), MixError> {
+        if !self.tenant.take(n) {
+            self.tenant.refused.fetch_add(1, Relaxed);
+            return Err(MixError::OverBudget {
+                limit: BudgetLimit::Tenant,
+                max: self.tenant.max(),
+            });
+        }
+        if !self.host.take(n) {
+            self.tenant.give(n);
+            self.host.refused.fetch_add(1, Relaxed);
+            return Err(MixError::OverBudget {
+                limit: BudgetLimit::Host,
+                max: self.host.max(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A chunk's samples, charged to its room's budgets while it lives.
+struct Samples {
+    samples: Box<[AtomicI32]>,
+    accounts: Arc<Accounts>,
+}
+
+impl Samples {
+    fn bytes(&self) -> u64 {
+        self.samples.len() as u64 * SAMPLE_BYTES
+    }
+}
+
+impl Drop for Samples {
+    fn drop(&mut self) {
+        let n = self.bytes();
+        self.accounts.tenant.give(n);
+        self.accounts.host.give(n);
+    }
+}
+
+/// Which budget refused a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetLimit {
+    /// The tenant's share (`mixer.max_bytes`).
+    Tenant,
+    /// The host's total (`mixer.max_total_bytes`).
+    Host,
+}
+
 /// Why a write or read was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum MixError {
     /// The position is outside the window around the room's newest one.
     #[error("offset {at} is outside the window: the room holds {from}..{to}")]
@@ -142,6 +273,19 @@ pub enum MixError {
         /// Channels of the room.
         channels: u16,
     },
+    /// The chunk the write needs would pass a byte budget of the mixer's.
+    /// The message names the key but not the host's figure (it reaches
+    /// clients).
+    #[error("{}", match limit {
+        BudgetLimit::Tenant => format!("the tenant's mixing buffers are full: {max} bytes (the most allowed: mixer.max_bytes)"),
+        BudgetLimit::Host => "the host's mixing buffers are full (the most allowed: mixer.max_total_bytes)".to_string(),
+    })]
+    OverBudget {
+        /// Which budget.
+        limit: BudgetLimit,
+        /// Its cap in bytes.
+        max: u64,
+    },
 }
 
 /// Why a room could not be opened or joined.
@@ -167,7 +311,9 @@ pub enum LimitError {
 struct Chunk {
     /// Which chunk of the stream (absolute index) the slot holds now.
     holds: RwLock<u64>,
-    samples: Box<[AtomicI32]>,
+    /// Its samples once written: replaced only under `holds`' exclusive
+    /// lock, and read under its shared one. `None` reads as silence.
+    samples: ArcSwapOption<Samples>,
 }
 
 /// A member of a room.
@@ -206,20 +352,27 @@ pub struct Room {
     used_ms: AtomicU64,
     /// Its tenant's idle timeout when it was last opened, milliseconds.
     idle_ms: AtomicU64,
+    /// Chunks below this absolute index were freed (or checked) as the
+    /// window passed them.
+    swept: AtomicU64,
+    accounts: Arc<Accounts>,
 }
 
 impl Room {
-    /// An empty room (of no tenant).
+    /// An empty room (of no tenant, with no byte budget).
     pub fn new(config: RoomConfig) -> Self {
-        Self::with_idle(config, Limits::default().room_idle_timeout)
+        let accounts = Accounts {
+            host: Arc::new(Budget::new(u64::MAX)),
+            tenant: Arc::new(Budget::new(u64::MAX)),
+        };
+        Self::with_idle(config, Limits::default().room_idle_timeout, accounts)
     }
 
-    fn with_idle(config: RoomConfig, idle: Duration) -> Self {
-        let len = config.chunk_len() as usize;
+    fn with_idle(config: RoomConfig, idle: Duration, accounts: Accounts) -> Self {
         let chunks = (0..config.chunks)
             .map(|_| Chunk {
                 holds: RwLock::new(EMPTY),
-                samples: (0..len).map(|_| AtomicI32::new(0)).collect(),
+                samples: ArcSwapOption::empty(),
             })
             .collect();
         Self {
@@ -230,7 +383,56 @@ impl Room {
             updating: Mutex::new(()),
             used_ms: AtomicU64::new(0),
             idle_ms: AtomicU64::new(millis(idle)),
+            swept: AtomicU64::new(0),
+            accounts: Arc::new(accounts),
         }
+    }
+
+    /// Bytes of samples the room holds now (charged to its budgets).
+    pub fn bytes(&self) -> u64 {
+        self.chunks
+            .iter()
+            .map(|c| c.samples.load().as_ref().map_or(0, |s| s.bytes()))
+            .sum()
+    }
+
+    /// Frees every chunk (the room was evicted or removed): its budgets
+    /// get the bytes back now, not when the last user lets go.
+    fn free(&self) {
+        for chunk in self.chunks.iter() {
+            let _holds = chunk.holds.write().unwrap_or_else(|e| e.into_inner());
+            chunk.samples.store(None);
+        }
+    }
+
+    /// Frees the chunks the window passed since the last sweep (all of
+    /// them below absolute chunk `low`). Each index is swept once, by the
+    /// write that moved the head past it, so this is O(1) per chunk.
+    fn sweep(&self, low: u64) {
+        let prev = self.swept.fetch_max(low, Relaxed);
+        if prev >= low {
+            return;
+        }
+        let chunks = u64::from(self.config.chunks);
+        for index in prev.max(low.saturating_sub(chunks))..low {
+            let chunk = self.slot(index);
+            let stale = |h: u64| h != EMPTY && h < low;
+            {
+                let holds = chunk.holds.read().unwrap_or_else(|e| e.into_inner());
+                if !stale(*holds) || chunk.samples.load().is_none() {
+                    continue;
+                }
+            }
+            let holds = chunk.holds.write().unwrap_or_else(|e| e.into_inner());
+            if stale(*holds) {
+                chunk.samples.store(None);
+            }
+        }
+    }
+
+    /// The first absolute chunk still (partly) in the window.
+    fn low_chunk(&self) -> u64 {
+        self.head.load(Relaxed).saturating_sub(self.config.window()) / self.config.chunk_len()
     }
 
     /// Its layout.
@@ -285,28 +487,53 @@ impl Room {
         &self.chunks[(index % u64::from(self.config.chunks)) as usize]
     }
 
-    /// Makes the slot of absolute chunk `index` hold it, recycling (zeroing)
-    /// it if it held an older chunk. False if it holds a newer one already
-    /// (this index fell out of the window).
-    fn claim(&self, index: u64) -> bool {
+    /// Makes the slot of absolute chunk `index` hold it with samples,
+    /// recycling (zeroing) them if it held an older chunk and allocating
+    /// them if it had none. False if it holds a newer one already or the
+    /// window passed `index` meanwhile; an error if the allocation would
+    /// pass a budget.
+    fn claim(&self, index: u64) -> Result<bool, MixError> {
         let chunk = self.slot(index);
         {
             let holds = chunk.holds.read().unwrap_or_else(|e| e.into_inner());
-            if *holds == index {
-                return true;
+            if *holds == index && chunk.samples.load().is_some() {
+                return Ok(true);
             }
             if *holds != EMPTY && *holds > index {
-                return false;
+                return Ok(false);
             }
         }
         let mut holds = chunk.holds.write().unwrap_or_else(|e| e.into_inner());
-        if *holds == EMPTY || *holds < index {
-            for s in chunk.samples.iter() {
-                s.store(0, Relaxed);
-            }
-            *holds = index;
+        if *holds != EMPTY && *holds > index {
+            return Ok(false);
         }
-        *holds == index
+        let current = chunk.samples.load();
+        match &*current {
+            Some(_) if *holds == index => {}
+            Some(samples) => {
+                for s in samples.samples.iter() {
+                    s.store(0, Relaxed);
+                }
+                *holds = index;
+            }
+            None => {
+                // A sweep may have freed this index after the write was
+                // admitted: it is out of the window, so refuse rather
+                // than allocate a chunk nobody may read.
+                if index < self.low_chunk() {
+                    return Ok(false);
+                }
+                let len = self.config.chunk_len();
+                self.accounts.take(len * SAMPLE_BYTES)?;
+                let samples = Samples {
+                    samples: (0..len).map(|_| AtomicI32::new(0)).collect(),
+                    accounts: self.accounts.clone(),
+                };
+                chunk.samples.store(Some(Arc::new(samples)));
+                *holds = index;
+            }
+        }
+        Ok(true)
     }
 
     /// Adds interleaved `samples` (clamped to -1..1) at position `at`.
@@ -333,31 +560,36 @@ impl Room {
         // and the write backs out before adding anything. Locks are taken
         // in slot order (claims hold none while waiting), so writers
         // holding several never wait on each other in a cycle.
+        // Chunks the window passed go before new ones are taken, so a
+        // room moving forward needs no more than its window.
+        self.sweep(self.low_chunk());
         for index in first..=last {
-            if !self.claim(index) {
+            if !self.claim(index)? {
                 return Err(refused());
             }
         }
         let mut order: Vec<u64> = (first..=last).collect();
         order.sort_by_key(|i| i % u64::from(self.config.chunks));
-        let mut guards: Vec<(u64, RwLockReadGuard<'_, u64>)> = Vec::with_capacity(order.len());
+        let mut guards: Vec<(u64, RwLockReadGuard<'_, u64>, Arc<Samples>)> =
+            Vec::with_capacity(order.len());
         for index in order {
-            let guard = self
-                .slot(index)
-                .holds
-                .read()
-                .unwrap_or_else(|e| e.into_inner());
+            let chunk = self.slot(index);
+            let guard = chunk.holds.read().unwrap_or_else(|e| e.into_inner());
+            // Freed since the claim (a sweep): out of the window now.
+            let Some(buf) = chunk.samples.load_full() else {
+                return Err(refused());
+            };
             if *guard != index {
                 return Err(refused());
             }
-            guards.push((index, guard));
+            guards.push((index, guard, buf));
         }
-        for (index, _guard) in &guards {
+        for (index, _guard, buf) in &guards {
             let start = (index * chunk_len).max(at);
             let end = ((index + 1) * chunk_len).min(at + samples.len() as u64);
             let offset = (start - index * chunk_len) as usize;
             let part = &samples[(start - at) as usize..(end - at) as usize];
-            let slots = &self.slot(*index).samples[offset..offset + part.len()];
+            let slots = &buf.samples[offset..offset + part.len()];
             for (slot, s) in slots.iter().zip(part) {
                 let add = (s.clamp(-1.0, 1.0) * SCALE) as i32;
                 // Saturating: past ±2,048 full-scale voices a wrapping add
@@ -382,12 +614,13 @@ impl Room {
             let dst = &mut out[done..done + n];
             let chunk = self.slot(index);
             let holds = chunk.holds.read().unwrap_or_else(|e| e.into_inner());
-            if *holds == index {
-                for (d, s) in dst.iter_mut().zip(&chunk.samples[offset..offset + n]) {
-                    *d = (s.load(Relaxed) as f32 / SCALE).clamp(-1.0, 1.0);
+            match &*chunk.samples.load() {
+                Some(buf) if *holds == index => {
+                    for (d, s) in dst.iter_mut().zip(&buf.samples[offset..offset + n]) {
+                        *d = (s.load(Relaxed) as f32 / SCALE).clamp(-1.0, 1.0);
+                    }
                 }
-            } else {
-                dst.fill(0.0);
+                _ => dst.fill(0.0),
             }
             pos += n as u64;
             done += n;
@@ -470,20 +703,72 @@ pub struct Mixer {
     tenants: ArcSwap<Option<HashSet<Arc<str>>>>,
     started: Instant,
     next_owner: AtomicU64,
+    /// All rooms' buffers together (`mixer.max_total_bytes`).
+    host: Arc<Budget>,
+    /// Each tenant's share (`mixer.max_bytes`), by tenant; taken only when
+    /// a room is created.
+    shares: Mutex<HashMap<Arc<str>, Arc<Budget>>>,
 }
 
 impl Default for Mixer {
     fn default() -> Self {
+        Self::new(DEFAULT_MAX_TOTAL_BYTES)
+    }
+}
+
+impl Mixer {
+    /// A mixer whose rooms' buffers may hold `max_total_bytes` together.
+    pub fn new(max_total_bytes: u64) -> Self {
         Self {
             rooms: ArcSwap::default(),
             tenants: ArcSwap::from_pointee(None),
             started: Instant::now(),
             next_owner: AtomicU64::new(1),
+            host: Arc::new(Budget::new(max_total_bytes)),
+            shares: Mutex::new(HashMap::new()),
         }
     }
-}
 
-impl Mixer {
+    /// Changes the host's budget (a reload); chunks held past a lower one
+    /// stay until freed, and new ones are refused meanwhile.
+    pub fn set_max_total_bytes(&self, max: u64) {
+        self.host.max.store(max, Relaxed);
+    }
+
+    /// All rooms' buffers together.
+    pub fn budget(&self) -> &Budget {
+        &self.host
+    }
+
+    /// `tenant`'s share, once it has opened a room.
+    pub fn share(&self, tenant: &str) -> Option<Arc<Budget>> {
+        let shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+        shares.get(tenant).cloned()
+    }
+
+    /// `tenant`'s share with its cap set to `max`.
+    fn share_of(&self, tenant: &Arc<str>, max: u64) -> Arc<Budget> {
+        let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+        let share = shares
+            .entry(tenant.clone())
+            .or_insert_with(|| Arc::new(Budget::new(max)));
+        share.max.store(max, Relaxed);
+        share.clone()
+    }
+
+    /// Whether a refusal by `budget` should be logged now: the first, then
+    /// at most one a second per budget (a tenant retrying a full room
+    /// must not flood the log).
+    pub fn log_refusal(&self, budget: &Budget) -> bool {
+        let now = self.now_ms().max(1);
+        let last = budget.logged_ms.load(Relaxed);
+        (last == 0 || now.saturating_sub(last) >= 1_000)
+            && budget
+                .logged_ms
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+    }
+
     fn now_ms(&self) -> u64 {
         millis(self.started.elapsed())
     }
@@ -494,10 +779,11 @@ impl Mixer {
     }
 
     /// The room `name` (of no tenant), created with `config` if it does not
-    /// exist; no limits apply.
+    /// exist; no limits apply but the host's byte budget.
     pub fn room(&self, name: &str, config: RoomConfig) -> Arc<Room> {
         let unlimited = Limits {
             max_rooms: usize::MAX,
+            max_bytes: u64::MAX,
             ..Limits::default()
         };
         self.open("", name, config, &unlimited)
@@ -506,7 +792,8 @@ impl Mixer {
 
     /// `tenant`'s room `name`, created with `config` if it does not exist
     /// and the tenant has fewer than `limits.max_rooms` rooms. Opening
-    /// counts as use and sets the room's idle timeout to the tenant's.
+    /// counts as use and sets the room's idle timeout and the tenant's
+    /// byte share to the tenant's (a room costs no buffer until written).
     pub fn open(
         &self,
         tenant: &str,
@@ -522,6 +809,7 @@ impl Mixer {
         let key: RoomKey = (tenant.into(), name.to_string());
         let idle = millis(limits.room_idle_timeout);
         if let Some(r) = self.rooms.load().get(&key) {
+            r.accounts.tenant.max.store(limits.max_bytes, Relaxed);
             r.idle_ms.store(idle, Relaxed);
             r.used_ms.store(self.now_ms(), Relaxed);
             return Ok(r.clone());
@@ -546,7 +834,13 @@ impl Mixer {
                 return rooms.clone();
             }
             let room = created
-                .get_or_insert_with(|| Arc::new(Room::with_idle(config, limits.room_idle_timeout)))
+                .get_or_insert_with(|| {
+                    let accounts = Accounts {
+                        host: self.host.clone(),
+                        tenant: self.share_of(&key.0, limits.max_bytes),
+                    };
+                    Arc::new(Room::with_idle(config, limits.room_idle_timeout, accounts))
+                })
                 .clone();
             outcome = Ok(room.clone());
             let mut next = (**rooms).clone();
@@ -576,14 +870,18 @@ impl Mixer {
             .count()
     }
 
-    /// Removes a room (its buffer goes when its last user lets go).
+    /// Removes a room and frees its buffer.
     pub fn remove(&self, tenant: &str, name: &str) {
         let key: RoomKey = (tenant.into(), name.to_string());
+        let mut gone = None;
         self.rooms.rcu(|rooms| {
             let mut next = (**rooms).clone();
-            next.remove(&key);
+            gone = next.remove(&key);
             next
         });
+        if let Some(room) = gone {
+            room.free();
+        }
     }
 
     /// Removes the rooms nobody used for their idle timeout; returns them
@@ -600,14 +898,21 @@ impl Mixer {
             let mut next = HashMap::with_capacity(rooms.len());
             for (k, r) in rooms.iter() {
                 if idle(r) {
-                    gone.push(k.clone());
+                    gone.push((k.clone(), r.clone()));
                 } else {
                     next.insert(k.clone(), r.clone());
                 }
             }
             next
         });
-        gone
+        // Freed now: a session still holding the room for a moment must
+        // not keep its bytes charged.
+        gone.into_iter()
+            .map(|(k, r)| {
+                r.free();
+                k
+            })
+            .collect()
     }
 
     /// Keeps the rooms of `tenants` only, and refuses to open rooms for
@@ -615,18 +920,28 @@ impl Mixer {
     /// many rooms went.
     pub fn retain_tenants<'a>(&self, tenants: impl IntoIterator<Item = &'a str>) -> usize {
         let live: HashSet<Arc<str>> = tenants.into_iter().map(Arc::from).collect();
-        let mut removed = 0;
+        let mut removed = Vec::new();
         self.tenants.store(Arc::new(Some(live.clone())));
         self.rooms.rcu(|rooms| {
-            let next: HashMap<_, _> = rooms
-                .iter()
-                .filter(|((t, _), _)| live.contains(t))
-                .map(|(k, r)| (k.clone(), r.clone()))
-                .collect();
-            removed = rooms.len() - next.len();
+            removed.clear();
+            let mut next = HashMap::with_capacity(rooms.len());
+            for (k, r) in rooms.iter() {
+                if live.contains(&k.0) {
+                    next.insert(k.clone(), r.clone());
+                } else {
+                    removed.push(r.clone());
+                }
+            }
             next
         });
-        removed
+        for room in &removed {
+            room.free();
+        }
+        self.shares
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|t, _| live.contains(t));
+        removed.len()
     }
 
     /// Evicts idle rooms every `every` on a thread of its own, for as long
@@ -810,6 +1125,7 @@ mod tests {
             max_rooms,
             max_members,
             room_idle_timeout: Duration::from_millis(idle_ms),
+            ..Limits::default()
         }
     }
 
@@ -854,6 +1170,194 @@ mod tests {
         let s = room.leave("s1", Some(1));
         assert!(s.members.is_empty());
         assert_eq!(s.leader, None);
+    }
+
+    /// Limits with a byte share of `max_bytes`.
+    fn share(max_bytes: u64) -> Limits {
+        Limits {
+            max_bytes,
+            ..limits(8, 8, 60_000)
+        }
+    }
+
+    /// Bytes of one chunk of `small()`.
+    const SMALL_CHUNK: u64 = 4 * SAMPLE_BYTES;
+
+    #[test]
+    fn a_room_costs_nearly_nothing_until_written_and_frees_what_the_window_passes() {
+        let mixer = Mixer::new(1 << 30);
+        // The largest room a component may open: 60 s of 48 kHz stereo.
+        let big = RoomConfig {
+            channels: 2,
+            ..RoomConfig::default()
+        };
+        let room = mixer.open("t", "quiet", big, &Limits::default()).unwrap();
+        assert_eq!((room.bytes(), mixer.budget().used()), (0, 0));
+        // What an unwritten room holds: its slots' headers, not samples
+        // (about 1% of the 23 MB window it used to allocate).
+        let idle = std::mem::size_of::<Chunk>() as u64 * u64::from(big.chunks);
+        let window = big.window() * SAMPLE_BYTES;
+        assert!(
+            idle * 100 <= window,
+            "{idle} bytes idle for a {window}-byte window"
+        );
+        // Reads allocate nothing and return silence.
+        let mut out = vec![9.0; 1920];
+        room.read(0, &mut out).unwrap();
+        assert!(out.iter().all(|s| *s == 0.0));
+        assert_eq!(mixer.budget().used(), 0);
+        // One frame written: one chunk charged, to the tenant and the host.
+        room.write(1920 * 10, &[0.5; 1920]).unwrap();
+        let chunk = 1920 * SAMPLE_BYTES;
+        assert_eq!(room.bytes(), chunk);
+        assert_eq!(mixer.budget().used(), chunk);
+        assert_eq!(mixer.share("t").unwrap().used(), chunk);
+
+        // In a small room (8 chunks of 4), chunks the window passes are
+        // freed: writing a window ahead leaves only the new chunk.
+        let small_room = mixer
+            .open("t", "small", small(), &Limits::default())
+            .unwrap();
+        small_room.write(0, &[0.5; 16]).unwrap();
+        assert_eq!(small_room.bytes(), 4 * SMALL_CHUNK);
+        small_room.write(44, &[0.25; 4]).unwrap(); // head 48: window 16..48
+        assert_eq!(small_room.bytes(), SMALL_CHUNK);
+        let mut four = [9.0; 4];
+        small_room.read(44, &mut four).unwrap();
+        assert_eq!(four, [0.25; 4]);
+        assert_eq!(mixer.budget().used(), chunk + SMALL_CHUNK);
+        // Laps round the ring recycle chunks and never hold more than the
+        // window.
+        for i in 0..40u64 {
+            small_room.write(48 + i * 4, &[0.125; 4]).unwrap();
+            assert!(small_room.bytes() <= 8 * SMALL_CHUNK);
+        }
+        assert_eq!(small_room.bytes(), 8 * SMALL_CHUNK);
+        // Removing and evicting rooms gives everything back at once, even
+        // while someone still holds the room.
+        mixer.remove("t", "small");
+        assert_eq!(small_room.bytes(), 0);
+        assert_eq!(mixer.budget().used(), chunk);
+        assert_eq!(mixer.retain_tenants(["u"]), 1);
+        assert_eq!(mixer.budget().used(), 0);
+        drop(room);
+        assert_eq!(mixer.budget().used(), 0);
+    }
+
+    #[test]
+    fn concurrent_writers_are_charged_each_chunk_once() {
+        let mixer = Mixer::new(1 << 30);
+        let room = mixer.room("r", RoomConfig::default());
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let room = room.clone();
+                s.spawn(move || {
+                    for r in 0..100u64 {
+                        room.write(r * 960 + (t % 2) * 480, &[0.001; 960]).unwrap();
+                    }
+                });
+            }
+        });
+        // Frames 0..=100 (the half-shifted writers reach into frame 100).
+        assert_eq!(room.bytes(), 101 * 960 * SAMPLE_BYTES);
+        assert_eq!(mixer.budget().used(), room.bytes());
+    }
+
+    #[test]
+    fn the_tenant_share_refuses_precisely_and_recovers_when_rooms_go() {
+        let mixer = Mixer::new(1 << 20);
+        let l = share(3 * SMALL_CHUNK);
+        let one = mixer.open("a", "one", small(), &l).unwrap();
+        let two = mixer.open("a", "two", small(), &l).unwrap();
+        one.write(0, &[0.5; 8]).unwrap(); // chunks 0 and 1
+        two.write(0, &[0.5; 4]).unwrap(); // the share, exactly
+        let full = MixError::OverBudget {
+            limit: BudgetLimit::Tenant,
+            max: 3 * SMALL_CHUNK,
+        };
+        // A write reaching a fourth chunk is refused whole: its part in
+        // the held chunk is not added either.
+        assert_eq!(two.write(2, &[0.25; 4]), Err(full.clone()));
+        assert_eq!(
+            full.to_string(),
+            "the tenant's mixing buffers are full: 48 bytes (the most allowed: mixer.max_bytes)"
+        );
+        let mut out = [9.0; 8];
+        two.read(0, &mut out).unwrap();
+        assert_eq!(out, [0.5, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0]);
+        // Chunks already held still mix.
+        two.write(0, &[0.25; 4]).unwrap();
+        two.read(0, &mut out[..4]).unwrap();
+        assert_eq!(out[..4], [0.75; 4]);
+        let a = mixer.share("a").unwrap();
+        assert_eq!((a.used(), a.refused()), (3 * SMALL_CHUNK, 1));
+        // Another tenant is not touched.
+        let b = mixer.open("b", "one", small(), &l).unwrap();
+        b.write(0, &[0.5; 12]).unwrap();
+        assert_eq!(mixer.share("b").unwrap().refused(), 0);
+        // A room going frees the tenant's share for the other.
+        mixer.remove("a", "one");
+        assert_eq!(a.used(), SMALL_CHUNK);
+        two.write(2, &[0.25; 4]).unwrap();
+        two.read(0, &mut out).unwrap();
+        assert_eq!(out, [0.75, 0.75, 1.0, 1.0, 0.25, 0.25, 0.0, 0.0]);
+        // A reload lowering the share applies to chunks taken from then on.
+        let l = share(SMALL_CHUNK);
+        let two = mixer.open("a", "two", small(), &l).unwrap();
+        assert!(matches!(
+            two.write(8, &[0.5; 4]),
+            Err(MixError::OverBudget {
+                limit: BudgetLimit::Tenant,
+                max: 16
+            })
+        ));
+    }
+
+    #[test]
+    fn the_host_budget_refuses_across_tenants_and_recovers_when_rooms_are_evicted() {
+        let mixer = Mixer::new(4 * SMALL_CHUNK);
+        let quick = Limits {
+            max_bytes: 3 * SMALL_CHUNK,
+            ..limits(8, 8, 50)
+        };
+        let a = mixer.open("a", "r", small(), &quick).unwrap();
+        a.write(0, &[0.5; 12]).unwrap();
+        let b = mixer
+            .open("b", "r", small(), &share(4 * SMALL_CHUNK))
+            .unwrap();
+        b.write(0, &[0.5; 4]).unwrap(); // the host's budget, exactly
+        let full = MixError::OverBudget {
+            limit: BudgetLimit::Host,
+            max: 4 * SMALL_CHUNK,
+        };
+        assert_eq!(b.write(4, &[0.5; 4]), Err(full.clone()));
+        // The figure is the operator's (logged), not the client's.
+        assert_eq!(
+            full.to_string(),
+            "the host's mixing buffers are full (the most allowed: mixer.max_total_bytes)"
+        );
+        // The refusal charged neither budget.
+        assert_eq!(mixer.share("b").unwrap().used(), SMALL_CHUNK);
+        assert_eq!(mixer.budget().used(), 4 * SMALL_CHUNK);
+        assert_eq!(mixer.budget().refused(), 1);
+        // a's room goes idle and is evicted: b may take its bytes.
+        std::thread::sleep(Duration::from_millis(120));
+        mixer.get("b", "r").unwrap();
+        assert_eq!(mixer.evict_idle(), vec![(Arc::from("a"), "r".to_string())]);
+        assert_eq!(mixer.budget().used(), SMALL_CHUNK);
+        assert_eq!(mixer.share("a").unwrap().used(), 0);
+        b.write(4, &[0.5; 8]).unwrap();
+        assert_eq!(mixer.budget().used(), 3 * SMALL_CHUNK);
+        // A reload lowering the host's budget refuses new chunks only.
+        mixer.set_max_total_bytes(SMALL_CHUNK);
+        b.write(0, &[0.25; 12]).unwrap();
+        assert!(matches!(
+            b.write(12, &[0.5; 4]),
+            Err(MixError::OverBudget {
+                limit: BudgetLimit::Host,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `edge:platform/mixer` for components: rooms of the calling tenant.
 
-use crate::{LimitError, Limits, MixError, Mixer, Room, RoomConfig, RoomState};
+use crate::{BudgetLimit, LimitError, Limits, MixError, Mixer, Room, RoomConfig, RoomState};
 use std::sync::{Arc, Mutex, Weak};
 use wasmtime::component::{HasData, Linker};
 
@@ -144,6 +144,7 @@ fn wire_state(room: &Room, s: &RoomState) -> api::RoomState {
 fn mix_error(e: MixError) -> Error {
     match e {
         MixError::OutsideWindow { .. } => Error::OutsideWindow(e.to_string()),
+        MixError::OverBudget { .. } => Error::Full(e.to_string()),
         _ => Error::BadInput(e.to_string()),
     }
 }
@@ -180,7 +181,33 @@ impl api::Host for &MixerGrant {
     }
 
     fn write(&mut self, room: String, at: u64, samples: Vec<f32>) -> Result<(), Error> {
-        self.room(&room)?.write(at, &samples).map_err(mix_error)
+        let r = self.room(&room)?;
+        r.write(at, &samples).map_err(|e| {
+            if let MixError::OverBudget { limit, max } = e {
+                let budget = match limit {
+                    BudgetLimit::Tenant => &*r.accounts.tenant,
+                    BudgetLimit::Host => &*r.accounts.host,
+                };
+                // Once a second at most: a tenant at its share may retry
+                // every frame.
+                if self.mixer.log_refusal(budget) {
+                    let key = match limit {
+                        BudgetLimit::Tenant => "mixer.max_bytes",
+                        BudgetLimit::Host => "mixer.max_total_bytes",
+                    };
+                    tracing::warn!(
+                        tenant = %self.tenant,
+                        room,
+                        limit = key,
+                        max_bytes = max,
+                        used_bytes = budget.used(),
+                        refused = budget.refused(),
+                        "mixer byte budget reached: write refused"
+                    );
+                }
+            }
+            mix_error(e)
+        })
     }
 
     fn read(&mut self, room: String, at: u64, len: u32) -> Result<Vec<f32>, Error> {

@@ -63,7 +63,7 @@ impl Runtime {
         let resets_in_place = crate::engine::resets_in_place();
         let engine = crate::engine::build_engine(&config.pool)?;
         let cache = ComponentCache::new(&engine, &config.server.data_dir.join("cache"));
-        let mixer = Arc::new(edge_mixer::Mixer::default());
+        let mixer = Arc::new(edge_mixer::Mixer::new(config.mixer_max_total_bytes));
         // Idle rooms go within a second of their timeout, whether or not
         // anyone opens another room.
         edge_mixer::Mixer::spawn_janitor(&mixer, Duration::from_secs(1));
@@ -300,6 +300,8 @@ impl App {
         if closed > 0 {
             tracing::info!(rooms = closed, "mixing rooms of removed tenants closed");
         }
+        rt.mixer
+            .set_max_total_bytes(self.config.mixer_max_total_bytes);
         rt.shares.apply(
             self.config
                 .tenants
@@ -400,6 +402,7 @@ fn build_target(
                 max_rooms: tenant.mixer.max_rooms,
                 max_members: tenant.mixer.max_members,
                 room_idle_timeout: tenant.mixer.room_idle_timeout,
+                max_bytes: tenant.mixer.max_bytes,
             },
         ),
     };
