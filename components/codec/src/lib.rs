@@ -420,6 +420,10 @@ fn mixer_error(e: mixer::Error) -> Answer {
             // One counter per limit (the host's message names it).
             let counter = if m.contains("max_members") {
                 "mixer_refused_max_members"
+            } else if m.contains("max_total_bytes") {
+                "mixer_refused_max_total_bytes"
+            } else if m.contains("max_bytes") {
+                "mixer_refused_max_bytes"
             } else {
                 "mixer_refused_max_rooms"
             };

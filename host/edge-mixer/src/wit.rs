@@ -358,4 +358,31 @@ mod tests {
         (&other).open_room("r".into(), settings()).unwrap();
         assert!((&other).state("r".into()).unwrap().members.is_empty());
     }
+
+    #[test]
+    fn byte_budgets_are_the_full_error_and_tenants_are_apart() {
+        // Two frames of 960 mono samples: the tenant's share.
+        let frame = 960 * 4;
+        let mixer = Arc::new(Mixer::new(3 * frame));
+        let limits = Limits {
+            max_bytes: 2 * frame,
+            ..Limits::default()
+        };
+        let g = MixerGrant::new(mixer.clone(), "t", limits);
+        (&g).open_room("r".into(), settings()).unwrap();
+        (&g).write("r".into(), 0, vec![0.5; 1920]).unwrap();
+        assert!(matches!(
+            (&g).write("r".into(), 1920, vec![0.5; 960]),
+            Err(Error::Full(m)) if m.contains("mixer.max_bytes")
+        ));
+        // Another tenant mixes on, up to the host's budget.
+        let u = MixerGrant::new(mixer.clone(), "u", limits);
+        (&u).open_room("r".into(), settings()).unwrap();
+        (&u).write("r".into(), 0, vec![0.25; 960]).unwrap();
+        assert_eq!((&u).read("r".into(), 0, 960).unwrap(), vec![0.25; 960]);
+        assert!(matches!(
+            (&u).write("r".into(), 960, vec![0.25; 960]),
+            Err(Error::Full(m)) if m.contains("mixer.max_total_bytes") && !m.contains(&(3 * frame).to_string())
+        ));
+    }
 }
