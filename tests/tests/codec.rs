@@ -1100,3 +1100,142 @@ async fn forged_tokens_hold_no_session() {
     join(&edge, "choir", &token("choir", "alice")).await;
     assert_eq!(edge.metric(held).await, 1.0);
 }
+
+#[tokio::test]
+async fn a_tenant_at_its_byte_share_is_refused_while_another_tenant_mixes() {
+    // Tenant a may hold 200,000 bytes of mixing buffer: 52 frames of 20 ms
+    // mono (3,840 bytes each). Tenant b has the default share.
+    let edge_toml = r#"app = "spin.toml"
+[[tenant]]
+name = "a"
+hosts = ["a.test"]
+components = ["*"]
+[tenant.mixer]
+max_bytes = 200000
+room_idle_timeout_ms = 300
+[[tenant]]
+name = "b"
+hosts = ["b.test"]
+components = ["*"]
+[component.codec]
+instance = "session"
+session_key = "bearer"
+"#;
+    let edge = Edge::start(&spin(), edge_toml);
+    let t = token("choir", "ada");
+    for host in ["a.test", "b.test"] {
+        let (s, body) = call(&edge, "POST", "choir/join", Some(&t), Some(host)).await;
+        assert_eq!(s, 200, "{body}");
+    }
+    let second = tone(440.0, 0.3, 50, 0);
+    let write = |host: &'static str, at: usize, frames: usize| {
+        let (edge, t) = (&edge, t.clone());
+        async move {
+            let path = format!(
+                "choir/chunk?write_at={}&read_at=0&read_frames=0",
+                at * FRAME
+            );
+            let body = packets(&tone(440.0, 0.3, frames, at * FRAME));
+            let (s, head, _, _) = chunk_packets(edge, &path, &t, Some(host), body).await;
+            (s, head)
+        }
+    };
+    // One second fits a's share; the next second needs 50 more frames.
+    let (s, head) = write("a.test", 0, 50).await;
+    assert_eq!(s, 200, "{head}");
+    let (s, head) = write("a.test", 50, 50).await;
+    assert_eq!(s, 429, "{head}");
+    assert_eq!(
+        head["error"],
+        "the tenant's mixing buffers are full: 200000 bytes (the most allowed: mixer.max_bytes)"
+    );
+    assert_eq!(
+        edge.metric("edge_guest_counter_total{tenant=\"a\",component=\"codec\",name=\"mixer_refused_max_bytes\"}").await,
+        1.0
+    );
+    let log = plain(&edge.log_after("mixer byte budget reached").await);
+    assert!(
+        log.contains("tenant=a") && log.contains("mixer.max_bytes"),
+        "{log}"
+    );
+    // What a already holds still mixes.
+    let (s, head) = write("a.test", 0, 10).await;
+    assert_eq!(s, 200, "{head}");
+
+    // Tenant b mixes two seconds meanwhile, more than a's whole share.
+    let (s, head) = write("b.test", 0, 100).await;
+    assert_eq!(s, 200, "{head}");
+    let heard = mix(&edge, "choir", &t, Some("b.test"), 100).await;
+    assert!(loudness(&heard[90 * FRAME..]) > 0.1);
+    assert!(aligned_snr(&second, &heard, 5 * FRAME, 45 * FRAME) > 10.0);
+    assert_eq!(
+        edge.metric("edge_guest_counter_total{tenant=\"b\",component=\"codec\",name=\"mixer_refused_max_bytes\"}").await,
+        0.0
+    );
+
+    // a's room goes idle and is evicted: its bytes come back, and a new
+    // room of a's mixes its second second.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(
+        edge.log().contains("idle mixing room removed"),
+        "{}",
+        edge.log()
+    );
+    let (s, body) = call(&edge, "POST", "choir/join", Some(&t), Some("a.test")).await;
+    assert_eq!(s, 200, "{body}");
+    let (s, head) = write("a.test", 50, 50).await;
+    assert_eq!(s, 200, "{head}");
+}
+
+#[test]
+fn mixer_byte_budgets_are_checked_in_the_config() {
+    let check = |edge: &str| {
+        let dir = edge_tests::TempDir::new("cfg");
+        dir.write("spin.toml", &spin());
+        let config = dir.write("edge.toml", edge);
+        let out = std::process::Command::new(edge_tests::edge_bin())
+            .args(["check", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(edge_tests::shared_cache())
+            .output()
+            .expect("run edge check");
+        let stderr =
+            String::from_utf8_lossy(&out.stderr).replace(&dir.path().display().to_string(), "DIR");
+        (out.status.code(), stderr)
+    };
+    let tenant = |keys: &str| {
+        EDGE.replace(
+            "components = [\"*\"]\n",
+            &format!("components = [\"*\"]\n[tenant.mixer]\n{keys}\n"),
+        )
+    };
+    let (code, stderr) = check(&format!("{EDGE}[mixer]\nmax_total_bytes = 0\n"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("DIR/edge.toml:10:19: mixer.max_total_bytes: must be at least 1"),
+        "{stderr}"
+    );
+    let (code, stderr) = check(&tenant("max_total_bytes = 1000000"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("DIR/edge.toml:7:19: tenant[0].mixer.max_total_bytes: is host-wide"),
+        "{stderr}"
+    );
+    let (code, stderr) = check(&format!(
+        "{}[mixer]\nmax_total_bytes = 1000000\n",
+        tenant("max_bytes = 1000001")
+    ));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "DIR/edge.toml:7:13: tenant[0].mixer.max_bytes: must be at most mixer.max_total_bytes (1000000)"
+        ),
+        "{stderr}"
+    );
+    let (code, stderr) = check(&format!(
+        "{}[mixer]\nmax_total_bytes = 1000000\nmax_bytes = 1000\n",
+        tenant("max_bytes = 1000000")
+    ));
+    assert_eq!(code, Some(0), "{stderr}");
+}
