@@ -188,9 +188,10 @@ impl api::Host for &MixerGrant {
                     BudgetLimit::Tenant => &*r.accounts.tenant,
                     BudgetLimit::Host => &*r.accounts.host,
                 };
-                // Once a second at most: a tenant at its share may retry
-                // every frame.
-                if self.mixer.log_refusal(budget) {
+                // Once a second at most per tenant (whichever budget): a
+                // tenant at its share may retry every frame, and one
+                // tenant's refusals must not hide another's.
+                if self.mixer.log_refusal(&r.accounts.tenant) {
                     let key = match limit {
                         BudgetLimit::Tenant => "mixer.max_bytes",
                         BudgetLimit::Host => "mixer.max_total_bytes",
