@@ -17,8 +17,9 @@
 //! # Memory
 //!
 //! A chunk's samples are allocated when it is first written (under its
-//! exclusive lock), so a room nobody writes costs a few bytes per chunk
-//! rather than its whole window (up to 23 MB), and freed when the window
+//! exclusive lock), so a room nobody writes costs 32 bytes per chunk
+//! (96 KB for 60 s of 20 ms frames) rather than its whole window (up to
+//! 23 MB, once allocated at open), and freed when the window
 //! passes them or the room goes. Every allocated chunk is charged to two
 //! [`Budget`]s, the tenant's share and the host's total, and released from
 //! them when it is freed; a write that would need a chunk past either is
