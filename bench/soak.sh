@@ -186,7 +186,7 @@ rows = [json.loads(l) for l in open(f"{w}/windows.jsonl") if l.startswith("{")]
 print()
 print(f"capacity (closed loop, {cap['concurrency']} connections): {cap['req_per_s']:.0f} req/s, p99 {cap['p99_us']/1000:.1f} ms, {cap['errors']} errors; soak at {rate} req/s")
 print()
-print("| t (s) | RSS MiB | req/s | p50 ms | p99 ms | max ms | errors |")
+print("| t (s) | RSS MiB | sent/s | p50 ms | p99 ms | max ms | errors |")
 print("|---|---|---|---|---|---|---|")
 for r in rows:
     rss = f"{r['rss_kib']/1024:.0f}" if r["rss_kib"] else "gone"
