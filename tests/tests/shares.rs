@@ -3,49 +3,19 @@
 //! Each test is a hole a single tenant or client could use to take the
 //! PoP from everyone else.
 
-use edge_tests::{Edge, client, component, get_host, request};
+use edge_tests::{Edge, client, component, get_host, request, standard_spin};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Two sites' worth of routes: echo per request, two session components
-/// (the fixtures guest, keyed by path segment and by header).
+/// The standard components (echo per request, the fixtures guest, a
+/// `counter`), and `other`: the fixtures guest again, for a second session
+/// route keyed by header.
 fn spin() -> String {
     format!(
-        r#"spin_manifest_version = 2
-[application]
-name = "shares"
-
-[[trigger.http]]
-route = "/..."
-component = "echo"
-
-[[trigger.http]]
-route = "/fixtures/..."
-component = "fixtures"
-
-[[trigger.http]]
-route = "/counter/..."
-component = "counter"
-
-[[trigger.http]]
-route = "/other/..."
-component = "other"
-
-[component.echo]
-source = "{echo}"
-
-[component.fixtures]
-source = "{fixtures}"
-
-[component.counter]
-source = "{fixtures}"
-
-[component.other]
-source = "{fixtures}"
-"#,
-        echo = component("echo"),
-        fixtures = component("fixtures"),
+        "{}\n[[trigger.http]]\nroute = \"/other/...\"\ncomponent = \"other\"\n[component.other]\nsource = \"{}\"\n",
+        standard_spin(),
+        component("fixtures")
     )
 }
 
