@@ -269,9 +269,9 @@ impl SessionPool {
         })
     }
 
-    /// One of the tenant's sessions for a new session of this pool, which
-    /// now holds `held` (its lock is held): within the tenant's share, or in
-    /// the place of an evicted one (then `true`: its instance is on its way
+    /// One of the tenant's sessions for a new session of this pool, whose
+    /// map (`sessions`) is locked: within the tenant's share, or in the
+    /// place of an evicted one (then `true`: its instance is on its way
     /// out).
     fn admit(
         self: &Arc<Self>,
@@ -292,7 +292,7 @@ impl SessionPool {
         self.share
             .session_start()
             .map_err(|l| refuse(Failure::OverShare(l)))?;
-        if let Ok(p) = self.share.acquire(Limit::Sessions) {
+        if let Some(p) = self.share.try_acquire(Limit::Sessions) {
             return Ok((p, false));
         }
         // The tenant's sessions are all taken. A component under its part
@@ -304,10 +304,11 @@ impl SessionPool {
             // The evicted session gave its count back as it left its map.
             let p = self
                 .share
-                .acquire(Limit::Sessions)
-                .unwrap_or_else(|_| self.share.acquire_over(Limit::Sessions));
+                .try_acquire(Limit::Sessions)
+                .unwrap_or_else(|| self.share.acquire_over(Limit::Sessions));
             return Ok((p, true));
         }
+        self.share.refuse(Limit::Sessions);
         Err(refuse(Failure::OverShare(Limit::Sessions)))
     }
 

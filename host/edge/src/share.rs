@@ -128,14 +128,21 @@ impl TenantShare {
     /// Takes one unit of `limit` (instances, sessions or in-flight), or
     /// counts a refusal and says which limit refused.
     pub fn acquire(self: &Arc<Self>, limit: Limit) -> Result<Permit, Limit> {
-        let max = self.max(limit);
-        let counter = self.counter(limit);
-        if counter.fetch_add(1, Relaxed) >= max {
-            counter.fetch_sub(1, Relaxed);
+        self.try_acquire(limit).ok_or_else(|| {
             self.refuse(limit);
-            return Err(limit);
+            limit
+        })
+    }
+
+    /// Takes one unit of `limit` if it fits, counting nothing otherwise
+    /// (for a caller with another way to make room).
+    pub fn try_acquire(self: &Arc<Self>, limit: Limit) -> Option<Permit> {
+        let counter = self.counter(limit);
+        if counter.fetch_add(1, Relaxed) >= self.max(limit) {
+            counter.fetch_sub(1, Relaxed);
+            return None;
         }
-        Ok(Permit {
+        Some(Permit {
             share: self.clone(),
             limit,
         })
@@ -181,7 +188,8 @@ impl TenantShare {
         }
     }
 
-    fn refuse(&self, limit: Limit) {
+    /// Counts a refusal for `limit`.
+    pub fn refuse(&self, limit: Limit) {
         let i = Limit::ALL.iter().position(|l| *l == limit).unwrap_or(0);
         self.refused[i].fetch_add(1, Relaxed);
     }
