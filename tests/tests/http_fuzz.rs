@@ -432,6 +432,9 @@ enum End {
 #[derive(Clone)]
 struct Case {
     bytes: Vec<u8>,
+    /// Where the bytes are cut into separate writes (a millisecond apart),
+    /// so the server parses heads, chunk sizes and frames across reads.
+    splits: Vec<usize>,
     end: End,
 }
 
@@ -439,7 +442,13 @@ struct Case {
 /// request.
 impl std::fmt::Debug for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?} \"{}\"", self.end, self.bytes.escape_ascii())
+        write!(
+            f,
+            "{:?} split at {:?} \"{}\"",
+            self.end,
+            self.splits,
+            self.bytes.escape_ascii()
+        )
     }
 }
 
@@ -476,9 +485,15 @@ fn case() -> impl Strategy<Value = Case> {
         1 => Just(End::Hold),
         2 => Just(End::Drop),
     ];
-    (stream, edits, end).prop_map(|(s, e, end)| Case {
-        bytes: mutate(s, e),
-        end,
+    let splits = prop_oneof![
+        3 => Just(Vec::new()),
+        1 => prop::collection::vec(any::<prop::sample::Index>(), 1..4),
+    ];
+    (stream, edits, splits, end).prop_map(|(s, e, splits, end)| {
+        let bytes = mutate(s, e);
+        let mut splits: Vec<usize> = splits.iter().map(|i| i.index(bytes.len() + 1)).collect();
+        splits.sort_unstable();
+        Case { bytes, splits, end }
     })
 }
 
@@ -488,7 +503,16 @@ fn send(addr: &str, case: &Case) -> Vec<u8> {
     s.set_write_timeout(Some(Duration::from_secs(2))).ok();
     // The server may close before reading everything (a 400 or 431): a
     // failed write is an answer, not a failure.
-    let _ = s.write_all(&case.bytes);
+    let mut from = 0;
+    for &to in case.splits.iter().chain([&case.bytes.len()]) {
+        if s.write_all(&case.bytes[from..to]).is_err() {
+            break;
+        }
+        from = to;
+        if to < case.bytes.len() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
     let mut out = Vec::new();
     let (quiet, total) = match case.end {
         End::Drop => return out,
