@@ -347,3 +347,40 @@ async fn unsent_bodies_do_not_grow_the_host() {
     assert!(body.starts_with("held 200 bodies"), "{body}");
     assert!(grown < 64 * 1024, "the host grew by {grown} KiB: {body}");
 }
+
+#[tokio::test]
+async fn tenants_each_within_their_share_cannot_fill_the_pool_for_others() {
+    // Pool of 20, each tenant's sessions capped at 5 (a quarter): four
+    // tenants pinning their 5 idle sessions each fill every slot. A fifth
+    // tenant's instances then take slots back from idle sessions.
+    let mut edge_toml = String::from(
+        "app = \"spin.toml\"\n[pool]\ntotal_component_instances = 20\n[[tenant]]\nname = \"victim\"\nhosts = [\"victim.test\"]\ncomponents = [\"*\"]\n",
+    );
+    for t in ["a", "b", "c", "d"] {
+        edge_toml +=
+            &format!("[[tenant]]\nname = \"{t}\"\nhosts = [\"{t}.test\"]\ncomponents = [\"*\"]\n");
+    }
+    edge_toml += "[component.counter]\ninstance = \"session\"\nsession_key = \"path:2\"\nidle_timeout_ms = 600000\n";
+    let edge = Edge::start(&spin(), &edge_toml);
+    let c = client();
+    for t in ["a", "b", "c", "d"] {
+        for k in 0..8 {
+            let url = format!("{}/counter/k{k}/count", edge.url);
+            let host = format!("{t}.test");
+            let (status, body) =
+                request(&c, "GET", &url, &[("host", &host)], Default::default()).await;
+            assert!(status == 200 || status == 503, "{status} {body}");
+        }
+    }
+    assert_eq!(
+        edge.metric("edge_pool_slots_in_use{kind=\"component_instances\"}")
+            .await,
+        20.0,
+        "the four tenants fill the pool"
+    );
+    let (status, body) = get_host(&format!("{}/hello", edge.url), "victim.test").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get_host(&format!("{}/counter/mine/count", edge.url), "victim.test").await;
+    assert_eq!((status, body.as_str()), (200, "1\n"));
+    assert!(edge.log().contains("pool full: an idle session was ended"));
+}

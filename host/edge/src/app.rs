@@ -108,6 +108,9 @@ pub struct Target {
     pub sessions: Option<Arc<SessionPool>>,
     /// The tenant's share of the host.
     pub share: Arc<crate::share::TenantShare>,
+    /// Every tenant's idle sessions, to take a slot back from when the
+    /// pool is full.
+    pub idle_sessions: crate::session::IdleSessions,
 }
 
 /// A route of one tenant.
@@ -424,6 +427,7 @@ fn build_target(
         metrics: rt.metrics.route(&tenant.name, &component.id),
         sessions,
         share,
+        idle_sessions: rt.sessions.idle_sessions(),
     })
 }
 
@@ -435,6 +439,8 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     // environment, so linking is not granting.
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    // Over the library's: deletes the request options it leaves behind.
+    crate::outgoing_handler::add_to_linker(&mut linker)?;
     if component.has_variables {
         edge_variables::add_to_linker(&mut linker)?;
     }

@@ -61,18 +61,48 @@ pub fn new_store(
     store
 }
 
+/// How many idle sessions one instantiation may end to find a pool slot.
+const RECLAIM_TRIES: usize = 4;
+
 /// Makes `target`'s instance in `store`, within the store's deadline.
+/// A full pool is first answered by ending idle sessions
+/// ([`crate::session::IdleSessions`]); only then is it a failure.
 pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Result<Proxy, Failure> {
     let prepared = match &target.prepared {
         Ok(p) => p.clone(),
         Err(why) => return Err(Failure::Unavailable(why.to_string())),
     };
     let deadline = tokio::time::Instant::from_std(store.data().deadline);
-    let made = tokio::time::timeout_at(deadline, prepared.pre.instantiate_async(&mut *store)).await;
-    let result = match made {
-        Ok(Ok(proxy)) => return Ok(proxy),
-        Ok(Err(e)) => Failure::classify(&e, store.data().limiter.hit),
-        Err(_) => Failure::Deadline,
+    let mut reclaimed = 0;
+    let result = loop {
+        let made =
+            tokio::time::timeout_at(deadline, prepared.pre.instantiate_async(&mut *store)).await;
+        let failure = match made {
+            Ok(Ok(proxy)) => return Ok(proxy),
+            Ok(Err(e)) => Failure::classify(&e, store.data().limiter.hit),
+            Err(_) => Failure::Deadline,
+        };
+        // The pool is full: take a slot back from an idle session of the
+        // tenant that holds the most, and try again once its store is
+        // gone (its task runs when this one yields).
+        if !matches!(failure, Failure::PoolExhausted) || reclaimed >= RECLAIM_TRIES {
+            break failure;
+        }
+        match target.idle_sessions.reclaim() {
+            Some(from) => {
+                reclaimed += 1;
+                tracing::info!(tenant = %target.tenant, component = %target.component, from = %from, "pool full: an idle session was ended for this instance");
+            }
+            None => break failure,
+        }
+        for wait_ms in [0, 1, 2, 4, 8, 16] {
+            tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+            if let Ok(Ok(proxy)) =
+                tokio::time::timeout_at(deadline, prepared.pre.instantiate_async(&mut *store)).await
+            {
+                return Ok(proxy);
+            }
+        }
     };
     count_failure(target, &result);
     log_guest_output(store, target);

@@ -147,7 +147,54 @@ impl Workers {
     }
 }
 
+/// Every tenant's idle sessions, for taking a pool slot back when the pool
+/// is full.
+///
+/// Shares bound what each tenant holds, but several tenants each within
+/// theirs can still fill the pool with sessions they pin and leave idle;
+/// an instance of anyone's that then finds no slot takes one from the
+/// tenant holding the most sessions (its least recently used idle one).
+#[derive(Clone, Default)]
+pub struct IdleSessions(Arc<PoolMap>);
+
+impl IdleSessions {
+    /// Ends one idle session of the tenant that holds the most; false if
+    /// none of the largest holders has an idle one (or its pool is busy).
+    /// Its slot comes back when the session's task has dropped its store,
+    /// shortly after.
+    pub fn reclaim(&self) -> Option<Arc<str>> {
+        let pools: Vec<Arc<SessionPool>> = {
+            let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            map.values().filter_map(Weak::upgrade).collect()
+        };
+        let mut held: HashMap<&str, usize> = HashMap::new();
+        for p in &pools {
+            *held.entry(&p.tenant).or_default() += p.len();
+        }
+        let mut tenants: Vec<(&str, usize)> = held.into_iter().filter(|(_, n)| *n > 0).collect();
+        tenants.sort_by_key(|(t, n)| (std::cmp::Reverse(*n), *t));
+        for (tenant, _) in tenants {
+            let mut theirs: Vec<&Arc<SessionPool>> =
+                pools.iter().filter(|p| &*p.tenant == tenant).collect();
+            theirs.sort_by_key(|p| std::cmp::Reverse(p.len()));
+            for p in theirs {
+                if let Ok(mut sessions) = p.sessions.try_lock()
+                    && p.evict_lru(&mut sessions)
+                {
+                    return Some(p.tenant.clone());
+                }
+            }
+        }
+        None
+    }
+}
+
 impl SessionRegistry {
+    /// The idle sessions of every pool, for [`IdleSessions::reclaim`].
+    pub fn idle_sessions(&self) -> IdleSessions {
+        IdleSessions(self.pools.clone())
+    }
+
     /// Registers the calling worker thread's runtime for session tasks.
     pub fn add_worker(&self, handle: tokio::runtime::Handle) {
         let mut handles = self.workers.handles();
