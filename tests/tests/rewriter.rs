@@ -1154,3 +1154,45 @@ async fn rules_file_changes_apply_and_a_broken_one_keeps_the_old_rules() {
         );
     }
 }
+
+/// One session instance proxies request after request without running out
+/// of host resources: each proxied request must give back every resource
+/// table entry it took. Wasmtime-wasi-http 48's `outgoing-handler.handle`
+/// read the guest's `request-options` and left it in the table (one entry
+/// per request: at the 1,024-entry default, the ~1,016th request failed).
+/// With the cap at its minimum, the old host failed its 57th request.
+/// Rewritten, gzipped, passed-through and failed (origin down) requests
+/// take turns, so none of their paths may keep an entry either.
+#[tokio::test]
+async fn a_session_instance_serves_more_requests_than_its_resource_cap() {
+    let origin = Origin::start();
+    let config = edge_config(origin.port, closed_port())
+        .replace(
+            "request_deadline_ms = 120000",
+            "request_deadline_ms = 120000\nmax_host_resources = 64",
+        )
+        .replace("instances_per_key = 2", "instances_per_key = 1");
+    let edge = Edge::start(&spin(), &config);
+    let gz = [("accept-encoding", "gzip")];
+    for i in 0..1200 {
+        match i % 4 {
+            0 => {
+                let a = fetch(&edge, "clone.test", "/page.html", &[]).await;
+                assert_eq!(a.status, 200, "request {i}: {:?}", a.body);
+                assert_eq!(text(&a), PAGE_REWRITTEN, "request {i}");
+            }
+            1 => {
+                let a = fetch(&edge, "clone.test", "/gzip.html", &gz).await;
+                assert_eq!(a.status, 200, "request {i}: {:?}", a.body);
+            }
+            2 => {
+                let a = fetch(&edge, "clone.test", "/image.png", &[]).await;
+                assert_eq!(a.status, 200, "request {i}: {:?}", a.body);
+            }
+            _ => {
+                let a = fetch(&edge, "down.test", "/", &[]).await;
+                assert_eq!(a.status, 502, "request {i}: {:?}", a.body);
+            }
+        }
+    }
+}

@@ -15,6 +15,7 @@ pub mod guest_log;
 pub mod guest_metrics;
 pub mod invoke;
 pub mod metrics;
+pub mod outgoing_handler;
 pub mod reload;
 pub mod respond;
 pub mod server;
