@@ -283,25 +283,3 @@ async fn silent_connections_are_closed_and_cannot_lock_others_out() {
     let admin = edge.admin.trim_start_matches("http://").to_string();
     closed_by_the_server(&mut tokio::net::TcpStream::connect(&admin).await.unwrap()).await;
 }
-
-#[tokio::test]
-async fn a_client_that_half_closes_after_its_request_gets_its_answer() {
-    use std::io::{Read, Write};
-    let edge = Edge::start(&standard_spin(), ONE_TENANT);
-    let addr = edge.url.trim_start_matches("http://").to_string();
-    let answer = tokio::task::spawn_blocking(move || {
-        let mut s = std::net::TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .expect("timeout");
-        s.write_all(b"GET /half HTTP/1.1\r\nHost: x\r\n\r\n")
-            .expect("write");
-        s.shutdown(std::net::Shutdown::Write).expect("half-close");
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    })
-    .await
-    .expect("join");
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
-    assert!(answer.contains("hello from edge: /half\n"), "{answer:?}");
-}

@@ -161,11 +161,11 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(server.header_read_timeout)
         .max_buf_size(server.max_header_bytes)
-        .keep_alive(true)
-        // A client may shut down its sending side once its request is out
-        // (as `curl --data @file` over some proxies, or a fuzzer's
-        // half-close): it still gets its answer. Timeouts bound the rest.
-        .half_close(true);
+        // No half-close (hyper's default): a client whose connection ends
+        // has given up, and its request is dropped, queued session jobs
+        // included (`half_close(true)` would keep running them for a
+        // reader that is gone; nginx, too, takes EOF as the client's abort).
+        .keep_alive(true);
     if server.http2 {
         // Pings find peers that vanished without closing.
         builder
