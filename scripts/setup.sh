@@ -16,6 +16,11 @@ command -v cc >/dev/null || missing+=(build-essential)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
 command -v opusdec >/dev/null || missing+=(opus-tools)
 command -v pgrep >/dev/null || missing+=(procps)
+# Key-value disk-fault tests: a tmpfs, an ext4 image on a loop device,
+# fsfreeze; the sidecar's other-user test runs its client under setpriv.
+command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
+command -v losetup >/dev/null || missing+=(mount)
+for tool in fsfreeze setpriv; do command -v "$tool" >/dev/null || { missing+=(util-linux); break; }; done
 command -v chromium >/dev/null || missing+=(chromium)
 command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
