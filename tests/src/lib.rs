@@ -195,6 +195,18 @@ impl Edge {
         self.child.id()
     }
 
+    /// The process's resident memory, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the process's status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS")
+    }
+
     /// Sends a signal to the process.
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid.
@@ -242,10 +254,7 @@ impl Edge {
     /// Waits until some instance of `component` (tenant `t`) is running a
     /// request: the moment a test's slow request holds it.
     pub async fn wait_until_busy(&self, component: &str) {
-        let series = format!("edge_active_instances{{tenant=\"t\",component=\"{component}\"}}");
-        while self.metric(&series).await < 1.0 {
-            tokio::task::yield_now().await;
-        }
+        self.wait_until_busy_as("t", component).await
     }
 
     /// Waits until some instance of `tenant`'s `component` is running a
@@ -368,6 +377,19 @@ source = "{fixtures}"
         echo = component("echo"),
         fixtures = component("fixtures"),
     )
+}
+
+/// [`standard_spin`] plus `(route, id, guest)` entries: `route` served by a
+/// component `id` built from this repository's `guest`.
+pub fn spin_with(extra: &[(&str, &str, &str)]) -> String {
+    let mut spin = standard_spin();
+    for (route, id, guest) in extra {
+        spin += &format!(
+            "\n[[trigger.http]]\nroute = \"{route}\"\ncomponent = \"{id}\"\n[component.{id}]\nsource = \"{}\"\n",
+            component(guest)
+        );
+    }
+    spin
 }
 
 /// An edge-config with one tenant `t` on every host with every component.

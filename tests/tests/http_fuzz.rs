@@ -21,7 +21,7 @@
 //! failure names the case that caused it); `HTTP_FUZZ_DEBUG=1` prints
 //! each answer's status (with `--nocapture`).
 
-use edge_tests::{Edge, component};
+use edge_tests::{Edge, spin_with};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use std::io::{Read, Write};
@@ -29,42 +29,10 @@ use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
 fn spin() -> String {
-    format!(
-        r#"spin_manifest_version = 2
-[application]
-name = "http-fuzz"
-
-[[trigger.http]]
-route = "/..."
-component = "echo"
-
-[[trigger.http]]
-route = "/fixtures/..."
-component = "fixtures"
-
-[[trigger.http]]
-route = "/s/..."
-component = "by-cookie"
-
-[[trigger.http]]
-route = "/b/..."
-component = "by-bearer"
-
-[component.echo]
-source = "{echo}"
-
-[component.fixtures]
-source = "{fixtures}"
-
-[component.by-cookie]
-source = "{echo}"
-
-[component.by-bearer]
-source = "{echo}"
-"#,
-        echo = component("echo"),
-        fixtures = component("fixtures"),
-    )
+    spin_with(&[
+        ("/s/...", "by-cookie", "echo"),
+        ("/b/...", "by-bearer", "echo"),
+    ])
 }
 
 const EDGE: &str = r#"app = "spin.toml"

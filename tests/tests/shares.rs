@@ -3,7 +3,7 @@
 //! Each test is a hole a single tenant or client could use to take the
 //! PoP from everyone else.
 
-use edge_tests::{Edge, client, component, get_host, request, standard_spin};
+use edge_tests::{Edge, client, get_host, request, spin_with};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -12,11 +12,7 @@ use tokio::net::TcpStream;
 /// `counter`), and `other`: the fixtures guest again, for a second session
 /// route keyed by header.
 fn spin() -> String {
-    format!(
-        "{}\n[[trigger.http]]\nroute = \"/other/...\"\ncomponent = \"other\"\n[component.other]\nsource = \"{}\"\n",
-        standard_spin(),
-        component("fixtures")
-    )
+    spin_with(&[("/other/...", "other", "fixtures")])
 }
 
 /// A pool of 20 slots shared by a hostile and a calm tenant, with the
@@ -290,30 +286,19 @@ async fn a_client_that_stops_reading_is_cut() {
     drop(s);
 }
 
-/// The edge process's resident memory, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS")
-}
-
 #[tokio::test]
 async fn a_fields_bomb_ends_in_500_without_growing_the_host() {
     let edge = Edge::start(&spin(), &two_tenants(""));
     let (status, _) = get_host(&format!("{}/fixtures/ok", edge.url), "calm.test").await;
     assert_eq!(status, 200);
-    let before = rss_kib(edge.pid());
+    let before = edge.rss_kib();
     // 8,192 sets of 64 KiB: half a GiB of host memory if nothing stops it.
     let (status, body) = get_host(
         &format!("{}/fixtures/fields-bomb?n=8192", edge.url),
         "hostile.test",
     )
     .await;
-    let grown = rss_kib(edge.pid()).saturating_sub(before);
+    let grown = edge.rss_kib().saturating_sub(before);
     assert_eq!(status, 500, "{body}");
     assert!(grown < 256 * 1024, "the host grew by {grown} KiB");
     let (status, _) = get_host(&format!("{}/fixtures/ok", edge.url), "calm.test").await;
@@ -334,7 +319,7 @@ async fn unsent_bodies_do_not_grow_the_host() {
     let edge = Edge::start(&spin(), &two_tenants(""));
     let (status, _) = get_host(&format!("{}/fixtures/ok", edge.url), "calm.test").await;
     assert_eq!(status, 200);
-    let before = rss_kib(edge.pid());
+    let before = edge.rss_kib();
     // 200 response bodies, each written until the host buffers no more:
     // 400 MiB of host memory at 1 MiB writes for every body.
     let (status, body) = get_host(
@@ -342,7 +327,7 @@ async fn unsent_bodies_do_not_grow_the_host() {
         "hostile.test",
     )
     .await;
-    let grown = rss_kib(edge.pid()).saturating_sub(before);
+    let grown = edge.rss_kib().saturating_sub(before);
     assert_eq!(status, 200, "{body}");
     assert!(body.starts_with("held 200 bodies"), "{body}");
     assert!(grown < 64 * 1024, "the host grew by {grown} KiB: {body}");

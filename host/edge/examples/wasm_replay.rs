@@ -32,18 +32,21 @@ fn main() -> anyhow::Result<()> {
             .profiler(wasmtime::ProfilingStrategy::PerfMap);
         config
     } else {
-        edge::engine::engine_config(&edge_config::Pool {
-            total_component_instances: 4,
-            total_core_instances: 4,
-            total_memories: 4,
-            total_tables: 4,
-            total_stacks: 4,
-            max_memory_bytes: 256 << 20,
-            max_core_instances_per_component: 4,
-            max_memories_per_component: 1,
-            max_tables_per_component: 1,
-            keep_resident_bytes: 1 << 20,
-        })
+        edge::engine::engine_config(
+            &edge_config::Pool {
+                total_component_instances: 4,
+                total_core_instances: 4,
+                total_memories: 4,
+                total_tables: 4,
+                total_stacks: 4,
+                max_memory_bytes: 256 << 20,
+                max_core_instances_per_component: 4,
+                max_memories_per_component: 1,
+                max_tables_per_component: 1,
+                keep_resident_bytes: 1 << 20,
+            },
+            edge::engine::resets_in_place(),
+        )
     };
     let for_callgrind = std::env::var_os("SAVE").is_some() || path.ends_with(".cwasm");
     if for_callgrind && cfg!(target_arch = "x86_64") {

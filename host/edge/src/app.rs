@@ -61,7 +61,7 @@ impl Runtime {
 
     fn with_kv(config: &Config, kv: edge_keyvalue::Registry) -> Result<Self> {
         let resets_in_place = crate::engine::resets_in_place();
-        let engine = crate::engine::build_engine(&config.pool)?;
+        let engine = crate::engine::build_engine(&config.pool, resets_in_place)?;
         let cache = ComponentCache::new(&engine, &config.server.data_dir.join("cache"));
         let mixer = Arc::new(edge_mixer::Mixer::new(config.mixer_max_total_bytes));
         // Idle rooms go within a second of their timeout, whether or not

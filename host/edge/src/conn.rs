@@ -136,8 +136,9 @@ impl Activity {
 
     /// Marks a request open.
     pub fn request(self: &Arc<Self>) -> OpenRequest {
+        // No clock read here: while a request is open the connection is
+        // not idle whatever `last` says; the request's end sets it.
         self.open.fetch_add(1, Relaxed);
-        self.touch();
         OpenRequest(self.clone())
     }
 

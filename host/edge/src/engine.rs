@@ -21,9 +21,11 @@ use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 /// How often the epoch advances. Deadlines are rounded up to this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// Builds the process-wide engine from the pool settings.
-pub fn build_engine(pool: &Pool) -> Result<Engine> {
-    Engine::new(&engine_config(pool))
+/// Builds the process-wide engine from the pool settings; `in_place`:
+/// whether dropped memories are reset in place ([`resets_in_place`], read
+/// once by the caller, which keeps the answer to check it while serving).
+pub fn build_engine(pool: &Pool, in_place: bool) -> Result<Engine> {
+    Engine::new(&engine_config(pool, in_place))
         .map_err(anyhow::Error::from)
         .context(
             "creating the Wasmtime engine (pool settings may exceed this machine's address space)",
@@ -32,8 +34,8 @@ pub fn build_engine(pool: &Pool) -> Result<Engine> {
 
 /// The server's engine settings, for tools that build a variant of it
 /// (the bench replay narrows the CPU features for valgrind).
-pub fn engine_config(pool: &Pool) -> wasmtime::Config {
-    let (pagemap_scan, keep_resident) = memory_reset(pool);
+pub fn engine_config(pool: &Pool, in_place: bool) -> wasmtime::Config {
+    let (pagemap_scan, keep_resident) = memory_reset(pool, in_place);
     let mut pooling = PoolingAllocationConfig::new();
     pooling
         .total_component_instances(pool.total_component_instances)
@@ -127,8 +129,8 @@ pub fn in_place_reset_now_unsafe(in_place: bool) -> bool {
 
 /// How dropped instances' memories are reset: `(PAGEMAP_SCAN, bytes kept
 /// resident)`, see [`swap_active`].
-fn memory_reset(pool: &Pool) -> (wasmtime::Enabled, usize) {
-    if !resets_in_place() {
+fn memory_reset(pool: &Pool, in_place: bool) -> (wasmtime::Enabled, usize) {
+    if !in_place {
         tracing::warn!(
             "swap is on (or /proc/swaps is unreadable): dropped instances' memories are \
              decommitted, not reset from a PAGEMAP_SCAN, which would miss swapped-out pages; \

@@ -100,7 +100,6 @@ fn start_only_changes(old: &edge_config::Server, new: &edge_config::Server) -> V
 }
 
 fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()> {
-    shared.check_swap();
     let config = overrides.load(path)?;
     let old = shared.app.load_full();
     if config.pool != old.config.pool {
