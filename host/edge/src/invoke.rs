@@ -64,6 +64,9 @@ pub fn new_store(
 /// How many idle sessions one instantiation may end to find a pool slot.
 const RECLAIM_TRIES: usize = 4;
 
+/// Waits between tries once a session was ended for a slot (ms).
+const SLOT_WAITS_MS: [u64; 6] = [1, 2, 4, 8, 16, 32];
+
 /// Makes `target`'s instance in `store`, within the store's deadline.
 /// A full pool is first answered by ending idle sessions
 /// ([`crate::session::IdleSessions`]); only then is it a failure.
@@ -74,6 +77,7 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
     };
     let deadline = tokio::time::Instant::from_std(store.data().deadline);
     let mut reclaimed = 0;
+    let mut waits = [].iter();
     let result = loop {
         let made =
             tokio::time::timeout_at(deadline, prepared.pre.instantiate_async(&mut *store)).await;
@@ -82,26 +86,25 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
             Ok(Err(e)) => Failure::classify(&e, store.data().limiter.hit),
             Err(_) => Failure::Deadline,
         };
-        // The pool is full: take a slot back from an idle session of the
-        // tenant that holds the most, and try again once its store is
-        // gone (its task runs when this one yields).
-        if !matches!(failure, Failure::PoolExhausted) || reclaimed >= RECLAIM_TRIES {
+        if !matches!(failure, Failure::PoolExhausted) {
             break failure;
         }
-        match target.idle_sessions.reclaim() {
-            Some(from) => {
+        // The pool is full: take a slot back from an idle session of the
+        // tenant that holds the most, and try again while its store goes
+        // (its task runs when this one yields).
+        let wait = match waits.next() {
+            Some(ms) => Some(*ms),
+            None if reclaimed < RECLAIM_TRIES => target.idle_sessions.reclaim().map(|from| {
                 reclaimed += 1;
                 tracing::info!(tenant = %target.tenant, component = %target.component, from = %from, "pool full: an idle session was ended for this instance");
-            }
+                waits = SLOT_WAITS_MS.iter();
+                0
+            }),
+            None => None,
+        };
+        match wait {
+            Some(ms) => tokio::time::sleep(std::time::Duration::from_millis(ms)).await,
             None => break failure,
-        }
-        for wait_ms in [0, 1, 2, 4, 8, 16] {
-            tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
-            if let Ok(Ok(proxy)) =
-                tokio::time::timeout_at(deadline, prepared.pre.instantiate_async(&mut *store)).await
-            {
-                return Ok(proxy);
-            }
         }
     };
     count_failure(target, &result);
