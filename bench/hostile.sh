@@ -19,7 +19,8 @@
 #    the one started (same pid and start time) and answers /health.
 # Loopback only. bench/hostile-load is the generator (both sides).
 #
-#   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 MAX_INSTANCES= KEEP=0)
+#   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 MAX_INSTANCES=
+#                         HOSTILE_PRIORITY=idle KEEP=0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
@@ -30,6 +31,9 @@ DURATION_S=${DURATION_S:-20}
 TENANTS=${TENANTS:-100}
 PER_CLASS=${PER_CLASS:-1}
 DEADLINE_MS=${DEADLINE_MS:-10000}
+# The hostile clients' threads: idle (SCHED_IDLE, as if they ran on other
+# machines) or normal (competing with the host for these cores).
+HOSTILE_PRIORITY=${HOSTILE_PRIORITY:-idle}
 PORT=18580 ADMIN=18589
 edge="$CARGO_TARGET_DIR/release/edge"
 load="$CARGO_TARGET_DIR/release/hostile-load"
@@ -126,7 +130,8 @@ for phase in "${phases[@]}"; do
   classes=$([ "$phase" = all ] && echo trap,spin,hog,fields,slow-stream,outbound,session-flood || echo "$phase")
   "$load" hostile --addr "127.0.0.1:$PORT" --healthy-host healthy.test --healthy-path /hello \
     --rate "$RATE" --duration-s "$DURATION_S" --warmup-s 3 --settle-s $((DEADLINE_MS / 1000 + 1)) \
-    --tenants "$TENANTS" --classes "$classes" --name "$phase" > "$work/phase.jsonl"
+    --tenants "$TENANTS" --classes "$classes" --name "$phase" \
+    --hostile-priority "$HOSTILE_PRIORITY" > "$work/phase.jsonl"
   alive=no
   if kill -0 "$epid" 2>/dev/null && [ "$(awk '{print $22}' "/proc/$epid/stat")" = "$started" ] \
     && curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/health"; then alive=yes; fi

@@ -3,7 +3,7 @@
 //!   hostile-load hostile  --addr A --healthy-host H --healthy-path P --rate R --duration-s S
 //!                         [--warmup-s 3] [--tenants 100] [--host-pattern 'h{i}.hostile']
 //!                         [--classes trap,spin,hog,fields,slow-stream,outbound,session-flood]
-//!                         [--per-class] [--settle-s 3] [--name all]
+//!                         [--per-class] [--settle-s 3] [--name all] [--hostile-priority idle|normal]
 //!   hostile-load capacity --addr A --route [POST ]HOST,PATH ... --concurrency N --duration-s S
 //!   hostile-load soak     --addr A --route HOST,PATH ... --rate R --duration-s S --window-s W --pid PID
 //!
@@ -335,6 +335,7 @@ struct Shared {
 /// `shared.stop`.
 fn spawn_hostile(
     tasks: &mut tokio::task::JoinSet<()>,
+    on: &tokio::runtime::Handle,
     shared: &Shared,
     host: String,
     class: &'static str,
@@ -357,42 +358,84 @@ fn spawn_hostile(
             t.clone(),
             shared.flood_keys.clone(),
         );
-        tasks.spawn(async move {
-            while !stop.load(Relaxed) {
-                if class == "slow-stream" {
-                    let end = slow_stream(addr, &host, &stop).await;
-                    tally(&t, end);
-                    continue;
-                }
-                let path = match class {
-                    "trap" => "/fixtures/trap".to_string(),
-                    "spin" => "/fixtures/loop".to_string(),
-                    "hog" => "/fixtures/hog?mb=1024".to_string(),
-                    "fields" => "/fixtures/fields-bomb?n=100000".to_string(),
-                    "outbound" => {
-                        format!("/probe/fetch?url=http%3A%2F%2F127.0.0.1%3A{origin_port}%2Fx")
+        tasks.spawn_on(
+            async move {
+                while !stop.load(Relaxed) {
+                    if class == "slow-stream" {
+                        let end = slow_stream(addr, &host, &stop).await;
+                        tally(&t, end);
+                        continue;
                     }
-                    _ => format!("/flood/k{}/count", keys.fetch_add(1, Relaxed)),
-                };
-                let req = wire::get_request(&host, &path);
-                let what =
-                    match tokio::time::timeout(Duration::from_secs(30), client.send(&req)).await {
+                    let path = match class {
+                        "trap" => "/fixtures/trap".to_string(),
+                        "spin" => "/fixtures/loop".to_string(),
+                        "hog" => "/fixtures/hog?mb=1024".to_string(),
+                        "fields" => "/fixtures/fields-bomb?n=100000".to_string(),
+                        "outbound" => {
+                            format!("/probe/fetch?url=http%3A%2F%2F127.0.0.1%3A{origin_port}%2Fx")
+                        }
+                        _ => format!("/flood/k{}/count", keys.fetch_add(1, Relaxed)),
+                    };
+                    let req = wire::get_request(&host, &path);
+                    let what = match tokio::time::timeout(
+                        Duration::from_secs(30),
+                        client.send(&req),
+                    )
+                    .await
+                    {
                         Ok(Ok(status)) => status.to_string(),
                         Ok(Err(e)) => format!("io:{:?}", e.kind()),
                         Err(_) => "timeout".to_string(),
                     };
-                let failed = what.starts_with("io:");
-                tally(&t, what);
-                if failed {
-                    // A refused connection would spin here: breathe.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let failed = what.starts_with("io:");
+                    tally(&t, what);
+                    if failed {
+                        // A refused connection would spin here: breathe.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                 }
-            }
-        });
+            },
+            on,
+        );
     }
 }
 
-async fn hostile(args: &Args) -> Result<(), String> {
+/// The threads the hostile clients run on. On one machine the clients'
+/// CPU is taken from the host's cores, which measures the generator, not
+/// the host; with `--hostile-priority idle` (the default) these threads
+/// run at `SCHED_IDLE`, as if the clients were elsewhere: they get what the
+/// host and the healthy client leave. `normal` keeps them beside the host.
+fn hostile_runtime(priority: &str) -> Result<tokio::runtime::Runtime, String> {
+    let idle = match priority {
+        "idle" => true,
+        "normal" => false,
+        other => {
+            return Err(format!(
+                "--hostile-priority {other:?}: expected idle or normal"
+            ));
+        }
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("hostile-clients")
+        .enable_all()
+        .on_thread_start(move || {
+            if idle {
+                let param = libc::sched_param { sched_priority: 0 };
+                // SAFETY: sets the calling thread's policy; `param` is valid.
+                if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+                    eprintln!(
+                        "hostile clients: SCHED_IDLE refused: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+            }
+        })
+        .build()
+        .map_err(|e| format!("hostile runtime: {e}"))
+}
+
+async fn hostile(args: &Args, clients: &tokio::runtime::Handle) -> Result<(), String> {
     let addr: SocketAddr = args.req("addr")?;
     let healthy_host = args.get("healthy-host").unwrap_or("healthy.test");
     let healthy_path = args.get("healthy-path").unwrap_or("/hello");
@@ -418,8 +461,12 @@ async fn hostile(args: &Args) -> Result<(), String> {
             })
             .collect::<Result<_, _>>()?,
     };
-    let origin = origin(Duration::from_secs(1))
+    // The outbound flood's origin answers the hostile tenants' guests: it
+    // runs with their clients.
+    let origin = clients
+        .spawn(origin(Duration::from_secs(1)))
         .await
+        .map_err(|e| format!("origin: {e}"))?
         .map_err(|e| format!("origin: {e}"))?;
     let healthy = Arc::new(wire::Client::new(addr));
     let requests = Arc::new(vec![wire::get_request(healthy_host, healthy_path)]);
@@ -454,6 +501,7 @@ async fn hostile(args: &Args) -> Result<(), String> {
                 hostile_tenants += 1;
                 spawn_hostile(
                     &mut hostiles,
+                    clients,
                     &shared,
                     pattern.replace("{i}", &i.to_string()),
                     class,
@@ -692,9 +740,17 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // Made (and dropped) outside the main runtime, which cannot drop one.
+    let clients = match hostile_runtime(args.get("hostile-priority").unwrap_or("idle")) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hostile-load: {e}");
+            std::process::exit(2);
+        }
+    };
     let result = rt.block_on(async {
         match cmd.as_str() {
-            "hostile" => hostile(&args).await,
+            "hostile" => hostile(&args, clients.handle()).await,
             "capacity" => capacity(&args).await,
             "soak" => soak(&args).await,
             _ => Err(USAGE.to_string()),

@@ -65,6 +65,7 @@ fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                 .metrics
                 .render(shared.runtime.engine.pooling_allocator_metrics());
             shared.runtime.shares.render(&mut text);
+            shared.runtime.shares.render_cpu(&mut text);
             text.push_str(&shared.runtime.outbound.render());
             respond::bytes(
                 StatusCode::OK,

@@ -41,6 +41,10 @@ pub struct Runtime {
     /// Outbound HTTP: each tenant's requests in flight and refusals, and
     /// the host's listeners (no guest may reach them).
     pub outbound: edge_outbound_http::Registry,
+    /// The background lane, where tenants over their CPU share and long
+    /// calls run ([`crate::lanes`]).
+    pub background: crate::lanes::Background,
+    _keeper: crate::lanes::Keeper,
     _ticker: EpochTicker,
 }
 
@@ -67,7 +71,12 @@ impl Runtime {
         // Idle rooms go within a second of their timeout, whether or not
         // anyone opens another room.
         edge_mixer::Mixer::spawn_janitor(&mixer, Duration::from_secs(1));
+        let shares = crate::share::Shares::default();
+        let threads = crate::server::worker_count(&config.server);
         Ok(Self {
+            background: crate::lanes::Background::start(threads)
+                .context("starting the background lane")?,
+            _keeper: crate::lanes::Keeper::start(shares.clone(), threads),
             _ticker: EpochTicker::start(&engine),
             engine,
             cache,
@@ -75,7 +84,7 @@ impl Runtime {
             sessions: SessionRegistry::default(),
             kv,
             mixer,
-            shares: Default::default(),
+            shares,
             resets_in_place,
             outbound: Default::default(),
         })
@@ -111,6 +120,8 @@ pub struct Target {
     /// Every tenant's idle sessions, to take a slot back from when the
     /// pool is full.
     pub idle_sessions: crate::session::IdleSessions,
+    /// Where calls over their tenant's CPU share run.
+    pub background: tokio::runtime::Handle,
 }
 
 /// A route of one tenant.
@@ -428,6 +439,7 @@ fn build_target(
         sessions,
         share,
         idle_sessions: rt.sessions.idle_sessions(),
+        background: rt.background.handle(),
     })
 }
 

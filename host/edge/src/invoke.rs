@@ -6,6 +6,7 @@
 
 use crate::app::Target;
 use crate::body::ClientPace;
+use crate::lanes::{CallClock, GuestCall, Paced};
 use crate::metrics::ActiveInstance;
 use crate::respond::{Body, Failure};
 use crate::share::Limit;
@@ -90,8 +91,9 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
             break failure;
         }
         // The pool is full: take a slot back from an idle session of the
-        // tenant that holds the most, and try again while its store goes
-        // (its task runs when this one yields).
+        // tenant that holds the most (its instance is dropped right there)
+        // and try again at once, before another instantiation takes it.
+        // Should one have, wait a little longer each time.
         let wait = match waits.next() {
             Some(ms) => Some(*ms),
             None if reclaimed < RECLAIM_TRIES => target.idle_sessions.reclaim().map(|from| {
@@ -103,6 +105,7 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
             None => None,
         };
         match wait {
+            Some(0) => {}
             Some(ms) => tokio::time::sleep(std::time::Duration::from_millis(ms)).await,
             None => break failure,
         }
@@ -267,6 +270,19 @@ pub fn log_guest_output(store: &Store<HostState>, target: &Target) {
 /// Counts and logs a guest failure.
 pub fn count_failure(target: &Target, failure: &Failure) {
     let m = &target.metrics;
+    // The tenant's own doing (its guest failed, or it asked past its
+    // share) counts toward its going to the background lane.
+    if matches!(
+        failure,
+        Failure::Deadline
+            | Failure::MemoryCap(_)
+            | Failure::Trap(_)
+            | Failure::NoResponse
+            | Failure::OverShare(_)
+            | Failure::SessionsFull(_)
+    ) {
+        target.share.cpu.fault();
+    }
     match failure {
         Failure::Deadline => {
             m.deadline_kills.fetch_add(1, Relaxed);
@@ -311,12 +327,20 @@ where
     let mut store = new_store(engine, target, deadline);
     let (req, out, head) = bind_request(&mut store, request)?;
     let target = target.clone();
+    let (share, background) = (target.share.clone(), target.background.clone());
     let guest = Box::pin(async move {
         let _permit = permit;
         let _active = ActiveInstance::new(&target.metrics);
         let proxy = instantiate(&mut store, &target).await?;
         call(&mut store, &proxy, &target, req, out).await
     });
+    // In its tenant's CPU lane; the store goes with it, so a big memory is
+    // reset where the guest ran.
+    let guest = Paced::new(
+        guest,
+        GuestCall::new(share, CallClock::default()),
+        background,
+    );
     match race(guest, head).await {
         Race::Done { response, .. } => response,
         Race::Streaming {

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod guest_log;
 pub mod guest_metrics;
 pub mod invoke;
+pub mod lanes;
 pub mod metrics;
 pub mod outgoing_handler;
 pub mod reload;

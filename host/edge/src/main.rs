@@ -250,10 +250,7 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
     let config = overrides.load(&path)?;
     // Application traffic runs on its own threads (`server::spawn_workers`);
     // this runtime carries the control plane: admin, signals, reloads.
-    let workers = config
-        .server
-        .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let workers = edge::server::worker_count(&config.server);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

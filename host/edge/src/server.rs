@@ -100,6 +100,13 @@ pub fn bind_listeners(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpLis
     Ok(listeners)
 }
 
+/// How many serving threads: `[server] workers`, or one per core.
+pub fn worker_count(server: &edge_config::Server) -> usize {
+    server
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// Serves application traffic thread-per-core: one thread per listener,
 /// each with its own single-threaded runtime, sharing nothing but [`Shared`].
 /// A connection, its requests and their guests stay on the thread that
@@ -188,6 +195,8 @@ pub async fn serve(
         let for_service = shared.clone();
         let activity = Arc::new(Activity::default());
         let for_requests = activity.clone();
+        let lane = Arc::new(crate::lanes::Connection::default());
+        let for_lane = lane.clone();
         // Once per connection, not per request: formatting an address is
         // not free.
         let client_addr = HeaderValue::try_from(peer.to_string())
@@ -196,8 +205,9 @@ pub async fn serve(
             let shared = for_service.clone();
             let client_addr = client_addr.clone();
             let open = for_requests.request();
+            let lane = for_lane.clone();
             async move {
-                let response = handle(&shared, req, client_addr).await;
+                let response = handle(&shared, req, client_addr, &lane).await;
                 drop(open);
                 Ok::<_, Infallible>(response)
             }
@@ -209,7 +219,8 @@ pub async fn serve(
         let limits = shared.app.load().config.server.clone();
         let mut stop = shutdown.clone();
         let guard = open.enter();
-        tokio::spawn(async move {
+        let background = shared.runtime.background.handle();
+        let connection = Box::pin(async move {
             metrics.connections.fetch_add(1, Relaxed);
             if client_spoke(&stream, limits.header_read_timeout).await {
                 let io = TimedIo::new(stream, limits.write_timeout);
@@ -238,6 +249,8 @@ pub async fn serve(
             drop(guard);
             drop(permit);
         });
+        // In the lane of the tenant it serves (`crate::lanes`).
+        tokio::spawn(crate::lanes::Paced::new(connection, lane, background));
     }
 
     drop(listener);
@@ -364,6 +377,7 @@ pub async fn handle(
     shared: &Shared,
     req: Request<Incoming>,
     client_addr: HeaderValue,
+    lane: &crate::lanes::Connection,
 ) -> Response<Body> {
     let started = Instant::now();
     let app = shared.app.load_full();
@@ -395,6 +409,7 @@ pub async fn handle(
         );
     };
     let target = route.target.clone();
+    lane.serving(&target.share);
     let answer = |f: Failure| {
         let response = f.response();
         target

@@ -20,6 +20,7 @@
 use crate::app::{Prepared, Target};
 use crate::engine::ContentHash;
 use crate::invoke::{Race, bind_request, call, count_failure, instantiate, new_store, race};
+use crate::lanes::{CallClock, GuestCall, Paced};
 use crate::metrics::ActiveInstance;
 use crate::respond::{Body, Failure};
 use crate::share::{Limit, Permit, TenantShare};
@@ -59,7 +60,15 @@ struct Session {
     last_used: Instant,
     /// One of the tenant's sessions, given back when it leaves the map.
     _held: Permit,
+    /// The session's instance while it waits for a job.
+    parked: Parked,
 }
+
+/// Where an idle session keeps its instance, so that whoever ends the
+/// session (to take its pool slot) drops the instance at once, on its own
+/// thread: the session's task may be in the background lane, where it
+/// could wait long for a core.
+type Parked = Arc<Mutex<Option<Instance>>>;
 
 /// The sessions of one (tenant, component).
 pub struct SessionPool {
@@ -107,6 +116,8 @@ struct Workers {
     handles: Mutex<Vec<tokio::runtime::Handle>>,
     /// `handles.len()`, read on every request without the lock.
     count: AtomicUsize,
+    /// The next worker for a task with no home.
+    turn: AtomicUsize,
 }
 
 thread_local! {
@@ -129,21 +140,22 @@ impl Workers {
         WORKER.with(|w| w.get())
     }
 
-    /// Runs `task` on worker `home`, or right here without workers.
+    /// Runs `task` on worker `home`; with no home (the caller is not a
+    /// worker: a connection in the background lane) on the next worker in
+    /// turn, so the task's lane is its tenant's and not the caller's; right
+    /// here without workers (tests, checks).
     fn spawn<F>(&self, home: Option<usize>, task: F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         let handles = self.handles();
-        match home {
-            Some(i) if !handles.is_empty() => {
-                handles[i % handles.len()].spawn(task);
-            }
-            _ => {
-                drop(handles);
-                tokio::spawn(task);
-            }
+        if handles.is_empty() {
+            drop(handles);
+            tokio::spawn(task);
+            return;
         }
+        let i = home.unwrap_or_else(|| self.turn.fetch_add(1, Relaxed));
+        handles[i % handles.len()].spawn(task);
     }
 }
 
@@ -158,10 +170,9 @@ impl Workers {
 pub struct IdleSessions(Arc<PoolMap>);
 
 impl IdleSessions {
-    /// Ends one idle session of the tenant that holds the most; false if
-    /// none of the largest holders has an idle one (or its pool is busy).
-    /// Its slot comes back when the session's task has dropped its store,
-    /// shortly after.
+    /// Ends one idle session of the tenant that holds the most, dropping
+    /// its instance (so its pool slot is free on return); None if none of
+    /// the largest holders has an idle one (or its pool is busy).
     pub fn reclaim(&self) -> Option<Arc<str>> {
         let pools: Vec<Arc<SessionPool>> = {
             let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -282,7 +293,15 @@ impl SessionPool {
             .map(|(k, _)| k.clone());
         match lru {
             Some(key) => {
-                sessions.remove(&key);
+                if let Some(evicted) = sessions.remove(&key) {
+                    // Idle (nothing in flight), so its instance is parked.
+                    let instance = evicted
+                        .parked
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take();
+                    drop(instance);
+                }
                 self.live.store(sessions.len(), Relaxed);
                 true
             }
@@ -411,26 +430,42 @@ impl SessionPool {
                 // A fresh channel has room for the first job.
                 let _ = tx.try_send(job);
                 let inflight = Arc::new(AtomicUsize::new(1));
+                let parked = Parked::default();
                 sessions.insert(
                     key.clone(),
                     Session {
                         id,
                         tx,
                         inflight: inflight.clone(),
+                        parked: parked.clone(),
                         last_used: Instant::now(),
                         _held: held,
                     },
                 );
                 self.live.store(sessions.len(), Relaxed);
+                // The session runs in its tenant's CPU lane, and each of
+                // its calls has its own budget in the front lane.
+                let clock = CallClock::default();
+                let session = Box::pin(run_session(
+                    self.clone(),
+                    engine.clone(),
+                    SessionId {
+                        key,
+                        id,
+                        replaced,
+                        parked,
+                        clock: clock.clone(),
+                    },
+                    rx,
+                    target.clone(),
+                    inflight,
+                ));
                 self.workers.spawn(
                     home,
-                    run_session(
-                        self.clone(),
-                        engine.clone(),
-                        SessionId { key, id, replaced },
-                        rx,
-                        target.clone(),
-                        inflight,
+                    Paced::new(
+                        session,
+                        GuestCall::new(self.share.clone(), clock),
+                        target.background.clone(),
                     ),
                 );
             }
@@ -594,12 +629,15 @@ impl Drop for SessionGauge {
     }
 }
 
-/// Which session a task runs: its key and id in the pool's map, and
-/// whether it was admitted in the place of an evicted one.
+/// Which session a task runs: its key and id in the pool's map, whether it
+/// was admitted in the place of an evicted one, where it parks its instance
+/// while idle, and the clock of its current call.
 struct SessionId {
     key: String,
     id: u64,
     replaced: bool,
+    parked: Parked,
+    clock: CallClock,
 }
 
 /// A live instance of a session, with the tenant's instance share it holds.
@@ -656,7 +694,12 @@ async fn run_session(
         if pool.retired.load(Relaxed) && pool.evict_if_idle(&me.key, me.id, &rx) {
             return;
         }
-        let job = match tokio::time::timeout(pool.settings.idle_timeout, rx.recv()).await {
+        *me.parked.lock().unwrap_or_else(|e| e.into_inner()) = instance.take();
+        let job = tokio::time::timeout(pool.settings.idle_timeout, rx.recv()).await;
+        // Gone if the session was ended to free its slot (then no job is
+        // coming: the channel is closed).
+        instance = me.parked.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let job = match job {
             Ok(Some(job)) => job,
             Ok(None) => return,
             Err(_) => {
@@ -690,6 +733,7 @@ async fn run_session(
             done();
             continue;
         }
+        me.clock.restart();
         if instance.is_none() {
             match start_instance(&pool, &engine, &target, over).await {
                 Ok(i) => {

@@ -85,6 +85,8 @@ pub struct TenantShare {
     bucket: Mutex<Option<(f64, Instant)>>,
     /// Refusals by limit, in [`Limit::ALL`] order.
     refused: [AtomicU64; 4],
+    /// The CPU its guests use, and which lane they run in.
+    pub cpu: crate::lanes::CpuMeter,
 }
 
 /// Gives back one unit of a count when dropped.
@@ -212,9 +214,17 @@ impl TenantShare {
     }
 }
 
+/// A tenant name as a Prometheus label value.
+fn label(t: &str) -> String {
+    t.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// Every tenant's share by name; kept across reloads, as sessions are.
-#[derive(Default)]
-pub struct Shares(Mutex<HashMap<String, Arc<TenantShare>>>);
+/// Clones see the same shares.
+#[derive(Default, Clone)]
+pub struct Shares(Arc<Mutex<HashMap<String, Arc<TenantShare>>>>);
 
 impl Shares {
     /// The share of `tenant`, created with `limits` on first use (later
@@ -241,11 +251,6 @@ impl Shares {
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write;
         let all = self.snapshot();
-        let label = |t: &str| {
-            t.replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n")
-        };
         out.push_str("# HELP edge_share_refusals_total Requests refused because their tenant was over a limit of its share.\n# TYPE edge_share_refusals_total counter\n");
         for (tenant, share) in &all {
             for (limit, n) in share.refused() {
@@ -271,6 +276,30 @@ impl Shares {
                     label(tenant)
                 );
             }
+        }
+    }
+
+    /// Appends each tenant's guest CPU and lane, Prometheus text format.
+    pub fn render_cpu(&self, out: &mut String) {
+        use std::fmt::Write;
+        let all = self.snapshot();
+        out.push_str("# HELP edge_cpu_seconds_total Time the tenant's guests ran (polls of their calls, either lane).\n# TYPE edge_cpu_seconds_total counter\n");
+        for (tenant, share) in &all {
+            let _ = writeln!(
+                out,
+                "edge_cpu_seconds_total{{tenant=\"{}\"}} {:.6}",
+                label(tenant),
+                share.cpu.total().as_secs_f64()
+            );
+        }
+        out.push_str("# HELP edge_cpu_background Whether the tenant's guests run in the background lane now (over its CPU share).\n# TYPE edge_cpu_background gauge\n");
+        for (tenant, share) in &all {
+            let _ = writeln!(
+                out,
+                "edge_cpu_background{{tenant=\"{}\"}} {}",
+                label(tenant),
+                u8::from(share.cpu.in_background())
+            );
         }
     }
 

@@ -1,0 +1,641 @@
+//! CPU between tenants: guests run in one of two lanes of threads.
+//!
+//! The **front lane** is the serving threads (one per core, each with its
+//! connections). The **background lane** is as many threads again at
+//! `SCHED_IDLE`, which the kernel runs only on a core the serving threads
+//! leave free and preempts the moment a serving thread wants it back.
+//!
+//! A guest call runs in the front lane unless it has run past
+//! [`CALL_BUDGET`] of CPU, or its tenant is in the background: because its
+//! guests use more than their share of the serving threads' time, or
+//! because they keep failing or being refused (traps, deadline and memory
+//! kills, requests over the tenant's share: [`FAULT_LIMIT`] in a window).
+//! A connection follows the tenant of its latest request, so the parsing
+//! and refusing of a flood's requests goes to the background too. So a
+//! tenant that spins, floods or allocates gets the CPU that others leave,
+//! and a tenant that does not never waits behind it: its request is on a
+//! thread the kernel serves first. Yielding alone cannot give that (a
+//! spinning guest yields at every epoch tick, but is put straight back in
+//! the same run queue, so a short request still waits a round of every
+//! spinner's slices).
+//!
+//! A tenant's CPU share is the serving threads' time divided among the
+//! tenants that used any lately, but never less than [`MIN_SHARE`] of it:
+//! with a hundred tenants on two cores an equal part is a few percent of a
+//! core, which one busy, well-behaved site exceeds. Use is measured by
+//! timing each poll of a guest call, in either lane, and judged every
+//! [`WINDOW`] by [`Keeper`]. A call moves between lanes only between polls
+//! (at an epoch tick or while it waits on I/O): a Wasmtime call is a
+//! `Send` future that may be resumed on any thread, and I/O it registered
+//! with the serving thread's reactor keeps waking it wherever it is.
+
+use crate::share::Shares;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+/// How often tenants' use is judged.
+pub const WINDOW: Duration = Duration::from_millis(100);
+
+/// The CPU one call may take in the front lane (two epoch ticks' worth of
+/// polls at most: a guest yields at every tick).
+pub const CALL_BUDGET: Duration = Duration::from_millis(2);
+
+/// The least CPU share a tenant has, as a fraction of the serving threads'
+/// time, however many tenants are active.
+pub const MIN_SHARE: f64 = 1.0 / 8.0;
+
+/// Failures and refusals in one window that put a tenant in the background
+/// (100 a second): a tenant whose guests trap on every request, or whose
+/// clients keep asking past its share, is not one to serve first.
+pub const FAULT_LIMIT: u64 = 10;
+
+/// A tenant counts as active in a window where it used at least this much:
+/// a tenant whose idle session ticks a timer is not a competitor.
+const ACTIVE_NS: u64 = 100_000;
+
+/// A tenant in the background lane returns to the front once its recent
+/// use is under this fraction of its share (hysteresis: a tenant at its
+/// share does not flip every window).
+const RETURN_BELOW: f64 = 0.75;
+
+/// One tenant's CPU: what its guests used, and which lane they run in.
+#[derive(Default)]
+pub struct CpuMeter {
+    /// Used since the keeper last looked (ns).
+    used_ns: AtomicU64,
+    /// Used in all (ns), for metrics.
+    total_ns: AtomicU64,
+    /// Recent use per window (ns, halving each window); the keeper's.
+    recent_ns: AtomicU64,
+    /// Failures and refusals since the keeper last looked.
+    faults: AtomicU64,
+    /// Whether the tenant's guests run in the background lane.
+    background: AtomicBool,
+}
+
+impl CpuMeter {
+    fn charge(&self, ns: u64) {
+        self.used_ns.fetch_add(ns, Relaxed);
+    }
+
+    /// Counts a failure or refusal of the tenant's.
+    pub fn fault(&self) {
+        self.faults.fetch_add(1, Relaxed);
+    }
+
+    /// Whether the tenant's guests run in the background lane now.
+    pub fn in_background(&self) -> bool {
+        self.background.load(Relaxed)
+    }
+
+    /// CPU its guests have used in all.
+    pub fn total(&self) -> Duration {
+        Duration::from_nanos(self.total_ns.load(Relaxed) + self.used_ns.load(Relaxed))
+    }
+}
+
+/// What the keeper knows of a tenant after a window.
+#[derive(Debug, Clone, Copy)]
+pub struct Use {
+    /// Recent CPU per window (ns).
+    pub recent_ns: u64,
+    /// Failures and refusals in the window.
+    pub faults: u64,
+    /// Whether it is in the background lane now.
+    pub background: bool,
+}
+
+/// Which tenants go to the background lane: those with [`FAULT_LIMIT`]
+/// faults in the window, and those over their share of `capacity_ns` (an
+/// equal part among the active ones, at least [`MIN_SHARE`]).
+pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
+    let active = tenants
+        .iter()
+        .filter(|u| u.recent_ns >= ACTIVE_NS)
+        .count()
+        .max(1);
+    let capacity = capacity_ns as f64;
+    let share = (capacity / active as f64).max(capacity * MIN_SHARE);
+    tenants
+        .iter()
+        .map(|u| {
+            let r = u.recent_ns as f64;
+            let over = if u.background {
+                r >= share * RETURN_BELOW
+            } else {
+                r > share
+            };
+            over || u.faults >= FAULT_LIMIT
+        })
+        .collect()
+}
+
+/// Judges every tenant's use each [`WINDOW`], on a thread of its own (at
+/// normal priority: it must run when the host is busiest).
+pub struct Keeper {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Keeper {
+    /// Starts judging `shares` against `front_threads` serving threads.
+    pub fn start(shares: Shares, front_threads: usize) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let capacity_ns = front_threads.max(1) as u64 * WINDOW.as_nanos() as u64;
+        let thread = std::thread::Builder::new()
+            .name("edge-lanes".into())
+            .spawn(move || {
+                while !flag.load(Relaxed) {
+                    std::thread::sleep(WINDOW);
+                    Self::judge_all(&shares, capacity_ns);
+                }
+            })
+            .expect("spawning the lane keeper");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn judge_all(shares: &Shares, capacity_ns: u64) {
+        let all = shares.snapshot();
+        let uses: Vec<Use> = all
+            .iter()
+            .map(|(_, s)| {
+                let m = &s.cpu;
+                let used = m.used_ns.swap(0, Relaxed);
+                m.total_ns.fetch_add(used, Relaxed);
+                // Halving each window: a burst counts for a few windows, a
+                // steady use converges to its per-window amount.
+                let recent_ns = (m.recent_ns.load(Relaxed) + used) / 2;
+                m.recent_ns.store(recent_ns, Relaxed);
+                Use {
+                    recent_ns,
+                    faults: m.faults.swap(0, Relaxed),
+                    background: m.in_background(),
+                }
+            })
+            .collect();
+        for ((name, s), background) in all.iter().zip(judge(&uses, capacity_ns)) {
+            if s.cpu.background.swap(background, Relaxed) != background {
+                tracing::debug!(tenant = %name, background, "tenant changed CPU lane");
+            }
+        }
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The background lane's threads.
+pub struct Background {
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Background {
+    /// Starts `threads` background threads.
+    pub fn start(threads: usize) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .thread_name("edge-background")
+            .enable_all()
+            .on_thread_start(lower_priority)
+            .build()?;
+        Ok(Self {
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Where background calls are spawned.
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.runtime
+            .as_ref()
+            .expect("running until dropped")
+            .handle()
+            .clone()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        // Dropped at the end of the server's own runtime, where blocking to
+        // join threads is not allowed; calls still there are abandoned.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+thread_local! {
+    /// Whether this thread is one of the background lane's.
+    static IN_BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is in the background lane already (a call
+/// there needs no move).
+fn on_background_thread() -> bool {
+    IN_BACKGROUND.with(|b| b.get())
+}
+
+/// Puts the calling thread at `SCHED_IDLE`. If the kernel refuses, the
+/// lane still separates long calls from short ones in the run queues, and
+/// the refusal is logged.
+fn lower_priority() {
+    IN_BACKGROUND.with(|b| b.set(true));
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if rc != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "background lane: cannot set SCHED_IDLE");
+    }
+}
+
+/// What a paced future runs for: which lane it belongs in, and whom its
+/// polls' time is charged to.
+pub trait Pace: Send + Sync + 'static {
+    /// Whether it should run in the background lane now.
+    fn belongs_back(&self) -> bool;
+    /// Takes the time one poll took.
+    fn charge(&self, ns: u64);
+}
+
+/// A guest call (or a session's run of them) of one tenant: charged to the
+/// tenant, in the background while the tenant is or once the call has run
+/// past [`CALL_BUDGET`].
+pub struct GuestCall {
+    share: Arc<crate::share::TenantShare>,
+    clock: CallClock,
+}
+
+impl GuestCall {
+    /// A call of the tenant whose share is `share`, timed by `clock`.
+    pub fn new(share: Arc<crate::share::TenantShare>, clock: CallClock) -> Arc<Self> {
+        Arc::new(Self { share, clock })
+    }
+}
+
+impl Pace for GuestCall {
+    fn belongs_back(&self) -> bool {
+        self.share.cpu.in_background() || self.clock.spent() > CALL_BUDGET.as_nanos() as u64
+    }
+
+    fn charge(&self, ns: u64) {
+        self.share.cpu.charge(ns);
+        self.clock.0.fetch_add(ns, Relaxed);
+    }
+}
+
+/// A call's CPU so far, shared with whoever knows where calls begin (a
+/// session's task runs many).
+#[derive(Default, Clone)]
+pub struct CallClock(Arc<AtomicU64>);
+
+impl CallClock {
+    /// A new call begins: its budget is whole again.
+    pub fn restart(&self) {
+        self.0.store(0, Relaxed);
+    }
+
+    fn spent(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// A client connection: in the lane of the tenant its latest request went
+/// to. Its own time (parsing, refusing) is not charged; its guests' is, by
+/// their own [`GuestCall`].
+#[derive(Default)]
+pub struct Connection(arc_swap::ArcSwapOption<crate::share::TenantShare>);
+
+impl Connection {
+    /// The connection's latest request is `share`'s tenant's.
+    pub fn serving(&self, share: &Arc<crate::share::TenantShare>) {
+        let now = self.0.load();
+        if !now.as_ref().is_some_and(|s| Arc::ptr_eq(s, share)) {
+            self.0.store(Some(share.clone()));
+        }
+    }
+}
+
+impl Pace for Connection {
+    fn belongs_back(&self) -> bool {
+        self.0
+            .load()
+            .as_ref()
+            .is_some_and(|s| s.cpu.in_background())
+    }
+
+    fn charge(&self, _ns: u64) {}
+}
+
+/// Where a [`Paced`] future is.
+enum Place<F: Future> {
+    Front(F),
+    Back(AbortOnDrop<Hop<F>>),
+    Moving,
+}
+
+/// How a future in the background lane comes back.
+enum Hop<F: Future> {
+    Finished(F::Output),
+    Return(F),
+}
+
+/// A future that runs in the lane its [`Pace`] says, moving between polls.
+pub struct Paced<F: Future, P> {
+    place: Place<F>,
+    pace: Arc<P>,
+    background: tokio::runtime::Handle,
+}
+
+impl<F, P> Paced<F, P>
+where
+    F: Future + Send + Unpin + 'static,
+    F::Output: Send,
+    P: Pace,
+{
+    /// Runs `future` for `pace`; `background` is the background lane.
+    pub fn new(future: F, pace: Arc<P>, background: tokio::runtime::Handle) -> Self {
+        Self {
+            place: Place::Front(future),
+            pace,
+            background,
+        }
+    }
+
+    /// Whether it should move now (not if this thread is a background one
+    /// already: a call inside a connection that moved went with it).
+    fn should_move(&self) -> bool {
+        self.pace.belongs_back() && !on_background_thread()
+    }
+}
+
+/// Polls `future` once, charging the time to `pace`.
+fn timed_poll<F: Future + Unpin>(
+    future: &mut F,
+    cx: &mut Context<'_>,
+    pace: &impl Pace,
+) -> Poll<F::Output> {
+    let start = Instant::now();
+    let poll = Pin::new(future).poll(cx);
+    pace.charge(start.elapsed().as_nanos() as u64);
+    poll
+}
+
+impl<F, P> Future for Paced<F, P>
+where
+    F: Future + Send + Unpin + 'static,
+    F::Output: Send,
+    P: Pace,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.place {
+                Place::Front(future) => {
+                    if !this.pace.belongs_back() || on_background_thread() {
+                        if let Poll::Ready(out) = timed_poll(future, cx, &*this.pace) {
+                            return Poll::Ready(out);
+                        }
+                        if !this.should_move() {
+                            return Poll::Pending;
+                        }
+                    }
+                    // On to the background lane, where it is polled at once
+                    // (a spurious poll is harmless; it also moves the
+                    // future's wakers there).
+                    let Place::Front(future) = std::mem::replace(&mut this.place, Place::Moving)
+                    else {
+                        unreachable!()
+                    };
+                    let task = this.background.spawn(InBackground {
+                        future: Some(future),
+                        pace: this.pace.clone(),
+                    });
+                    this.place = Place::Back(AbortOnDrop(task));
+                }
+                Place::Back(task) => {
+                    let hop = match ready!(Pin::new(&mut task.0).poll(cx)) {
+                        Ok(hop) => hop,
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        // Only at shutdown, when nobody waits for the answer.
+                        Err(_) => return Poll::Pending,
+                    };
+                    match hop {
+                        Hop::Finished(out) => {
+                            this.place = Place::Moving;
+                            return Poll::Ready(out);
+                        }
+                        Hop::Return(future) => this.place = Place::Front(future),
+                    }
+                }
+                Place::Moving => panic!("Paced polled after it finished"),
+            }
+        }
+    }
+}
+
+/// A future as the background lane runs it: until it finishes, or until
+/// its pace no longer belongs there, when it goes home to the front lane.
+struct InBackground<F, P> {
+    future: Option<F>,
+    pace: Arc<P>,
+}
+
+impl<F, P> Future for InBackground<F, P>
+where
+    F: Future + Unpin,
+    P: Pace,
+{
+    type Output = Hop<F>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Hop<F>> {
+        let this = self.get_mut();
+        let future = this.future.as_mut().expect("polled after it finished");
+        if let Poll::Ready(out) = timed_poll(future, cx, &*this.pace) {
+            this.future = None;
+            return Poll::Ready(Hop::Finished(out));
+        }
+        match this.future.take() {
+            Some(future) if !this.pace.belongs_back() => Poll::Ready(Hop::Return(future)),
+            future => {
+                this.future = future;
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// A task handle that ends its task when dropped: a call whose client went
+/// away must not run on in the background.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAP: u64 = 200_000_000; // two threads, one window
+
+    fn at(recent_ns: u64, background: bool) -> Use {
+        Use {
+            recent_ns,
+            faults: 0,
+            background,
+        }
+    }
+
+    #[test]
+    fn tenants_over_an_equal_part_go_to_the_background() {
+        // Four active tenants: 50 ms each.
+        let lanes = judge(
+            &[
+                at(1_000_000, false),
+                at(120_000_000, false),
+                at(40_000_000, false),
+                at(39_000_000, false),
+            ],
+            CAP,
+        );
+        assert_eq!(lanes, [false, true, false, false]);
+    }
+
+    #[test]
+    fn a_lone_tenant_has_the_whole_host() {
+        assert_eq!(judge(&[at(CAP, false), at(0, false)], CAP), [false, false]);
+    }
+
+    #[test]
+    fn returning_needs_use_well_under_the_share() {
+        // Share 100 ms: at 90 ms a background tenant stays, at 70 it returns;
+        // a front tenant at 90 stays in front.
+        assert_eq!(
+            judge(&[at(90_000_000, true), at(90_000_000, false)], CAP),
+            [true, false]
+        );
+        assert_eq!(
+            judge(&[at(70_000_000, true), at(90_000_000, false)], CAP),
+            [false, false]
+        );
+    }
+
+    #[test]
+    fn idle_tenants_do_not_shrink_the_share() {
+        // One active tenant among many idle ones keeps the whole host.
+        let mut all = vec![at(0, false); 100];
+        all.push(at(150_000_000, false));
+        assert!(judge(&all, CAP).iter().all(|b| !b));
+    }
+
+    #[test]
+    fn many_active_tenants_leave_each_the_least_share() {
+        // 100 active tenants: an equal part is 2 ms, the least share 25 ms.
+        let mut all = vec![at(1_000_000, false); 99];
+        all.push(at(20_000_000, false));
+        all.push(at(30_000_000, false));
+        let lanes = judge(&all, CAP);
+        assert!(!lanes[99]);
+        assert!(lanes[100]);
+    }
+
+    #[test]
+    fn a_tenant_that_keeps_failing_goes_to_the_background_and_comes_back() {
+        let failing = Use {
+            faults: FAULT_LIMIT,
+            ..at(1_000_000, false)
+        };
+        assert_eq!(judge(&[failing, at(1_000_000, false)], CAP), [true, false]);
+        let mended = Use {
+            faults: FAULT_LIMIT - 1,
+            ..at(1_000_000, true)
+        };
+        assert_eq!(judge(&[mended], CAP), [false]);
+    }
+
+    /// A future that spins (sleeps on the thread) `polls` times, yielding
+    /// between, and says on which thread it finished.
+    struct Spin {
+        polls: u32,
+        each: Duration,
+    }
+
+    impl Future for Spin {
+        type Output = String;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<String> {
+            std::thread::sleep(self.each);
+            if self.polls == 0 {
+                return Poll::Ready(std::thread::current().name().unwrap_or("").to_string());
+            }
+            self.polls -= 1;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+
+    #[test]
+    fn a_long_call_moves_to_the_background_and_a_short_one_stays() {
+        let back = Background::start(1).unwrap();
+        let front = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let meter = Arc::new(crate::share::TenantShare::default());
+        let run = |polls, each| {
+            front.block_on(Paced::new(
+                Spin { polls, each },
+                GuestCall::new(meter.clone(), CallClock::default()),
+                back.handle(),
+            ))
+        };
+        assert_ne!(run(0, Duration::from_micros(10)), "edge-background");
+        assert_eq!(run(5, Duration::from_millis(1)), "edge-background");
+        assert!(meter.cpu.total() >= Duration::from_millis(6));
+    }
+
+    #[test]
+    fn a_call_returns_to_the_front_when_its_tenant_does() {
+        let back = Background::start(1).unwrap();
+        let front = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let meter = Arc::new(crate::share::TenantShare::default());
+        meter.cpu.background.store(true, Relaxed);
+        let m = meter.clone();
+        // The tenant's share is back after the first background poll.
+        let flip = run_once(move || m.cpu.background.store(false, Relaxed));
+        let done = front.block_on(Paced::new(
+            Box::pin(async move {
+                flip.await;
+                tokio::task::yield_now().await;
+                std::thread::current().name().unwrap_or("").to_string()
+            }),
+            GuestCall::new(meter, CallClock::default()),
+            back.handle(),
+        ));
+        assert_ne!(done, "edge-background");
+    }
+
+    /// Runs `f` when first polled, then is ready.
+    async fn run_once(f: impl FnOnce()) {
+        f();
+    }
+}
