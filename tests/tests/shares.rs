@@ -335,11 +335,12 @@ async fn unsent_bodies_do_not_grow_the_host() {
 
 #[tokio::test]
 async fn tenants_each_within_their_share_cannot_fill_the_pool_for_others() {
-    // Pool of 20, each tenant's sessions capped at 5 (a quarter): four
-    // tenants pinning their 5 idle sessions each fill every slot. A fifth
-    // tenant's instances then take slots back from idle sessions.
+    // Pool of 20, all of it open to sessions, each tenant's sessions
+    // capped at 5 (a quarter): four tenants pinning their 5 idle sessions
+    // each fill every slot. A fifth tenant's instances then take slots
+    // back from idle sessions.
     let mut edge_toml = String::from(
-        "app = \"spin.toml\"\n[pool]\ntotal_component_instances = 20\n[[tenant]]\nname = \"victim\"\nhosts = [\"victim.test\"]\ncomponents = [\"*\"]\n",
+        "app = \"spin.toml\"\n[pool]\ntotal_component_instances = 20\nsession_instances = 20\n[[tenant]]\nname = \"victim\"\nhosts = [\"victim.test\"]\ncomponents = [\"*\"]\n",
     );
     for t in ["a", "b", "c", "d"] {
         edge_toml +=
@@ -367,5 +368,56 @@ async fn tenants_each_within_their_share_cannot_fill_the_pool_for_others() {
     assert_eq!(status, 200, "{body}");
     let (status, body) = get_host(&format!("{}/counter/mine/count", edge.url), "victim.test").await;
     assert_eq!((status, body.as_str()), (200, "1\n"));
-    assert!(edge.log().contains("pool full: an idle session was ended"));
+    let mut reclaimed = 0.0;
+    for t in ["a", "b", "c", "d"] {
+        reclaimed += edge
+            .metric(&format!("edge_sessions_reclaimed_total{{tenant=\"{t}\"}}"))
+            .await;
+    }
+    // One for /hello; its slot is free again for the victim's session.
+    assert_eq!(reclaimed, 1.0, "idle sessions ended for the victim");
+}
+
+#[tokio::test]
+async fn sessions_leave_a_part_of_the_pool_to_per_request_instances() {
+    // Pool of 20: sessions may hold 15 of it (the default three quarters).
+    // Four tenants asking for 5 sessions each get 15 between them: each
+    // session past that ends an idle one, and the pool keeps 5 free.
+    let mut edge_toml = String::from(
+        "app = \"spin.toml\"\n[pool]\ntotal_component_instances = 20\n[[tenant]]\nname = \"victim\"\nhosts = [\"victim.test\"]\ncomponents = [\"*\"]\n",
+    );
+    for t in ["a", "b", "c", "d"] {
+        edge_toml +=
+            &format!("[[tenant]]\nname = \"{t}\"\nhosts = [\"{t}.test\"]\ncomponents = [\"*\"]\n");
+    }
+    edge_toml += "[component.counter]\ninstance = \"session\"\nsession_key = \"path:2\"\nidle_timeout_ms = 600000\n";
+    let edge = Edge::start(&spin(), &edge_toml);
+    let c = client();
+    for t in ["a", "b", "c", "d"] {
+        for k in 0..5 {
+            let url = format!("{}/counter/k{k}/count", edge.url);
+            let host = format!("{t}.test");
+            let (status, body) =
+                request(&c, "GET", &url, &[("host", &host)], Default::default()).await;
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+    assert_eq!(
+        edge.metric("edge_pool_slots_in_use{kind=\"component_instances\"}")
+            .await,
+        15.0,
+        "sessions hold three quarters of the pool"
+    );
+    let mut reclaimed = 0.0;
+    for t in ["a", "b", "c"] {
+        reclaimed += edge
+            .metric(&format!("edge_sessions_reclaimed_total{{tenant=\"{t}\"}}"))
+            .await;
+    }
+    assert_eq!(
+        reclaimed, 5.0,
+        "the last tenant's sessions ended older ones"
+    );
+    let (status, body) = get_host(&format!("{}/hello", edge.url), "victim.test").await;
+    assert_eq!(status, 200, "{body}");
 }

@@ -4,6 +4,7 @@
 //!                         [--warmup-s 3] [--tenants 100] [--host-pattern 'h{i}.hostile']
 //!                         [--classes trap,spin,hog,fields,slow-stream,outbound,session-flood]
 //!                         [--per-class] [--settle-s 3] [--name all] [--hostile-priority idle|normal]
+//!                         [--hostile-addr A (default --addr)]
 //!   hostile-load capacity --addr A --route [POST ]HOST,PATH ... --concurrency N --duration-s S
 //!   hostile-load soak     --addr A --route HOST,PATH ... --rate R --duration-s S --window-s W --pid PID
 //!
@@ -437,6 +438,9 @@ fn hostile_runtime(priority: &str) -> Result<tokio::runtime::Runtime, String> {
 
 async fn hostile(args: &Args, clients: &tokio::runtime::Handle) -> Result<(), String> {
     let addr: SocketAddr = args.req("addr")?;
+    // Another host for the hostile tenants: the floor of what sharing the
+    // machine (not the process) costs the healthy tenant.
+    let hostile_addr: SocketAddr = args.or("hostile-addr", addr)?;
     let healthy_host = args.get("healthy-host").unwrap_or("healthy.test");
     let healthy_path = args.get("healthy-path").unwrap_or("/hello");
     let rate: f64 = args.or("rate", 200.0)?;
@@ -486,7 +490,7 @@ async fn hostile(args: &Args, clients: &tokio::runtime::Handle) -> Result<(), St
     for (name, active) in phases {
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Shared {
-            addr,
+            addr: hostile_addr,
             origin_port: origin.port,
             flood_keys: flood_keys.clone(),
             stop: stop.clone(),

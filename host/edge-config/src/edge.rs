@@ -129,6 +129,7 @@ pub(crate) struct PoolSection {
     pub max_memories_per_component: u32,
     pub max_tables_per_component: u32,
     pub keep_resident_bytes: u64,
+    pub session_instances: Option<Spanned<u32>>,
 }
 
 impl Default for PoolSection {
@@ -144,6 +145,7 @@ impl Default for PoolSection {
             max_memories_per_component: 4,
             max_tables_per_component: 8,
             keep_resident_bytes: 16 * 1024 * 1024,
+            session_instances: None,
         }
     }
 }

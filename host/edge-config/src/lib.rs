@@ -184,6 +184,9 @@ pub struct Pool {
     pub max_tables_per_component: u32,
     /// Memory bytes reset with `memset` instead of `madvise` on reuse.
     pub keep_resident_bytes: u64,
+    /// Instances pinned sessions may hold host-wide; the rest of the pool
+    /// is kept for per-request instances.
+    pub session_instances: u32,
 }
 
 /// A component from the manifest plus its edge settings.

@@ -221,9 +221,21 @@ impl Resolver<'_> {
                 "must be a positive multiple of 65536 (the Wasm page size)",
             );
         }
+        let session_instances = match &p.session_instances {
+            Some(n) if *n.get_ref() == 0 || *n.get_ref() > instances => {
+                return self.edge_err(
+                    n.span(),
+                    "pool.session_instances",
+                    format!("must be between 1 and pool.total_component_instances ({instances})"),
+                );
+            }
+            Some(n) => *n.get_ref(),
+            None => (instances / 4 * 3).max(1),
+        };
         // Each component instance typically holds a few core instances (the
         // guest plus adapter shims) but one memory; size the rest from that.
         Ok(Pool {
+            session_instances,
             total_component_instances: instances,
             total_core_instances: p
                 .total_core_instances

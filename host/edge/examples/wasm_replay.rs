@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
                 max_memories_per_component: 1,
                 max_tables_per_component: 1,
                 keep_resident_bytes: 1 << 20,
+                session_instances: 4,
             },
             edge::engine::resets_in_place(),
         )

@@ -18,8 +18,10 @@ use std::time::Duration;
 use wasmtime::component::Component;
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-/// How often the epoch advances. Deadlines are rounded up to this.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// How often the epoch advances: a running guest yields this often, so a
+/// call moves to the background lane ([`crate::lanes`]) at most this long
+/// after it has run past its budget. Deadlines are rounded up to it.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// Builds the process-wide engine from the pool settings; `in_place`:
 /// whether dropped memories are reset in place ([`resets_in_place`], read
@@ -56,8 +58,12 @@ pub fn engine_config(pool: &Pool, in_place: bool) -> wasmtime::Config {
         .pagemap_scan(pagemap_scan)
         .linear_memory_keep_resident(keep_resident)
         .table_keep_resident(pool.keep_resident_bytes as usize)
-        // Whatever must still be decommitted goes in batches.
-        .decommit_batch_size(32);
+        // Whatever must still be decommitted (pages past keep_resident) is
+        // decommitted by the instance that dirtied them, on its own thread
+        // and in its own lane: batched, one tenant's drop would pay for
+        // others' (a memory bomb's 48 MiB, 32 at once) while holding the
+        // process's mmap lock, and every instantiation waits on that lock.
+        .decommit_batch_size(1);
 
     let mut config = wasmtime::Config::new();
     config

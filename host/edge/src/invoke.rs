@@ -30,7 +30,8 @@ pub type ResponseReceiver = oneshot::Receiver<Result<Response<Body>, ErrorCode>>
 
 type Resource<T> = wasmtime::component::Resource<T>;
 
-/// A fresh store for `target`, with its limiter and `deadline` set.
+/// A fresh store for `target`, with its limiter and `deadline` set; its
+/// epoch ticks go to `clock` (the call budget of [`crate::lanes`]).
 ///
 /// A running guest yields to the executor at every epoch tick, so a guest
 /// spinning in a loop cannot hold its thread (and the other connections
@@ -41,13 +42,19 @@ pub fn new_store(
     engine: &wasmtime::Engine,
     target: &Target,
     deadline: Instant,
+    clock: CallClock,
 ) -> Store<HostState> {
     let mut store = Store::new(engine, HostState::new(&target.spec, target.metrics.clone()));
+    store.data_mut().call_clock = Some(clock);
     store.limiter(|s| &mut s.limiter);
     store.data_mut().deadline = deadline;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|store| {
-        if Instant::now() >= store.data().deadline {
+        let data = store.data();
+        if let Some(clock) = &data.call_clock {
+            clock.tick();
+        }
+        if Instant::now() >= data.deadline {
             Ok(UpdateDeadline::Interrupt)
         } else {
             // tokio's yield_now, not wasmtime's plain yield: it runs again
@@ -98,7 +105,7 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
             Some(ms) => Some(*ms),
             None if reclaimed < RECLAIM_TRIES => target.idle_sessions.reclaim().map(|from| {
                 reclaimed += 1;
-                tracing::info!(tenant = %target.tenant, component = %target.component, from = %from, "pool full: an idle session was ended for this instance");
+                tracing::debug!(tenant = %target.tenant, component = %target.component, from = %from, "pool full: an idle session was ended for this instance");
                 waits = SLOT_WAITS_MS.iter();
                 0
             }),
@@ -324,10 +331,11 @@ where
         count_failure(target, &f);
         f
     })?;
-    let mut store = new_store(engine, target, deadline);
+    let clock = CallClock::new(target.share.clone());
+    let mut store = new_store(engine, target, deadline, clock.clone());
     let (req, out, head) = bind_request(&mut store, request)?;
     let target = target.clone();
-    let (share, background) = (target.share.clone(), target.background.clone());
+    let background = target.background.clone();
     let guest = Box::pin(async move {
         let _permit = permit;
         let _active = ActiveInstance::new(&target.metrics);
@@ -336,11 +344,7 @@ where
     });
     // In its tenant's CPU lane; the store goes with it, so a big memory is
     // reset where the guest ran.
-    let guest = Paced::new(
-        guest,
-        GuestCall::new(share, CallClock::default()),
-        background,
-    );
+    let guest = Paced::new(guest, GuestCall::new(clock), background);
     match race(guest, head).await {
         Race::Done { response, .. } => response,
         Race::Streaming {

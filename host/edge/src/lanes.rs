@@ -6,10 +6,11 @@
 //! leave free and preempts the moment a serving thread wants it back.
 //!
 //! A guest call runs in the front lane unless it has run past
-//! [`CALL_BUDGET`] of CPU, or its tenant is in the background: because its
-//! guests use more than their share of the serving threads' time, or
-//! because they keep failing or being refused (traps, deadline and memory
-//! kills, requests over the tenant's share: [`FAULT_LIMIT`] in a window).
+//! [`CALL_BUDGET_TICKS`] of CPU, or its tenant is in the background: because its
+//! guests use more than their share of the serving threads' time, because
+//! one of its calls ran past the budget lately, or because they keep
+//! failing or being refused (traps, deadline and memory kills, requests
+//! over the tenant's share: [`FAULT_LIMIT`] in a window).
 //! A connection follows the tenant of its latest request, so the parsing
 //! and refusing of a flood's requests goes to the background too. So a
 //! tenant that spins, floods or allocates gets the CPU that others leave,
@@ -40,9 +41,11 @@ use std::time::{Duration, Instant};
 /// How often tenants' use is judged.
 pub const WINDOW: Duration = Duration::from_millis(100);
 
-/// The CPU one call may take in the front lane (two epoch ticks' worth of
-/// polls at most: a guest yields at every tick).
-pub const CALL_BUDGET: Duration = Duration::from_millis(2);
+/// The epoch ticks one call may run through in the front lane (about a
+/// millisecond each: [`crate::engine::EPOCH_TICK`]). Ticks, not time: a
+/// guest ticks only while it runs Wasm, so a short call that was preempted
+/// or waited on a lock in a host call is not taken for a long one.
+pub const CALL_BUDGET_TICKS: u64 = 2;
 
 /// The least CPU share a tenant has, as a fraction of the serving threads'
 /// time, however many tenants are active.
@@ -60,7 +63,10 @@ const ACTIVE_NS: u64 = 100_000;
 /// A tenant in the background lane returns to the front once its recent
 /// use is under this fraction of its share (hysteresis: a tenant at its
 /// share does not flip every window).
-const RETURN_BELOW: f64 = 0.75;
+pub const RETURN_BELOW: f64 = 0.75;
+
+/// The fewest windows a tenant stays in the background lane.
+pub const MIN_STAY: u64 = 5;
 
 /// One tenant's CPU: what its guests used, and which lane they run in.
 #[derive(Default)]
@@ -73,8 +79,12 @@ pub struct CpuMeter {
     recent_ns: AtomicU64,
     /// Failures and refusals since the keeper last looked.
     faults: AtomicU64,
+    /// Polls of calls past [`CALL_BUDGET_TICKS`] since the keeper last looked.
+    overruns: AtomicU64,
     /// Whether the tenant's guests run in the background lane.
     background: AtomicBool,
+    /// Windows in its lane so far; the keeper's.
+    windows: AtomicU64,
 }
 
 impl CpuMeter {
@@ -105,13 +115,27 @@ pub struct Use {
     pub recent_ns: u64,
     /// Failures and refusals in the window.
     pub faults: u64,
+    /// Polls of calls past [`CALL_BUDGET_TICKS`] in the window.
+    pub overruns: u64,
     /// Whether it is in the background lane now.
     pub background: bool,
+    /// Windows it has spent in its lane so far.
+    pub windows: u64,
 }
 
-/// Which tenants go to the background lane: those with [`FAULT_LIMIT`]
-/// faults in the window, and those over their share of `capacity_ns` (an
+/// Which tenants run in the background lane after this window.
+///
+/// In: those with [`FAULT_LIMIT`] faults in the window; those with a call
+/// that ran past [`CALL_BUDGET_TICKS`] (as a scheduler's multi-level queue
+/// does, a tenant whose calls run long starts its next ones behind the
+/// short ones of others); and those over their share of `capacity_ns` (an
 /// equal part among the active ones, at least [`MIN_SHARE`]).
+///
+/// Out only once it has stayed [`MIN_STAY`] windows and the last one was
+/// clean: at most one fault, no long call, under [`RETURN_BELOW`] of its
+/// share. A flood slowed by the background lane makes fewer faults there
+/// than it would in front; without the stay it would come back every other
+/// window and flood the front lane again.
 pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
     let active = tenants
         .iter()
@@ -124,12 +148,12 @@ pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
         .iter()
         .map(|u| {
             let r = u.recent_ns as f64;
-            let over = if u.background {
-                r >= share * RETURN_BELOW
+            if u.background {
+                let clean = u.faults <= 1 && u.overruns == 0 && r < share * RETURN_BELOW;
+                !(clean && u.windows >= MIN_STAY)
             } else {
-                r > share
-            };
-            over || u.faults >= FAULT_LIMIT
+                r > share || u.faults >= FAULT_LIMIT || u.overruns > 0
+            }
         })
         .collect()
 }
@@ -177,13 +201,18 @@ impl Keeper {
                 Use {
                     recent_ns,
                     faults: m.faults.swap(0, Relaxed),
+                    overruns: m.overruns.swap(0, Relaxed),
                     background: m.in_background(),
+                    windows: m.windows.load(Relaxed),
                 }
             })
             .collect();
         for ((name, s), background) in all.iter().zip(judge(&uses, capacity_ns)) {
             if s.cpu.background.swap(background, Relaxed) != background {
+                s.cpu.windows.store(1, Relaxed);
                 tracing::debug!(tenant = %name, background, "tenant changed CPU lane");
+            } else {
+                s.cpu.windows.fetch_add(1, Relaxed);
             }
         }
     }
@@ -253,6 +282,15 @@ fn on_background_thread() -> bool {
 /// the refusal is logged.
 fn lower_priority() {
     IN_BACKGROUND.with(|b| b.set(true));
+    match std::env::var("EDGE_BG").as_deref() {
+        Ok("normal") => return,
+        Ok(n) if n.starts_with("nice") => {
+            let v: i32 = n[4..].parse().unwrap_or(19);
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, v) };
+            return;
+        }
+        _ => {}
+    }
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
@@ -272,43 +310,60 @@ pub trait Pace: Send + Sync + 'static {
 
 /// A guest call (or a session's run of them) of one tenant: charged to the
 /// tenant, in the background while the tenant is or once the call has run
-/// past [`CALL_BUDGET`].
-pub struct GuestCall {
-    share: Arc<crate::share::TenantShare>,
-    clock: CallClock,
-}
+/// past [`CALL_BUDGET_TICKS`].
+pub struct GuestCall(CallClock);
 
 impl GuestCall {
-    /// A call of the tenant whose share is `share`, timed by `clock`.
-    pub fn new(share: Arc<crate::share::TenantShare>, clock: CallClock) -> Arc<Self> {
-        Arc::new(Self { share, clock })
+    /// A call timed by `clock` (which knows its tenant).
+    pub fn new(clock: CallClock) -> Arc<Self> {
+        Arc::new(Self(clock))
     }
 }
 
 impl Pace for GuestCall {
     fn belongs_back(&self) -> bool {
-        self.share.cpu.in_background() || self.clock.spent() > CALL_BUDGET.as_nanos() as u64
+        self.0.share.cpu.in_background() || self.0.over()
     }
 
     fn charge(&self, ns: u64) {
-        self.share.cpu.charge(ns);
-        self.clock.0.fetch_add(ns, Relaxed);
+        self.0.share.cpu.charge(ns);
     }
 }
 
-/// A call's CPU so far, shared with whoever knows where calls begin (a
-/// session's task runs many).
-#[derive(Default, Clone)]
-pub struct CallClock(Arc<AtomicU64>);
+/// The epoch ticks a tenant's call has run through, counted by its store's
+/// epoch callback ([`CallClock::tick`]) and shared with whoever knows where
+/// calls begin (a session's task runs many).
+#[derive(Clone)]
+pub struct CallClock {
+    ticks: Arc<AtomicU64>,
+    share: Arc<crate::share::TenantShare>,
+}
 
 impl CallClock {
-    /// A new call begins: its budget is whole again.
-    pub fn restart(&self) {
-        self.0.store(0, Relaxed);
+    /// A clock for calls of the tenant whose share is `share`.
+    pub fn new(share: Arc<crate::share::TenantShare>) -> Self {
+        Self {
+            ticks: Arc::default(),
+            share,
+        }
     }
 
-    fn spent(&self) -> u64 {
-        self.0.load(Relaxed)
+    /// A new call begins: its budget is whole again.
+    pub fn restart(&self) {
+        self.ticks.store(0, Relaxed);
+    }
+
+    /// The call ran through an epoch tick; past its budget each one counts
+    /// against its tenant: a long call keeps its tenant in the background
+    /// for as long as it runs.
+    pub fn tick(&self) {
+        if self.ticks.fetch_add(1, Relaxed) + 1 > CALL_BUDGET_TICKS {
+            self.share.cpu.overruns.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn over(&self) -> bool {
+        self.ticks.load(Relaxed) > CALL_BUDGET_TICKS
     }
 }
 
@@ -499,7 +554,9 @@ mod tests {
         Use {
             recent_ns,
             faults: 0,
+            overruns: 0,
             background,
+            windows: MIN_STAY,
         }
     }
 
@@ -563,28 +620,51 @@ mod tests {
             ..at(1_000_000, false)
         };
         assert_eq!(judge(&[failing, at(1_000_000, false)], CAP), [true, false]);
+        // Back in front only after a clean window (at most one fault) and
+        // the least stay.
+        let slowed = Use {
+            faults: 2,
+            ..at(1_000_000, true)
+        };
+        assert_eq!(judge(&[slowed], CAP), [true]);
         let mended = Use {
-            faults: FAULT_LIMIT - 1,
+            faults: 1,
             ..at(1_000_000, true)
         };
         assert_eq!(judge(&[mended], CAP), [false]);
+        let fresh = Use {
+            windows: MIN_STAY - 1,
+            ..at(1_000_000, true)
+        };
+        assert_eq!(judge(&[fresh], CAP), [true]);
     }
 
-    /// A future that spins (sleeps on the thread) `polls` times, yielding
-    /// between, and says on which thread it finished.
-    struct Spin {
+    #[test]
+    fn a_tenant_whose_calls_run_long_starts_its_next_ones_behind() {
+        let long = Use {
+            overruns: 1,
+            ..at(1_000_000, false)
+        };
+        assert_eq!(judge(&[long, at(1_000_000, false)], CAP), [true, false]);
+        // A window without one brings it back.
+        assert_eq!(judge(&[at(1_000_000, true)], CAP), [false]);
+    }
+
+    /// A future that runs `polls` times, its clock ticking at each (as a
+    /// guest's epoch callback does), and says on which thread it finished.
+    struct Ticking {
         polls: u32,
-        each: Duration,
+        clock: CallClock,
     }
 
-    impl Future for Spin {
+    impl Future for Ticking {
         type Output = String;
         fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<String> {
-            std::thread::sleep(self.each);
             if self.polls == 0 {
                 return Poll::Ready(std::thread::current().name().unwrap_or("").to_string());
             }
             self.polls -= 1;
+            self.clock.tick();
             cx.waker().wake_by_ref();
             Poll::Pending
         }
@@ -598,16 +678,21 @@ mod tests {
             .build()
             .unwrap();
         let meter = Arc::new(crate::share::TenantShare::default());
-        let run = |polls, each| {
+        let run = |polls| {
+            let clock = CallClock::new(meter.clone());
             front.block_on(Paced::new(
-                Spin { polls, each },
-                GuestCall::new(meter.clone(), CallClock::default()),
+                Ticking {
+                    polls,
+                    clock: clock.clone(),
+                },
+                GuestCall::new(clock),
                 back.handle(),
             ))
         };
-        assert_ne!(run(0, Duration::from_micros(10)), "edge-background");
-        assert_eq!(run(5, Duration::from_millis(1)), "edge-background");
-        assert!(meter.cpu.total() >= Duration::from_millis(6));
+        assert_ne!(run(CALL_BUDGET_TICKS as u32), "edge-background");
+        assert_eq!(meter.cpu.overruns.load(Relaxed), 0);
+        assert_eq!(run(CALL_BUDGET_TICKS as u32 + 3), "edge-background");
+        assert_eq!(meter.cpu.overruns.load(Relaxed), 3);
     }
 
     #[test]
@@ -628,7 +713,7 @@ mod tests {
                 tokio::task::yield_now().await;
                 std::thread::current().name().unwrap_or("").to_string()
             }),
-            GuestCall::new(meter, CallClock::default()),
+            GuestCall::new(CallClock::new(meter)),
             back.handle(),
         ));
         assert_ne!(done, "edge-background");

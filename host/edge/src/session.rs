@@ -88,6 +88,17 @@ pub struct SessionPool {
     pools: Arc<PoolMap>,
     /// Replaced by a config now serving: its sessions end once idle.
     retired: AtomicBool,
+    /// Sessions host-wide, against `[pool] session_instances`.
+    host: Arc<HostSessions>,
+}
+
+/// Every pool's sessions together, and how many the host allows: the rest
+/// of the instance pool is kept for per-request instances, so that those
+/// never wait for a session to be ended for their slot.
+#[derive(Default)]
+struct HostSessions {
+    live: AtomicUsize,
+    cap: AtomicUsize,
 }
 
 type PoolKey = (String, String, ContentHash);
@@ -97,6 +108,7 @@ type PoolMap = Mutex<HashMap<PoolKey, Weak<SessionPool>>>;
 /// leaves a component unchanged keeps its sessions.
 #[derive(Default)]
 pub struct SessionRegistry {
+    host: Arc<HostSessions>,
     pools: Arc<PoolMap>,
     workers: Arc<Workers>,
 }
@@ -201,6 +213,13 @@ impl IdleSessions {
 }
 
 impl SessionRegistry {
+    /// A registry whose sessions may hold `cap` instances host-wide.
+    pub fn new(cap: usize) -> Self {
+        let registry = Self::default();
+        registry.host.cap.store(cap, Relaxed);
+        registry
+    }
+
     /// The idle sessions of every pool, for [`IdleSessions::reclaim`].
     pub fn idle_sessions(&self) -> IdleSessions {
         IdleSessions(self.pools.clone())
@@ -246,6 +265,7 @@ impl SessionRegistry {
             workers: self.workers.clone(),
             pools: self.pools.clone(),
             retired: AtomicBool::new(false),
+            host: self.host.clone(),
         });
         // Keyed apart from the pool it may replace, which stays reachable
         // (for eviction and its draining sessions) until it is gone.
@@ -258,9 +278,26 @@ impl SessionRegistry {
     }
 }
 
+impl Drop for SessionPool {
+    fn drop(&mut self) {
+        // Whatever it still counts leaves the host's count with it.
+        self.set_live(0);
+    }
+}
+
 impl SessionPool {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records how many sessions the pool has now, host-wide too.
+    fn set_live(&self, n: usize) {
+        let was = self.live.swap(n, Relaxed);
+        if n >= was {
+            self.host.live.fetch_add(n - was, Relaxed);
+        } else {
+            self.host.live.fetch_sub(was - n, Relaxed);
+        }
     }
 
     /// Sessions alive now.
@@ -280,7 +317,7 @@ impl SessionPool {
         self.retired.store(true, Relaxed);
         let mut sessions = self.lock();
         sessions.retain(|_, s| s.inflight.load(Relaxed) > 0);
-        self.live.store(sessions.len(), Relaxed);
+        self.set_live(sessions.len());
     }
 
     /// Removes the least recently used idle session (its task ends once
@@ -293,6 +330,7 @@ impl SessionPool {
             .map(|(k, _)| k.clone());
         match lru {
             Some(key) => {
+                self.share.reclaimed.fetch_add(1, Relaxed);
                 if let Some(evicted) = sessions.remove(&key) {
                     // Idle (nothing in flight), so its instance is parked.
                     let instance = evicted
@@ -302,7 +340,7 @@ impl SessionPool {
                         .take();
                     drop(instance);
                 }
-                self.live.store(sessions.len(), Relaxed);
+                self.set_live(sessions.len());
                 true
             }
             None => false,
@@ -358,24 +396,38 @@ impl SessionPool {
         self.share
             .session_start()
             .map_err(|l| refuse(Failure::OverShare(l)))?;
-        if let Some(p) = self.share.try_acquire(Limit::Sessions) {
-            return Ok((p, false));
-        }
-        // The tenant's sessions are all taken. A component under its part
-        // takes one from a sibling that borrowed past its own; one at its
-        // part waits, whatever its keys.
-        let pools = self.siblings().len().max(1);
-        let part = (self.share.max_sessions() as usize / pools).max(1);
-        if sessions.len() < part && self.evict_borrower(part) {
+        let admitted = if let Some(p) = self.share.try_acquire(Limit::Sessions) {
+            (p, false)
+        } else {
+            // The tenant's sessions are all taken. A component under its
+            // part takes one from a sibling that borrowed past its own; one
+            // at its part waits, whatever its keys.
+            let pools = self.siblings().len().max(1);
+            let part = (self.share.max_sessions() as usize / pools).max(1);
+            if !(sessions.len() < part && self.evict_borrower(part)) {
+                self.share.refuse(Limit::Sessions);
+                return Err(refuse(Failure::OverShare(Limit::Sessions)));
+            }
             // The evicted session gave its count back as it left its map.
             let p = self
                 .share
                 .try_acquire(Limit::Sessions)
                 .unwrap_or_else(|| self.share.acquire_over(Limit::Sessions));
-            return Ok((p, true));
+            (p, true)
+        };
+        // The host's sessions are all taken: the new one takes the place of
+        // an idle one (of the tenant holding the most) or is refused; the
+        // rest of the pool is for per-request instances.
+        let cap = self.host.cap.load(Relaxed);
+        if cap > 0
+            && self.host.live.load(Relaxed) >= cap
+            && IdleSessions(self.pools.clone()).reclaim().is_none()
+        {
+            return Err(refuse(Failure::SessionsFull(format!(
+                "the host's sessions are all busy ([pool] session_instances = {cap})"
+            ))));
         }
-        self.share.refuse(Limit::Sessions);
-        Err(refuse(Failure::OverShare(Limit::Sessions)))
+        Ok(admitted)
     }
 
     /// Queues a request on its session, creating the session if needed, and
@@ -417,7 +469,7 @@ impl SessionPool {
                     Err(mpsc::error::TrySendError::Closed(job)) => {
                         // The session ended after a failure; start afresh.
                         sessions.remove(&key);
-                        self.live.store(sessions.len(), Relaxed);
+                        self.set_live(sessions.len());
                         Some(job)
                     }
                 },
@@ -442,10 +494,10 @@ impl SessionPool {
                         _held: held,
                     },
                 );
-                self.live.store(sessions.len(), Relaxed);
+                self.set_live(sessions.len());
                 // The session runs in its tenant's CPU lane, and each of
                 // its calls has its own budget in the front lane.
-                let clock = CallClock::default();
+                let clock = CallClock::new(self.share.clone());
                 let session = Box::pin(run_session(
                     self.clone(),
                     engine.clone(),
@@ -462,11 +514,7 @@ impl SessionPool {
                 ));
                 self.workers.spawn(
                     home,
-                    Paced::new(
-                        session,
-                        GuestCall::new(self.share.clone(), clock),
-                        target.background.clone(),
-                    ),
+                    Paced::new(session, GuestCall::new(clock), target.background.clone()),
                 );
             }
         }
@@ -543,7 +591,7 @@ impl SessionPool {
         }
         if sessions.get(key).is_some_and(|s| s.id == id) {
             sessions.remove(key);
-            self.live.store(sessions.len(), Relaxed);
+            self.set_live(sessions.len());
         }
         true
     }
@@ -654,6 +702,7 @@ async fn start_instance(
     engine: &wasmtime::Engine,
     target: &Target,
     over: bool,
+    clock: &CallClock,
 ) -> Result<Instance, Failure> {
     let permit = if over {
         pool.share.acquire_over(Limit::Instances)
@@ -667,7 +716,12 @@ async fn start_instance(
     let active = ActiveInstance::new(&target.metrics);
     // Instantiation gets its own deadline: it is the session's cost, not
     // one request's.
-    let mut store = new_store(engine, target, Instant::now() + target.deadline);
+    let mut store = new_store(
+        engine,
+        target,
+        Instant::now() + target.deadline,
+        clock.clone(),
+    );
     let proxy = instantiate(&mut store, target).await?;
     Ok(Instance {
         store,
@@ -735,7 +789,7 @@ async fn run_session(
         }
         me.clock.restart();
         if instance.is_none() {
-            match start_instance(&pool, &engine, &target, over).await {
+            match start_instance(&pool, &engine, &target, over, &me.clock).await {
                 Ok(i) => {
                     over = false;
                     instance = Some(i);
@@ -748,7 +802,7 @@ async fn run_session(
                     let mut sessions = pool.lock();
                     if sessions.get(&me.key).is_some_and(|s| s.id == me.id) {
                         sessions.remove(&me.key);
-                        pool.live.store(sessions.len(), Relaxed);
+                        pool.set_live(sessions.len());
                     }
                     drop(sessions);
                     rx.close();

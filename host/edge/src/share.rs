@@ -87,6 +87,8 @@ pub struct TenantShare {
     refused: [AtomicU64; 4],
     /// The CPU its guests use, and which lane they run in.
     pub cpu: crate::lanes::CpuMeter,
+    /// Idle sessions of its ended to make room for another instance.
+    pub reclaimed: AtomicU64,
 }
 
 /// Gives back one unit of a count when dropped.
@@ -261,6 +263,15 @@ impl Shares {
                     limit.key()
                 );
             }
+        }
+        out.push_str("# HELP edge_sessions_reclaimed_total Idle sessions of the tenant ended to make room for another instance or session.\n# TYPE edge_sessions_reclaimed_total counter\n");
+        for (tenant, share) in &all {
+            let _ = writeln!(
+                out,
+                "edge_sessions_reclaimed_total{{tenant=\"{}\"}} {}",
+                label(tenant),
+                share.reclaimed.load(Relaxed)
+            );
         }
         out.push_str("# HELP edge_share_held What each tenant holds of its share now.\n# TYPE edge_share_held gauge\n");
         for (tenant, share) in &all {

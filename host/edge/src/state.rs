@@ -70,6 +70,8 @@ pub struct HostState {
     pub log: crate::guest_log::GuestLog,
     /// Metrics of this tenant and component (guest counters go here).
     pub metrics: std::sync::Arc<crate::metrics::RouteMetrics>,
+    /// Counts the epoch ticks the current call runs through.
+    pub call_clock: Option<crate::lanes::CallClock>,
 }
 
 /// Caps each linear memory of an instance and remembers whether the cap was
@@ -143,6 +145,7 @@ impl HostState {
             client_pace: None,
             log,
             metrics,
+            call_clock: None,
         }
     }
 }
