@@ -74,13 +74,8 @@ impl Runtime {
         let shares = crate::share::Shares::default();
         let threads = crate::server::worker_count(&config.server);
         Ok(Self {
-            background: crate::lanes::Background::start(
-                std::env::var("EDGE_BGT")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(threads),
-            )
-            .context("starting the background lane")?,
+            background: crate::lanes::Background::start(threads)
+                .context("starting the background lane")?,
             _keeper: crate::lanes::Keeper::start(shares.clone(), threads),
             _ticker: EpochTicker::start(&engine),
             engine,

@@ -282,15 +282,6 @@ fn on_background_thread() -> bool {
 /// the refusal is logged.
 fn lower_priority() {
     IN_BACKGROUND.with(|b| b.set(true));
-    match std::env::var("EDGE_BG").as_deref() {
-        Ok("normal") => return,
-        Ok(n) if n.starts_with("nice") => {
-            let v: i32 = n[4..].parse().unwrap_or(19);
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, v) };
-            return;
-        }
-        _ => {}
-    }
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
