@@ -19,8 +19,8 @@
 #    the one started (same pid and start time) and answers /health.
 # Loopback only. bench/hostile-load is the generator (both sides).
 #
-#   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 MAX_INSTANCES=
-#                         HOSTILE_PRIORITY=idle KEEP=0)
+#   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 FLOOR=1
+#                         MAX_INSTANCES= HOSTILE_PRIORITY=idle KEEP=0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
@@ -30,6 +30,7 @@ RATE=${RATE:-500}
 DURATION_S=${DURATION_S:-20}
 TENANTS=${TENANTS:-100}
 PER_CLASS=${PER_CLASS:-1}
+FLOOR=${FLOOR:-1}
 DEADLINE_MS=${DEADLINE_MS:-10000}
 # The hostile clients' threads: idle (SCHED_IDLE, as if they ran on other
 # machines) or normal (competing with the host for these cores).
@@ -115,6 +116,11 @@ TOML
 # tenant alone first (its baseline on that host), then beside the phase's
 # hostile tenants.
 phases=(all)
+# "floor": the same hostile load on a second host process at SCHED_IDLE,
+# the healthy tenant alone on the first: what sharing the machine (its
+# cores, kernel and memory, with the load generator on them too) costs
+# the healthy tenant whatever one host does.
+[ "$FLOOR" = 1 ] && phases+=(floor)
 [ "$PER_CLASS" = 1 ] && phases+=(trap spin hog fields slow-stream outbound session-flood)
 : > "$work/phases.jsonl"
 : > "$work/hosts.txt"
@@ -127,8 +133,18 @@ for phase in "${phases[@]}"; do
   started=$(awk '{print $22}' "/proc/$epid/stat")
   rss_before=$(awk '/VmRSS/{print $2}' "/proc/$epid/status")
   echo "$phase: edge pid $epid up; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-  classes=$([ "$phase" = all ] && echo trap,spin,hog,fields,slow-stream,outbound,session-flood || echo "$phase")
-  "$load" hostile --addr "127.0.0.1:$PORT" --healthy-host healthy.test --healthy-path /hello \
+  classes=$(case $phase in all|floor) echo trap,spin,hog,fields,slow-stream,outbound,session-flood;; *) echo "$phase";; esac)
+  hostile_addr=127.0.0.1:$PORT
+  if [ "$phase" = floor ]; then
+    rm -rf "$work/data2"
+    sed -e "s/:$PORT\"/:$((PORT + 100))\"/; s/:$ADMIN\"/:$((ADMIN + 100))\"/; s|/data\"|/data2\"|" "$work/edge.toml" > "$work/edge-floor.toml"
+    EDGE_LOG=warn chrt --idle 0 "$edge" serve --config "$work/edge-floor.toml" >/dev/null 2>"$work/edge-floor-hostile.log" &
+    fpid=$!
+    pids+=($fpid)
+    hostile_addr=127.0.0.1:$((PORT + 100))
+    for _ in $(seq 300); do curl -s -o /dev/null -H 'host: healthy.test' "http://$hostile_addr/hello" && break; sleep 0.1; done
+  fi
+  "$load" hostile --addr "127.0.0.1:$PORT" --hostile-addr "$hostile_addr" --healthy-host healthy.test --healthy-path /hello \
     --rate "$RATE" --duration-s "$DURATION_S" --warmup-s 3 --settle-s $((DEADLINE_MS / 1000 + 1)) \
     --tenants "$TENANTS" --classes "$classes" --name "$phase" \
     --hostile-priority "$HOSTILE_PRIORITY" > "$work/phase.jsonl"
@@ -142,6 +158,7 @@ for phase in "${phases[@]}"; do
   echo "$phase $alive $rss_before $rss_after $panics" >> "$work/hosts.txt"
   kill "$epid" 2>/dev/null || true
   wait "$epid" 2>/dev/null || true
+  if [ "$phase" = floor ]; then kill "$fpid" 2>/dev/null || true; wait "$fpid" 2>/dev/null || true; fi
 done
 
 /usr/bin/python3 - "$work" <<'PY'
@@ -160,7 +177,8 @@ for base, p in runs:
     errs = p["errors"] if not p["error_kinds"] else f'{p["errors"]} {p["error_kinds"]}'
     alive, rss0, rss1, panics = hosts[p["phase"]]
     print(f'| {p["phase"]} | {p["hostile_tenants"]} | {p["sent"]} | {errs} | {p["p50_us"]/1000:.2f} | {p["p99_us"]/1000:.2f} | {p["p999_us"]/1000:.2f} | {p["max_us"]/1000:.1f} | {base["p99_us"]/1000:.2f} ({base["errors"]} errors) | {ratio:.2f}x | {int(rss0)//1024} → {int(rss1 or 0)//1024} |')
-    ok.append((p["phase"], base["errors"] + p["errors"] == 0, ratio <= 1.2, alive == "yes" and panics == "0"))
+    if p["phase"] != "floor":  # another host's doing: for comparison only
+        ok.append((p["phase"], base["errors"] + p["errors"] == 0, ratio <= 1.2, alive == "yes" and panics == "0"))
 for base, p in runs:
     print(f'\nWhat the hostile tenants got ("{p["phase"]}"; status, or how the slow stream ended: count):')
     for c, t in p["hostile"].items():

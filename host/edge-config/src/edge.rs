@@ -144,7 +144,7 @@ impl Default for PoolSection {
             max_core_instances_per_component: 16,
             max_memories_per_component: 4,
             max_tables_per_component: 8,
-            keep_resident_bytes: 16 * 1024 * 1024,
+            keep_resident_bytes: 1024 * 1024,
             session_instances: None,
         }
     }

@@ -144,8 +144,28 @@ fn memory_reset(pool: &Pool, in_place: bool) -> (wasmtime::Enabled, usize) {
         );
         (wasmtime::Enabled::No, 0)
     } else {
+        // Pages reset in place stay resident while their slot is unused.
+        let bound = u64::from(pool.total_memories).saturating_mul(pool.keep_resident_bytes);
+        if let Some(total) = memory_total_bytes()
+            && bound > total / 2
+        {
+            tracing::warn!(
+                bound_mib = bound >> 20,
+                memory_mib = total >> 20,
+                "[pool] total_memories x keep_resident_bytes exceeds half this machine's memory: \
+                 that much may stay resident in unused slots after guests that wrote it"
+            );
+        }
         (wasmtime::Enabled::Auto, pool.keep_resident_bytes as usize)
     }
+}
+
+/// The machine's memory (`MemTotal` of `/proc/meminfo`), if readable.
+fn memory_total_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.

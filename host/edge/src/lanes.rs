@@ -68,11 +68,28 @@ pub const RETURN_BELOW: f64 = 0.75;
 /// The fewest windows a tenant stays in the background lane.
 pub const MIN_STAY: u64 = 5;
 
+/// A counter on a cache line of its own.
+#[derive(Default)]
+#[repr(align(64))]
+struct Padded(AtomicU64);
+
+/// Counters per tenant that every serving thread adds to on each poll are
+/// split this many ways, so threads do not pass one cache line around.
+const SHARDS: usize = 8;
+
+thread_local! {
+    /// This thread's shard of the split counters.
+    static SHARD: usize = {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        NEXT.fetch_add(1, Relaxed) % SHARDS
+    };
+}
+
 /// One tenant's CPU: what its guests used, and which lane they run in.
 #[derive(Default)]
 pub struct CpuMeter {
-    /// Used since the keeper last looked (ns).
-    used_ns: AtomicU64,
+    /// Used since the keeper last looked (ns), split by thread.
+    used_ns: [Padded; SHARDS],
     /// Used in all (ns), for metrics.
     total_ns: AtomicU64,
     /// Recent use per window (ns, halving each window); the keeper's.
@@ -89,7 +106,12 @@ pub struct CpuMeter {
 
 impl CpuMeter {
     fn charge(&self, ns: u64) {
-        self.used_ns.fetch_add(ns, Relaxed);
+        SHARD.with(|&i| self.used_ns[i].0.fetch_add(ns, Relaxed));
+    }
+
+    /// Takes what was used since the last take.
+    fn take_used(&self) -> u64 {
+        self.used_ns.iter().map(|c| c.0.swap(0, Relaxed)).sum()
     }
 
     /// Counts a failure or refusal of the tenant's.
@@ -104,7 +126,8 @@ impl CpuMeter {
 
     /// CPU its guests have used in all.
     pub fn total(&self) -> Duration {
-        Duration::from_nanos(self.total_ns.load(Relaxed) + self.used_ns.load(Relaxed))
+        let pending: u64 = self.used_ns.iter().map(|c| c.0.load(Relaxed)).sum();
+        Duration::from_nanos(self.total_ns.load(Relaxed) + pending)
     }
 }
 
@@ -192,7 +215,7 @@ impl Keeper {
             .iter()
             .map(|(_, s)| {
                 let m = &s.cpu;
-                let used = m.used_ns.swap(0, Relaxed);
+                let used = m.take_used();
                 m.total_ns.fetch_add(used, Relaxed);
                 // Halving each window: a burst counts for a few windows, a
                 // steady use converges to its per-window amount.
@@ -291,8 +314,11 @@ fn lower_priority() {
 }
 
 /// What a paced future runs for: which lane it belongs in, and whom its
-/// polls' time is charged to.
-pub trait Pace: Send + Sync + 'static {
+/// polls' time is charged to. Cheap to clone: a move to the background
+/// takes a copy along.
+pub trait Pace: Clone + Unpin + Send + Sync + 'static {
+    /// Whether its polls are timed (and [`Pace::charge`]d).
+    const TIMED: bool;
     /// Whether it should run in the background lane now.
     fn belongs_back(&self) -> bool;
     /// Takes the time one poll took.
@@ -302,16 +328,19 @@ pub trait Pace: Send + Sync + 'static {
 /// A guest call (or a session's run of them) of one tenant: charged to the
 /// tenant, in the background while the tenant is or once the call has run
 /// past [`CALL_BUDGET_TICKS`].
+#[derive(Clone)]
 pub struct GuestCall(CallClock);
 
 impl GuestCall {
     /// A call timed by `clock` (which knows its tenant).
-    pub fn new(clock: CallClock) -> Arc<Self> {
-        Arc::new(Self(clock))
+    pub fn new(clock: CallClock) -> Self {
+        Self(clock)
     }
 }
 
 impl Pace for GuestCall {
+    const TIMED: bool = true;
+
     fn belongs_back(&self) -> bool {
         self.0.share.cpu.in_background() || self.0.over()
     }
@@ -361,8 +390,8 @@ impl CallClock {
 /// A client connection: in the lane of the tenant its latest request went
 /// to. Its own time (parsing, refusing) is not charged; its guests' is, by
 /// their own [`GuestCall`].
-#[derive(Default)]
-pub struct Connection(arc_swap::ArcSwapOption<crate::share::TenantShare>);
+#[derive(Default, Clone)]
+pub struct Connection(Arc<arc_swap::ArcSwapOption<crate::share::TenantShare>>);
 
 impl Connection {
     /// The connection's latest request is `share`'s tenant's.
@@ -375,6 +404,8 @@ impl Connection {
 }
 
 impl Pace for Connection {
+    const TIMED: bool = false;
+
     fn belongs_back(&self) -> bool {
         self.0
             .load()
@@ -401,7 +432,7 @@ enum Hop<F: Future> {
 /// A future that runs in the lane its [`Pace`] says, moving between polls.
 pub struct Paced<F: Future, P> {
     place: Place<F>,
-    pace: Arc<P>,
+    pace: P,
     background: tokio::runtime::Handle,
 }
 
@@ -412,7 +443,7 @@ where
     P: Pace,
 {
     /// Runs `future` for `pace`; `background` is the background lane.
-    pub fn new(future: F, pace: Arc<P>, background: tokio::runtime::Handle) -> Self {
+    pub fn new(future: F, pace: P, background: tokio::runtime::Handle) -> Self {
         Self {
             place: Place::Front(future),
             pace,
@@ -428,11 +459,14 @@ where
 }
 
 /// Polls `future` once, charging the time to `pace`.
-fn timed_poll<F: Future + Unpin>(
+fn timed_poll<F: Future + Unpin, P: Pace>(
     future: &mut F,
     cx: &mut Context<'_>,
-    pace: &impl Pace,
+    pace: &P,
 ) -> Poll<F::Output> {
+    if !P::TIMED {
+        return Pin::new(future).poll(cx);
+    }
     let start = Instant::now();
     let poll = Pin::new(future).poll(cx);
     pace.charge(start.elapsed().as_nanos() as u64);
@@ -453,7 +487,7 @@ where
             match &mut this.place {
                 Place::Front(future) => {
                     if !this.pace.belongs_back() || on_background_thread() {
-                        if let Poll::Ready(out) = timed_poll(future, cx, &*this.pace) {
+                        if let Poll::Ready(out) = timed_poll(future, cx, &this.pace) {
                             return Poll::Ready(out);
                         }
                         if !this.should_move() {
@@ -498,7 +532,7 @@ where
 /// its pace no longer belongs there, when it goes home to the front lane.
 struct InBackground<F, P> {
     future: Option<F>,
-    pace: Arc<P>,
+    pace: P,
 }
 
 impl<F, P> Future for InBackground<F, P>
@@ -511,7 +545,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Hop<F>> {
         let this = self.get_mut();
         let future = this.future.as_mut().expect("polled after it finished");
-        if let Poll::Ready(out) = timed_poll(future, cx, &*this.pace) {
+        if let Poll::Ready(out) = timed_poll(future, cx, &this.pace) {
             this.future = None;
             return Poll::Ready(Hop::Finished(out));
         }

@@ -195,7 +195,7 @@ pub async fn serve(
         let for_service = shared.clone();
         let activity = Arc::new(Activity::default());
         let for_requests = activity.clone();
-        let lane = Arc::new(crate::lanes::Connection::default());
+        let lane = crate::lanes::Connection::default();
         let for_lane = lane.clone();
         // Once per connection, not per request: formatting an address is
         // not free.
