@@ -332,6 +332,7 @@ where
         f
     })?;
     let clock = CallClock::new(target.share.clone());
+    clock.begin();
     let mut store = new_store(engine, target, deadline, clock.clone());
     let (req, out, head) = bind_request(&mut store, request)?;
     let target = target.clone();

@@ -65,6 +65,13 @@ const ACTIVE_NS: u64 = 100_000;
 /// share does not flip every window).
 pub const RETURN_BELOW: f64 = 0.75;
 
+/// Long calls in a window that can put a tenant in the background.
+pub const LONG_CALLS_MIN: u64 = 2;
+
+/// The part of a tenant's calls in a window that must run long to put it
+/// in the background.
+pub const LONG_CALLS_PART: f64 = 0.25;
+
 /// The fewest windows a tenant stays in the background lane.
 pub const MIN_STAY: u64 = 5;
 
@@ -96,8 +103,10 @@ pub struct CpuMeter {
     recent_ns: AtomicU64,
     /// Failures and refusals since the keeper last looked.
     faults: AtomicU64,
-    /// Polls of calls past [`CALL_BUDGET_TICKS`] since the keeper last looked.
-    overruns: AtomicU64,
+    /// Calls begun since the keeper last looked, split by thread.
+    calls: [Padded; SHARDS],
+    /// Calls that ran past [`CALL_BUDGET_TICKS`] since the keeper last looked.
+    long_calls: AtomicU64,
     /// Whether the tenant's guests run in the background lane.
     background: AtomicBool,
     /// Windows in its lane so far; the keeper's.
@@ -138,21 +147,34 @@ pub struct Use {
     pub recent_ns: u64,
     /// Failures and refusals in the window.
     pub faults: u64,
-    /// Polls of calls past [`CALL_BUDGET_TICKS`] in the window.
-    pub overruns: u64,
+    /// Calls begun in the window.
+    pub calls: u64,
+    /// Calls that ran past [`CALL_BUDGET_TICKS`] in the window.
+    pub long_calls: u64,
     /// Whether it is in the background lane now.
     pub background: bool,
     /// Windows it has spent in its lane so far.
     pub windows: u64,
 }
 
+impl Use {
+    /// Whether a good part of its calls run long: at least
+    /// [`LONG_CALLS_MIN`], and a [`LONG_CALLS_PART`] of its calls. A few
+    /// long calls (a cache warming after a deploy) only move themselves.
+    fn runs_long(&self) -> bool {
+        self.long_calls >= LONG_CALLS_MIN
+            && self.long_calls as f64 >= self.calls as f64 * LONG_CALLS_PART
+    }
+}
+
 /// Which tenants run in the background lane after this window.
 ///
-/// In: those with [`FAULT_LIMIT`] faults in the window; those with a call
-/// that ran past [`CALL_BUDGET_TICKS`] (as a scheduler's multi-level queue
-/// does, a tenant whose calls run long starts its next ones behind the
-/// short ones of others); and those over their share of `capacity_ns` (an
-/// equal part among the active ones, at least [`MIN_SHARE`]).
+/// In: those with [`FAULT_LIMIT`] faults in the window; those whose calls
+/// run past [`CALL_BUDGET_TICKS`] ([`Use::runs_long`]: as a scheduler's
+/// multi-level queue does, a tenant whose calls run long starts its next
+/// ones behind the short ones of others); and those over their share of
+/// `capacity_ns` (an equal part among the active ones, at least
+/// [`MIN_SHARE`]).
 ///
 /// Out only once it has stayed [`MIN_STAY`] windows and the last one was
 /// clean: at most one fault, no long call, under [`RETURN_BELOW`] of its
@@ -172,10 +194,10 @@ pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
         .map(|u| {
             let r = u.recent_ns as f64;
             if u.background {
-                let clean = u.faults <= 1 && u.overruns == 0 && r < share * RETURN_BELOW;
+                let clean = u.faults <= 1 && !u.runs_long() && r < share * RETURN_BELOW;
                 !(clean && u.windows >= MIN_STAY)
             } else {
-                r > share || u.faults >= FAULT_LIMIT || u.overruns > 0
+                r > share || u.faults >= FAULT_LIMIT || u.runs_long()
             }
         })
         .collect()
@@ -224,7 +246,8 @@ impl Keeper {
                 Use {
                     recent_ns,
                     faults: m.faults.swap(0, Relaxed),
-                    overruns: m.overruns.swap(0, Relaxed),
+                    calls: m.calls.iter().map(|c| c.0.swap(0, Relaxed)).sum(),
+                    long_calls: m.long_calls.swap(0, Relaxed),
                     background: m.in_background(),
                     windows: m.windows.load(Relaxed),
                 }
@@ -368,17 +391,17 @@ impl CallClock {
         }
     }
 
-    /// A new call begins: its budget is whole again.
-    pub fn restart(&self) {
+    /// A call begins: its budget is whole again, and its tenant counts it.
+    pub fn begin(&self) {
         self.ticks.store(0, Relaxed);
+        SHARD.with(|&i| self.share.cpu.calls[i].0.fetch_add(1, Relaxed));
     }
 
-    /// The call ran through an epoch tick; past its budget each one counts
-    /// against its tenant: a long call keeps its tenant in the background
-    /// for as long as it runs.
+    /// The call ran through an epoch tick; the one that takes it past its
+    /// budget counts it as a long call of its tenant.
     pub fn tick(&self) {
-        if self.ticks.fetch_add(1, Relaxed) + 1 > CALL_BUDGET_TICKS {
-            self.share.cpu.overruns.fetch_add(1, Relaxed);
+        if self.ticks.fetch_add(1, Relaxed) + 1 == CALL_BUDGET_TICKS + 1 {
+            self.share.cpu.long_calls.fetch_add(1, Relaxed);
         }
     }
 
@@ -579,7 +602,8 @@ mod tests {
         Use {
             recent_ns,
             faults: 0,
-            overruns: 0,
+            calls: 100,
+            long_calls: 0,
             background,
             windows: MIN_STAY,
         }
@@ -667,10 +691,20 @@ mod tests {
     #[test]
     fn a_tenant_whose_calls_run_long_starts_its_next_ones_behind() {
         let long = Use {
-            overruns: 1,
+            calls: 8,
+            long_calls: 2,
             ..at(1_000_000, false)
         };
-        assert_eq!(judge(&[long, at(1_000_000, false)], CAP), [true, false]);
+        // A few long calls among many (a cache warming) move only themselves.
+        let warming = Use {
+            calls: 900,
+            long_calls: 4,
+            ..at(1_000_000, false)
+        };
+        assert_eq!(
+            judge(&[long, warming, at(1_000_000, false)], CAP),
+            [true, false, false]
+        );
         // A window without one brings it back.
         assert_eq!(judge(&[at(1_000_000, true)], CAP), [false]);
     }
@@ -705,6 +739,7 @@ mod tests {
         let meter = Arc::new(crate::share::TenantShare::default());
         let run = |polls| {
             let clock = CallClock::new(meter.clone());
+            clock.begin();
             front.block_on(Paced::new(
                 Ticking {
                     polls,
@@ -715,9 +750,9 @@ mod tests {
             ))
         };
         assert_ne!(run(CALL_BUDGET_TICKS as u32), "edge-background");
-        assert_eq!(meter.cpu.overruns.load(Relaxed), 0);
+        assert_eq!(meter.cpu.long_calls.load(Relaxed), 0);
         assert_eq!(run(CALL_BUDGET_TICKS as u32 + 3), "edge-background");
-        assert_eq!(meter.cpu.overruns.load(Relaxed), 3);
+        assert_eq!(meter.cpu.long_calls.load(Relaxed), 1);
     }
 
     #[test]

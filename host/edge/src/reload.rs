@@ -57,11 +57,13 @@ pub fn write_generated_secrets(config: &Config) -> Result<()> {
 
 /// Loads, builds and swaps in a new app; on any problem keeps the old one.
 pub fn reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()> {
+    let started = std::time::Instant::now();
     let result = try_reload(shared, path, overrides);
     match &result {
         Ok(()) => {
             shared.runtime.metrics.reloads_ok.fetch_add(1, Relaxed);
-            tracing::info!(config = %path.display(), "config reloaded");
+            let ms = started.elapsed().as_millis() as u64;
+            tracing::info!(config = %path.display(), ms, "config reloaded");
         }
         Err(e) => {
             shared.runtime.metrics.reloads_failed.fetch_add(1, Relaxed);

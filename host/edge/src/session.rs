@@ -787,7 +787,7 @@ async fn run_session(
             done();
             continue;
         }
-        me.clock.restart();
+        me.clock.begin();
         if instance.is_none() {
             match start_instance(&pool, &engine, &target, over, &me.clock).await {
                 Ok(i) => {
