@@ -333,29 +333,58 @@ async fn unsent_bodies_do_not_grow_the_host() {
     assert!(grown < 64 * 1024, "the host grew by {grown} KiB: {body}");
 }
 
+/// A pool of 20 (with `pool` added to its section), a tenant "victim" and
+/// four tenants a–d, the counter pinned per `path:2` key for ten minutes.
+fn victim_and_four(pool: &str) -> String {
+    let mut edge_toml = format!(
+        "app = \"spin.toml\"\n[pool]\ntotal_component_instances = 20\n{pool}[[tenant]]\nname = \"victim\"\nhosts = [\"victim.test\"]\ncomponents = [\"*\"]\n",
+    );
+    for t in ["a", "b", "c", "d"] {
+        edge_toml +=
+            &format!("[[tenant]]\nname = \"{t}\"\nhosts = [\"{t}.test\"]\ncomponents = [\"*\"]\n");
+    }
+    edge_toml
+        + "[component.counter]\ninstance = \"session\"\nsession_key = \"path:2\"\nidle_timeout_ms = 600000\n"
+}
+
+/// Asks for `n` sessions of the counter as `tenant`, one after another;
+/// their statuses.
+async fn pin_sessions(edge: &Edge, tenant: &str, n: usize) -> Vec<u16> {
+    let c = client();
+    let host = format!("{tenant}.test");
+    let mut statuses = Vec::new();
+    for k in 0..n {
+        let url = format!("{}/counter/k{k}/count", edge.url);
+        statuses.push(
+            request(&c, "GET", &url, &[("host", &host)], Default::default())
+                .await
+                .0,
+        );
+    }
+    statuses
+}
+
+/// Idle sessions of `tenants` ended to make room, in all.
+async fn reclaimed(edge: &Edge, tenants: &[&str]) -> f64 {
+    let mut sum = 0.0;
+    for t in tenants {
+        sum += edge
+            .metric(&format!("edge_sessions_reclaimed_total{{tenant=\"{t}\"}}"))
+            .await;
+    }
+    sum
+}
+
 #[tokio::test]
 async fn tenants_each_within_their_share_cannot_fill_the_pool_for_others() {
     // Pool of 20, all of it open to sessions, each tenant's sessions
     // capped at 5 (a quarter): four tenants pinning their 5 idle sessions
     // each fill every slot. A fifth tenant's instances then take slots
     // back from idle sessions.
-    let mut edge_toml = String::from(
-        "app = \"spin.toml\"\n[pool]\ntotal_component_instances = 20\nsession_instances = 20\n[[tenant]]\nname = \"victim\"\nhosts = [\"victim.test\"]\ncomponents = [\"*\"]\n",
-    );
+    let edge = Edge::start(&spin(), &victim_and_four("session_instances = 20\n"));
     for t in ["a", "b", "c", "d"] {
-        edge_toml +=
-            &format!("[[tenant]]\nname = \"{t}\"\nhosts = [\"{t}.test\"]\ncomponents = [\"*\"]\n");
-    }
-    edge_toml += "[component.counter]\ninstance = \"session\"\nsession_key = \"path:2\"\nidle_timeout_ms = 600000\n";
-    let edge = Edge::start(&spin(), &edge_toml);
-    let c = client();
-    for t in ["a", "b", "c", "d"] {
-        for k in 0..8 {
-            let url = format!("{}/counter/k{k}/count", edge.url);
-            let host = format!("{t}.test");
-            let (status, body) =
-                request(&c, "GET", &url, &[("host", &host)], Default::default()).await;
-            assert!(status == 200 || status == 503, "{status} {body}");
+        for status in pin_sessions(&edge, t, 8).await {
+            assert!(status == 200 || status == 503, "{status}");
         }
     }
     assert_eq!(
@@ -368,12 +397,7 @@ async fn tenants_each_within_their_share_cannot_fill_the_pool_for_others() {
     assert_eq!(status, 200, "{body}");
     let (status, body) = get_host(&format!("{}/counter/mine/count", edge.url), "victim.test").await;
     assert_eq!((status, body.as_str()), (200, "1\n"));
-    let mut reclaimed = 0.0;
-    for t in ["a", "b", "c", "d"] {
-        reclaimed += edge
-            .metric(&format!("edge_sessions_reclaimed_total{{tenant=\"{t}\"}}"))
-            .await;
-    }
+    let reclaimed = reclaimed(&edge, &["a", "b", "c", "d"]).await;
     // One for /hello; its slot is free again for the victim's session.
     assert_eq!(reclaimed, 1.0, "idle sessions ended for the victim");
 }
@@ -383,24 +407,9 @@ async fn sessions_leave_a_part_of_the_pool_to_per_request_instances() {
     // Pool of 20: sessions may hold 15 of it (the default three quarters).
     // Four tenants asking for 5 sessions each get 15 between them: each
     // session past that ends an idle one, and the pool keeps 5 free.
-    let mut edge_toml = String::from(
-        "app = \"spin.toml\"\n[pool]\ntotal_component_instances = 20\n[[tenant]]\nname = \"victim\"\nhosts = [\"victim.test\"]\ncomponents = [\"*\"]\n",
-    );
+    let edge = Edge::start(&spin(), &victim_and_four(""));
     for t in ["a", "b", "c", "d"] {
-        edge_toml +=
-            &format!("[[tenant]]\nname = \"{t}\"\nhosts = [\"{t}.test\"]\ncomponents = [\"*\"]\n");
-    }
-    edge_toml += "[component.counter]\ninstance = \"session\"\nsession_key = \"path:2\"\nidle_timeout_ms = 600000\n";
-    let edge = Edge::start(&spin(), &edge_toml);
-    let c = client();
-    for t in ["a", "b", "c", "d"] {
-        for k in 0..5 {
-            let url = format!("{}/counter/k{k}/count", edge.url);
-            let host = format!("{t}.test");
-            let (status, body) =
-                request(&c, "GET", &url, &[("host", &host)], Default::default()).await;
-            assert_eq!(status, 200, "{body}");
-        }
+        assert_eq!(pin_sessions(&edge, t, 5).await, [200; 5]);
     }
     assert_eq!(
         edge.metric("edge_pool_slots_in_use{kind=\"component_instances\"}")
@@ -408,12 +417,7 @@ async fn sessions_leave_a_part_of_the_pool_to_per_request_instances() {
         15.0,
         "sessions hold three quarters of the pool"
     );
-    let mut reclaimed = 0.0;
-    for t in ["a", "b", "c"] {
-        reclaimed += edge
-            .metric(&format!("edge_sessions_reclaimed_total{{tenant=\"{t}\"}}"))
-            .await;
-    }
+    let reclaimed = reclaimed(&edge, &["a", "b", "c"]).await;
     assert_eq!(
         reclaimed, 5.0,
         "the last tenant's sessions ended older ones"

@@ -729,14 +729,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_long_call_moves_to_the_background_and_a_short_one_stays() {
-        let back = Background::start(1).unwrap();
+    /// A background lane of one thread, a front runtime and a tenant.
+    fn lanes() -> (
+        Background,
+        tokio::runtime::Runtime,
+        Arc<crate::share::TenantShare>,
+    ) {
         let front = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let meter = Arc::new(crate::share::TenantShare::default());
+        (Background::start(1).unwrap(), front, Arc::default())
+    }
+
+    #[test]
+    fn a_long_call_moves_to_the_background_and_a_short_one_stays() {
+        let (back, front, meter) = lanes();
         let run = |polls| {
             let clock = CallClock::new(meter.clone());
             clock.begin();
@@ -757,12 +765,7 @@ mod tests {
 
     #[test]
     fn a_call_returns_to_the_front_when_its_tenant_does() {
-        let back = Background::start(1).unwrap();
-        let front = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let meter = Arc::new(crate::share::TenantShare::default());
+        let (back, front, meter) = lanes();
         meter.cpu.background.store(true, Relaxed);
         let m = meter.clone();
         // The tenant's share is back after the first background poll.
