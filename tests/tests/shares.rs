@@ -425,3 +425,35 @@ async fn sessions_leave_a_part_of_the_pool_to_per_request_instances() {
     let (status, body) = get_host(&format!("{}/hello", edge.url), "victim.test").await;
     assert_eq!(status, 200, "{body}");
 }
+
+#[tokio::test]
+async fn a_flood_of_failures_writes_a_bounded_log() {
+    let edge = Edge::start(&spin(), &two_tenants(""));
+    let started = Instant::now();
+    for _ in 0..10 {
+        let traps: Vec<_> = (0..20)
+            .map(|_| {
+                let url = format!("{}/fixtures/trap", edge.url);
+                tokio::spawn(async move { get_host(&url, "hostile.test").await.0 })
+            })
+            .collect();
+        for t in traps {
+            assert_eq!(t.await.unwrap(), 500);
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // Every trap is counted; a burst of 20 lines, then 10 a second, are
+    // written, and a line says how many it left out.
+    assert_eq!(
+        edge.metric("edge_traps_total{tenant=\"hostile\",component=\"fixtures\"}")
+            .await,
+        200.0
+    );
+    let log = edge.log();
+    let lines = log.matches("guest trapped").count();
+    assert!(
+        (lines as f64) <= 20.0 + 10.0 * (elapsed + 1.0),
+        "{lines} lines in {elapsed:.1} s"
+    );
+    assert!(lines < 200, "{lines} lines for 200 traps");
+}

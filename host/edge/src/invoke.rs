@@ -266,15 +266,21 @@ where
 }
 
 /// Logs what the guest wrote to stdout/stderr during its request, if
-/// anything (after the failure, if there was one, so they read together).
+/// anything (after the failure, if there was one, so they read together),
+/// within its tenant's log budget ([`crate::share::LogBudget`]).
 pub fn log_guest_output(store: &Store<HostState>, target: &Target) {
-    if let Some(output) = store.data().log.take() {
+    if let Some(output) = store.data().log.take()
+        && let Some(suppressed) = target.share.log.admit()
+    {
         // Debug formatting escapes newlines: a guest cannot forge log lines.
-        tracing::info!(tenant = %target.tenant, component = %target.component, ?output, "guest output");
+        tracing::info!(tenant = %target.tenant, component = %target.component, suppressed, ?output, "guest output");
     }
 }
 
-/// Counts and logs a guest failure.
+/// Counts a guest failure, and logs it within its tenant's log budget: a
+/// tenant whose guests trap thousands of times a second would otherwise
+/// write as many lines, filling the host's disk and taking the serving
+/// threads' time.
 pub fn count_failure(target: &Target, failure: &Failure) {
     let m = &target.metrics;
     // The tenant's own doing (its guest failed, or it asked past its
@@ -293,22 +299,35 @@ pub fn count_failure(target: &Target, failure: &Failure) {
     match failure {
         Failure::Deadline => {
             m.deadline_kills.fetch_add(1, Relaxed);
-            tracing::warn!(tenant = %target.tenant, component = %target.component, "deadline exceeded; instance killed");
         }
-        Failure::MemoryCap(why) => {
+        Failure::MemoryCap(_) => {
             m.traps.fetch_add(1, Relaxed);
             m.memory_cap_kills.fetch_add(1, Relaxed);
-            tracing::warn!(tenant = %target.tenant, component = %target.component, error = %why, "memory cap exceeded; instance killed");
+        }
+        Failure::Trap(_) => {
+            m.traps.fetch_add(1, Relaxed);
+        }
+        _ => {}
+    }
+    let Some(suppressed) = target.share.log.admit() else {
+        return;
+    };
+    let (tenant, component) = (&target.tenant, &target.component);
+    match failure {
+        Failure::Deadline => {
+            tracing::warn!(%tenant, %component, suppressed, "deadline exceeded; instance killed");
+        }
+        Failure::MemoryCap(why) => {
+            tracing::warn!(%tenant, %component, suppressed, error = %why, "memory cap exceeded; instance killed");
         }
         Failure::Trap(why) => {
-            m.traps.fetch_add(1, Relaxed);
-            tracing::warn!(tenant = %target.tenant, component = %target.component, error = %why, "guest trapped");
+            tracing::warn!(%tenant, %component, suppressed, error = %why, "guest trapped");
         }
         Failure::OverShare(limit) => {
-            tracing::warn!(tenant = %target.tenant, component = %target.component, limit = limit.key(), "tenant over its share; refused");
+            tracing::warn!(%tenant, %component, suppressed, limit = limit.key(), "tenant over its share; refused");
         }
         other => {
-            tracing::warn!(tenant = %target.tenant, component = %target.component, failure = ?other, "request failed")
+            tracing::warn!(%tenant, %component, suppressed, failure = ?other, "request failed")
         }
     }
 }

@@ -89,6 +89,50 @@ pub struct TenantShare {
     pub cpu: crate::lanes::CpuMeter,
     /// Idle sessions of its ended to make room for another instance.
     pub reclaimed: AtomicU64,
+    /// What its guests' failures and output may write to the host's log.
+    pub log: LogBudget,
+}
+
+/// Log lines a tenant's requests may cause: a burst of [`LogBudget::BURST`],
+/// then [`LogBudget::RATE`] a second. Lines past it are counted, and the
+/// next line written says how many were left out (`suppressed`); metrics
+/// still count every failure.
+#[derive(Default)]
+pub struct LogBudget(Mutex<Option<LogBucket>>);
+
+struct LogBucket {
+    tokens: f64,
+    last: Instant,
+    suppressed: u64,
+}
+
+impl LogBudget {
+    /// Lines at once.
+    pub const BURST: f64 = 20.0;
+    /// Lines a second after the burst.
+    pub const RATE: f64 = 10.0;
+
+    /// Whether a line may be written now; if so, how many were left out
+    /// since the last one.
+    pub fn admit(&self) -> Option<u64> {
+        let now = Instant::now();
+        let mut bucket = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let b = bucket.get_or_insert(LogBucket {
+            tokens: Self::BURST,
+            last: now,
+            suppressed: 0,
+        });
+        b.tokens =
+            (b.tokens + now.duration_since(b.last).as_secs_f64() * Self::RATE).min(Self::BURST);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Some(std::mem::take(&mut b.suppressed))
+        } else {
+            b.suppressed += 1;
+            None
+        }
+    }
 }
 
 /// Gives back one unit of a count when dropped.
@@ -348,6 +392,19 @@ mod tests {
         // Another tenant's share is its own.
         let other = shares.get("u", limits(2, 1, 10));
         assert!(other.acquire(Limit::Instances).is_ok());
+    }
+
+    #[test]
+    fn log_lines_past_the_budget_are_counted_and_reported() {
+        let log = LogBudget::default();
+        for _ in 0..LogBudget::BURST as usize {
+            assert_eq!(log.admit(), Some(0));
+        }
+        assert_eq!(log.admit(), None);
+        assert_eq!(log.admit(), None);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        // A tenth of a second buys one line, which says what it left out.
+        assert_eq!(log.admit(), Some(2));
     }
 
     #[test]
