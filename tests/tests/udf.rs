@@ -229,6 +229,30 @@ fn the_shell_pair_is_installed_only_when_asked_and_the_privilege_gap_is_stated()
 }
 
 #[test]
+fn programs_run_with_resource_limits_and_no_new_privileges() {
+    let db = installed_with(&[
+        ("EDGE_UDF_CPU_SECONDS", "7"),
+        ("EDGE_UDF_FILE_BYTES", "1048576"),
+    ]);
+    // dash counts `ulimit -f` in 512-byte blocks and `-v` in KiB.
+    assert_eq!(
+        db.one("sys_eval('ulimit -t; ulimit -f; ulimit -v')"),
+        "7\\n2048\\n4194304\\n"
+    );
+    assert_eq!(
+        db.one("sys_eval_fast('grep', 'NoNewPrivs', '/proc/self/status')"),
+        "NoNewPrivs:\\t1\\n"
+    );
+    // A program past its file limit is killed (SIGXFSZ: 128 + 25); the
+    // server is not.
+    assert_eq!(
+        db.one("sys_eval('head -c 2000000 /dev/zero > /dev/null; head -c 2000000 /dev/zero > f.tmp 2>/dev/null; echo $?; rm -f f.tmp')"),
+        "153\\n"
+    );
+    assert_eq!(db.one("1"), "1", "the server still answers");
+}
+
+#[test]
 fn calls_end_at_the_timeout_and_kill_the_process_group() {
     let db = installed_with(&[("EDGE_UDF_TIMEOUT_MS", "1500")]);
     // A background job holding the output open: the call ends when the

@@ -935,7 +935,12 @@ impl Command {
         cmd.own_group = true;
         let spawned = {
             let mut leaders = registering();
-            let spawned = cmd.spawn();
+            let spawned = match &cmd.limits {
+                // Limits are set between fork and exec (and the child gets
+                // its own group there too).
+                Some(limits) => spawn_forked(&cmd, limits).map(|(pid, out)| (pid, Some(out))),
+                None => cmd.spawn(),
+            };
             if let (Ok((pid, _)), Some(leaders)) = (&spawned, &mut leaders) {
                 leaders.push(*pid);
             }

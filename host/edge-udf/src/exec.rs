@@ -34,6 +34,41 @@ pub fn timeout() -> Duration {
     })
 }
 
+/// The server's environment variables with the resource limits of each
+/// program a call runs (and what it starts), set between `fork` and `exec`
+/// with `no_new_privs`, as the sidecar's `child_*` settings: seconds of CPU
+/// (`RLIMIT_CPU`), bytes of address space (`RLIMIT_AS`), the largest file
+/// it may write (`RLIMIT_FSIZE`). The server's own limits are not touched.
+pub const LIMIT_ENVS: [(&str, u64); 3] = [
+    ("EDGE_UDF_CPU_SECONDS", 30),
+    ("EDGE_UDF_ADDRESS_SPACE_BYTES", 4 << 30),
+    ("EDGE_UDF_FILE_BYTES", 1 << 30),
+];
+
+/// The limits of [`LIMIT_ENVS`], read once (an unreadable value is
+/// reported in the server's error log and its default used).
+fn child_limits() -> edge_spawn::Limits {
+    static LIMITS: OnceLock<edge_spawn::Limits> = OnceLock::new();
+    *LIMITS.get_or_init(|| {
+        let [cpu, space, file] = LIMIT_ENVS.map(|(name, default)| match std::env::var(name) {
+            Err(_) => default,
+            Ok(v) => match v.trim().parse::<u64>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    eprintln!("edge_udf: {name}={v:?} is not a number >= 1; using {default}");
+                    default
+                }
+            },
+        });
+        edge_spawn::Limits {
+            cpu_seconds: cpu,
+            address_space_bytes: space,
+            processes: 0,
+            file_bytes: file,
+        }
+    })
+}
+
 /// The server's environment variable that turns on fault injection for
 /// tests: with the value `panic`, a `_fast` call of [`PANIC_PROGRAM`]
 /// panics inside the library (to show a panic does not take the server
@@ -182,7 +217,9 @@ fn check_account(function: &str) -> Result<(), String> {
 /// says why.
 fn bounded(cmd: &Command, what: &str) -> std::io::Result<edge_spawn::Output> {
     let limit = timeout();
-    cmd.run_bounded(limit, &statement_killed)
+    cmd.clone()
+        .limits(child_limits())
+        .run_bounded(limit, &statement_killed)
         .map_err(|e| match e {
             BoundError::Spawn(e) => e,
             BoundError::Timeout => {
