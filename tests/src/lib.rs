@@ -95,6 +95,24 @@ pub fn shared_cache() -> PathBuf {
     dir
 }
 
+/// Runs `edge check` on `spin` and `edge` written to a fresh directory:
+/// its exit code (-1 if killed) and stderr, the directory shown as `DIR`.
+pub fn edge_check(spin: &str, edge: &str) -> (i32, String) {
+    let dir = TempDir::new("cfg");
+    dir.write("spin.toml", spin);
+    let config = dir.write("edge.toml", edge);
+    let out = std::process::Command::new(edge_bin())
+        .args(["check", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(shared_cache())
+        .output()
+        .expect("run edge check");
+    let stderr =
+        String::from_utf8_lossy(&out.stderr).replace(&dir.path().display().to_string(), "DIR");
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
 /// A running `edge serve`.
 pub struct Edge {
     child: Child,

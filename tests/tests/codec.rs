@@ -976,19 +976,8 @@ async fn a_removed_tenants_rooms_are_gone_after_reload() {
 #[test]
 fn mixer_limits_and_the_bearer_key_are_checked_in_the_config() {
     let check = |edge: &str| {
-        let dir = edge_tests::TempDir::new("cfg");
-        dir.write("spin.toml", &spin());
-        let config = dir.write("edge.toml", edge);
-        let out = std::process::Command::new(edge_tests::edge_bin())
-            .args(["check", "--config"])
-            .arg(&config)
-            .arg("--data-dir")
-            .arg(edge_tests::shared_cache())
-            .output()
-            .expect("run edge check");
-        let stderr =
-            String::from_utf8_lossy(&out.stderr).replace(&dir.path().display().to_string(), "DIR");
-        (out.status.code(), stderr)
+        let (code, stderr) = edge_tests::edge_check(&spin(), edge);
+        (Some(code), stderr)
     };
     let (code, stderr) = check(&format!("{EDGE}[mixer]\nmax_members = 0\n"));
     assert_eq!(code, Some(2), "{stderr}");
@@ -1190,19 +1179,8 @@ session_key = "bearer"
 #[test]
 fn mixer_byte_budgets_are_checked_in_the_config() {
     let check = |edge: &str| {
-        let dir = edge_tests::TempDir::new("cfg");
-        dir.write("spin.toml", &spin());
-        let config = dir.write("edge.toml", edge);
-        let out = std::process::Command::new(edge_tests::edge_bin())
-            .args(["check", "--config"])
-            .arg(&config)
-            .arg("--data-dir")
-            .arg(edge_tests::shared_cache())
-            .output()
-            .expect("run edge check");
-        let stderr =
-            String::from_utf8_lossy(&out.stderr).replace(&dir.path().display().to_string(), "DIR");
-        (out.status.code(), stderr)
+        let (code, stderr) = edge_tests::edge_check(&spin(), edge);
+        (Some(code), stderr)
     };
     let tenant = |keys: &str| {
         EDGE.replace(

@@ -1,7 +1,7 @@
 //! Bad configs are refused with the file, line, column, key and what is
 //! allowed, and nothing starts serving.
 
-use edge_tests::{TempDir, component, edge_bin, shared_cache};
+use edge_tests::{TempDir, component, edge_bin, edge_check as check, shared_cache};
 use std::process::Command;
 
 const GOOD_EDGE: &str = r#"app = "spin.toml"
@@ -29,23 +29,6 @@ source = "{}"
 }
 
 /// Runs `edge check` on the pair and returns (exit code, stderr).
-fn check(spin: &str, edge: &str) -> (i32, String) {
-    let dir = TempDir::new("cfg");
-    dir.write("spin.toml", spin);
-    let config = dir.write("edge.toml", edge);
-    let out = Command::new(edge_bin())
-        .arg("check")
-        .arg("--config")
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(shared_cache())
-        .output()
-        .expect("run edge check");
-    let stderr =
-        String::from_utf8_lossy(&out.stderr).replace(&dir.path().display().to_string(), "DIR");
-    (out.status.code().unwrap_or(-1), stderr)
-}
-
 fn assert_error(spin: &str, edge: &str, expected: &str) {
     let (code, stderr) = check(spin, edge);
     assert_eq!(

@@ -90,8 +90,20 @@ impl Mariadb {
     }
 
     fn client(&self, database: Option<&str>, statements: &str) -> Result<String, String> {
+        self.client_as(&["--user=root".to_string()], database, statements)
+    }
+
+    /// Runs the `mariadb` client with `account` (its `--user`/`--password`
+    /// arguments) on this server.
+    fn client_as(
+        &self,
+        account: &[String],
+        database: Option<&str>,
+        statements: &str,
+    ) -> Result<String, String> {
         let mut cmd = Command::new("mariadb");
-        cmd.args(["--batch", "--skip-column-names", "--user=root"])
+        cmd.args(["--batch", "--skip-column-names"])
+            .args(account)
             .arg(format!("--socket={}", self.socket().display()));
         if let Some(d) = database {
             cmd.arg(format!("--database={d}"));
@@ -110,20 +122,8 @@ impl Mariadb {
 
     /// Runs SQL in `billing` as another account (with a password).
     fn sql_as(&self, user: &str, password: &str, statements: &str) -> Result<String, String> {
-        let out = Command::new("mariadb")
-            .args(["--batch", "--skip-column-names", "--database=billing"])
-            .arg(format!("--user={user}"))
-            .arg(format!("--password={password}"))
-            .arg(format!("--socket={}", self.socket().display()))
-            .arg("--execute")
-            .arg(statements)
-            .output()
-            .expect("mariadb client");
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
+        let account = [format!("--user={user}"), format!("--password={password}")];
+        self.client_as(&account, Some("billing"), statements)
     }
 
     fn one(&self, expr: &str) -> String {

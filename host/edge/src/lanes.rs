@@ -285,7 +285,7 @@ impl Background {
             .worker_threads(threads.max(1))
             .thread_name("edge-background")
             .enable_all()
-            .on_thread_start(lower_priority)
+            .on_thread_start(on_background_thread_start)
             .build()?;
         Ok(Self {
             runtime: Some(runtime),
@@ -323,10 +323,10 @@ fn on_background_thread() -> bool {
     IN_BACKGROUND.with(|b| b.get())
 }
 
-/// Puts the calling thread at `SCHED_IDLE`. If the kernel refuses, the
-/// lane still separates long calls from short ones in the run queues, and
-/// the refusal is logged.
-fn lower_priority() {
+/// Marks the calling thread as a background one and puts it at
+/// `SCHED_IDLE`. If the kernel refuses, the lane still separates long
+/// calls from short ones in the run queues, and the refusal is logged.
+fn on_background_thread_start() {
     IN_BACKGROUND.with(|b| b.set(true));
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
