@@ -285,6 +285,18 @@ impl Edge {
         }
     }
 
+    /// Waits up to `within` for `series` to read `value`; whether it did.
+    pub async fn wait_for_metric(&self, series: &str, value: f64, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        while Instant::now() < until {
+            if self.metric(series).await == value {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
     /// The value of one metric line (exact name with labels), or 0.
     pub async fn metric(&self, series: &str) -> f64 {
         self.metrics()

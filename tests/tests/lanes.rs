@@ -25,18 +25,6 @@ fn lane(tenant: &str) -> String {
     format!("edge_cpu_background{{tenant=\"{tenant}\"}}")
 }
 
-/// Waits up to `within` for `series` to read `value`.
-async fn wait_for(edge: &Edge, series: &str, value: f64, within: Duration) -> bool {
-    let until = Instant::now() + within;
-    while Instant::now() < until {
-        if edge.metric(series).await == value {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 #[tokio::test]
 async fn a_spinning_tenant_runs_in_the_background_and_comes_back_when_it_stops() {
     let edge = Edge::start(&spin_with(&[]), &two_tenants());
@@ -50,7 +38,8 @@ async fn a_spinning_tenant_runs_in_the_background_and_comes_back_when_it_stops()
         })
         .collect();
     assert!(
-        wait_for(&edge, &lane("hostile"), 1.0, Duration::from_secs(2)).await,
+        edge.wait_for_metric(&lane("hostile"), 1.0, Duration::from_secs(2))
+            .await,
         "the spinning tenant moved to the background lane"
     );
     // The other tenant answers meanwhile, from the front lane.
@@ -68,7 +57,8 @@ async fn a_spinning_tenant_runs_in_the_background_and_comes_back_when_it_stops()
     );
     // Idle now: back in front after its least stay.
     assert!(
-        wait_for(&edge, &lane("hostile"), 0.0, Duration::from_secs(5)).await,
+        edge.wait_for_metric(&lane("hostile"), 0.0, Duration::from_secs(5))
+            .await,
         "the tenant came back to the front lane"
     );
 }
