@@ -45,6 +45,21 @@ pub(crate) struct EdgeFile {
     /// Address ranges every tenant's outbound HTTP may reach.
     #[serde(default)]
     pub outbound: crate::outbound::OutboundSection,
+    /// The control plane's API, if this node runs one.
+    #[serde(default)]
+    pub control: Option<ControlSection>,
+}
+
+/// `[control]`: the control plane's API and database.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ControlSection {
+    pub listen: Option<Spanned<String>>,
+    pub allow_public: Option<Spanned<bool>>,
+    pub database: Option<Spanned<String>>,
+    pub max_upload_bytes: Option<Spanned<u64>>,
+    pub compile_timeout_ms: Option<Spanned<u64>>,
+    pub compile_memory_bytes: Option<Spanned<u64>>,
 }
 
 /// `[mixer]` and `[tenant.mixer]`: bounds on a tenant's mixing rooms.

@@ -69,6 +69,32 @@ pub struct Config {
     /// Bytes of mixing buffer all tenants' rooms may hold together
     /// (`[mixer] max_total_bytes`).
     pub mixer_max_total_bytes: u64,
+    /// `[limits]`: what a tenant gets unless it says otherwise (tenants
+    /// of the control plane get exactly this).
+    pub default_limits: Limits,
+    /// `[mixer]`'s per-tenant bounds.
+    pub default_mixer: MixerLimits,
+    /// `[outbound] allow_ranges`: what every tenant's outbound HTTP may
+    /// reach beyond the public internet.
+    pub outbound_allow_ranges: Vec<ipnet::IpNet>,
+    /// `[control]`: the control plane, if this node runs it.
+    pub control: Option<ControlPlane>,
+}
+
+/// `[control]`: the control plane's API listener and database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlPlane {
+    /// Where the API listens.
+    pub listen: SocketAddr,
+    /// Database URL: `sqlite://PATH` (default, in the data directory) or
+    /// `mysql://...`.
+    pub database: String,
+    /// Largest upload the API reads.
+    pub max_upload_bytes: u64,
+    /// Longest an upload's compilation may take.
+    pub compile_timeout: Duration,
+    /// Address space an upload's compilation may use.
+    pub compile_memory_bytes: u64,
 }
 
 /// `[sidecar]`: the native process-execution daemon (`edge-sidecar`).
@@ -282,6 +308,10 @@ pub struct Route {
     pub pattern: RoutePattern,
     /// The component it serves.
     pub component: String,
+    /// For a gradual rollout: the route applies to the requests whose
+    /// draw (a number 0 to 99 drawn per request) falls in this range; the
+    /// other version's routes take the rest. `None`: every request.
+    pub draw: Option<std::ops::Range<u8>>,
 }
 
 /// A tenant: who owns which hostnames and which components serve them.

@@ -3,9 +3,9 @@
 use crate::edge::{self, EdgeFile, SecretSource};
 use crate::spin::{self, Manifest};
 use crate::{
-    Component, Config, ConfigError, HostPattern, InstanceMode, InstancesPerKey, Limits,
-    MixerLimits, OutboundRule, Pool, Route, RoutePattern, SITE_VARIABLE_PREFIX, Server, SessionKey,
-    SessionSettings, SourceFile, Tenant,
+    Component, Config, ConfigError, ControlPlane, HostPattern, InstanceMode, InstancesPerKey,
+    Limits, MixerLimits, OutboundRule, Pool, Route, RoutePattern, SITE_VARIABLE_PREFIX, Server,
+    SessionKey, SessionSettings, SourceFile, Tenant,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -130,7 +130,6 @@ impl Resolver<'_> {
                 .unwrap_or_else(|_| self.edge_src.path.clone()),
             app_file: std::path::absolute(&app_file).unwrap_or(app_file),
             app_name: manifest.application.name.clone(),
-            server,
             pool,
             components,
             routes,
@@ -138,6 +137,20 @@ impl Resolver<'_> {
             generated_secrets: self.generated.take(),
             sidecar,
             mixer_max_total_bytes: self.mixer_total(&edge.mixer)?,
+            default_mixer: self.mixer(
+                &edge.mixer,
+                "mixer",
+                None,
+                self.mixer_total(&edge.mixer)?,
+            )?,
+            outbound_allow_ranges: self.allow_ranges(&edge.outbound.allow_ranges, "outbound")?,
+            control: edge
+                .control
+                .as_ref()
+                .map(|c| self.control(c, &server.data_dir))
+                .transpose()?,
+            default_limits,
+            server,
         })
     }
 
@@ -201,6 +214,55 @@ impl Resolver<'_> {
             drain_timeout: Duration::from_millis(s.drain_timeout_ms),
             watch_interval: (s.watch_interval_ms > 0)
                 .then(|| Duration::from_millis(s.watch_interval_ms)),
+        })
+    }
+
+    fn control(&self, c: &edge::ControlSection, data_dir: &Path) -> R<ControlPlane> {
+        let listen = match &c.listen {
+            Some(v) => v.get_ref().parse::<SocketAddr>().or_else(|_| {
+                self.edge_err(v.span(), "control.listen", format!("{:?} is not a socket address (allowed: \"127.0.0.1:8790\", \"[::1]:8790\"; port 0 picks a free port)", v.get_ref()))
+            })?,
+            None => SocketAddr::from(([127, 0, 0, 1], 8790)),
+        };
+        let public = c.allow_public.as_ref().is_some_and(|p| *p.get_ref());
+        if !listen.ip().is_loopback() && !public {
+            let span = c.listen.as_ref().map(|l| l.span()).unwrap_or(0..0);
+            return self.edge_err(span, "control.listen", format!("{listen} is not a loopback address: the control API changes what this node serves; put it behind TLS and set `allow_public = true` to listen there"));
+        }
+        let database = match &c.database {
+            Some(d) => {
+                let url = d.get_ref();
+                if !(url.starts_with("sqlite://")
+                    || url.starts_with("mysql://")
+                    || url.starts_with("mariadb://"))
+                {
+                    return self.edge_err(d.span(), "control.database", format!("{url:?} is not a database URL (allowed: \"sqlite://PATH\", \"mysql://USER:PASSWORD@HOST/DB\", \"mysql://USER@localhost/DB?socket=PATH\")"));
+                }
+                url.clone()
+            }
+            None => format!("sqlite://{}", data_dir.join("control.db").display()),
+        };
+        let positive = |v: &Option<toml::Spanned<u64>>, key: &str, default: u64| -> R<u64> {
+            match v {
+                Some(v) if *v.get_ref() == 0 => self.edge_err(v.span(), key, "must be at least 1"),
+                Some(v) => Ok(*v.get_ref()),
+                None => Ok(default),
+            }
+        };
+        Ok(ControlPlane {
+            listen,
+            database,
+            max_upload_bytes: positive(&c.max_upload_bytes, "control.max_upload_bytes", 128 << 20)?,
+            compile_timeout: Duration::from_millis(positive(
+                &c.compile_timeout_ms,
+                "control.compile_timeout_ms",
+                120_000,
+            )?),
+            compile_memory_bytes: positive(
+                &c.compile_memory_bytes,
+                "control.compile_memory_bytes",
+                4 << 30,
+            )?,
         })
     }
 
@@ -747,6 +809,7 @@ impl Resolver<'_> {
                 Route {
                     pattern,
                     component: component.to_string(),
+                    draw: None,
                 },
                 t.route.span(),
             ));

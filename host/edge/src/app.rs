@@ -134,6 +134,8 @@ pub struct TenantRoute {
     pub component_route: HeaderValue,
     /// Where it leads.
     pub target: Arc<Target>,
+    /// For a gradual rollout: the draws (0 to 99) this route takes.
+    pub draw: Option<std::ops::Range<u8>>,
 }
 
 /// A tenant's routes, most specific first.
@@ -145,6 +147,28 @@ pub struct TenantRt {
     /// Hosts of the tenant's sites: every path of such a host goes to the
     /// site's component, before the manifest's routes are looked at.
     pub sites: HashMap<String, TenantRoute>,
+    /// Whether some route takes only part of the draws (a rollout).
+    pub splits: bool,
+}
+
+/// A number from 0 to 99 per request, for splitting traffic between two
+/// versions: a process-wide counter through SplitMix64, seeded at random
+/// (uniform and cheap; nothing depends on it being unpredictable).
+fn draw() -> u8 {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let seed = *SEED.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ (std::process::id() as u64) << 32
+    });
+    let mut z = seed.wrapping_add(NEXT.fetch_add(0x9E37_79B9_7F4A_7C15, Relaxed));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z % 100) as u8
 }
 
 impl TenantRt {
@@ -158,9 +182,15 @@ impl TenantRt {
                 return Some((site, 0));
             }
         }
-        self.routes
-            .iter()
-            .find_map(|r| r.pattern.match_len(path).map(|n| (r, n)))
+        let draw = self.splits.then(draw);
+        self.routes.iter().find_map(|r| {
+            if let (Some(range), Some(d)) = (&r.draw, draw)
+                && !range.contains(&d)
+            {
+                return None;
+            }
+            r.pattern.match_len(path).map(|n| (r, n))
+        })
     }
 }
 
@@ -175,8 +205,12 @@ pub enum ComponentStatus {
 
 /// Everything one config serves.
 pub struct App {
-    /// The config it was built from.
+    /// What it serves: the config files' tenants and the control plane's.
     pub config: Config,
+    /// The config files alone, as loaded.
+    pub files: Config,
+    /// The control plane's part.
+    pub desired: Arc<edge_control::model::Desired>,
     tenants: Vec<TenantRt>,
     hosts: HostIndex,
     /// Load status per component id.
@@ -188,6 +222,17 @@ impl App {
     /// component, and resolves every tenant's routes. A component that fails
     /// to load is reported in [`App::status`]; its routes answer 503.
     pub fn build(rt: &Runtime, config: Config) -> Result<Self> {
+        Self::build_with(rt, config, Arc::default())
+    }
+
+    /// Builds an app serving the tenants of the config `files` and those
+    /// the control plane's `desired` state adds ([`crate::control::merge`]).
+    pub fn build_with(
+        rt: &Runtime,
+        files: Config,
+        desired: Arc<edge_control::model::Desired>,
+    ) -> Result<Self> {
+        let config = crate::control::merge(&files, &desired);
         let mut prepared: BTreeMap<String, Result<Arc<Prepared>, Arc<str>>> = BTreeMap::new();
         let mut status = BTreeMap::new();
         for (id, component) in &config.components {
@@ -238,6 +283,7 @@ impl App {
                     component_route: HeaderValue::from_str(&base).context("route as header")?,
                     pattern: route.pattern.clone(),
                     target: target_for(&route.component),
+                    draw: route.draw.clone(),
                 });
             }
             let mut sites = HashMap::new();
@@ -250,6 +296,7 @@ impl App {
                             raw_route: HeaderValue::from_static("/..."),
                             component_route: HeaderValue::from_static(""),
                             target: target_for(&site.component),
+                            draw: None,
                         },
                     );
                 }
@@ -259,6 +306,7 @@ impl App {
             }
             tenants.push(TenantRt {
                 name,
+                splits: routes.iter().any(|r| r.draw.is_some()),
                 routes,
                 sites,
             });
@@ -276,6 +324,8 @@ impl App {
             .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
         Ok(Self {
             config,
+            files,
+            desired,
             tenants,
             hosts,
             status,

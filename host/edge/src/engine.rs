@@ -65,6 +65,22 @@ pub fn engine_config(pool: &Pool, in_place: bool) -> wasmtime::Config {
         // process's mmap lock, and every instantiation waits on that lock.
         .decommit_batch_size(1);
 
+    let mut config = compiler_config();
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    // `EDGE_PERFMAP=1` writes /tmp/perf-PID.map so `perf report` names
+    // guest functions (for profiling only: it costs a write per compile).
+    if std::env::var_os("EDGE_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
+    config
+}
+
+/// The settings compiled code depends on, without the instance pool: what
+/// `edge compile` (the bounded compile worker) builds its engine from, so
+/// its artifacts load in the server's engine (the pool's sizes are not
+/// part of Wasmtime's compatibility hash; the server checks every artifact
+/// a worker writes by loading it).
+fn compiler_config() -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
     config
         .wasm_component_model(true)
@@ -74,14 +90,26 @@ pub fn engine_config(pool: &Pool, in_place: bool) -> wasmtime::Config {
         // (components/signer/wide-arithmetic.toml).
         .wasm_wide_arithmetic(true)
         .memory_init_cow(true)
-        .cranelift_opt_level(wasmtime::OptLevel::Speed)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-    // `EDGE_PERFMAP=1` writes /tmp/perf-PID.map so `perf report` names
-    // guest functions (for profiling only: it costs a write per compile).
-    if std::env::var_os("EDGE_PERFMAP").is_some() {
-        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
-    }
+        .cranelift_opt_level(wasmtime::OptLevel::Speed);
     config
+}
+
+/// `edge compile IN OUT`: compiles a component for the server's engine
+/// and writes the artifact (what the control plane runs, bounded, for each
+/// upload).
+pub fn compile_to_file(input: &Path, output: &Path) -> Result<()> {
+    let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+    let engine = Engine::new(&compiler_config()).map_err(anyhow::Error::from)?;
+    let compiled = engine
+        .precompile_component(&bytes)
+        .map_err(anyhow::Error::from)?;
+    let tmp = output.with_extension(format!("tmp{}", std::process::id()));
+    if let Some(dir) = output.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&tmp, &compiled).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, output).with_context(|| format!("writing {}", output.display()))?;
+    Ok(())
 }
 
 /// Whether the machine has swap, from `/proc/swaps`.
@@ -253,9 +281,7 @@ impl ComponentCache {
         if let Some(c) = self.lock().get(&hash) {
             return Ok((c.clone(), hash));
         }
-        let file = self
-            .dir
-            .join(format!("{}-{}.cwasm", hex::encode(hash), self.engine_key));
+        let file = self.compiled_file(&hash);
         let component = match self.load_precompiled(&file) {
             Some(c) => c,
             None => {
@@ -273,6 +299,34 @@ impl ComponentCache {
         };
         self.lock().insert(hash, component.clone());
         Ok((component, hash))
+    }
+
+    /// Where the compiled artifact of the component with `hash` is kept.
+    pub fn compiled_file(&self, hash: &ContentHash) -> PathBuf {
+        self.dir
+            .join(format!("{}-{}.cwasm", hex::encode(hash), self.engine_key))
+    }
+
+    /// Whether the component with `hash` is compiled (in memory or on disk).
+    pub fn has(&self, hash: &ContentHash) -> bool {
+        self.lock().contains_key(hash) || self.compiled_file(hash).exists()
+    }
+
+    /// Loads the artifact a compile worker wrote for `hash`, never
+    /// compiling: an artifact this engine cannot load is an error (and is
+    /// removed).
+    pub fn adopt(&self, hash: &ContentHash) -> Result<()> {
+        let file = self.compiled_file(hash);
+        match self.load_precompiled(&file) {
+            Some(c) => {
+                self.lock().insert(*hash, c);
+                Ok(())
+            }
+            None => {
+                let _ = std::fs::remove_file(&file);
+                anyhow::bail!("the compile worker's artifact does not load in this engine")
+            }
+        }
     }
 
     fn load_precompiled(&self, file: &Path) -> Option<Component> {

@@ -10,6 +10,7 @@ pub mod admin;
 pub mod app;
 pub mod body;
 pub mod conn;
+pub mod control;
 pub mod engine;
 pub mod guest_log;
 pub mod guest_metrics;

@@ -1,7 +1,6 @@
 //! `edge`: the command-line entry point.
 
 use anyhow::{Context, Result};
-use arc_swap::ArcSwap;
 use clap::{Parser, Subcommand};
 use edge::app::{App, ComponentStatus, Runtime};
 use edge::reload::Overrides;
@@ -19,7 +18,7 @@ mod udf_cli;
 // consolidation); mimalloc's per-thread heaps suit many short-lived stores.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
 
@@ -85,6 +84,15 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Compile a component for this host's engine and write the artifact
+    /// (the control plane's bounded compile worker runs this).
+    #[command(hide = true)]
+    Compile {
+        /// The component.
+        input: PathBuf,
+        /// Where the compiled artifact goes.
+        output: PathBuf,
+    },
     /// Rewrite rules: try them on a file, import them from nginx.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -144,6 +152,15 @@ fn main() {
                 1
             }
         },
+        Command::Compile { input, output } => {
+            match edge::engine::compile_to_file(&input, &output) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("edge: {e:#}");
+                    1
+                }
+            }
+        }
         Command::Hints(cmd) => {
             let result = match cmd {
                 HintsCommand::Build(args) => hints_cli::build(&args),
@@ -280,14 +297,9 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
             ),
             None => None,
         };
-        let shared = Arc::new(Shared {
-            runtime,
-            app: ArcSwap::from_pointee(app),
-            draining: AtomicBool::new(false),
-            fatal: Default::default(),
-            stop: Default::default(),
-        });
+        let shared = Arc::new(Shared::new(runtime, app));
         let (stop_tx, stop_rx) = watch::channel(false);
+        let control = shared.app.load().files.control.clone();
         // Handlers go in before the "listening" line: until then SIGHUP
         // would end the process and SIGTERM would skip the drain.
         let hup = signal(SignalKind::hangup())
@@ -298,6 +310,7 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
             .ok();
 
         let app_addr = listeners[0].local_addr()?;
+        let _ = shared.listen_addr.set(app_addr);
         let admin_addr = admin.as_ref().map(|a| a.local_addr()).transpose()?;
         // Guests may not call the host's own listeners (their ports may
         // have been ephemeral: only now are they known).
@@ -308,9 +321,16 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .set(vec![app_addr], admin_addr.into_iter().collect());
+        let control_addr = match control {
+            Some(c) => Some(edge::control::start(shared.clone(), &c, stop_rx.clone()).await?),
+            None => None,
+        };
         let mut line = format!("edge listening on http://{app_addr}");
         if let Some(a) = admin_addr {
             line.push_str(&format!(" (admin http://{a})"));
+        }
+        if let Some(c) = control_addr {
+            line.push_str(&format!(" (control http://{c})"));
         }
         println!("{line}");
         let _ = std::io::stdout().flush();

@@ -103,18 +103,19 @@ fn start_only_changes(old: &edge_config::Server, new: &edge_config::Server) -> V
 
 fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()> {
     let config = overrides.load(path)?;
+    let _one = shared.changes.lock().unwrap_or_else(|e| e.into_inner());
     let old = shared.app.load_full();
-    if config.pool != old.config.pool {
+    if config.pool != old.files.pool {
         tracing::warn!("[pool] changed: pool sizes apply at start; restart edge to apply them");
     }
-    let start_only = start_only_changes(&old.config.server, &config.server);
+    let start_only = start_only_changes(&old.files.server, &config.server);
     if !start_only.is_empty() {
         tracing::warn!(
             keys = %start_only.join(", "),
             "[server] settings read at start changed; restart edge to apply them"
         );
     }
-    let app = App::build(&shared.runtime, config)?;
+    let app = App::build_with(&shared.runtime, config, old.desired.clone())?;
     let failing_before = old.failed_components();
     let newly_failed: Vec<_> = app
         .failed_components()

@@ -48,9 +48,49 @@ pub struct Shared {
     pub fatal: std::sync::Mutex<Option<String>>,
     /// Woken when `fatal` is set.
     pub stop: Notify,
+    /// Held while an app is built and swapped in (a reload, a deploy), so
+    /// one change never builds on top of another half-done one.
+    pub changes: std::sync::Mutex<()>,
+    /// An app built for a deploy and not serving yet: only its smoke
+    /// request reaches it ([`crate::control::PREVIEW_HEADER`]).
+    pub preview: arc_swap::ArcSwapOption<crate::control::Preview>,
+    /// Where application traffic is served, once bound.
+    pub listen_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 impl Shared {
+    /// Shared state around a runtime and the first app.
+    pub fn new(runtime: Runtime, app: App) -> Self {
+        Self {
+            runtime,
+            app: ArcSwap::from_pointee(app),
+            draining: AtomicBool::new(false),
+            fatal: Default::default(),
+            stop: Default::default(),
+            changes: Default::default(),
+            preview: Default::default(),
+            listen_addr: Default::default(),
+        }
+    }
+
+    /// The address application traffic is served on.
+    pub fn app_addr(&self) -> Option<std::net::SocketAddr> {
+        self.listen_addr.get().copied()
+    }
+
+    /// The app a request goes to: the serving one, or the one being
+    /// deployed if the request carries that deploy's preview token (the
+    /// header is removed either way: guests never see it).
+    fn app_for(&self, headers: &mut http::HeaderMap) -> Arc<App> {
+        if let Some(token) = headers.remove(crate::control::PREVIEW_HEADER)
+            && let Some(p) = self.preview.load_full()
+            && token.as_bytes() == p.token.as_bytes()
+        {
+            return p.app.clone();
+        }
+        self.app.load_full()
+    }
+
     /// Stops serving for `why`: drains and exits with an error.
     pub fn fail(&self, why: String) {
         tracing::error!(error = %why, "stopping");
@@ -375,12 +415,12 @@ async fn client_spoke(stream: &tokio::net::TcpStream, within: std::time::Duratio
 /// address, as Spin's `spin-client-addr` header gives it.
 pub async fn handle(
     shared: &Shared,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     client_addr: HeaderValue,
     lane: &crate::lanes::Connection,
 ) -> Response<Body> {
     let started = Instant::now();
-    let app = shared.app.load_full();
+    let app = shared.app_for(req.headers_mut());
     let metrics = &shared.runtime.metrics;
 
     // Phase 1: host → tenant.

@@ -1,0 +1,537 @@
+//! Artifacts, apps, versions and deployments.
+//!
+//! A deploy is three steps, as an OCI push is: upload each component
+//! (`POST .../artifacts`, the bytes; checked and compiled once, stored by
+//! digest), create a version naming them (`POST .../apps/{app}/versions`,
+//! JSON: components with their digests and grants, routes), deploy it
+//! (`POST .../apps/{app}/deployments`). Nothing serves until the last step,
+//! and the last step changes nothing unless the node took it.
+
+use super::{ApiError, Caller, Control, JsonBody, SmokeRequest, check_name};
+use crate::inspect::{self, Grants};
+use crate::model::{App, Deployment, Smoke, Version, VersionSpec, Weighted};
+use crate::store::{AppRow, TenantRow};
+use axum::Json;
+use axum::extract::{Path, State};
+use bytes::Bytes;
+use http::StatusCode;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+#[derive(Serialize)]
+pub struct Artifact {
+    digest: String,
+    size: u64,
+    imports: Vec<String>,
+}
+
+pub async fn upload(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(tenant): Path<String>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<(StatusCode, Json<Artifact>), ApiError> {
+    let mut tenant_id = None;
+    let mut target = String::from("upload");
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let bytes = body.map_err(|e| {
+            ApiError::too_large(None, format!("reading the upload: {e} (this node reads at most {} bytes)", c.max_upload_bytes))
+        })?;
+        let quota = &t.tenant.quota;
+        if bytes.len() as u64 > quota.max_artifact_bytes {
+            return Err(ApiError::too_large(
+                None,
+                format!(
+                    "the component is {} bytes; this tenant's quota allows {} per component (max_artifact_bytes)",
+                    bytes.len(),
+                    quota.max_artifact_bytes
+                ),
+            ));
+        }
+        let digest = crate::blobs::digest(&bytes);
+        target = digest.clone();
+        let inspected = inspect::inspect(&bytes).map_err(|e| ApiError::invalid(None, e))?;
+        if c.db.artifact_imports(&t.id, &digest).await?.is_none() {
+            let used = c.db.artifact_bytes(&t.id).await?.max(0) as u64;
+            if used + bytes.len() as u64 > quota.max_total_artifact_bytes {
+                return Err(ApiError::too_large(
+                    None,
+                    format!(
+                        "this tenant's components take {used} bytes; {} more would pass its quota of {} (max_total_artifact_bytes)",
+                        bytes.len(),
+                        quota.max_total_artifact_bytes
+                    ),
+                ));
+            }
+        }
+        // Compile before storing: a component that does not compile is
+        // refused and leaves nothing behind.
+        let staged = c.blobs.stage(&bytes).map_err(ApiError::internal)?;
+        let compiled = c.node.compile(staged.path()).await;
+        compiled.map_err(|e| ApiError::invalid(None, format!("compiling the component: {e}")))?;
+        staged.commit(&digest).map_err(ApiError::internal)?;
+        c.db
+            .add_artifact(&t.id, &digest, bytes.len() as i64, &inspected.imports)
+            .await?;
+        Ok((
+            StatusCode::CREATED,
+            Json(Artifact {
+                digest: digest.clone(),
+                size: bytes.len() as u64,
+                imports: inspected.imports,
+            }),
+        ))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "artifact.upload",
+        &target,
+        &result,
+    )
+    .await;
+    result
+}
+
+async fn app_of(c: &Control, t: &TenantRow, name: &str) -> Result<AppRow, ApiError> {
+    c.db.app(&t.id, name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no app {name:?}")))
+}
+
+async fn app_view(c: &Control, row: AppRow) -> Result<App, ApiError> {
+    Ok(App {
+        deployment: c.db.deployments(&row.id, 1).await?.into_iter().next(),
+        name: row.name,
+        created_at: row.created_at,
+    })
+}
+
+pub async fn list(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(tenant): Path<String>,
+) -> Result<Json<Vec<App>>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let mut out = Vec::new();
+    for row in c.db.apps(&t.id).await? {
+        out.push(app_view(&c, row).await?);
+    }
+    Ok(Json(out))
+}
+
+pub async fn show(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app)): Path<(String, String)>,
+) -> Result<Json<App>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let row = app_of(&c, &t, &app).await?;
+    Ok(Json(app_view(&c, row).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewApp {
+    name: String,
+}
+
+pub async fn create(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(tenant): Path<String>,
+    body: Result<JsonBody<NewApp>, ApiError>,
+) -> Result<(StatusCode, Json<App>), ApiError> {
+    let mut tenant_id = None;
+    let target = body.as_ref().map(|b| b.0.name.clone()).unwrap_or_default();
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let JsonBody(a) = body?;
+        check_name("name", &a.name)?;
+        let apps = c.db.apps(&t.id).await?;
+        if apps.iter().any(|x| x.name == a.name) {
+            return Err(ApiError::conflict(
+                Some("name"),
+                format!("app {:?} exists", a.name),
+            ));
+        }
+        if apps.len() as u64 >= t.tenant.quota.max_apps {
+            return Err(ApiError::invalid(
+                None,
+                format!("this tenant has {} apps, its quota (max_apps)", apps.len()),
+            ));
+        }
+        let row = c.db.create_app(&t.id, &a.name).await?;
+        Ok((StatusCode::CREATED, Json(app_view(&c, row).await?)))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "app.create",
+        &target,
+        &result,
+    )
+    .await;
+    result
+}
+
+pub async fn versions(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app)): Path<(String, String)>,
+) -> Result<Json<Vec<Version>>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let a = app_of(&c, &t, &app).await?;
+    Ok(Json(c.db.versions(&a.id).await?))
+}
+
+pub async fn version(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app, number)): Path<(String, String, String)>,
+) -> Result<Json<Version>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let a = app_of(&c, &t, &app).await?;
+    let missing = || ApiError::not_found(format!("no version {number:?} of app {app:?}"));
+    let n: i64 = number.parse().map_err(|_| missing())?;
+    Ok(Json(c.db.version(&a.id, n).await?.ok_or_else(missing)?))
+}
+
+/// Checks a version's spec against the tenant's artifacts and quota.
+async fn check_version(c: &Control, t: &TenantRow, spec: &VersionSpec) -> Result<(), ApiError> {
+    if spec.components.is_empty() {
+        return Err(ApiError::bad(
+            Some("components"),
+            "a version needs at least one component",
+        ));
+    }
+    let max = t.tenant.quota.max_components;
+    if spec.components.len() as u64 > max {
+        return Err(ApiError::invalid(
+            Some("components"),
+            format!(
+                "{} components; this tenant's quota allows {max} per version (max_components)",
+                spec.components.len()
+            ),
+        ));
+    }
+    for (id, comp) in &spec.components {
+        let at = |k: &str| format!("components.{id}.{k}");
+        check_name(&format!("components.{id}"), id)?;
+        if crate::blobs::digest_hex(&comp.digest).is_none() {
+            return Err(ApiError::bad(
+                Some(&at("digest")),
+                format!("{:?} is not a digest (sha256:64 hex digits)", comp.digest),
+            ));
+        }
+        let imports = c.db.artifact_imports(&t.id, &comp.digest).await?.ok_or_else(|| {
+            ApiError::invalid(Some(&at("digest")), format!("no artifact {} was uploaded by this tenant; upload it first (POST /v1/tenants/{}/artifacts)", comp.digest, t.tenant.name))
+        })?;
+        for (i, label) in comp.key_value_stores.iter().enumerate() {
+            check_name(&at(&format!("key_value_stores[{i}]")), label)?;
+        }
+        for (i, rule) in comp.allowed_outbound_hosts.iter().enumerate() {
+            edge_config::OutboundRule::parse(rule).map_err(|e| {
+                ApiError::bad(Some(&at(&format!("allowed_outbound_hosts[{i}]"))), e)
+            })?;
+        }
+        for name in comp.variables.keys() {
+            let ok = name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !ok {
+                return Err(ApiError::bad(
+                    Some(&at(&format!("variables.{name}"))),
+                    format!(
+                        "{name:?} is not a variable name (lower-case letters, digits and '_', starting with a letter)"
+                    ),
+                ));
+            }
+        }
+        let grants = Grants {
+            key_value: !comp.key_value_stores.is_empty(),
+        };
+        inspect::check_imports(&imports, grants).map_err(|e| {
+            ApiError::invalid(Some(&at("digest")), format!("component {id:?}: {e}"))
+        })?;
+    }
+    if spec.routes.is_empty() {
+        return Err(ApiError::bad(
+            Some("routes"),
+            "a version needs at least one route",
+        ));
+    }
+    let mut seen = Vec::new();
+    for (i, r) in spec.routes.iter().enumerate() {
+        let pattern = edge_config::RoutePattern::parse(&r.route)
+            .map_err(|e| ApiError::bad(Some(&format!("routes[{i}].route")), e))?;
+        if !spec.components.contains_key(&r.component) {
+            return Err(ApiError::bad(
+                Some(&format!("routes[{i}].component")),
+                format!("no component {:?} in this version", r.component),
+            ));
+        }
+        if seen
+            .iter()
+            .any(|p: &edge_config::RoutePattern| p.same_shape(&pattern))
+        {
+            return Err(ApiError::bad(
+                Some(&format!("routes[{i}].route")),
+                format!("route {:?} is listed twice", r.route),
+            ));
+        }
+        seen.push(pattern);
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+pub struct CreatedVersion {
+    number: i64,
+}
+
+pub async fn create_version(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app)): Path<(String, String)>,
+    body: Result<JsonBody<VersionSpec>, ApiError>,
+) -> Result<(StatusCode, Json<CreatedVersion>), ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let a = app_of(&c, &t, &app).await?;
+        let JsonBody(spec) = body?;
+        check_version(&c, &t, &spec).await?;
+        let kept = c.db.version_count(&a.id).await?;
+        if kept as u64 >= t.tenant.quota.max_versions {
+            return Err(ApiError::invalid(
+                None,
+                format!("app {app:?} keeps {kept} versions, this tenant's quota (max_versions)"),
+            ));
+        }
+        let number =
+            c.db.create_version(&a.id, &spec, Some(&caller.principal.id))
+                .await?;
+        Ok((StatusCode::CREATED, Json(CreatedVersion { number })))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "version.create",
+        &app,
+        &result,
+    )
+    .await;
+    result
+}
+
+pub async fn deployments(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app)): Path<(String, String)>,
+) -> Result<Json<Vec<Deployment>>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let a = app_of(&c, &t, &app).await?;
+    Ok(Json(c.db.deployments(&a.id, 100).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewDeployment {
+    versions: Vec<Weighted>,
+    #[serde(default)]
+    smoke: Option<Smoke>,
+}
+
+/// Puts `versions` in service for the app, checked by `smoke` first; the
+/// deployment is recorded only once the node serves it.
+async fn put_in_service(
+    c: &Control,
+    caller: &Caller,
+    t: &TenantRow,
+    a: &AppRow,
+    versions: Vec<Weighted>,
+    smoke: Option<Smoke>,
+) -> Result<Deployment, ApiError> {
+    if versions.is_empty() || versions.len() > 2 {
+        return Err(ApiError::bad(
+            Some("versions"),
+            "one version (at 100 percent) or two (splitting the traffic) are allowed",
+        ));
+    }
+    let total: u32 = versions.iter().map(|w| w.percent as u32).sum();
+    if total != 100 {
+        return Err(ApiError::bad(
+            Some("versions"),
+            format!("the percents add up to {total}; they must add up to 100"),
+        ));
+    }
+    if versions.len() == 2 && versions[0].version == versions[1].version {
+        return Err(ApiError::bad(
+            Some("versions[1].version"),
+            "the two versions must differ",
+        ));
+    }
+    let mut resolved = Vec::new();
+    for (i, w) in versions.iter().enumerate() {
+        let v = c.db.version(&a.id, w.version).await?.ok_or_else(|| {
+            ApiError::invalid(
+                Some(&format!("versions[{i}].version")),
+                format!("app {:?} has no version {}", a.name, w.version),
+            )
+        })?;
+        resolved.push((w.version, w.percent, v.spec));
+    }
+    let smoke = match smoke {
+        Some(s) => {
+            if !s.path.starts_with('/') {
+                return Err(ApiError::bad(
+                    Some("smoke.path"),
+                    "a path starting with '/'",
+                ));
+            }
+            if !(100..=599).contains(&s.status) {
+                return Err(ApiError::bad(
+                    Some("smoke.status"),
+                    "an HTTP status, 100 to 599",
+                ));
+            }
+            let host = t
+                .tenant
+                .hosts
+                .iter()
+                .find(|h| !h.starts_with('*'))
+                .cloned()
+                .unwrap_or_else(|| format!("smoke{}", t.tenant.hosts[0].trim_start_matches('*')));
+            Some(SmokeRequest {
+                host,
+                path: s.path,
+                status: s.status,
+            })
+        }
+        None => None,
+    };
+    let _one = c.changes.lock().await;
+    let mut desired = c.db.desired().await?;
+    let tenant = desired
+        .tenants
+        .iter_mut()
+        .find(|x| x.name == t.tenant.name)
+        .ok_or_else(|| ApiError::internal("tenant vanished during a deploy"))?;
+    tenant.apps.retain(|x| x.name != a.name);
+    tenant.apps.push(crate::model::DesiredApp {
+        name: a.name.clone(),
+        versions: resolved,
+    });
+    tenant.apps.sort_by(|x, y| x.name.cmp(&y.name));
+    c.node.apply(desired, smoke).await.map_err(|e| {
+        ApiError::invalid(
+            None,
+            format!("not deployed, the previous deployment keeps serving: {e}"),
+        )
+    })?;
+    match c
+        .db
+        .add_deployment(&a.id, &versions, Some(&caller.principal.id))
+        .await
+    {
+        Ok(d) => Ok(d),
+        Err(e) => {
+            // The node serves what the database does not say: put back
+            // what it says.
+            let back = c.db.desired().await.map_err(|e| e.to_string());
+            if let Ok(back) = back {
+                let _ = c.node.apply(back, None).await;
+            }
+            Err(e.into())
+        }
+    }
+}
+
+pub async fn deploy(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app)): Path<(String, String)>,
+    body: Result<JsonBody<NewDeployment>, ApiError>,
+) -> Result<(StatusCode, Json<Deployment>), ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let a = app_of(&c, &t, &app).await?;
+        let JsonBody(d) = body?;
+        let d = put_in_service(&c, &caller, &t, &a, d.versions, d.smoke).await?;
+        Ok((StatusCode::CREATED, Json(d)))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "app.deploy",
+        &app,
+        &result,
+    )
+    .await;
+    result
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Rollback {
+    #[serde(default)]
+    version: Option<i64>,
+}
+
+pub async fn rollback(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Deployment>), ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let a = app_of(&c, &t, &app).await?;
+        let asked: Rollback = if body.iter().all(u8::is_ascii_whitespace) {
+            Rollback::default()
+        } else {
+            super::json::parse(&body)?
+        };
+        let versions = match asked.version {
+            Some(v) => vec![Weighted { version: v, percent: 100 }],
+            None => {
+                let history = c.db.deployments(&a.id, 2).await?;
+                match history.get(1) {
+                    Some(previous) => previous.versions.clone(),
+                    None => {
+                        return Err(ApiError::conflict(
+                            None,
+                            format!("app {app:?} has no earlier deployment to roll back to; name a version"),
+                        ));
+                    }
+                }
+            }
+        };
+        let d = put_in_service(&c, &caller, &t, &a, versions, None).await?;
+        Ok((StatusCode::CREATED, Json(d)))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "app.rollback",
+        &app,
+        &result,
+    )
+    .await;
+    result
+}

@@ -1,0 +1,92 @@
+//! Who is calling: a bearer API token, checked on every request. A tenant
+//! caller reaches its own tenant only; any other tenant name answers 404,
+//! as a tenant that does not exist would, so a tenant cannot even learn
+//! which others exist.
+
+use super::{ApiError, Control};
+use crate::store::{PrincipalRow, TenantRow};
+use axum::extract::{ConnectInfo, FromRequestParts};
+use http::StatusCode;
+use http::request::Parts;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// An authenticated caller.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// Its principal.
+    pub principal: PrincipalRow,
+    /// Where the request came from.
+    pub remote: String,
+}
+
+impl Caller {
+    /// Whether it is an operator.
+    pub fn is_operator(&self) -> bool {
+        self.principal.role == "operator"
+    }
+
+    /// Refuses callers that are not operators.
+    pub fn operator_only(&self) -> Result<(), ApiError> {
+        if self.is_operator() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("only an operator may do this"))
+        }
+    }
+
+    /// The tenant named `name`, if this caller may act on it; otherwise
+    /// the same 404 as for a tenant that does not exist.
+    pub async fn tenant(&self, control: &Control, name: &str) -> Result<TenantRow, ApiError> {
+        let missing = || ApiError::not_found(format!("no tenant {name:?}"));
+        let row = control.db.tenant(name).await?.ok_or_else(missing)?;
+        match &self.principal.tenant_id {
+            None => Ok(row),
+            Some(own) if *own == row.id => Ok(row),
+            Some(_) => Err(missing()),
+        }
+    }
+}
+
+impl FromRequestParts<Arc<Control>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        control: &Arc<Control>,
+    ) -> Result<Self, ApiError> {
+        let remote = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string())
+            .unwrap_or_default();
+        let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, None, m);
+        let header = parts
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .ok_or_else(|| unauthorized("no credentials: send `Authorization: Bearer TOKEN`"))?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or_else(|| unauthorized("the Authorization header is not `Bearer TOKEN`"))?;
+        let unknown = || unauthorized("unknown token");
+        let (id, secret) = crate::secret::parse_token(token).ok_or_else(unknown)?;
+        let principal = control.db.principal(id).await?.ok_or_else(unknown)?;
+        if !crate::secret::matches(secret, &principal.secret_hash) {
+            return Err(unknown());
+        }
+        // Only the holder of the secret learns why a real token fails.
+        if principal.revoked_at.is_some() {
+            return Err(unauthorized("this token was revoked"));
+        }
+        if principal
+            .expires_at
+            .is_some_and(|e| e <= crate::db::now_ms())
+        {
+            return Err(unauthorized("this token expired"));
+        }
+        Ok(Caller { principal, remote })
+    }
+}

@@ -1,0 +1,68 @@
+//! Request bodies as JSON, with errors that name the field: `versions[1].percent:
+//! invalid type: string "50", expected u8`.
+
+use super::ApiError;
+use axum::extract::{FromRequest, Request};
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+
+/// Largest JSON body the API reads.
+pub const MAX_JSON_BYTES: usize = 1 << 20;
+
+/// A JSON request body of type `T`.
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            ApiError::too_large(
+                None,
+                format!("reading the body: {e} (JSON bodies are at most {MAX_JSON_BYTES} bytes)"),
+            )
+        })?;
+        if bytes.len() > MAX_JSON_BYTES {
+            return Err(ApiError::too_large(
+                None,
+                format!("JSON bodies are at most {MAX_JSON_BYTES} bytes"),
+            ));
+        }
+        parse(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses `bytes` as `T`, naming the field that fails.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = (path != ".").then_some(path);
+        ApiError::bad(field.as_deref(), e.into_inner().to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct W {
+        versions: Vec<crate::model::Weighted>,
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse::<W>(br#"{"versions":[{"version":1,"percent":"50"}]}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("versions[0].percent"));
+        assert!(e.message.contains("expected u8"), "{}", e.message);
+        let e = parse::<W>(br#"{"versionz":[]}"#).unwrap_err();
+        assert!(
+            e.message.contains("unknown field `versionz`"),
+            "{}",
+            e.message
+        );
+    }
+}

@@ -1,0 +1,199 @@
+//! The control API: JSON over HTTP on its own listener, bearer tokens,
+//! every object under its tenant (`/v1/tenants/{tenant}/...`), so one
+//! check at the top of each handler ([`Caller::tenant`]) keeps tenants
+//! apart. `GET /v1/openapi.json` documents it.
+
+mod apps;
+mod auth;
+mod error;
+mod json;
+mod tenants;
+mod tokens;
+
+pub use auth::Caller;
+pub use error::ApiError;
+pub use json::JsonBody;
+
+use crate::blobs::Blobs;
+use crate::db::{Db, now_ms};
+use crate::model::{AuditEntry, Desired};
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A request the new deployment must answer before it takes traffic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmokeRequest {
+    /// Host header (the tenant's first host).
+    pub host: String,
+    /// Path and query.
+    pub path: String,
+    /// The status it must answer.
+    pub status: u16,
+}
+
+/// What the control plane needs from the node it runs in.
+#[async_trait::async_trait]
+pub trait Node: Send + Sync + 'static {
+    /// Compiles the component at `wasm` into the node's compile cache, in a
+    /// worker bounded in time and memory; why not, if it fails.
+    async fn compile(&self, wasm: &Path) -> Result<(), String>;
+    /// Builds what `desired` describes beside what serves, checks `smoke`
+    /// against it, and only then swaps it in; why not, if it fails (the
+    /// old state keeps serving).
+    async fn apply(&self, desired: Desired, smoke: Option<SmokeRequest>) -> Result<(), String>;
+    /// Tenant names and host patterns the node's own configuration files
+    /// hold: an API tenant may take none of them.
+    fn claimed(&self) -> (Vec<String>, Vec<String>);
+}
+
+/// The control plane's state, shared by every request.
+pub struct Control {
+    /// The database.
+    pub db: Db,
+    /// Uploaded artifacts.
+    pub blobs: Blobs,
+    /// The node it changes.
+    pub node: Arc<dyn Node>,
+    /// Largest body the API reads (uploads included).
+    pub max_upload_bytes: usize,
+    /// One change reaches the node at a time, in database order.
+    changes: tokio::sync::Mutex<()>,
+}
+
+impl Control {
+    /// Control over `node` with state in `db` and artifacts in `blobs`.
+    pub fn new(db: Db, blobs: Blobs, node: Arc<dyn Node>, max_upload_bytes: usize) -> Self {
+        Self {
+            db,
+            blobs,
+            node,
+            max_upload_bytes,
+            changes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Puts what the database describes in service (at start, and after a
+    /// change that must reach the node).
+    pub async fn apply_stored(&self) -> Result<(), String> {
+        let _one = self.changes.lock().await;
+        let desired = self.db.desired().await.map_err(|e| e.to_string())?;
+        self.node.apply(desired, None).await
+    }
+
+    /// Records what a caller attempted and how it ended. A failure to
+    /// record is logged, not answered: the change itself stands.
+    pub async fn record(
+        &self,
+        caller: Option<&Caller>,
+        tenant_id: Option<&str>,
+        action: &str,
+        target: &str,
+        result: &Result<impl Sized, ApiError>,
+    ) {
+        let (outcome, detail) = match result {
+            Ok(_) => ("ok", String::new()),
+            Err(e) => ("refused", format!("{}: {}", e.status.as_u16(), e.message)),
+        };
+        let entry = AuditEntry {
+            at: now_ms(),
+            principal: caller.map(|c| c.principal.id.clone()),
+            tenant: None,
+            action: action.into(),
+            target: target.into(),
+            outcome: outcome.into(),
+            detail,
+            remote: caller.map(|c| c.remote.clone()).unwrap_or_default(),
+        };
+        if let Err(e) = self.db.audit(&entry, tenant_id).await {
+            tracing::error!(error = %e, action, target, "control: cannot write the audit log");
+        }
+    }
+}
+
+/// The API's routes.
+pub fn router(control: Arc<Control>) -> Router {
+    let limit = control.max_upload_bytes;
+    Router::new()
+        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/whoami", get(tokens::whoami))
+        .route("/v1/tenants", get(tenants::list).post(tenants::create))
+        .route(
+            "/v1/tenants/{tenant}",
+            get(tenants::show).delete(tenants::delete),
+        )
+        .route(
+            "/v1/tokens",
+            get(tokens::list_operator).post(tokens::create_operator),
+        )
+        .route(
+            "/v1/tokens/{id}",
+            axum::routing::delete(tokens::revoke_operator),
+        )
+        .route(
+            "/v1/tenants/{tenant}/tokens",
+            get(tokens::list).post(tokens::create),
+        )
+        .route(
+            "/v1/tenants/{tenant}/tokens/{id}",
+            axum::routing::delete(tokens::revoke),
+        )
+        .route("/v1/tenants/{tenant}/artifacts", post(apps::upload))
+        .route(
+            "/v1/tenants/{tenant}/apps",
+            get(apps::list).post(apps::create),
+        )
+        .route("/v1/tenants/{tenant}/apps/{app}", get(apps::show))
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/versions",
+            get(apps::versions).post(apps::create_version),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/versions/{number}",
+            get(apps::version),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/deployments",
+            get(apps::deployments).post(apps::deploy),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/rollback",
+            post(apps::rollback),
+        )
+        .route("/v1/tenants/{tenant}/audit", get(tenants::audit))
+        .route("/v1/audit", get(tenants::audit_all))
+        .fallback(|| async {
+            ApiError::not_found("no such endpoint; GET /v1/openapi.json lists them")
+        })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(control)
+}
+
+async fn openapi() -> impl axum::response::IntoResponse {
+    (
+        [(http::header::CONTENT_TYPE, "application/json")],
+        include_str!("../../openapi.json"),
+    )
+}
+
+/// Names of tenants and apps: what Spin allows for ids, lower-case.
+pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad(
+            Some(field),
+            format!(
+                "{name:?} is not a name: 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter"
+            ),
+        ))
+    }
+}

@@ -1,0 +1,165 @@
+//! Tenants: operators create and delete them and give them hosts; a tenant
+//! sees itself.
+
+use super::{ApiError, Caller, Control, JsonBody, check_name};
+use crate::model::{Quota, Tenant};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use http::StatusCode;
+use serde::Deserialize;
+use std::sync::Arc;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTenant {
+    name: String,
+    hosts: Vec<String>,
+    #[serde(default)]
+    quota: Quota,
+}
+
+pub async fn list(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+) -> Result<Json<Vec<Tenant>>, ApiError> {
+    let rows = match &caller.principal.tenant_id {
+        None => c.db.tenants().await?,
+        Some(id) => c.db.tenant_by_id(id).await?.into_iter().collect(),
+    };
+    Ok(Json(rows.into_iter().map(|r| r.tenant).collect()))
+}
+
+pub async fn show(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<Tenant>, ApiError> {
+    Ok(Json(caller.tenant(&c, &name).await?.tenant))
+}
+
+pub async fn create(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    body: Result<JsonBody<NewTenant>, ApiError>,
+) -> Result<(StatusCode, Json<Tenant>), ApiError> {
+    let target = body.as_ref().map(|b| b.0.name.clone()).unwrap_or_default();
+    let result = async {
+        caller.operator_only()?;
+        let JsonBody(t) = body?;
+        check_name("name", &t.name)?;
+        let (names, claimed_hosts) = c.node.claimed();
+        if names.contains(&t.name) {
+            return Err(ApiError::conflict(
+                Some("name"),
+                format!("tenant {:?} is defined in the node's edge-config", t.name),
+            ));
+        }
+        if t.hosts.is_empty() {
+            return Err(ApiError::bad(
+                Some("hosts"),
+                "a tenant needs at least one host",
+            ));
+        }
+        let mut hosts = Vec::new();
+        for (i, h) in t.hosts.iter().enumerate() {
+            let field = format!("hosts[{i}]");
+            let host = match edge_config::HostPattern::parse(h) {
+                Ok(edge_config::HostPattern::Any) | Err(_) => {
+                    return Err(ApiError::bad(
+                        Some(&field),
+                        format!(
+                            "{h:?} is not a host (allowed: \"example.com\" or \"*.example.com\")"
+                        ),
+                    ));
+                }
+                Ok(edge_config::HostPattern::Exact(e)) => e,
+                Ok(edge_config::HostPattern::Suffix(s)) => format!("*{s}"),
+            };
+            if claimed_hosts.contains(&host) {
+                return Err(ApiError::conflict(
+                    Some(&field),
+                    format!("host {host:?} is served by a tenant of the node's edge-config"),
+                ));
+            }
+            if let Some(owner) = c.db.host_owner(&host).await? {
+                let _ = owner;
+                return Err(ApiError::conflict(
+                    Some(&field),
+                    format!("host {host:?} is served by another tenant"),
+                ));
+            }
+            if hosts.contains(&host) {
+                return Err(ApiError::bad(
+                    Some(&field),
+                    format!("host {host:?} is listed twice"),
+                ));
+            }
+            hosts.push(host);
+        }
+        if c.db.tenant(&t.name).await?.is_some() {
+            return Err(ApiError::conflict(
+                Some("name"),
+                format!("tenant {:?} exists", t.name),
+            ));
+        }
+        let row = c.db.create_tenant(&t.name, &hosts, &t.quota).await?;
+        // A tenant with no app serves nothing yet, but its hosts now
+        // answer from this tenant (404) rather than from another's `*`.
+        c.apply_stored().await.map_err(ApiError::internal)?;
+        Ok((StatusCode::CREATED, Json(row.tenant)))
+    }
+    .await;
+    c.record(Some(&caller), None, "tenant.create", &target, &result)
+        .await;
+    result
+}
+
+pub async fn delete(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let result = async {
+        caller.operator_only()?;
+        let t = caller.tenant(&c, &name).await?;
+        c.db.delete_tenant(&t.id).await?;
+        c.apply_stored().await.map_err(ApiError::internal)?;
+        Ok(StatusCode::NO_CONTENT)
+    }
+    .await;
+    c.record(Some(&caller), None, "tenant.delete", &name, &result)
+        .await;
+    result
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    #[serde(default = "default_limit")]
+    limit: i64,
+}
+
+fn default_limit() -> i64 {
+    100
+}
+
+pub async fn audit(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Query(q): Query<AuditQuery>,
+) -> Result<Json<Vec<crate::model::AuditEntry>>, ApiError> {
+    let t = caller.tenant(&c, &name).await?;
+    Ok(Json(
+        c.db.audit_log(Some(&t.id), q.limit.clamp(1, 1000)).await?,
+    ))
+}
+
+pub async fn audit_all(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Query(q): Query<AuditQuery>,
+) -> Result<Json<Vec<crate::model::AuditEntry>>, ApiError> {
+    caller.operator_only()?;
+    Ok(Json(c.db.audit_log(None, q.limit.clamp(1, 1000)).await?))
+}

@@ -1,0 +1,168 @@
+//! What an upload is, read before anything is compiled: a component (not a
+//! core module), what it imports and whether it exports an HTTP handler.
+//! Reading the outer component's import and export sections costs a pass
+//! over the bytes; compiling (and Wasmtime's full validation) comes after,
+//! in a bounded worker.
+
+use wasmparser::{Encoding, Parser, Payload};
+
+/// The outer component's imports and exports (instance names such as
+/// `wasi:http/incoming-handler@0.2.0`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inspected {
+    /// Import names, in file order.
+    pub imports: Vec<String>,
+    /// Export names, in file order.
+    pub exports: Vec<String>,
+}
+
+/// The interface a component must export to serve HTTP (any 0.2.x).
+pub const HTTP_HANDLER: &str = "wasi:http/incoming-handler@0.2.";
+
+/// Reads `bytes` as a component and checks it can serve HTTP.
+pub fn inspect(bytes: &[u8]) -> Result<Inspected, String> {
+    if !bytes.starts_with(b"\0asm") {
+        let start: String = bytes
+            .iter()
+            .take(8)
+            .map(|b| std::ascii::escape_default(*b).to_string())
+            .collect();
+        return Err(format!(
+            "not a WebAssembly binary: it starts with \"{start}\", not \"\\0asm\" ({} bytes)",
+            bytes.len()
+        ));
+    }
+    let mut out = Inspected::default();
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(|e| format!("not a valid WebAssembly binary: {e}"))?;
+        match payload {
+            Payload::Version { encoding, .. } => {
+                if depth == 0 && encoding == Encoding::Module {
+                    return Err("this is a core WebAssembly module, not a component: build for wasm32-wasip2 (or wrap it with `wasm-tools component new` and a WASI adapter)".into());
+                }
+                depth += 1;
+            }
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(reader) if depth == 1 => {
+                for import in reader {
+                    let import = import.map_err(|e| format!("reading imports: {e}"))?;
+                    out.imports.push(import.name.0.to_string());
+                }
+            }
+            Payload::ComponentExportSection(reader) if depth == 1 => {
+                for export in reader {
+                    let export = export.map_err(|e| format!("reading exports: {e}"))?;
+                    out.exports.push(export.name.0.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err("not a valid WebAssembly binary: it ends inside a section".into());
+    }
+    if !out.exports.iter().any(|e| e.starts_with(HTTP_HANDLER)) {
+        let exports = if out.exports.is_empty() {
+            "nothing".to_string()
+        } else {
+            out.exports.join(", ")
+        };
+        return Err(format!(
+            "the component does not export wasi:http/incoming-handler@0.2.x (it exports {exports}); edge serves HTTP handlers"
+        ));
+    }
+    Ok(out)
+}
+
+/// What a component of a version is granted, to check its imports by.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Grants {
+    /// It names key-value stores.
+    pub key_value: bool,
+}
+
+/// Interfaces every component may import: the context behind them grants
+/// no files, sockets or environment, and outbound HTTP is checked per
+/// request against `allowed_outbound_hosts`.
+const ALWAYS: &[&str] = &[
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:cli/",
+    "wasi:filesystem/",
+    "wasi:sockets/",
+    "wasi:http/types@",
+    "wasi:http/outgoing-handler@",
+    "wasi:config/store@",
+    "edge:platform/metrics@",
+];
+
+/// Checks `imports` against `grants`: the first import not granted, with
+/// what would grant it.
+pub fn check_imports(imports: &[String], grants: Grants) -> Result<(), String> {
+    for import in imports {
+        if ALWAYS.iter().any(|p| import.starts_with(p)) {
+            continue;
+        }
+        if import.starts_with("wasi:keyvalue/") {
+            if grants.key_value {
+                continue;
+            }
+            return Err(format!(
+                "it imports {import} but names no key_value_stores (add the store labels it opens)"
+            ));
+        }
+        if import.starts_with("edge:platform/process@") {
+            return Err(format!(
+                "it imports {import}: running programs needs a grant the operator gives in edge-config, not through the API"
+            ));
+        }
+        if import.starts_with("edge:platform/mixer@") {
+            return Err(format!(
+                "it imports {import}: mixing rooms are not granted to uploaded apps"
+            ));
+        }
+        return Err(format!(
+            "it imports {import}, which edge does not provide (it provides wasi:http, wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:config/store, wasi:keyvalue)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_modules_and_garbage_are_refused_precisely() {
+        let module = wasmparser::Parser::is_core_wasm(b"\0asm\x01\0\0\0");
+        assert!(module);
+        let e = inspect(b"\0asm\x01\0\0\0").unwrap_err();
+        assert!(e.contains("core WebAssembly module"), "{e}");
+        let e = inspect(b"hello").unwrap_err();
+        assert!(
+            e.contains("not a WebAssembly binary: it starts with \"hello\""),
+            "{e}"
+        );
+        let e = inspect(b"\0asm\x0d\0\x01").unwrap_err();
+        assert!(e.contains("not a valid WebAssembly binary"), "{e}");
+        let e = inspect(b"\0asm\x0d\0\x01\0").unwrap_err();
+        assert!(
+            e.contains("does not export wasi:http/incoming-handler"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn imports_need_their_grant() {
+        let kv = vec!["wasi:keyvalue/store@0.2.0-draft".to_string()];
+        assert!(check_imports(&kv, Grants { key_value: true }).is_ok());
+        let e = check_imports(&kv, Grants::default()).unwrap_err();
+        assert!(e.contains("key_value_stores"), "{e}");
+        let e =
+            check_imports(&["fermyon:spin/sqlite@2.0.0".into()], Grants::default()).unwrap_err();
+        assert!(e.contains("does not provide"), "{e}");
+        assert!(check_imports(&["wasi:http/types@0.2.3".into()], Grants::default()).is_ok());
+    }
+}

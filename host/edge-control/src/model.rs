@@ -1,0 +1,192 @@
+//! The objects the API reads and writes, as JSON and as stored.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a tenant may hold. Every field has a default, so an operator sets
+/// only what differs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Quota {
+    /// Apps the tenant may have.
+    pub max_apps: u64,
+    /// Components one version may have.
+    pub max_components: u64,
+    /// Versions kept per app; creating one more is refused (delete old
+    /// ones first).
+    pub max_versions: u64,
+    /// Bytes of one uploaded component.
+    pub max_artifact_bytes: u64,
+    /// Bytes of all the tenant's uploaded components together.
+    pub max_total_artifact_bytes: u64,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Self {
+            max_apps: 20,
+            max_components: 20,
+            max_versions: 100,
+            max_artifact_bytes: 64 << 20,
+            max_total_artifact_bytes: 1 << 30,
+        }
+    }
+}
+
+/// A tenant as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Tenant {
+    /// Unique name (lower-case letters, digits, `-`, `_`).
+    pub name: String,
+    /// Hostnames it serves.
+    pub hosts: Vec<String>,
+    /// What it may hold.
+    pub quota: Quota,
+    /// Creation time, ms since the epoch.
+    pub created_at: i64,
+}
+
+/// An app as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct App {
+    /// Name, unique within its tenant.
+    pub name: String,
+    /// Creation time, ms since the epoch.
+    pub created_at: i64,
+    /// What it serves now, if it was ever deployed.
+    pub deployment: Option<Deployment>,
+}
+
+/// A component of a version: an uploaded artifact and what it is granted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentSpec {
+    /// The artifact, `sha256:HEX`, uploaded before.
+    pub digest: String,
+    /// Key-value store labels it may open (Spin's `key_value_stores`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_value_stores: Vec<String>,
+    /// Outbound HTTP it may reach (Spin's `allowed_outbound_hosts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_outbound_hosts: Vec<String>,
+    /// Variables it reads through `wasi:config/store`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variables: BTreeMap<String, String>,
+}
+
+/// A route of a version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// Spin route syntax: `/exact`, `/prefix/...`, `/:name`.
+    pub route: String,
+    /// The component id it goes to.
+    pub component: String,
+}
+
+/// What a version is: immutable once created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionSpec {
+    /// Components by id.
+    pub components: BTreeMap<String, ComponentSpec>,
+    /// HTTP routes.
+    pub routes: Vec<RouteSpec>,
+}
+
+/// A version as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Version {
+    /// Its number within the app: 1, 2, 3...
+    pub number: i64,
+    /// What it is.
+    pub spec: VersionSpec,
+    /// Creation time, ms since the epoch.
+    pub created_at: i64,
+}
+
+/// One version's part of a deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weighted {
+    /// Version number.
+    pub version: i64,
+    /// Percent of the app's requests it gets.
+    pub percent: u8,
+}
+
+/// What an app serves: one version at 100 %, or two splitting traffic.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// Sequence number within the app: the highest one serves.
+    pub seq: i64,
+    /// Versions and their weights (one or two, summing to 100).
+    pub versions: Vec<Weighted>,
+    /// Creation time, ms since the epoch.
+    pub created_at: i64,
+}
+
+/// A request the new deployment must answer as expected before traffic
+/// moves to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Smoke {
+    /// Path (and query) to request, on the tenant's first host.
+    pub path: String,
+    /// Expected status; 200 when left out.
+    #[serde(default = "ok_status")]
+    pub status: u16,
+}
+
+fn ok_status() -> u16 {
+    200
+}
+
+/// One line of the audit log.
+#[derive(Clone, Debug, Serialize)]
+pub struct AuditEntry {
+    /// Time, ms since the epoch.
+    pub at: i64,
+    /// Who (principal id), if anyone was authenticated.
+    pub principal: Option<String>,
+    /// The tenant acted on, if any.
+    pub tenant: Option<String>,
+    /// What was attempted (`app.deploy`, `token.create`...).
+    pub action: String,
+    /// On what.
+    pub target: String,
+    /// `ok` or `refused`.
+    pub outcome: String,
+    /// Why it was refused, or what changed.
+    pub detail: String,
+    /// The client's address.
+    pub remote: String,
+}
+
+/// What the host serves from the database: every tenant with its hosts
+/// and its apps' current deployments, versions resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Desired {
+    /// Tenants by name order.
+    pub tenants: Vec<DesiredTenant>,
+}
+
+/// One tenant of [`Desired`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredTenant {
+    /// Name.
+    pub name: String,
+    /// Hostnames.
+    pub hosts: Vec<String>,
+    /// Deployed apps.
+    pub apps: Vec<DesiredApp>,
+}
+
+/// One deployed app of [`DesiredTenant`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredApp {
+    /// Name.
+    pub name: String,
+    /// The versions it serves with their percent of traffic.
+    pub versions: Vec<(i64, u8, VersionSpec)>,
+}

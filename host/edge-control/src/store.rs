@@ -1,0 +1,613 @@
+//! Every query the control plane makes, written once for both databases.
+//! Functions take ids the caller has already resolved and checked against
+//! the caller's tenant; none of them decides who may do what.
+
+use crate::db::{Db, now_ms};
+use crate::model::{
+    AuditEntry, Deployment, Desired, DesiredApp, DesiredTenant, Quota, Tenant, Version,
+    VersionSpec, Weighted,
+};
+use crate::secret;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+/// A query failed, or a row it writes exists already.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A unique key is taken (a name, a host, a version number).
+    #[error("already exists")]
+    Conflict,
+    /// The database failed.
+    #[error("database: {0}")]
+    Sql(#[from] sqlx::Error),
+    /// A stored JSON document does not read back.
+    #[error("stored document: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+fn conflict_or(e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict,
+        _ => StoreError::Sql(e),
+    }
+}
+
+type R<T> = Result<T, StoreError>;
+
+/// A tenant's row.
+#[derive(Clone, Debug)]
+pub struct TenantRow {
+    /// Internal id.
+    pub id: String,
+    /// What the API shows.
+    pub tenant: Tenant,
+}
+
+/// Who a token belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrincipalRow {
+    /// Principal id (the token's id).
+    pub id: String,
+    /// `operator` or `tenant`.
+    pub role: String,
+    /// The tenant's id, for a tenant principal.
+    pub tenant_id: Option<String>,
+    /// A name for people.
+    pub name: String,
+    /// SHA-256 of its secret.
+    pub secret_hash: String,
+    /// Creation time.
+    pub created_at: i64,
+    /// When it stops working, if ever.
+    pub expires_at: Option<i64>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<i64>,
+}
+
+/// An app's row.
+#[derive(Clone, Debug)]
+pub struct AppRow {
+    /// Internal id.
+    pub id: String,
+    /// Name within the tenant.
+    pub name: String,
+    /// Creation time.
+    pub created_at: i64,
+}
+
+impl Db {
+    // ---- tenants -------------------------------------------------------
+
+    /// Creates a tenant with its hosts; `Conflict` if the name or a host is
+    /// taken.
+    pub async fn create_tenant(&self, name: &str, hosts: &[String], quota: &Quota) -> R<TenantRow> {
+        let id = secret::new_id("t");
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        sqlx::query("INSERT INTO tenants (id, name, quota, created_at) VALUES (?, ?, ?, ?)")
+            .bind(&id)
+            .bind(name)
+            .bind(serde_json::to_string(quota)?)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(conflict_or)?;
+        for h in hosts {
+            sqlx::query("INSERT INTO tenant_hosts (host, tenant_id) VALUES (?, ?)")
+                .bind(h)
+                .bind(&id)
+                .execute(&mut *tx)
+                .await
+                .map_err(conflict_or)?;
+        }
+        tx.commit().await?;
+        Ok(TenantRow {
+            id,
+            tenant: Tenant {
+                name: name.into(),
+                hosts: hosts.to_vec(),
+                quota: quota.clone(),
+                created_at: now,
+            },
+        })
+    }
+
+    /// Which tenant holds `host`, if one does.
+    pub async fn host_owner(&self, host: &str) -> R<Option<String>> {
+        let row = sqlx::query("SELECT t.name FROM tenant_hosts h JOIN tenants t ON t.id = h.tenant_id WHERE h.host = ?")
+            .bind(host)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.map(|r| r.get::<String, _>(0)))
+    }
+
+    /// A tenant by name.
+    pub async fn tenant(&self, name: &str) -> R<Option<TenantRow>> {
+        let row = sqlx::query("SELECT id, name, quota, created_at FROM tenants WHERE name = ?")
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        match row {
+            Some(r) => Ok(Some(self.tenant_row(r).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A tenant by id.
+    pub async fn tenant_by_id(&self, id: &str) -> R<Option<TenantRow>> {
+        let row = sqlx::query("SELECT id, name, quota, created_at FROM tenants WHERE id = ?")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        match row {
+            Some(r) => Ok(Some(self.tenant_row(r).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every tenant, by name.
+    pub async fn tenants(&self) -> R<Vec<TenantRow>> {
+        let rows = sqlx::query("SELECT id, name, quota, created_at FROM tenants ORDER BY name")
+            .fetch_all(self.pool())
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            out.push(self.tenant_row(r).await?);
+        }
+        Ok(out)
+    }
+
+    async fn tenant_row(&self, r: AnyRow) -> R<TenantRow> {
+        let id: String = r.try_get("id")?;
+        let hosts = sqlx::query("SELECT host FROM tenant_hosts WHERE tenant_id = ? ORDER BY host")
+            .bind(&id)
+            .fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(|h| h.get::<String, _>(0))
+            .collect();
+        Ok(TenantRow {
+            tenant: Tenant {
+                name: r.try_get("name")?,
+                hosts,
+                quota: serde_json::from_str(&r.try_get::<String, _>("quota")?)?,
+                created_at: r.try_get("created_at")?,
+            },
+            id,
+        })
+    }
+
+    /// Deletes a tenant and everything it owns (apps, versions, tokens,
+    /// artifacts records); whether it existed.
+    pub async fn delete_tenant(&self, id: &str) -> R<bool> {
+        let mut tx = self.pool().begin().await?;
+        // Spelled out rather than left to ON DELETE CASCADE, which SQLite
+        // honours only with its foreign-key pragma on.
+        for sql in [
+            "DELETE FROM deployments WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
+            "DELETE FROM versions WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
+            "DELETE FROM apps WHERE tenant_id = ?",
+            "DELETE FROM artifacts WHERE tenant_id = ?",
+            "DELETE FROM principals WHERE tenant_id = ?",
+            "DELETE FROM tenant_hosts WHERE tenant_id = ?",
+        ] {
+            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
+        }
+        let n = sqlx::query("DELETE FROM tenants WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    // ---- principals ----------------------------------------------------
+
+    /// Creates an API token: `tenant_id` `None` makes an operator's.
+    pub async fn create_token(
+        &self,
+        tenant_id: Option<&str>,
+        name: &str,
+        expires_at: Option<i64>,
+        created_by: Option<&str>,
+    ) -> R<(secret::NewToken, PrincipalRow)> {
+        let token = secret::new_token();
+        let role = if tenant_id.is_some() {
+            "tenant"
+        } else {
+            "operator"
+        };
+        let now = now_ms();
+        sqlx::query("INSERT INTO principals (id, kind, role, tenant_id, name, secret_hash, created_at, created_by, expires_at, revoked_at) VALUES (?, 'token', ?, ?, ?, ?, ?, ?, ?, NULL)")
+            .bind(&token.id)
+            .bind(role)
+            .bind(tenant_id)
+            .bind(name)
+            .bind(&token.hash)
+            .bind(now)
+            .bind(created_by)
+            .bind(expires_at)
+            .execute(self.pool())
+            .await
+            .map_err(conflict_or)?;
+        let row = PrincipalRow {
+            id: token.id.clone(),
+            role: role.into(),
+            tenant_id: tenant_id.map(Into::into),
+            name: name.into(),
+            secret_hash: token.hash.clone(),
+            created_at: now,
+            expires_at,
+            revoked_at: None,
+        };
+        Ok((token, row))
+    }
+
+    /// A principal by id.
+    pub async fn principal(&self, id: &str) -> R<Option<PrincipalRow>> {
+        let row = sqlx::query("SELECT id, role, tenant_id, name, secret_hash, created_at, expires_at, revoked_at FROM principals WHERE id = ?")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(principal_row).transpose()
+    }
+
+    /// Tokens of one tenant (`Some`) or the operators' (`None`), newest
+    /// first.
+    pub async fn tokens(&self, tenant_id: Option<&str>) -> R<Vec<PrincipalRow>> {
+        let q = match tenant_id {
+            Some(t) => sqlx::query("SELECT id, role, tenant_id, name, secret_hash, created_at, expires_at, revoked_at FROM principals WHERE kind = 'token' AND tenant_id = ? ORDER BY created_at DESC, id").bind(t.to_string()),
+            None => sqlx::query("SELECT id, role, tenant_id, name, secret_hash, created_at, expires_at, revoked_at FROM principals WHERE kind = 'token' AND tenant_id IS NULL ORDER BY created_at DESC, id"),
+        };
+        q.fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(principal_row)
+            .collect()
+    }
+
+    /// Revokes a principal; whether it was live before.
+    pub async fn revoke(&self, id: &str) -> R<bool> {
+        let n =
+            sqlx::query("UPDATE principals SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+                .bind(now_ms())
+                .bind(id)
+                .execute(self.pool())
+                .await?
+                .rows_affected();
+        Ok(n > 0)
+    }
+
+    /// Whether any operator principal exists (revoked or not).
+    pub async fn has_operator(&self) -> R<bool> {
+        let row = sqlx::query("SELECT COUNT(*) FROM principals WHERE role = 'operator'")
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get::<i64, _>(0)? > 0)
+    }
+
+    // ---- apps ----------------------------------------------------------
+
+    /// Creates an app; `Conflict` if the tenant has one by that name.
+    pub async fn create_app(&self, tenant_id: &str, name: &str) -> R<AppRow> {
+        let id = secret::new_id("a");
+        let now = now_ms();
+        sqlx::query("INSERT INTO apps (id, tenant_id, name, created_at) VALUES (?, ?, ?, ?)")
+            .bind(&id)
+            .bind(tenant_id)
+            .bind(name)
+            .bind(now)
+            .execute(self.pool())
+            .await
+            .map_err(conflict_or)?;
+        Ok(AppRow {
+            id,
+            name: name.into(),
+            created_at: now,
+        })
+    }
+
+    /// One of a tenant's apps by name.
+    pub async fn app(&self, tenant_id: &str, name: &str) -> R<Option<AppRow>> {
+        let row =
+            sqlx::query("SELECT id, name, created_at FROM apps WHERE tenant_id = ? AND name = ?")
+                .bind(tenant_id)
+                .bind(name)
+                .fetch_optional(self.pool())
+                .await?;
+        row.map(app_row).transpose()
+    }
+
+    /// A tenant's apps, by name.
+    pub async fn apps(&self, tenant_id: &str) -> R<Vec<AppRow>> {
+        sqlx::query("SELECT id, name, created_at FROM apps WHERE tenant_id = ? ORDER BY name")
+            .bind(tenant_id)
+            .fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(app_row)
+            .collect()
+    }
+
+    // ---- artifacts -----------------------------------------------------
+
+    /// Records that a tenant uploaded `digest` (again is no change).
+    pub async fn add_artifact(
+        &self,
+        tenant_id: &str,
+        digest: &str,
+        size: i64,
+        imports: &[String],
+    ) -> R<()> {
+        let result = sqlx::query("INSERT INTO artifacts (tenant_id, digest, size, imports, created_at) VALUES (?, ?, ?, ?, ?)")
+            .bind(tenant_id)
+            .bind(digest)
+            .bind(size)
+            .bind(serde_json::to_string(imports)?)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await
+            .map_err(conflict_or);
+        match result {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The imports of an artifact the tenant uploaded, if it did.
+    pub async fn artifact_imports(&self, tenant_id: &str, digest: &str) -> R<Option<Vec<String>>> {
+        let row = sqlx::query("SELECT imports FROM artifacts WHERE tenant_id = ? AND digest = ?")
+            .bind(tenant_id)
+            .bind(digest)
+            .fetch_optional(self.pool())
+            .await?;
+        match row {
+            Some(r) => Ok(Some(serde_json::from_str(&r.try_get::<String, _>(0)?)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Bytes of everything the tenant uploaded.
+    pub async fn artifact_bytes(&self, tenant_id: &str) -> R<i64> {
+        let row = sqlx::query("SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE tenant_id = ?")
+            .bind(tenant_id)
+            .fetch_one(self.pool())
+            .await?;
+        // MariaDB's SUM is a DECIMAL; read it through a cast-free path.
+        Ok(row
+            .try_get::<i64, _>(0)
+            .or_else(|_| row.try_get::<f64, _>(0).map(|f| f as i64))
+            .or_else(|_| {
+                row.try_get::<String, _>(0)
+                    .map(|s| s.parse::<f64>().unwrap_or(0.0) as i64)
+            })?)
+    }
+
+    // ---- versions ------------------------------------------------------
+
+    /// Stores a new version; its number (one more than the app's highest).
+    pub async fn create_version(
+        &self,
+        app_id: &str,
+        spec: &VersionSpec,
+        by: Option<&str>,
+    ) -> R<i64> {
+        let mut tx = self.pool().begin().await?;
+        let row = sqlx::query("SELECT COALESCE(MAX(number), 0) FROM versions WHERE app_id = ?")
+            .bind(app_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let number = row.try_get::<i64, _>(0)? + 1;
+        sqlx::query("INSERT INTO versions (app_id, number, spec, created_at, created_by) VALUES (?, ?, ?, ?, ?)")
+            .bind(app_id)
+            .bind(number)
+            .bind(serde_json::to_string(spec)?)
+            .bind(now_ms())
+            .bind(by)
+            .execute(&mut *tx)
+            .await
+            .map_err(conflict_or)?;
+        tx.commit().await?;
+        Ok(number)
+    }
+
+    /// One version of an app.
+    pub async fn version(&self, app_id: &str, number: i64) -> R<Option<Version>> {
+        let row = sqlx::query(
+            "SELECT number, spec, created_at FROM versions WHERE app_id = ? AND number = ?",
+        )
+        .bind(app_id)
+        .bind(number)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(version_row).transpose()
+    }
+
+    /// An app's versions, newest first.
+    pub async fn versions(&self, app_id: &str) -> R<Vec<Version>> {
+        sqlx::query(
+            "SELECT number, spec, created_at FROM versions WHERE app_id = ? ORDER BY number DESC",
+        )
+        .bind(app_id)
+        .fetch_all(self.pool())
+        .await?
+        .into_iter()
+        .map(version_row)
+        .collect()
+    }
+
+    /// How many versions an app has.
+    pub async fn version_count(&self, app_id: &str) -> R<i64> {
+        let row = sqlx::query("SELECT COUNT(*) FROM versions WHERE app_id = ?")
+            .bind(app_id)
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get::<i64, _>(0)?)
+    }
+
+    // ---- deployments ---------------------------------------------------
+
+    /// Appends a deployment (it becomes the app's current one); its seq.
+    pub async fn add_deployment(
+        &self,
+        app_id: &str,
+        versions: &[Weighted],
+        by: Option<&str>,
+    ) -> R<Deployment> {
+        let mut tx = self.pool().begin().await?;
+        let row = sqlx::query("SELECT COALESCE(MAX(seq), 0) FROM deployments WHERE app_id = ?")
+            .bind(app_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let seq = row.try_get::<i64, _>(0)? + 1;
+        let now = now_ms();
+        sqlx::query("INSERT INTO deployments (app_id, seq, spec, created_at, created_by) VALUES (?, ?, ?, ?, ?)")
+            .bind(app_id)
+            .bind(seq)
+            .bind(serde_json::to_string(versions)?)
+            .bind(now)
+            .bind(by)
+            .execute(&mut *tx)
+            .await
+            .map_err(conflict_or)?;
+        tx.commit().await?;
+        Ok(Deployment {
+            seq,
+            versions: versions.to_vec(),
+            created_at: now,
+        })
+    }
+
+    /// An app's deployments, newest (the serving one) first.
+    pub async fn deployments(&self, app_id: &str, limit: i64) -> R<Vec<Deployment>> {
+        sqlx::query("SELECT seq, spec, created_at FROM deployments WHERE app_id = ? ORDER BY seq DESC LIMIT ?")
+            .bind(app_id)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(|r| {
+                Ok(Deployment {
+                    seq: r.try_get("seq")?,
+                    versions: serde_json::from_str(&r.try_get::<String, _>("spec")?)?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes a deployment that was recorded but could not be put in
+    /// service, so the one before serves again.
+    pub async fn remove_deployment(&self, app_id: &str, seq: i64) -> R<()> {
+        sqlx::query("DELETE FROM deployments WHERE app_id = ? AND seq = ?")
+            .bind(app_id)
+            .bind(seq)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    // ---- what the host serves ------------------------------------------
+
+    /// Every tenant with its apps' current deployments, versions resolved.
+    pub async fn desired(&self) -> R<Desired> {
+        let mut out = Desired::default();
+        for t in self.tenants().await? {
+            let mut apps = Vec::new();
+            for app in self.apps(&t.id).await? {
+                let Some(d) = self.deployments(&app.id, 1).await?.into_iter().next() else {
+                    continue;
+                };
+                let mut versions = Vec::new();
+                for w in d.versions {
+                    if let Some(v) = self.version(&app.id, w.version).await? {
+                        versions.push((w.version, w.percent, v.spec));
+                    }
+                }
+                apps.push(DesiredApp {
+                    name: app.name,
+                    versions,
+                });
+            }
+            out.tenants.push(DesiredTenant {
+                name: t.tenant.name,
+                hosts: t.tenant.hosts,
+                apps,
+            });
+        }
+        Ok(out)
+    }
+
+    // ---- audit ---------------------------------------------------------
+
+    /// Appends one line to the audit log.
+    pub async fn audit(&self, e: &AuditEntry, tenant_id: Option<&str>) -> R<()> {
+        sqlx::query("INSERT INTO audit (id, at, principal_id, tenant_id, action, target, outcome, detail, remote) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            .bind(secret::ordered_id(e.at))
+            .bind(e.at)
+            .bind(e.principal.as_deref())
+            .bind(tenant_id)
+            .bind(&e.action)
+            .bind(&e.target)
+            .bind(&e.outcome)
+            .bind(&e.detail)
+            .bind(&e.remote)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The newest `limit` audit lines, of one tenant or of all.
+    pub async fn audit_log(&self, tenant_id: Option<&str>, limit: i64) -> R<Vec<AuditEntry>> {
+        let q = match tenant_id {
+            Some(t) => sqlx::query("SELECT a.at, a.principal_id, t.name AS tenant, a.action, a.target, a.outcome, a.detail, a.remote FROM audit a LEFT JOIN tenants t ON t.id = a.tenant_id WHERE a.tenant_id = ? ORDER BY a.id DESC LIMIT ?").bind(t.to_string()).bind(limit),
+            None => sqlx::query("SELECT a.at, a.principal_id, t.name AS tenant, a.action, a.target, a.outcome, a.detail, a.remote FROM audit a LEFT JOIN tenants t ON t.id = a.tenant_id ORDER BY a.id DESC LIMIT ?").bind(limit),
+        };
+        q.fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(|r| {
+                Ok(AuditEntry {
+                    at: r.try_get("at")?,
+                    principal: r.try_get("principal_id")?,
+                    tenant: r.try_get("tenant")?,
+                    action: r.try_get("action")?,
+                    target: r.try_get("target")?,
+                    outcome: r.try_get("outcome")?,
+                    detail: r.try_get("detail")?,
+                    remote: r.try_get("remote")?,
+                })
+            })
+            .collect()
+    }
+}
+
+fn principal_row(r: AnyRow) -> R<PrincipalRow> {
+    Ok(PrincipalRow {
+        id: r.try_get("id")?,
+        role: r.try_get("role")?,
+        tenant_id: r.try_get("tenant_id")?,
+        name: r.try_get("name")?,
+        secret_hash: r.try_get("secret_hash")?,
+        created_at: r.try_get("created_at")?,
+        expires_at: r.try_get("expires_at")?,
+        revoked_at: r.try_get("revoked_at")?,
+    })
+}
+
+fn app_row(r: AnyRow) -> R<AppRow> {
+    Ok(AppRow {
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+fn version_row(r: AnyRow) -> R<Version> {
+    Ok(Version {
+        number: r.try_get("number")?,
+        spec: serde_json::from_str(&r.try_get::<String, _>("spec")?)?,
+        created_at: r.try_get("created_at")?,
+    })
+}

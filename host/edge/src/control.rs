@@ -1,0 +1,450 @@
+//! The node's side of the control plane (`edge_control`): the tenants and
+//! apps in its database join the config files' tenants ([`merge`]), a
+//! deploy goes through the same build-then-swap as a reload, checked by a
+//! smoke request against the new app before it takes traffic, and uploads
+//! compile in a child process bounded in time and memory.
+
+use crate::app::App;
+use crate::server::Shared;
+use anyhow::{Context, Result};
+use edge_config::{
+    Component, Config, HostPattern, InstanceMode, OutboundRule, Route, RoutePattern, Tenant,
+};
+use edge_control::model::Desired;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where uploaded artifacts are kept.
+pub fn blob_dir(config: &Config) -> PathBuf {
+    config.server.data_dir.join("blobs")
+}
+
+/// The config `files` describe plus the control plane's tenants. A
+/// database tenant whose name or a host a file tenant holds is left out
+/// (the API refuses both; this covers an edge-config edited afterwards).
+pub fn merge(files: &Config, desired: &Desired) -> Config {
+    let mut config = files.clone();
+    if desired.tenants.is_empty() {
+        return config;
+    }
+    let blobs = edge_control::blobs::Blobs::new(blob_dir(files));
+    let claimed: Vec<HostPattern> = files.tenants.iter().flat_map(|t| t.hosts.clone()).collect();
+    for t in &desired.tenants {
+        let hosts: Vec<HostPattern> = t
+            .hosts
+            .iter()
+            .filter_map(|h| HostPattern::parse(h).ok())
+            .collect();
+        if files.tenants.iter().any(|f| f.name == t.name)
+            || hosts.iter().any(|h| claimed.contains(h))
+        {
+            tracing::error!(tenant = %t.name, "a control-plane tenant collides with an edge-config tenant (name or host); the edge-config one serves");
+            continue;
+        }
+        let mut tenant = Tenant {
+            name: t.name.clone(),
+            hosts,
+            components: BTreeSet::new(),
+            limits: files.default_limits.clone(),
+            variables: BTreeMap::new(),
+            sites: Vec::new(),
+            sidecar_programs: Vec::new(),
+            outbound_allow_ranges: files.outbound_allow_ranges.clone(),
+            mixer: files.default_mixer,
+        };
+        for app in &t.apps {
+            let mut from = 0u8;
+            let split = app.versions.len() > 1;
+            for (number, percent, spec) in &app.versions {
+                let draw = split.then(|| {
+                    let range = from..from.saturating_add(*percent).min(100);
+                    from = range.end;
+                    range
+                });
+                for (cid, c) in &spec.components {
+                    let id = format!("{}/{}@{number}/{cid}", t.name, app.name);
+                    let Some(source) = blobs.path(&c.digest) else {
+                        continue;
+                    };
+                    config.components.insert(
+                        id.clone(),
+                        Component {
+                            id: id.clone(),
+                            source,
+                            allowed_outbound_hosts: c
+                                .allowed_outbound_hosts
+                                .iter()
+                                .filter_map(|r| OutboundRule::parse(r).ok())
+                                .collect(),
+                            key_value_stores: c.key_value_stores.clone(),
+                            has_variables: true,
+                            mode: InstanceMode::PerRequest,
+                            memory_bytes: None,
+                        },
+                    );
+                    tenant.variables.insert(
+                        id.clone(),
+                        Arc::new(c.variables.clone().into_iter().collect()),
+                    );
+                    tenant.components.insert(id);
+                }
+                for r in &spec.routes {
+                    let Ok(pattern) = RoutePattern::parse(&r.route) else {
+                        continue;
+                    };
+                    config.routes.push(Route {
+                        pattern,
+                        component: format!("{}/{}@{number}/{}", t.name, app.name, r.component),
+                        draw: draw.clone(),
+                    });
+                }
+            }
+        }
+        config.tenants.push(tenant);
+    }
+    // Most specific first, as the files' routes are (a stable sort keeps
+    // the files' order among equals).
+    config
+        .routes
+        .sort_by(|a, b| a.pattern.specificity_cmp(&b.pattern));
+    config
+}
+
+/// The node as the control plane sees it.
+pub struct Node {
+    shared: Arc<Shared>,
+    /// The `edge` binary, for compile workers.
+    exe: PathBuf,
+}
+
+impl Node {
+    /// The node serving through `shared`.
+    pub fn new(shared: Arc<Shared>) -> Result<Self> {
+        Ok(Self {
+            shared,
+            exe: std::env::current_exe().context("finding the edge binary")?,
+        })
+    }
+
+    /// Compiles `wasm` in a child process with the `[control]` limits,
+    /// unless it is compiled already, and loads the result.
+    fn compile_bounded(&self, wasm: &Path) -> Result<(), String> {
+        let bytes = std::fs::read(wasm).map_err(|e| format!("reading the upload: {e}"))?;
+        let hash: [u8; 32] = Sha256::digest(&bytes).into();
+        let cache = &self.shared.runtime.cache;
+        if cache.has(&hash) && cache.adopt(&hash).is_ok() {
+            return Ok(());
+        }
+        let app = self.shared.app.load();
+        let control = app.config.control.clone();
+        let (timeout, memory) = control
+            .map(|c| (c.compile_timeout, c.compile_memory_bytes))
+            .unwrap_or((Duration::from_secs(120), 4 << 30));
+        let out = cache.compiled_file(&hash);
+        let cmd = edge_spawn::Command::new(&self.exe)
+            .arg("compile")
+            .arg(wasm)
+            .arg(&out)
+            .env_keep(&["PATH"])
+            .limits(edge_spawn::Limits {
+                // Cranelift compiles functions on every core: CPU time can
+                // pass wall time, up to the cores' count.
+                cpu_seconds: timeout.as_secs().max(1)
+                    * std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
+                address_space_bytes: memory,
+                processes: 0,
+                file_bytes: 1 << 30,
+            });
+        let started = std::time::Instant::now();
+        let run = cmd
+            .run_limited(&[], timeout, 64 << 10)
+            .map_err(|e| format!("the compile worker: {e}"))?;
+        if run.exit_code() != 0 {
+            let _ = std::fs::remove_file(&out);
+            let stderr = String::from_utf8_lossy(&run.stderr);
+            let why = stderr
+                .lines()
+                .map(|l| l.trim_start_matches("edge: "))
+                .filter(|l| !l.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(if started.elapsed() >= timeout {
+                format!(
+                    "it took longer than {} ms to compile ([control] compile_timeout_ms)",
+                    timeout.as_millis()
+                )
+            } else if why.is_empty() || run.exit_code() > 128 {
+                format!(
+                    "the compile worker was stopped (exit {}): it passed its memory ({memory} bytes, [control] compile_memory_bytes) or CPU limit",
+                    run.exit_code()
+                )
+            } else {
+                why
+            });
+        }
+        tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            "component compiled by a worker"
+        );
+        cache.adopt(&hash).map_err(|e| format!("{e:#}"))
+    }
+
+    /// Builds the app for `desired`, smoke-checks it, swaps it in.
+    async fn apply_desired(
+        &self,
+        desired: Desired,
+        smoke: Option<edge_control::SmokeRequest>,
+    ) -> Result<(), String> {
+        // Every artifact compiled by a bounded worker first: building the
+        // app must find them all compiled (after a restart with an emptied
+        // cache too).
+        for t in &desired.tenants {
+            for a in &t.apps {
+                for (_, _, spec) in &a.versions {
+                    for c in spec.components.values() {
+                        let blobs = edge_control::blobs::Blobs::new(blob_dir(
+                            &self.shared.app.load().files,
+                        ));
+                        let path = blobs
+                            .path(&c.digest)
+                            .ok_or("a stored digest is malformed")?;
+                        let me = self.clone_handle();
+                        tokio::task::spawn_blocking(move || me.compile_bounded(&path))
+                            .await
+                            .map_err(|e| e.to_string())??;
+                    }
+                }
+            }
+        }
+        let shared = self.shared.clone();
+        let desired = Arc::new(desired);
+        let built = tokio::task::spawn_blocking(move || {
+            let _one = shared.changes.lock().unwrap_or_else(|e| e.into_inner());
+            let old = shared.app.load_full();
+            App::build_with(&shared.runtime, old.files.clone(), desired).map(|app| (app, old))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{e:#}"))?;
+        let (app, old) = built;
+        let newly_failed: Vec<String> = app
+            .failed_components()
+            .into_iter()
+            .filter(|id| !old.failed_components().contains(id))
+            .map(|id| match &app.status[id] {
+                crate::app::ComponentStatus::Failed(why) => format!("{id}: {why}"),
+                crate::app::ComponentStatus::Ready => id.to_string(),
+            })
+            .collect();
+        if !newly_failed.is_empty() {
+            return Err(format!(
+                "components would fail to load: {}",
+                newly_failed.join("; ")
+            ));
+        }
+        let app = Arc::new(app);
+        if let Some(smoke) = smoke {
+            smoke_check(&self.shared, &app, &smoke).await?;
+        }
+        let _one = self
+            .shared
+            .changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let current = self.shared.app.load_full();
+        if !Arc::ptr_eq(&current, &old) {
+            // A reload swapped in between: build again on top of it.
+            drop(_one);
+            return Err("the node's configuration changed during the deploy; try again".into());
+        }
+        self.shared.app.store(app.clone());
+        app.commit(&self.shared.runtime, Some(&old));
+        tracing::info!("control plane: new deployment serving");
+        Ok(())
+    }
+
+    fn clone_handle(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            exe: self.exe.clone(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl edge_control::Node for Node {
+    async fn compile(&self, wasm: &Path) -> Result<(), String> {
+        let me = self.clone_handle();
+        let wasm = wasm.to_path_buf();
+        tokio::task::spawn_blocking(move || me.compile_bounded(&wasm))
+            .await
+            .map_err(|e| e.to_string())?
+    }
+
+    async fn apply(
+        &self,
+        desired: Desired,
+        smoke: Option<edge_control::SmokeRequest>,
+    ) -> Result<(), String> {
+        self.apply_desired(desired, smoke).await
+    }
+
+    fn claimed(&self) -> (Vec<String>, Vec<String>) {
+        let app = self.shared.app.load();
+        let names = app.files.tenants.iter().map(|t| t.name.clone()).collect();
+        let hosts = app
+            .files
+            .tenants
+            .iter()
+            .flat_map(|t| &t.hosts)
+            .filter_map(|h| match h {
+                HostPattern::Exact(e) => Some(e.clone()),
+                HostPattern::Suffix(s) => Some(format!("*{s}")),
+                HostPattern::Any => None,
+            })
+            .collect();
+        (names, hosts)
+    }
+}
+
+/// The header that sends a request to the app being deployed instead of
+/// the serving one; its value is a secret made for that one deploy.
+pub const PREVIEW_HEADER: &str = "x-edge-preview";
+
+/// An app built but not yet serving, reachable only with its token.
+pub struct Preview {
+    /// The secret a request must carry in [`PREVIEW_HEADER`].
+    pub token: String,
+    /// The app.
+    pub app: Arc<App>,
+}
+
+/// Sends the smoke request through this node's own listener to `app`
+/// (not yet serving) and checks its status.
+async fn smoke_check(
+    shared: &Arc<Shared>,
+    app: &Arc<App>,
+    smoke: &edge_control::SmokeRequest,
+) -> Result<(), String> {
+    let token = edge_control::secret::new_id("p");
+    shared.preview.store(Some(Arc::new(Preview {
+        token: token.clone(),
+        app: app.clone(),
+    })));
+    let result = smoke_request(shared, &token, smoke).await;
+    shared.preview.store(None);
+    let status = result?;
+    if status != smoke.status {
+        return Err(format!(
+            "the smoke check GET {} answered {status}, not {}",
+            smoke.path, smoke.status
+        ));
+    }
+    Ok(())
+}
+
+async fn smoke_request(
+    shared: &Arc<Shared>,
+    token: &str,
+    smoke: &edge_control::SmokeRequest,
+) -> Result<u16, String> {
+    use http_body_util::{BodyExt, Empty};
+    let addr = shared.app_addr().ok_or("the node has no listener yet")?;
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("the smoke check could not connect: {e}"))?;
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("the smoke check: {e}"))?;
+    tokio::spawn(conn);
+    let req = http::Request::get(&smoke.path)
+        .header(http::header::HOST, &smoke.host)
+        .header(PREVIEW_HEADER, token)
+        .body(Empty::<bytes::Bytes>::new())
+        .map_err(|e| format!("the smoke check's path {:?}: {e}", smoke.path))?;
+    let call = async {
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("the smoke check: {e}"))?;
+        let status = resp.status().as_u16();
+        let _ = resp.into_body().collect().await;
+        Ok::<_, String>(status)
+    };
+    tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .map_err(|_| "the smoke check got no answer within 30 s".to_string())?
+}
+
+/// Opens the database, writes the first operator token if there is none,
+/// and starts the API on `[control] listen`; the API's address.
+pub async fn start(
+    shared: Arc<Shared>,
+    control: &edge_config::ControlPlane,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<std::net::SocketAddr> {
+    let db = edge_control::Db::open(&control.database)
+        .await
+        .context("opening the control plane's database")?;
+    let files = shared.app.load().files.clone();
+    bootstrap_operator(&db, &files.server.data_dir).await?;
+    let node = Arc::new(Node::new(shared.clone())?);
+    let control_state = Arc::new(edge_control::Control::new(
+        db,
+        edge_control::blobs::Blobs::new(blob_dir(&files)),
+        node,
+        control.max_upload_bytes as usize,
+    ));
+    control_state
+        .apply_stored()
+        .await
+        .map_err(|e| anyhow::anyhow!("serving the control plane's apps: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(control.listen)
+        .await
+        .with_context(|| format!("binding the control API on {}", control.listen))?;
+    let addr = listener.local_addr()?;
+    let router = edge_control::router(control_state);
+    tokio::spawn(async move {
+        let serve = axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "control API stopped");
+        }
+    });
+    Ok(addr)
+}
+
+/// Without any operator, makes one token and writes it (mode 0600) to
+/// `DATA_DIR/control/operator.token`: the way in for the first operator.
+async fn bootstrap_operator(db: &edge_control::Db, data_dir: &Path) -> Result<()> {
+    if db.has_operator().await? {
+        return Ok(());
+    }
+    let (token, _) = db
+        .create_token(None, "bootstrap operator", None, None)
+        .await?;
+    let dir = data_dir.join("control");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("operator.token");
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    writeln!(f, "{}", token.token)?;
+    tracing::warn!(path = %path.display(), "created the first operator's API token (keep it secret; create others with `edge tokens create` and revoke this one)");
+    Ok(())
+}
