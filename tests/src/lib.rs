@@ -2,6 +2,7 @@
 //! into a temporary directory, starts the real `edge` binary on ephemeral
 //! ports, and talks to it over loopback HTTP.
 
+pub mod mariadb;
 pub mod ogg;
 
 use bytes::Bytes;
@@ -120,6 +121,8 @@ pub struct Edge {
     pub url: String,
     /// `http://127.0.0.1:PORT` of the admin listener.
     pub admin: String,
+    /// `http://127.0.0.1:PORT` of the control API, if `[control]` is set.
+    pub control: Option<String>,
     /// Everything the process wrote to stderr so far.
     pub stderr: Arc<Mutex<String>>,
     /// Where its config lives; keep it alive as long as the process.
@@ -190,7 +193,7 @@ impl Edge {
             .split_whitespace()
             .filter(|w| w.contains("http://"))
             .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_string());
-        let (Some(url), Some(admin)) = (urls.next(), urls.next()) else {
+        let (Some(url), Some(admin), control) = (urls.next(), urls.next(), urls.next()) else {
             let _ = child.kill();
             std::thread::sleep(Duration::from_millis(100));
             panic!(
@@ -202,6 +205,7 @@ impl Edge {
             child,
             url,
             admin,
+            control,
             stderr,
             dir,
             config,

@@ -5,15 +5,19 @@
 //! and the example billing schema's trigger signing rows and catching a
 //! tampered one.
 
-use edge_tests::{TempDir, edge_bin, repo};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use edge_tests::{edge_bin, repo};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A MariaDB server in a temporary directory, stopped on drop.
-struct Mariadb {
-    child: Child,
-    dir: TempDir,
+/// The UDF tests' server: the library's key file in its environment and
+/// a `billing` database.
+struct Mariadb(edge_tests::mariadb::Mariadb);
+
+impl std::ops::Deref for Mariadb {
+    type Target = edge_tests::mariadb::Mariadb;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Mariadb {
@@ -23,101 +27,18 @@ impl Mariadb {
 
     /// With these variables in the server's environment.
     fn start_with(key_file: &str, env: &[(&str, &str)]) -> Self {
-        let dir = TempDir::new("mariadb");
-        let data = dir.path().join("data");
-        let plugins = dir.path().join("plugins");
-        std::fs::create_dir_all(&plugins).unwrap();
-        let keys = dir.write("udf-keys", key_file);
-        // Its own temporary directory: two bootstraps at once in one /tmp
-        // collide on temporary table names.
-        let tmp = dir.path().join("tmp");
-        std::fs::create_dir_all(&tmp).unwrap();
-        let out = Command::new("mariadb-install-db")
-            .args([
-                "--no-defaults",
-                "--user=root",
-                "--auth-root-authentication-method=normal",
-            ])
-            .arg(format!("--datadir={}", data.display()))
-            .arg(format!("--tmpdir={}", tmp.display()))
-            .env("TMPDIR", &tmp)
-            .output()
-            .expect("mariadb-install-db (the test command installs mariadb-server)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let child = Command::new("mariadbd")
-            .args(["--no-defaults", "--user=root", "--skip-networking"])
-            .arg(format!("--datadir={}", data.display()))
-            .arg(format!("--socket={}", dir.path().join("sock").display()))
-            .arg(format!("--plugin-dir={}", plugins.display()))
-            .arg(format!("--tmpdir={}", tmp.display()))
-            .arg(format!("--pid-file={}", dir.path().join("pid").display()))
-            .arg(format!(
-                "--log-error={}",
-                dir.path().join("error.log").display()
-            ))
-            .env("EDGE_UDF_KEY_FILE", &keys)
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("mariadbd");
-        let db = Self { child, dir };
-        let start = Instant::now();
-        while db.client(None, "SELECT 1").is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "mariadbd did not start: {}",
-                std::fs::read_to_string(db.dir.path().join("error.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        db.client(None, "CREATE DATABASE billing").unwrap();
-        db
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("sock")
+        Self(edge_tests::mariadb::Mariadb::start("billing", |dir| {
+            let keys = dir.write("udf-keys", key_file);
+            let mut vars = vec![("EDGE_UDF_KEY_FILE".to_string(), keys.display().to_string())];
+            vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            vars
+        }))
     }
 
     /// Runs SQL in the `billing` database; returns the tab-separated rows
     /// or the client's error.
     fn sql(&self, statements: &str) -> Result<String, String> {
         self.client(Some("billing"), statements)
-    }
-
-    fn client(&self, database: Option<&str>, statements: &str) -> Result<String, String> {
-        self.client_as(&["--user=root".to_string()], database, statements)
-    }
-
-    /// Runs the `mariadb` client with `account` (its `--user`/`--password`
-    /// arguments) on this server.
-    fn client_as(
-        &self,
-        account: &[String],
-        database: Option<&str>,
-        statements: &str,
-    ) -> Result<String, String> {
-        let mut cmd = Command::new("mariadb");
-        cmd.args(["--batch", "--skip-column-names"])
-            .args(account)
-            .arg(format!("--socket={}", self.socket().display()));
-        if let Some(d) = database {
-            cmd.arg(format!("--database={d}"));
-        }
-        let out = cmd
-            .arg("--execute")
-            .arg(statements)
-            .output()
-            .expect("mariadb client");
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
     }
 
     /// Runs SQL in `billing` as another account (with a password).
@@ -131,13 +52,6 @@ impl Mariadb {
             .sql(&format!("SELECT {expr}"))
             .unwrap_or_else(|e| panic!("{expr}: {e}"));
         out.strip_suffix('\n').unwrap_or(&out).to_string()
-    }
-}
-
-impl Drop for Mariadb {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -281,7 +195,7 @@ fn calls_end_at_the_timeout_and_kill_the_process_group() {
     let start = Instant::now();
     assert_eq!(db.one("sys_exec_fast('sleep', '3600.5') IS NULL"), "1");
     assert!(start.elapsed() < Duration::from_secs(10));
-    let log = std::fs::read_to_string(db.dir.path().join("error.log")).unwrap();
+    let log = db.error_log();
     assert!(
         log.contains("edge_udf: sys_eval ran past 1500 ms (EDGE_UDF_TIMEOUT_MS); its process group was killed"),
         "{log}"
@@ -484,7 +398,7 @@ fn a_panic_inside_the_library_fails_the_call_not_the_server() {
     assert_eq!(db.one("sys_eval_fast('edge-udf-test-panic') IS NULL"), "1");
     assert_eq!(db.one("sys_exec_fast('edge-udf-test-panic') IS NULL"), "1");
     assert_eq!(db.one("sys_eval_fast('echo', 'alive')"), "alive\\n");
-    let log = std::fs::read_to_string(db.dir.path().join("error.log")).unwrap();
+    let log = db.error_log();
     assert!(
         log.contains("a panic asked for by EDGE_UDF_FAULT_INJECTION=panic"),
         "{log}"

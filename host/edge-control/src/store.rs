@@ -170,7 +170,7 @@ impl Db {
             tenant: Tenant {
                 name: r.try_get("name")?,
                 hosts,
-                quota: serde_json::from_str(&r.try_get::<String, _>("quota")?)?,
+                quota: serde_json::from_str(&text(&r, "quota")?)?,
                 created_at: r.try_get("created_at")?,
             },
             id,
@@ -363,25 +363,41 @@ impl Db {
             .fetch_optional(self.pool())
             .await?;
         match row {
-            Some(r) => Ok(Some(serde_json::from_str(&r.try_get::<String, _>(0)?)?)),
+            Some(r) => Ok(Some(serde_json::from_str(&text(&r, 0)?)?)),
             None => Ok(None),
         }
     }
 
+    /// The tenant's artifacts: digest, size, imports, upload time; newest
+    /// first.
+    pub async fn artifacts(&self, tenant_id: &str) -> R<Vec<(String, i64, Vec<String>, i64)>> {
+        sqlx::query("SELECT digest, size, imports, created_at FROM artifacts WHERE tenant_id = ? ORDER BY created_at DESC, digest")
+            .bind(tenant_id)
+            .fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("digest")?,
+                    r.try_get("size")?,
+                    serde_json::from_str(&text(&r, "imports")?)?,
+                    r.try_get("created_at")?,
+                ))
+            })
+            .collect()
+    }
+
     /// Bytes of everything the tenant uploaded.
     pub async fn artifact_bytes(&self, tenant_id: &str) -> R<i64> {
-        let row = sqlx::query("SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE tenant_id = ?")
-            .bind(tenant_id)
-            .fetch_one(self.pool())
-            .await?;
-        // MariaDB's SUM is a DECIMAL; read it through a cast-free path.
-        Ok(row
-            .try_get::<i64, _>(0)
-            .or_else(|_| row.try_get::<f64, _>(0).map(|f| f as i64))
-            .or_else(|_| {
-                row.try_get::<String, _>(0)
-                    .map(|s| s.parse::<f64>().unwrap_or(0.0) as i64)
-            })?)
+        // SUM is a DECIMAL in MariaDB, which the Any driver cannot read;
+        // SIGNED is a BIGINT there and an integer in SQLite.
+        let row = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(size), 0) AS SIGNED) FROM artifacts WHERE tenant_id = ?",
+        )
+        .bind(tenant_id)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(row.try_get::<i64, _>(0)?)
     }
 
     // ---- versions ------------------------------------------------------
@@ -490,7 +506,7 @@ impl Db {
             .map(|r| {
                 Ok(Deployment {
                     seq: r.try_get("seq")?,
-                    versions: serde_json::from_str(&r.try_get::<String, _>("spec")?)?,
+                    versions: serde_json::from_str(&text(&r, "spec")?)?,
                     created_at: r.try_get("created_at")?,
                 })
             })
@@ -575,11 +591,23 @@ impl Db {
                     action: r.try_get("action")?,
                     target: r.try_get("target")?,
                     outcome: r.try_get("outcome")?,
-                    detail: r.try_get("detail")?,
+                    detail: text(&r, "detail")?,
                     remote: r.try_get("remote")?,
                 })
             })
             .collect()
+    }
+}
+
+/// A TEXT column. Through the `Any` driver MariaDB reports TEXT as BLOB,
+/// which does not decode as a string: read bytes then.
+fn text<I: sqlx::ColumnIndex<AnyRow> + Copy>(r: &AnyRow, col: I) -> R<String> {
+    match r.try_get::<String, _>(col) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let bytes: Vec<u8> = r.try_get(col).map_err(|_| e)?;
+            String::from_utf8(bytes).map_err(|e| StoreError::Sql(sqlx::Error::Decode(Box::new(e))))
+        }
     }
 }
 
@@ -607,7 +635,7 @@ fn app_row(r: AnyRow) -> R<AppRow> {
 fn version_row(r: AnyRow) -> R<Version> {
     Ok(Version {
         number: r.try_get("number")?,
-        spec: serde_json::from_str(&r.try_get::<String, _>("spec")?)?,
+        spec: serde_json::from_str(&text(&r, "spec")?)?,
         created_at: r.try_get("created_at")?,
     })
 }

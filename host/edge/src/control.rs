@@ -171,12 +171,13 @@ impl Node {
                 .filter(|l| !l.trim().is_empty())
                 .collect::<Vec<_>>()
                 .join("; ");
+            let out_of_memory = why.contains("allocat") || why.contains("out of memory");
             return Err(if started.elapsed() >= timeout {
                 format!(
                     "it took longer than {} ms to compile ([control] compile_timeout_ms)",
                     timeout.as_millis()
                 )
-            } else if why.is_empty() || run.exit_code() > 128 {
+            } else if why.is_empty() || run.exit_code() > 128 || out_of_memory {
                 format!(
                     "the compile worker was stopped (exit {}): it passed its memory ({memory} bytes, [control] compile_memory_bytes) or CPU limit",
                     run.exit_code()

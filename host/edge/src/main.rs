@@ -10,6 +10,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod api_cli;
+mod deploy_cli;
 mod hints_cli;
 mod rules_cli;
 mod udf_cli;
@@ -93,6 +95,19 @@ enum Command {
         /// Where the compiled artifact goes.
         output: PathBuf,
     },
+    /// Deploy a Spin app (spin.toml and its components) or one component
+    /// to the control plane: upload, create a version, serve it.
+    Deploy(deploy_cli::DeployArgs),
+    /// List an app's versions.
+    Versions(deploy_cli::VersionsArgs),
+    /// Serve an earlier version of an app again.
+    Rollback(deploy_cli::RollbackArgs),
+    /// Tenants of the control plane.
+    #[command(subcommand)]
+    Tenants(deploy_cli::TenantsCommand),
+    /// API tokens of the control plane.
+    #[command(subcommand)]
+    Tokens(deploy_cli::TokensCommand),
     /// Rewrite rules: try them on a file, import them from nginx.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -152,6 +167,11 @@ fn main() {
                 1
             }
         },
+        Command::Deploy(args) => api_result(deploy_cli::deploy(&args)),
+        Command::Versions(args) => api_result(deploy_cli::versions(&args)),
+        Command::Rollback(args) => api_result(deploy_cli::rollback(&args)),
+        Command::Tenants(cmd) => api_result(deploy_cli::tenants(&cmd)),
+        Command::Tokens(cmd) => api_result(deploy_cli::tokens(&cmd)),
         Command::Compile { input, output } => {
             match edge::engine::compile_to_file(&input, &output) {
                 Ok(()) => 0,
@@ -219,6 +239,17 @@ fn main() {
         ),
     };
     std::process::exit(code);
+}
+
+/// Exit status of a control-API command: 0, or 1 with the error printed.
+fn api_result(result: Result<()>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("edge: {e:#}");
+            1
+        }
+    }
 }
 
 fn init_logging(format: LogFormat) {

@@ -23,6 +23,27 @@ pub struct Artifact {
     digest: String,
     size: u64,
     imports: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    created_at: Option<i64>,
+}
+
+pub async fn artifacts(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(tenant): Path<String>,
+) -> Result<Json<Vec<Artifact>>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let list = c.db.artifacts(&t.id).await?;
+    Ok(Json(
+        list.into_iter()
+            .map(|(digest, size, imports, created_at)| Artifact {
+                digest,
+                size: size.max(0) as u64,
+                imports,
+                created_at: Some(created_at),
+            })
+            .collect(),
+    ))
 }
 
 pub async fn upload(
@@ -81,6 +102,7 @@ pub async fn upload(
                 digest: digest.clone(),
                 size: bytes.len() as u64,
                 imports: inspected.imports,
+                created_at: None,
             }),
         ))
     }

@@ -140,7 +140,10 @@ pub fn router(control: Arc<Control>) -> Router {
             "/v1/tenants/{tenant}/tokens/{id}",
             axum::routing::delete(tokens::revoke),
         )
-        .route("/v1/tenants/{tenant}/artifacts", post(apps::upload))
+        .route(
+            "/v1/tenants/{tenant}/artifacts",
+            get(apps::artifacts).post(apps::upload),
+        )
         .route(
             "/v1/tenants/{tenant}/apps",
             get(apps::list).post(apps::create),

@@ -120,8 +120,9 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let result = async {
-        caller.operator_only()?;
+        // Another tenant's name answers 404 before the role is looked at.
         let t = caller.tenant(&c, &name).await?;
+        caller.operator_only()?;
         c.db.delete_tenant(&t.id).await?;
         c.apply_stored().await.map_err(ApiError::internal)?;
         Ok(StatusCode::NO_CONTENT)

@@ -1,0 +1,774 @@
+//! The control plane end to end, on SQLite and on MariaDB (every scenario
+//! runs on both): tenants and tokens through the API, `edge deploy` of
+//! real components, activation and rollback under continuous load with no
+//! failed request, a gradual rollout's split, the smoke check, a restart;
+//! tenants kept apart on every endpoint; bad input refused precisely with
+//! nothing changed.
+
+use bytes::Bytes;
+use edge_tests::mariadb::Mariadb;
+use edge_tests::{Edge, TempDir, client, component, edge_bin, request, shared_cache};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Where the control plane keeps its state in one test.
+enum Backend {
+    Sqlite,
+    Mariadb(Mariadb),
+}
+
+impl Backend {
+    fn sqlite() -> Self {
+        Backend::Sqlite
+    }
+
+    fn mariadb() -> Self {
+        Backend::Mariadb(Mariadb::start("edge", |_| Vec::new()))
+    }
+
+    /// The `[control]` section for it.
+    fn control_section(&self) -> String {
+        match self {
+            Backend::Sqlite => "[control]\nlisten = \"127.0.0.1:0\"\n".into(),
+            Backend::Mariadb(db) => format!(
+                "[control]\nlisten = \"127.0.0.1:0\"\ndatabase = \"{}\"\n",
+                db.url("edge")
+            ),
+        }
+    }
+}
+
+/// Every scenario on both databases.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(super::Backend::sqlite()) })*
+        }
+        mod mariadb {
+            $(#[test] fn $name() { super::$name(super::Backend::mariadb()) })*
+        }
+    };
+}
+
+on_both!(
+    deploy_activate_roll_back_and_restart,
+    tenants_cannot_reach_each_other,
+    bad_input_is_refused_and_changes_nothing,
+);
+
+const SPIN: &str = r#"spin_manifest_version = 2
+[application]
+name = "operator"
+[[trigger.http]]
+route = "/..."
+component = "echo"
+[component.echo]
+source = "SOURCE"
+"#;
+
+/// A node running the control plane: its own data directory (the compile
+/// cache shared with the other tests), `extra` appended to its config.
+struct Node {
+    edge: Edge,
+    data: TempDir,
+    edge_toml: String,
+    backend: Backend,
+}
+
+impl Node {
+    fn start(backend: Backend, extra: &str) -> Self {
+        let data = TempDir::new("control-data");
+        std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache"))
+            .unwrap();
+        let edge_toml = format!(
+            "app = \"spin.toml\"\n{}\n{extra}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\"]\ncomponents = [\"*\"]\n",
+            backend.control_section()
+        );
+        let edge = Edge::start_with(&spin(), &edge_toml, data.path());
+        Self {
+            edge,
+            data,
+            edge_toml,
+            backend,
+        }
+    }
+
+    /// Stops the node and starts it again on the same data and database.
+    fn restart(self) -> Self {
+        let Node {
+            mut edge,
+            data,
+            edge_toml,
+            backend,
+        } = self;
+        edge.signal(libc::SIGTERM);
+        assert!(
+            edge.wait(Duration::from_secs(20)).is_some(),
+            "edge did not stop"
+        );
+        let edge = Edge::start_with(&spin(), &edge_toml, data.path());
+        Node {
+            edge,
+            data,
+            edge_toml,
+            backend,
+        }
+    }
+
+    fn api(&self) -> String {
+        self.edge
+            .control
+            .clone()
+            .expect("the control API's address")
+    }
+
+    fn operator_token(&self) -> String {
+        std::fs::read_to_string(self.data.path().join("control/operator.token"))
+            .expect("the bootstrap operator token")
+            .trim()
+            .to_string()
+    }
+
+    /// Calls the API; (status, JSON or Null).
+    async fn call(&self, method: &str, path: &str, token: &str, body: Bytes) -> (u16, Value) {
+        let auth = format!("Bearer {token}");
+        let (status, text) = request(
+            &client(),
+            method,
+            &format!("{}{path}", self.api()),
+            &[("authorization", auth.as_str())],
+            body,
+        )
+        .await;
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.call("POST", path, token, Bytes::from(body.to_string()))
+            .await
+    }
+
+    async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.call("GET", path, token, Bytes::new()).await
+    }
+
+    /// Creates a tenant serving `host` and a token of it.
+    async fn tenant(&self, name: &str, host: &str, quota: Value) -> String {
+        let op = self.operator_token();
+        let (s, t) = self
+            .post(
+                "/v1/tenants",
+                &op,
+                json!({"name": name, "hosts": [host], "quota": quota}),
+            )
+            .await;
+        assert_eq!(s, 201, "{t}; log: {}", self.edge.log());
+        let (s, t) = self
+            .post(
+                &format!("/v1/tenants/{name}/tokens"),
+                &op,
+                json!({"name": "ci"}),
+            )
+            .await;
+        assert_eq!(s, 201, "{t}");
+        t["token"].as_str().unwrap().to_string()
+    }
+
+    /// Runs `edge ARGS` against this node's API with `token`.
+    fn cli(&self, token: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(edge_bin())
+            .args(args)
+            .env("EDGE_API_URL", self.api())
+            .env("EDGE_API_TOKEN", token)
+            .env("HOME", self.data.path())
+            .output()
+            .expect("edge");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// GET `path` on `host` through the application listener.
+    async fn serve(&self, host: &str, path: &str) -> (u16, String) {
+        request(
+            &client(),
+            "GET",
+            &format!("{}{path}", self.edge.url),
+            &[("host", host)],
+            Bytes::new(),
+        )
+        .await
+    }
+
+    /// What the tenant can see of its state: artifacts, and per app its
+    /// versions and deployments.
+    async fn state(&self, tenant: &str, token: &str, apps: &[&str]) -> Value {
+        let mut out = json!({"artifacts": self.get(&format!("/v1/tenants/{tenant}/artifacts"), token).await.1});
+        for app in apps {
+            let base = format!("/v1/tenants/{tenant}/apps/{app}");
+            out[app] = json!({
+                "versions": self.get(&format!("{base}/versions"), token).await.1,
+                "deployments": self.get(&format!("{base}/deployments"), token).await.1,
+            });
+        }
+        out
+    }
+}
+
+fn spin() -> String {
+    SPIN.replace("SOURCE", &component("echo"))
+}
+
+fn wasm(name: &str) -> PathBuf {
+    PathBuf::from(component(name))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Whether a body came from the echo component (else from fixtures).
+fn is_echo(body: &str) -> bool {
+    body.starts_with("hello from edge")
+}
+
+/// Requests on `host` without pause until stopped: counts by answer.
+struct Load {
+    stop: Arc<AtomicBool>,
+    failed: Arc<AtomicU64>,
+    echo: Arc<AtomicU64>,
+    other: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl Load {
+    fn start(url: &str, host: &str, connections: usize) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (failed, echo, other) = (Arc::default(), Arc::default(), Arc::default());
+        let mut tasks = Vec::new();
+        for _ in 0..connections {
+            let (stop, failed, echo, other): (
+                Arc<AtomicBool>,
+                Arc<AtomicU64>,
+                Arc<AtomicU64>,
+                Arc<AtomicU64>,
+            ) = (
+                stop.clone(),
+                Arc::clone(&failed),
+                Arc::clone(&echo),
+                Arc::clone(&other),
+            );
+            let (url, host) = (format!("{url}/count"), host.to_string());
+            tasks.push(tokio::spawn(async move {
+                let c = client();
+                let mut failures = Vec::new();
+                while !stop.load(Relaxed) {
+                    let (s, body) =
+                        request(&c, "GET", &url, &[("host", host.as_str())], Bytes::new()).await;
+                    if s != 200 {
+                        failed.fetch_add(1, Relaxed);
+                        failures.push(format!("{s}: {body}"));
+                    } else if is_echo(&body) {
+                        echo.fetch_add(1, Relaxed);
+                    } else {
+                        other.fetch_add(1, Relaxed);
+                    }
+                }
+                failures
+            }));
+        }
+        Self {
+            stop,
+            failed,
+            echo,
+            other,
+            tasks,
+        }
+    }
+
+    /// Stops; (failures, echo answers, other answers).
+    async fn stop(self) -> (Vec<String>, u64, u64) {
+        self.stop.store(true, Relaxed);
+        let mut failures = Vec::new();
+        for t in self.tasks {
+            failures.extend(t.await.unwrap());
+        }
+        assert_eq!(failures.len() as u64, self.failed.load(Relaxed));
+        (failures, self.echo.load(Relaxed), self.other.load(Relaxed))
+    }
+
+    fn answered(&self) -> u64 {
+        self.echo.load(Relaxed) + self.other.load(Relaxed) + self.failed.load(Relaxed)
+    }
+}
+
+async fn wait_for_answers(load: &Load, more: u64) {
+    let from = load.answered();
+    for _ in 0..500 {
+        if load.answered() >= from + more {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the load got no answers");
+}
+
+fn deploy_activate_roll_back_and_restart(backend: Backend) {
+    let node = Node::start(backend, "");
+    let rt = runtime();
+    let op = node.operator_token();
+    let (s, t) = rt.block_on(node.post(
+        "/v1/tenants",
+        &op,
+        json!({"name": "acme", "hosts": ["acme.test"]}),
+    ));
+    assert_eq!(s, 201, "{t}");
+    // A tenant token from the CLI, printed once.
+    let (code, out, err) = node.cli(
+        &op,
+        &[
+            "tokens", "create", "--tenant", "acme", "--name", "ci", "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let created: Value = serde_json::from_str(&out).unwrap();
+    let token = created["token"].as_str().unwrap().to_string();
+
+    // Deploy the echo component; it answers at once.
+    let echo = wasm("echo");
+    let (code, out, err) = node.cli(
+        &token,
+        &[
+            "deploy",
+            echo.to_str().unwrap(),
+            "--app",
+            "web",
+            "--smoke",
+            "/",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("deployed web version 1"), "{out}");
+    let (s, body) = rt.block_on(node.serve("acme.test", "/hi"));
+    assert_eq!((s, body.as_str()), (200, "hello from edge: /hi\n"));
+
+    // Activation and rollback under continuous load: no failed request.
+    let fixtures = wasm("fixtures");
+    let (failures, echoes, others) = rt.block_on(async {
+        let load = Load::start(&node.edge.url, "acme.test", 8);
+        wait_for_answers(&load, 200).await;
+        let (code, _, err) = node.cli(
+            &token,
+            &["deploy", fixtures.to_str().unwrap(), "--app", "web"],
+        );
+        assert_eq!(code, 0, "{err}");
+        let (s, body) = node.serve("acme.test", "/count").await;
+        assert!(s == 200 && !is_echo(&body), "{s} {body}");
+        wait_for_answers(&load, 200).await;
+        let (code, out, err) = node.cli(&token, &["rollback", "--app", "web"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("\"version\":1"), "{out}");
+        let (s, body) = node.serve("acme.test", "/count").await;
+        assert!(s == 200 && is_echo(&body), "{s} {body}");
+        wait_for_answers(&load, 200).await;
+        load.stop().await
+    });
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(echoes > 0 && others > 0, "echo {echoes}, fixtures {others}");
+
+    // A gradual rollout: 30 percent to the new version, within ±5 % of
+    // 10,000 requests.
+    let (code, _, err) = node.cli(
+        &token,
+        &[
+            "deploy",
+            fixtures.to_str().unwrap(),
+            "--app",
+            "web",
+            "--percent",
+            "30",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (echoes, others) = rt.block_on(async {
+        let (echo, other) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut tasks = Vec::new();
+        for _ in 0..10 {
+            let (echo, other, url) = (
+                echo.clone(),
+                other.clone(),
+                format!("{}/count", node.edge.url),
+            );
+            tasks.push(tokio::spawn(async move {
+                let c = client();
+                for _ in 0..1000 {
+                    let (s, body) =
+                        request(&c, "GET", &url, &[("host", "acme.test")], Bytes::new()).await;
+                    assert_eq!(s, 200, "{body}");
+                    if is_echo(&body) {
+                        echo.fetch_add(1, Relaxed)
+                    } else {
+                        other.fetch_add(1, Relaxed)
+                    };
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        (echo.load(Relaxed), other.load(Relaxed))
+    });
+    assert_eq!(echoes + others, 10_000);
+    assert!(
+        (2_500..=3_500).contains(&others),
+        "new version got {others} of 10,000 (30 % ± 5 %)"
+    );
+
+    // The smoke check refuses a version that answers 500; the rollout
+    // keeps serving.
+    let before = rt.block_on(node.state("acme", &token, &["web"]));
+    let (code, _, err) = node.cli(
+        &token,
+        &[
+            "deploy",
+            fixtures.to_str().unwrap(),
+            "--app",
+            "web",
+            "--smoke",
+            "/trap",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("smoke check GET /trap answered 500, not 200"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the previous deployment keeps serving"),
+        "{err}"
+    );
+    let after = rt.block_on(node.state("acme", &token, &["web"]));
+    // The refused deployment left a version (versions are immutable and
+    // made before deploying) but no deployment.
+    assert_eq!(before["web"]["deployments"], after["web"]["deployments"]);
+    let (_, log) = rt.block_on(node.get("/v1/tenants/acme/audit", &token));
+    let refused = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "app.deploy" && e["outcome"] == "refused");
+    assert!(
+        refused.is_some_and(|e| e["detail"].as_str().unwrap().contains("/trap")),
+        "{log}"
+    );
+
+    // `edge versions` lists them with what serves.
+    let (code, out, err) = node.cli(&token, &["versions", "--app", "web"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("VERSION") && out.contains("30%") && out.contains("70%"),
+        "{out}"
+    );
+
+    // After a restart everything is still there and serving.
+    let node = node.restart();
+    let rt = runtime();
+    let (s, body) = rt.block_on(node.serve("acme.test", "/hi"));
+    assert_eq!(s, 200, "{body}");
+    let (s, app) = rt.block_on(node.get("/v1/tenants/acme/apps/web", &token));
+    assert_eq!(s, 200, "{app}");
+    assert_eq!(
+        app["deployment"]["versions"].as_array().unwrap().len(),
+        2,
+        "{app}"
+    );
+}
+
+/// Every endpoint that names a tenant's object, with `T` and `A` for the
+/// tenant and app names and `K` for a token id.
+const TENANT_ENDPOINTS: &[(&str, &str)] = &[
+    ("GET", "/v1/tenants/T"),
+    ("DELETE", "/v1/tenants/T"),
+    ("GET", "/v1/tenants/T/tokens"),
+    ("POST", "/v1/tenants/T/tokens"),
+    ("DELETE", "/v1/tenants/T/tokens/K"),
+    ("GET", "/v1/tenants/T/artifacts"),
+    ("POST", "/v1/tenants/T/artifacts"),
+    ("GET", "/v1/tenants/T/apps"),
+    ("POST", "/v1/tenants/T/apps"),
+    ("GET", "/v1/tenants/T/apps/A"),
+    ("GET", "/v1/tenants/T/apps/A/versions"),
+    ("POST", "/v1/tenants/T/apps/A/versions"),
+    ("GET", "/v1/tenants/T/apps/A/versions/1"),
+    ("GET", "/v1/tenants/T/apps/A/deployments"),
+    ("POST", "/v1/tenants/T/apps/A/deployments"),
+    ("POST", "/v1/tenants/T/apps/A/rollback"),
+    ("GET", "/v1/tenants/T/audit"),
+];
+
+fn tenants_cannot_reach_each_other(backend: Backend) {
+    let node = Node::start(backend, "");
+    let rt = runtime();
+    let a = rt.block_on(node.tenant("alpha", "alpha.test", json!({})));
+    let b = rt.block_on(node.tenant("beta", "beta.test", json!({})));
+    let op = node.operator_token();
+    let (code, _, err) = node.cli(
+        &b,
+        &["deploy", wasm("echo").to_str().unwrap(), "--app", "site"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, tokens) = rt.block_on(node.get("/v1/tenants/beta/tokens", &op));
+    let b_token_id = tokens[0]["id"].as_str().unwrap().to_string();
+    let before = rt.block_on(node.state("beta", &b, &["site"]));
+
+    let body = json!({"name": "x", "versions": [{"version": 1, "percent": 100}]}).to_string();
+    for (method, template) in TENANT_ENDPOINTS {
+        // Beta's real objects and objects that exist nowhere answer alike.
+        for (tenant, app, key) in [
+            ("beta", "site", b_token_id.as_str()),
+            ("gamma", "none", "k0000000000000000"),
+        ] {
+            let path = template
+                .replace('T', tenant)
+                .replace('A', app)
+                .replace('K', key);
+            let (s, v) = rt.block_on(node.call(method, &path, &a, Bytes::from(body.clone())));
+            assert_eq!(s, 404, "{method} {path} as alpha: {v}");
+            let message = v["error"]["message"].as_str().unwrap_or_default();
+            assert_eq!(message, format!("no tenant {tenant:?}"), "{method} {path}");
+        }
+    }
+    // Operator-only endpoints: refused to a tenant, saying nothing of others.
+    for (method, path) in [
+        ("POST", "/v1/tenants"),
+        ("GET", "/v1/tokens"),
+        ("POST", "/v1/tokens"),
+        ("GET", "/v1/audit"),
+        ("DELETE", "/v1/tokens/K"),
+    ] {
+        let path = path.replace('K', &b_token_id);
+        let (s, v) = rt.block_on(node.call(method, &path, &a, Bytes::from(body.clone())));
+        assert_eq!(s, 403, "{method} {path}: {v}");
+    }
+    // Lists show only the caller's own.
+    let (_, list) = rt.block_on(node.get("/v1/tenants", &a));
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["name"], "alpha");
+    // Nothing of beta's changed, and beta still serves; alpha's host is not beta's.
+    assert_eq!(before, rt.block_on(node.state("beta", &b, &["site"])));
+    assert_eq!(rt.block_on(node.serve("beta.test", "/x")).0, 200);
+    assert_eq!(rt.block_on(node.serve("alpha.test", "/x")).0, 404);
+    // Operators reach both.
+    assert_eq!(
+        rt.block_on(node.get("/v1/tenants/beta/apps/site", &op)).0,
+        200
+    );
+    assert_eq!(
+        rt.block_on(node.get("/v1/tenants", &op))
+            .1
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// A component with neither imports nor exports (the empty component).
+const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
+
+fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
+    let node = Node::start(backend, "");
+    let rt = runtime();
+    let token = rt.block_on(node.tenant(
+        "acme",
+        "acme.test",
+        json!({"max_artifact_bytes": 200_000, "max_total_artifact_bytes": 200_000}),
+    ));
+    let (code, _, err) = node.cli(
+        &token,
+        &["deploy", wasm("echo").to_str().unwrap(), "--app", "web"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let upload = "/v1/tenants/acme/artifacts";
+    let versions = "/v1/tenants/acme/apps/web/versions";
+    let cases: Vec<(&str, &str, Bytes, u16, &str)> = vec![
+        ("garbage", upload, Bytes::from_static(b"GIF89a..."), 422, "not a WebAssembly binary: it starts with \"GIF89a..\""),
+        ("core module", upload, Bytes::from_static(b"\0asm\x01\0\0\0"), 422, "a core WebAssembly module, not a component"),
+        ("no handler", upload, Bytes::from_static(EMPTY_COMPONENT), 422, "does not export wasi:http/incoming-handler@0.2.x (it exports nothing)"),
+        ("truncated", upload, Bytes::from(std::fs::read(wasm("echo")).unwrap()[..20_000].to_vec()), 422, "not a valid WebAssembly binary"),
+        ("over quota", upload, Bytes::from(std::fs::read(wasm("rewriter")).unwrap()), 413, "quota allows 200000 per component (max_artifact_bytes)"),
+        ("bad JSON", versions, Bytes::from_static(b"{\"components\": 7}"), 400, "invalid type: integer `7`, expected a map"),
+        ("unknown digest", versions, Bytes::from(json!({"components": {"w": {"digest": format!("sha256:{}", "ab".repeat(32))}}, "routes": [{"route": "/...", "component": "w"}]}).to_string()), 422, "was uploaded by this tenant"),
+        ("bad route", versions, Bytes::from(json!({"components": {"w": {"digest": "sha256:0"}}, "routes": []}).to_string()), 400, "is not a digest"),
+        ("deploy of a missing version", "/v1/tenants/acme/apps/web/deployments", Bytes::from(json!({"versions": [{"version": 9, "percent": 100}]}).to_string()), 422, "app \"web\" has no version 9"),
+        ("percents", "/v1/tenants/acme/apps/web/deployments", Bytes::from(json!({"versions": [{"version": 1, "percent": 60}, {"version": 1, "percent": 30}]}).to_string()), 400, "add up to 90"),
+    ];
+    for (what, path, body, status, message) in cases {
+        let before = rt.block_on(node.state("acme", &token, &["web"]));
+        let (s, v) = rt.block_on(node.call("POST", path, &token, body));
+        assert_eq!(s, status, "{what}: {v}");
+        let m = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains(message), "{what}: {m:?} lacks {message:?}");
+        assert_eq!(
+            before,
+            rt.block_on(node.state("acme", &token, &["web"])),
+            "{what} changed something"
+        );
+        assert_eq!(
+            rt.block_on(node.serve("acme.test", "/x")).1,
+            "hello from edge: /x\n",
+            "{what}"
+        );
+    }
+    // Errors name the field.
+    let (s, v) = rt.block_on(node.post(
+        versions,
+        &token,
+        json!({"components": {"w": {"digest": "sha256:0"}}, "routes": []}),
+    ));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (400, Some("components.w.digest")),
+        "{v}"
+    );
+
+    // A component importing what its version does not grant: probe uses
+    // key-value without naming a store.
+    let (s, a) = rt.block_on(node.call(
+        "POST",
+        upload,
+        &token,
+        Bytes::from(std::fs::read(wasm("probe")).unwrap()),
+    ));
+    assert_eq!(s, 201, "{a}");
+    let before = rt.block_on(node.state("acme", &token, &["web"]));
+    let (s, v) = rt.block_on(node.post(versions, &token, json!({"components": {"p": {"digest": a["digest"]}}, "routes": [{"route": "/...", "component": "p"}]})));
+    assert_eq!(s, 422, "{v}");
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("component \"p\": it imports edge:platform/process@")
+            && m.contains("a grant the operator gives in edge-config"),
+        "{m}"
+    );
+    assert_eq!(v["error"]["field"], "components.p.digest");
+    assert_eq!(before, rt.block_on(node.state("acme", &token, &["web"])));
+    // The total quota counts what is stored.
+    let (s, v) = rt.block_on(node.call(
+        "POST",
+        upload,
+        &token,
+        Bytes::from(std::fs::read(wasm("fixtures")).unwrap()),
+    ));
+    assert_eq!(s, 413, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_total_artifact_bytes"),
+        "{v}"
+    );
+
+    // Tokens: none, unknown, revoked, expired.
+    let (s, v) = rt.block_on(node.get("/v1/whoami", ""));
+    assert_eq!(s, 401, "{v}");
+    let (s, v) = rt.block_on(node.get("/v1/whoami", "edge_k0123456789abcdef_secret"));
+    assert_eq!(
+        (s, v["error"]["message"].as_str()),
+        (401, Some("unknown token"))
+    );
+    let op = node.operator_token();
+    let (_, t) = rt.block_on(node.post(
+        "/v1/tenants/acme/tokens",
+        &op,
+        json!({"name": "short", "expires_in_s": 1}),
+    ));
+    let short = t["token"].as_str().unwrap().to_string();
+    let (_, t) = rt.block_on(node.post(
+        "/v1/tenants/acme/tokens",
+        &token,
+        json!({"name": "revoked"}),
+    ));
+    let revoked = t["token"].as_str().unwrap().to_string();
+    assert_eq!(rt.block_on(node.get("/v1/whoami", &revoked)).0, 200);
+    let id = t["id"].as_str().unwrap();
+    let (s, _) = rt.block_on(node.call(
+        "DELETE",
+        &format!("/v1/tenants/acme/tokens/{id}"),
+        &token,
+        Bytes::new(),
+    ));
+    assert_eq!(s, 204);
+    let (s, v) = rt.block_on(node.get("/v1/whoami", &revoked));
+    assert_eq!(
+        (s, v["error"]["message"].as_str()),
+        (401, Some("this token was revoked"))
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    let (s, v) = rt.block_on(node.get("/v1/whoami", &short));
+    assert_eq!(
+        (s, v["error"]["message"].as_str()),
+        (401, Some("this token expired"))
+    );
+    // Listing shows no secret.
+    let (_, list) = rt.block_on(node.get("/v1/tenants/acme/tokens", &token));
+    assert!(!list.to_string().contains(&token[25..]), "{list}");
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("token").is_none())
+    );
+    // Every refusal is in the audit log.
+    let (_, log) = rt.block_on(node.get("/v1/tenants/acme/audit?limit=1000", &op));
+    let refused = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["outcome"] == "refused")
+        .count();
+    assert!(refused >= 12, "{refused} refusals logged: {log}");
+}
+
+/// A compile past `[control] compile_memory_bytes` fails its upload and
+/// leaves nothing behind; the node serves on.
+#[test]
+fn a_compile_over_its_limits_fails_the_upload_alone() {
+    let node = Node::start(Backend::sqlite(), "compile_memory_bytes = 50000000\n");
+    let rt = runtime();
+    let token = rt.block_on(node.tenant("acme", "acme.test", json!({})));
+    // The shared cache would have it compiled: this node compiles afresh.
+    let data = node.data.path();
+    std::fs::remove_file(data.join("cache")).unwrap();
+    let (s, v) = rt.block_on(node.call(
+        "POST",
+        "/v1/tenants/acme/artifacts",
+        &token,
+        Bytes::from(std::fs::read(wasm("rewriter")).unwrap()),
+    ));
+    assert_eq!(s, 422, "{v}");
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("compiling the component") && m.contains("compile_memory_bytes"),
+        "{m}"
+    );
+    let (_, list) = rt.block_on(node.get("/v1/tenants/acme/artifacts", &token));
+    assert_eq!(list, json!([]));
+    let blobs = data.join("blobs/sha256");
+    assert!(!blobs.exists() || std::fs::read_dir(&blobs).unwrap().next().is_none());
+    assert_eq!(rt.block_on(node.serve("operator.test", "/x")).0, 200);
+}
