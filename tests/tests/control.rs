@@ -772,3 +772,98 @@ fn a_compile_over_its_limits_fails_the_upload_alone() {
     assert!(!blobs.exists() || std::fs::read_dir(&blobs).unwrap().next().is_none());
     assert_eq!(rt.block_on(node.serve("operator.test", "/x")).0, 200);
 }
+
+/// The API's listener against abuse: silent connections past its
+/// connection cap, an upload trickling in, one over the size limit and a
+/// flood of bad tokens leave it answering (and the serving path too).
+#[test]
+fn the_api_holds_against_slow_oversized_and_flooding_clients() {
+    let node = Node::start(
+        Backend::sqlite(),
+        "max_upload_bytes = 1000000\n[server]\nheader_read_timeout_ms = 500\nbody_read_timeout_ms = 500\nmin_body_rate = 1000\n",
+    );
+    let rt = runtime();
+    let token = rt.block_on(node.tenant("acme", "acme.test", json!({})));
+    let addr = node.api().trim_start_matches("http://").to_string();
+
+    // 200 connections that never speak (the cap is 128): closed at the
+    // header timeout, and a real request gets through meanwhile.
+    let silent: Vec<_> = (0..200)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let started = std::time::Instant::now();
+    let (s, v) = rt.block_on(node.get("/v1/whoami", &token));
+    assert_eq!(s, 200, "{v}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(silent);
+
+    // An upload trickling in: 408, and nothing stored.
+    use std::io::{Read, Write};
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    write!(slow, "POST /v1/tenants/acme/artifacts HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\ncontent-length: 100000\r\n\r\n\0asm").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = slow.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("the upload came too slowly"), "{answer}");
+
+    // Over the node's upload limit: 413 with the limit named.
+    let (s, v) = rt.block_on(node.call(
+        "POST",
+        "/v1/tenants/acme/artifacts",
+        &token,
+        Bytes::from(vec![0u8; 1_500_000]),
+    ));
+    assert_eq!(s, 413, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_upload_bytes"),
+        "{v}"
+    );
+    assert_eq!(
+        rt.block_on(node.get("/v1/tenants/acme/artifacts", &token))
+            .1,
+        json!([])
+    );
+
+    // A flood of unknown tokens: all refused, the API and the serving
+    // path keep answering.
+    let refused = rt.block_on(async {
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let url = format!("{}/v1/whoami", node.api());
+            tasks.push(tokio::spawn(async move {
+                let c = client();
+                let mut refused = 0;
+                for j in 0..100 {
+                    let bad = format!("Bearer edge_k{:016x}_x", i * 1000 + j);
+                    let (s, _) = request(
+                        &c,
+                        "GET",
+                        &url,
+                        &[("authorization", bad.as_str())],
+                        Bytes::new(),
+                    )
+                    .await;
+                    refused += u32::from(s == 401);
+                }
+                refused
+            }));
+        }
+        let mut n = 0;
+        for t in tasks {
+            n += t.await.unwrap();
+        }
+        n
+    });
+    assert_eq!(refused, 1600);
+    assert_eq!(rt.block_on(node.get("/v1/whoami", &token)).0, 200);
+    assert_eq!(rt.block_on(node.serve("operator.test", "/x")).0, 200);
+}

@@ -386,7 +386,7 @@ async fn smoke_request(
 pub async fn start(
     shared: Arc<Shared>,
     control: &edge_config::ControlPlane,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<std::net::SocketAddr> {
     let db = edge_control::Db::open(&control.database)
         .await
@@ -409,18 +409,13 @@ pub async fn start(
         .with_context(|| format!("binding the control API on {}", control.listen))?;
     let addr = listener.local_addr()?;
     let router = edge_control::router(control_state);
-    tokio::spawn(async move {
-        let serve = axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "control API stopped");
-        }
-    });
+    tokio::spawn(crate::control_listener::serve(
+        listener,
+        router,
+        files.server.clone(),
+        control.max_upload_bytes,
+        stop.clone(),
+    ));
     Ok(addr)
 }
 

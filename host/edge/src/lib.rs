@@ -11,6 +11,7 @@ pub mod app;
 pub mod body;
 pub mod conn;
 pub mod control;
+pub mod control_listener;
 pub mod engine;
 pub mod guest_log;
 pub mod guest_metrics;

@@ -57,9 +57,7 @@ pub async fn upload(
     let result = async {
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
-        let bytes = body.map_err(|e| {
-            ApiError::too_large(None, format!("reading the upload: {e} (this node reads at most {} bytes)", c.max_upload_bytes))
-        })?;
+        let bytes = body.map_err(|e| upload_failed(&e, c.max_upload_bytes))?;
         let quota = &t.tenant.quota;
         if bytes.len() as u64 > quota.max_artifact_bytes {
             return Err(ApiError::too_large(
@@ -116,6 +114,27 @@ pub async fn upload(
     )
     .await;
     result
+}
+
+/// Why an upload's body could not be read: too large, too slow, or cut.
+fn upload_failed(e: &axum::extract::rejection::BytesRejection, max: usize) -> ApiError {
+    let detail = format!("{e:?}");
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE || detail.contains("HttpRequestBodySize") {
+        ApiError::too_large(
+            None,
+            format!(
+                "the upload is larger than this node accepts ({max} bytes, [control] max_upload_bytes)"
+            ),
+        )
+    } else if detail.contains("Timeout") {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            None,
+            "the upload came too slowly ([server] body_read_timeout_ms, min_body_rate)",
+        )
+    } else {
+        ApiError::bad(None, format!("reading the upload: {e}"))
+    }
 }
 
 async fn app_of(c: &Control, t: &TenantRow, name: &str) -> Result<AppRow, ApiError> {

@@ -113,6 +113,36 @@ impl Control {
     }
 }
 
+/// Every endpoint, as `openapi.json` documents it (a test holds the
+/// router, this list and the document to each other).
+pub const ENDPOINTS: &[(&str, &str)] = &[
+    ("GET", "/v1/openapi.json"),
+    ("GET", "/v1/whoami"),
+    ("GET", "/v1/tenants"),
+    ("POST", "/v1/tenants"),
+    ("GET", "/v1/tenants/{tenant}"),
+    ("DELETE", "/v1/tenants/{tenant}"),
+    ("GET", "/v1/tokens"),
+    ("POST", "/v1/tokens"),
+    ("DELETE", "/v1/tokens/{id}"),
+    ("GET", "/v1/tenants/{tenant}/tokens"),
+    ("POST", "/v1/tenants/{tenant}/tokens"),
+    ("DELETE", "/v1/tenants/{tenant}/tokens/{id}"),
+    ("GET", "/v1/tenants/{tenant}/artifacts"),
+    ("POST", "/v1/tenants/{tenant}/artifacts"),
+    ("GET", "/v1/tenants/{tenant}/apps"),
+    ("POST", "/v1/tenants/{tenant}/apps"),
+    ("GET", "/v1/tenants/{tenant}/apps/{app}"),
+    ("GET", "/v1/tenants/{tenant}/apps/{app}/versions"),
+    ("POST", "/v1/tenants/{tenant}/apps/{app}/versions"),
+    ("GET", "/v1/tenants/{tenant}/apps/{app}/versions/{number}"),
+    ("GET", "/v1/tenants/{tenant}/apps/{app}/deployments"),
+    ("POST", "/v1/tenants/{tenant}/apps/{app}/deployments"),
+    ("POST", "/v1/tenants/{tenant}/apps/{app}/rollback"),
+    ("GET", "/v1/tenants/{tenant}/audit"),
+    ("GET", "/v1/audit"),
+];
+
 /// The API's routes.
 pub fn router(control: Arc<Control>) -> Router {
     let limit = control.max_upload_bytes;
@@ -198,5 +228,86 @@ pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
                 "{name:?} is not a name: 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter"
             ),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt;
+
+    /// A node that is never reached: routing is all these tests look at.
+    struct NoNode;
+
+    #[async_trait::async_trait]
+    impl Node for NoNode {
+        async fn compile(&self, _: &Path) -> Result<(), String> {
+            Err("no node".into())
+        }
+        async fn apply(&self, _: Desired, _: Option<SmokeRequest>) -> Result<(), String> {
+            Err("no node".into())
+        }
+        fn claimed(&self) -> (Vec<String>, Vec<String>) {
+            (Vec::new(), Vec::new())
+        }
+    }
+
+    #[test]
+    fn the_document_lists_exactly_the_endpoints() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../openapi.json")).unwrap();
+        let mut documented = Vec::new();
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for method in ops.as_object().unwrap().keys() {
+                documented.push((method.to_uppercase(), path.clone()));
+            }
+        }
+        let mut listed: Vec<_> = ENDPOINTS
+            .iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        documented.sort();
+        listed.sort();
+        assert_eq!(documented, listed);
+    }
+
+    #[tokio::test]
+    async fn every_listed_endpoint_is_routed_and_needs_a_token() {
+        let dir = std::env::temp_dir().join(format!("edge-control-routes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = Db::open(&format!("sqlite://{}", dir.join("c.db").display()))
+            .await
+            .unwrap();
+        let control = Arc::new(Control::new(
+            db,
+            Blobs::new(dir.join("blobs")),
+            Arc::new(NoNode),
+            1 << 20,
+        ));
+        let app = router(control);
+        for (method, path) in ENDPOINTS {
+            let uri = path
+                .replace("{tenant}", "t")
+                .replace("{app}", "a")
+                .replace("{id}", "k")
+                .replace("{number}", "1");
+            let req = http::Request::builder()
+                .method(*method)
+                .uri(&uri)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let status = app.clone().oneshot(req).await.unwrap().status();
+            let expected = if *path == "/v1/openapi.json" {
+                200
+            } else {
+                401
+            };
+            assert_eq!(status.as_u16(), expected, "{method} {uri}");
+        }
+        let req = http::Request::get("/v1/nothing")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(app.oneshot(req).await.unwrap().status(), 404);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
