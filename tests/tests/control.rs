@@ -56,6 +56,7 @@ macro_rules! on_both {
 
 on_both!(
     deploy_activate_roll_back_and_restart,
+    sites_rules_validate_preview_deploy_and_roll_back,
     tenants_cannot_reach_each_other,
     bad_input_is_refused_and_changes_nothing,
 );
@@ -68,6 +69,8 @@ route = "/..."
 component = "echo"
 [component.echo]
 source = "SOURCE"
+[component.rewriter]
+source = "REWRITER"
 "#;
 
 /// A node running the control plane: its own data directory (the compile
@@ -85,7 +88,7 @@ impl Node {
         std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache"))
             .unwrap();
         let edge_toml = format!(
-            "app = \"spin.toml\"\n{}\n{extra}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\"]\ncomponents = [\"*\"]\n",
+            "app = \"spin.toml\"\n{}\n{extra}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\", \"*\"]\ncomponents = [\"*\"]\n",
             backend.control_section()
         );
         let edge = Edge::start_with(&spin(), &edge_toml, data.path());
@@ -223,6 +226,7 @@ impl Node {
 
 fn spin() -> String {
     SPIN.replace("SOURCE", &component("echo"))
+        .replace("REWRITER", &component("rewriter"))
 }
 
 fn wasm(name: &str) -> PathBuf {
@@ -518,6 +522,16 @@ const TENANT_ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants/T/apps/A/deployments"),
     ("POST", "/v1/tenants/T/apps/A/deployments"),
     ("POST", "/v1/tenants/T/apps/A/rollback"),
+    ("GET", "/v1/tenants/T/sites"),
+    ("POST", "/v1/tenants/T/sites"),
+    ("GET", "/v1/tenants/T/sites/S"),
+    ("GET", "/v1/tenants/T/sites/S/rules"),
+    ("POST", "/v1/tenants/T/sites/S/rules"),
+    ("GET", "/v1/tenants/T/sites/S/rules/1"),
+    ("POST", "/v1/tenants/T/sites/S/preview"),
+    ("GET", "/v1/tenants/T/sites/S/deployments"),
+    ("POST", "/v1/tenants/T/sites/S/deployments"),
+    ("POST", "/v1/tenants/T/sites/S/rollback"),
     ("GET", "/v1/tenants/T/audit"),
 ];
 
@@ -866,4 +880,167 @@ fn the_api_holds_against_slow_oversized_and_flooding_clients() {
     assert_eq!(refused, 1600);
     assert_eq!(rt.block_on(node.get("/v1/whoami", &token)).0, 200);
     assert_eq!(rt.block_on(node.serve("operator.test", "/x")).0, 200);
+}
+
+fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
+    let node = Node::start(backend, "[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n");
+    let rt = runtime();
+    let token = rt.block_on(node.tenant("acme", "*.acme.test", json!({})));
+    let base = "/v1/tenants/acme/sites";
+    let origin = node.edge.url.clone();
+
+    // Hosts must be the tenant's, exact, and free.
+    for (hosts, status, message) in [
+        (
+            json!(["www.other.test"]),
+            422,
+            "is not among this tenant's hosts (*.acme.test)",
+        ),
+        (json!(["*.acme.test"]), 400, "is not a host name"),
+    ] {
+        let (s, v) = rt.block_on(node.post(
+            base,
+            &token,
+            json!({"name": "mirror", "hosts": hosts, "origin": origin}),
+        ));
+        assert_eq!(s, status, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(message),
+            "{v}"
+        );
+    }
+    let (s, v) = rt.block_on(node.post(
+        base,
+        &token,
+        json!({"name": "mirror", "hosts": ["www.acme.test"], "origin": "ftp://x"}),
+    ));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (400, Some("origin")),
+        "{v}"
+    );
+    let (s, v) = rt.block_on(node.post(
+        base,
+        &token,
+        json!({"name": "mirror", "hosts": ["www.acme.test"], "origin": origin}),
+    ));
+    assert_eq!(s, 201, "{v}");
+    // Before any rules the site proxies unchanged.
+    assert_eq!(
+        rt.block_on(node.serve("www.acme.test", "/page")),
+        (200, "hello from edge: /page\n".to_string())
+    );
+    let (s, v) = rt.block_on(node.post(
+        base,
+        &token,
+        json!({"name": "again", "hosts": ["www.acme.test"], "origin": origin}),
+    ));
+    assert_eq!(s, 409, "{v}");
+
+    // Rules are checked as they are written: which rule, where, why.
+    let rules = format!("{base}/mirror/rules");
+    let (s, v) = rt.block_on(node.post(&rules, &token, json!({"rules": [{"pattern": "ok", "replacement": "fine"}, {"pattern": "(unclosed", "replacement": "x"}]})));
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(v["error"]["field"], "rules[1].pattern");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("rule 2: "),
+        "{v}"
+    );
+    let (s, v) = rt.block_on(node.post(
+        &rules,
+        &token,
+        json!({"rules": [{"pattern": "a", "replacement": "b", "flags": "gz"}]}),
+    ));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (400, Some("rules[0].flags")),
+        "{v}"
+    );
+    let (s, v) = rt.block_on(node.post(
+        &rules,
+        &token,
+        json!({"nginx": "subs_filter 'unterminated;"}),
+    ));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (422, Some("nginx")),
+        "{v}"
+    );
+    assert_eq!(
+        rt.block_on(node.get(&rules, &token)).1,
+        json!([]),
+        "refused rule sets are not stored"
+    );
+
+    // Preview: the output, the replacements, each rule's matches alone.
+    let (s, v) = rt.block_on(node.post(&format!("{base}/mirror/preview"), &token, json!({
+        "rules": [{"pattern": "hello", "replacement": "HOWDY"}, {"pattern": "(\\w+)@edge", "replacement": "$1 at edge"}],
+        "body": "hello a@edge, hello b@edge"
+    })));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["output"], "HOWDY a at edge, HOWDY b at edge");
+    assert_eq!(v["replacements"], 4);
+    assert_eq!(
+        v["rules"],
+        json!([{"index": 0, "matches": 2}, {"index": 1, "matches": 2}])
+    );
+
+    // Version 1 from JSON, version 2 imported from nginx.
+    let (s, v) = rt.block_on(node.post(
+        &rules,
+        &token,
+        json!({"rules": [{"pattern": "hello", "replacement": "HOWDY"}]}),
+    ));
+    assert_eq!((s, &v["number"]), (201, &json!(1)), "{v}");
+    let (s, v) = rt.block_on(node.post(
+        &rules,
+        &token,
+        json!({"nginx": "location / {\n  subs_filter 'edge' 'EDGE';\n}\n"}),
+    ));
+    assert_eq!((s, &v["number"]), (201, &json!(2)), "{v}");
+    assert_eq!(
+        v["rules"],
+        json!([{"pattern": "edge", "replacement": "EDGE", "flags": "g"}])
+    );
+
+    let deploy = format!("{base}/mirror/deployments");
+    let (s, v) = rt.block_on(node.post(
+        &deploy,
+        &token,
+        json!({"version": 1, "smoke": {"path": "/"}}),
+    ));
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(
+        rt.block_on(node.serve("www.acme.test", "/p")).1,
+        "HOWDY from edge: /p\n"
+    );
+    let (s, v) = rt.block_on(node.post(&deploy, &token, json!({"version": 2})));
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(
+        rt.block_on(node.serve("www.acme.test", "/p")).1,
+        "hello from EDGE: /p\n"
+    );
+    // A smoke check the new rules fail leaves the old ones applying.
+    let (s, v) = rt.block_on(node.post(
+        &deploy,
+        &token,
+        json!({"version": 1, "smoke": {"path": "/", "status": 201}}),
+    ));
+    assert_eq!(s, 422, "{v}");
+    assert_eq!(
+        rt.block_on(node.serve("www.acme.test", "/p")).1,
+        "hello from EDGE: /p\n"
+    );
+    // Rollback: to the rules before.
+    let (s, v) = rt.block_on(node.post(&format!("{base}/mirror/rollback"), &token, json!({})));
+    assert_eq!((s, &v["version"]), (201, &json!(1)), "{v}");
+    assert_eq!(
+        rt.block_on(node.serve("www.acme.test", "/p")).1,
+        "HOWDY from edge: /p\n"
+    );
+    let (_, site) = rt.block_on(node.get(&format!("{base}/mirror"), &token));
+    assert_eq!(site["rules_version"], 1, "{site}");
 }

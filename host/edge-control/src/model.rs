@@ -180,6 +180,88 @@ pub struct DesiredTenant {
     pub hosts: Vec<String>,
     /// Deployed apps.
     pub apps: Vec<DesiredApp>,
+    /// Sites with their deployed rules.
+    pub sites: Vec<DesiredSite>,
+}
+
+/// How a site is proxied (everything but its rules).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteSettings {
+    /// Origin base URL: `http://` or `https://`, host and port, no path.
+    pub origin: String,
+    /// How long the origin may take to send its response head, and then
+    /// each piece of its body.
+    #[serde(default = "default_origin_timeout")]
+    pub origin_timeout_ms: u64,
+    /// Content types whose bodies are rewritten (default: HTML, CSS,
+    /// JavaScript, JSON, plain text).
+    #[serde(default)]
+    pub content_types: Vec<String>,
+}
+
+fn default_origin_timeout() -> u64 {
+    15_000
+}
+
+/// A site as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Site {
+    /// Name, unique within its tenant.
+    pub name: String,
+    /// Hosts it answers (exact names among the tenant's hosts).
+    pub hosts: Vec<String>,
+    /// How it is proxied.
+    pub settings: SiteSettings,
+    /// Creation time, ms since the epoch.
+    pub created_at: i64,
+    /// The rule set version it applies, if one was deployed.
+    pub rules_version: Option<i64>,
+}
+
+/// One rewrite rule, as the rewriter reads it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// A regular expression.
+    pub pattern: String,
+    /// What a match becomes (`$1`, `${name}` refer to groups).
+    pub replacement: String,
+    /// `g` (every match, the default), `i` (ignore case), `o` (first
+    /// match only).
+    #[serde(default = "default_flags")]
+    pub flags: String,
+    /// Content types it is limited to (empty: all of the site's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content_types: Vec<String>,
+}
+
+fn default_flags() -> String {
+    "g".into()
+}
+
+/// A version of a site's rules: immutable once created.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleSetVersion {
+    /// Its number within the site: 1, 2, 3...
+    pub number: i64,
+    /// The rules, in the order they apply.
+    pub rules: Vec<RuleSpec>,
+    /// Creation time, ms since the epoch.
+    pub created_at: i64,
+}
+
+/// A site of [`DesiredTenant`] with the rules it applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredSite {
+    /// Name.
+    pub name: String,
+    /// Hosts.
+    pub hosts: Vec<String>,
+    /// Proxy settings.
+    pub settings: SiteSettings,
+    /// The deployed rules (none before the first deploy).
+    pub rules: Vec<RuleSpec>,
 }
 
 /// One deployed app of [`DesiredTenant`].

@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The component of the node's manifest that proxies control-plane sites.
+pub const SITE_COMPONENT: &str = "rewriter";
+
 /// Where uploaded artifacts are kept.
 pub fn blob_dir(config: &Config) -> PathBuf {
     config.server.data_dir.join("blobs")
@@ -103,6 +106,13 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
                 }
             }
         }
+        add_sites(files, t, &mut tenant);
+        if !tenant.sites.is_empty()
+            && let Some(proxy) = config.components.get_mut(SITE_COMPONENT)
+        {
+            // The proxy reads each site as a variable.
+            proxy.has_variables = true;
+        }
         config.tenants.push(tenant);
     }
     // Most specific first, as the files' routes are (a stable sort keeps
@@ -111,6 +121,62 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
         .routes
         .sort_by(|a, b| a.pattern.specificity_cmp(&b.pattern));
     config
+}
+
+/// The control plane's sites of `t` as edge-config sites, proxied by the
+/// node's [`SITE_COMPONENT`] (rules that no longer compile, or a node
+/// without the component, leave a site out, with an error in the log).
+fn add_sites(files: &Config, t: &edge_control::model::DesiredTenant, tenant: &mut Tenant) {
+    if t.sites.is_empty() {
+        return;
+    }
+    if !files.components.contains_key(SITE_COMPONENT) {
+        tracing::error!(tenant = %t.name, "the node's manifest has no {SITE_COMPONENT:?} component: the tenant's sites are not served");
+        return;
+    }
+    for s in &t.sites {
+        let rules: Result<Vec<_>, String> = s
+            .rules
+            .iter()
+            .map(|r| rewrite_engine::Rule::new(&r.pattern, &r.replacement).with_flags(&r.flags))
+            .collect();
+        let rules = match rules {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(tenant = %t.name, site = %s.name, error = %e, "a stored rule does not compile; the site is not served");
+                continue;
+            }
+        };
+        let content_types = if s.settings.content_types.is_empty() {
+            edge_config::DEFAULT_CONTENT_TYPES
+                .iter()
+                .map(|c| c.to_string())
+                .collect()
+        } else {
+            s.settings.content_types.clone()
+        };
+        let site = edge_config::Site {
+            name: s.name.clone(),
+            hosts: s.hosts.clone(),
+            origin: s.settings.origin.trim_end_matches('/').to_string(),
+            component: SITE_COMPONENT.into(),
+            origin_timeout: Duration::from_millis(s.settings.origin_timeout_ms),
+            content_types,
+            rule_content_types: s.rules.iter().map(|r| r.content_types.clone()).collect(),
+            rules,
+            rules_file: None,
+        };
+        let vars = tenant.variables.entry(SITE_COMPONENT.into()).or_default();
+        let vars = Arc::make_mut(vars);
+        for h in &site.hosts {
+            vars.insert(
+                format!("{}{h}", edge_config::SITE_VARIABLE_PREFIX),
+                site.guest_config(),
+            );
+        }
+        tenant.components.insert(SITE_COMPONENT.into());
+        tenant.sites.push(site);
+    }
 }
 
 /// The node as the control plane sees it.
@@ -291,6 +357,15 @@ impl edge_control::Node for Node {
         smoke: Option<edge_control::SmokeRequest>,
     ) -> Result<(), String> {
         self.apply_desired(desired, smoke).await
+    }
+
+    fn serves_sites(&self) -> bool {
+        self.shared
+            .app
+            .load()
+            .files
+            .components
+            .contains_key(SITE_COMPONENT)
     }
 
     fn claimed(&self) -> (Vec<String>, Vec<String>) {

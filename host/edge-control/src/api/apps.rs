@@ -528,7 +528,7 @@ pub async fn deploy(
 #[serde(deny_unknown_fields)]
 pub struct Rollback {
     #[serde(default)]
-    version: Option<i64>,
+    pub version: Option<i64>,
 }
 
 pub async fn rollback(

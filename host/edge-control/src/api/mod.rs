@@ -7,6 +7,7 @@ mod apps;
 mod auth;
 mod error;
 mod json;
+mod sites;
 mod tenants;
 mod tokens;
 
@@ -47,6 +48,8 @@ pub trait Node: Send + Sync + 'static {
     /// Tenant names and host patterns the node's own configuration files
     /// hold: an API tenant may take none of them.
     fn claimed(&self) -> (Vec<String>, Vec<String>);
+    /// Whether the node can proxy sites (it has a rewriter component).
+    fn serves_sites(&self) -> bool;
 }
 
 /// The control plane's state, shared by every request.
@@ -139,6 +142,16 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants/{tenant}/apps/{app}/deployments"),
     ("POST", "/v1/tenants/{tenant}/apps/{app}/deployments"),
     ("POST", "/v1/tenants/{tenant}/apps/{app}/rollback"),
+    ("GET", "/v1/tenants/{tenant}/sites"),
+    ("POST", "/v1/tenants/{tenant}/sites"),
+    ("GET", "/v1/tenants/{tenant}/sites/{site}"),
+    ("GET", "/v1/tenants/{tenant}/sites/{site}/rules"),
+    ("POST", "/v1/tenants/{tenant}/sites/{site}/rules"),
+    ("GET", "/v1/tenants/{tenant}/sites/{site}/rules/{number}"),
+    ("POST", "/v1/tenants/{tenant}/sites/{site}/preview"),
+    ("GET", "/v1/tenants/{tenant}/sites/{site}/deployments"),
+    ("POST", "/v1/tenants/{tenant}/sites/{site}/deployments"),
+    ("POST", "/v1/tenants/{tenant}/sites/{site}/rollback"),
     ("GET", "/v1/tenants/{tenant}/audit"),
     ("GET", "/v1/audit"),
 ];
@@ -195,6 +208,31 @@ pub fn router(control: Arc<Control>) -> Router {
             "/v1/tenants/{tenant}/apps/{app}/rollback",
             post(apps::rollback),
         )
+        .route(
+            "/v1/tenants/{tenant}/sites",
+            get(sites::list).post(sites::create),
+        )
+        .route("/v1/tenants/{tenant}/sites/{site}", get(sites::show))
+        .route(
+            "/v1/tenants/{tenant}/sites/{site}/rules",
+            get(sites::rule_sets).post(sites::create_rules),
+        )
+        .route(
+            "/v1/tenants/{tenant}/sites/{site}/rules/{number}",
+            get(sites::rule_set),
+        )
+        .route(
+            "/v1/tenants/{tenant}/sites/{site}/preview",
+            post(sites::preview),
+        )
+        .route(
+            "/v1/tenants/{tenant}/sites/{site}/deployments",
+            get(sites::deployments).post(sites::deploy),
+        )
+        .route(
+            "/v1/tenants/{tenant}/sites/{site}/rollback",
+            post(sites::rollback),
+        )
         .route("/v1/tenants/{tenant}/audit", get(tenants::audit))
         .route("/v1/audit", get(tenants::audit_all))
         .fallback(|| async {
@@ -250,6 +288,9 @@ mod tests {
         fn claimed(&self) -> (Vec<String>, Vec<String>) {
             (Vec::new(), Vec::new())
         }
+        fn serves_sites(&self) -> bool {
+            false
+        }
     }
 
     #[test]
@@ -289,6 +330,7 @@ mod tests {
             let uri = path
                 .replace("{tenant}", "t")
                 .replace("{app}", "a")
+                .replace("{site}", "s")
                 .replace("{id}", "k")
                 .replace("{number}", "1");
             let req = http::Request::builder()

@@ -11,6 +11,9 @@ use crate::secret;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+mod sites;
+pub use sites::SiteRow;
+
 /// A query failed, or a row it writes exists already.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -25,14 +28,14 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
 }
 
-fn conflict_or(e: sqlx::Error) -> StoreError {
+pub(crate) fn conflict_or(e: sqlx::Error) -> StoreError {
     match &e {
         sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict,
         _ => StoreError::Sql(e),
     }
 }
 
-type R<T> = Result<T, StoreError>;
+pub(crate) type R<T> = Result<T, StoreError>;
 
 /// A tenant's row.
 #[derive(Clone, Debug)]
@@ -188,6 +191,10 @@ impl Db {
             "DELETE FROM versions WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
             "DELETE FROM apps WHERE tenant_id = ?",
             "DELETE FROM artifacts WHERE tenant_id = ?",
+            "DELETE FROM site_deployments WHERE site_id IN (SELECT id FROM sites WHERE tenant_id = ?)",
+            "DELETE FROM rule_sets WHERE site_id IN (SELECT id FROM sites WHERE tenant_id = ?)",
+            "DELETE FROM site_hosts WHERE site_id IN (SELECT id FROM sites WHERE tenant_id = ?)",
+            "DELETE FROM sites WHERE tenant_id = ?",
             "DELETE FROM principals WHERE tenant_id = ?",
             "DELETE FROM tenant_hosts WHERE tenant_id = ?",
         ] {
@@ -546,10 +553,12 @@ impl Db {
                     versions,
                 });
             }
+            let sites = self.desired_sites(&t.id).await?;
             out.tenants.push(DesiredTenant {
                 name: t.tenant.name,
                 hosts: t.tenant.hosts,
                 apps,
+                sites,
             });
         }
         Ok(out)
@@ -601,7 +610,7 @@ impl Db {
 
 /// A TEXT column. Through the `Any` driver MariaDB reports TEXT as BLOB,
 /// which does not decode as a string: read bytes then.
-fn text<I: sqlx::ColumnIndex<AnyRow> + Copy>(r: &AnyRow, col: I) -> R<String> {
+pub(crate) fn text<I: sqlx::ColumnIndex<AnyRow> + Copy>(r: &AnyRow, col: I) -> R<String> {
     match r.try_get::<String, _>(col) {
         Ok(s) => Ok(s),
         Err(e) => {

@@ -1,0 +1,589 @@
+//! Sites (proxied through the node's rewriter) and their rule sets:
+//! rules are validated as they are written (which rule, where, why),
+//! imported from nginx `subs_filter`/`replace_filter` lines, previewed on
+//! a body with the engine the rewriter runs, versioned, deployed and
+//! rolled back like apps.
+
+use super::{ApiError, Caller, Control, JsonBody, SmokeRequest, check_name};
+use crate::model::{RuleSetVersion, RuleSpec, Site, SiteSettings};
+use crate::store::{SiteRow, TenantRow};
+use axum::Json;
+use axum::extract::{Path, State};
+use http::StatusCode;
+use rewrite_engine::{Rule, RuleSet};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Most rules one set may have.
+const MAX_RULES: usize = 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewSite {
+    name: String,
+    hosts: Vec<String>,
+    #[serde(flatten)]
+    settings: SiteSettings,
+}
+
+async fn site_of(c: &Control, t: &TenantRow, name: &str) -> Result<SiteRow, ApiError> {
+    c.db.site(&t.id, name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no site {name:?}")))
+}
+
+pub async fn list(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(tenant): Path<String>,
+) -> Result<Json<Vec<Site>>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    Ok(Json(
+        c.db.sites(&t.id)
+            .await?
+            .into_iter()
+            .map(|s| s.site)
+            .collect(),
+    ))
+}
+
+pub async fn show(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+) -> Result<Json<Site>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    Ok(Json(site_of(&c, &t, &site).await?.site))
+}
+
+/// Checks an origin URL: scheme and authority only.
+fn check_origin(origin: &str) -> Result<(), ApiError> {
+    let bad = || {
+        ApiError::bad(
+            Some("origin"),
+            format!(
+                "{origin:?} is not an origin (allowed: \"https://origin.example\", \"http://10.0.0.5:8080\": scheme and host, no path)"
+            ),
+        )
+    };
+    let rest = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+        .ok_or_else(bad)?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() || authority.contains(['/', '?', '#', ' ', '@']) {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+fn check_content_types(field: &str, list: &[String]) -> Result<(), ApiError> {
+    for (i, ct) in list.iter().enumerate() {
+        let ok = ct.split('/').count() == 2
+            && !ct.contains([';', ' '])
+            && !ct.starts_with('/')
+            && !ct.ends_with('/')
+            && *ct == ct.to_ascii_lowercase();
+        if !ok {
+            return Err(ApiError::bad(
+                Some(&format!("{field}[{i}]")),
+                format!(
+                    "{ct:?} is not a content type (allowed: \"text/html\": lower-case, no parameters)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub async fn create(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(tenant): Path<String>,
+    body: Result<JsonBody<NewSite>, ApiError>,
+) -> Result<(StatusCode, Json<Site>), ApiError> {
+    let mut tenant_id = None;
+    let target = body.as_ref().map(|b| b.0.name.clone()).unwrap_or_default();
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let JsonBody(s) = body?;
+        check_name("name", &s.name)?;
+        if !c.node.serves_sites() {
+            return Err(ApiError::invalid(
+                None,
+                "this node has no rewriter component to proxy sites",
+            ));
+        }
+        check_origin(&s.settings.origin)?;
+        if s.settings.origin_timeout_ms == 0 {
+            return Err(ApiError::bad(
+                Some("origin_timeout_ms"),
+                "must be at least 1 (milliseconds)",
+            ));
+        }
+        check_content_types("content_types", &s.settings.content_types)?;
+        if s.hosts.is_empty() {
+            return Err(ApiError::bad(
+                Some("hosts"),
+                "a site needs at least one host",
+            ));
+        }
+        let patterns: Vec<edge_config::HostPattern> = t
+            .tenant
+            .hosts
+            .iter()
+            .filter_map(|h| edge_config::HostPattern::parse(h).ok())
+            .collect();
+        let mut hosts = Vec::new();
+        for (i, h) in s.hosts.iter().enumerate() {
+            let field = format!("hosts[{i}]");
+            let host = match edge_config::HostPattern::parse(h) {
+                Ok(edge_config::HostPattern::Exact(e)) => e,
+                _ => {
+                    return Err(ApiError::bad(
+                        Some(&field),
+                        format!("{h:?} is not a host name (site hosts are exact names)"),
+                    ));
+                }
+            };
+            if !patterns.iter().any(|p| p.matches(&host)) {
+                return Err(ApiError::invalid(
+                    Some(&field),
+                    format!(
+                        "host {host:?} is not among this tenant's hosts ({})",
+                        t.tenant.hosts.join(", ")
+                    ),
+                ));
+            }
+            if hosts.contains(&host) || c.db.site_host_taken(&host).await? {
+                return Err(ApiError::conflict(
+                    Some(&field),
+                    format!("host {host:?} belongs to another site"),
+                ));
+            }
+            hosts.push(host);
+        }
+        if c.db.site(&t.id, &s.name).await?.is_some() {
+            return Err(ApiError::conflict(
+                Some("name"),
+                format!("site {:?} exists", s.name),
+            ));
+        }
+        let row =
+            c.db.create_site(&t.id, &s.name, &hosts, &s.settings)
+                .await?;
+        c.apply_stored().await.map_err(ApiError::internal)?;
+        Ok((StatusCode::CREATED, Json(row.site)))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "site.create",
+        &target,
+        &result,
+    )
+    .await;
+    result
+}
+
+/// Compiles `specs` with the rewriter's engine: the rule set, or the
+/// first rule that fails with where and why.
+pub fn compile(specs: &[RuleSpec], field: &str) -> Result<RuleSet, ApiError> {
+    if specs.len() > MAX_RULES {
+        return Err(ApiError::invalid(
+            Some(field),
+            format!("{} rules; a set has at most {MAX_RULES}", specs.len()),
+        ));
+    }
+    let mut rules = Vec::with_capacity(specs.len());
+    for (i, r) in specs.iter().enumerate() {
+        check_content_types(&format!("{field}[{i}].content_types"), &r.content_types)?;
+        let rule = Rule::new(&r.pattern, &r.replacement)
+            .with_flags(&r.flags)
+            .map_err(|e| ApiError::bad(Some(&format!("{field}[{i}].flags")), e))?;
+        rules.push(rule);
+    }
+    // The engine numbers rules from 1, as people do; fields count from 0.
+    RuleSet::new(&rules).map_err(|e| {
+        ApiError::invalid(
+            Some(&format!("{field}[{}].pattern", e.index.saturating_sub(1))),
+            e.to_string(),
+        )
+    })
+}
+
+/// Rules from nginx config text, as specs.
+fn import_nginx(text: &str) -> Result<Vec<RuleSpec>, ApiError> {
+    let rules = rewrite_engine::nginx::import(text)
+        .map_err(|e| ApiError::invalid(Some("nginx"), e.to_string()))?;
+    Ok(rules
+        .into_iter()
+        .map(|r| RuleSpec {
+            flags: match (r.case_insensitive, r.once) {
+                (false, false) => "g",
+                (true, false) => "gi",
+                (false, true) => "o",
+                (true, true) => "oi",
+            }
+            .into(),
+            pattern: r.pattern,
+            replacement: r.replacement,
+            content_types: Vec::new(),
+        })
+        .collect())
+}
+
+/// A new rule set: rules as JSON, or nginx lines to import.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewRules {
+    #[serde(default)]
+    rules: Option<Vec<RuleSpec>>,
+    #[serde(default)]
+    nginx: Option<String>,
+}
+
+impl NewRules {
+    fn specs(self) -> Result<(Vec<RuleSpec>, &'static str), ApiError> {
+        match (self.rules, self.nginx) {
+            (Some(r), None) => Ok((r, "rules")),
+            (None, Some(text)) => Ok((import_nginx(&text)?, "nginx")),
+            _ => Err(ApiError::bad(
+                None,
+                "give either `rules` (a list) or `nginx` (subs_filter/replace_filter lines)",
+            )),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct CreatedRules {
+    number: i64,
+    rules: Vec<RuleSpec>,
+}
+
+pub async fn create_rules(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+    body: Result<JsonBody<NewRules>, ApiError>,
+) -> Result<(StatusCode, Json<CreatedRules>), ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let s = site_of(&c, &t, &site).await?;
+        let (specs, field) = body?.0.specs()?;
+        compile(&specs, field)?;
+        let kept = c.db.rule_sets(&s.id).await?.len() as u64;
+        if kept >= t.tenant.quota.max_versions {
+            return Err(ApiError::invalid(
+                None,
+                format!("site {site:?} keeps {kept} rule sets, this tenant's quota (max_versions)"),
+            ));
+        }
+        let number =
+            c.db.create_rule_set(&s.id, &specs, Some(&caller.principal.id))
+                .await?;
+        Ok((
+            StatusCode::CREATED,
+            Json(CreatedRules {
+                number,
+                rules: specs,
+            }),
+        ))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "rules.create",
+        &site,
+        &result,
+    )
+    .await;
+    result
+}
+
+pub async fn rule_sets(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+) -> Result<Json<Vec<RuleSetVersion>>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let s = site_of(&c, &t, &site).await?;
+    Ok(Json(c.db.rule_sets(&s.id).await?))
+}
+
+pub async fn rule_set(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site, number)): Path<(String, String, String)>,
+) -> Result<Json<RuleSetVersion>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let s = site_of(&c, &t, &site).await?;
+    let missing = || ApiError::not_found(format!("no rule set {number:?} of site {site:?}"));
+    let n: i64 = number.parse().map_err(|_| missing())?;
+    Ok(Json(c.db.rule_set(&s.id, n).await?.ok_or_else(missing)?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewRequest {
+    /// Rules to try (not stored), or nginx lines, or a stored version.
+    #[serde(default)]
+    rules: Option<Vec<RuleSpec>>,
+    #[serde(default)]
+    nginx: Option<String>,
+    #[serde(default)]
+    version: Option<i64>,
+    /// The page to rewrite.
+    body: String,
+}
+
+#[derive(Serialize)]
+pub struct RuleCount {
+    index: usize,
+    matches: u64,
+}
+
+#[derive(Serialize)]
+pub struct Preview {
+    output: String,
+    replacements: u64,
+    rules: Vec<RuleCount>,
+}
+
+/// Rewrites `body` with the rules (nothing is stored or deployed): the
+/// output, the replacements made, and how many matches each rule makes
+/// on the body by itself.
+pub async fn preview(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+    body: Result<JsonBody<PreviewRequest>, ApiError>,
+) -> Result<Json<Preview>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let s = site_of(&c, &t, &site).await?;
+    let JsonBody(p) = body?;
+    let (specs, field) = match (p.rules, p.nginx, p.version) {
+        (Some(r), None, None) => (r, "rules"),
+        (None, Some(text), None) => (import_nginx(&text)?, "nginx"),
+        (None, None, Some(v)) => {
+            let set = c.db.rule_set(&s.id, v).await?.ok_or_else(|| {
+                ApiError::invalid(
+                    Some("version"),
+                    format!("site {site:?} has no rule set {v}"),
+                )
+            })?;
+            (set.rules, "rules")
+        }
+        _ => {
+            return Err(ApiError::bad(
+                None,
+                "give one of `rules`, `nginx` or `version`",
+            ));
+        }
+    };
+    let set = compile(&specs, field)?;
+    let out = tokio::task::spawn_blocking(move || {
+        let input = p.body.as_bytes();
+        let mut rw = rewrite_engine::Rewriter::new(&set);
+        let mut output = Vec::with_capacity(input.len());
+        rw.write(input, &mut output);
+        rw.finish(&mut output);
+        let replacements = rw.stats().replacements;
+        drop(rw);
+        let mut counts = Vec::with_capacity(specs.len());
+        for (index, r) in specs.iter().enumerate() {
+            let one = Rule::new(&r.pattern, &r.replacement)
+                .with_flags(&r.flags)
+                .ok()
+                .and_then(|rule| RuleSet::new(&[rule]).ok());
+            let matches = one.map_or(0, |set| {
+                let mut rw = rewrite_engine::Rewriter::new(&set);
+                let mut sink = Vec::new();
+                rw.write(input, &mut sink);
+                rw.finish(&mut sink);
+                rw.stats().replacements
+            });
+            counts.push(RuleCount { index, matches });
+        }
+        Preview {
+            output: String::from_utf8_lossy(&output).into_owned(),
+            replacements,
+            rules: counts,
+        }
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    Ok(Json(out))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewSiteDeployment {
+    version: i64,
+    #[serde(default)]
+    smoke: Option<crate::model::Smoke>,
+}
+
+#[derive(Serialize)]
+pub struct SiteDeployment {
+    seq: i64,
+    version: i64,
+    created_at: i64,
+}
+
+/// Makes rule set `version` the one `s` applies, smoke-checked first.
+async fn put_in_service(
+    c: &Control,
+    caller: &Caller,
+    t: &TenantRow,
+    s: &SiteRow,
+    version: i64,
+    smoke: Option<crate::model::Smoke>,
+) -> Result<SiteDeployment, ApiError> {
+    let set = c.db.rule_set(&s.id, version).await?.ok_or_else(|| {
+        ApiError::invalid(
+            Some("version"),
+            format!("site {:?} has no rule set {version}", s.site.name),
+        )
+    })?;
+    let smoke = match smoke {
+        Some(sm) if !sm.path.starts_with('/') => {
+            return Err(ApiError::bad(
+                Some("smoke.path"),
+                "a path starting with '/'",
+            ));
+        }
+        Some(sm) => Some(SmokeRequest {
+            host: s.site.hosts[0].clone(),
+            path: sm.path,
+            status: sm.status,
+        }),
+        None => None,
+    };
+    {
+        let _one = c.changes.lock().await;
+        let mut desired = c.db.desired().await?;
+        let site = desired
+            .tenants
+            .iter_mut()
+            .find(|x| x.name == t.tenant.name)
+            .and_then(|x| x.sites.iter_mut().find(|x| x.name == s.site.name))
+            .ok_or_else(|| ApiError::internal("site vanished during a deploy"))?;
+        site.rules = set.rules;
+        c.node.apply(desired, smoke).await.map_err(|e| {
+            ApiError::invalid(
+                None,
+                format!("not deployed, the previous rules keep applying: {e}"),
+            )
+        })?;
+    }
+    let seq =
+        c.db.add_site_deployment(&s.id, version, Some(&caller.principal.id))
+            .await?;
+    Ok(SiteDeployment {
+        seq,
+        version,
+        created_at: crate::db::now_ms(),
+    })
+}
+
+pub async fn deploy(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+    body: Result<JsonBody<NewSiteDeployment>, ApiError>,
+) -> Result<(StatusCode, Json<SiteDeployment>), ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let s = site_of(&c, &t, &site).await?;
+        let JsonBody(d) = body?;
+        Ok((
+            StatusCode::CREATED,
+            Json(put_in_service(&c, &caller, &t, &s, d.version, d.smoke).await?),
+        ))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "rules.deploy",
+        &site,
+        &result,
+    )
+    .await;
+    result
+}
+
+pub async fn deployments(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+) -> Result<Json<Vec<SiteDeployment>>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let s = site_of(&c, &t, &site).await?;
+    let list = c.db.site_deployments(&s.id, 100).await?;
+    Ok(Json(
+        list.into_iter()
+            .map(|(seq, version, created_at)| SiteDeployment {
+                seq,
+                version,
+                created_at,
+            })
+            .collect(),
+    ))
+}
+
+pub async fn rollback(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+    body: bytes::Bytes,
+) -> Result<(StatusCode, Json<SiteDeployment>), ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let s = site_of(&c, &t, &site).await?;
+        let asked: super::apps::Rollback = if body.iter().all(u8::is_ascii_whitespace) {
+            Default::default()
+        } else {
+            super::json::parse(&body)?
+        };
+        let version = match asked.version {
+            Some(v) => v,
+            None => match c.db.site_deployments(&s.id, 2).await?.get(1) {
+                Some((_, v, _)) => *v,
+                None => {
+                    return Err(ApiError::conflict(
+                        None,
+                        format!(
+                            "site {site:?} has no earlier rules to roll back to; name a version"
+                        ),
+                    ));
+                }
+            },
+        };
+        Ok((
+            StatusCode::CREATED,
+            Json(put_in_service(&c, &caller, &t, &s, version, None).await?),
+        ))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "rules.rollback",
+        &site,
+        &result,
+    )
+    .await;
+    result
+}

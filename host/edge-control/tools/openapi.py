@@ -1,0 +1,113 @@
+# Writes ../openapi.json (run: python3 tools/openapi.py from host/edge-control).
+# The API's document is generated from this description; a unit test
+# holds it to the router.
+import json
+def ref(n): return {"$ref": f"#/components/schemas/{n}"}
+def err(*codes):
+    d = {"400": "Malformed request (the error names the field).", "401": "No, unknown, expired or revoked token.", "403": "The caller's role may not do this.", "404": "No such object, or not one the caller may know of.", "409": "The name exists, or there is nothing to roll back to.", "413": "Over a size quota.", "422": "Well-formed, but refused (not a component, import not granted, compile failed, smoke check failed...)."}
+    return {c: {"description": d[c], "content": {"application/json": {"schema": ref("Error")}}} for c in codes}
+def ok(code, schema, desc):
+    r = {"description": desc}
+    if schema is not None:
+        r["content"] = {"application/json": {"schema": schema}}
+    return {code: r}
+def body(schema, ct="application/json"):
+    return {"required": True, "content": {ct: {"schema": schema}}}
+T = {"name": "tenant", "in": "path", "required": True, "schema": {"type": "string"}, "description": "Tenant name. A tenant's token reaches only its own; any other answers 404."}
+A = {"name": "app", "in": "path", "required": True, "schema": {"type": "string"}}
+SI = {"name": "site", "in": "path", "required": True, "schema": {"type": "string"}}
+N = {"name": "number", "in": "path", "required": True, "schema": {"type": "integer"}}
+K = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}, "description": "Token id (k...)."}
+L = {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "default": 100, "minimum": 1, "maximum": 1000}}
+def op(summary, params=(), req=None, resp=None, errs=("401",)):
+    o = {"summary": summary, "responses": {}}
+    if params: o["parameters"] = list(params)
+    if req: o["requestBody"] = req
+    o["responses"].update(resp or {})
+    o["responses"].update(err(*errs))
+    return o
+paths = {
+ "/v1/openapi.json": {"get": {"summary": "This document.", "security": [], "responses": {"200": {"description": "OpenAPI 3.1."}}}},
+ "/v1/whoami": {"get": op("The caller: principal id, role, tenant.", resp=ok("200", ref("WhoAmI"), "The caller."))},
+ "/v1/tenants": {
+   "get": op("Tenants: all for an operator, its own for a tenant.", resp=ok("200", {"type": "array", "items": ref("Tenant")}, "Tenants by name.")),
+   "post": op("Create a tenant with its hosts (operators).", req=body(ref("NewTenant")), resp=ok("201", ref("Tenant"), "Created."), errs=("400", "401", "403", "409"))},
+ "/v1/tenants/{tenant}": {
+   "get": op("One tenant.", [T], resp=ok("200", ref("Tenant"), "The tenant."), errs=("401", "404")),
+   "delete": op("Delete a tenant and everything it owns (operators).", [T], resp={"204": {"description": "Deleted; its hosts stop serving."}}, errs=("401", "403", "404"))},
+ "/v1/tokens": {
+   "get": op("Operators' tokens (operators).", resp=ok("200", {"type": "array", "items": ref("Token")}, "Newest first."), errs=("401", "403")),
+   "post": op("Create an operator's token (operators).", req=body(ref("NewToken")), resp=ok("201", ref("CreatedToken"), "The token, shown this once."), errs=("400", "401", "403"))},
+ "/v1/tokens/{id}": {"delete": op("Revoke an operator's token (operators).", [K], resp={"204": {"description": "Revoked."}}, errs=("401", "403", "404"))},
+ "/v1/tenants/{tenant}/tokens": {
+   "get": op("The tenant's tokens (never their secrets).", [T], resp=ok("200", {"type": "array", "items": ref("Token")}, "Newest first."), errs=("401", "404")),
+   "post": op("Create a token of the tenant.", [T], req=body(ref("NewToken")), resp=ok("201", ref("CreatedToken"), "The token, shown this once."), errs=("400", "401", "404"))},
+ "/v1/tenants/{tenant}/tokens/{id}": {"delete": op("Revoke a token of the tenant.", [T, K], resp={"204": {"description": "Revoked."}}, errs=("401", "404"))},
+ "/v1/tenants/{tenant}/artifacts": {
+   "get": op("The tenant's uploaded components.", [T], resp=ok("200", {"type": "array", "items": ref("Artifact")}, "Newest first."), errs=("401", "404")),
+   "post": op("Upload a component (the .wasm bytes). Checked (a component exporting wasi:http/incoming-handler@0.2.x, size within quota) and compiled in a bounded worker before it is stored by digest; the same bytes again change nothing.", [T], req=body({"type": "string", "format": "binary"}, "application/wasm"), resp=ok("201", ref("Artifact"), "Stored."), errs=("401", "404", "413", "422"))},
+ "/v1/tenants/{tenant}/apps": {
+   "get": op("The tenant's apps with what each serves.", [T], resp=ok("200", {"type": "array", "items": ref("App")}, "By name."), errs=("401", "404")),
+   "post": op("Create an app.", [T], req=body(ref("NewApp")), resp=ok("201", ref("App"), "Created."), errs=("400", "401", "404", "409", "422"))},
+ "/v1/tenants/{tenant}/apps/{app}": {"get": op("One app and its current deployment.", [T, A], resp=ok("200", ref("App"), "The app."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/apps/{app}/versions": {
+   "get": op("The app's versions, newest first.", [T, A], resp=ok("200", {"type": "array", "items": ref("Version")}, "Versions."), errs=("401", "404")),
+   "post": op("Create a version (immutable): components by uploaded digest with their grants, and routes. Imports are checked against the grants.", [T, A], req=body(ref("VersionSpec")), resp=ok("201", {"type": "object", "properties": {"number": {"type": "integer"}}}, "Its number."), errs=("400", "401", "404", "422"))},
+ "/v1/tenants/{tenant}/apps/{app}/versions/{number}": {"get": op("One version.", [T, A, N], resp=ok("200", ref("Version"), "The version."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/apps/{app}/deployments": {
+   "get": op("The app's deployments, newest (serving) first.", [T, A], resp=ok("200", {"type": "array", "items": ref("Deployment")}, "Deployments."), errs=("401", "404")),
+   "post": op("Serve one version, or two splitting the traffic by percent. With `smoke`, the new app must answer the smoke request first; otherwise nothing changes. Activation is atomic: in-flight requests finish on the old version.", [T, A], req=body(ref("NewDeployment")), resp=ok("201", ref("Deployment"), "Serving."), errs=("400", "401", "404", "422"))},
+ "/v1/tenants/{tenant}/apps/{app}/rollback": {"post": op("Serve an earlier version again: the named one, or what served before the current deployment.", [T, A], req={"required": False, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": False, "properties": {"version": {"type": "integer"}}}}}}, resp=ok("201", ref("Deployment"), "Serving."), errs=("400", "401", "404", "409", "422"))},
+ "/v1/tenants/{tenant}/sites": {
+   "get": op("The tenant's sites.", [T], resp=ok("200", {"type": "array", "items": ref("Site")}, "By name."), errs=("401", "404")),
+   "post": op("Create a site: hosts (exact names among the tenant's) proxied to an origin through the node's rewriter; it serves at once, with no rules until a rule set is deployed.", [T], req=body(ref("NewSite")), resp=ok("201", ref("Site"), "Created."), errs=("400", "401", "404", "409", "422"))},
+ "/v1/tenants/{tenant}/sites/{site}": {"get": op("One site.", [T, SI], resp=ok("200", ref("Site"), "The site."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/sites/{site}/rules": {
+   "get": op("The site's rule sets, newest first.", [T, SI], resp=ok("200", {"type": "array", "items": ref("RuleSet")}, "Rule sets."), errs=("401", "404")),
+   "post": op("Create a rule set (immutable) from rules or imported nginx subs_filter/replace_filter lines; every rule is compiled with the rewriter's engine first (the error names the rule, where and why).", [T, SI], req=body(ref("NewRules")), resp=ok("201", ref("RuleSet"), "Its number and rules."), errs=("400", "401", "404", "422"))},
+ "/v1/tenants/{tenant}/sites/{site}/rules/{number}": {"get": op("One rule set.", [T, SI, N], resp=ok("200", ref("RuleSet"), "The rule set."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/sites/{site}/preview": {"post": op("Rewrite a body with rules (given, imported, or a stored version) without storing or deploying anything: the output, the replacements, and each rule's matches on its own.", [T, SI], req=body(ref("PreviewRequest")), resp=ok("200", ref("Preview"), "The rewritten body."), errs=("400", "401", "404", "422"))},
+ "/v1/tenants/{tenant}/sites/{site}/deployments": {
+   "get": op("The site's rule deployments, newest (applying) first.", [T, SI], resp=ok("200", {"type": "array", "items": ref("SiteDeployment")}, "Deployments."), errs=("401", "404")),
+   "post": op("Apply a rule set to the site; with `smoke`, the site must answer it with the new rules first.", [T, SI], req=body(ref("NewSiteDeployment")), resp=ok("201", ref("SiteDeployment"), "Applying."), errs=("400", "401", "404", "422"))},
+ "/v1/tenants/{tenant}/sites/{site}/rollback": {"post": op("Apply an earlier rule set again: the named one, or the one before the current.", [T, SI], req={"required": False, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": False, "properties": {"version": {"type": "integer"}}}}}}, resp=ok("201", ref("SiteDeployment"), "Applying."), errs=("400", "401", "404", "409", "422"))},
+ "/v1/tenants/{tenant}/audit": {"get": op("The tenant's audit log, newest first.", [T, L], resp=ok("200", {"type": "array", "items": ref("AuditEntry")}, "Entries."), errs=("401", "404"))},
+ "/v1/audit": {"get": op("The whole audit log (operators).", [L], resp=ok("200", {"type": "array", "items": ref("AuditEntry")}, "Entries."), errs=("401", "403"))},
+}
+s = lambda **p: {"type": "object", "additionalProperties": False, "properties": p}
+I = {"type": "integer"}; S = {"type": "string"}
+schemas = {
+ "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["field", "message"], "properties": {"field": {"type": ["string", "null"], "description": "The request field it is about, as a path (components.web.digest, versions[1].percent), or null."}, "message": {"type": "string", "description": "What is wrong and what is allowed."}}}}},
+ "WhoAmI": s(id=S, role={"enum": ["operator", "tenant"]}, tenant={"type": ["string", "null"]}),
+ "Quota": s(max_apps=I, max_components=I, max_versions=I, max_artifact_bytes=I, max_total_artifact_bytes=I),
+ "Tenant": s(name=S, hosts={"type": "array", "items": S}, quota=ref("Quota"), created_at=I),
+ "NewTenant": {**s(name={"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}$"}, hosts={"type": "array", "items": S, "minItems": 1, "description": "example.com or *.example.com; not held by another tenant."}, quota=ref("Quota")), "required": ["name", "hosts"]},
+ "Token": s(id=S, name=S, role=S, created_at=I, expires_at={"type": ["integer", "null"]}, revoked_at={"type": ["integer", "null"]}),
+ "CreatedToken": s(id=S, name=S, role=S, created_at=I, expires_at={"type": ["integer", "null"]}, revoked_at={"type": "null"}, token={"type": "string", "description": "edge_ID_SECRET; send as `Authorization: Bearer TOKEN`. Shown once."}),
+ "NewToken": {**s(name=S, expires_in_s={"type": "integer", "minimum": 1, "maximum": 315360000}), "required": ["name"]},
+ "Artifact": s(digest={"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}, size=I, imports={"type": "array", "items": S}, created_at=I),
+ "NewApp": {**s(name={"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}$"}), "required": ["name"]},
+ "App": s(name=S, created_at=I, deployment={"oneOf": [ref("Deployment"), {"type": "null"}]}),
+ "ComponentSpec": {**s(digest=S, key_value_stores={"type": "array", "items": S}, allowed_outbound_hosts={"type": "array", "items": S, "description": "Spin syntax: https://api.example.com, http://*:8080..."}, variables={"type": "object", "additionalProperties": S}), "required": ["digest"]},
+ "RouteSpec": {**s(route={"type": "string", "description": "Spin route syntax: /exact, /prefix/..., /:name"}, component=S), "required": ["route", "component"]},
+ "VersionSpec": {**s(components={"type": "object", "additionalProperties": ref("ComponentSpec")}, routes={"type": "array", "items": ref("RouteSpec"), "minItems": 1}), "required": ["components", "routes"]},
+ "Version": s(number=I, spec=ref("VersionSpec"), created_at=I),
+ "Weighted": {**s(version=I, percent={"type": "integer", "minimum": 0, "maximum": 100}), "required": ["version", "percent"]},
+ "Deployment": s(seq=I, versions={"type": "array", "items": ref("Weighted")}, created_at=I),
+ "Smoke": {**s(path={"type": "string", "description": "Requested on the tenant's first host."}, status={"type": "integer", "default": 200}), "required": ["path"]},
+ "NewDeployment": {**s(versions={"type": "array", "items": ref("Weighted"), "minItems": 1, "maxItems": 2, "description": "Percents add up to 100."}, smoke=ref("Smoke")), "required": ["versions"]},
+ "SiteSettings": s(origin={"type": "string", "description": "http(s)://host[:port], no path"}, origin_timeout_ms={"type": "integer", "default": 15000}, content_types={"type": "array", "items": S}),
+ "NewSite": {"type": "object", "additionalProperties": False, "required": ["name", "hosts", "origin"], "properties": {"name": S, "hosts": {"type": "array", "items": S, "minItems": 1}, "origin": S, "origin_timeout_ms": I, "content_types": {"type": "array", "items": S}}},
+ "Site": s(name=S, hosts={"type": "array", "items": S}, settings=ref("SiteSettings"), created_at=I, rules_version={"type": ["integer", "null"]}),
+ "Rule": {**s(pattern={"type": "string", "description": "a regular expression"}, replacement=S, flags={"type": "string", "default": "g", "description": "g (every match), i (ignore case), o (first match only)"}, content_types={"type": "array", "items": S}), "required": ["pattern", "replacement"]},
+ "NewRules": s(rules={"type": "array", "items": ref("Rule")}, nginx={"type": "string", "description": "nginx config text with subs_filter / replace_filter lines"}),
+ "RuleSet": s(number=I, rules={"type": "array", "items": ref("Rule")}, created_at=I),
+ "PreviewRequest": {**s(rules={"type": "array", "items": ref("Rule")}, nginx=S, version=I, body=S), "required": ["body"]},
+ "Preview": s(output=S, replacements=I, rules={"type": "array", "items": s(index=I, matches=I)}),
+ "NewSiteDeployment": {**s(version=I, smoke=ref("Smoke")), "required": ["version"]},
+ "SiteDeployment": s(seq=I, version=I, created_at=I),
+ "AuditEntry": s(at=I, principal={"type": ["string", "null"]}, tenant={"type": ["string", "null"]}, action=S, target=S, outcome={"enum": ["ok", "refused"]}, detail=S, remote=S),
+}
+doc = {"openapi": "3.1.0", "info": {"title": "edge control API", "version": "1", "description": "Tenants deploy, version and roll back their components. Every object lives under its tenant (/v1/tenants/{tenant}/...); a tenant's token reaches only its own tenant, and another tenant's objects answer 404 as missing ones do. Times are milliseconds since the epoch. Errors are {\"error\": {\"field\", \"message\"}}."},
+ "security": [{"bearer": []}], "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "An API token: edge_ID_SECRET."}}, "schemas": schemas}, "paths": paths}
+open(__import__("os").path.join(__import__("os").path.dirname(__file__), "..", "openapi.json"), "w").write(json.dumps(doc, indent=2) + "\n")
