@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile soak clean
+.PHONY: run test setup components host hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -73,6 +73,10 @@ bench-hints: components host
 # Hostile tenants beside a healthy one, and the soak (docs/RELIABILITY.md).
 bench-hostile: components host
 	./bench/hostile.sh
+
+# The control plane: deploy to first answer, compile, activations under load.
+bench-deploy: components host
+	./bench/deploy.sh
 
 SOAK_MIN ?= 30
 soak: components host
