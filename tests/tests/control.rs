@@ -56,6 +56,7 @@ macro_rules! on_both {
 
 on_both!(
     deploy_activate_roll_back_and_restart,
+    spin_apps_deploy_whole_with_their_variables,
     sites_rules_validate_preview_deploy_and_roll_back,
     tenants_cannot_reach_each_other,
     bad_input_is_refused_and_changes_nothing,
@@ -676,7 +677,7 @@ fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
     let m = v["error"]["message"].as_str().unwrap();
     assert!(
         m.contains("component \"p\": it imports edge:platform/process@")
-            && m.contains("a grant the operator gives in edge-config"),
+            && m.contains("this tenant may run no programs"),
         "{m}"
     );
     assert_eq!(v["error"]["field"], "components.p.digest");
@@ -1043,4 +1044,223 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
     );
     let (_, site) = rt.block_on(node.get(&format!("{base}/mirror"), &token));
     assert_eq!(site["rules_version"], 1, "{site}");
+}
+
+/// A gzipped tar of `files` (name, bytes), names written as given (even
+/// ones a careful archiver would refuse).
+fn archive(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    for (name, bytes) in files {
+        let mut header = tar::Header::new_gnu();
+        header.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name.as_bytes());
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append(&header, *bytes).unwrap();
+    }
+    tar.into_inner().unwrap().finish().unwrap()
+}
+
+const PROBE_APP: &str = r#"spin_manifest_version = 2
+[application]
+name = "Probe"
+[variables]
+greeting = { default = "hi" }
+key = { required = true, secret = true }
+[[trigger.http]]
+route = "/..."
+component = "probe"
+[component.probe]
+source = "target/probe.wasm"
+key_value_stores = ["default"]
+[component.probe.variables]
+greeting = "{{ greeting }}"
+key = "{{ key }}"
+[component.probe.build]
+command = "cargo build --target wasm32-wasip2"
+"#;
+
+fn spin_apps_deploy_whole_with_their_variables(backend: Backend) {
+    let node = Node::start(backend, "[sidecar]\nallow = [\"/bin/echo\"]\n");
+    let rt = runtime();
+    let op = node.operator_token();
+    // Programs are granted by an operator, within the node's allow list.
+    let (s, v) = rt.block_on(node.post(
+        "/v1/tenants",
+        &op,
+        json!({"name": "acme", "hosts": ["acme.test"], "programs": ["/bin/sh"]}),
+    ));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (422, Some("programs[0]")),
+        "{v}"
+    );
+    let (s, v) = rt.block_on(node.post(
+        "/v1/tenants",
+        &op,
+        json!({"name": "acme", "hosts": ["acme.test"], "programs": ["/bin/echo"]}),
+    ));
+    assert_eq!(s, 201, "{v}");
+    let (_, t) = rt.block_on(node.post("/v1/tenants/acme/tokens", &op, json!({"name": "ci"})));
+    let token = t["token"].as_str().unwrap().to_string();
+
+    // The app as its developer has it: spin.toml and the built component.
+    let dir = TempDir::new("spin-app");
+    let manifest = dir.write("spin.toml", PROBE_APP);
+    std::fs::create_dir_all(dir.path().join("target")).unwrap();
+    std::fs::copy(wasm("probe"), dir.path().join("target/probe.wasm")).unwrap();
+    let manifest = manifest.to_str().unwrap();
+
+    // A required variable without a value keeps it from serving.
+    let (code, _, err) = node.cli(&token, &["deploy", manifest]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("versions[0].version: version 1: required variable \"key\" has no value"),
+        "{err}"
+    );
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/probe/var/greeting"))
+            .0,
+        404
+    );
+
+    let (code, out, err) = node.cli(&token, &["deploy", manifest, "--secret", "key=s3cret"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("deployed probe version 2"), "{out}");
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/probe/var/greeting")),
+        (200, "hi".to_string())
+    );
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/probe/var/key")),
+        (200, "s3cret".to_string())
+    );
+    // Secrets are never shown again.
+    let vars = "/v1/tenants/acme/apps/probe/variables";
+    let (_, list) = rt.block_on(node.get(vars, &token));
+    assert_eq!(
+        list,
+        json!([{"name": "key", "secret": true, "updated_at": list[0]["updated_at"]}])
+    );
+    let (_, log) = rt.block_on(node.get("/v1/audit", &op));
+    assert!(!log.to_string().contains("s3cret"), "{log}");
+    // A variable set through the API reaches the serving version at once.
+    let (s, _) = rt.block_on(node.call(
+        "PUT",
+        &format!("{vars}/greeting"),
+        &token,
+        Bytes::from(r#"{"value": "hello"}"#),
+    ));
+    assert_eq!(s, 204);
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/probe/var/greeting"))
+            .1,
+        "hello"
+    );
+    // One the serving version needs cannot go; one with a default can.
+    let (s, v) = rt.block_on(node.call("DELETE", &format!("{vars}/key"), &token, Bytes::new()));
+    assert_eq!(s, 409, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("version 2 serves and needs it"),
+        "{v}"
+    );
+    let (s, _) =
+        rt.block_on(node.call("DELETE", &format!("{vars}/greeting"), &token, Bytes::new()));
+    assert_eq!(s, 204);
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/probe/var/greeting"))
+            .1,
+        "hi"
+    );
+
+    // Broken archives: refused precisely, nothing stored.
+    let probe = std::fs::read(wasm("probe")).unwrap();
+    let core = b"\0asm\x01\0\0\0".to_vec();
+    let spin = PROBE_APP.as_bytes();
+    let url_source = PROBE_APP.replace(
+        "source = \"target/probe.wasm\"",
+        "source = { url = \"https://example.com/p.wasm\", digest = \"sha256:00\" }",
+    );
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (
+            "missing file",
+            archive(&[("spin.toml", spin)]),
+            422,
+            "component.probe.source: \"target/probe.wasm\" is not in the archive (it has: nothing)",
+        ),
+        (
+            "no manifest",
+            archive(&[("target/probe.wasm", &probe)]),
+            422,
+            "the archive has no spin.toml at its root (it has: target/probe.wasm)",
+        ),
+        (
+            "escaping path",
+            archive(&[("spin.toml", spin), ("../probe.wasm", &probe)]),
+            400,
+            "\"../probe.wasm\" leaves the archive",
+        ),
+        (
+            "core module",
+            archive(&[("spin.toml", spin), ("target/probe.wasm", &core)]),
+            422,
+            "component \"probe\" (target/probe.wasm): this is a core WebAssembly module",
+        ),
+        (
+            "URL source",
+            archive(&[
+                ("spin.toml", url_source.as_bytes()),
+                ("target/probe.wasm", &probe),
+            ]),
+            422,
+            "a URL or registry source is not supported",
+        ),
+        (
+            "not an archive",
+            b"PK\x03\x04 a zip".to_vec(),
+            400,
+            "the body is neither a version (JSON) nor a Spin app",
+        ),
+    ];
+    for (what, body, status, message) in cases {
+        let before = rt.block_on(node.state("acme", &token, &["probe"]));
+        let auth = format!("Bearer {token}");
+        let content_type = if what == "not an archive" {
+            "application/json"
+        } else {
+            "application/gzip"
+        };
+        let (s, text) = rt.block_on(request(
+            &client(),
+            "POST",
+            &format!("{}/v1/tenants/acme/apps/probe/versions", node.api()),
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", content_type),
+            ],
+            Bytes::from(body),
+        ));
+        assert_eq!(s, status, "{what}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let m = v["error"]["message"].as_str().unwrap();
+        assert!(m.contains(message), "{what}: {m:?} lacks {message:?}");
+        assert_eq!(
+            before,
+            rt.block_on(node.state("acme", &token, &["probe"])),
+            "{what} changed something"
+        );
+    }
+
+    // A tenant without programs cannot run the probe, which imports them.
+    let plain = rt.block_on(node.tenant("plain", "plain.test", json!({})));
+    let (code, _, err) = node.cli(&plain, &["deploy", manifest, "--secret", "key=x"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("imports edge:platform/process@0.1.0, but this tenant may run no programs"),
+        "{err}"
+    );
 }

@@ -21,7 +21,9 @@ pub mod db;
 pub mod inspect;
 pub mod model;
 pub mod secret;
+pub mod spin_app;
 pub mod store;
+pub mod variables;
 
 pub use api::{Control, Node, SmokeRequest, router};
 pub use db::Db;

@@ -42,6 +42,10 @@ pub struct Tenant {
     pub hosts: Vec<String>,
     /// What it may hold.
     pub quota: Quota,
+    /// Programs its components may run through the sidecar (granted by
+    /// an operator; empty: none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<String>,
     /// Creation time, ms since the epoch.
     pub created_at: i64,
 }
@@ -69,9 +73,42 @@ pub struct ComponentSpec {
     /// Outbound HTTP it may reach (Spin's `allowed_outbound_hosts`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_outbound_hosts: Vec<String>,
-    /// Variables it reads through `wasi:config/store`.
+    /// Variables it reads through `wasi:config/store`: values or Spin
+    /// templates (`"{{ api_key }}"`) of the app's variables, rendered when
+    /// the version is served.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variables: BTreeMap<String, String>,
+}
+
+/// An app variable a version declares (Spin's `[variables]`): a value
+/// set through the API wins over the default; a required one without a
+/// value keeps the version from being deployed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariableDecl {
+    /// Used when no value is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// Must have a value (set, or a default).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
+    /// Its value is a secret (the API never shows it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
+}
+
+/// An app variable's value as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct VariableValue {
+    /// Name.
+    pub name: String,
+    /// Whether it is a secret; then `value` is left out.
+    pub secret: bool,
+    /// The value, unless secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Last set, ms since the epoch.
+    pub updated_at: i64,
 }
 
 /// A route of a version.
@@ -92,6 +129,9 @@ pub struct VersionSpec {
     pub components: BTreeMap<String, ComponentSpec>,
     /// HTTP routes.
     pub routes: Vec<RouteSpec>,
+    /// The app variables its components' templates use.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variables: BTreeMap<String, VariableDecl>,
 }
 
 /// A version as the API shows it.
@@ -178,6 +218,8 @@ pub struct DesiredTenant {
     pub name: String,
     /// Hostnames.
     pub hosts: Vec<String>,
+    /// Programs it may run through the sidecar.
+    pub programs: Vec<String>,
     /// Deployed apps.
     pub apps: Vec<DesiredApp>,
     /// Sites with their deployed rules.
@@ -269,6 +311,7 @@ pub struct DesiredSite {
 pub struct DesiredApp {
     /// Name.
     pub name: String,
-    /// The versions it serves with their percent of traffic.
+    /// The versions it serves with their percent of traffic, each
+    /// component's variables rendered.
     pub versions: Vec<(i64, u8, VersionSpec)>,
 }

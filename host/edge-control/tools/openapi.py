@@ -15,6 +15,7 @@ def body(schema, ct="application/json"):
     return {"required": True, "content": {ct: {"schema": schema}}}
 T = {"name": "tenant", "in": "path", "required": True, "schema": {"type": "string"}, "description": "Tenant name. A tenant's token reaches only its own; any other answers 404."}
 A = {"name": "app", "in": "path", "required": True, "schema": {"type": "string"}}
+VN = {"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,62}$"}}
 SI = {"name": "site", "in": "path", "required": True, "schema": {"type": "string"}}
 N = {"name": "number", "in": "path", "required": True, "schema": {"type": "integer"}}
 K = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}, "description": "Token id (k...)."}
@@ -52,8 +53,12 @@ paths = {
  "/v1/tenants/{tenant}/apps/{app}": {"get": op("One app and its current deployment.", [T, A], resp=ok("200", ref("App"), "The app."), errs=("401", "404"))},
  "/v1/tenants/{tenant}/apps/{app}/versions": {
    "get": op("The app's versions, newest first.", [T, A], resp=ok("200", {"type": "array", "items": ref("Version")}, "Versions."), errs=("401", "404")),
-   "post": op("Create a version (immutable): components by uploaded digest with their grants, and routes. Imports are checked against the grants.", [T, A], req=body(ref("VersionSpec")), resp=ok("201", {"type": "object", "properties": {"number": {"type": "integer"}}}, "Its number."), errs=("400", "401", "404", "422"))},
+   "post": op("Create a version (immutable): as JSON, components by uploaded digest with their grants, routes and variables; or a Spin app as one archive (tar or tar.gz: spin.toml at the root and the files it names), its components checked, compiled and stored with it, all or nothing. Imports are checked against the grants.", [T, A], req={"required": True, "content": {"application/json": {"schema": ref("VersionSpec")}, "application/gzip": {"schema": {"type": "string", "format": "binary"}}, "application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}, resp=ok("201", {"type": "object", "properties": {"number": {"type": "integer"}}}, "Its number."), errs=("400", "401", "404", "422"))},
  "/v1/tenants/{tenant}/apps/{app}/versions/{number}": {"get": op("One version.", [T, A, N], resp=ok("200", ref("Version"), "The version."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/apps/{app}/variables": {"get": op("The app's variables (secrets without their value).", [T, A], resp=ok("200", {"type": "array", "items": ref("Variable")}, "By name."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/apps/{app}/variables/{name}": {
+   "put": op("Set an app variable (the versions' templates {{ name }} read it; the serving versions at once). A secret's value is never shown again.", [T, A, VN], req=body(ref("SetVariable")), resp={"204": {"description": "Set."}}, errs=("400", "401", "404", "413")),
+   "delete": op("Remove an app variable, unless a serving version needs it.", [T, A, VN], resp={"204": {"description": "Removed."}}, errs=("401", "404", "409"))},
  "/v1/tenants/{tenant}/apps/{app}/deployments": {
    "get": op("The app's deployments, newest (serving) first.", [T, A], resp=ok("200", {"type": "array", "items": ref("Deployment")}, "Deployments."), errs=("401", "404")),
    "post": op("Serve one version, or two splitting the traffic by percent. With `smoke`, the new app must answer the smoke request first; otherwise nothing changes. Activation is atomic: in-flight requests finish on the old version.", [T, A], req=body(ref("NewDeployment")), resp=ok("201", ref("Deployment"), "Serving."), errs=("400", "401", "404", "422"))},
@@ -80,17 +85,20 @@ schemas = {
  "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["field", "message"], "properties": {"field": {"type": ["string", "null"], "description": "The request field it is about, as a path (components.web.digest, versions[1].percent), or null."}, "message": {"type": "string", "description": "What is wrong and what is allowed."}}}}},
  "WhoAmI": s(id=S, role={"enum": ["operator", "tenant"]}, tenant={"type": ["string", "null"]}),
  "Quota": s(max_apps=I, max_components=I, max_versions=I, max_artifact_bytes=I, max_total_artifact_bytes=I),
- "Tenant": s(name=S, hosts={"type": "array", "items": S}, quota=ref("Quota"), created_at=I),
- "NewTenant": {**s(name={"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}$"}, hosts={"type": "array", "items": S, "minItems": 1, "description": "example.com or *.example.com; not held by another tenant."}, quota=ref("Quota")), "required": ["name", "hosts"]},
+ "Tenant": s(name=S, hosts={"type": "array", "items": S}, quota=ref("Quota"), programs={"type": "array", "items": S}, created_at=I),
+ "NewTenant": {**s(name={"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}$"}, hosts={"type": "array", "items": S, "minItems": 1, "description": "example.com or *.example.com; not held by another tenant."}, quota=ref("Quota"), programs={"type": "array", "items": S, "description": "programs its components may run through the sidecar, within the node's [sidecar] allow"}), "required": ["name", "hosts"]},
  "Token": s(id=S, name=S, role=S, created_at=I, expires_at={"type": ["integer", "null"]}, revoked_at={"type": ["integer", "null"]}),
  "CreatedToken": s(id=S, name=S, role=S, created_at=I, expires_at={"type": ["integer", "null"]}, revoked_at={"type": "null"}, token={"type": "string", "description": "edge_ID_SECRET; send as `Authorization: Bearer TOKEN`. Shown once."}),
  "NewToken": {**s(name=S, expires_in_s={"type": "integer", "minimum": 1, "maximum": 315360000}), "required": ["name"]},
  "Artifact": s(digest={"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}, size=I, imports={"type": "array", "items": S}, created_at=I),
  "NewApp": {**s(name={"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}$"}), "required": ["name"]},
  "App": s(name=S, created_at=I, deployment={"oneOf": [ref("Deployment"), {"type": "null"}]}),
- "ComponentSpec": {**s(digest=S, key_value_stores={"type": "array", "items": S}, allowed_outbound_hosts={"type": "array", "items": S, "description": "Spin syntax: https://api.example.com, http://*:8080..."}, variables={"type": "object", "additionalProperties": S}), "required": ["digest"]},
+ "ComponentSpec": {**s(digest=S, key_value_stores={"type": "array", "items": S}, allowed_outbound_hosts={"type": "array", "items": S, "description": "Spin syntax: https://api.example.com, http://*:8080..."}, variables={"type": "object", "additionalProperties": S, "description": "values or templates: {{ app_variable }}"}), "required": ["digest"]},
  "RouteSpec": {**s(route={"type": "string", "description": "Spin route syntax: /exact, /prefix/..., /:name"}, component=S), "required": ["route", "component"]},
- "VersionSpec": {**s(components={"type": "object", "additionalProperties": ref("ComponentSpec")}, routes={"type": "array", "items": ref("RouteSpec"), "minItems": 1}), "required": ["components", "routes"]},
+ "VariableDecl": s(default=S, required={"type": "boolean"}, secret={"type": "boolean"}),
+ "VersionSpec": {**s(components={"type": "object", "additionalProperties": ref("ComponentSpec")}, routes={"type": "array", "items": ref("RouteSpec"), "minItems": 1}, variables={"type": "object", "additionalProperties": ref("VariableDecl"), "description": "App variables the components' templates use (Spin's [variables])"}), "required": ["components", "routes"]},
+ "Variable": s(name=S, secret={"type": "boolean"}, value=S, updated_at=I),
+ "SetVariable": {**s(value={"type": "string", "maxLength": 65536}, secret={"type": "boolean", "default": False}), "required": ["value"]},
  "Version": s(number=I, spec=ref("VersionSpec"), created_at=I),
  "Weighted": {**s(version=I, percent={"type": "integer", "minimum": 0, "maximum": 100}), "required": ["version", "percent"]},
  "Deployment": s(seq=I, versions={"type": "array", "items": ref("Weighted")}, created_at=I),

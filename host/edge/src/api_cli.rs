@@ -109,9 +109,19 @@ impl Api {
         )
     }
 
-    /// `POST path` with bytes.
-    pub fn upload(&self, path: &str, bytes: Vec<u8>) -> Result<Value> {
-        self.call("POST", path, Some("application/wasm"), Bytes::from(bytes))
+    /// `POST path` with bytes of `content_type`.
+    pub fn upload(&self, path: &str, content_type: &str, bytes: Vec<u8>) -> Result<Value> {
+        self.call("POST", path, Some(content_type), Bytes::from(bytes))
+    }
+
+    /// `PUT path` with a JSON body.
+    pub fn put(&self, path: &str, body: &Value) -> Result<Value> {
+        self.call(
+            "PUT",
+            path,
+            Some("application/json"),
+            Bytes::from(body.to_string()),
+        )
     }
 
     /// `DELETE path`.

@@ -54,7 +54,7 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
             limits: files.default_limits.clone(),
             variables: BTreeMap::new(),
             sites: Vec::new(),
-            sidecar_programs: Vec::new(),
+            sidecar_programs: t.programs.iter().map(PathBuf::from).collect(),
             outbound_allow_ranges: files.outbound_allow_ranges.clone(),
             mixer: files.default_mixer,
         };
@@ -357,6 +357,15 @@ impl edge_control::Node for Node {
         smoke: Option<edge_control::SmokeRequest>,
     ) -> Result<(), String> {
         self.apply_desired(desired, smoke).await
+    }
+
+    fn sidecar_programs(&self) -> Vec<String> {
+        let app = self.shared.app.load();
+        app.files
+            .sidecar
+            .as_ref()
+            .map(|s| s.allow.iter().map(|p| p.display().to_string()).collect())
+            .unwrap_or_default()
     }
 
     fn serves_sites(&self) -> bool {

@@ -32,9 +32,13 @@ pub struct DeployArgs {
     /// (the rest stays on the one serving now): a gradual rollout.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100), default_value_t = 100)]
     percent: u8,
-    /// A value for a manifest variable (`NAME=VALUE`), over its default.
+    /// Set an app variable (`NAME=VALUE`): what `{{ NAME }}` in the
+    /// components' variables becomes, over the manifest's default.
     #[arg(long = "var", value_parser = parse_var)]
     vars: Vec<(String, String)>,
+    /// Set an app variable whose value is secret (never shown by the API).
+    #[arg(long = "secret", value_parser = parse_var)]
+    secrets: Vec<(String, String)>,
     /// The tenant (default: the token's).
     #[arg(long)]
     tenant: Option<String>,
@@ -48,204 +52,106 @@ fn parse_var(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))
 }
 
-/// What `edge deploy` reads from a Spin manifest (other keys are Spin's
-/// and ignored here).
-#[derive(serde::Deserialize)]
-struct Manifest {
-    application: Application,
-    #[serde(default)]
-    variables: BTreeMap<String, ManifestVariable>,
-    #[serde(default)]
-    trigger: Triggers,
-    #[serde(default)]
-    component: BTreeMap<String, ManifestComponent>,
-}
-
-#[derive(serde::Deserialize)]
-struct Application {
-    name: String,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct ManifestVariable {
-    default: Option<String>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct Triggers {
-    #[serde(default)]
-    http: Vec<HttpTrigger>,
-}
-
-#[derive(serde::Deserialize)]
-struct HttpTrigger {
-    route: toml::Value,
-    component: String,
-}
-
-#[derive(serde::Deserialize)]
-struct ManifestComponent {
-    source: toml::Value,
-    #[serde(default)]
-    key_value_stores: Vec<String>,
-    #[serde(default)]
-    allowed_outbound_hosts: Vec<String>,
-    #[serde(default)]
-    variables: BTreeMap<String, String>,
-}
-
-/// A version to create: component id → (file, spec without digest), routes.
-struct Plan {
-    app: String,
-    components: BTreeMap<String, (PathBuf, Value)>,
-    routes: Vec<Value>,
-}
-
-fn plan_component(args: &DeployArgs) -> Result<Plan> {
-    let stem = args
-        .path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("app")
-        .to_ascii_lowercase()
-        .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "-");
-    let mut components = BTreeMap::new();
-    components.insert(stem.clone(), (args.path.clone(), json!({})));
-    Ok(Plan {
-        app: args.app.clone().unwrap_or_else(|| stem.clone()),
-        components,
-        routes: vec![json!({"route": args.route, "component": stem})],
-    })
-}
-
-fn render(template: &str, values: &BTreeMap<String, String>, at: &str) -> Result<String> {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            bail!("{at}: unclosed {{{{ in {template:?}");
-        };
-        let name = after[..end].trim();
-        let value = values.get(name).with_context(|| {
-            format!("{at}: variable {name:?} has no value (give one with --var {name}=VALUE)")
-        })?;
-        out.push_str(value);
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-fn plan_manifest(args: &DeployArgs) -> Result<Plan> {
-    let text = std::fs::read_to_string(&args.path)
-        .with_context(|| format!("reading {}", args.path.display()))?;
-    let m: Manifest = toml::from_str(&text).with_context(|| format!("{}", args.path.display()))?;
-    let dir = args.path.parent().unwrap_or(Path::new("."));
-    let mut values: BTreeMap<String, String> = m
-        .variables
-        .iter()
-        .filter_map(|(k, v)| v.default.clone().map(|d| (k.clone(), d)))
-        .collect();
-    values.extend(args.vars.iter().cloned());
-    let mut components = BTreeMap::new();
-    let mut routes = Vec::new();
-    for t in &m.trigger.http {
-        let Some(route) = t.route.as_str() else {
-            continue; // `{ private = true }`: not reachable over HTTP.
-        };
-        let Some(c) = m.component.get(&t.component) else {
+/// A gzipped tar of the manifest and the files it names, as the API
+/// takes a Spin app.
+fn spin_archive(manifest: &Path) -> Result<(String, Vec<u8>)> {
+    let text = std::fs::read_to_string(manifest)
+        .with_context(|| format!("reading {}", manifest.display()))?;
+    let app = edge_control::spin_app::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", manifest.display()))?;
+    let dir = manifest.parent().unwrap_or(Path::new("."));
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    let mut header = tar::Header::new_gnu();
+    header.set_size(text.len() as u64);
+    header.set_mode(0o644);
+    tar.append_data(&mut header, "spin.toml", text.as_bytes())?;
+    let mut added = Vec::new();
+    for (id, source) in &app.sources {
+        let Some(path) = edge_control::spin_app::normal_path(source) else {
             bail!(
-                "{}: trigger.http route {route:?} names component {:?}, which the manifest does not define",
-                args.path.display(),
-                t.component
+                "{}: component.{id}.source {source:?} leaves the app's directory",
+                manifest.display()
             );
         };
-        routes.push(json!({"route": route, "component": t.component}));
-        if components.contains_key(&t.component) {
+        if added.contains(&path) {
             continue;
         }
-        let Some(source) = c.source.as_str() else {
-            bail!(
-                "{}: component.{}.source: edge deploy uploads local files; a registry or URL source is not supported",
-                args.path.display(),
-                t.component
-            );
-        };
-        let mut variables = BTreeMap::new();
-        for (k, v) in &c.variables {
-            variables.insert(
-                k.clone(),
-                render(
-                    v,
-                    &values,
-                    &format!("component.{}.variables.{k}", t.component),
-                )?,
-            );
-        }
-        let spec = json!({
-            "key_value_stores": c.key_value_stores,
-            "allowed_outbound_hosts": c.allowed_outbound_hosts,
-            "variables": variables,
-        });
-        components.insert(t.component.clone(), (dir.join(source), spec));
+        let file = dir.join(&path);
+        let bytes = std::fs::read(&file)
+            .with_context(|| format!("component {id:?}: reading its source {}", file.display()))?;
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        tar.append_data(&mut header, &path, bytes.as_slice())?;
+        added.push(path);
     }
-    if routes.is_empty() {
-        bail!(
-            "{}: no [[trigger.http]] route to deploy",
-            args.path.display()
-        );
-    }
-    Ok(Plan {
-        app: args
-            .app
-            .clone()
-            .unwrap_or(m.application.name.to_ascii_lowercase()),
-        components,
-        routes,
-    })
+    let gz = tar.into_inner()?;
+    Ok((app.name, gz.finish()?))
 }
 
 /// `edge deploy`: uploads, creates a version, deploys it.
 pub fn deploy(args: &DeployArgs) -> Result<()> {
     let api = Api::new(&args.api)?;
-    let plan = if args.path.extension().is_some_and(|e| e == "wasm") {
-        plan_component(args)?
-    } else {
-        plan_manifest(args)?
-    };
     let tenant = api.tenant(&args.tenant)?;
     let base = format!("/v1/tenants/{tenant}");
-    let mut components = serde_json::Map::new();
-    for (id, (file, spec)) in &plan.components {
-        let bytes = std::fs::read(file)
-            .with_context(|| format!("reading component {id:?} from {}", file.display()))?;
-        let size = bytes.len();
+    let single = args.path.extension().is_some_and(|e| e == "wasm");
+    // A single component is uploaded first; a Spin app goes up whole with
+    // its version.
+    let (app_name, version_body) = if single {
+        let stem = args
+            .path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("app")
+            .to_ascii_lowercase()
+            .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "-");
+        let bytes = std::fs::read(&args.path)
+            .with_context(|| format!("reading {}", args.path.display()))?;
         let artifact = api
-            .upload(&format!("{base}/artifacts"), bytes)
-            .with_context(|| format!("uploading {}", file.display()))?;
-        let mut spec = spec.clone();
-        spec["digest"] = artifact["digest"].clone();
-        if !api.json {
-            eprintln!(
-                "uploaded {id}: {} ({size} bytes)",
-                artifact["digest"].as_str().unwrap_or("?")
-            );
-        }
-        components.insert(id.clone(), spec);
-    }
-    let app_path = format!("{base}/apps/{}", plan.app);
+            .upload(&format!("{base}/artifacts"), "application/wasm", bytes)
+            .with_context(|| format!("uploading {}", args.path.display()))?;
+        let spec = json!({
+            "components": {stem.clone(): {"digest": artifact["digest"]}},
+            "routes": [{"route": args.route, "component": stem}],
+        });
+        (
+            args.app.clone().unwrap_or(stem),
+            ("application/json", spec.to_string().into_bytes()),
+        )
+    } else {
+        let (name, archive) = spin_archive(&args.path)?;
+        (
+            args.app.clone().unwrap_or(name),
+            ("application/gzip", archive),
+        )
+    };
+    let app_path = format!("{base}/apps/{app_name}");
     if let Err(e) = api.get(&app_path) {
         if !e.to_string().contains("404") {
             return Err(e);
         }
-        api.post(&format!("{base}/apps"), &json!({"name": plan.app}))?;
+        api.post(&format!("{base}/apps"), &json!({"name": app_name}))?;
     }
-    let version = api.post(
-        &format!("{app_path}/versions"),
-        &json!({"components": components, "routes": plan.routes}),
-    )?;
+    for (secret, (name, value)) in args
+        .vars
+        .iter()
+        .map(|v| (false, v))
+        .chain(args.secrets.iter().map(|v| (true, v)))
+    {
+        api.put(
+            &format!("{app_path}/variables/{name}"),
+            &json!({"value": value, "secret": secret}),
+        )
+        .with_context(|| format!("setting variable {name:?}"))?;
+    }
+    let version = api
+        .upload(
+            &format!("{app_path}/versions"),
+            version_body.0,
+            version_body.1,
+        )
+        .with_context(|| format!("creating a version of {}", args.path.display()))?;
     let number = version["number"].as_i64().unwrap_or_default();
     let mut versions = vec![json!({"version": number, "percent": args.percent})];
     if args.percent < 100 {
@@ -254,10 +160,7 @@ pub fn deploy(args: &DeployArgs) -> Result<()> {
             .as_array()
             .and_then(|v| v.first())
         else {
-            bail!(
-                "app {:?} serves nothing yet: the first deployment takes 100 percent",
-                plan.app
-            );
+            bail!("app {app_name:?} serves nothing yet: the first deployment takes 100 percent");
         };
         versions.push(json!({"version": current["version"], "percent": 100 - args.percent}));
     }
@@ -268,8 +171,8 @@ pub fn deploy(args: &DeployArgs) -> Result<()> {
     let d = api.post(&format!("{app_path}/deployments"), &body)?;
     api.print(&d, || {
         format!(
-            "deployed {} version {number} ({} percent) for tenant {tenant}",
-            plan.app, args.percent
+            "deployed {app_name} version {number} ({} percent) for tenant {tenant}",
+            args.percent
         )
     });
     Ok(())

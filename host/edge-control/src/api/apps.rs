@@ -18,125 +18,6 @@ use http::StatusCode;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-#[derive(Serialize)]
-pub struct Artifact {
-    digest: String,
-    size: u64,
-    imports: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    created_at: Option<i64>,
-}
-
-pub async fn artifacts(
-    State(c): State<Arc<Control>>,
-    caller: Caller,
-    Path(tenant): Path<String>,
-) -> Result<Json<Vec<Artifact>>, ApiError> {
-    let t = caller.tenant(&c, &tenant).await?;
-    let list = c.db.artifacts(&t.id).await?;
-    Ok(Json(
-        list.into_iter()
-            .map(|(digest, size, imports, created_at)| Artifact {
-                digest,
-                size: size.max(0) as u64,
-                imports,
-                created_at: Some(created_at),
-            })
-            .collect(),
-    ))
-}
-
-pub async fn upload(
-    State(c): State<Arc<Control>>,
-    caller: Caller,
-    Path(tenant): Path<String>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Result<(StatusCode, Json<Artifact>), ApiError> {
-    let mut tenant_id = None;
-    let mut target = String::from("upload");
-    let result = async {
-        let t = caller.tenant(&c, &tenant).await?;
-        tenant_id = Some(t.id.clone());
-        let bytes = body.map_err(|e| upload_failed(&e, c.max_upload_bytes))?;
-        let quota = &t.tenant.quota;
-        if bytes.len() as u64 > quota.max_artifact_bytes {
-            return Err(ApiError::too_large(
-                None,
-                format!(
-                    "the component is {} bytes; this tenant's quota allows {} per component (max_artifact_bytes)",
-                    bytes.len(),
-                    quota.max_artifact_bytes
-                ),
-            ));
-        }
-        let digest = crate::blobs::digest(&bytes);
-        target = digest.clone();
-        let inspected = inspect::inspect(&bytes).map_err(|e| ApiError::invalid(None, e))?;
-        if c.db.artifact_imports(&t.id, &digest).await?.is_none() {
-            let used = c.db.artifact_bytes(&t.id).await?.max(0) as u64;
-            if used + bytes.len() as u64 > quota.max_total_artifact_bytes {
-                return Err(ApiError::too_large(
-                    None,
-                    format!(
-                        "this tenant's components take {used} bytes; {} more would pass its quota of {} (max_total_artifact_bytes)",
-                        bytes.len(),
-                        quota.max_total_artifact_bytes
-                    ),
-                ));
-            }
-        }
-        // Compile before storing: a component that does not compile is
-        // refused and leaves nothing behind.
-        let staged = c.blobs.stage(&bytes).map_err(ApiError::internal)?;
-        let compiled = c.node.compile(staged.path()).await;
-        compiled.map_err(|e| ApiError::invalid(None, format!("compiling the component: {e}")))?;
-        staged.commit(&digest).map_err(ApiError::internal)?;
-        c.db
-            .add_artifact(&t.id, &digest, bytes.len() as i64, &inspected.imports)
-            .await?;
-        Ok((
-            StatusCode::CREATED,
-            Json(Artifact {
-                digest: digest.clone(),
-                size: bytes.len() as u64,
-                imports: inspected.imports,
-                created_at: None,
-            }),
-        ))
-    }
-    .await;
-    c.record(
-        Some(&caller),
-        tenant_id.as_deref(),
-        "artifact.upload",
-        &target,
-        &result,
-    )
-    .await;
-    result
-}
-
-/// Why an upload's body could not be read: too large, too slow, or cut.
-fn upload_failed(e: &axum::extract::rejection::BytesRejection, max: usize) -> ApiError {
-    let detail = format!("{e:?}");
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE || detail.contains("HttpRequestBodySize") {
-        ApiError::too_large(
-            None,
-            format!(
-                "the upload is larger than this node accepts ({max} bytes, [control] max_upload_bytes)"
-            ),
-        )
-    } else if detail.contains("Timeout") {
-        ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            None,
-            "the upload came too slowly ([server] body_read_timeout_ms, min_body_rate)",
-        )
-    } else {
-        ApiError::bad(None, format!("reading the upload: {e}"))
-    }
-}
-
 async fn app_of(c: &Control, t: &TenantRow, name: &str) -> Result<AppRow, ApiError> {
     c.db.app(&t.id, name)
         .await?
@@ -243,8 +124,14 @@ pub async fn version(
     Ok(Json(c.db.version(&a.id, n).await?.ok_or_else(missing)?))
 }
 
-/// Checks a version's spec against the tenant's artifacts and quota.
-async fn check_version(c: &Control, t: &TenantRow, spec: &VersionSpec) -> Result<(), ApiError> {
+/// Checks a version's spec against the tenant's artifacts (and those
+/// about to be stored, `pending`: digest → imports) and quota.
+async fn check_version(
+    c: &Control,
+    t: &TenantRow,
+    spec: &VersionSpec,
+    pending: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Result<(), ApiError> {
     if spec.components.is_empty() {
         return Err(ApiError::bad(
             Some("components"),
@@ -270,7 +157,11 @@ async fn check_version(c: &Control, t: &TenantRow, spec: &VersionSpec) -> Result
                 format!("{:?} is not a digest (sha256:64 hex digits)", comp.digest),
             ));
         }
-        let imports = c.db.artifact_imports(&t.id, &comp.digest).await?.ok_or_else(|| {
+        let stored = match pending.get(&comp.digest) {
+            Some(imports) => Some(imports.clone()),
+            None => c.db.artifact_imports(&t.id, &comp.digest).await?,
+        };
+        let imports = stored.ok_or_else(|| {
             ApiError::invalid(Some(&at("digest")), format!("no artifact {} was uploaded by this tenant; upload it first (POST /v1/tenants/{}/artifacts)", comp.digest, t.tenant.name))
         })?;
         for (i, label) in comp.key_value_stores.iter().enumerate() {
@@ -295,12 +186,36 @@ async fn check_version(c: &Control, t: &TenantRow, spec: &VersionSpec) -> Result
                 ));
             }
         }
+        for (name, value) in &comp.variables {
+            let field = at(&format!("variables.{name}"));
+            let refs =
+                crate::variables::references(value).map_err(|e| ApiError::bad(Some(&field), e))?;
+            if let Some(undeclared) = refs.iter().find(|r| !spec.variables.contains_key(**r)) {
+                return Err(ApiError::bad(
+                    Some(&field),
+                    format!(
+                        "{value:?} uses variable {undeclared:?}, which the version does not declare (add it to `variables`)"
+                    ),
+                ));
+            }
+        }
         let grants = Grants {
             key_value: !comp.key_value_stores.is_empty(),
+            process: !t.tenant.programs.is_empty(),
         };
         inspect::check_imports(&imports, grants).map_err(|e| {
             ApiError::invalid(Some(&at("digest")), format!("component {id:?}: {e}"))
         })?;
+    }
+    for name in spec.variables.keys() {
+        if !crate::variables::is_name(name) {
+            return Err(ApiError::bad(
+                Some(&format!("variables.{name}")),
+                format!(
+                    "{name:?} is not a variable name (lower-case letters, digits and '_', starting with a letter)"
+                ),
+            ));
+        }
     }
     if spec.routes.is_empty() {
         return Err(ApiError::bad(
@@ -341,15 +256,40 @@ pub async fn create_version(
     State(c): State<Arc<Control>>,
     caller: Caller,
     Path((tenant, app)): Path<(String, String)>,
-    body: Result<JsonBody<VersionSpec>, ApiError>,
+    headers: http::HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<(StatusCode, Json<CreatedVersion>), ApiError> {
     let mut tenant_id = None;
     let result = async {
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
         let a = app_of(&c, &t, &app).await?;
-        let JsonBody(spec) = body?;
-        check_version(&c, &t, &spec).await?;
+        let body = body.map_err(|e| super::artifacts::read_failed(&e, c.max_upload_bytes))?;
+        let content_type = headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let archive = body.starts_with(&[0x1f, 0x8b])
+            || ["application/gzip", "application/x-tar", "application/x-gtar"]
+                .iter()
+                .any(|t| content_type.starts_with(t));
+        let (spec, uploads) = if archive {
+            super::archive::version(&c, &t, &body)?
+        } else {
+            let spec = super::json::parse::<VersionSpec>(&body).map_err(|e| {
+                if body.trim_ascii_start().starts_with(b"{") {
+                    e
+                } else {
+                    ApiError::bad(None, format!("the body is neither a version (JSON) nor a Spin app (a tar or tar.gz archive, sent as application/gzip or application/x-tar): {}", e.message))
+                }
+            })?;
+            (spec, Vec::new())
+        };
+        let pending = uploads
+            .iter()
+            .map(|u| (u.checked.digest.clone(), u.checked.imports.clone()))
+            .collect();
+        check_version(&c, &t, &spec, &pending).await?;
         let kept = c.db.version_count(&a.id).await?;
         if kept as u64 >= t.tenant.quota.max_versions {
             return Err(ApiError::invalid(
@@ -357,6 +297,7 @@ pub async fn create_version(
                 format!("app {app:?} keeps {kept} versions, this tenant's quota (max_versions)"),
             ));
         }
+        super::artifacts::store(&c, &t, &uploads).await?;
         let number =
             c.db.create_version(&a.id, &spec, Some(&caller.principal.id))
                 .await?;
@@ -421,13 +362,23 @@ async fn put_in_service(
             "the two versions must differ",
         ));
     }
+    let set = c.db.variable_values(&a.id).await?;
     let mut resolved = Vec::new();
     for (i, w) in versions.iter().enumerate() {
-        let v = c.db.version(&a.id, w.version).await?.ok_or_else(|| {
+        let field = format!("versions[{i}].version");
+        let mut v = c.db.version(&a.id, w.version).await?.ok_or_else(|| {
             ApiError::invalid(
-                Some(&format!("versions[{i}].version")),
+                Some(&field),
                 format!("app {:?} has no version {}", a.name, w.version),
             )
+        })?;
+        crate::variables::render_spec(&mut v.spec, &set).map_err(|(component, var, why)| {
+            let at = if component.is_empty() {
+                String::new()
+            } else {
+                format!(" component {component:?} variable {var:?}:")
+            };
+            ApiError::invalid(Some(&field), format!("version {}:{at} {why}", w.version))
         })?;
         resolved.push((w.version, w.percent, v.spec));
     }
@@ -571,6 +522,108 @@ pub async fn rollback(
         tenant_id.as_deref(),
         "app.rollback",
         &app,
+        &result,
+    )
+    .await;
+    result
+}
+
+pub async fn variables(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app)): Path<(String, String)>,
+) -> Result<Json<Vec<crate::model::VariableValue>>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let a = app_of(&c, &t, &app).await?;
+    Ok(Json(c.db.variables(&a.id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetVariable {
+    value: String,
+    #[serde(default)]
+    secret: bool,
+}
+
+/// Largest variable value.
+const MAX_VARIABLE_BYTES: usize = 64 << 10;
+
+/// Sets an app variable; the serving versions read the new value at once.
+pub async fn set_variable(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app, name)): Path<(String, String, String)>,
+    body: Result<JsonBody<SetVariable>, ApiError>,
+) -> Result<StatusCode, ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let a = app_of(&c, &t, &app).await?;
+        if !crate::variables::is_name(&name) {
+            return Err(ApiError::bad(None, format!("{name:?} is not a variable name (lower-case letters, digits and '_', starting with a letter)")));
+        }
+        let JsonBody(v) = body?;
+        if v.value.len() > MAX_VARIABLE_BYTES {
+            return Err(ApiError::too_large(Some("value"), format!("{} bytes; a value has at most {MAX_VARIABLE_BYTES}", v.value.len())));
+        }
+        c.db.set_variable(&a.id, &name, &v.value, v.secret).await?;
+        c.apply_stored().await.map_err(ApiError::internal)?;
+        Ok(StatusCode::NO_CONTENT)
+    }
+    .await;
+    // The audit log names the variable, never its value.
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "variable.set",
+        &format!("{app}/{name}"),
+        &result,
+    )
+    .await;
+    result
+}
+
+/// Removes an app variable, unless the serving versions need it.
+pub async fn delete_variable(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, app, name)): Path<(String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let a = app_of(&c, &t, &app).await?;
+        let mut set = c.db.variable_values(&a.id).await?;
+        if set.remove(&name).is_none() {
+            return Err(ApiError::not_found(format!(
+                "no variable {name:?} is set for app {app:?}"
+            )));
+        }
+        if let Some(d) = c.db.deployments(&a.id, 1).await?.into_iter().next() {
+            for w in d.versions {
+                if let Some(mut v) = c.db.version(&a.id, w.version).await?
+                    && let Err((_, _, why)) = crate::variables::render_spec(&mut v.spec, &set)
+                {
+                    return Err(ApiError::conflict(
+                        None,
+                        format!("version {} serves and needs it: {why}", w.version),
+                    ));
+                }
+            }
+        }
+        c.db.delete_variable(&a.id, &name).await?;
+        c.apply_stored().await.map_err(ApiError::internal)?;
+        Ok(StatusCode::NO_CONTENT)
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "variable.delete",
+        &format!("{app}/{name}"),
         &result,
     )
     .await;

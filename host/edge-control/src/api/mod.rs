@@ -4,6 +4,8 @@
 //! apart. `GET /v1/openapi.json` documents it.
 
 mod apps;
+mod archive;
+mod artifacts;
 mod auth;
 mod error;
 mod json;
@@ -50,6 +52,9 @@ pub trait Node: Send + Sync + 'static {
     fn claimed(&self) -> (Vec<String>, Vec<String>);
     /// Whether the node can proxy sites (it has a rewriter component).
     fn serves_sites(&self) -> bool;
+    /// Programs the node's sidecar may run (`[sidecar] allow`): what an
+    /// operator may grant a tenant.
+    fn sidecar_programs(&self) -> Vec<String>;
 }
 
 /// The control plane's state, shared by every request.
@@ -139,6 +144,9 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants/{tenant}/apps/{app}/versions"),
     ("POST", "/v1/tenants/{tenant}/apps/{app}/versions"),
     ("GET", "/v1/tenants/{tenant}/apps/{app}/versions/{number}"),
+    ("GET", "/v1/tenants/{tenant}/apps/{app}/variables"),
+    ("PUT", "/v1/tenants/{tenant}/apps/{app}/variables/{name}"),
+    ("DELETE", "/v1/tenants/{tenant}/apps/{app}/variables/{name}"),
     ("GET", "/v1/tenants/{tenant}/apps/{app}/deployments"),
     ("POST", "/v1/tenants/{tenant}/apps/{app}/deployments"),
     ("POST", "/v1/tenants/{tenant}/apps/{app}/rollback"),
@@ -185,7 +193,7 @@ pub fn router(control: Arc<Control>) -> Router {
         )
         .route(
             "/v1/tenants/{tenant}/artifacts",
-            get(apps::artifacts).post(apps::upload),
+            get(artifacts::list).post(artifacts::upload),
         )
         .route(
             "/v1/tenants/{tenant}/apps",
@@ -199,6 +207,14 @@ pub fn router(control: Arc<Control>) -> Router {
         .route(
             "/v1/tenants/{tenant}/apps/{app}/versions/{number}",
             get(apps::version),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/variables",
+            get(apps::variables),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/variables/{name}",
+            axum::routing::put(apps::set_variable).delete(apps::delete_variable),
         )
         .route(
             "/v1/tenants/{tenant}/apps/{app}/deployments",
@@ -291,6 +307,9 @@ mod tests {
         fn serves_sites(&self) -> bool {
             false
         }
+        fn sidecar_programs(&self) -> Vec<String> {
+            Vec::new()
+        }
     }
 
     #[test]
@@ -331,6 +350,7 @@ mod tests {
                 .replace("{tenant}", "t")
                 .replace("{app}", "a")
                 .replace("{site}", "s")
+                .replace("{name}", "v")
                 .replace("{id}", "k")
                 .replace("{number}", "1");
             let req = http::Request::builder()

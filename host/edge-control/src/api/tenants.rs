@@ -16,6 +16,8 @@ pub struct NewTenant {
     hosts: Vec<String>,
     #[serde(default)]
     quota: Quota,
+    #[serde(default)]
+    programs: Vec<String>,
 }
 
 pub async fn list(
@@ -102,7 +104,25 @@ pub async fn create(
                 format!("tenant {:?} exists", t.name),
             ));
         }
-        let row = c.db.create_tenant(&t.name, &hosts, &t.quota).await?;
+        let allowed = c.node.sidecar_programs();
+        for (i, p) in t.programs.iter().enumerate() {
+            if !allowed.contains(p) {
+                return Err(ApiError::invalid(
+                    Some(&format!("programs[{i}]")),
+                    if allowed.is_empty() {
+                        format!("{p:?}: this node runs no programs (no [sidecar] section)")
+                    } else {
+                        format!(
+                            "{p:?} is not in the node's [sidecar] allow ({})",
+                            allowed.join(", ")
+                        )
+                    },
+                ));
+            }
+        }
+        let row =
+            c.db.create_tenant(&t.name, &hosts, &t.quota, &t.programs)
+                .await?;
         // A tenant with no app serves nothing yet, but its hosts now
         // answer from this tenant (404) rather than from another's `*`.
         c.apply_stored().await.map_err(ApiError::internal)?;

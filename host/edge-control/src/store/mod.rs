@@ -83,7 +83,13 @@ impl Db {
 
     /// Creates a tenant with its hosts; `Conflict` if the name or a host is
     /// taken.
-    pub async fn create_tenant(&self, name: &str, hosts: &[String], quota: &Quota) -> R<TenantRow> {
+    pub async fn create_tenant(
+        &self,
+        name: &str,
+        hosts: &[String],
+        quota: &Quota,
+        programs: &[String],
+    ) -> R<TenantRow> {
         let id = secret::new_id("t");
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
@@ -103,6 +109,14 @@ impl Db {
                 .await
                 .map_err(conflict_or)?;
         }
+        for p in programs {
+            sqlx::query("INSERT INTO tenant_programs (tenant_id, program) VALUES (?, ?)")
+                .bind(&id)
+                .bind(p)
+                .execute(&mut *tx)
+                .await
+                .map_err(conflict_or)?;
+        }
         tx.commit().await?;
         Ok(TenantRow {
             id,
@@ -110,6 +124,7 @@ impl Db {
                 name: name.into(),
                 hosts: hosts.to_vec(),
                 quota: quota.clone(),
+                programs: programs.to_vec(),
                 created_at: now,
             },
         })
@@ -169,10 +184,19 @@ impl Db {
             .into_iter()
             .map(|h| h.get::<String, _>(0))
             .collect();
+        let programs =
+            sqlx::query("SELECT program FROM tenant_programs WHERE tenant_id = ? ORDER BY program")
+                .bind(&id)
+                .fetch_all(self.pool())
+                .await?
+                .into_iter()
+                .map(|h| h.get::<String, _>(0))
+                .collect();
         Ok(TenantRow {
             tenant: Tenant {
                 name: r.try_get("name")?,
                 hosts,
+                programs,
                 quota: serde_json::from_str(&text(&r, "quota")?)?,
                 created_at: r.try_get("created_at")?,
             },
@@ -188,6 +212,7 @@ impl Db {
         // honours only with its foreign-key pragma on.
         for sql in [
             "DELETE FROM deployments WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
+            "DELETE FROM app_variables WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
             "DELETE FROM versions WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
             "DELETE FROM apps WHERE tenant_id = ?",
             "DELETE FROM artifacts WHERE tenant_id = ?",
@@ -197,6 +222,7 @@ impl Db {
             "DELETE FROM sites WHERE tenant_id = ?",
             "DELETE FROM principals WHERE tenant_id = ?",
             "DELETE FROM tenant_hosts WHERE tenant_id = ?",
+            "DELETE FROM tenant_programs WHERE tenant_id = ?",
         ] {
             sqlx::query(sql).bind(id).execute(&mut *tx).await?;
         }
@@ -469,6 +495,75 @@ impl Db {
         Ok(row.try_get::<i64, _>(0)?)
     }
 
+    // ---- app variables -------------------------------------------------
+
+    /// Sets an app variable (replacing its value and secrecy).
+    pub async fn set_variable(&self, app_id: &str, name: &str, value: &str, secret: bool) -> R<()> {
+        let mut tx = self.pool().begin().await?;
+        sqlx::query("DELETE FROM app_variables WHERE app_id = ? AND name = ?")
+            .bind(app_id)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO app_variables (app_id, name, value, secret, updated_at) VALUES (?, ?, ?, ?, ?)")
+            .bind(app_id)
+            .bind(name)
+            .bind(value)
+            .bind(i64::from(secret))
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await
+            .map_err(conflict_or)?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Removes an app variable; whether it was set.
+    pub async fn delete_variable(&self, app_id: &str, name: &str) -> R<bool> {
+        Ok(
+            sqlx::query("DELETE FROM app_variables WHERE app_id = ? AND name = ?")
+                .bind(app_id)
+                .bind(name)
+                .execute(self.pool())
+                .await?
+                .rows_affected()
+                > 0,
+        )
+    }
+
+    /// An app's variables as the API shows them (secrets without value).
+    pub async fn variables(&self, app_id: &str) -> R<Vec<crate::model::VariableValue>> {
+        sqlx::query("SELECT name, value, secret, updated_at FROM app_variables WHERE app_id = ? ORDER BY name")
+            .bind(app_id)
+            .fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(|r| {
+                let secret = r.try_get::<i64, _>("secret")? != 0;
+                Ok(crate::model::VariableValue {
+                    name: r.try_get("name")?,
+                    secret,
+                    value: if secret { None } else { Some(text(&r, "value")?) },
+                    updated_at: r.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// An app's variable values, secrets included: only for rendering.
+    pub async fn variable_values(
+        &self,
+        app_id: &str,
+    ) -> R<std::collections::BTreeMap<String, String>> {
+        sqlx::query("SELECT name, value FROM app_variables WHERE app_id = ?")
+            .bind(app_id)
+            .fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(|r| Ok((r.try_get("name")?, text(&r, "value")?)))
+            .collect()
+    }
+
     // ---- deployments ---------------------------------------------------
 
     /// Appends a deployment (it becomes the app's current one); its seq.
@@ -542,9 +637,21 @@ impl Db {
                 let Some(d) = self.deployments(&app.id, 1).await?.into_iter().next() else {
                     continue;
                 };
+                let set = self.variable_values(&app.id).await?;
                 let mut versions = Vec::new();
                 for w in d.versions {
-                    if let Some(v) = self.version(&app.id, w.version).await? {
+                    if let Some(mut v) = self.version(&app.id, w.version).await? {
+                        // Deploys and deletes are checked so that this
+                        // renders; should it not, the guest finds the
+                        // variable undefined and the log says why.
+                        if let Err((component, var, why)) =
+                            crate::variables::render_spec(&mut v.spec, &set)
+                        {
+                            tracing::error!(tenant = %t.tenant.name, app = %app.name, component, variable = var, error = %why, "a variable does not render");
+                            for c in v.spec.components.values_mut() {
+                                c.variables.retain(|_, value| !value.contains("{{"));
+                            }
+                        }
                         versions.push((w.version, w.percent, v.spec));
                     }
                 }
@@ -557,6 +664,7 @@ impl Db {
             out.tenants.push(DesiredTenant {
                 name: t.tenant.name,
                 hosts: t.tenant.hosts,
+                programs: t.tenant.programs,
                 apps,
                 sites,
             });

@@ -1,0 +1,138 @@
+//! App variables: Spin's templates (`"{{ api_key }}"` in a component's
+//! variables) rendered from what is set through the API, else the
+//! version's declared default.
+
+use crate::model::{VariableDecl, VersionSpec};
+use std::collections::BTreeMap;
+
+/// Whether `name` is a variable name: lower-case letters, digits and
+/// `_`, starting with a letter (Spin's rule).
+pub fn is_name(name: &str) -> bool {
+    name.len() <= 63
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The variable names `template` refers to, or why it is malformed.
+pub fn references(template: &str) -> Result<Vec<&str>, String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let end = after
+            .find("}}")
+            .ok_or_else(|| format!("{template:?}: `{{{{` without `}}}}`"))?;
+        let name = after[..end].trim();
+        if !is_name(name) {
+            return Err(format!("{template:?}: {name:?} is not a variable name"));
+        }
+        out.push(name);
+        rest = &after[end + 2..];
+    }
+    Ok(out)
+}
+
+/// `template` with every `{{ name }}` replaced by its value.
+pub fn render(
+    template: &str,
+    set: &BTreeMap<String, String>,
+    declared: &BTreeMap<String, VariableDecl>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find("}}")
+            .ok_or_else(|| format!("{template:?}: `{{{{` without `}}}}`"))?;
+        let name = after[..end].trim();
+        let value = set
+            .get(name)
+            .or_else(|| declared.get(name).and_then(|d| d.default.as_ref()))
+            .ok_or_else(|| {
+                if declared.contains_key(name) {
+                    format!("variable {name:?} has no value (set it: PUT .../variables/{name})")
+                } else {
+                    format!("variable {name:?} is not declared in the version's variables")
+                }
+            })?;
+        out.push_str(value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Renders every component variable of `spec` in place; the first
+/// failure as `(component, variable, why)`. Required variables must
+/// have a value even if no template uses them.
+pub fn render_spec(
+    spec: &mut VersionSpec,
+    set: &BTreeMap<String, String>,
+) -> Result<(), (String, String, String)> {
+    for (name, decl) in &spec.variables {
+        if decl.required && !set.contains_key(name) && decl.default.is_none() {
+            return Err((
+                String::new(),
+                name.clone(),
+                format!(
+                    "required variable {name:?} has no value (set it: PUT .../variables/{name})"
+                ),
+            ));
+        }
+    }
+    let declared = spec.variables.clone();
+    for (id, c) in spec.components.iter_mut() {
+        for (var, value) in c.variables.iter_mut() {
+            *value = render(value, set, &declared).map_err(|e| (id.clone(), var.clone(), e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_render_from_set_values_then_defaults() {
+        let set = BTreeMap::from([("key".to_string(), "s3cret".to_string())]);
+        let declared = BTreeMap::from([
+            (
+                "key".to_string(),
+                VariableDecl {
+                    secret: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                "region".to_string(),
+                VariableDecl {
+                    default: Some("eu".into()),
+                    ..Default::default()
+                },
+            ),
+            ("missing".to_string(), VariableDecl::default()),
+        ]);
+        assert_eq!(
+            render("{{ key }}@{{region}}", &set, &declared).unwrap(),
+            "s3cret@eu"
+        );
+        assert!(
+            render("{{ missing }}", &set, &declared)
+                .unwrap_err()
+                .contains("has no value")
+        );
+        assert!(
+            render("{{ other }}", &set, &declared)
+                .unwrap_err()
+                .contains("not declared")
+        );
+        assert_eq!(references("a {{ b }} {{c_1}}").unwrap(), ["b", "c_1"]);
+        assert!(references("{{ B }}").is_err());
+        assert!(references("{{ open").is_err());
+    }
+}
