@@ -650,6 +650,20 @@ fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
             "{what}"
         );
     }
+    // A second app on the first one's route: refused, naming it.
+    let (code, _, err) = node.cli(
+        &token,
+        &["deploy", wasm("echo").to_str().unwrap(), "--app", "other"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("409") && err.contains("version 1 routes \"/...\", which app \"web\" serves"),
+        "{err}"
+    );
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/x")).1,
+        "hello from edge: /x\n"
+    );
     // Errors name the field.
     let (s, v) = rt.block_on(node.post(
         versions,

@@ -419,6 +419,32 @@ async fn put_in_service(
         .find(|x| x.name == t.tenant.name)
         .ok_or_else(|| ApiError::internal("tenant vanished during a deploy"))?;
     tenant.apps.retain(|x| x.name != a.name);
+    // Two apps of a tenant on one route would leave which answers to
+    // chance: refuse the second.
+    for (number, _, spec) in &resolved {
+        for r in &spec.routes {
+            let Ok(mine) = edge_config::RoutePattern::parse(&r.route) else {
+                continue;
+            };
+            let taken = tenant.apps.iter().find(|other| {
+                other.versions.iter().any(|(_, _, o)| {
+                    o.routes.iter().any(|x| {
+                        edge_config::RoutePattern::parse(&x.route)
+                            .is_ok_and(|p| p.same_shape(&mine))
+                    })
+                })
+            });
+            if let Some(other) = taken {
+                return Err(ApiError::conflict(
+                    None,
+                    format!(
+                        "version {number} routes {:?}, which app {:?} serves; give it another route",
+                        r.route, other.name
+                    ),
+                ));
+            }
+        }
+    }
     tenant.apps.push(crate::model::DesiredApp {
         name: a.name.clone(),
         versions: resolved,
