@@ -181,7 +181,7 @@ print()
 print(f"| {n} activations under {rate} req/s | sent | errors | p99 ms | max ms |")
 print("|---|---|---|---|---|")
 print(f"| without activations | {q['sent']} | {q['errors']} | {q['p99_us']/1000:.2f} | {q['max_us']/1000:.1f} |")
-print(f"| during activations (each {"$act_p50"} ms p50, {"$act_max"} ms max) | {b['sent']} | {b['errors']} | {b['p99_us']/1000:.2f} | {b['max_us']/1000:.1f} |")
+print(f"| during activations (each $act_p50 ms p50, $act_max ms max) | {b['sent']} | {b['errors']} | {b['p99_us']/1000:.2f} | {b['max_us']/1000:.1f} |")
 print(f"\np99 during / without: {b['p99_us'] / max(q['p99_us'], 1):.2f}x")
 ok = b["errors"] == 0
 print(f'{"PASS" if ok else "FAIL"}: no request lost during activations ({b["errors"]} errors)')
