@@ -56,6 +56,7 @@ macro_rules! on_both {
 
 on_both!(
     deploy_activate_roll_back_and_restart,
+    tenant_shares_apply_at_once,
     spin_apps_deploy_whole_with_their_variables,
     sites_rules_validate_preview_deploy_and_roll_back,
     tenants_cannot_reach_each_other,
@@ -508,6 +509,7 @@ fn deploy_activate_roll_back_and_restart(backend: Backend) {
 /// tenant and app names and `K` for a token id.
 const TENANT_ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants/T"),
+    ("PATCH", "/v1/tenants/T"),
     ("DELETE", "/v1/tenants/T"),
     ("GET", "/v1/tenants/T/tokens"),
     ("POST", "/v1/tenants/T/tokens"),
@@ -1277,4 +1279,58 @@ fn spin_apps_deploy_whole_with_their_variables(backend: Backend) {
         err.contains("imports edge:platform/process@0.1.0, but this tenant may run no programs"),
         "{err}"
     );
+}
+
+fn tenant_shares_apply_at_once(backend: Backend) {
+    let node = Node::start(backend, "");
+    let rt = runtime();
+    let op = node.operator_token();
+    // Shares stay within the node.
+    let (s, v) = rt.block_on(node.post("/v1/tenants", &op, json!({"name": "acme", "hosts": ["acme.test"], "quota": {"shares": {"memory_bytes": 1u64 << 40}}})));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (422, Some("quota.shares.memory_bytes")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[pool] max_memory_bytes"),
+        "{v}"
+    );
+    let token = rt.block_on(node.tenant("acme", "acme.test", json!({})));
+    let (code, _, err) = node.cli(
+        &token,
+        &["deploy", wasm("fixtures").to_str().unwrap(), "--app", "f"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/sleep?ms=1500")).0,
+        200
+    );
+    // A tenant may not change its own quota.
+    let quota = json!({"quota": {"shares": {"request_deadline_ms": 500}}});
+    let (s, _) = rt.block_on(node.call(
+        "PATCH",
+        "/v1/tenants/acme",
+        &token,
+        Bytes::from(quota.to_string()),
+    ));
+    assert_eq!(s, 403);
+    let (s, v) = rt.block_on(node.call(
+        "PATCH",
+        "/v1/tenants/acme",
+        &op,
+        Bytes::from(quota.to_string()),
+    ));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["quota"]["shares"]["request_deadline_ms"], 500);
+    // The new deadline holds for the next request.
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/sleep?ms=1500")).0,
+        504
+    );
+    let (_, t) = rt.block_on(node.get("/v1/tenants/acme", &token));
+    assert_eq!(t["quota"]["shares"], json!({"request_deadline_ms": 500}));
 }

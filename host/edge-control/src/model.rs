@@ -19,6 +19,47 @@ pub struct Quota {
     pub max_artifact_bytes: u64,
     /// Bytes of all the tenant's uploaded components together.
     pub max_total_artifact_bytes: u64,
+    /// Its share of the node, over the node's `[limits]` defaults (none:
+    /// the default).
+    #[serde(skip_serializing_if = "Shares::is_default")]
+    pub shares: Shares,
+}
+
+/// A tenant's share of the node: each unset one is the node's `[limits]`
+/// default (edge-config/REFERENCE.md names them alike).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Shares {
+    /// Instances alive at once (per-request and pinned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_instances: Option<u64>,
+    /// Pinned sessions alive at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<u64>,
+    /// Requests being served or queued at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_inflight: Option<u64>,
+    /// New sessions per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_rate: Option<u64>,
+    /// Linear-memory cap per instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Wall-clock limit of one request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_deadline_ms: Option<u64>,
+    /// Outbound HTTP requests in flight at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_outbound_requests: Option<u64>,
+    /// Size cap of each key-value store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_store_bytes: Option<u64>,
+}
+
+impl Shares {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl Default for Quota {
@@ -29,6 +70,7 @@ impl Default for Quota {
             max_versions: 100,
             max_artifact_bytes: 64 << 20,
             max_total_artifact_bytes: 1 << 30,
+            shares: Shares::default(),
         }
     }
 }
@@ -220,6 +262,8 @@ pub struct DesiredTenant {
     pub hosts: Vec<String>,
     /// Programs it may run through the sidecar.
     pub programs: Vec<String>,
+    /// Its share of the node.
+    pub shares: Shares,
     /// Deployed apps.
     pub apps: Vec<DesiredApp>,
     /// Sites with their deployed rules.

@@ -35,6 +35,7 @@ paths = {
    "post": op("Create a tenant with its hosts (operators).", req=body(ref("NewTenant")), resp=ok("201", ref("Tenant"), "Created."), errs=("400", "401", "403", "409"))},
  "/v1/tenants/{tenant}": {
    "get": op("One tenant.", [T], resp=ok("200", ref("Tenant"), "The tenant."), errs=("401", "404")),
+   "patch": op("Replace a tenant's quota, shares of the node included (operators); they apply at once.", [T], req=body({"type": "object", "additionalProperties": False, "required": ["quota"], "properties": {"quota": ref("Quota")}}), resp=ok("200", ref("Tenant"), "Updated."), errs=("400", "401", "403", "404", "422")),
    "delete": op("Delete a tenant and everything it owns (operators).", [T], resp={"204": {"description": "Deleted; its hosts stop serving."}}, errs=("401", "403", "404"))},
  "/v1/tokens": {
    "get": op("Operators' tokens (operators).", resp=ok("200", {"type": "array", "items": ref("Token")}, "Newest first."), errs=("401", "403")),
@@ -84,7 +85,8 @@ I = {"type": "integer"}; S = {"type": "string"}
 schemas = {
  "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["field", "message"], "properties": {"field": {"type": ["string", "null"], "description": "The request field it is about, as a path (components.web.digest, versions[1].percent), or null."}, "message": {"type": "string", "description": "What is wrong and what is allowed."}}}}},
  "WhoAmI": s(id=S, role={"enum": ["operator", "tenant"]}, tenant={"type": ["string", "null"]}),
- "Quota": s(max_apps=I, max_components=I, max_versions=I, max_artifact_bytes=I, max_total_artifact_bytes=I),
+ "Quota": s(max_apps=I, max_components=I, max_versions=I, max_artifact_bytes=I, max_total_artifact_bytes=I, shares=ref("Shares")),
+ "Shares": {**s(max_instances=I, max_sessions=I, max_inflight=I, session_rate=I, memory_bytes=I, request_deadline_ms=I, max_outbound_requests=I, kv_store_bytes=I), "description": "The tenant's share of the node; each unset one is the node's [limits] default."},
  "Tenant": s(name=S, hosts={"type": "array", "items": S}, quota=ref("Quota"), programs={"type": "array", "items": S}, created_at=I),
  "NewTenant": {**s(name={"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,62}$"}, hosts={"type": "array", "items": S, "minItems": 1, "description": "example.com or *.example.com; not held by another tenant."}, quota=ref("Quota"), programs={"type": "array", "items": S, "description": "programs its components may run through the sidecar, within the node's [sidecar] allow"}), "required": ["name", "hosts"]},
  "Token": s(id=S, name=S, role=S, created_at=I, expires_at={"type": ["integer", "null"]}, revoked_at={"type": ["integer", "null"]}),

@@ -51,7 +51,7 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
             name: t.name.clone(),
             hosts,
             components: BTreeSet::new(),
-            limits: files.default_limits.clone(),
+            limits: limits(&files.default_limits, &t.shares),
             variables: BTreeMap::new(),
             sites: Vec::new(),
             sidecar_programs: t.programs.iter().map(PathBuf::from).collect(),
@@ -177,6 +177,29 @@ fn add_sites(files: &Config, t: &edge_control::model::DesiredTenant, tenant: &mu
         tenant.components.insert(SITE_COMPONENT.into());
         tenant.sites.push(site);
     }
+}
+
+/// The node's `[limits]` with a tenant's shares over them.
+fn limits(default: &edge_config::Limits, s: &edge_control::model::Shares) -> edge_config::Limits {
+    let mut l = default.clone();
+    let set = |v: Option<u64>, d: &mut u64| {
+        if let Some(v) = v {
+            *d = v;
+        }
+    };
+    set(s.max_instances, &mut l.max_instances);
+    set(s.max_sessions, &mut l.max_sessions);
+    set(s.max_inflight, &mut l.max_inflight);
+    set(s.session_rate, &mut l.session_rate);
+    set(s.memory_bytes, &mut l.memory_bytes);
+    set(s.kv_store_bytes, &mut l.kv_store_bytes);
+    if let Some(ms) = s.request_deadline_ms {
+        l.request_deadline = Duration::from_millis(ms);
+    }
+    if let Some(n) = s.max_outbound_requests {
+        l.max_outbound_requests = n as usize;
+    }
+    l
 }
 
 /// The node as the control plane sees it.
@@ -366,6 +389,12 @@ impl edge_control::Node for Node {
             .as_ref()
             .map(|s| s.allow.iter().map(|p| p.display().to_string()).collect())
             .unwrap_or_default()
+    }
+
+    fn pool_bounds(&self) -> (u64, u64) {
+        let app = self.shared.app.load();
+        let pool = &app.files.pool;
+        (pool.total_component_instances as u64, pool.max_memory_bytes)
     }
 
     fn serves_sites(&self) -> bool {

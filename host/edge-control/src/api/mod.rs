@@ -50,6 +50,9 @@ pub trait Node: Send + Sync + 'static {
     /// Tenant names and host patterns the node's own configuration files
     /// hold: an API tenant may take none of them.
     fn claimed(&self) -> (Vec<String>, Vec<String>);
+    /// The node's pool: instances in all, and the largest memory one may
+    /// have (what a tenant's shares must stay within).
+    fn pool_bounds(&self) -> (u64, u64);
     /// Whether the node can proxy sites (it has a rewriter component).
     fn serves_sites(&self) -> bool;
     /// Programs the node's sidecar may run (`[sidecar] allow`): what an
@@ -129,6 +132,7 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants"),
     ("POST", "/v1/tenants"),
     ("GET", "/v1/tenants/{tenant}"),
+    ("PATCH", "/v1/tenants/{tenant}"),
     ("DELETE", "/v1/tenants/{tenant}"),
     ("GET", "/v1/tokens"),
     ("POST", "/v1/tokens"),
@@ -173,7 +177,9 @@ pub fn router(control: Arc<Control>) -> Router {
         .route("/v1/tenants", get(tenants::list).post(tenants::create))
         .route(
             "/v1/tenants/{tenant}",
-            get(tenants::show).delete(tenants::delete),
+            get(tenants::show)
+                .patch(tenants::update)
+                .delete(tenants::delete),
         )
         .route(
             "/v1/tokens",
@@ -303,6 +309,9 @@ mod tests {
         }
         fn claimed(&self) -> (Vec<String>, Vec<String>) {
             (Vec::new(), Vec::new())
+        }
+        fn pool_bounds(&self) -> (u64, u64) {
+            (1000, 1 << 30)
         }
         fn serves_sites(&self) -> bool {
             false

@@ -120,6 +120,7 @@ pub async fn create(
                 ));
             }
         }
+        check_quota(&c, &t.quota)?;
         let row =
             c.db.create_tenant(&t.name, &hosts, &t.quota, &t.programs)
                 .await?;
@@ -131,6 +132,103 @@ pub async fn create(
     .await;
     c.record(Some(&caller), None, "tenant.create", &target, &result)
         .await;
+    result
+}
+
+/// Checks a quota against the node: shares within its pool, no zeros.
+fn check_quota(c: &Control, q: &Quota) -> Result<(), ApiError> {
+    let (instances, memory) = c.node.pool_bounds();
+    let pool = "the node's pool ([pool] total_component_instances)";
+    let s = &q.shares;
+    let fields = [
+        ("quota.max_apps", Some(q.max_apps), None),
+        ("quota.max_components", Some(q.max_components), None),
+        ("quota.max_versions", Some(q.max_versions), None),
+        ("quota.max_artifact_bytes", Some(q.max_artifact_bytes), None),
+        (
+            "quota.max_total_artifact_bytes",
+            Some(q.max_total_artifact_bytes),
+            None,
+        ),
+        (
+            "quota.shares.max_instances",
+            s.max_instances,
+            Some((instances, pool)),
+        ),
+        (
+            "quota.shares.max_sessions",
+            s.max_sessions,
+            Some((instances, pool)),
+        ),
+        ("quota.shares.max_inflight", s.max_inflight, None),
+        ("quota.shares.session_rate", s.session_rate, None),
+        (
+            "quota.shares.memory_bytes",
+            s.memory_bytes,
+            Some((memory, "the node's slot size ([pool] max_memory_bytes)")),
+        ),
+        (
+            "quota.shares.request_deadline_ms",
+            s.request_deadline_ms,
+            Some((600_000, "ten minutes")),
+        ),
+        (
+            "quota.shares.max_outbound_requests",
+            s.max_outbound_requests,
+            None,
+        ),
+        ("quota.shares.kv_store_bytes", s.kv_store_bytes, None),
+    ];
+    for (field, value, max) in fields {
+        match (value, max) {
+            (Some(0), _) => return Err(ApiError::bad(Some(field), "must be at least 1")),
+            (Some(v), Some((m, what))) if v > m => {
+                return Err(ApiError::invalid(
+                    Some(field),
+                    format!("{v} is more than {what}: {m}"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantUpdate {
+    quota: Quota,
+}
+
+/// Replaces a tenant's quota (operators); its shares apply at once.
+pub async fn update(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path(name): Path<String>,
+    body: Result<JsonBody<TenantUpdate>, ApiError>,
+) -> Result<Json<Tenant>, ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &name).await?;
+        tenant_id = Some(t.id.clone());
+        caller.operator_only()?;
+        let JsonBody(u) = body?;
+        check_quota(&c, &u.quota)?;
+        c.db.set_quota(&t.id, &u.quota).await?;
+        c.apply_stored().await.map_err(ApiError::internal)?;
+        let mut tenant = t.tenant;
+        tenant.quota = u.quota;
+        Ok(Json(tenant))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "tenant.update",
+        &name,
+        &result,
+    )
+    .await;
     result
 }
 

@@ -204,6 +204,16 @@ impl Db {
         })
     }
 
+    /// Replaces a tenant's quota.
+    pub async fn set_quota(&self, id: &str, quota: &Quota) -> R<()> {
+        sqlx::query("UPDATE tenants SET quota = ? WHERE id = ?")
+            .bind(serde_json::to_string(quota)?)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     /// Deletes a tenant and everything it owns (apps, versions, tokens,
     /// artifacts records); whether it existed.
     pub async fn delete_tenant(&self, id: &str) -> R<bool> {
@@ -665,6 +675,7 @@ impl Db {
                 name: t.tenant.name,
                 hosts: t.tenant.hosts,
                 programs: t.tenant.programs,
+                shares: t.tenant.quota.shares,
                 apps,
                 sites,
             });
