@@ -56,6 +56,7 @@ macro_rules! on_both {
 
 on_both!(
     deploy_activate_roll_back_and_restart,
+    users_log_in_with_a_session_cookie_and_csrf_token,
     tenant_shares_apply_at_once,
     spin_apps_deploy_whole_with_their_variables,
     sites_rules_validate_preview_deploy_and_roll_back,
@@ -1333,4 +1334,165 @@ fn tenant_shares_apply_at_once(backend: Backend) {
     );
     let (_, t) = rt.block_on(node.get("/v1/tenants/acme", &token));
     assert_eq!(t["quota"]["shares"], json!({"request_deadline_ms": 500}));
+}
+
+/// A request with `headers`: status, response headers, JSON body.
+async fn exchange(
+    url: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, http::HeaderMap, Value) {
+    use http_body_util::{BodyExt, Full};
+    let mut req = http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client()
+        .request(req.body(Full::new(Bytes::from(body.to_string()))).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status.as_u16(),
+        parts.headers,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn users_log_in_with_a_session_cookie_and_csrf_token(backend: Backend) {
+    let node = Node::start(backend, "");
+    let rt = runtime();
+    let op = node.operator_token();
+    let _ = rt.block_on(node.tenant("acme", "acme.test", json!({})));
+    let _ = rt.block_on(node.tenant("other", "other.test", json!({})));
+    let users = "/v1/tenants/acme/users";
+    let (s, v) = rt.block_on(node.post(
+        users,
+        &op,
+        json!({"login": "alice@acme", "password": "short"}),
+    ));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (400, Some("password")),
+        "{v}"
+    );
+    let (s, v) = rt.block_on(node.post(
+        users,
+        &op,
+        json!({"login": "alice@acme", "password": "correct horse battery"}),
+    ));
+    assert_eq!(s, 201, "{v}");
+    assert!(
+        v.get("secret_hash").is_none() && !v.to_string().contains("argon2"),
+        "{v}"
+    );
+    let (s, _) = rt.block_on(node.post(
+        "/v1/tenants/other/users",
+        &op,
+        json!({"login": "alice@acme", "password": "another long one"}),
+    ));
+    assert_eq!(s, 409);
+
+    let api = node.api();
+    let login = |password: &str| {
+        let body = json!({"login": "alice@acme", "password": password}).to_string();
+        rt.block_on(exchange(&format!("{api}/v1/login"), "POST", &[], &body))
+    };
+    let (s, _, v) = login("wrong password!");
+    assert_eq!(
+        (s, v["error"]["message"].as_str()),
+        (401, Some("wrong login or password"))
+    );
+    let (s, _, v) = rt.block_on(exchange(
+        &format!("{api}/v1/login"),
+        "POST",
+        &[],
+        r#"{"login": "nobody", "password": "whatever it is"}"#,
+    ));
+    assert_eq!(
+        (s, v["error"]["message"].as_str()),
+        (401, Some("wrong login or password"))
+    );
+
+    let (s, headers, v) = login("correct horse battery");
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["tenant"], "acme");
+    let set_cookie = headers[http::header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_string();
+    for attr in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] {
+        assert!(set_cookie.contains(attr), "{set_cookie}");
+    }
+    let cookie = set_cookie.split(';').next().unwrap().to_string();
+    let csrf = v["csrf_token"].as_str().unwrap().to_string();
+    let get = |path: &str| {
+        rt.block_on(exchange(
+            &format!("{api}{path}"),
+            "GET",
+            &[("cookie", cookie.as_str())],
+            "",
+        ))
+    };
+    assert_eq!(get("/v1/whoami").2["tenant"], "acme");
+    // Reading needs the cookie alone; changing needs the CSRF token too.
+    let apps = format!("{api}/v1/tenants/acme/apps");
+    let (s, _, v) = rt.block_on(exchange(
+        &apps,
+        "POST",
+        &[("cookie", cookie.as_str())],
+        r#"{"name": "web"}"#,
+    ));
+    assert_eq!(s, 403, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("CSRF"),
+        "{v}"
+    );
+    let (s, _, _) = rt.block_on(exchange(
+        &apps,
+        "POST",
+        &[("cookie", cookie.as_str()), ("x-csrf-token", "forged")],
+        r#"{"name": "web"}"#,
+    ));
+    assert_eq!(s, 403);
+    let (s, _, v) = rt.block_on(exchange(
+        &apps,
+        "POST",
+        &[("cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str())],
+        r#"{"name": "web"}"#,
+    ));
+    assert_eq!(s, 201, "{v}");
+    // A session reaches its tenant only.
+    assert_eq!(get("/v1/tenants/other/apps").0, 404);
+
+    // Failed logins are limited: the sixth within a minute is refused
+    // even with the right password.
+    for _ in 0..5 {
+        assert_eq!(login("not the password").0, 401);
+    }
+    let (s, headers, v) = login("correct horse battery");
+    assert_eq!(s, 429, "{v}");
+    assert!(headers.contains_key(http::header::RETRY_AFTER));
+
+    // Logging out ends the session.
+    let (s, headers, _) = rt.block_on(exchange(
+        &format!("{api}/v1/logout"),
+        "POST",
+        &[("cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str())],
+        "",
+    ));
+    assert_eq!(s, 204);
+    assert!(
+        headers[http::header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    let (s, _, v) = get("/v1/whoami");
+    assert_eq!(
+        (s, v["error"]["message"].as_str()),
+        (401, Some("the session ended; log in again"))
+    );
 }

@@ -50,6 +50,11 @@ pub fn new_token() -> NewToken {
     }
 }
 
+/// 32 random bytes, base64url: a session's cookie secret or CSRF token.
+pub fn new_secret() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random::<32>())
+}
+
 /// Splits `edge_ID_SECRET` into id and secret.
 pub fn parse_token(token: &str) -> Option<(&str, &str)> {
     let rest = token.strip_prefix("edge_")?;

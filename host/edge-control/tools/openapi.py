@@ -30,6 +30,15 @@ def op(summary, params=(), req=None, resp=None, errs=("401",)):
 paths = {
  "/v1/openapi.json": {"get": {"summary": "This document.", "security": [], "responses": {"200": {"description": "OpenAPI 3.1."}}}},
  "/v1/whoami": {"get": op("The caller: principal id, role, tenant.", resp=ok("200", ref("WhoAmI"), "The caller."))},
+ "/v1/login": {"post": {"summary": "Log in with a user's login and password (the web console): a session cookie (edge_session; HttpOnly, Secure, SameSite=Strict, 12 h) and the CSRF token every change must send as x-csrf-token. Five failed logins a minute per login (twenty per address) answer 429 with Retry-After.", "security": [], "requestBody": body(ref("Login")), "responses": {**ok("200", ref("LoggedIn"), "Logged in; Set-Cookie carries the session."), **err("400", "401"), "429": {"description": "Too many failed logins; Retry-After says when to try again.", "content": {"application/json": {"schema": ref("Error")}}}}}},
+ "/v1/logout": {"post": op("End the caller's session (and clear its cookie).", resp={"204": {"description": "Logged out."}}, errs=("400", "401", "403"))},
+ "/v1/users": {
+   "get": op("Operators' users (operators).", resp=ok("200", {"type": "array", "items": ref("User")}, "By login."), errs=("401", "403")),
+   "post": op("Create an operator's user (operators).", req=body(ref("NewUser")), resp=ok("201", ref("User"), "Created."), errs=("400", "401", "403", "409"))},
+ "/v1/tenants/{tenant}/users": {
+   "get": op("The tenant's users (never their password hashes).", [T], resp=ok("200", {"type": "array", "items": ref("User")}, "By login."), errs=("401", "404")),
+   "post": op("Create a user of the tenant (password: at least 12 characters, stored as an argon2id hash).", [T], req=body(ref("NewUser")), resp=ok("201", ref("User"), "Created."), errs=("400", "401", "404", "409"))},
+ "/v1/tenants/{tenant}/users/{id}": {"delete": op("Remove a user of the tenant and end its sessions.", [T, {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}, "description": "User id (u...)."}], resp={"204": {"description": "Removed."}}, errs=("401", "404"))},
  "/v1/tenants": {
    "get": op("Tenants: all for an operator, its own for a tenant.", resp=ok("200", {"type": "array", "items": ref("Tenant")}, "Tenants by name.")),
    "post": op("Create a tenant with its hosts (operators).", req=body(ref("NewTenant")), resp=ok("201", ref("Tenant"), "Created."), errs=("400", "401", "403", "409"))},
@@ -116,8 +125,12 @@ schemas = {
  "Preview": s(output=S, replacements=I, rules={"type": "array", "items": s(index=I, matches=I)}),
  "NewSiteDeployment": {**s(version=I, smoke=ref("Smoke")), "required": ["version"]},
  "SiteDeployment": s(seq=I, version=I, created_at=I),
+ "Login": {**s(login=S, password=S), "required": ["login", "password"]},
+ "LoggedIn": s(csrf_token=S, expires_at=I, role=S, tenant={"type": ["string", "null"]}),
+ "User": s(id=S, login=S, role=S, created_at=I, revoked_at={"type": ["integer", "null"]}),
+ "NewUser": {**s(login={"type": "string", "maxLength": 255}, password={"type": "string", "minLength": 12, "maxLength": 1024}), "required": ["login", "password"]},
  "AuditEntry": s(at=I, principal={"type": ["string", "null"]}, tenant={"type": ["string", "null"]}, action=S, target=S, outcome={"enum": ["ok", "refused"]}, detail=S, remote=S),
 }
 doc = {"openapi": "3.1.0", "info": {"title": "edge control API", "version": "1", "description": "Tenants deploy, version and roll back their components. Every object lives under its tenant (/v1/tenants/{tenant}/...); a tenant's token reaches only its own tenant, and another tenant's objects answer 404 as missing ones do. Times are milliseconds since the epoch. Errors are {\"error\": {\"field\", \"message\"}}."},
- "security": [{"bearer": []}], "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "An API token: edge_ID_SECRET."}}, "schemas": schemas}, "paths": paths}
+ "security": [{"bearer": []}, {"session": []}], "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "An API token: edge_ID_SECRET."}, "session": {"type": "apiKey", "in": "cookie", "name": "edge_session", "description": "A session from POST /v1/login; changes also need its CSRF token in x-csrf-token."}}, "schemas": schemas}, "paths": paths}
 open(__import__("os").path.join(__import__("os").path.dirname(__file__), "..", "openapi.json"), "w").write(json.dumps(doc, indent=2) + "\n")

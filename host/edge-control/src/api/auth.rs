@@ -18,6 +18,9 @@ pub struct Caller {
     pub principal: PrincipalRow,
     /// Where the request came from.
     pub remote: String,
+    /// The session cookie's secret, if it came through a session (else
+    /// through a token).
+    pub session: Option<String>,
 }
 
 impl Caller {
@@ -61,10 +64,17 @@ impl FromRequestParts<Arc<Control>> for Caller {
             .map(|c| c.0.ip().to_string())
             .unwrap_or_default();
         let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, None, m);
+        if parts.headers.get(http::header::AUTHORIZATION).is_none()
+            && let Some(secret) = session_cookie(&parts.headers)
+        {
+            return from_session(control, parts, secret, remote).await;
+        }
         let header = parts
             .headers
             .get(http::header::AUTHORIZATION)
-            .ok_or_else(|| unauthorized("no credentials: send `Authorization: Bearer TOKEN`"))?;
+            .ok_or_else(|| {
+                unauthorized("no credentials: send `Authorization: Bearer TOKEN`, or log in")
+            })?;
         let token = header
             .to_str()
             .ok()
@@ -87,6 +97,83 @@ impl FromRequestParts<Arc<Control>> for Caller {
         {
             return Err(unauthorized("this token expired"));
         }
-        Ok(Caller { principal, remote })
+        Ok(Caller {
+            principal,
+            remote,
+            session: None,
+        })
     }
+}
+
+/// The client's address (empty when not served over TCP, as in tests).
+pub struct Remote(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Remote {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Remote(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip().to_string())
+                .unwrap_or_default(),
+        ))
+    }
+}
+
+/// The session cookie's value, if the request has one.
+fn session_cookie(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| {
+            let (name, value) = c.trim().split_once('=')?;
+            (name == super::sessions::COOKIE && !value.is_empty()).then(|| value.to_string())
+        })
+}
+
+/// A caller by session cookie. A change (any method but GET, HEAD,
+/// OPTIONS) must carry the session's CSRF token in `x-csrf-token`: a page
+/// of another site can make the browser send the cookie, not read the
+/// token.
+async fn from_session(
+    control: &Control,
+    parts: &Parts,
+    secret: String,
+    remote: String,
+) -> Result<Caller, ApiError> {
+    let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, None, m);
+    let (principal, csrf) = control
+        .db
+        .session(&secret)
+        .await?
+        .ok_or_else(|| unauthorized("the session ended; log in again"))?;
+    if principal.revoked_at.is_some() {
+        return Err(unauthorized("this user was removed"));
+    }
+    let safe = matches!(
+        parts.method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    );
+    if !safe {
+        let sent = parts
+            .headers
+            .get("x-csrf-token")
+            .map(|v| v.as_bytes())
+            .unwrap_or_default();
+        let ok: bool = subtle::ConstantTimeEq::ct_eq(sent, csrf.as_bytes()).into();
+        if !ok {
+            return Err(ApiError::forbidden(
+                "missing or wrong CSRF token: send the one the login answered with as x-csrf-token",
+            ));
+        }
+    }
+    Ok(Caller {
+        principal,
+        remote,
+        session: Some(secret),
+    })
 }

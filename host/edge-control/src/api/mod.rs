@@ -9,6 +9,7 @@ mod artifacts;
 mod auth;
 mod error;
 mod json;
+mod sessions;
 mod sites;
 mod tenants;
 mod tokens;
@@ -72,6 +73,8 @@ pub struct Control {
     pub max_upload_bytes: usize,
     /// One change reaches the node at a time, in database order.
     changes: tokio::sync::Mutex<()>,
+    /// Failed password logins, for the login rate limit.
+    logins: sessions::LoginLimiter,
 }
 
 impl Control {
@@ -83,6 +86,7 @@ impl Control {
             node,
             max_upload_bytes,
             changes: tokio::sync::Mutex::new(()),
+            logins: Default::default(),
         }
     }
 
@@ -129,6 +133,13 @@ impl Control {
 pub const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/openapi.json"),
     ("GET", "/v1/whoami"),
+    ("POST", "/v1/login"),
+    ("POST", "/v1/logout"),
+    ("GET", "/v1/users"),
+    ("POST", "/v1/users"),
+    ("GET", "/v1/tenants/{tenant}/users"),
+    ("POST", "/v1/tenants/{tenant}/users"),
+    ("DELETE", "/v1/tenants/{tenant}/users/{id}"),
     ("GET", "/v1/tenants"),
     ("POST", "/v1/tenants"),
     ("GET", "/v1/tenants/{tenant}"),
@@ -174,6 +185,20 @@ pub fn router(control: Arc<Control>) -> Router {
     Router::new()
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/whoami", get(tokens::whoami))
+        .route("/v1/login", post(sessions::login))
+        .route("/v1/logout", post(sessions::logout))
+        .route(
+            "/v1/users",
+            get(sessions::list_operators).post(sessions::create_operator),
+        )
+        .route(
+            "/v1/tenants/{tenant}/users",
+            get(sessions::list).post(sessions::create),
+        )
+        .route(
+            "/v1/tenants/{tenant}/users/{id}",
+            axum::routing::delete(sessions::remove),
+        )
         .route("/v1/tenants", get(tenants::list).post(tenants::create))
         .route(
             "/v1/tenants/{tenant}",
@@ -368,10 +393,11 @@ mod tests {
                 .body(axum::body::Body::empty())
                 .unwrap();
             let status = app.clone().oneshot(req).await.unwrap().status();
-            let expected = if *path == "/v1/openapi.json" {
-                200
-            } else {
-                401
+            let expected = match *path {
+                "/v1/openapi.json" => 200,
+                // No credentials needed; an empty body is malformed.
+                "/v1/login" => 400,
+                _ => 401,
             };
             assert_eq!(status.as_u16(), expected, "{method} {uri}");
         }

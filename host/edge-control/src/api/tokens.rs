@@ -173,7 +173,7 @@ pub async fn revoke(
         tenant_id = Some(t.id.clone());
         let missing = || ApiError::not_found(format!("no token {id:?}"));
         let p = c.db.principal(&id).await?.ok_or_else(missing)?;
-        if p.tenant_id.as_deref() != Some(t.id.as_str()) {
+        if !id.starts_with('k') || p.tenant_id.as_deref() != Some(t.id.as_str()) {
             return Err(missing());
         }
         c.db.revoke(&p.id).await?;
@@ -229,7 +229,7 @@ pub async fn revoke_operator(
         caller.operator_only()?;
         let missing = || ApiError::not_found(format!("no operator token {id:?}"));
         let p = c.db.principal(&id).await?.ok_or_else(missing)?;
-        if p.tenant_id.is_some() {
+        if !id.starts_with('k') || p.tenant_id.is_some() {
             return Err(missing());
         }
         c.db.revoke(&p.id).await?;

@@ -12,6 +12,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 mod sites;
+mod users;
 pub use sites::SiteRow;
 
 /// A query failed, or a row it writes exists already.
@@ -230,6 +231,8 @@ impl Db {
             "DELETE FROM rule_sets WHERE site_id IN (SELECT id FROM sites WHERE tenant_id = ?)",
             "DELETE FROM site_hosts WHERE site_id IN (SELECT id FROM sites WHERE tenant_id = ?)",
             "DELETE FROM sites WHERE tenant_id = ?",
+            "DELETE FROM sessions WHERE principal_id IN (SELECT id FROM principals WHERE tenant_id = ?)",
+            "DELETE FROM user_logins WHERE principal_id IN (SELECT id FROM principals WHERE tenant_id = ?)",
             "DELETE FROM principals WHERE tenant_id = ?",
             "DELETE FROM tenant_hosts WHERE tenant_id = ?",
             "DELETE FROM tenant_programs WHERE tenant_id = ?",
@@ -739,7 +742,7 @@ pub(crate) fn text<I: sqlx::ColumnIndex<AnyRow> + Copy>(r: &AnyRow, col: I) -> R
     }
 }
 
-fn principal_row(r: AnyRow) -> R<PrincipalRow> {
+pub(crate) fn principal_row(r: AnyRow) -> R<PrincipalRow> {
     Ok(PrincipalRow {
         id: r.try_get("id")?,
         role: r.try_get("role")?,
