@@ -526,6 +526,12 @@ const TENANT_ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants/T/apps/A/deployments"),
     ("POST", "/v1/tenants/T/apps/A/deployments"),
     ("POST", "/v1/tenants/T/apps/A/rollback"),
+    ("GET", "/v1/tenants/T/apps/A/variables"),
+    ("PUT", "/v1/tenants/T/apps/A/variables/x"),
+    ("DELETE", "/v1/tenants/T/apps/A/variables/x"),
+    ("GET", "/v1/tenants/T/users"),
+    ("POST", "/v1/tenants/T/users"),
+    ("DELETE", "/v1/tenants/T/users/K"),
     ("GET", "/v1/tenants/T/sites"),
     ("POST", "/v1/tenants/T/sites"),
     ("GET", "/v1/tenants/T/sites/S"),
@@ -578,6 +584,8 @@ fn tenants_cannot_reach_each_other(backend: Backend) {
         ("POST", "/v1/tokens"),
         ("GET", "/v1/audit"),
         ("DELETE", "/v1/tokens/K"),
+        ("GET", "/v1/users"),
+        ("POST", "/v1/users"),
     ] {
         let path = path.replace('K', &b_token_id);
         let (s, v) = rt.block_on(node.call(method, &path, &a, Bytes::from(body.clone())));
