@@ -519,11 +519,7 @@ pub async fn rollback(
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
         let a = app_of(&c, &t, &app).await?;
-        let asked: Rollback = if body.iter().all(u8::is_ascii_whitespace) {
-            Rollback::default()
-        } else {
-            super::json::parse(&body)?
-        };
+        let asked: Rollback = super::json::parse_or_default(&body)?;
         let versions = match asked.version {
             Some(v) => vec![Weighted { version: v, percent: 100 }],
             None => {

@@ -42,6 +42,16 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// Like [`parse`], and an empty body is `T`'s default (for bodies that
+/// may be left out, such as a rollback's).
+pub fn parse_or_default<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        parse(bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -552,11 +552,7 @@ pub async fn rollback(
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
         let s = site_of(&c, &t, &site).await?;
-        let asked: super::apps::Rollback = if body.iter().all(u8::is_ascii_whitespace) {
-            Default::default()
-        } else {
-            super::json::parse(&body)?
-        };
+        let asked: super::apps::Rollback = super::json::parse_or_default(&body)?;
         let version = match asked.version {
             Some(v) => v,
             None => match c.db.site_deployments(&s.id, 2).await?.get(1) {

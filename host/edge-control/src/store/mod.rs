@@ -455,23 +455,14 @@ impl Db {
         spec: &VersionSpec,
         by: Option<&str>,
     ) -> R<i64> {
-        let mut tx = self.pool().begin().await?;
-        let row = sqlx::query("SELECT COALESCE(MAX(number), 0) FROM versions WHERE app_id = ?")
-            .bind(app_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let number = row.try_get::<i64, _>(0)? + 1;
-        sqlx::query("INSERT INTO versions (app_id, number, spec, created_at, created_by) VALUES (?, ?, ?, ?, ?)")
-            .bind(app_id)
-            .bind(number)
-            .bind(serde_json::to_string(spec)?)
-            .bind(now_ms())
-            .bind(by)
-            .execute(&mut *tx)
-            .await
-            .map_err(conflict_or)?;
-        tx.commit().await?;
-        Ok(number)
+        const VERSIONS: Numbered = Numbered {
+            table: "versions",
+            owner: "app_id",
+            number: "number",
+            payload: "spec",
+        };
+        let spec = Payload::Text(serde_json::to_string(spec)?);
+        Ok(self.append_numbered(&VERSIONS, app_id, spec, by).await?.0)
     }
 
     /// One version of an app.
@@ -586,23 +577,14 @@ impl Db {
         versions: &[Weighted],
         by: Option<&str>,
     ) -> R<Deployment> {
-        let mut tx = self.pool().begin().await?;
-        let row = sqlx::query("SELECT COALESCE(MAX(seq), 0) FROM deployments WHERE app_id = ?")
-            .bind(app_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let seq = row.try_get::<i64, _>(0)? + 1;
-        let now = now_ms();
-        sqlx::query("INSERT INTO deployments (app_id, seq, spec, created_at, created_by) VALUES (?, ?, ?, ?, ?)")
-            .bind(app_id)
-            .bind(seq)
-            .bind(serde_json::to_string(versions)?)
-            .bind(now)
-            .bind(by)
-            .execute(&mut *tx)
-            .await
-            .map_err(conflict_or)?;
-        tx.commit().await?;
+        const DEPLOYMENTS: Numbered = Numbered {
+            table: "deployments",
+            owner: "app_id",
+            number: "seq",
+            payload: "spec",
+        };
+        let spec = Payload::Text(serde_json::to_string(versions)?);
+        let (seq, now) = self.append_numbered(&DEPLOYMENTS, app_id, spec, by).await?;
         Ok(Deployment {
             seq,
             versions: versions.to_vec(),
@@ -727,6 +709,59 @@ impl Db {
                 })
             })
             .collect()
+    }
+}
+
+/// An append-only table whose rows are numbered per owner: versions of
+/// an app, its deployments, a site's rule sets and their deployments.
+pub(crate) struct Numbered {
+    pub table: &'static str,
+    pub owner: &'static str,
+    pub number: &'static str,
+    pub payload: &'static str,
+}
+
+/// What a numbered row carries.
+pub(crate) enum Payload {
+    Text(String),
+    Int(i64),
+}
+
+impl Db {
+    /// Appends a row to `t` numbered one past the owner's highest, in one
+    /// transaction (two writers at once: one gets `Conflict`); the number
+    /// and the time.
+    pub(crate) async fn append_numbered(
+        &self,
+        t: &Numbered,
+        owner: &str,
+        payload: Payload,
+        by: Option<&str>,
+    ) -> R<(i64, i64)> {
+        let mut tx = self.pool().begin().await?;
+        let max = format!(
+            "SELECT COALESCE(MAX({}), 0) FROM {} WHERE {} = ?",
+            t.number, t.table, t.owner
+        );
+        let row = sqlx::query(&max).bind(owner).fetch_one(&mut *tx).await?;
+        let number = row.try_get::<i64, _>(0)? + 1;
+        let now = now_ms();
+        let insert = format!(
+            "INSERT INTO {} ({}, {}, {}, created_at, created_by) VALUES (?, ?, ?, ?, ?)",
+            t.table, t.owner, t.number, t.payload
+        );
+        let q = sqlx::query(&insert).bind(owner).bind(number);
+        let q = match payload {
+            Payload::Text(s) => q.bind(s),
+            Payload::Int(i) => q.bind(i),
+        };
+        q.bind(now)
+            .bind(by)
+            .execute(&mut *tx)
+            .await
+            .map_err(conflict_or)?;
+        tx.commit().await?;
+        Ok((number, now))
     }
 }
 

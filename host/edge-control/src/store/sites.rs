@@ -1,6 +1,6 @@
 //! Sites and their versioned rule sets.
 
-use super::{R, StoreError, conflict_or, text};
+use super::{Numbered, Payload, R, StoreError, conflict_or, text};
 use crate::db::{Db, now_ms};
 use crate::model::{DesiredSite, RuleSetVersion, RuleSpec, Site, SiteSettings};
 use crate::secret;
@@ -129,23 +129,17 @@ impl Db {
         rules: &[RuleSpec],
         by: Option<&str>,
     ) -> R<i64> {
-        let mut tx = self.pool().begin().await?;
-        let row = sqlx::query("SELECT COALESCE(MAX(number), 0) FROM rule_sets WHERE site_id = ?")
-            .bind(site_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let number = row.try_get::<i64, _>(0)? + 1;
-        sqlx::query("INSERT INTO rule_sets (site_id, number, rules, created_at, created_by) VALUES (?, ?, ?, ?, ?)")
-            .bind(site_id)
-            .bind(number)
-            .bind(serde_json::to_string(rules)?)
-            .bind(now_ms())
-            .bind(by)
-            .execute(&mut *tx)
-            .await
-            .map_err(conflict_or)?;
-        tx.commit().await?;
-        Ok(number)
+        const RULE_SETS: Numbered = Numbered {
+            table: "rule_sets",
+            owner: "site_id",
+            number: "number",
+            payload: "rules",
+        };
+        let rules = Payload::Text(serde_json::to_string(rules)?);
+        Ok(self
+            .append_numbered(&RULE_SETS, site_id, rules, by)
+            .await?
+            .0)
     }
 
     /// One rule set version of a site.
@@ -178,24 +172,17 @@ impl Db {
         version: i64,
         by: Option<&str>,
     ) -> R<i64> {
-        let mut tx = self.pool().begin().await?;
-        let row =
-            sqlx::query("SELECT COALESCE(MAX(seq), 0) FROM site_deployments WHERE site_id = ?")
-                .bind(site_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        let seq = row.try_get::<i64, _>(0)? + 1;
-        sqlx::query("INSERT INTO site_deployments (site_id, seq, rules_version, created_at, created_by) VALUES (?, ?, ?, ?, ?)")
-            .bind(site_id)
-            .bind(seq)
-            .bind(version)
-            .bind(now_ms())
-            .bind(by)
-            .execute(&mut *tx)
-            .await
-            .map_err(conflict_or)?;
-        tx.commit().await?;
-        Ok(seq)
+        const SITE_DEPLOYMENTS: Numbered = Numbered {
+            table: "site_deployments",
+            owner: "site_id",
+            number: "seq",
+            payload: "rules_version",
+        };
+        let version = Payload::Int(version);
+        Ok(self
+            .append_numbered(&SITE_DEPLOYMENTS, site_id, version, by)
+            .await?
+            .0)
     }
 
     /// A site's deployments (seq, rule set version, time), newest first.
