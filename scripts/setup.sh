@@ -14,6 +14,7 @@ missing=()
 /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)  # hints-data.sh
 command -v cc >/dev/null || missing+=(build-essential)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
+command -v docker-registry >/dev/null || missing+=(docker-registry)  # the control plane's OCI artifact store
 command -v opusdec >/dev/null || missing+=(opus-tools)
 command -v pgrep >/dev/null || missing+=(procps)
 # Key-value disk-fault tests: a tmpfs, an ext4 image on a loop device,

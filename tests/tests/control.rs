@@ -105,6 +105,11 @@ impl Node {
 
     /// Stops the node and starts it again on the same data and database.
     fn restart(self) -> Self {
+        self.restart_after(|_| {})
+    }
+
+    /// Stops the node, runs `between` on its data directory, starts it again.
+    fn restart_after(self, between: impl FnOnce(&std::path::Path)) -> Self {
         let Node {
             mut edge,
             data,
@@ -116,6 +121,7 @@ impl Node {
             edge.wait(Duration::from_secs(20)).is_some(),
             "edge did not stop"
         );
+        between(data.path());
         let edge = Edge::start_with(&spin(), &edge_toml, data.path());
         Node {
             edge,
@@ -1503,4 +1509,123 @@ fn users_log_in_with_a_session_cookie_and_csrf_token(backend: Backend) {
         (s, v["error"]["message"].as_str()),
         (401, Some("the session ended; log in again"))
     );
+}
+
+/// Debian's OCI registry (`docker-registry`, the distribution project) on a
+/// free loopback port, storing in a temporary directory; stopped on drop.
+struct OciRegistry {
+    child: std::process::Child,
+    port: u16,
+    _dir: TempDir,
+}
+
+impl OciRegistry {
+    fn start() -> Self {
+        let dir = TempDir::new("registry");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = dir.write(
+            "config.yml",
+            &format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.path().join("data").display()
+            ),
+        );
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("docker-registry (the test command installs it)");
+        let registry = Self {
+            child,
+            port,
+            _dir: dir,
+        };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return registry;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("docker-registry did not start");
+    }
+}
+
+impl Drop for OciRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// With `[control] registry`, an accepted component is pushed to the
+/// registry before it is stored, and a node missing it pulls it (checked
+/// against its digest) before serving; a registry that does not take a
+/// component fails its upload, and nothing is stored.
+#[test]
+fn artifacts_are_shared_through_an_oci_registry() {
+    let mut registry = OciRegistry::start();
+    let port = registry.port;
+    let node = Node::start(
+        Backend::sqlite(),
+        &format!("registry = \"http://127.0.0.1:{port}/edge/components\"\n"),
+    );
+    let rt = runtime();
+    let token = rt.block_on(node.tenant("acme", "acme.test", json!({})));
+    let (code, _, err) = node.cli(
+        &token,
+        &["deploy", wasm("echo").to_str().unwrap(), "--app", "web"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, tags) = rt.block_on(edge_tests::get(&format!(
+        "http://127.0.0.1:{port}/v2/edge/components/tags/list"
+    )));
+    let digest = rt
+        .block_on(node.get("/v1/tenants/acme/artifacts", &token))
+        .1[0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(tags.contains(&digest.replace(':', "-")), "{tags}");
+
+    // A node whose local store lost the component pulls it back.
+    let node = node.restart_after(|data| {
+        std::fs::remove_dir_all(data.join("blobs")).unwrap();
+    });
+    let rt = runtime();
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/x")),
+        (200, "hello from edge: /x\n".to_string())
+    );
+    assert!(
+        node.edge
+            .log()
+            .contains("artifact pulled from the registry")
+    );
+
+    // No registry, no upload: nothing is stored.
+    let _ = registry.child.kill();
+    let _ = registry.child.wait();
+    let before = rt.block_on(node.state("acme", &token, &["web"]));
+    let (s, v) = rt.block_on(node.call(
+        "POST",
+        "/v1/tenants/acme/artifacts",
+        &token,
+        Bytes::from(std::fs::read(wasm("fixtures")).unwrap()),
+    ));
+    assert_eq!(s, 502, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the artifact registry did not take the component"),
+        "{v}"
+    );
+    assert_eq!(before, rt.block_on(node.state("acme", &token, &["web"])));
+    assert_eq!(rt.block_on(node.serve("acme.test", "/x")).0, 200);
 }

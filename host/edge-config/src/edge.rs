@@ -60,6 +60,7 @@ pub(crate) struct ControlSection {
     pub max_upload_bytes: Option<Spanned<u64>>,
     pub compile_timeout_ms: Option<Spanned<u64>>,
     pub compile_memory_bytes: Option<Spanned<u64>>,
+    pub registry: Option<Spanned<String>>,
 }
 
 /// `[mixer]` and `[tenant.mixer]`: bounds on a tenant's mixing rooms.

@@ -95,6 +95,9 @@ pub struct ControlPlane {
     pub compile_timeout: Duration,
     /// Address space an upload's compilation may use.
     pub compile_memory_bytes: u64,
+    /// The OCI registry repository artifacts are shared through
+    /// (`http(s)://HOST/REPO`), if any.
+    pub registry: Option<String>,
 }
 
 /// `[sidecar]`: the native process-execution daemon (`edge-sidecar`).

@@ -249,7 +249,23 @@ impl Resolver<'_> {
                 None => Ok(default),
             }
         };
+        let registry = match &c.registry {
+            Some(r) => {
+                let url = r.get_ref();
+                let path = url
+                    .strip_prefix("https://")
+                    .or_else(|| url.strip_prefix("http://"))
+                    .and_then(|rest| rest.split_once('/'))
+                    .map(|(_, p)| p);
+                if !path.is_some_and(|p| !p.is_empty()) {
+                    return self.edge_err(r.span(), "control.registry", format!("{url:?} is not a registry repository (allowed: \"https://registry.example/edge/components\", \"http://127.0.0.1:5000/edge\")"));
+                }
+                Some(url.clone())
+            }
+            None => None,
+        };
         Ok(ControlPlane {
+            registry,
             listen,
             database,
             max_upload_bytes: positive(&c.max_upload_bytes, "control.max_upload_bytes", 128 << 20)?,

@@ -20,6 +20,7 @@ pub mod blobs;
 pub mod db;
 pub mod inspect;
 pub mod model;
+pub mod registry;
 pub mod secret;
 pub mod spin_app;
 pub mod store;

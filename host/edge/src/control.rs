@@ -507,12 +507,21 @@ pub async fn start(
     let files = shared.app.load().files.clone();
     bootstrap_operator(&db, &files.server.data_dir).await?;
     let node = Arc::new(Node::new(shared.clone())?);
-    let control_state = Arc::new(edge_control::Control::new(
-        db,
-        edge_control::blobs::Blobs::new(blob_dir(&files)),
-        node,
-        control.max_upload_bytes as usize,
-    ));
+    let registry = control
+        .registry
+        .as_deref()
+        .map(edge_control::registry::Registry::new)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let control_state = Arc::new(
+        edge_control::Control::new(
+            db,
+            edge_control::blobs::Blobs::new(blob_dir(&files)),
+            node,
+            control.max_upload_bytes as usize,
+        )
+        .with_registry(registry),
+    );
     control_state
         .apply_stored()
         .await

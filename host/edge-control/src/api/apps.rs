@@ -450,6 +450,9 @@ async fn put_in_service(
         versions: resolved,
     });
     tenant.apps.sort_by(|x, y| x.name.cmp(&y.name));
+    c.fetch_missing(&desired)
+        .await
+        .map_err(ApiError::internal)?;
     c.node.apply(desired, smoke).await.map_err(|e| {
         ApiError::invalid(
             None,

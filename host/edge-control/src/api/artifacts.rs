@@ -116,6 +116,16 @@ pub async fn store(c: &Control, t: &TenantRow, items: &[Upload]) -> Result<(), A
         })?;
         staged.push((s, &u.checked));
     }
+    // Shared before it is stored: a component other nodes cannot pull is
+    // not accepted.
+    if let Some(registry) = &c.registry {
+        for (_, item) in &staged {
+            registry.push(&item.digest, &item.bytes).await.map_err(|e| {
+                tracing::error!(error = %e, "control API: registry push failed");
+                ApiError::new(StatusCode::BAD_GATEWAY, None, "the artifact registry did not take the component; nothing was stored (the operator's log has the detail)")
+            })?;
+        }
+    }
     for (s, item) in staged {
         s.commit(&item.digest).map_err(ApiError::internal)?;
         c.db.add_artifact(&t.id, &item.digest, item.bytes.len() as i64, &item.imports)

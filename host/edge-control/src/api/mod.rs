@@ -75,12 +75,15 @@ pub struct Control {
     changes: tokio::sync::Mutex<()>,
     /// Failed password logins, for the login rate limit.
     logins: sessions::LoginLimiter,
+    /// Where artifacts are shared with other nodes, if anywhere.
+    pub registry: Option<crate::registry::Registry>,
 }
 
 impl Control {
     /// Control over `node` with state in `db` and artifacts in `blobs`.
     pub fn new(db: Db, blobs: Blobs, node: Arc<dyn Node>, max_upload_bytes: usize) -> Self {
         Self {
+            registry: None,
             db,
             blobs,
             node,
@@ -90,12 +93,53 @@ impl Control {
         }
     }
 
+    /// Shares artifacts through `registry`.
+    pub fn with_registry(mut self, registry: Option<crate::registry::Registry>) -> Self {
+        self.registry = registry;
+        self
+    }
+
     /// Puts what the database describes in service (at start, and after a
     /// change that must reach the node).
     pub async fn apply_stored(&self) -> Result<(), String> {
         let _one = self.changes.lock().await;
         let desired = self.db.desired().await.map_err(|e| e.to_string())?;
+        self.fetch_missing(&desired).await?;
         self.node.apply(desired, None).await
+    }
+
+    /// Pulls from the registry every artifact `desired` needs that is not
+    /// in the local store (another node accepted it, or this node's cache
+    /// was emptied).
+    pub async fn fetch_missing(&self, desired: &Desired) -> Result<(), String> {
+        let digests = desired
+            .tenants
+            .iter()
+            .flat_map(|t| &t.apps)
+            .flat_map(|a| &a.versions)
+            .flat_map(|(_, _, spec)| spec.components.values())
+            .map(|c| c.digest.as_str());
+        for digest in digests {
+            let path = self
+                .blobs
+                .path(digest)
+                .ok_or("a stored digest is malformed")?;
+            if path.exists() {
+                continue;
+            }
+            let Some(registry) = &self.registry else {
+                return Err(format!(
+                    "artifact {digest} is not in {} and no registry is configured ([control] registry)",
+                    path.display()
+                ));
+            };
+            let bytes = registry.pull(digest).await?;
+            self.blobs
+                .put(&bytes)
+                .map_err(|e| format!("storing {digest}: {e}"))?;
+            tracing::info!(digest, "artifact pulled from the registry");
+        }
+        Ok(())
     }
 
     /// Records what a caller attempted and how it ended. A failure to
