@@ -257,7 +257,7 @@ impl Resolver<'_> {
                     .or_else(|| url.strip_prefix("http://"))
                     .and_then(|rest| rest.split_once('/'))
                     .map(|(_, p)| p);
-                if !path.is_some_and(|p| !p.is_empty()) {
+                if path.is_none_or(|p| p.is_empty()) {
                     return self.edge_err(r.span(), "control.registry", format!("{url:?} is not a registry repository (allowed: \"https://registry.example/edge/components\", \"http://127.0.0.1:5000/edge\")"));
                 }
                 Some(url.clone())
