@@ -532,6 +532,10 @@ const TENANT_ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants/T/apps/A/deployments"),
     ("POST", "/v1/tenants/T/apps/A/deployments"),
     ("POST", "/v1/tenants/T/apps/A/rollback"),
+    ("GET", "/v1/tenants/T/variables"),
+    ("PUT", "/v1/tenants/T/variables/x"),
+    ("DELETE", "/v1/tenants/T/variables/x"),
+    ("PATCH", "/v1/tenants/T/sites/S"),
     ("GET", "/v1/tenants/T/apps/A/variables"),
     ("PUT", "/v1/tenants/T/apps/A/variables/x"),
     ("DELETE", "/v1/tenants/T/apps/A/variables/x"),
@@ -1075,6 +1079,30 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
     );
     let (_, site) = rt.block_on(node.get(&format!("{base}/mirror"), &token));
     assert_eq!(site["rules_version"], 1, "{site}");
+    // Settings change in place: rewriting only HTML leaves echo's text alone.
+    let patch = json!({"origin": origin, "content_types": ["text/html"]}).to_string();
+    let (s, v) = rt.block_on(node.call(
+        "PATCH",
+        &format!("{base}/mirror"),
+        &token,
+        Bytes::from(patch),
+    ));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        rt.block_on(node.serve("www.acme.test", "/p")).1,
+        "hello from edge: /p\n"
+    );
+    let (s, v) = rt.block_on(node.call(
+        "PATCH",
+        &format!("{base}/mirror"),
+        &token,
+        Bytes::from(r#"{"origin": "ftp://x"}"#),
+    ));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (400, Some("origin")),
+        "{v}"
+    );
 }
 
 /// A gzipped tar of `files` (name, bytes), names written as given (even
@@ -1196,7 +1224,7 @@ fn spin_apps_deploy_whole_with_their_variables(backend: Backend) {
         v["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("version 2 serves and needs it"),
+            .contains("version 2 of an app serves and needs it"),
         "{v}"
     );
     let (s, _) =
@@ -1207,6 +1235,50 @@ fn spin_apps_deploy_whole_with_their_variables(backend: Backend) {
             .1,
         "hi"
     );
+    // A tenant's value reaches every app; an app's own value wins.
+    let tvars = "/v1/tenants/acme/variables";
+    let (s, _) = rt.block_on(node.call(
+        "PUT",
+        &format!("{tvars}/greeting"),
+        &token,
+        Bytes::from(r#"{"value": "from the tenant"}"#),
+    ));
+    assert_eq!(s, 204);
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/probe/var/greeting"))
+            .1,
+        "from the tenant"
+    );
+    let (s, _) = rt.block_on(node.call(
+        "PUT",
+        &format!("{vars}/greeting"),
+        &token,
+        Bytes::from(r#"{"value": "from the app"}"#),
+    ));
+    assert_eq!(s, 204);
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/probe/var/greeting"))
+            .1,
+        "from the app"
+    );
+    // The app's secret can go once the tenant has the value.
+    let (s, _) = rt.block_on(node.call(
+        "PUT",
+        &format!("{tvars}/key"),
+        &token,
+        Bytes::from(r#"{"value": "tenant-key", "secret": true}"#),
+    ));
+    assert_eq!(s, 204);
+    let (s, v) = rt.block_on(node.call("DELETE", &format!("{vars}/key"), &token, Bytes::new()));
+    assert_eq!(s, 204, "{v}");
+    assert_eq!(
+        rt.block_on(node.serve("acme.test", "/probe/var/key")).1,
+        "tenant-key"
+    );
+    let (s, v) = rt.block_on(node.call("DELETE", &format!("{tvars}/key"), &token, Bytes::new()));
+    assert_eq!(s, 409, "{v}");
+    let (_, list) = rt.block_on(node.get(tvars, &token));
+    assert!(!list.to_string().contains("tenant-key"), "{list}");
 
     // Broken archives: refused precisely, nothing stored.
     let probe = std::fs::read(wasm("probe")).unwrap();

@@ -65,6 +65,10 @@ paths = {
    "get": op("The app's versions, newest first.", [T, A], resp=ok("200", {"type": "array", "items": ref("Version")}, "Versions."), errs=("401", "404")),
    "post": op("Create a version (immutable): as JSON, components by uploaded digest with their grants, routes and variables; or a Spin app as one archive (tar or tar.gz: spin.toml at the root and the files it names), its components checked, compiled and stored with it, all or nothing. Imports are checked against the grants.", [T, A], req={"required": True, "content": {"application/json": {"schema": ref("VersionSpec")}, "application/gzip": {"schema": {"type": "string", "format": "binary"}}, "application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}, resp=ok("201", {"type": "object", "properties": {"number": {"type": "integer"}}}, "Its number."), errs=("400", "401", "404", "422"))},
  "/v1/tenants/{tenant}/apps/{app}/versions/{number}": {"get": op("One version.", [T, A, N], resp=ok("200", ref("Version"), "The version."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/variables": {"get": op("The tenant's variables, for all its apps (secrets without their value).", [T], resp=ok("200", {"type": "array", "items": ref("Variable")}, "By name."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/variables/{name}": {
+   "put": op("Set a variable for every app of the tenant (an app's own value wins); the serving versions read it at once. A secret's value is never shown again.", [T, VN], req=body(ref("SetVariable")), resp={"204": {"description": "Set."}}, errs=("400", "401", "404", "413")),
+   "delete": op("Remove a tenant variable, unless a serving version needs it.", [T, VN], resp={"204": {"description": "Removed."}}, errs=("401", "404", "409"))},
  "/v1/tenants/{tenant}/apps/{app}/variables": {"get": op("The app's variables (secrets without their value).", [T, A], resp=ok("200", {"type": "array", "items": ref("Variable")}, "By name."), errs=("401", "404"))},
  "/v1/tenants/{tenant}/apps/{app}/variables/{name}": {
    "put": op("Set an app variable (the versions' templates {{ name }} read it; the serving versions at once). A secret's value is never shown again.", [T, A, VN], req=body(ref("SetVariable")), resp={"204": {"description": "Set."}}, errs=("400", "401", "404", "413")),
@@ -76,7 +80,8 @@ paths = {
  "/v1/tenants/{tenant}/sites": {
    "get": op("The tenant's sites.", [T], resp=ok("200", {"type": "array", "items": ref("Site")}, "By name."), errs=("401", "404")),
    "post": op("Create a site: hosts (exact names among the tenant's) proxied to an origin through the node's rewriter; it serves at once, with no rules until a rule set is deployed.", [T], req=body(ref("NewSite")), resp=ok("201", ref("Site"), "Created."), errs=("400", "401", "404", "409", "422"))},
- "/v1/tenants/{tenant}/sites/{site}": {"get": op("One site.", [T, SI], resp=ok("200", ref("Site"), "The site."), errs=("401", "404"))},
+ "/v1/tenants/{tenant}/sites/{site}": {"get": op("One site.", [T, SI], resp=ok("200", ref("Site"), "The site."), errs=("401", "404")),
+   "patch": op("Replace a site's proxy settings (origin, timeout, content types); they apply to the next request.", [T, SI], req=body(ref("SiteSettings")), resp=ok("200", ref("Site"), "Updated."), errs=("400", "401", "404"))},
  "/v1/tenants/{tenant}/sites/{site}/rules": {
    "get": op("The site's rule sets, newest first.", [T, SI], resp=ok("200", {"type": "array", "items": ref("RuleSet")}, "Rule sets."), errs=("401", "404")),
    "post": op("Create a rule set (immutable) from rules or imported nginx subs_filter/replace_filter lines; every rule is compiled with the rewriter's engine first (the error names the rule, where and why).", [T, SI], req=body(ref("NewRules")), resp=ok("201", ref("RuleSet"), "Its number and rules."), errs=("400", "401", "404", "422"))},

@@ -362,7 +362,7 @@ async fn put_in_service(
             "the two versions must differ",
         ));
     }
-    let set = c.db.variable_values(&a.id).await?;
+    let set = c.db.effective_variables(&t.id, &a.id).await?;
     let mut resolved = Vec::new();
     for (i, w) in versions.iter().enumerate() {
         let field = format!("versions[{i}].version");
@@ -547,108 +547,6 @@ pub async fn rollback(
         tenant_id.as_deref(),
         "app.rollback",
         &app,
-        &result,
-    )
-    .await;
-    result
-}
-
-pub async fn variables(
-    State(c): State<Arc<Control>>,
-    caller: Caller,
-    Path((tenant, app)): Path<(String, String)>,
-) -> Result<Json<Vec<crate::model::VariableValue>>, ApiError> {
-    let t = caller.tenant(&c, &tenant).await?;
-    let a = app_of(&c, &t, &app).await?;
-    Ok(Json(c.db.variables(&a.id).await?))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SetVariable {
-    value: String,
-    #[serde(default)]
-    secret: bool,
-}
-
-/// Largest variable value.
-const MAX_VARIABLE_BYTES: usize = 64 << 10;
-
-/// Sets an app variable; the serving versions read the new value at once.
-pub async fn set_variable(
-    State(c): State<Arc<Control>>,
-    caller: Caller,
-    Path((tenant, app, name)): Path<(String, String, String)>,
-    body: Result<JsonBody<SetVariable>, ApiError>,
-) -> Result<StatusCode, ApiError> {
-    let mut tenant_id = None;
-    let result = async {
-        let t = caller.tenant(&c, &tenant).await?;
-        tenant_id = Some(t.id.clone());
-        let a = app_of(&c, &t, &app).await?;
-        if !crate::variables::is_name(&name) {
-            return Err(ApiError::bad(None, format!("{name:?} is not a variable name (lower-case letters, digits and '_', starting with a letter)")));
-        }
-        let JsonBody(v) = body?;
-        if v.value.len() > MAX_VARIABLE_BYTES {
-            return Err(ApiError::too_large(Some("value"), format!("{} bytes; a value has at most {MAX_VARIABLE_BYTES}", v.value.len())));
-        }
-        c.db.set_variable(&a.id, &name, &v.value, v.secret).await?;
-        c.apply_stored().await.map_err(ApiError::internal)?;
-        Ok(StatusCode::NO_CONTENT)
-    }
-    .await;
-    // The audit log names the variable, never its value.
-    c.record(
-        Some(&caller),
-        tenant_id.as_deref(),
-        "variable.set",
-        &format!("{app}/{name}"),
-        &result,
-    )
-    .await;
-    result
-}
-
-/// Removes an app variable, unless the serving versions need it.
-pub async fn delete_variable(
-    State(c): State<Arc<Control>>,
-    caller: Caller,
-    Path((tenant, app, name)): Path<(String, String, String)>,
-) -> Result<StatusCode, ApiError> {
-    let mut tenant_id = None;
-    let result = async {
-        let t = caller.tenant(&c, &tenant).await?;
-        tenant_id = Some(t.id.clone());
-        let a = app_of(&c, &t, &app).await?;
-        let mut set = c.db.variable_values(&a.id).await?;
-        if set.remove(&name).is_none() {
-            return Err(ApiError::not_found(format!(
-                "no variable {name:?} is set for app {app:?}"
-            )));
-        }
-        if let Some(d) = c.db.deployments(&a.id, 1).await?.into_iter().next() {
-            for w in d.versions {
-                if let Some(mut v) = c.db.version(&a.id, w.version).await?
-                    && let Err((_, _, why)) = crate::variables::render_spec(&mut v.spec, &set)
-                {
-                    return Err(ApiError::conflict(
-                        None,
-                        format!("version {} serves and needs it: {why}", w.version),
-                    ));
-                }
-            }
-        }
-        c.db.delete_variable(&a.id, &name).await?;
-        c.apply_stored().await.map_err(ApiError::internal)?;
-        Ok(StatusCode::NO_CONTENT)
-    }
-    .await;
-    c.record(
-        Some(&caller),
-        tenant_id.as_deref(),
-        "variable.delete",
-        &format!("{app}/{name}"),
         &result,
     )
     .await;

@@ -13,6 +13,7 @@ mod sessions;
 mod sites;
 mod tenants;
 mod tokens;
+mod variables;
 
 pub use auth::Caller;
 pub use error::ApiError;
@@ -203,6 +204,9 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants/{tenant}/apps/{app}/versions"),
     ("POST", "/v1/tenants/{tenant}/apps/{app}/versions"),
     ("GET", "/v1/tenants/{tenant}/apps/{app}/versions/{number}"),
+    ("GET", "/v1/tenants/{tenant}/variables"),
+    ("PUT", "/v1/tenants/{tenant}/variables/{name}"),
+    ("DELETE", "/v1/tenants/{tenant}/variables/{name}"),
     ("GET", "/v1/tenants/{tenant}/apps/{app}/variables"),
     ("PUT", "/v1/tenants/{tenant}/apps/{app}/variables/{name}"),
     ("DELETE", "/v1/tenants/{tenant}/apps/{app}/variables/{name}"),
@@ -212,6 +216,7 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/tenants/{tenant}/sites"),
     ("POST", "/v1/tenants/{tenant}/sites"),
     ("GET", "/v1/tenants/{tenant}/sites/{site}"),
+    ("PATCH", "/v1/tenants/{tenant}/sites/{site}"),
     ("GET", "/v1/tenants/{tenant}/sites/{site}/rules"),
     ("POST", "/v1/tenants/{tenant}/sites/{site}/rules"),
     ("GET", "/v1/tenants/{tenant}/sites/{site}/rules/{number}"),
@@ -284,12 +289,20 @@ pub fn router(control: Arc<Control>) -> Router {
             get(apps::version),
         )
         .route(
+            "/v1/tenants/{tenant}/variables",
+            get(variables::tenant_list),
+        )
+        .route(
+            "/v1/tenants/{tenant}/variables/{name}",
+            axum::routing::put(variables::tenant_set).delete(variables::tenant_delete),
+        )
+        .route(
             "/v1/tenants/{tenant}/apps/{app}/variables",
-            get(apps::variables),
+            get(variables::app_list),
         )
         .route(
             "/v1/tenants/{tenant}/apps/{app}/variables/{name}",
-            axum::routing::put(apps::set_variable).delete(apps::delete_variable),
+            axum::routing::put(variables::app_set).delete(variables::app_delete),
         )
         .route(
             "/v1/tenants/{tenant}/apps/{app}/deployments",
@@ -303,7 +316,10 @@ pub fn router(control: Arc<Control>) -> Router {
             "/v1/tenants/{tenant}/sites",
             get(sites::list).post(sites::create),
         )
-        .route("/v1/tenants/{tenant}/sites/{site}", get(sites::show))
+        .route(
+            "/v1/tenants/{tenant}/sites/{site}",
+            get(sites::show).patch(sites::update),
+        )
         .route(
             "/v1/tenants/{tenant}/sites/{site}/rules",
             get(sites::rule_sets).post(sites::create_rules),

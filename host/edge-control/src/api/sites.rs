@@ -115,14 +115,7 @@ pub async fn create(
                 "this node has no rewriter component to proxy sites",
             ));
         }
-        check_origin(&s.settings.origin)?;
-        if s.settings.origin_timeout_ms == 0 {
-            return Err(ApiError::bad(
-                Some("origin_timeout_ms"),
-                "must be at least 1 (milliseconds)",
-            ));
-        }
-        check_content_types("content_types", &s.settings.content_types)?;
+        check_settings(&s.settings)?;
         if s.hosts.is_empty() {
             return Err(ApiError::bad(
                 Some("hosts"),
@@ -186,6 +179,50 @@ pub async fn create(
     )
     .await;
     result
+}
+
+/// Replaces a site's proxy settings (origin, timeout, content types);
+/// they apply to the next request.
+pub async fn update(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+    body: Result<JsonBody<SiteSettings>, ApiError>,
+) -> Result<Json<Site>, ApiError> {
+    let mut tenant_id = None;
+    let result = async {
+        let t = caller.tenant(&c, &tenant).await?;
+        tenant_id = Some(t.id.clone());
+        let s = site_of(&c, &t, &site).await?;
+        let JsonBody(settings) = body?;
+        check_settings(&settings)?;
+        c.db.set_site_settings(&s.id, &settings).await?;
+        c.apply_stored().await.map_err(ApiError::internal)?;
+        let mut view = s.site;
+        view.settings = settings;
+        Ok(Json(view))
+    }
+    .await;
+    c.record(
+        Some(&caller),
+        tenant_id.as_deref(),
+        "site.update",
+        &site,
+        &result,
+    )
+    .await;
+    result
+}
+
+fn check_settings(s: &SiteSettings) -> Result<(), ApiError> {
+    check_origin(&s.origin)?;
+    if s.origin_timeout_ms == 0 {
+        return Err(ApiError::bad(
+            Some("origin_timeout_ms"),
+            "must be at least 1 (milliseconds)",
+        ));
+    }
+    check_content_types("content_types", &s.content_types)
 }
 
 /// Compiles `specs` with the rewriter's engine: the rule set, or the

@@ -13,7 +13,9 @@ use sqlx::any::AnyRow;
 
 mod sites;
 mod users;
+mod variables;
 pub use sites::SiteRow;
+pub use variables::VarScope;
 
 /// A query failed, or a row it writes exists already.
 #[derive(Debug, thiserror::Error)]
@@ -224,6 +226,7 @@ impl Db {
         for sql in [
             "DELETE FROM deployments WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
             "DELETE FROM app_variables WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
+            "DELETE FROM tenant_variables WHERE tenant_id = ?",
             "DELETE FROM versions WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
             "DELETE FROM apps WHERE tenant_id = ?",
             "DELETE FROM artifacts WHERE tenant_id = ?",
@@ -499,75 +502,6 @@ impl Db {
         Ok(row.try_get::<i64, _>(0)?)
     }
 
-    // ---- app variables -------------------------------------------------
-
-    /// Sets an app variable (replacing its value and secrecy).
-    pub async fn set_variable(&self, app_id: &str, name: &str, value: &str, secret: bool) -> R<()> {
-        let mut tx = self.pool().begin().await?;
-        sqlx::query("DELETE FROM app_variables WHERE app_id = ? AND name = ?")
-            .bind(app_id)
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO app_variables (app_id, name, value, secret, updated_at) VALUES (?, ?, ?, ?, ?)")
-            .bind(app_id)
-            .bind(name)
-            .bind(value)
-            .bind(i64::from(secret))
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await
-            .map_err(conflict_or)?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Removes an app variable; whether it was set.
-    pub async fn delete_variable(&self, app_id: &str, name: &str) -> R<bool> {
-        Ok(
-            sqlx::query("DELETE FROM app_variables WHERE app_id = ? AND name = ?")
-                .bind(app_id)
-                .bind(name)
-                .execute(self.pool())
-                .await?
-                .rows_affected()
-                > 0,
-        )
-    }
-
-    /// An app's variables as the API shows them (secrets without value).
-    pub async fn variables(&self, app_id: &str) -> R<Vec<crate::model::VariableValue>> {
-        sqlx::query("SELECT name, value, secret, updated_at FROM app_variables WHERE app_id = ? ORDER BY name")
-            .bind(app_id)
-            .fetch_all(self.pool())
-            .await?
-            .into_iter()
-            .map(|r| {
-                let secret = r.try_get::<i64, _>("secret")? != 0;
-                Ok(crate::model::VariableValue {
-                    name: r.try_get("name")?,
-                    secret,
-                    value: if secret { None } else { Some(text(&r, "value")?) },
-                    updated_at: r.try_get("updated_at")?,
-                })
-            })
-            .collect()
-    }
-
-    /// An app's variable values, secrets included: only for rendering.
-    pub async fn variable_values(
-        &self,
-        app_id: &str,
-    ) -> R<std::collections::BTreeMap<String, String>> {
-        sqlx::query("SELECT name, value FROM app_variables WHERE app_id = ?")
-            .bind(app_id)
-            .fetch_all(self.pool())
-            .await?
-            .into_iter()
-            .map(|r| Ok((r.try_get("name")?, text(&r, "value")?)))
-            .collect()
-    }
-
     // ---- deployments ---------------------------------------------------
 
     /// Appends a deployment (it becomes the app's current one); its seq.
@@ -632,7 +566,7 @@ impl Db {
                 let Some(d) = self.deployments(&app.id, 1).await?.into_iter().next() else {
                     continue;
                 };
-                let set = self.variable_values(&app.id).await?;
+                let set = self.effective_variables(&t.id, &app.id).await?;
                 let mut versions = Vec::new();
                 for w in d.versions {
                     if let Some(mut v) = self.version(&app.id, w.version).await? {

@@ -61,6 +61,16 @@ impl Db {
         })
     }
 
+    /// Replaces a site's proxy settings.
+    pub async fn set_site_settings(&self, site_id: &str, settings: &SiteSettings) -> R<()> {
+        sqlx::query("UPDATE sites SET settings = ? WHERE id = ?")
+            .bind(serde_json::to_string(settings)?)
+            .bind(site_id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     /// Whether a site (of any tenant) holds `host`.
     pub async fn site_host_taken(&self, host: &str) -> R<bool> {
         Ok(sqlx::query("SELECT site_id FROM site_hosts WHERE host = ?")
