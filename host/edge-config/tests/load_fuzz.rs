@@ -154,6 +154,40 @@ const RANGES: &[&str] = &[
     "[\"fe80::/10\", \"0.0.0.0/0\"]",
 ];
 
+const CONTROL_KEYS: &[(&str, &[&str])] = &[
+    (
+        "listen",
+        &[
+            "\"127.0.0.1:0\"",
+            "\"0.0.0.0:8790\"",
+            "\"[::1]:0\"",
+            "\"nope\"",
+            "8790",
+        ],
+    ),
+    ("allow_public", &["true", "false", "\"yes\""]),
+    (
+        "database",
+        &[
+            "\"sqlite://control.db\"",
+            "\"mysql://edge@localhost/edge?socket=/run/m.sock\"",
+            "\"postgres://x\"",
+            "\"\"",
+        ],
+    ),
+    ("max_upload_bytes", &["1", "0", "134217728", "-1"]),
+    ("compile_timeout_ms", &["1", "0", "120000"]),
+    ("compile_memory_bytes", &["0", "4294967296"]),
+    (
+        "registry",
+        &[
+            "\"http://127.0.0.1:5000/edge\"",
+            "\"https://r.example/\"",
+            "\"oci://r.example/edge\"",
+        ],
+    ),
+];
+
 const SIDECAR_KEYS: &[(&str, &[&str])] = &[
     (
         "socket",
@@ -473,6 +507,7 @@ fn edge_config() -> impl Strategy<Value = String> {
         prop::option::of(table("[mixer]", MIXER_KEYS)),
         prop::option::of(outbound),
         prop::option::weighted(0.15, table_with("[sidecar]", SIDECAR_KEYS, 2)),
+        prop::option::weighted(0.2, table("[control]", CONTROL_KEYS)),
         prop_oneof![
             1 => Just(Vec::new()),
             12 => prop::collection::vec(tenant(), 1..2),
@@ -480,8 +515,8 @@ fn edge_config() -> impl Strategy<Value = String> {
         ],
         prop::collection::vec(component, 0..3),
     )
-        .prop_map(|(s, p, l, m, o, sc, tenants, comps)| {
-            let mut v: Vec<String> = [s, p, l, m, o, sc].into_iter().flatten().collect();
+        .prop_map(|(s, p, l, m, o, sc, ctl, tenants, comps)| {
+            let mut v: Vec<String> = [s, p, l, m, o, sc, ctl].into_iter().flatten().collect();
             v.extend(tenants);
             // One table per component (a second is TOML's duplicate key).
             let mut seen = std::collections::HashSet::new();
