@@ -1,4 +1,4 @@
-//! The control plane end to end, on SQLite and on MariaDB (every scenario
+//! The control plane end to end, on SQLite and on MariaDB (every test
 //! runs on both): tenants and tokens through the API, `edge deploy` of
 //! real components, activation and rollback under continuous load with no
 //! failed request, a gradual rollout's split, the smoke check, a restart;
@@ -56,6 +56,9 @@ macro_rules! on_both {
 
 on_both!(
     deploy_activate_roll_back_and_restart,
+    a_compile_over_its_limits_fails_the_upload_alone,
+    the_api_holds_against_slow_oversized_and_flooding_clients,
+    artifacts_are_shared_through_an_oci_registry,
     users_log_in_with_a_session_cookie_and_csrf_token,
     tenant_shares_apply_at_once,
     spin_apps_deploy_whole_with_their_variables,
@@ -796,9 +799,8 @@ fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
 
 /// A compile past `[control] compile_memory_bytes` fails its upload and
 /// leaves nothing behind; the node serves on.
-#[test]
-fn a_compile_over_its_limits_fails_the_upload_alone() {
-    let node = Node::start(Backend::sqlite(), "compile_memory_bytes = 50000000\n");
+fn a_compile_over_its_limits_fails_the_upload_alone(backend: Backend) {
+    let node = Node::start(backend, "compile_memory_bytes = 50000000\n");
     let rt = runtime();
     let token = rt.block_on(node.tenant("acme", "acme.test", json!({})));
     // The shared cache would have it compiled: this node compiles afresh.
@@ -826,10 +828,9 @@ fn a_compile_over_its_limits_fails_the_upload_alone() {
 /// The API's listener against abuse: silent connections past its
 /// connection cap, an upload trickling in, one over the size limit and a
 /// flood of bad tokens leave it answering (and the serving path too).
-#[test]
-fn the_api_holds_against_slow_oversized_and_flooding_clients() {
+fn the_api_holds_against_slow_oversized_and_flooding_clients(backend: Backend) {
     let node = Node::start(
-        Backend::sqlite(),
+        backend,
         "max_upload_bytes = 1000000\n[server]\nheader_read_timeout_ms = 500\nbody_read_timeout_ms = 500\nmin_body_rate = 1000\n",
     );
     let rt = runtime();
@@ -1639,12 +1640,11 @@ impl Drop for OciRegistry {
 /// registry before it is stored, and a node missing it pulls it (checked
 /// against its digest) before serving; a registry that does not take a
 /// component fails its upload, and nothing is stored.
-#[test]
-fn artifacts_are_shared_through_an_oci_registry() {
+fn artifacts_are_shared_through_an_oci_registry(backend: Backend) {
     let mut registry = OciRegistry::start();
     let port = registry.port;
     let node = Node::start(
-        Backend::sqlite(),
+        backend,
         &format!("registry = \"http://127.0.0.1:{port}/edge/components\"\n"),
     );
     let rt = runtime();
