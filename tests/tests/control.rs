@@ -794,6 +794,37 @@ fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
         .iter()
         .filter(|e| e["outcome"] == "refused")
         .count();
+    // Filters: only the refusals, only one action; bad filters named.
+    let (_, only) = rt.block_on(node.get("/v1/tenants/acme/audit?outcome=refused&limit=1000", &op));
+    assert_eq!(only.as_array().unwrap().len(), refused);
+    let (_, uploads) = rt.block_on(node.get(
+        "/v1/audit?tenant=acme&action=artifact.upload&outcome=refused",
+        &op,
+    ));
+    assert!(
+        uploads
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["action"] == "artifact.upload" && e["tenant"] == "acme"),
+        "{uploads}"
+    );
+    assert!(!uploads.as_array().unwrap().is_empty());
+    let (s, v) = rt.block_on(node.get("/v1/tenants/acme/audit?outcome=maybe", &op));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (400, Some("outcome")),
+        "{v}"
+    );
+    let (s, v) = rt.block_on(node.get("/v1/tenants/acme/audit?colour=red", &op));
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `colour`"),
+        "{v}"
+    );
     assert!(refused >= 12, "{refused} refusals logged: {log}");
 }
 

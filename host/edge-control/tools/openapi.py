@@ -20,6 +20,12 @@ SI = {"name": "site", "in": "path", "required": True, "schema": {"type": "string
 N = {"name": "number", "in": "path", "required": True, "schema": {"type": "integer"}}
 K = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}, "description": "Token id (k...)."}
 L = {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "default": 100, "minimum": 1, "maximum": 1000}}
+AF = [
+    {"name": "action", "in": "query", "required": False, "schema": {"type": "string"}, "description": "only this action (app.deploy, login, ...)"},
+    {"name": "outcome", "in": "query", "required": False, "schema": {"enum": ["ok", "refused"]}},
+    {"name": "since", "in": "query", "required": False, "schema": {"type": "integer"}, "description": "only at or after this time (ms since the epoch)"},
+    {"name": "before", "in": "query", "required": False, "schema": {"type": "integer"}, "description": "only before this time"},
+]
 def op(summary, params=(), req=None, resp=None, errs=("401",)):
     o = {"summary": summary, "responses": {}}
     if params: o["parameters"] = list(params)
@@ -91,8 +97,8 @@ paths = {
    "get": op("The site's rule deployments, newest (applying) first.", [T, SI], resp=ok("200", {"type": "array", "items": ref("SiteDeployment")}, "Deployments."), errs=("401", "404")),
    "post": op("Apply a rule set to the site; with `smoke`, the site must answer it with the new rules first.", [T, SI], req=body(ref("NewSiteDeployment")), resp=ok("201", ref("SiteDeployment"), "Applying."), errs=("400", "401", "404", "422"))},
  "/v1/tenants/{tenant}/sites/{site}/rollback": {"post": op("Apply an earlier rule set again: the named one, or the one before the current.", [T, SI], req={"required": False, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": False, "properties": {"version": {"type": "integer"}}}}}}, resp=ok("201", ref("SiteDeployment"), "Applying."), errs=("400", "401", "404", "409", "422"))},
- "/v1/tenants/{tenant}/audit": {"get": op("The tenant's audit log, newest first.", [T, L], resp=ok("200", {"type": "array", "items": ref("AuditEntry")}, "Entries."), errs=("401", "404"))},
- "/v1/audit": {"get": op("The whole audit log (operators).", [L], resp=ok("200", {"type": "array", "items": ref("AuditEntry")}, "Entries."), errs=("401", "403"))},
+ "/v1/tenants/{tenant}/audit": {"get": op("The tenant's audit log, newest first, filtered.", [T, L, *AF], resp=ok("200", {"type": "array", "items": ref("AuditEntry")}, "Entries."), errs=("400", "401", "404"))},
+ "/v1/audit": {"get": op("The whole audit log (operators), newest first, filtered.", [L, *AF, {"name": "tenant", "in": "query", "required": False, "schema": {"type": "string"}, "description": "only this tenant's lines"}], resp=ok("200", {"type": "array", "items": ref("AuditEntry")}, "Entries."), errs=("401", "403"))},
 }
 s = lambda **p: {"type": "object", "additionalProperties": False, "properties": p}
 I = {"type": "integer"}; S = {"type": "string"}

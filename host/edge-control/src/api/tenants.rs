@@ -256,29 +256,80 @@ pub async fn delete(
 pub struct AuditQuery {
     #[serde(default = "default_limit")]
     limit: i64,
+    action: Option<String>,
+    outcome: Option<String>,
+    since: Option<i64>,
+    before: Option<i64>,
+    /// Operators only (`/v1/audit`): one tenant's lines.
+    tenant: Option<String>,
 }
 
 fn default_limit() -> i64 {
     100
 }
 
+impl AuditQuery {
+    fn filter<'a>(
+        &'a self,
+        tenant_id: Option<&'a str>,
+    ) -> Result<crate::store::AuditFilter<'a>, ApiError> {
+        if let Some(o) = &self.outcome
+            && o != "ok"
+            && o != "refused"
+        {
+            return Err(ApiError::bad(
+                Some("outcome"),
+                format!("{o:?} is not an outcome (allowed: ok, refused)"),
+            ));
+        }
+        Ok(crate::store::AuditFilter {
+            tenant_id,
+            action: self.action.as_deref(),
+            outcome: self.outcome.as_deref(),
+            since: self.since,
+            before: self.before,
+            limit: self.limit.clamp(1, 1000),
+        })
+    }
+}
+
+/// A query string, refused with what is wrong in it.
+fn query(
+    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<AuditQuery, ApiError> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::bad(None, e.body_text()))
+}
+
 pub async fn audit(
     State(c): State<Arc<Control>>,
     caller: Caller,
     Path(name): Path<String>,
-    Query(q): Query<AuditQuery>,
+    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<crate::model::AuditEntry>>, ApiError> {
     let t = caller.tenant(&c, &name).await?;
-    Ok(Json(
-        c.db.audit_log(Some(&t.id), q.limit.clamp(1, 1000)).await?,
-    ))
+    let q = query(q)?;
+    if q.tenant.is_some() {
+        return Err(ApiError::bad(
+            Some("tenant"),
+            "the path names the tenant here",
+        ));
+    }
+    Ok(Json(c.db.audit_log(&q.filter(Some(&t.id))?).await?))
 }
 
 pub async fn audit_all(
     State(c): State<Arc<Control>>,
     caller: Caller,
-    Query(q): Query<AuditQuery>,
+    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<crate::model::AuditEntry>>, ApiError> {
     caller.operator_only()?;
-    Ok(Json(c.db.audit_log(None, q.limit.clamp(1, 1000)).await?))
+    let q = query(q)?;
+    let tenant_id = match &q.tenant {
+        Some(name) => Some(caller.tenant(&c, name).await?.id),
+        None => None,
+    };
+    Ok(Json(
+        c.db.audit_log(&q.filter(tenant_id.as_deref())?).await?,
+    ))
 }

@@ -621,12 +621,31 @@ impl Db {
         Ok(())
     }
 
-    /// The newest `limit` audit lines, of one tenant or of all.
-    pub async fn audit_log(&self, tenant_id: Option<&str>, limit: i64) -> R<Vec<AuditEntry>> {
-        let q = match tenant_id {
-            Some(t) => sqlx::query("SELECT a.at, a.principal_id, t.name AS tenant, a.action, a.target, a.outcome, a.detail, a.remote FROM audit a LEFT JOIN tenants t ON t.id = a.tenant_id WHERE a.tenant_id = ? ORDER BY a.id DESC LIMIT ?").bind(t.to_string()).bind(limit),
-            None => sqlx::query("SELECT a.at, a.principal_id, t.name AS tenant, a.action, a.target, a.outcome, a.detail, a.remote FROM audit a LEFT JOIN tenants t ON t.id = a.tenant_id ORDER BY a.id DESC LIMIT ?").bind(limit),
-        };
+    /// The newest audit lines that `f` lets through.
+    pub async fn audit_log(&self, f: &AuditFilter<'_>) -> R<Vec<AuditEntry>> {
+        let mut sql = String::from(
+            "SELECT a.at, a.principal_id, t.name AS tenant, a.action, a.target, a.outcome, a.detail, a.remote FROM audit a LEFT JOIN tenants t ON t.id = a.tenant_id WHERE 1 = 1",
+        );
+        for (value, clause) in [
+            (f.tenant_id.is_some(), " AND a.tenant_id = ?"),
+            (f.action.is_some(), " AND a.action = ?"),
+            (f.outcome.is_some(), " AND a.outcome = ?"),
+            (f.since.is_some(), " AND a.at >= ?"),
+            (f.before.is_some(), " AND a.at < ?"),
+        ] {
+            if value {
+                sql.push_str(clause);
+            }
+        }
+        sql.push_str(" ORDER BY a.id DESC LIMIT ?");
+        let mut q = sqlx::query(&sql);
+        for v in [f.tenant_id, f.action, f.outcome].into_iter().flatten() {
+            q = q.bind(v.to_string());
+        }
+        for v in [f.since, f.before].into_iter().flatten() {
+            q = q.bind(v);
+        }
+        let q = q.bind(f.limit);
         q.fetch_all(self.pool())
             .await?
             .into_iter()
@@ -644,6 +663,23 @@ impl Db {
             })
             .collect()
     }
+}
+
+/// Which audit lines to read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AuditFilter<'a> {
+    /// Only this tenant's (its id).
+    pub tenant_id: Option<&'a str>,
+    /// Only this action (`app.deploy`, `login`...).
+    pub action: Option<&'a str>,
+    /// Only `ok` or only `refused`.
+    pub outcome: Option<&'a str>,
+    /// Only at or after this time (ms since the epoch).
+    pub since: Option<i64>,
+    /// Only before this time.
+    pub before: Option<i64>,
+    /// At most this many, newest first.
+    pub limit: i64,
 }
 
 /// An append-only table whose rows are numbered per owner: versions of
