@@ -834,14 +834,15 @@ fn a_compile_over_its_limits_fails_the_upload_alone(backend: Backend) {
     let node = Node::start(backend, "compile_memory_bytes = 50000000\n");
     let rt = runtime();
     let token = rt.block_on(node.tenant("acme", "acme.test", json!({})));
-    // The shared cache would have it compiled: this node compiles afresh.
+    // The shared cache would have it compiled: this node compiles afresh
+    // (the codec, which its manifest does not load either).
     let data = node.data.path();
     std::fs::remove_file(data.join("cache")).unwrap();
     let (s, v) = rt.block_on(node.call(
         "POST",
         "/v1/tenants/acme/artifacts",
         &token,
-        Bytes::from(std::fs::read(wasm("rewriter")).unwrap()),
+        Bytes::from(std::fs::read(wasm("codec")).unwrap()),
     ));
     assert_eq!(s, 422, "{v}");
     let m = v["error"]["message"].as_str().unwrap();

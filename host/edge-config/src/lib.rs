@@ -30,10 +30,13 @@ mod spin;
 
 pub use error::{ConfigError, SourceFile};
 pub use outbound::{OutboundRule, parse_ip_range};
-pub use resolve::{load, load_with};
+pub use resolve::{check_variable_name, load, load_with};
 pub use route::RoutePattern;
 pub use secrets::GeneratedSecret;
-pub use site::{DEFAULT_CONTENT_TYPES, SITE_VARIABLE_PREFIX, Site, read_rules_file};
+pub use site::{
+    DEFAULT_CONTENT_TYPES, SITE_VARIABLE_PREFIX, Site, check_content_type, check_origin,
+    read_rules_file,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

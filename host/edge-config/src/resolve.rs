@@ -1462,7 +1462,7 @@ fn check_component_id(id: &str) -> Result<(), String> {
 }
 
 /// Spin's variable names: lower-case letters, digits and '_', starting with a letter.
-fn check_variable_name(name: &str) -> Result<(), String> {
+pub fn check_variable_name(name: &str) -> Result<(), String> {
     let ok = name.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
         && name
             .bytes()

@@ -111,14 +111,15 @@ pub fn read_rules_file(path: &std::path::Path) -> Result<Vec<Rule>, String> {
         .collect()
 }
 
-/// Checks an origin URL: scheme and authority only.
-pub(crate) fn check_origin(origin: &str) -> Result<String, String> {
+/// Checks an origin URL: scheme and authority only (no path, no
+/// credentials); the origin without a trailing `/`.
+pub fn check_origin(origin: &str) -> Result<String, String> {
     let rest = origin
         .strip_prefix("https://")
         .or_else(|| origin.strip_prefix("http://"))
         .ok_or_else(|| format!("{origin:?} must start with http:// or https://"))?;
     let authority = rest.strip_suffix('/').unwrap_or(rest);
-    if authority.is_empty() || authority.contains(['/', '?', '#', ' ']) {
+    if authority.is_empty() || authority.contains(['/', '?', '#', ' ', '@']) {
         return Err(format!(
             "{origin:?} must be a scheme and host only (allowed: \"https://origin.example\", \"http://127.0.0.1:8080\")"
         ));
@@ -196,7 +197,7 @@ fn json_string(s: &str) -> String {
 }
 
 /// Parses a content-type list entry: `type/subtype`, no parameters.
-pub(crate) fn check_content_type(ct: &str) -> Result<String, String> {
+pub fn check_content_type(ct: &str) -> Result<String, String> {
     let ct = ct.trim().to_ascii_lowercase();
     if ct.split('/').count() != 2
         || ct.contains([';', ' '])

@@ -5,14 +5,10 @@
 use crate::model::{VariableDecl, VersionSpec};
 use std::collections::BTreeMap;
 
-/// Whether `name` is a variable name: lower-case letters, digits and
-/// `_`, starting with a letter (Spin's rule).
+/// Whether `name` is a variable name (Spin's rule, as edge-config checks
+/// it) that fits the database's column.
 pub fn is_name(name: &str) -> bool {
-    name.len() <= 63
-        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    name.len() <= 63 && edge_config::check_variable_name(name).is_ok()
 }
 
 /// The variable names `template` refers to, or why it is malformed.

@@ -5,6 +5,7 @@
 //! compile in a child process bounded in time and memory.
 
 use crate::app::App;
+use crate::engine::ContentHash;
 use crate::server::Shared;
 use anyhow::{Context, Result};
 use edge_config::{
@@ -203,6 +204,7 @@ fn limits(default: &edge_config::Limits, s: &edge_control::model::Shares) -> edg
 }
 
 /// The node as the control plane sees it.
+#[derive(Clone)]
 pub struct Node {
     shared: Arc<Shared>,
     /// The `edge` binary, for compile workers.
@@ -220,11 +222,20 @@ impl Node {
 
     /// Compiles `wasm` in a child process with the `[control]` limits,
     /// unless it is compiled already, and loads the result.
-    fn compile_bounded(&self, wasm: &Path) -> Result<(), String> {
-        let bytes = std::fs::read(wasm).map_err(|e| format!("reading the upload: {e}"))?;
-        let hash: [u8; 32] = Sha256::digest(&bytes).into();
+    /// `known`: the content hash when the caller has it (a stored
+    /// artifact's digest), so the file is not read to learn it.
+    fn compile_bounded(&self, wasm: &Path, known: Option<ContentHash>) -> Result<(), String> {
+        let hash = match known {
+            Some(h) => h,
+            None => {
+                let bytes = std::fs::read(wasm).map_err(|e| format!("reading the upload: {e}"))?;
+                Sha256::digest(&bytes).into()
+            }
+        };
         let cache = &self.shared.runtime.cache;
-        if cache.has(&hash) && cache.adopt(&hash).is_ok() {
+        if cache.is_loaded(&hash)
+            || (cache.compiled_file(&hash).exists() && cache.adopt(&hash).is_ok())
+        {
             return Ok(());
         }
         let app = self.shared.app.load();
@@ -288,26 +299,32 @@ impl Node {
         desired: Desired,
         smoke: Option<edge_control::SmokeRequest>,
     ) -> Result<(), String> {
+        // A change that leaves the state as it serves (a node starting
+        // with nothing deployed) builds nothing.
+        if smoke.is_none() && *self.shared.app.load().desired == desired {
+            return Ok(());
+        }
         // Every artifact compiled by a bounded worker first: building the
         // app must find them all compiled (after a restart with an emptied
         // cache too).
-        for t in &desired.tenants {
-            for a in &t.apps {
-                for (_, _, spec) in &a.versions {
-                    for c in spec.components.values() {
-                        let blobs = edge_control::blobs::Blobs::new(blob_dir(
-                            &self.shared.app.load().files,
-                        ));
-                        let path = blobs
-                            .path(&c.digest)
-                            .ok_or("a stored digest is malformed")?;
-                        let me = self.clone_handle();
-                        tokio::task::spawn_blocking(move || me.compile_bounded(&path))
-                            .await
-                            .map_err(|e| e.to_string())??;
-                    }
-                }
-            }
+        let blobs = edge_control::blobs::Blobs::new(blob_dir(&self.shared.app.load().files));
+        let digests = desired
+            .tenants
+            .iter()
+            .flat_map(|t| &t.apps)
+            .flat_map(|a| &a.versions)
+            .flat_map(|(_, _, spec)| spec.components.values())
+            .map(|c| c.digest.clone());
+        for digest in digests {
+            let path = blobs.path(&digest).ok_or("a stored digest is malformed")?;
+            let mut hash = ContentHash::default();
+            let known = edge_control::blobs::digest_hex(&digest)
+                .and_then(|h| hex::decode_to_slice(h, &mut hash).ok())
+                .map(|()| hash);
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || me.compile_bounded(&path, known))
+                .await
+                .map_err(|e| e.to_string())??;
         }
         let shared = self.shared.clone();
         let desired = Arc::new(desired);
@@ -346,8 +363,8 @@ impl Node {
             .unwrap_or_else(|e| e.into_inner());
         let current = self.shared.app.load_full();
         if !Arc::ptr_eq(&current, &old) {
-            // A reload swapped in between: build again on top of it.
-            drop(_one);
+            // A reload swapped in while this app was built on the config
+            // before it: refused, the caller may try again.
             return Err("the node's configuration changed during the deploy; try again".into());
         }
         self.shared.app.store(app.clone());
@@ -355,21 +372,14 @@ impl Node {
         tracing::info!("control plane: new deployment serving");
         Ok(())
     }
-
-    fn clone_handle(&self) -> Self {
-        Self {
-            shared: self.shared.clone(),
-            exe: self.exe.clone(),
-        }
-    }
 }
 
 #[async_trait::async_trait]
 impl edge_control::Node for Node {
     async fn compile(&self, wasm: &Path) -> Result<(), String> {
-        let me = self.clone_handle();
+        let me = self.clone();
         let wasm = wasm.to_path_buf();
-        tokio::task::spawn_blocking(move || me.compile_bounded(&wasm))
+        tokio::task::spawn_blocking(move || me.compile_bounded(&wasm, None))
             .await
             .map_err(|e| e.to_string())?
     }

@@ -307,9 +307,9 @@ impl ComponentCache {
             .join(format!("{}-{}.cwasm", hex::encode(hash), self.engine_key))
     }
 
-    /// Whether the component with `hash` is compiled (in memory or on disk).
-    pub fn has(&self, hash: &ContentHash) -> bool {
-        self.lock().contains_key(hash) || self.compiled_file(hash).exists()
+    /// Whether the component with `hash` is loaded in memory.
+    pub fn is_loaded(&self, hash: &ContentHash) -> bool {
+        self.lock().contains_key(hash)
     }
 
     /// Loads the artifact a compile worker wrote for `hash`, never

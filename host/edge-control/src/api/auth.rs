@@ -105,6 +105,26 @@ impl FromRequestParts<Arc<Control>> for Caller {
     }
 }
 
+/// Revokes the principal `id` if it is of the kind `prefix` names (`k`
+/// tokens, `u` users) and belongs to `tenant_id` (`None`: an operator's);
+/// otherwise the same 404 as for no such principal.
+pub async fn revoke_own(
+    control: &Control,
+    id: &str,
+    prefix: char,
+    tenant_id: Option<&str>,
+    what: &str,
+) -> Result<(), ApiError> {
+    let missing = || ApiError::not_found(format!("no {what} {id:?}"));
+    let p = control.db.principal(id).await?.ok_or_else(missing)?;
+    if !id.starts_with(prefix) || p.tenant_id.as_deref() != tenant_id {
+        return Err(missing());
+    }
+    control.db.revoke(&p.id).await?;
+    control.db.delete_sessions_of(&p.id).await?;
+    Ok(())
+}
+
 /// The client's address (empty when not served over TCP, as in tests).
 pub struct Remote(pub String);
 

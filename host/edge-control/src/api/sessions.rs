@@ -331,13 +331,7 @@ pub async fn remove(
     let result = async {
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
-        let missing = || ApiError::not_found(format!("no user {id:?}"));
-        let p = c.db.principal(&id).await?.ok_or_else(missing)?;
-        if !id.starts_with('u') || p.tenant_id.as_deref() != Some(t.id.as_str()) {
-            return Err(missing());
-        }
-        c.db.revoke(&p.id).await?;
-        c.db.delete_sessions_of(&p.id).await?;
+        super::auth::revoke_own(&c, &id, 'u', Some(&t.id), "user").await?;
         Ok(StatusCode::NO_CONTENT)
     }
     .await;

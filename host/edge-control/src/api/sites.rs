@@ -56,42 +56,24 @@ pub async fn show(
     Ok(Json(site_of(&c, &t, &site).await?.site))
 }
 
-/// Checks an origin URL: scheme and authority only.
-fn check_origin(origin: &str) -> Result<(), ApiError> {
-    let bad = || {
-        ApiError::bad(
-            Some("origin"),
-            format!(
-                "{origin:?} is not an origin (allowed: \"https://origin.example\", \"http://10.0.0.5:8080\": scheme and host, no path)"
-            ),
-        )
-    };
-    let rest = origin
-        .strip_prefix("https://")
-        .or_else(|| origin.strip_prefix("http://"))
-        .ok_or_else(bad)?;
-    let authority = rest.strip_suffix('/').unwrap_or(rest);
-    if authority.is_empty() || authority.contains(['/', '?', '#', ' ', '@']) {
-        return Err(bad());
+/// Proxy settings as edge-config checks a site's: the origin a scheme and
+/// host only, content types lower-cased without parameters.
+fn check_settings(s: &mut SiteSettings) -> Result<(), ApiError> {
+    s.origin =
+        edge_config::check_origin(&s.origin).map_err(|e| ApiError::bad(Some("origin"), e))?;
+    if s.origin_timeout_ms == 0 {
+        return Err(ApiError::bad(
+            Some("origin_timeout_ms"),
+            "must be at least 1 (milliseconds)",
+        ));
     }
-    Ok(())
+    check_content_types("content_types", &mut s.content_types)
 }
 
-fn check_content_types(field: &str, list: &[String]) -> Result<(), ApiError> {
-    for (i, ct) in list.iter().enumerate() {
-        let ok = ct.split('/').count() == 2
-            && !ct.contains([';', ' '])
-            && !ct.starts_with('/')
-            && !ct.ends_with('/')
-            && *ct == ct.to_ascii_lowercase();
-        if !ok {
-            return Err(ApiError::bad(
-                Some(&format!("{field}[{i}]")),
-                format!(
-                    "{ct:?} is not a content type (allowed: \"text/html\": lower-case, no parameters)"
-                ),
-            ));
-        }
+fn check_content_types(field: &str, list: &mut [String]) -> Result<(), ApiError> {
+    for (i, ct) in list.iter_mut().enumerate() {
+        *ct = edge_config::check_content_type(ct)
+            .map_err(|e| ApiError::bad(Some(&format!("{field}[{i}]")), e))?;
     }
     Ok(())
 }
@@ -107,7 +89,7 @@ pub async fn create(
     let result = async {
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
-        let JsonBody(s) = body?;
+        let JsonBody(mut s) = body?;
         check_name("name", &s.name)?;
         if !c.node.serves_sites() {
             return Err(ApiError::invalid(
@@ -115,7 +97,7 @@ pub async fn create(
                 "this node has no rewriter component to proxy sites",
             ));
         }
-        check_settings(&s.settings)?;
+        check_settings(&mut s.settings)?;
         if s.hosts.is_empty() {
             return Err(ApiError::bad(
                 Some("hosts"),
@@ -194,8 +176,8 @@ pub async fn update(
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
         let s = site_of(&c, &t, &site).await?;
-        let JsonBody(settings) = body?;
-        check_settings(&settings)?;
+        let JsonBody(mut settings) = body?;
+        check_settings(&mut settings)?;
         c.db.set_site_settings(&s.id, &settings).await?;
         c.apply_stored().await.map_err(ApiError::internal)?;
         let mut view = s.site;
@@ -214,20 +196,9 @@ pub async fn update(
     result
 }
 
-fn check_settings(s: &SiteSettings) -> Result<(), ApiError> {
-    check_origin(&s.origin)?;
-    if s.origin_timeout_ms == 0 {
-        return Err(ApiError::bad(
-            Some("origin_timeout_ms"),
-            "must be at least 1 (milliseconds)",
-        ));
-    }
-    check_content_types("content_types", &s.content_types)
-}
-
 /// Compiles `specs` with the rewriter's engine: the rule set, or the
 /// first rule that fails with where and why.
-pub fn compile(specs: &[RuleSpec], field: &str) -> Result<RuleSet, ApiError> {
+pub fn compile(specs: &mut [RuleSpec], field: &str) -> Result<RuleSet, ApiError> {
     if specs.len() > MAX_RULES {
         return Err(ApiError::invalid(
             Some(field),
@@ -235,8 +206,8 @@ pub fn compile(specs: &[RuleSpec], field: &str) -> Result<RuleSet, ApiError> {
         ));
     }
     let mut rules = Vec::with_capacity(specs.len());
-    for (i, r) in specs.iter().enumerate() {
-        check_content_types(&format!("{field}[{i}].content_types"), &r.content_types)?;
+    for (i, r) in specs.iter_mut().enumerate() {
+        check_content_types(&format!("{field}[{i}].content_types"), &mut r.content_types)?;
         let rule = Rule::new(&r.pattern, &r.replacement)
             .with_flags(&r.flags)
             .map_err(|e| ApiError::bad(Some(&format!("{field}[{i}].flags")), e))?;
@@ -312,8 +283,8 @@ pub async fn create_rules(
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
         let s = site_of(&c, &t, &site).await?;
-        let (specs, field) = body?.0.specs()?;
-        compile(&specs, field)?;
+        let (mut specs, field) = body?.0.specs()?;
+        compile(&mut specs, field)?;
         let kept = c.db.rule_sets(&s.id).await?.len() as u64;
         if kept >= t.tenant.quota.max_versions {
             return Err(ApiError::invalid(
@@ -405,7 +376,7 @@ pub async fn preview(
     let t = caller.tenant(&c, &tenant).await?;
     let s = site_of(&c, &t, &site).await?;
     let JsonBody(p) = body?;
-    let (specs, field) = match (p.rules, p.nginx, p.version) {
+    let (mut specs, field) = match (p.rules, p.nginx, p.version) {
         (Some(r), None, None) => (r, "rules"),
         (None, Some(text), None) => (import_nginx(&text)?, "nginx"),
         (None, None, Some(v)) => {
@@ -424,7 +395,7 @@ pub async fn preview(
             ));
         }
     };
-    let set = compile(&specs, field)?;
+    let set = compile(&mut specs, field)?;
     let out = tokio::task::spawn_blocking(move || {
         let input = p.body.as_bytes();
         let mut rw = rewrite_engine::Rewriter::new(&set);

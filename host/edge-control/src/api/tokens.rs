@@ -171,12 +171,7 @@ pub async fn revoke(
     let result = async {
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
-        let missing = || ApiError::not_found(format!("no token {id:?}"));
-        let p = c.db.principal(&id).await?.ok_or_else(missing)?;
-        if !id.starts_with('k') || p.tenant_id.as_deref() != Some(t.id.as_str()) {
-            return Err(missing());
-        }
-        c.db.revoke(&p.id).await?;
+        super::auth::revoke_own(&c, &id, 'k', Some(&t.id), "token").await?;
         Ok(StatusCode::NO_CONTENT)
     }
     .await;
@@ -227,12 +222,7 @@ pub async fn revoke_operator(
 ) -> Result<StatusCode, ApiError> {
     let result = async {
         caller.operator_only()?;
-        let missing = || ApiError::not_found(format!("no operator token {id:?}"));
-        let p = c.db.principal(&id).await?.ok_or_else(missing)?;
-        if !id.starts_with('k') || p.tenant_id.is_some() {
-            return Err(missing());
-        }
-        c.db.revoke(&p.id).await?;
+        super::auth::revoke_own(&c, &id, 'k', None, "operator token").await?;
         Ok(StatusCode::NO_CONTENT)
     }
     .await;
