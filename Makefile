@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy soak clean
+.PHONY: run test setup components host spin-apps hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -27,6 +27,11 @@ components: setup hints-index
 
 host: setup
 	$(CARGO) build --release -p edge -p edge-udf -p edge-sidecar
+
+# Unmodified Spin apps built with Spin's own SDKs, for the compatibility
+# tests (tests/spin-apps/README.md).
+spin-apps: setup
+	./scripts/spin-apps.sh
 
 # The hint engine's data (registry packages → JSON Lines, docs/HINTS-DATA.md)
 # and its indexes, which the hints component embeds.
@@ -44,7 +49,7 @@ hints-index: $(HINTS_INDEX)
 run: components host
 	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
 
-test: components host
+test: components host spin-apps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets $(addprefix --exclude ,$(GUESTS)) -- -D warnings
 	$(CARGO) clippy --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings

@@ -38,6 +38,8 @@ if ! command -v cargo >/dev/null; then
 fi
 installed=$(rustup target list --installed)
 grep -qx wasm32-wasip2 <<<"$installed" || rustup target add wasm32-wasip2
+# Spin's older SDKs build for preview 1 (tests/spin-apps).
+grep -qx wasm32-wasip1 <<<"$installed" || rustup target add wasm32-wasip1
 rustup component list --installed | grep -q '^clippy' || rustup component add clippy
 rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
 # playwright-core drives the Debian chromium (it downloads no browser).

@@ -153,7 +153,8 @@ impl Edge {
         let dir = TempDir::new("edge");
         dir.write("spin.toml", spin_toml);
         let config = dir.write("edge.toml", edge_toml);
-        let mut child = Command::new(edge_bin())
+        let mut command = Command::new(edge_bin());
+        command
             .args(["serve", "--config"])
             .arg(&config)
             .args([
@@ -164,8 +165,29 @@ impl Edge {
                 "--data-dir",
             ])
             .arg(data_dir)
+            .envs(env.iter().copied());
+        Self::spawn(command, dir, config)
+    }
+
+    /// `edge up -f MANIFEST` on a free port, with `args` added; its state
+    /// directory is a fresh one unless `args` names one.
+    pub fn up(manifest: &Path, args: &[&str]) -> Self {
+        let dir = TempDir::new("edge-up");
+        let mut command = Command::new(edge_bin());
+        command
+            .args(["up", "--listen", "127.0.0.1:0", "-f"])
+            .arg(manifest)
+            .args(args);
+        if !args.contains(&"--state-dir") {
+            command.arg("--state-dir").arg(dir.path());
+        }
+        let config = dir.path().join("edge-up.toml");
+        Self::spawn(command, dir, config)
+    }
+
+    fn spawn(mut command: Command, dir: TempDir, config: PathBuf) -> Self {
+        let mut child = command
             .env("EDGE_LOG", "info")
-            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -193,7 +215,7 @@ impl Edge {
             .split_whitespace()
             .filter(|w| w.contains("http://"))
             .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_string());
-        let (Some(url), Some(admin), control) = (urls.next(), urls.next(), urls.next()) else {
+        let (Some(url), admin, control) = (urls.next(), urls.next(), urls.next()) else {
             let _ = child.kill();
             std::thread::sleep(Duration::from_millis(100));
             panic!(
@@ -204,7 +226,8 @@ impl Edge {
         Self {
             child,
             url,
-            admin,
+            // `edge up` has none.
+            admin: admin.unwrap_or_default(),
             control,
             stderr,
             dir,

@@ -17,6 +17,7 @@ use std::time::Duration;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p3::bindings::ServicePre;
 
 /// Process-wide parts that outlive any one config: the engine and its
 /// ticker, the compile cache, metrics and pinned sessions.
@@ -93,10 +94,18 @@ impl Runtime {
 
 /// A component ready to instantiate.
 pub struct Prepared {
-    /// Linked and type-checked against the proxy world.
-    pub pre: ProxyPre<HostState>,
+    /// Linked and type-checked against its HTTP entry point.
+    pub entry: Entry,
     /// Content hash of the component's bytes.
     pub hash: ContentHash,
+}
+
+/// A component's HTTP entry point, in either WASI generation.
+pub enum Entry {
+    /// WASI 0.2: exports `wasi:http/incoming-handler`.
+    P2(ProxyPre<HostState>),
+    /// WASI 0.3: exports `wasi:http/handler@0.3.0`, with async functions.
+    P3(ServicePre<HostState>),
 }
 
 /// What a route leads to: one component as seen by one tenant.
@@ -501,6 +510,10 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     // environment, so linking is not granting.
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    // And the WASI 0.3 set, for components built with it (Spin's current
+    // SDKs); a component uses either or both.
+    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+    wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     // Over the library's: deletes the request options it leaves behind.
     crate::outgoing_handler::add_to_linker(&mut linker)?;
     if component.has_variables {
@@ -520,15 +533,18 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
             component.id
         )
     })?;
-    let pre = ProxyPre::new(pre)
-        .map_err(anyhow::Error::from)
-        .with_context(|| {
+    // A component exporting both is served through WASI 0.3, as
+    // `wasmtime serve` does.
+    let entry = match ServicePre::new(pre.clone()) {
+        Ok(p3) => Entry::P3(p3),
+        Err(_) => Entry::P2(ProxyPre::new(pre).map_err(anyhow::Error::from).with_context(|| {
             format!(
-                "component {:?} does not export wasi:http/incoming-handler",
+                "component {:?} exports neither wasi:http/incoming-handler@0.2 nor wasi:http/handler@0.3",
                 component.id
             )
-        })?;
-    Ok(Prepared { pre, hash })
+        })?),
+    };
+    Ok(Prepared { entry, hash })
 }
 
 /// Opens the stores `component` names, as `tenant`'s.

@@ -213,6 +213,49 @@ impl Body for GuestOutcomeBody {
     }
 }
 
+/// A WASI 0.3 guest's response body that says when it has been read to
+/// its end (or dropped unread): until then the guest's store must keep
+/// running, since the guest's own tasks write the body.
+pub struct EndSignal {
+    inner: crate::respond::Body,
+    end: Option<oneshot::Sender<()>>,
+}
+
+impl EndSignal {
+    /// Wraps `inner`; `end` fires at its end or when it is dropped.
+    pub fn new(inner: crate::respond::Body, end: oneshot::Sender<()>) -> Self {
+        Self {
+            inner,
+            end: Some(end),
+        }
+    }
+}
+
+impl Body for EndSignal {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let frame = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if matches!(frame, None | Some(Err(_))) {
+            // Dropping the sender is the signal.
+            self.end = None;
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

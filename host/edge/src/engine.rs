@@ -84,6 +84,8 @@ fn compiler_config() -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
     config
         .wasm_component_model(true)
+        // WASI 0.3 components (async functions, streams and futures).
+        .wasm_component_model_async(true)
         .epoch_interruption(true)
         // Standard since August 2026 (phase 4) and on by default from
         // Wasmtime 50; the signer is built with it
@@ -100,8 +102,10 @@ fn compiler_config() -> wasmtime::Config {
 pub fn compile_to_file(input: &Path, output: &Path) -> Result<()> {
     let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
     let engine = Engine::new(&compiler_config()).map_err(anyhow::Error::from)?;
+    let component = edge_componentize::componentize_if_module(&bytes)
+        .with_context(|| format!("compiling component {}", input.display()))?;
     let compiled = engine
-        .precompile_component(&bytes)
+        .precompile_component(&component)
         .map_err(anyhow::Error::from)?;
     let tmp = output.with_extension(format!("tmp{}", std::process::id()));
     if let Some(dir) = output.parent() {
@@ -286,9 +290,13 @@ impl ComponentCache {
             Some(c) => c,
             None => {
                 let started = std::time::Instant::now();
+                // Spin's older SDKs build preview 1 modules: adapted here,
+                // as Spin adapts them when it loads them.
+                let component = edge_componentize::componentize_if_module(&bytes)
+                    .with_context(|| format!("compiling component {}", path.display()))?;
                 let compiled = self
                     .engine
-                    .precompile_component(&bytes)
+                    .precompile_component(&component)
                     .map_err(anyhow::Error::from)
                     .with_context(|| format!("compiling component {}", path.display()))?;
                 tracing::info!(component = %path.display(), ms = started.elapsed().as_millis() as u64, "compiled");

@@ -4,7 +4,7 @@
 //! failure mapped by its source. Per-request instances ([`per_request`])
 //! and pinned sessions ([`crate::session`]) both go through it.
 
-use crate::app::Target;
+use crate::app::{Entry, Target};
 use crate::body::ClientPace;
 use crate::lanes::{CallClock, GuestCall, Paced};
 use crate::metrics::ActiveInstance;
@@ -14,8 +14,10 @@ use crate::state::HostState;
 use bytes::Bytes;
 use http::Response;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::sync::oneshot;
 use wasmtime::{Store, UpdateDeadline};
@@ -23,12 +25,90 @@ use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::Proxy;
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
+use wasmtime_wasi_http::p3;
+use wasmtime_wasi_http::p3::bindings::Service;
 
-/// What a guest call hands back to the request: the response head once the
-/// guest sets it.
-pub type ResponseReceiver = oneshot::Receiver<Result<Response<Body>, ErrorCode>>;
+/// A WASI 0.2 guest's response head, once it sets it.
+type P2Head = oneshot::Receiver<Result<Response<Body>, ErrorCode>>;
+
+/// A WASI 0.3 guest's response head, once it returns it.
+type P3Head = oneshot::Receiver<Result<Response<Body>, p3::bindings::http::types::ErrorCode>>;
 
 type Resource<T> = wasmtime::component::Resource<T>;
+
+/// A made instance: its HTTP entry point, in either WASI generation.
+pub enum Guest {
+    /// `wasi:http/incoming-handler@0.2`.
+    P2(Proxy),
+    /// `wasi:http/handler@0.3`.
+    P3(Service),
+}
+
+/// A request put into a store, ready for [`call`].
+pub enum Bound {
+    /// The request and the response slot, in the store's table.
+    P2 {
+        /// The request.
+        req: Resource<HostIncomingRequest>,
+        /// Where the guest sets its response.
+        out: Resource<HostResponseOutparam>,
+    },
+    /// The request, and where its head goes once the guest returns it.
+    P3 {
+        /// The request (moved into the table by the call).
+        request: p3::Request,
+        /// Ends when the host is done reading the request body; its
+        /// result goes to the guest with the response.
+        io: Pin<Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>>,
+        /// The response head.
+        head: oneshot::Sender<Result<Response<Body>, p3::bindings::http::types::ErrorCode>>,
+    },
+}
+
+/// What a guest call hands back to the request: the response head once
+/// the guest gives it, in either generation.
+pub enum ResponseReceiver {
+    /// From a `response-outparam`.
+    P2(P2Head),
+    /// From `handle`'s result.
+    P3(P3Head),
+}
+
+/// Why no head came: the guest dropped its slot without setting it.
+pub struct NoHead;
+
+impl ResponseReceiver {
+    /// The head, if the guest has given it already.
+    fn try_recv(&mut self) -> Result<Result<Response<Body>, Failure>, NoHead> {
+        match self {
+            Self::P2(rx) => rx
+                .try_recv()
+                .map(|h| h.map_err(Failure::from_guest_code))
+                .map_err(|_| NoHead),
+            Self::P3(rx) => rx
+                .try_recv()
+                .map(|h| h.map_err(Failure::from_guest_code))
+                .map_err(|_| NoHead),
+        }
+    }
+}
+
+impl Future for ResponseReceiver {
+    type Output = Result<Result<Response<Body>, Failure>, NoHead>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::P2(rx) => Pin::new(rx).poll(cx).map(|r| {
+                r.map(|h| h.map_err(Failure::from_guest_code))
+                    .map_err(|_| NoHead)
+            }),
+            Self::P3(rx) => Pin::new(rx).poll(cx).map(|r| {
+                r.map(|h| h.map_err(Failure::from_guest_code))
+                    .map_err(|_| NoHead)
+            }),
+        }
+    }
+}
 
 /// A fresh store for `target`, with its limiter and `deadline` set; its
 /// epoch ticks go to `clock` (the call budget of [`crate::lanes`]).
@@ -78,7 +158,7 @@ const SLOT_WAITS_MS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 /// Makes `target`'s instance in `store`, within the store's deadline.
 /// A full pool is first answered by ending idle sessions
 /// ([`crate::session::IdleSessions`]); only then is it a failure.
-pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Result<Proxy, Failure> {
+pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Result<Guest, Failure> {
     let prepared = match &target.prepared {
         Ok(p) => p.clone(),
         Err(why) => return Err(Failure::Unavailable(why.to_string())),
@@ -87,10 +167,15 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
     let mut reclaimed = 0;
     let mut waits = [].iter();
     let result = loop {
-        let made =
-            tokio::time::timeout_at(deadline, prepared.pre.instantiate_async(&mut *store)).await;
+        let made = tokio::time::timeout_at(deadline, async {
+            match &prepared.entry {
+                Entry::P2(pre) => pre.instantiate_async(&mut *store).await.map(Guest::P2),
+                Entry::P3(pre) => pre.instantiate_async(&mut *store).await.map(Guest::P3),
+            }
+        })
+        .await;
         let failure = match made {
-            Ok(Ok(proxy)) => return Ok(proxy),
+            Ok(Ok(guest)) => return Ok(guest),
             Ok(Err(e)) => Failure::classify(&e, store.data().limiter.hit),
             Err(_) => Failure::Deadline,
         };
@@ -122,50 +207,94 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
     Err(result)
 }
 
-/// Puts a request and a response slot into the store's table.
-pub fn bind_request<B>(
+/// Puts a request into the store, the way `target`'s component takes it.
+pub fn bind<B>(
     store: &mut Store<HostState>,
+    target: &Target,
     request: http::Request<B>,
-) -> Result<
-    (
-        Resource<HostIncomingRequest>,
-        Resource<HostResponseOutparam>,
-        ResponseReceiver,
-    ),
-    Failure,
->
+) -> Result<(Bound, ResponseReceiver), Failure>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<wasmtime_wasi_http::Error>,
 {
-    let (tx, rx) = oneshot::channel();
     store.data_mut().client_pace = request.extensions().get::<ClientPace>().cloned();
     store.data_mut().begin_request();
+    let p3 = matches!(&target.prepared, Ok(p) if matches!(p.entry, Entry::P3(_)));
     let mut http = store.data_mut().http();
+    if p3 {
+        let (tx, rx) = oneshot::channel();
+        let (request, io) = p3::Request::from_http(http.hooks, request);
+        return Ok((
+            Bound::P3 {
+                request,
+                io: Box::pin(io),
+                head: tx,
+            },
+            ResponseReceiver::P3(rx),
+        ));
+    }
+    let (tx, rx) = oneshot::channel();
     let req = http
         .new_incoming_request(Scheme::Http, request)
         .map_err(|e| Failure::Internal(format!("{e:#}")))?;
     let out = http
         .new_response_outparam(tx)
         .map_err(|e| Failure::Internal(format!("{e:#}")))?;
-    Ok((req, out, rx))
+    Ok((Bound::P2 { req, out }, ResponseReceiver::P2(rx)))
 }
 
 /// Calls the guest's handler once, under the store's wall-clock deadline.
+///
+/// A WASI 0.3 guest's body is written by its tasks while the host reads
+/// it, so its store runs (`run_concurrent`) until the body has been read
+/// to its end or dropped; a 0.2 guest has written its body when its call
+/// returns (or streams it through host-owned pipes).
 pub async fn call(
     store: &mut Store<HostState>,
-    proxy: &Proxy,
+    guest: &Guest,
     target: &Target,
-    req: Resource<HostIncomingRequest>,
-    out: Resource<HostResponseOutparam>,
+    bound: Bound,
 ) -> Result<(), Failure> {
     // One deadline per request, set when the request arrived: the call
     // gets what the queue and instantiation left of it.
     let deadline = tokio::time::Instant::from_std(store.data().deadline);
-    let call = proxy
-        .wasi_http_incoming_handler()
-        .call_handle(&mut *store, req, out);
-    let result = match tokio::time::timeout_at(deadline, call).await {
+    let ran = match (guest, bound) {
+        (Guest::P2(proxy), Bound::P2 { req, out }) => {
+            let call = proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut *store, req, out);
+            tokio::time::timeout_at(deadline, call).await
+        }
+        (Guest::P3(service), Bound::P3 { request, io, head }) => {
+            let run = store.run_concurrent(async move |store| {
+                let response = match service.handle(store, request).await? {
+                    Ok(response) => response,
+                    Err(code) => {
+                        let _ = head.send(Err(code));
+                        return Ok(());
+                    }
+                };
+                let response = store.with(|mut store| response.into_http(&mut store, io))?;
+                let (read, done) = oneshot::channel();
+                let response = response.map(|body| {
+                    http_body_util::BodyExt::boxed_unsync(crate::body::EndSignal::new(body, read))
+                });
+                if head.send(Ok(response)).is_ok() {
+                    // Read to its end, or dropped: either way the guest's
+                    // part is over.
+                    let _ = done.await;
+                }
+                wasmtime::Result::<()>::Ok(())
+            });
+            tokio::time::timeout_at(deadline, async { run.await.and_then(|r| r) }).await
+        }
+        _ => {
+            return Err(Failure::Internal(
+                "request bound for the other WASI generation".into(),
+            ));
+        }
+    };
+    let result = match ran {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Failure::classify(&e, store.data().limiter.hit)),
         // The guest was blocked in the host: if on a request body the
@@ -231,7 +360,7 @@ where
                 // to the client yet, so answer the failure rather than a
                 // body the failure cut short.
                 (Err(f), _) => Err(f),
-                (Ok(()), Ok(h)) => h.map_err(Failure::from_guest_code),
+                (Ok(()), Ok(h)) => h,
                 (Ok(()), Err(_)) => Err(Failure::NoResponse),
             };
             Race::Done { guest_ok, response }
@@ -246,11 +375,11 @@ where
                 });
                 Race::Streaming { response, guest, finish }
             }
-            Ok(Err(code)) => {
+            Ok(Err(failure)) => {
                 let result = guest.await;
                 Race::Done {
                     guest_ok: result.is_ok(),
-                    response: Err(result.err().unwrap_or_else(|| Failure::from_guest_code(code))),
+                    response: Err(result.err().unwrap_or(failure)),
                 }
             }
             // The outparam was dropped unset: the guest's own result says why.
@@ -353,14 +482,14 @@ where
     let clock = CallClock::new(target.share.clone());
     clock.begin();
     let mut store = new_store(engine, target, deadline, clock.clone());
-    let (req, out, head) = bind_request(&mut store, request)?;
+    let (bound, head) = bind(&mut store, target, request)?;
     let target = target.clone();
     let background = target.background.clone();
     let guest = Box::pin(async move {
         let _permit = permit;
         let _active = ActiveInstance::new(&target.metrics);
-        let proxy = instantiate(&mut store, &target).await?;
-        call(&mut store, &proxy, &target, req, out).await
+        let guest = instantiate(&mut store, &target).await?;
+        call(&mut store, &guest, &target, bound).await
     });
     // In its tenant's CPU lane; the store goes with it, so a big memory is
     // reset where the guest ran.

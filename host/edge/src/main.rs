@@ -15,6 +15,7 @@ mod deploy_cli;
 mod hints_cli;
 mod rules_cli;
 mod udf_cli;
+mod up_cli;
 
 // glibc malloc took ~13% of a loaded echo server's CPU (arena locks,
 // consolidation); mimalloc's per-thread heaps suit many short-lived stores.
@@ -71,6 +72,9 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Serve a Spin app from its manifest, as `spin up` does: one tenant
+    /// answering every host, the state beside the manifest.
+    Up(up_cli::UpArgs),
     /// Validate a config and load every component, then exit: 0 when all is
     /// well, 1 when a component fails, 2 when the config is invalid.
     Check {
@@ -230,6 +234,19 @@ fn main() {
                 }
             }
         }
+        Command::Up(args) => match up_cli::prepare(&args)
+            .and_then(|(config, _)| serve(config, Overrides::default()))
+        {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("edge: {e:#}");
+                if e.downcast_ref::<edge_config::ConfigError>().is_some() {
+                    2
+                } else {
+                    1
+                }
+            }
+        },
         Command::Check { config, data_dir } => check(
             config,
             Overrides {

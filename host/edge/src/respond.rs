@@ -83,7 +83,7 @@ pub enum Failure {
 impl Failure {
     /// A guest that set an error instead of a response: what it said goes
     /// to the log, the client gets fixed words.
-    pub fn from_guest_code(code: wasmtime_wasi_http::p2::bindings::http::types::ErrorCode) -> Self {
+    pub fn from_guest_code(code: impl std::fmt::Debug) -> Self {
         Self::GuestError(format!("{code:?}"))
     }
 

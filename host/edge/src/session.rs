@@ -19,7 +19,7 @@
 
 use crate::app::{Prepared, Target};
 use crate::engine::ContentHash;
-use crate::invoke::{Race, bind_request, call, count_failure, instantiate, new_store, race};
+use crate::invoke::{Guest, Race, bind, call, count_failure, instantiate, new_store, race};
 use crate::lanes::{CallClock, GuestCall, Paced};
 use crate::metrics::ActiveInstance;
 use crate::respond::{Body, Failure};
@@ -691,7 +691,7 @@ struct SessionId {
 /// A live instance of a session, with the tenant's instance share it holds.
 struct Instance {
     store: wasmtime::Store<crate::state::HostState>,
-    proxy: wasmtime_wasi_http::p2::bindings::Proxy,
+    guest: Guest,
     _permit: Permit,
     _active: ActiveInstance,
 }
@@ -722,10 +722,10 @@ async fn start_instance(
         Instant::now() + target.deadline,
         clock.clone(),
     );
-    let proxy = instantiate(&mut store, target).await?;
+    let guest = instantiate(&mut store, target).await?;
     Ok(Instance {
         store,
-        proxy,
+        guest,
         _permit: permit,
         _active: active,
     })
@@ -819,7 +819,7 @@ async fn run_session(
         };
         inst.store.data_mut().deadline = deadline;
         inst.store.set_epoch_deadline(1);
-        let (req, out, head) = match bind_request(&mut inst.store, request) {
+        let (bound, head) = match bind(&mut inst.store, &target, request) {
             Ok(bound) => bound,
             Err(f) => {
                 let _ = reply.send(Err(f));
@@ -828,7 +828,7 @@ async fn run_session(
             }
         };
         let (guest_ok, status) = {
-            let guest = pin!(call(&mut inst.store, &inst.proxy, &target, req, out));
+            let guest = pin!(call(&mut inst.store, &inst.guest, &target, bound));
             match race(guest, head).await {
                 Race::Done { guest_ok, response } => {
                     let status = response.as_ref().map(|r| r.status()).ok();

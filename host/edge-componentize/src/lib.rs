@@ -1,0 +1,111 @@
+//! Spin's older SDKs (Rust `spin-sdk` up to 5.x, Go, and others built
+//! for `wasm32-wasip1`) produce core modules, not components: the module
+//! imports WASI preview 1 and carries its component interfaces in a
+//! `component-type` custom section written by wit-bindgen. Spin turns
+//! such a module into a component when it loads it; so do we, with the
+//! same tools: `wit-component`'s encoder and Wasmtime's preview 1 adapter
+//! (a reactor: the component exports the handler, no `_start`).
+//!
+//! ```
+//! // A component is returned as it is.
+//! let component = b"\0asm\x0d\0\x01\0";
+//! assert!(matches!(
+//!     edge_componentize::componentize_if_module(component),
+//!     Ok(std::borrow::Cow::Borrowed(_))
+//! ));
+//! ```
+#![deny(missing_docs)]
+
+use std::borrow::Cow;
+use wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER;
+use wasmparser::{Encoding, Parser, Payload};
+use wit_component::ComponentEncoder;
+
+/// Why a binary could not be made a component.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Not a WebAssembly binary at all.
+    #[error("not a WebAssembly module or component: {0}")]
+    NotWasm(String),
+    /// A core module without the interface description wit-bindgen
+    /// writes: nothing says which component it should become.
+    #[error(
+        "a WebAssembly module without component interfaces (no `component-type` section written by wit-bindgen): build it with an SDK that targets components, or as a component (wasm32-wasip2)"
+    )]
+    NoInterfaces,
+    /// The encoder refused the module.
+    #[error("turning the module into a component: {0:#}")]
+    Encode(String),
+}
+
+/// Whether `bytes` is a core module (`Some(false)`), a component
+/// (`Some(true)`) or neither (`None`).
+pub fn is_component(bytes: &[u8]) -> Option<bool> {
+    match Parser::new(0).parse_all(bytes).next()? {
+        Ok(Payload::Version { encoding, .. }) => Some(encoding == Encoding::Component),
+        _ => None,
+    }
+}
+
+/// `bytes` as a component: unchanged if it is one, adapted if it is a
+/// preview 1 module with wit-bindgen's interface description.
+pub fn componentize_if_module(bytes: &[u8]) -> Result<Cow<'_, [u8]>, Error> {
+    match is_component(bytes) {
+        Some(true) => Ok(Cow::Borrowed(bytes)),
+        Some(false) => componentize(bytes).map(Cow::Owned),
+        None => Err(Error::NotWasm("no WebAssembly header".into())),
+    }
+}
+
+/// Adapts a preview 1 core module to a component.
+pub fn componentize(module: &[u8]) -> Result<Vec<u8>, Error> {
+    if !has_component_type(module)? {
+        return Err(Error::NoInterfaces);
+    }
+    ComponentEncoder::default()
+        .validate(true)
+        .module(module)
+        .and_then(|e| {
+            e.adapter(
+                "wasi_snapshot_preview1",
+                WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+            )
+        })
+        .and_then(|mut e| e.encode())
+        .map_err(|e| Error::Encode(format!("{e:#}")))
+}
+
+fn has_component_type(module: &[u8]) -> Result<bool, Error> {
+    for payload in Parser::new(0).parse_all(module) {
+        match payload {
+            Ok(Payload::CustomSection(s)) if s.name().starts_with("component-type") => {
+                return Ok(true);
+            }
+            Ok(_) => {}
+            Err(e) => return Err(Error::NotWasm(e.to_string())),
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_module_is_refused_with_what_to_do() {
+        // (module) with nothing in it.
+        let empty = b"\0asm\x01\0\0\0";
+        let err = componentize_if_module(empty).unwrap_err();
+        assert!(matches!(err, Error::NoInterfaces), "{err}");
+        assert!(err.to_string().contains("wasm32-wasip2"));
+    }
+
+    #[test]
+    fn garbage_is_not_wasm() {
+        assert!(matches!(
+            componentize_if_module(b"hello"),
+            Err(Error::NotWasm(_))
+        ));
+    }
+}
