@@ -172,12 +172,18 @@ impl Edge {
     /// `edge up -f MANIFEST` on a free port, with `args` added; its state
     /// directory is a fresh one unless `args` names one.
     pub fn up(manifest: &Path, args: &[&str]) -> Self {
+        Self::up_env(manifest, args, &[])
+    }
+
+    /// Like [`Edge::up`] with extra environment variables.
+    pub fn up_env(manifest: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = TempDir::new("edge-up");
         let mut command = Command::new(edge_bin());
         command
             .args(["up", "--listen", "127.0.0.1:0", "-f"])
             .arg(manifest)
-            .args(args);
+            .args(args)
+            .envs(env.iter().copied());
         if !args.contains(&"--state-dir") {
             command.arg("--state-dir").arg(dir.path());
         }

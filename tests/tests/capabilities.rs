@@ -196,8 +196,9 @@ async fn key_value_is_per_tenant_limited_and_persistent() {
 #[tokio::test]
 async fn capabilities_not_granted_are_not_linked() {
     let data = TempDir::new("nogrant");
-    // The probe imports wasi:config and wasi:keyvalue, but this manifest
-    // grants neither: it must fail to load, with the reason on /health.
+    // The probe imports wasi:keyvalue, but this manifest grants no store:
+    // it must fail to load, with the reason on /health. (Variables are
+    // linked for every component, as on Spin.)
     let edge = Edge::start_with(
         &probe_spin(""),
         "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",

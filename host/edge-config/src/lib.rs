@@ -232,8 +232,6 @@ pub struct Component {
     pub allowed_outbound_hosts: Vec<OutboundRule>,
     /// Key-value store labels the component may open.
     pub key_value_stores: Vec<String>,
-    /// Whether the component gets `wasi:config/store` (it declares variables).
-    pub has_variables: bool,
     /// How instances are created.
     pub mode: InstanceMode,
     /// Linear-memory cap of this component's instances, overriding the

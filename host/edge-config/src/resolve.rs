@@ -118,13 +118,6 @@ impl Resolver<'_> {
             &default_limits,
             &pool,
         )?;
-        // A site's component reads the site as variables.
-        for site in tenants.iter().flat_map(|t| &t.sites) {
-            if let Some(c) = components.get_mut(&site.component) {
-                c.has_variables = true;
-            }
-        }
-
         Ok(Config {
             edge_file: std::path::absolute(&self.edge_src.path)
                 .unwrap_or_else(|_| self.edge_src.path.clone()),
@@ -642,7 +635,6 @@ impl Resolver<'_> {
                     source,
                     allowed_outbound_hosts: rules,
                     key_value_stores: stores,
-                    has_variables: !c.variables.is_empty(),
                     mode: InstanceMode::PerRequest,
                     memory_bytes: None,
                 },

@@ -46,6 +46,7 @@ mod error;
 mod handle;
 mod host;
 mod registry;
+pub mod spin;
 mod store;
 
 pub use error::{ErrorCounts, KvError};
@@ -134,7 +135,7 @@ pub fn add_to_linker<T: KeyValueView + Send + 'static>(
     Ok(())
 }
 
-struct HasKeyValue;
+pub(crate) struct HasKeyValue;
 
 impl HasData for HasKeyValue {
     type Data<'a> = KeyValue<'a>;

@@ -14,6 +14,8 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod spin;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use wasmtime::component::Linker;
@@ -23,6 +25,8 @@ use wasmtime_wasi_config::{WasiConfig, WasiConfigVariables};
 #[derive(Clone, Default)]
 pub struct Variables {
     shared: Arc<(WasiConfigVariables, BTreeMap<String, String>)>,
+    /// The component's id in its manifest, for Spin's error words.
+    component: Arc<str>,
 }
 
 impl Variables {
@@ -34,7 +38,24 @@ impl Variables {
             .collect();
         Self {
             shared: Arc::new((wasi, values.clone())),
+            component: Arc::from(""),
         }
+    }
+
+    /// These variables as `component`'s (its id as the manifest writes it).
+    pub fn for_component(mut self, component: &str) -> Self {
+        self.component = component.into();
+        self
+    }
+
+    /// The component's id.
+    pub fn component(&self) -> &str {
+        &self.component
+    }
+
+    /// Every name and value.
+    pub fn all(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.shared.1.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
     /// Whether both hold the same names and values.

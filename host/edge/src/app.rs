@@ -431,11 +431,15 @@ fn build_target(
             Grants::default()
         }
     };
+    // Spin's errors name the component as its manifest does (deployed
+    // apps' ids are `TENANT/APP@N/COMPONENT`).
+    let manifest_id = component.id.rsplit('/').next().unwrap_or(&component.id);
     let variables = tenant
         .variables
         .get(&component.id)
         .map(|v| Variables::from_map(v))
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .for_component(manifest_id);
     // A site's component may reach the site's origin.
     let mut outbound = component.allowed_outbound_hosts.clone();
     for site in tenant.sites.iter().filter(|s| s.component == component.id) {
@@ -516,11 +520,13 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
     // Over the library's: deletes the request options it leaves behind.
     crate::outgoing_handler::add_to_linker(&mut linker)?;
-    if component.has_variables {
-        edge_variables::add_to_linker(&mut linker)?;
-    }
+    // Variables are linked for every component, as on Spin: one that was
+    // given none reads nothing (`undefined`, or `none` from wasi:config).
+    edge_variables::add_to_linker(&mut linker)?;
+    edge_variables::spin::add_to_linker(&mut linker)?;
     if !component.key_value_stores.is_empty() {
         edge_keyvalue::add_to_linker(&mut linker)?;
+        edge_keyvalue::spin::add_to_linker(&mut linker)?;
     }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;

@@ -84,7 +84,6 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
                                 .filter_map(|r| OutboundRule::parse(r).ok())
                                 .collect(),
                             key_value_stores: c.key_value_stores.clone(),
-                            has_variables: true,
                             mode: InstanceMode::PerRequest,
                             memory_bytes: None,
                         },
@@ -108,12 +107,6 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
             }
         }
         add_sites(files, t, &mut tenant);
-        if !tenant.sites.is_empty()
-            && let Some(proxy) = config.components.get_mut(SITE_COMPONENT)
-        {
-            // The proxy reads each site as a variable.
-            proxy.has_variables = true;
-        }
         config.tenants.push(tenant);
     }
     // Most specific first, as the files' routes are (a stable sort keeps

@@ -26,6 +26,80 @@ pub struct UpArgs {
     /// `[sqlite_database.NAME]`, `[variables_provider]`).
     #[arg(long)]
     pub runtime_config_file: Option<PathBuf>,
+    /// A value for one of the app's variables, `NAME=VALUE` (repeatable);
+    /// otherwise the environment's `SPIN_VARIABLE_NAME` gives it, as on Spin.
+    #[arg(long = "variable", value_name = "NAME=VALUE")]
+    pub variables: Vec<String>,
+}
+
+/// The app's `[variables]`: each name and whether it is a secret.
+fn declared_variables(manifest: &Path) -> Result<Vec<(String, bool)>> {
+    let text = std::fs::read_to_string(manifest)
+        .with_context(|| format!("reading {}", manifest.display()))?;
+    // The full check is edge-config's, when the app loads; here only the
+    // names matter.
+    let doc: toml::Table = text.parse().unwrap_or_default();
+    Ok(doc
+        .get("variables")
+        .and_then(toml::Value::as_table)
+        .map(|vars| {
+            vars.iter()
+                .map(|(name, v)| {
+                    let secret = v.get("secret").and_then(toml::Value::as_bool) == Some(true);
+                    (name.clone(), secret)
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The environment variable Spin reads a variable from.
+fn env_name(variable: &str) -> String {
+    format!("SPIN_VARIABLE_{}", variable.to_ascii_uppercase())
+}
+
+/// `[tenant.variables]` and `[tenant.secrets]` for the variables given
+/// by `--variable` or the environment. Secrets stay in the environment:
+/// the written config names them, it never holds them.
+fn variable_sections(manifest: &Path, given: &[String]) -> Result<String> {
+    let declared = declared_variables(manifest)?;
+    for pair in given {
+        let Some((name, value)) = pair.split_once('=') else {
+            anyhow::bail!("--variable {pair:?}: expected NAME=VALUE");
+        };
+        if !declared.iter().any(|(n, _)| n == name) {
+            anyhow::bail!(
+                "--variable {name:?}: the app declares no such variable (it declares: {})",
+                declared
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        // SAFETY: set before any thread of this process starts.
+        unsafe { std::env::set_var(env_name(name), value) };
+    }
+    let (mut plain, mut secrets) = (String::new(), String::new());
+    for (name, secret) in declared {
+        let env = env_name(&name);
+        let Ok(value) = std::env::var(&env) else {
+            continue;
+        };
+        if secret {
+            secrets.push_str(&format!("{name} = {{ env = {} }}\n", toml_string(&env)));
+        } else {
+            plain.push_str(&format!("{name} = {}\n", toml_string(&value)));
+        }
+    }
+    let mut out = String::new();
+    if !plain.is_empty() {
+        out.push_str(&format!("\n[tenant.variables]\n{plain}"));
+    }
+    if !secrets.is_empty() {
+        out.push_str(&format!("\n[tenant.secrets]\n{secrets}"));
+    }
+    Ok(out)
 }
 
 /// The manifest named by `--from`.
@@ -70,13 +144,12 @@ pub fn prepare(args: &UpArgs) -> Result<(PathBuf, PathBuf)> {
         data = toml_string(&state.display().to_string()),
     );
     if let Some(rc) = &args.runtime_config_file {
-        let rc = std::fs::canonicalize(rc)
-            .with_context(|| format!("no runtime config file at {}", rc.display()))?;
-        config.push_str(&format!(
-            "runtime_config = {}\n",
-            toml_string(&rc.display().to_string())
-        ));
+        anyhow::bail!(
+            "--runtime-config-file {}: Spin's runtime configuration is not read yet",
+            rc.display()
+        );
     }
+    config.push_str(&variable_sections(&manifest, &args.variables)?);
     let path = state.join("edge-up.toml");
     std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
     Ok((path, state))

@@ -1,0 +1,60 @@
+//! Answers what Spin's key-value and variables APIs give it, so a test
+//! can compare with what Spin documents:
+//!
+//! - `GET /kv/KEY`, `PUT /kv/KEY` (body is the value), `DELETE /kv/KEY`,
+//!   `HEAD /kv/KEY`, `GET /kv` (all keys, sorted, one per line);
+//! - `GET /kv-open/LABEL`: opens another store (the error, if any);
+//! - `GET /var/NAME`: a variable (the error variant, if any).
+use spin_sdk::http::{IntoResponse, Request, Response};
+use spin_sdk::http_service;
+use spin_sdk::key_value::Store;
+use spin_sdk::variables;
+
+#[http_service]
+async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let (status, body) = if let Some(name) = path.strip_prefix("/var/") {
+        match variables::get(name).await {
+            Ok(value) => (200, value),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if let Some(label) = path.strip_prefix("/kv-open/") {
+        match Store::open(label).await {
+            Ok(_) => (200, "opened".to_string()),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if path == "/kv" {
+        let store = Store::open_default().await?;
+        let mut keys = store.get_keys().await.collect().await?;
+        keys.sort();
+        (200, keys.join("\n"))
+    } else if let Some(key) = path.strip_prefix("/kv/") {
+        let store = Store::open_default().await?;
+        match method {
+            http::Method::PUT => {
+                let body = spin_sdk::http::body::IncomingBodyExt::bytes(req.into_body()).await?;
+                store.set(key, &body).await?;
+                (200, "stored".to_string())
+            }
+            http::Method::DELETE => {
+                store.delete(key).await?;
+                (200, "deleted".to_string())
+            }
+            http::Method::HEAD => {
+                let status = if store.exists(key).await? { 200 } else { 404 };
+                (status, String::new())
+            }
+            _ => match store.get(key).await? {
+                Some(v) => (200, String::from_utf8_lossy(&v).into_owned()),
+                None => (404, "no such key".to_string()),
+            },
+        }
+    } else {
+        (404, "no such route".to_string())
+    };
+    Ok(Response::builder()
+        .status(status)
+        .header("content-type", "text/plain")
+        .body(body))
+}
