@@ -209,7 +209,7 @@ async fn capabilities_not_granted_are_not_linked() {
     let (_, health) = get(&format!("{}/health", edge.admin)).await;
     assert!(health.contains("\"status\":\"degraded\""), "{health}");
     assert!(
-        health.contains("it imports something not granted to it"),
+        health.contains("imports wasi:keyvalue/store@0.2.0-draft, which is not granted to it: list the stores it opens in `key_value_stores`"),
         "{health}"
     );
 }

@@ -126,6 +126,7 @@ key_value_stores = ["default"]
 [component.features]
 source = "{features}"
 key_value_stores = ["default"]
+sqlite_databases = ["default"]
 "#,
         probe = edge_tests::component("probe"),
         features = dir
@@ -151,4 +152,185 @@ key_value_stores = ["default"]
         200
     );
     assert_eq!(get(&url("/kv/back")).await, (200, "from wasi".into()));
+}
+
+/// The component that answered, and its `spin-*` headers (client address
+/// aside, which varies), from the routes app.
+async fn routed(edge: &Edge, path: &str, headers: &[(&str, &str)]) -> (String, Vec<String>) {
+    let (status, body) = edge_tests::request(
+        &client(),
+        "GET",
+        &format!("{}{path}", edge.url),
+        headers,
+        "".into(),
+    )
+    .await;
+    assert_eq!(status, 200, "{path}: {body}");
+    let mut lines = body.lines().map(str::to_string);
+    let component = lines.next().unwrap_or_default();
+    let headers = lines
+        .filter(|l| !l.starts_with("spin-client-addr: 127.0.0.1:"))
+        .collect();
+    (component, headers)
+}
+
+#[tokio::test]
+async fn routes_follow_spins_precedence() {
+    let edge = Edge::up(&app("rust-routes"), &[]);
+    for (path, component) in [
+        ("/", "root"),
+        ("/hello", "exact"),
+        ("/hello/world", "wild"),
+        ("/users/42", "param"),
+        // A literal beats a parameter at the same place.
+        ("/users/special", "special"),
+        ("/users/42/posts/7", "params"),
+        // Neither parameter route has three segments: the wildcard takes it.
+        ("/users/42/other", "users-wild"),
+        ("/users", "users-wild"),
+        ("/files/report/2026/q3", "trailing"),
+        ("/nothing/here", "catchall"),
+        // A private component has no route: the catch-all answers.
+        ("/private", "catchall"),
+    ] {
+        assert_eq!(routed(&edge, path, &[]).await.0, component, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn spin_headers_have_spins_values_once() {
+    let edge = Edge::up(&app("rust-routes"), &[]);
+    let host = edge.url.trim_start_matches("http://").to_string();
+    // A parameterised route; the client's own spin-* headers are dropped.
+    let (component, headers) = routed(
+        &edge,
+        "/users/42/posts/7?x=1",
+        &[
+            ("spin-matched-route", "/forged"),
+            ("spin-path-match-evil", "1"),
+        ],
+    )
+    .await;
+    assert_eq!(component, "params");
+    assert_eq!(
+        headers,
+        [
+            "spin-base-path: /".to_string(),
+            "spin-component-route: /users/:id/posts/:post".into(),
+            format!("spin-full-url: http://{host}/users/42/posts/7?x=1"),
+            "spin-matched-route: /users/:id/posts/:post".into(),
+            "spin-path-info: ".into(),
+            "spin-path-match-id: 42".into(),
+            "spin-path-match-post: 7".into(),
+            "spin-raw-component-route: /users/:id/posts/:post".into(),
+        ]
+    );
+    // A wildcard route with a parameter before it.
+    let (component, headers) = routed(&edge, "/files/report/2026/q3/", &[]).await;
+    assert_eq!(component, "trailing");
+    assert_eq!(
+        headers,
+        [
+            "spin-base-path: /".to_string(),
+            "spin-component-route: /files/:name".into(),
+            format!("spin-full-url: http://{host}/files/report/2026/q3/"),
+            "spin-matched-route: /files/:name/...".into(),
+            "spin-path-info: /2026/q3/".into(),
+            "spin-path-match-name: report".into(),
+            "spin-raw-component-route: /files/:name/...".into(),
+        ]
+    );
+    // The root route: Spin keeps it without its slash as the matched route.
+    let (_, headers) = routed(&edge, "/", &[]).await;
+    assert!(
+        headers.contains(&"spin-matched-route: ".to_string()),
+        "{headers:?}"
+    );
+    assert!(
+        headers.contains(&"spin-component-route: /".to_string()),
+        "{headers:?}"
+    );
+    // The client address is the peer's.
+    let (status, body) = get(&format!("{}/hello", edge.url)).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("spin-client-addr: 127.0.0.1:"), "{body}");
+}
+
+#[tokio::test]
+async fn rust_sdk_7_sqlite() {
+    sqlite("rust-features", true).await;
+}
+
+#[tokio::test]
+async fn rust_sdk_3_sqlite() {
+    sqlite("rust-v3-features", false).await;
+}
+
+/// Spin's SQLite interface in one SDK generation: the default database
+/// exists without configuration; other labels are refused as on Spin.
+async fn sqlite(name: &str, counters: bool) {
+    let edge = Edge::up_env(&app(name), &[], &[("SPIN_VARIABLE_API_TOKEN", "unused")]);
+    let sql = |body: &'static str| {
+        let url = format!("{}/sql", edge.url);
+        async move { send("POST", &url, body).await }
+    };
+    let (status, body) =
+        sql("CREATE TABLE pets (id INTEGER PRIMARY KEY, name TEXT, weight REAL, photo BLOB, note)")
+            .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = sql("INSERT INTO pets (name, weight, photo, note) VALUES (?, ?, ?, ?)\nt:Fido\nr:12.5\nb:00ff10\nnull").await;
+    assert_eq!(status, 200, "{body}");
+    if counters {
+        assert!(body.ends_with("rowid=1 changes=1"), "{body}");
+    }
+    sql("INSERT INTO pets (name, weight) VALUES ('Rex', 30)").await;
+    let (status, body) =
+        sql("SELECT id, name, weight, photo, note FROM pets WHERE weight > ? ORDER BY id\ni:10")
+            .await;
+    assert_eq!(status, 200, "{body}");
+    let mut lines = body.lines();
+    assert_eq!(lines.next(), Some("columns: id,name,weight,photo,note"));
+    assert_eq!(lines.next(), Some("i:1|t:Fido|r:12.5|b:00ff10|null"));
+    assert_eq!(lines.next(), Some("i:2|t:Rex|r:30|null|null"));
+    // SQLite's own error, as Spin's io variant.
+    let (status, body) = sql("SELEC nonsense").await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("Io(") && body.contains("syntax error"),
+        "{body}"
+    );
+    // No other file, whatever the statement says.
+    let (status, body) = sql("ATTACH DATABASE '/tmp/elsewhere.db' AS x").await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("Io(") && body.contains("not allowed"),
+        "{body}"
+    );
+    // A label the manifest does not grant: Spin's AccessDenied.
+    let (status, body) = get(&format!("{}/sql-open/other", edge.url)).await;
+    assert_eq!(status, 500);
+    assert!(body.ends_with("AccessDenied"), "{body}");
+}
+
+#[tokio::test]
+async fn an_interface_not_granted_is_named_with_its_manifest_key() {
+    // The features app opens SQLite databases; this manifest grants none.
+    let dir = repo().join("tests/spin-apps/rust-features");
+    let spin = format!(
+        "spin_manifest_version = 2\n[application]\nname = \"x\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"features\"\n[component.features]\nsource = \"{}\"\nkey_value_stores = [\"default\"]\n",
+        dir.join("target/wasm32-wasip2/release/rust_features.wasm")
+            .display(),
+    );
+    let data = edge_tests::TempDir::new("spin-nogrant");
+    let edge = Edge::start_with(
+        &spin,
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+        data.path(),
+    );
+    assert_eq!(get(&format!("{}/kv", edge.url)).await.0, 503);
+    let (_, health) = get(&format!("{}/health", edge.admin)).await;
+    assert!(
+        health.contains("component \\\"features\\\" imports spin:sqlite/sqlite@3.1.0, which is not granted to it: list the databases it opens in `sqlite_databases`"),
+        "{health}"
+    );
 }

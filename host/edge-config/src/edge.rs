@@ -172,6 +172,7 @@ pub(crate) struct LimitsSection {
     pub request_deadline_ms: Option<Spanned<u64>>,
     pub memory_bytes: Option<Spanned<u64>>,
     pub kv_store_bytes: Option<Spanned<u64>>,
+    pub sqlite_database_bytes: Option<Spanned<u64>>,
     pub max_outbound_requests: Option<Spanned<u64>>,
     pub max_instances: Option<Spanned<u64>>,
     pub max_sessions: Option<Spanned<u64>>,

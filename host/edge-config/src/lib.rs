@@ -232,6 +232,8 @@ pub struct Component {
     pub allowed_outbound_hosts: Vec<OutboundRule>,
     /// Key-value store labels the component may open.
     pub key_value_stores: Vec<String>,
+    /// SQLite database labels the component may open.
+    pub sqlite_databases: Vec<String>,
     /// How instances are created.
     pub mode: InstanceMode,
     /// Linear-memory cap of this component's instances, overriding the
@@ -368,6 +370,8 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Size cap (keys plus values) of each key-value store of the tenant.
     pub kv_store_bytes: u64,
+    /// Size cap of each of the tenant's SQLite databases.
+    pub sqlite_database_bytes: u64,
     /// Outbound HTTP requests of the tenant in flight at once (sent, and
     /// their response body not yet finished or dropped); one more fails.
     pub max_outbound_requests: usize,

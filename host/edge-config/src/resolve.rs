@@ -375,6 +375,17 @@ impl Resolver<'_> {
             Some(b) => *b.get_ref(),
             None => base.map_or(64 * 1024 * 1024, |b| b.kv_store_bytes),
         };
+        let sqlite_database_bytes = match &l.sqlite_database_bytes {
+            Some(b) if *b.get_ref() < 65536 => {
+                return self.edge_err(
+                    b.span(),
+                    &format!("{key}.sqlite_database_bytes"),
+                    "must be at least 65536",
+                );
+            }
+            Some(b) => *b.get_ref(),
+            None => base.map_or(256 * 1024 * 1024, |b| b.sqlite_database_bytes),
+        };
         let max_outbound_requests = match &l.max_outbound_requests {
             Some(v) if *v.get_ref() == 0 => {
                 return self.edge_err(
@@ -448,6 +459,7 @@ impl Resolver<'_> {
             request_deadline: deadline,
             memory_bytes: memory,
             kv_store_bytes,
+            sqlite_database_bytes,
             max_outbound_requests,
             max_instances,
             max_sessions,
@@ -605,6 +617,20 @@ impl Resolver<'_> {
                     }
                 }
             }
+            let mut databases = Vec::new();
+            for d in &c.sqlite_databases {
+                if !is_label(d.get_ref()) {
+                    return self.app_err(
+                        d.span(),
+                        &format!("{key}.sqlite_databases"),
+                        format!(
+                            "{:?} is not a database label (lower-case letters, digits, '_' and '-')",
+                            d.get_ref()
+                        ),
+                    );
+                }
+                databases.push(d.get_ref().clone());
+            }
             let mut stores = Vec::new();
             for s in &c.key_value_stores {
                 if !is_label(s.get_ref()) {
@@ -635,6 +661,7 @@ impl Resolver<'_> {
                     source,
                     allowed_outbound_hosts: rules,
                     key_value_stores: stores,
+                    sqlite_databases: databases,
                     mode: InstanceMode::PerRequest,
                     memory_bytes: None,
                 },
@@ -822,9 +849,9 @@ impl Resolver<'_> {
                 t.route.span(),
             ));
         }
-        let mut routes: Vec<Route> = routes.into_iter().map(|(r, _)| r).collect();
-        routes.sort_by(|a, b| a.pattern.specificity_cmp(&b.pattern));
-        Ok(routes)
+        // In the manifest's order: the host matches them by Spin's
+        // precedence (edge's `routes` module).
+        Ok(routes.into_iter().map(|(r, _)| r).collect())
     }
 
     fn tenants(

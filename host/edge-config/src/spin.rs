@@ -92,7 +92,7 @@ pub(crate) struct Component {
     #[serde(default)]
     pub exclude_files: Option<toml::Value>,
     #[serde(default)]
-    pub sqlite_databases: Option<toml::Value>,
+    pub sqlite_databases: Vec<Spanned<String>>,
     #[serde(default)]
     pub ai_models: Option<toml::Value>,
     #[serde(default)]

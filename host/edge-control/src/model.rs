@@ -112,6 +112,9 @@ pub struct ComponentSpec {
     /// Key-value store labels it may open (Spin's `key_value_stores`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_value_stores: Vec<String>,
+    /// SQLite database labels it may open (Spin's `sqlite_databases`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sqlite_databases: Vec<String>,
     /// Outbound HTTP it may reach (Spin's `allowed_outbound_hosts`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_outbound_hosts: Vec<String>,

@@ -49,6 +49,8 @@ struct Component {
     #[serde(default)]
     key_value_stores: Vec<String>,
     #[serde(default)]
+    sqlite_databases: Vec<String>,
+    #[serde(default)]
     allowed_outbound_hosts: Vec<String>,
     #[serde(default)]
     variables: BTreeMap<String, String>,
@@ -106,6 +108,7 @@ pub fn parse(text: &str) -> Result<SpinApp, String> {
             ComponentSpec {
                 digest: String::new(),
                 key_value_stores: c.key_value_stores.clone(),
+                sqlite_databases: c.sqlite_databases.clone(),
                 allowed_outbound_hosts: c.allowed_outbound_hosts.clone(),
                 variables: c.variables.clone(),
             },

@@ -52,8 +52,8 @@ fn main() -> anyhow::Result<()> {
         let runtime = Runtime::new(&config)?;
         let app = App::build(&runtime, config)?;
         let tenant = app.tenant("localhost").expect("tenant");
-        let (route, _) = tenant.route("localhost", "/bench").expect("route");
-        let target = route.target.clone();
+        let matched = tenant.route("localhost", "/bench").expect("route");
+        let target = matched.route.target.clone();
         let one = || async {
             let req = http::Request::builder()
                 .uri("http://localhost/bench")

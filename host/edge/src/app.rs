@@ -3,14 +3,14 @@
 
 use crate::engine::{ComponentCache, ContentHash, EpochTicker};
 use crate::metrics::{Metrics, RouteMetrics};
+use crate::routes::{Matched, Routes, TenantRoute};
 use crate::session::{SessionPool, SessionRegistry};
 use crate::state::{HostState, StoreSpec};
 use anyhow::{Context, Result};
-use edge_config::{Config, HostPattern, InstanceMode, RoutePattern};
+use edge_config::{Config, HostPattern, InstanceMode};
 use edge_keyvalue::Grants;
 use edge_outbound_http::OutboundPolicy;
 use edge_variables::Variables;
-use http::HeaderValue;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +32,9 @@ pub struct Runtime {
     pub sessions: SessionRegistry,
     /// Key-value store files, each opened once while any config grants it.
     pub kv: edge_keyvalue::Registry,
+    /// Where tenants' SQLite databases live (`DATA_DIR/sqlite`); a file
+    /// is opened only when a guest opens it.
+    pub sqlite: std::path::PathBuf,
     /// Mixing rooms, kept across reloads.
     pub mixer: Arc<edge_mixer::Mixer>,
     /// Each tenant's share of the host, kept across reloads.
@@ -84,6 +87,7 @@ impl Runtime {
             metrics: Arc::default(),
             sessions: SessionRegistry::new(config.pool.session_instances as usize),
             kv,
+            sqlite: config.server.data_dir.join("sqlite"),
             mixer,
             shares,
             resets_in_place,
@@ -133,31 +137,15 @@ pub struct Target {
     pub background: tokio::runtime::Handle,
 }
 
-/// A route of one tenant.
-pub struct TenantRoute {
-    /// The pattern from spin.toml.
-    pub pattern: RoutePattern,
-    /// `spin-matched-route` / `spin-raw-component-route` header value.
-    pub raw_route: HeaderValue,
-    /// `spin-component-route` header value.
-    pub component_route: HeaderValue,
-    /// Where it leads.
-    pub target: Arc<Target>,
-    /// For a gradual rollout: the draws (0 to 99) this route takes.
-    pub draw: Option<std::ops::Range<u8>>,
-}
-
-/// A tenant's routes, most specific first.
+/// A tenant's routes.
 pub struct TenantRt {
     /// Tenant name.
     pub name: Arc<str>,
     /// Routes to the components this tenant was granted.
-    pub routes: Vec<TenantRoute>,
+    pub routes: Routes,
     /// Hosts of the tenant's sites: every path of such a host goes to the
     /// site's component, before the manifest's routes are looked at.
     pub sites: HashMap<String, TenantRoute>,
-    /// Whether some route takes only part of the draws (a rollout).
-    pub splits: bool,
 }
 
 /// A number from 0 to 99 per request, for splitting traffic between two
@@ -181,25 +169,22 @@ fn draw() -> u8 {
 }
 
 impl TenantRt {
-    /// The route for a request: the site's if `host` is a site's, else the
-    /// first (most specific) route matching `path`; with the length of the
-    /// matched prefix.
-    pub fn route(&self, host: &str, path: &str) -> Option<(&TenantRoute, usize)> {
+    /// The route for a request: the site's if `host` is a site's, else
+    /// the best manifest route for `path` (Spin's precedence).
+    pub fn route(&self, host: &str, path: &str) -> Option<Matched<'_>> {
         if !self.sites.is_empty() {
             let host = strip_port(host).to_ascii_lowercase();
             if let Some(site) = self.sites.get(host.strip_suffix('.').unwrap_or(&host)) {
-                return Some((site, 0));
+                // A site takes every path, as `/...` would.
+                return Some(Matched {
+                    route: site,
+                    path_info: path.to_string(),
+                    params: Vec::new(),
+                });
             }
         }
-        let draw = self.splits.then(draw);
-        self.routes.iter().find_map(|r| {
-            if let (Some(range), Some(d)) = (&r.draw, draw)
-                && !range.contains(&d)
-            {
-                return None;
-            }
-            r.pattern.match_len(path).map(|n| (r, n))
-        })
+        let draw = self.routes.splits().then(draw);
+        self.routes.find(path, draw)
     }
 }
 
@@ -280,33 +265,25 @@ impl App {
                     })
                     .clone()
             };
-            let mut routes = Vec::new();
+            let mut routes = Routes::default();
             for route in &config.routes {
                 if !tenant.components.contains(&route.component) {
                     continue;
                 }
-                let base = route.pattern.base();
-                routes.push(TenantRoute {
-                    raw_route: HeaderValue::from_str(route.pattern.as_str())
-                        .context("route as header")?,
-                    component_route: HeaderValue::from_str(&base).context("route as header")?,
-                    pattern: route.pattern.clone(),
-                    target: target_for(&route.component),
-                    draw: route.draw.clone(),
-                });
+                let raw = route.pattern.as_str();
+                routes
+                    .add(
+                        raw,
+                        TenantRoute::new(raw, target_for(&route.component), route.draw.clone()),
+                    )
+                    .map_err(anyhow::Error::msg)?;
             }
             let mut sites = HashMap::new();
             for site in &tenant.sites {
                 for host in &site.hosts {
                     sites.insert(
                         host.clone(),
-                        TenantRoute {
-                            pattern: RoutePattern::parse("/...").expect("valid route"),
-                            raw_route: HeaderValue::from_static("/..."),
-                            component_route: HeaderValue::from_static(""),
-                            target: target_for(&site.component),
-                            draw: None,
-                        },
+                        TenantRoute::new("/...", target_for(&site.component), None),
                     );
                 }
             }
@@ -315,7 +292,6 @@ impl App {
             }
             tenants.push(TenantRt {
                 name,
-                splits: routes.iter().any(|r| r.draw.is_some()),
                 routes,
                 sites,
             });
@@ -467,6 +443,12 @@ fn build_target(
             ),
         variables,
         kv,
+        sqlite: edge_sqlite::Grant::new(
+            &rt.sqlite,
+            &tenant.name,
+            &component.sqlite_databases,
+            tenant.limits.sqlite_database_bytes,
+        ),
         process: edge_process::Grant::new(
             sidecar.map(|s| s.socket.clone()),
             &tenant.name,
@@ -528,17 +510,17 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
         edge_keyvalue::add_to_linker(&mut linker)?;
         edge_keyvalue::spin::add_to_linker(&mut linker)?;
     }
+    if !component.sqlite_databases.is_empty() {
+        edge_sqlite::add_to_linker(&mut linker)?;
+    }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;
     // Rooms are per tenant; a component sees only its tenant's.
     edge_mixer::add_to_linker(&mut linker)?;
     crate::guest_metrics::add_to_linker(&mut linker)?;
-    let pre = linker.instantiate_pre(&compiled).map_err(anyhow::Error::from).with_context(|| {
-        format!(
-            "linking component {:?}: it imports something not granted to it (variables grant wasi:config/store, key_value_stores grant wasi:keyvalue)",
-            component.id
-        )
-    })?;
+    let pre = linker
+        .instantiate_pre(&compiled)
+        .map_err(|e| anyhow::anyhow!(not_granted(&component.id, &format!("{e:#}"))))?;
     // A component exporting both is served through WASI 0.3, as
     // `wasmtime serve` does.
     let entry = match ServicePre::new(pre.clone()) {
@@ -552,6 +534,49 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     };
     Ok(Prepared { entry, hash })
 }
+
+/// Why a component did not link, in the manifest's terms: the interface
+/// it imports and the manifest key that grants it (from Wasmtime's "...
+/// imports instance `NAME`, but a matching implementation was not found").
+fn not_granted(component: &str, error: &str) -> String {
+    let interface = error
+        .split('`')
+        .nth(1)
+        .filter(|_| error.contains("matching implementation was not found"));
+    let Some(interface) = interface else {
+        return format!("linking component {component:?}: {error}");
+    };
+    let grant = GRANTS
+        .iter()
+        .find(|(prefixes, _)| prefixes.iter().any(|p| interface.starts_with(p)))
+        .map(|(_, key)| *key);
+    match grant {
+        Some(key) => format!(
+            "component {component:?} imports {interface}, which is not granted to it: {key}"
+        ),
+        None => format!("component {component:?} imports {interface}, which edge does not provide"),
+    }
+}
+
+/// Which manifest key grants which interfaces.
+const GRANTS: &[(&[&str], &str)] = &[
+    (
+        &[
+            "wasi:keyvalue/",
+            "fermyon:spin/key-value",
+            "spin:key-value/",
+        ],
+        "list the stores it opens in `key_value_stores`",
+    ),
+    (
+        &["fermyon:spin/sqlite", "spin:sqlite/"],
+        "list the databases it opens in `sqlite_databases`",
+    ),
+    (
+        &["edge:platform/process"],
+        "the tenant's sidecar programs (an operator grants them)",
+    ),
+];
 
 /// Opens the stores `component` names, as `tenant`'s.
 fn open_stores(

@@ -84,6 +84,7 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
                                 .filter_map(|r| OutboundRule::parse(r).ok())
                                 .collect(),
                             key_value_stores: c.key_value_stores.clone(),
+                            sqlite_databases: c.sqlite_databases.clone(),
                             mode: InstanceMode::PerRequest,
                             memory_bytes: None,
                         },
@@ -109,11 +110,6 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
         add_sites(files, t, &mut tenant);
         config.tenants.push(tenant);
     }
-    // Most specific first, as the files' routes are (a stable sort keeps
-    // the files' order among equals).
-    config
-        .routes
-        .sort_by(|a, b| a.pattern.specificity_cmp(&b.pattern));
     config
 }
 

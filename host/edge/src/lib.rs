@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod outgoing_handler;
 pub mod reload;
 pub mod respond;
+pub mod routes;
 pub mod server;
 pub mod session;
 pub mod share;

@@ -12,11 +12,12 @@
 //! Malformed HTTP (400) and oversized heads (431) are answered by hyper
 //! before phase 1.
 
-use crate::app::{App, Runtime, TenantRoute};
+use crate::app::{App, Runtime};
 use crate::body::{BodyLimits, CappedBody, ClientPace};
 use crate::conn::{Activity, TimedIo};
 use crate::invoke;
 use crate::respond::{self, Body, Failure};
+use crate::routes::Matched;
 use crate::share::Limit;
 use anyhow::Result;
 use arc_swap::ArcSwap;
@@ -441,14 +442,14 @@ pub async fn handle(
     };
 
     // Phase 2: path → route.
-    let Some((route, matched)) = tenant.route(host, req.uri().path()) else {
+    let Some(matched) = tenant.route(host, req.uri().path()) else {
         metrics.unrouted_path.fetch_add(1, Relaxed);
         return respond::text(
             StatusCode::NOT_FOUND,
             format!("no route for {}", req.uri().path()),
         );
     };
-    let target = route.target.clone();
+    let target = matched.route.target.clone();
     lane.serving(&target.share);
     let answer = |f: Failure| {
         let response = f.response();
@@ -479,7 +480,7 @@ pub async fn handle(
         }
     };
     let mut req = req;
-    add_spin_headers(&mut req, route, matched, client_addr);
+    add_spin_headers(&mut req, &matched, client_addr);
 
     // Phase 5: instance. The deadline runs from now: waiting in a session's
     // queue counts. The body must be in a tenth of it before the deadline,
@@ -529,15 +530,10 @@ pub async fn handle(
     response
 }
 
-/// The headers Spin gives components, so Spin SDK routers work unchanged.
-fn add_spin_headers(
-    req: &mut Request<Incoming>,
-    route: &TenantRoute,
-    matched: usize,
-    client_addr: HeaderValue,
-) {
-    let path = req.uri().path();
-    let path_info = HeaderValue::from_str(&path[matched.min(path.len())..]).ok();
+/// The headers Spin gives components, with Spin's values, each once: a
+/// client's own `spin-*` headers are dropped first (a component trusts
+/// these to come from its host).
+fn add_spin_headers(req: &mut Request<Incoming>, matched: &Matched<'_>, client_addr: HeaderValue) {
     let full_url = {
         let host = req
             .headers()
@@ -553,17 +549,37 @@ fn add_spin_headers(
     };
     let h = req.headers_mut();
     edge_outbound_http::strip_connection_listed(h);
-    h.insert(spin_header::MATCHED_ROUTE, route.raw_route.clone());
+    if h.keys().any(|k| k.as_str().starts_with("spin-")) {
+        let forged: Vec<_> = h
+            .keys()
+            .filter(|k| k.as_str().starts_with("spin-"))
+            .cloned()
+            .collect();
+        for name in forged {
+            h.remove(name);
+        }
+    }
+    let route = matched.route;
+    h.insert(spin_header::MATCHED_ROUTE, route.matched_route.clone());
     h.insert(spin_header::RAW_COMPONENT_ROUTE, route.raw_route.clone());
     h.insert(spin_header::COMPONENT_ROUTE, route.component_route.clone());
     h.insert(spin_header::BASE_PATH, HeaderValue::from_static("/"));
-    if let Some(v) = path_info {
+    if let Ok(v) = HeaderValue::from_str(&matched.path_info) {
         h.insert(spin_header::PATH_INFO, v);
     }
     if let Some(v) = full_url {
         h.insert(spin_header::FULL_URL, v);
     }
     h.insert(spin_header::CLIENT_ADDR, client_addr);
+    for (name, value) in &matched.params {
+        let name = format!("spin-path-match-{}", name.to_ascii_lowercase());
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            h.insert(n, v);
+        }
+    }
 }
 
 /// Spin's header names, parsed at compile time rather than per insert.

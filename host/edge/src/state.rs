@@ -30,6 +30,8 @@ pub struct StoreSpec {
     pub variables: Variables,
     /// Key-value stores granted (empty when the component names none).
     pub kv: Grants,
+    /// SQLite databases granted (empty when the component names none).
+    pub sqlite: edge_sqlite::Grant,
     /// Sidecar programs the tenant may run.
     pub process: edge_process::Grant,
     /// The tenant's mixing rooms.
@@ -46,6 +48,7 @@ impl StoreSpec {
             && self.outbound.same_rules(&other.outbound)
             && self.variables.same_values(&other.variables)
             && self.kv.same_stores(&other.kv)
+            && self.sqlite.same(&other.sqlite)
             && self.process.same(&other.process)
     }
 }
@@ -58,6 +61,7 @@ pub struct HostState {
     hooks: HttpHooks,
     variables: Variables,
     kv: Grants,
+    sqlite: edge_sqlite::Grant,
     process: edge_process::Grant,
     mixer: edge_mixer::MixerGrant,
     /// The memory cap, read by the store's limiter.
@@ -135,6 +139,7 @@ impl HostState {
             },
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),
+            sqlite: spec.sqlite.clone(),
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
             limiter: MemoryCap {
@@ -247,6 +252,16 @@ impl KeyValueView for HostState {
         KeyValue {
             grants: &self.kv,
             table: &mut self.table,
+        }
+    }
+}
+
+impl edge_sqlite::SqliteView for HostState {
+    fn sqlite(&mut self) -> edge_sqlite::Sqlite<'_> {
+        edge_sqlite::Sqlite {
+            grant: &self.sqlite,
+            table: &mut self.table,
+            deadline: self.deadline,
         }
     }
 }

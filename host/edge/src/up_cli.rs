@@ -129,6 +129,8 @@ pub fn prepare(args: &UpArgs) -> Result<(PathBuf, PathBuf)> {
          app = {app}\n\n\
          [server]\n\
          listen = {listen}\n\
+         # /health and /metrics, on a port of their own (printed at start).\n\
+         admin_listen = \"127.0.0.1:0\"\n\
          data_dir = {data}\n\n\
          # As on `spin up`, the manifest's allowed_outbound_hosts alone\n\
          # decides where the app may connect, loopback and private\n\

@@ -167,6 +167,9 @@ async fn check_version(
         for (i, label) in comp.key_value_stores.iter().enumerate() {
             check_name(&at(&format!("key_value_stores[{i}]")), label)?;
         }
+        for (i, label) in comp.sqlite_databases.iter().enumerate() {
+            check_name(&at(&format!("sqlite_databases[{i}]")), label)?;
+        }
         for (i, rule) in comp.allowed_outbound_hosts.iter().enumerate() {
             edge_config::OutboundRule::parse(rule).map_err(|e| {
                 ApiError::bad(Some(&at(&format!("allowed_outbound_hosts[{i}]"))), e)

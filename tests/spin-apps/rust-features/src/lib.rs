@@ -4,8 +4,14 @@
 //! - `GET /kv/KEY`, `PUT /kv/KEY` (body is the value), `DELETE /kv/KEY`,
 //!   `HEAD /kv/KEY`, `GET /kv` (all keys, sorted, one per line);
 //! - `GET /kv-open/LABEL`: opens another store (the error, if any);
-//! - `GET /var/NAME`: a variable (the error variant, if any).
+//! - `GET /var/NAME`: a variable (the error variant, if any);
+//! - `POST /sql`: runs the body's first line as a statement on the default
+//!   database, with the following lines as parameters (`i:N`, `r:F`,
+//!   `t:TEXT`, `b:HEX`, `null`); answers the columns, one line per row, and
+//!   the connection's last rowid and change count;
+//! - `GET /sql-open/LABEL`: opens another database (the error, if any).
 use spin_sdk::http::{IntoResponse, Request, Response};
+use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_service;
 use spin_sdk::key_value::Store;
 use spin_sdk::variables;
@@ -21,6 +27,33 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         }
     } else if let Some(label) = path.strip_prefix("/kv-open/") {
         match Store::open(label).await {
+            Ok(_) => (200, "opened".to_string()),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if path == "/sql" {
+        let body = spin_sdk::http::body::IncomingBodyExt::bytes(req.into_body()).await?;
+        let text = String::from_utf8_lossy(&body).into_owned();
+        let mut lines = text.lines();
+        let statement = lines.next().unwrap_or_default().to_string();
+        let params: Vec<Value> = lines.map(param).collect();
+        let db = Connection::open_default().await?;
+        match db.execute(&statement, params).await {
+            Ok(result) => {
+                let mut out = vec![format!("columns: {}", result.columns().join(","))];
+                for row in result.collect().await? {
+                    out.push(row.values.iter().map(show).collect::<Vec<_>>().join("|"));
+                }
+                out.push(format!(
+                    "rowid={} changes={}",
+                    db.last_insert_rowid().await,
+                    db.changes().await
+                ));
+                (200, out.join("\n"))
+            }
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if let Some(label) = path.strip_prefix("/sql-open/") {
+        match Connection::open(label).await {
             Ok(_) => (200, "opened".to_string()),
             Err(e) => (500, format!("{e:?}")),
         }
@@ -57,4 +90,28 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         .status(status)
         .header("content-type", "text/plain")
         .body(body))
+}
+
+fn param(line: &str) -> Value {
+    match line.split_once(':') {
+        Some(("i", n)) => Value::Integer(n.parse().unwrap_or_default()),
+        Some(("r", f)) => Value::Real(f.parse().unwrap_or_default()),
+        Some(("t", t)) => Value::Text(t.to_string()),
+        Some(("b", hex)) => Value::Blob(
+            (0..hex.len() / 2)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or_default())
+                .collect(),
+        ),
+        _ => Value::Null,
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Integer(i) => format!("i:{i}"),
+        Value::Real(f) => format!("r:{f}"),
+        Value::Text(t) => format!("t:{t}"),
+        Value::Blob(b) => format!("b:{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+        Value::Null => "null".to_string(),
+    }
 }

@@ -4,8 +4,13 @@
 //! - `GET /kv/KEY`, `PUT /kv/KEY` (body is the value), `DELETE /kv/KEY`,
 //!   `HEAD /kv/KEY`, `GET /kv` (all keys, sorted, one per line);
 //! - `GET /kv-open/LABEL`: opens another store (the error, if any);
-//! - `GET /var/NAME`: a variable (the error variant, if any).
+//! - `GET /var/NAME`: a variable (the error variant, if any);
+//! - `POST /sql`: runs the body's first line as a statement on the default
+//!   database, with the following lines as parameters (`i:N`, `r:F`,
+//!   `t:TEXT`, `b:HEX`, `null`); answers the columns and one line per row;
+//! - `GET /sql-open/LABEL`: opens another database (the error, if any).
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
+use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_component;
 use spin_sdk::key_value::Store;
 use spin_sdk::variables;
@@ -20,6 +25,27 @@ fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         }
     } else if let Some(label) = path.strip_prefix("/kv-open/") {
         match Store::open(label) {
+            Ok(_) => (200, "opened".to_string()),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if path == "/sql" {
+        let text = String::from_utf8_lossy(req.body()).into_owned();
+        let mut lines = text.lines();
+        let statement = lines.next().unwrap_or_default().to_string();
+        let params: Vec<Value> = lines.map(param).collect();
+        let db = Connection::open_default()?;
+        match db.execute(&statement, &params) {
+            Ok(result) => {
+                let mut out = vec![format!("columns: {}", result.columns.join(","))];
+                for row in &result.rows {
+                    out.push(row.values.iter().map(show).collect::<Vec<_>>().join("|"));
+                }
+                (200, out.join("\n"))
+            }
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if let Some(label) = path.strip_prefix("/sql-open/") {
+        match Connection::open(label) {
             Ok(_) => (200, "opened".to_string()),
             Err(e) => (500, format!("{e:?}")),
         }
@@ -56,4 +82,28 @@ fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         .header("content-type", "text/plain")
         .body(body)
         .build())
+}
+
+fn param(line: &str) -> Value {
+    match line.split_once(':') {
+        Some(("i", n)) => Value::Integer(n.parse().unwrap_or_default()),
+        Some(("r", f)) => Value::Real(f.parse().unwrap_or_default()),
+        Some(("t", t)) => Value::Text(t.to_string()),
+        Some(("b", hex)) => Value::Blob(
+            (0..hex.len() / 2)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or_default())
+                .collect(),
+        ),
+        _ => Value::Null,
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Integer(i) => format!("i:{i}"),
+        Value::Real(f) => format!("r:{f}"),
+        Value::Text(t) => format!("t:{t}"),
+        Value::Blob(b) => format!("b:{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+        Value::Null => "null".to_string(),
+    }
 }

@@ -1,0 +1,292 @@
+//! One tenant's database file and what a guest may do with it: statements
+//! run under the request's deadline, inside a size cap, without reaching
+//! any other file.
+
+use crate::SqlError;
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::limits::Limit;
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use std::path::Path;
+use std::time::Instant;
+
+/// A value crossing the boundary, as Spin's interfaces type it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A 64-bit integer.
+    Integer(i64),
+    /// A double.
+    Real(f64),
+    /// UTF-8 text.
+    Text(String),
+    /// Bytes.
+    Blob(Vec<u8>),
+    /// SQL NULL.
+    Null,
+}
+
+/// What a statement gave back.
+#[derive(Debug, Default, PartialEq)]
+pub struct QueryResult {
+    /// Column names.
+    pub columns: Vec<String>,
+    /// Rows, each with one value per column.
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Host memory one statement's result may take (values and names): a
+/// guest selecting a huge table gets an error, not the host's memory.
+pub const MAX_RESULT_BYTES: usize = 16 << 20;
+
+/// Longest statement text.
+const MAX_SQL_BYTES: i32 = 1 << 20;
+
+/// Largest string or blob a statement may make.
+const MAX_VALUE_BYTES: i32 = 16 << 20;
+
+/// Pragmas a guest may run: reading the schema and settings of its own
+/// database and per-connection behaviour. Others could raise the size cap
+/// (`max_page_count`, `page_size`), take host memory (`cache_size`,
+/// `mmap_size`), or touch the process (`soft_heap_limit`, `threads`).
+const PRAGMAS: &[&str] = &[
+    "application_id",
+    "case_sensitive_like",
+    "collation_list",
+    "data_version",
+    "defer_foreign_keys",
+    "foreign_key_check",
+    "foreign_key_list",
+    "foreign_keys",
+    "freelist_count",
+    "function_list",
+    "index_info",
+    "index_list",
+    "index_xinfo",
+    "integrity_check",
+    "optimize",
+    "page_count",
+    "quick_check",
+    "recursive_triggers",
+    "schema_version",
+    "table_info",
+    "table_list",
+    "table_xinfo",
+    "user_version",
+];
+
+/// An open database.
+pub struct Database {
+    conn: rusqlite::Connection,
+}
+
+impl Database {
+    /// Opens (creating) the database at `path`, capped at `max_bytes`.
+    pub fn open(path: &Path, max_bytes: u64) -> Result<Self, SqlError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| SqlError::host(format!("{}: {e}", dir.display())))?;
+        }
+        let conn = rusqlite::Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| SqlError::host(format!("{}: {e}", path.display())))?;
+        // WAL: readers do not wait for a writer; another instance's write
+        // waits a little, then fails rather than holding a thread.
+        let pages: u64 = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(|e| SqlError::host(e.to_string()))?;
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 1000; PRAGMA max_page_count = {};",
+            (max_bytes / pages.max(512)).max(1)
+        ))
+        .map_err(|e| SqlError::host(e.to_string()))?;
+        // No other file: ATTACH (and VACUUM INTO, which attaches) is
+        // refused, and no extension can be loaded (rusqlite's default).
+        conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0);
+        conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES);
+        conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES);
+        conn.authorizer(Some(authorize));
+        Ok(Self { conn })
+    }
+
+    /// Runs `sql` with `params`, stopping at `deadline`.
+    pub fn execute(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        deadline: Instant,
+    ) -> Result<QueryResult, SqlError> {
+        self.conn
+            .progress_handler(1000, Some(move || Instant::now() >= deadline));
+        let result = self.run(sql, params);
+        self.conn.progress_handler(0, None::<fn() -> bool>);
+        result
+    }
+
+    fn run(&mut self, sql: &str, params: &[Value]) -> Result<QueryResult, SqlError> {
+        let mut stmt = self.conn.prepare(sql).map_err(SqlError::from_sqlite)?;
+        let columns: Vec<String> = stmt.column_names().iter().map(|c| c.to_string()).collect();
+        let mut budget = MAX_RESULT_BYTES.saturating_sub(columns.iter().map(String::len).sum());
+        let params = rusqlite::params_from_iter(params.iter().map(to_sql));
+        let mut rows = stmt.query(params).map_err(SqlError::from_sqlite)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(SqlError::from_sqlite)? {
+            let mut values = Vec::with_capacity(columns.len());
+            for i in 0..columns.len() {
+                let v = from_sql(row.get_ref(i).map_err(SqlError::from_sqlite)?);
+                let size = match &v {
+                    Value::Text(s) => s.len(),
+                    Value::Blob(b) => b.len(),
+                    _ => 8,
+                } + 16;
+                budget = budget.checked_sub(size).ok_or_else(|| {
+                    SqlError::Io(format!(
+                        "the result is larger than the {MAX_RESULT_BYTES}-byte limit: select fewer rows or columns"
+                    ))
+                })?;
+                values.push(v);
+            }
+            out.push(values);
+        }
+        Ok(QueryResult { columns, rows: out })
+    }
+
+    /// The rowid of the last insert on this connection.
+    pub fn last_insert_rowid(&self) -> i64 {
+        self.conn.last_insert_rowid()
+    }
+
+    /// Rows changed by the last statement.
+    pub fn changes(&self) -> u64 {
+        self.conn.changes()
+    }
+}
+
+fn authorize(ctx: AuthContext<'_>) -> Authorization {
+    match ctx.action {
+        AuthAction::Attach { .. } | AuthAction::Detach { .. } => Authorization::Deny,
+        AuthAction::Pragma { pragma_name, .. } => {
+            if PRAGMAS.contains(&pragma_name.to_ascii_lowercase().as_str()) {
+                Authorization::Allow
+            } else {
+                Authorization::Deny
+            }
+        }
+        _ => Authorization::Allow,
+    }
+}
+
+fn to_sql(v: &Value) -> SqlValue {
+    match v {
+        Value::Integer(i) => SqlValue::Integer(*i),
+        Value::Real(f) => SqlValue::Real(*f),
+        Value::Text(s) => SqlValue::Text(s.clone()),
+        Value::Blob(b) => SqlValue::Blob(b.clone()),
+        Value::Null => SqlValue::Null,
+    }
+}
+
+fn from_sql(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+        ValueRef::Null => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn db(cap: u64) -> (Database, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "edge-sqlite-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("t.db");
+        (Database::open(&path, cap).unwrap(), dir)
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    #[test]
+    fn statements_round_trip_values() {
+        let (mut d, _) = db(1 << 20);
+        d.execute("CREATE TABLE t (a, b, c, e, f)", &[], later())
+            .unwrap();
+        let values = [
+            Value::Integer(-7),
+            Value::Real(1.5),
+            Value::Text("é".into()),
+            Value::Blob(vec![0, 255]),
+            Value::Null,
+        ];
+        d.execute("INSERT INTO t VALUES (?, ?, ?, ?, ?)", &values, later())
+            .unwrap();
+        assert_eq!((d.last_insert_rowid(), d.changes()), (1, 1));
+        let r = d.execute("SELECT * FROM t", &[], later()).unwrap();
+        assert_eq!(r.columns, ["a", "b", "c", "e", "f"]);
+        assert_eq!(r.rows, [values.to_vec()]);
+    }
+
+    #[test]
+    fn other_files_cannot_be_reached() {
+        let (mut d, dir) = db(1 << 20);
+        let other = dir.join("other.db");
+        for sql in [
+            format!("ATTACH DATABASE '{}' AS x", other.display()),
+            format!("VACUUM INTO '{}'", other.display()),
+            "PRAGMA max_page_count = 100000000".to_string(),
+            "PRAGMA cache_size = -1000000".to_string(),
+        ] {
+            assert!(d.execute(&sql, &[], later()).is_err(), "{sql}");
+        }
+        assert!(!other.exists());
+        // Reading its own settings is fine.
+        d.execute("PRAGMA user_version", &[], later()).unwrap();
+    }
+
+    #[test]
+    fn the_cap_makes_the_database_full() {
+        let (mut d, _) = db(64 << 10);
+        d.execute("CREATE TABLE t (v)", &[], later()).unwrap();
+        let big = Value::Blob(vec![7; 8 << 10]);
+        let mut err = None;
+        for _ in 0..32 {
+            if let Err(e) = d.execute(
+                "INSERT INTO t VALUES (?)",
+                std::slice::from_ref(&big),
+                later(),
+            ) {
+                err = Some(e);
+                break;
+            }
+        }
+        assert!(matches!(err, Some(SqlError::DatabaseFull)), "{err:?}");
+    }
+
+    #[test]
+    fn a_runaway_query_stops_at_the_deadline() {
+        let (mut d, _) = db(1 << 20);
+        let err = d
+            .execute(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+                &[],
+                Instant::now() + Duration::from_millis(50),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(err, SqlError::Io(ref m) if m.contains("deadline")),
+            "{err:?}"
+        );
+    }
+}
