@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing need, once: the Rust toolchain's
 # wasm32-wasip2 target and clippy/rustfmt, and the Debian packages tests use
-# (PyJWT as the independent JWT implementation, MariaDB for the UDFs,
+# (PyJWT as the independent JWT implementation, MariaDB for the UDFs and
+# Spin's MySQL interface, PostgreSQL, Redis and Mosquitto for Spin's others,
 # opus-tools as the reference Opus implementation, chromium and Node for the
 # browser tests, with playwright-core from npm). Safe to run again.
 set -euo pipefail
@@ -16,6 +17,10 @@ command -v cc >/dev/null || missing+=(build-essential)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
 command -v docker-registry >/dev/null || missing+=(docker-registry)  # the control plane's OCI artifact store
 command -v opusdec >/dev/null || missing+=(opus-tools)
+# Spin compatibility: the services Spin apps reach (tests/spin-apps).
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v mosquitto >/dev/null || missing+=(mosquitto)
 command -v pgrep >/dev/null || missing+=(procps)
 # Key-value disk-fault tests: a tmpfs, an ext4 image on a loop device,
 # fsfreeze; the sidecar's other-user test runs its client under setpriv.

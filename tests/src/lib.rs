@@ -4,6 +4,7 @@
 
 pub mod mariadb;
 pub mod ogg;
+pub mod services;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

@@ -334,3 +334,70 @@ async fn an_interface_not_granted_is_named_with_its_manifest_key() {
         "{health}"
     );
 }
+
+#[tokio::test]
+async fn rust_sdk_7_redis() {
+    redis("rust-features").await;
+}
+
+#[tokio::test]
+async fn rust_sdk_3_redis() {
+    redis("rust-v3-features").await;
+}
+
+/// Spin's Redis interface against a real server: commands, and the
+/// addresses `allowed_outbound_hosts` does not allow.
+async fn redis(name: &str) {
+    let server = edge_tests::services::Service::redis();
+    let edge = Edge::up_env(&app(name), &[], &[("SPIN_VARIABLE_API_TOKEN", "unused")]);
+    let address = format!("redis://127.0.0.1:{}", server.port);
+    let call = |method: &'static str, op: &str, body: &'static str| {
+        let url = format!("{}/redis/{op}", edge.url);
+        let address = address.clone();
+        async move {
+            edge_tests::request(
+                &client(),
+                method,
+                &url,
+                &[("redis-address", &address)],
+                body.into(),
+            )
+            .await
+        }
+    };
+    assert_eq!(
+        call("POST", "set/greeting", "hello").await,
+        (200, "ok".into())
+    );
+    assert_eq!(server.redis_cli(&["GET", "greeting"]), "hello");
+    assert_eq!(call("GET", "get/greeting", "").await, (200, "hello".into()));
+    assert_eq!(call("GET", "get/missing", "").await, (200, "nil".into()));
+    assert_eq!(call("GET", "incr/n", "").await, (200, "1".into()));
+    assert_eq!(call("GET", "incr/n", "").await, (200, "2".into()));
+    assert_eq!(call("POST", "sadd/s", "b,a,c").await, (200, "3".into()));
+    assert_eq!(call("GET", "smembers/s", "").await, (200, "a,b,c".into()));
+    assert_eq!(call("POST", "del/s", "").await, (200, "1".into()));
+    assert_eq!(
+        call("POST", "execute/", "INCRBY n 40").await,
+        (200, "int:42".into())
+    );
+    assert_eq!(
+        call("POST", "execute/", "SET k v").await,
+        (200, "status:OK".into())
+    );
+    // A name the allowlist does not list (it lists 127.0.0.1): Spin's
+    // InvalidAddress, before any connection.
+    let (status, body) = edge_tests::request(
+        &client(),
+        "GET",
+        &format!("{}/redis/get/x", edge.url),
+        &[(
+            "redis-address",
+            &format!("redis://localhost:{}", server.port),
+        )],
+        "".into(),
+    )
+    .await;
+    assert_eq!(status, 500);
+    assert!(body.ends_with("InvalidAddress"), "{body}");
+}

@@ -48,13 +48,18 @@ pub fn parse_ip_range(entry: &str) -> Result<ipnet::IpNet, String> {
     Ok(net)
 }
 
-/// One entry of a component's outbound allowlist.
+/// One entry of a component's outbound allowlist, with Spin's syntax and
+/// meaning: `scheme://host[:port]`, where the scheme is a word (`https`,
+/// `postgres`, `mysql`, `redis`, `mqtt`, `tcp`, ...) or `*`; the host a
+/// name, `*.suffix`, `*`, an address or a CIDR range; the port a number,
+/// a range `start..end` (end excluded), `*`, or omitted for the scheme's
+/// well-known port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboundRule {
     source: String,
     scheme: Option<String>,
     host: HostMatch,
-    port: Option<u16>,
+    port: PortMatch,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,51 +68,94 @@ enum HostMatch {
     Exact(String),
     /// `*.example.com` stored as `.example.com`.
     Suffix(String),
+    Cidr(ipnet::IpNet),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PortMatch {
+    Any,
+    One(u16),
+    /// `start..end`, end excluded (Spin's).
+    Range(std::ops::Range<u16>),
+}
+
+/// The port a scheme uses when none is given (Spin's list).
+pub fn well_known_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "postgres" => Some(5432),
+        "mysql" => Some(3306),
+        "redis" => Some(6379),
+        "mqtt" => Some(1883),
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
 }
 
 impl OutboundRule {
     /// Parses one allowlist entry; the error says what is allowed.
     pub fn parse(entry: &str) -> Result<Self, String> {
-        const ALLOWED: &str = "allowed: \"https://example.com\", \"http://localhost:3000\", \"https://*.example.com\", \"*://example.com:*\"";
-        let Some((scheme, rest)) = entry.split_once("://") else {
+        const ALLOWED: &str = "allowed: \"https://example.com\", \"postgres://localhost\", \"redis://*.example.com:6380\", \"tcp://10.0.0.0/8:5000..6000\", \"*://example.com:*\"";
+        let Some((scheme, rest)) = entry.trim().split_once("://") else {
             return Err(format!("{entry:?} has no scheme ({ALLOWED})"));
         };
         let scheme = match scheme {
             "*" => None,
-            "http" | "https" => Some(scheme.to_string()),
+            s if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphabetic()) => {
+                Some(s.to_ascii_lowercase())
+            }
             other => {
                 return Err(format!(
-                    "{entry:?}: scheme {other:?} is not supported (http, https or *)"
+                    "{entry:?}: scheme {other:?} is not a word of letters or '*' ({ALLOWED})"
                 ));
             }
         };
         let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains('/') {
+        // A CIDR range has a '/' of its own: `10.0.0.0/8:5432`.
+        let (host, port) = split_host_port(rest);
+        let is_range = |h: &str| {
+            h.split_once('/')
+                .is_some_and(|(ip, _)| ip.parse::<std::net::IpAddr>().is_ok())
+        };
+        if host.contains('/') && !is_range(host) {
             return Err(format!("{entry:?}: a path is not allowed here ({ALLOWED})"));
         }
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || rest.starts_with('[') => (h, Some(p)),
-            _ => (rest, None),
-        };
         let port = match port {
-            None => match scheme.as_deref() {
-                Some("http") => Some(80),
-                Some("https") => Some(443),
-                _ => {
+            None => match scheme.as_deref().and_then(well_known_port) {
+                Some(p) => PortMatch::One(p),
+                None => {
                     return Err(format!(
-                        "{entry:?}: with scheme '*' give a port or ':*' ({ALLOWED})"
+                        "{entry:?}: no port was given and the scheme {:?} has no well-known port: give one, a range (5000..6000) or '*'",
+                        scheme.as_deref().unwrap_or("*")
                     ));
                 }
             },
-            Some("*") => None,
-            Some(p) => Some(p.parse::<u16>().map_err(|_| {
-                format!("{entry:?}: port {p:?} is not a number from 0 to 65535 or '*'")
-            })?),
+            Some("*") => PortMatch::Any,
+            Some(p) => match p.split_once("..") {
+                Some((a, b)) => {
+                    let (Ok(a), Ok(b)) = (a.parse::<u16>(), b.parse::<u16>()) else {
+                        return Err(format!(
+                            "{entry:?}: port range {p:?} is not two numbers from 0 to 65535 (start..end, end excluded)"
+                        ));
+                    };
+                    PortMatch::Range(a..b)
+                }
+                None => PortMatch::One(p.parse::<u16>().map_err(|_| {
+                    format!("{entry:?}: port {p:?} is not a number from 0 to 65535, a range or '*'")
+                })?),
+            },
         };
         let host = match host {
             "" => return Err(format!("{entry:?}: the host is empty ({ALLOWED})")),
             "*" => HostMatch::Any,
-            h if h.starts_with("*.") => HostMatch::Suffix(h[1..].to_ascii_lowercase()),
+            h if h.contains('/') => HostMatch::Cidr(
+                h.parse::<ipnet::IpNet>()
+                    .map(|n| n.trunc())
+                    .map_err(|_| format!("{entry:?}: {h:?} is not a CIDR range"))?,
+            ),
+            h if h.starts_with("*.") && !h[2..].contains('*') => {
+                HostMatch::Suffix(h[1..].to_ascii_lowercase())
+            }
             h if h.contains('*') => {
                 return Err(format!(
                     "{entry:?}: '*' is allowed only as the whole host or as a leading '*.'"
@@ -132,12 +180,24 @@ impl OutboundRule {
         &self.source
     }
 
-    /// Whether a request to `scheme://host:port` is allowed by this entry.
+    /// Whether this entry may allow some connection with `scheme`.
+    pub fn covers_scheme(&self, scheme: &str) -> bool {
+        self.scheme.as_deref().is_none_or(|s| s == scheme)
+    }
+
+    /// Whether a connection to `scheme://host:port` is allowed by this
+    /// entry (`port` is the one that will be used: the scheme's well-known
+    /// one if the guest gave none).
     pub fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
         if self.scheme.as_deref().is_some_and(|s| s != scheme) {
             return false;
         }
-        if self.port.is_some_and(|p| p != port) {
+        let port_ok = match &self.port {
+            PortMatch::Any => true,
+            PortMatch::One(p) => *p == port,
+            PortMatch::Range(r) => r.contains(&port),
+        };
+        if !port_ok {
             return false;
         }
         let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -155,7 +215,35 @@ impl OutboundRule {
             HostMatch::Suffix(s) => {
                 host.len() > s.len() && host[host.len() - s.len()..].eq_ignore_ascii_case(s)
             }
+            HostMatch::Cidr(net) => host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| net.contains(&ip)),
         }
+    }
+}
+
+/// `host[:port]`, where the host may be `[v6]` or a CIDR range.
+fn split_host_port(rest: &str) -> (&str, Option<&str>) {
+    if let Some(end) = rest.strip_prefix('[').and_then(|r| r.find(']')) {
+        let host = &rest[..end + 2];
+        return match rest[end + 2..].strip_prefix(':') {
+            Some(p) => (host, Some(p)),
+            None => (host, None),
+        };
+    }
+    // A bare IPv6 address or range has several ':'; only a last part that
+    // is a port (digits, '*' or a range) is one.
+    match rest.rsplit_once(':') {
+        Some((h, p))
+            if !h.is_empty()
+                && (p == "*" || p.chars().all(|c| c.is_ascii_digit() || c == '.'))
+                && (!h.contains(':')
+                    || h.parse::<ipnet::IpNet>().is_ok()
+                    || h.parse::<std::net::IpAddr>().is_ok()) =>
+        {
+            (h, Some(p))
+        }
+        _ => (rest, None),
     }
 }
 
@@ -202,6 +290,27 @@ mod tests {
     }
 
     #[test]
+    fn spins_schemes_ranges_and_ports() {
+        let pg = OutboundRule::parse("postgres://db.internal").unwrap();
+        assert!(pg.allows("postgres", "db.internal", 5432));
+        assert!(!pg.allows("postgres", "db.internal", 5433));
+        assert!(!pg.allows("mysql", "db.internal", 5432));
+        let net = OutboundRule::parse("tcp://10.1.0.0/16:5000..5002").unwrap();
+        assert!(net.allows("tcp", "10.1.2.3", 5001));
+        assert!(!net.allows("tcp", "10.1.2.3", 5002));
+        assert!(!net.allows("tcp", "10.2.0.1", 5001));
+        let v6 = OutboundRule::parse("tcp://[::1]:7000").unwrap();
+        assert!(v6.allows("tcp", "::1", 7000));
+        let any = OutboundRule::parse("*://127.0.0.1:*").unwrap();
+        assert!(any.allows("redis", "127.0.0.1", 6379));
+        assert!(
+            OutboundRule::parse("tcp://10.0.0.0/33:1")
+                .unwrap_err()
+                .contains("CIDR")
+        );
+    }
+
+    #[test]
     fn wildcards() {
         let r = OutboundRule::parse("*://*:*").unwrap();
         assert!(r.allows("https", "x.y", 1));
@@ -220,7 +329,12 @@ mod tests {
         assert!(
             OutboundRule::parse("ftp://x")
                 .unwrap_err()
-                .contains("not supported")
+                .contains("no well-known port")
+        );
+        assert!(
+            OutboundRule::parse("h2c+x://x:1")
+                .unwrap_err()
+                .contains("not a word")
         );
         assert!(
             OutboundRule::parse("http://x:99999")
@@ -230,7 +344,7 @@ mod tests {
         assert!(
             OutboundRule::parse("*://x")
                 .unwrap_err()
-                .contains("give a port")
+                .contains("no well-known port")
         );
         assert!(
             OutboundRule::parse("http://a*b.com")

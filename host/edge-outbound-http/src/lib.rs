@@ -26,6 +26,7 @@
 pub mod address;
 pub mod limit;
 pub mod pool;
+pub mod tcp;
 
 /// Removes the headers that a `Connection` header names: hop-by-hop by
 /// declaration (RFC 9110 §7.6.1), meant for this connection only and never

@@ -513,6 +513,17 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     if !component.sqlite_databases.is_empty() {
         edge_sqlite::add_to_linker(&mut linker)?;
     }
+    // Outbound clients are linked for components whose allowlist may
+    // reach their scheme; each connection is checked against it.
+    let covers = |scheme: &str| {
+        component
+            .allowed_outbound_hosts
+            .iter()
+            .any(|r| r.covers_scheme(scheme))
+    };
+    if covers("redis") {
+        edge_redis::add_to_linker(&mut linker)?;
+    }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;
     // Rooms are per tenant; a component sees only its tenant's.
@@ -571,6 +582,10 @@ const GRANTS: &[(&[&str], &str)] = &[
     (
         &["fermyon:spin/sqlite", "spin:sqlite/"],
         "list the databases it opens in `sqlite_databases`",
+    ),
+    (
+        &["fermyon:spin/redis", "spin:redis/"],
+        "allow the servers it connects to in `allowed_outbound_hosts` (\"redis://host:port\")",
     ),
     (
         &["edge:platform/process"],

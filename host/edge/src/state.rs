@@ -266,6 +266,15 @@ impl edge_sqlite::SqliteView for HostState {
     }
 }
 
+impl edge_redis::RedisView for HostState {
+    fn redis(&mut self) -> edge_redis::Redis<'_> {
+        edge_redis::Redis {
+            outbound: &self.hooks.outbound,
+            table: &mut self.table,
+        }
+    }
+}
+
 impl edge_process::ProcessView for HostState {
     fn process(&mut self) -> &edge_process::Grant {
         &self.process

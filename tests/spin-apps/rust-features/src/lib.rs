@@ -9,7 +9,11 @@
 //!   database, with the following lines as parameters (`i:N`, `r:F`,
 //!   `t:TEXT`, `b:HEX`, `null`); answers the columns, one line per row, and
 //!   the connection's last rowid and change count;
-//! - `GET /sql-open/LABEL`: opens another database (the error, if any).
+//! - `GET /sql-open/LABEL`: opens another database (the error, if any);
+//! - `/redis/OP/KEY` with the server's address in `redis-address`:
+//!   `POST set` (body), `GET get`, `GET incr`, `POST sadd` (body: values,
+//!   comma-separated), `GET smembers` (sorted), `POST del`,
+//!   `POST execute` (body: a command and integer arguments, space-separated);
 use spin_sdk::http::{IntoResponse, Request, Response};
 use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_service;
@@ -28,6 +32,20 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
     } else if let Some(label) = path.strip_prefix("/kv-open/") {
         match Store::open(label).await {
             Ok(_) => (200, "opened".to_string()),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if let Some(rest) = path.strip_prefix("/redis/") {
+        let address = req
+            .headers()
+            .get("redis-address")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let (op, key) = rest.split_once('/').unwrap_or((rest, ""));
+        let (op, key) = (op.to_string(), key.to_string());
+        let body = spin_sdk::http::body::IncomingBodyExt::bytes(req.into_body()).await?;
+        match redis(&address, &op, &key, &body).await {
+            Ok(answer) => (200, answer),
             Err(e) => (500, format!("{e:?}")),
         }
     } else if path == "/sql" {
@@ -114,4 +132,53 @@ fn show(v: &Value) -> String {
         Value::Blob(b) => format!("b:{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
         Value::Null => "null".to_string(),
     }
+}
+
+async fn redis(
+    address: &str,
+    op: &str,
+    key: &str,
+    body: &[u8],
+) -> Result<String, spin_sdk::redis::Error> {
+    use spin_sdk::redis::{Connection, RedisParameter, RedisResult};
+    let conn = Connection::open(address).await?;
+    let text = String::from_utf8_lossy(body).into_owned();
+    Ok(match op {
+        "set" => {
+            conn.set(key, body).await?;
+            "ok".to_string()
+        }
+        "get" => match conn.get(key).await? {
+            Some(v) => String::from_utf8_lossy(&v).into_owned(),
+            None => "nil".to_string(),
+        },
+        "incr" => conn.incr(key).await?.to_string(),
+        "sadd" => conn.sadd(key, text.split(',')).await?.to_string(),
+        "smembers" => {
+            let mut m = conn.smembers(key).await?;
+            m.sort();
+            m.join(",")
+        }
+        "del" => conn.del([key]).await?.to_string(),
+        "execute" => {
+            let mut words = text.split(' ');
+            let command = words.next().unwrap_or_default().to_string();
+            let args = words.map(|w| match w.parse::<i64>() {
+                Ok(i) => RedisParameter::Int64(i),
+                Err(_) => RedisParameter::Binary(w.as_bytes().to_vec()),
+            });
+            conn.execute(command, args)
+                .await?
+                .iter()
+                .map(|r| match r {
+                    RedisResult::Nil => "nil".to_string(),
+                    RedisResult::Status(s) => format!("status:{s}"),
+                    RedisResult::Int64(i) => format!("int:{i}"),
+                    RedisResult::Binary(b) => format!("bin:{}", String::from_utf8_lossy(b)),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+        other => format!("unknown op {other}"),
+    })
 }

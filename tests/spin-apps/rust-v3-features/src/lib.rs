@@ -8,7 +8,11 @@
 //! - `POST /sql`: runs the body's first line as a statement on the default
 //!   database, with the following lines as parameters (`i:N`, `r:F`,
 //!   `t:TEXT`, `b:HEX`, `null`); answers the columns and one line per row;
-//! - `GET /sql-open/LABEL`: opens another database (the error, if any).
+//! - `GET /sql-open/LABEL`: opens another database (the error, if any);
+//! - `/redis/OP/KEY` with the server's address in `redis-address`:
+//!   `POST set` (body), `GET get`, `GET incr`, `POST sadd` (body: values,
+//!   comma-separated), `GET smembers` (sorted), `POST del`,
+//!   `POST execute` (body: a command and integer arguments, space-separated);
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_component;
@@ -26,6 +30,17 @@ fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
     } else if let Some(label) = path.strip_prefix("/kv-open/") {
         match Store::open(label) {
             Ok(_) => (200, "opened".to_string()),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if let Some(rest) = path.strip_prefix("/redis/") {
+        let address = req
+            .header("redis-address")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let (op, key) = rest.split_once('/').unwrap_or((rest, ""));
+        match redis(&address, op, key, req.body()) {
+            Ok(answer) => (200, answer),
             Err(e) => (500, format!("{e:?}")),
         }
     } else if path == "/sql" {
@@ -106,4 +121,52 @@ fn show(v: &Value) -> String {
         Value::Blob(b) => format!("b:{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
         Value::Null => "null".to_string(),
     }
+}
+
+fn redis(address: &str, op: &str, key: &str, body: &[u8]) -> Result<String, spin_sdk::redis::Error> {
+    use spin_sdk::redis::{Connection, RedisParameter, RedisResult};
+    let conn = Connection::open(address)?;
+    let text = String::from_utf8_lossy(body).into_owned();
+    Ok(match op {
+        "set" => {
+            conn.set(key, &body.to_vec())?;
+            "ok".to_string()
+        }
+        "get" => match conn.get(key)? {
+            Some(v) => String::from_utf8_lossy(&v).into_owned(),
+            None => "nil".to_string(),
+        },
+        "incr" => conn.incr(key)?.to_string(),
+        "sadd" => {
+            let values: Vec<String> = text.split(',').map(str::to_string).collect();
+            conn.sadd(key, &values)?.to_string()
+        }
+        "smembers" => {
+            let mut m = conn.smembers(key)?;
+            m.sort();
+            m.join(",")
+        }
+        "del" => conn.del(&[key.to_string()])?.to_string(),
+        "execute" => {
+            let mut words = text.split(' ');
+            let command = words.next().unwrap_or_default().to_string();
+            let args: Vec<RedisParameter> = words
+                .map(|w| match w.parse::<i64>() {
+                    Ok(i) => RedisParameter::Int64(i),
+                    Err(_) => RedisParameter::Binary(w.as_bytes().to_vec()),
+                })
+                .collect();
+            conn.execute(&command, &args)?
+                .iter()
+                .map(|r| match r {
+                    RedisResult::Nil => "nil".to_string(),
+                    RedisResult::Status(s) => format!("status:{s}"),
+                    RedisResult::Int64(i) => format!("int:{i}"),
+                    RedisResult::Binary(b) => format!("bin:{}", String::from_utf8_lossy(b)),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+        other => format!("unknown op {other}"),
+    })
 }

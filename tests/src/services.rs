@@ -1,0 +1,88 @@
+//! Servers from Debian's packages that Spin apps reach (Redis, Mosquitto,
+//! PostgreSQL), each as a child process on a free loopback port with its
+//! data in a temporary directory, stopped on drop.
+
+use crate::TempDir;
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free loopback port (a listener bound and dropped: another process
+/// could take it meanwhile, which a test would see as a failed start).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A running server.
+pub struct Service {
+    child: Child,
+    /// Its loopback port.
+    pub port: u16,
+    /// Its directory (data, logs).
+    pub dir: TempDir,
+}
+
+impl Service {
+    fn start(name: &str, mut command: Command, port: u16, dir: TempDir) -> Self {
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name} (the test command installs it): {e}"));
+        let service = Self { child, port, dir };
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{name} did not start on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        service
+    }
+
+    /// `redis-server` without persistence.
+    pub fn redis() -> Self {
+        let dir = TempDir::new("redis");
+        let port = free_port();
+        let mut c = Command::new("redis-server");
+        c.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--port", &port.to_string()])
+            .arg("--dir")
+            .arg(dir.path());
+        Self::start("redis-server", c, port, dir)
+    }
+
+    /// `mosquitto` accepting anonymous clients on loopback.
+    pub fn mosquitto() -> Self {
+        let dir = TempDir::new("mosquitto");
+        let port = free_port();
+        let conf = dir.write(
+            "mosquitto.conf",
+            &format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"),
+        );
+        let mut c = Command::new("mosquitto");
+        c.arg("-c").arg(conf);
+        Self::start("mosquitto", c, port, dir)
+    }
+
+    /// `redis-cli` against this server: its output.
+    pub fn redis_cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
