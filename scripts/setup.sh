@@ -21,6 +21,7 @@ command -v opusdec >/dev/null || missing+=(opus-tools)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v mosquitto >/dev/null || missing+=(mosquitto)
+command -v mosquitto_sub >/dev/null || missing+=(mosquitto-clients)
 command -v pgrep >/dev/null || missing+=(procps)
 # Key-value disk-fault tests: a tmpfs, an ext4 image on a loop device,
 # fsfreeze; the sidecar's other-user test runs its client under setpriv.

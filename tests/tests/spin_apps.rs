@@ -401,3 +401,73 @@ async fn redis(name: &str) {
     assert_eq!(status, 500);
     assert!(body.ends_with("InvalidAddress"), "{body}");
 }
+
+#[tokio::test]
+async fn rust_sdk_7_mqtt() {
+    mqtt("rust-features").await;
+}
+
+#[tokio::test]
+async fn rust_sdk_3_mqtt() {
+    mqtt("rust-v3-features").await;
+}
+
+/// Spin's MQTT interface against Mosquitto: what the app publishes
+/// reaches a subscriber, at each QoS; a broker the allowlist does not
+/// list is Spin's ConnectionFailed.
+async fn mqtt(name: &str) {
+    let broker = edge_tests::services::Service::mosquitto();
+    let edge = Edge::up_env(&app(name), &[], &[("SPIN_VARIABLE_API_TOKEN", "unused")]);
+    let address = format!("mqtt://127.0.0.1:{}?client_id={name}", broker.port);
+    let publish = |qos: &'static str, address: String| {
+        let url = format!("{}/mqtt/edge/test", edge.url);
+        async move {
+            edge_tests::request(
+                &client(),
+                "POST",
+                &url,
+                &[("mqtt-address", &address), ("mqtt-qos", qos)],
+                format!("hello at qos {qos}").into(),
+            )
+            .await
+        }
+    };
+    for qos in ["0", "1", "2"] {
+        let sub = std::process::Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &broker.port.to_string()])
+            .args(["-t", "edge/test", "-C", "1", "-W", "20"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("mosquitto_sub (the test command installs mosquitto-clients)");
+        // The subscriber may not be subscribed yet: publish until it has
+        // had a message.
+        let mut sub = Some(sub);
+        for _ in 0..100 {
+            assert_eq!(
+                publish(qos, address.clone()).await,
+                (200, "published".into())
+            );
+            if let Some(child) = sub.as_mut()
+                && child.try_wait().unwrap().is_some()
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let out = sub.take().unwrap().wait_with_output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("hello at qos {qos}")
+        );
+    }
+    let denied = format!("mqtt://localhost:{}?client_id=x", broker.port);
+    let (status, body) = publish("0", denied).await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("ConnectionFailed(") && body.contains("is not permitted"),
+        "{body}"
+    );
+    let (status, body) = publish("0", "not a url".into()).await;
+    assert_eq!(status, 500);
+    assert!(body.ends_with("InvalidAddress"), "{body}");
+}

@@ -37,15 +37,26 @@ pub struct Connected {
     pub permit: Permit,
 }
 
+/// An address checked for a client that connects by itself, and the
+/// place in the tenant's cap the connection holds.
+pub struct Checked {
+    /// Connect to exactly this address (its name was checked, and it was
+    /// resolved and checked here: the client must not resolve it again).
+    pub addr: SocketAddr,
+    /// Given back when the connection is dropped.
+    pub permit: Permit,
+}
+
 impl OutboundPolicy {
-    /// Connects to `host:port` for `scheme`, within `timeout`.
-    pub async fn connect_tcp(
+    /// Checks `scheme://host:port` against the allowlist by name, takes a
+    /// place in the tenant's cap, and resolves the name to the addresses
+    /// the tenant may reach.
+    async fn checked_addresses(
         &self,
         scheme: &str,
         host: &str,
         port: u16,
-        timeout: Duration,
-    ) -> Result<Connected, TcpError> {
+    ) -> Result<(Vec<SocketAddr>, Permit), TcpError> {
         let shown = format!("{scheme}://{host}:{port}");
         // The host as a URL parser reads it (`127.1` is 127.0.0.1).
         let parsed = url::Host::parse(host.trim_start_matches('[').trim_end_matches(']'))
@@ -64,51 +75,87 @@ impl OutboundPolicy {
             return Err(TcpError::NotAllowed(shown));
         }
         let permit = self.tenant.acquire().ok_or(TcpError::TooMany)?;
+        let resolved: Vec<SocketAddr> = match parsed {
+            url::Host::Ipv4(a) => vec![SocketAddr::new(IpAddr::V4(a), port)],
+            url::Host::Ipv6(a) => vec![SocketAddr::new(IpAddr::V6(a), port)],
+            url::Host::Domain(d) => tokio::net::lookup_host((d.as_str(), port))
+                .await
+                .map_err(|e| TcpError::Connect(shown.clone(), e.to_string()))?
+                .collect(),
+        };
+        let mut refused = None;
+        let mut accepted = Vec::new();
+        for addr in resolved {
+            match self.addresses.check(addr) {
+                Ok(a) if !accepted.contains(&a) => accepted.push(a),
+                Ok(_) => {}
+                Err(why) => refused = Some(why),
+            }
+        }
+        if accepted.is_empty() {
+            return Err(match refused {
+                Some(why) => {
+                    tracing::warn!(component = %self.who, destination = %shown, reason = %why, "outbound connection refused by the address policy");
+                    TcpError::Prohibited(shown)
+                }
+                None => TcpError::Connect(shown, "the name has no address".into()),
+            });
+        }
+        Ok((accepted, permit))
+    }
+
+    /// Checks `scheme://host:port` for a client that connects by itself:
+    /// the first address it may use.
+    pub async fn check_tcp(
+        &self,
+        scheme: &str,
+        host: &str,
+        port: u16,
+    ) -> Result<Checked, TcpError> {
+        let (addrs, permit) = self.checked_addresses(scheme, host, port).await?;
+        Ok(Checked {
+            addr: addrs[0],
+            permit,
+        })
+    }
+
+    /// Connects to `host:port` for `scheme`, within `timeout`.
+    pub async fn connect_tcp(
+        &self,
+        scheme: &str,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<Connected, TcpError> {
+        let shown = format!("{scheme}://{host}:{port}");
         let connect = async {
-            let resolved: Vec<SocketAddr> = match parsed {
-                url::Host::Ipv4(a) => vec![SocketAddr::new(IpAddr::V4(a), port)],
-                url::Host::Ipv6(a) => vec![SocketAddr::new(IpAddr::V6(a), port)],
-                url::Host::Domain(d) => tokio::net::lookup_host((d.as_str(), port))
-                    .await
-                    .map_err(|e| TcpError::Connect(shown.clone(), e.to_string()))?
-                    .collect(),
-            };
-            let mut refused = None;
+            let (addrs, permit) = self.checked_addresses(scheme, host, port).await?;
             let mut failed = None;
-            for addr in resolved {
-                let addr = match self.addresses.check(addr) {
-                    Ok(a) => a,
-                    Err(why) => {
-                        refused = Some(why);
-                        continue;
-                    }
-                };
+            for addr in addrs {
                 match TcpStream::connect(addr).await {
                     Ok(stream) => {
+                        // Listeners bound to every address are reached
+                        // under any address of this machine: known only
+                        // now, from the connection's own end.
                         if let Ok(local) = stream.local_addr()
                             && let Err(why) = self.addresses.check_connected(local, addr)
                         {
-                            refused = Some(why);
-                            continue;
+                            tracing::warn!(component = %self.who, destination = %shown, reason = %why, "outbound connection refused by the address policy");
+                            return Err(TcpError::Prohibited(shown.clone()));
                         }
                         let _ = stream.set_nodelay(true);
-                        return Ok(stream);
+                        return Ok(Connected { stream, permit });
                     }
                     Err(e) => failed = Some(e),
                 }
             }
-            Err(match (failed, refused) {
-                (Some(e), _) => TcpError::Connect(shown.clone(), e.to_string()),
-                (None, Some(why)) => {
-                    tracing::warn!(component = %self.who, destination = %shown, reason = %why, "outbound connection refused by the address policy");
-                    TcpError::Prohibited(shown.clone())
-                }
-                (None, None) => TcpError::Connect(shown.clone(), "the name has no address".into()),
-            })
+            Err(TcpError::Connect(
+                shown.clone(),
+                failed.map_or("no address".into(), |e| e.to_string()),
+            ))
         };
-        let stream = tokio::time::timeout(timeout, connect)
+        tokio::time::timeout(timeout, connect)
             .await
-            .map_err(|_| TcpError::Connect(shown.clone(), "timed out".into()))??;
-        Ok(Connected { stream, permit })
+            .map_err(|_| TcpError::Connect(shown.clone(), "timed out".into()))?
     }
 }

@@ -524,6 +524,9 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     if covers("redis") {
         edge_redis::add_to_linker(&mut linker)?;
     }
+    if covers("mqtt") {
+        edge_mqtt::add_to_linker(&mut linker)?;
+    }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;
     // Rooms are per tenant; a component sees only its tenant's.
@@ -586,6 +589,10 @@ const GRANTS: &[(&[&str], &str)] = &[
     (
         &["fermyon:spin/redis", "spin:redis/"],
         "allow the servers it connects to in `allowed_outbound_hosts` (\"redis://host:port\")",
+    ),
+    (
+        &["fermyon:spin/mqtt", "spin:mqtt/"],
+        "allow the brokers it connects to in `allowed_outbound_hosts` (\"mqtt://host:port\")",
     ),
     (
         &["edge:platform/process"],

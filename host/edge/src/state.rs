@@ -275,6 +275,15 @@ impl edge_redis::RedisView for HostState {
     }
 }
 
+impl edge_mqtt::MqttView for HostState {
+    fn mqtt(&mut self) -> edge_mqtt::Mqtt<'_> {
+        edge_mqtt::Mqtt {
+            outbound: &self.hooks.outbound,
+            table: &mut self.table,
+        }
+    }
+}
+
 impl edge_process::ProcessView for HostState {
     fn process(&mut self) -> &edge_process::Grant {
         &self.process

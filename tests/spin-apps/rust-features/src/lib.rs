@@ -14,6 +14,8 @@
 //!   `POST set` (body), `GET get`, `GET incr`, `POST sadd` (body: values,
 //!   comma-separated), `GET smembers` (sorted), `POST del`,
 //!   `POST execute` (body: a command and integer arguments, space-separated);
+//! - `POST /mqtt/TOPIC` with the broker's address in `mqtt-address` and
+//!   the QoS (0, 1, 2) in `mqtt-qos`: publishes the body;
 use spin_sdk::http::{IntoResponse, Request, Response};
 use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_service;
@@ -46,6 +48,31 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         let body = spin_sdk::http::body::IncomingBodyExt::bytes(req.into_body()).await?;
         match redis(&address, &op, &key, &body).await {
             Ok(answer) => (200, answer),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if let Some(topic) = path.strip_prefix("/mqtt/") {
+        use spin_sdk::mqtt::{Connection, Qos};
+        let header = |name: &str| {
+            req.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (address, qos) = (header("mqtt-address"), header("mqtt-qos"));
+        let qos = match qos.as_str() {
+            "1" => Qos::AtLeastOnce,
+            "2" => Qos::ExactlyOnce,
+            _ => Qos::AtMostOnce,
+        };
+        let topic = topic.to_string();
+        let body = spin_sdk::http::body::IncomingBodyExt::bytes(req.into_body()).await?;
+        let published = async {
+            let conn = Connection::open(&address, "", "", 30).await?;
+            conn.publish(&topic, body.to_vec(), qos).await
+        };
+        match published.await {
+            Ok(()) => (200, "published".to_string()),
             Err(e) => (500, format!("{e:?}")),
         }
     } else if path == "/sql" {

@@ -13,6 +13,8 @@
 //!   `POST set` (body), `GET get`, `GET incr`, `POST sadd` (body: values,
 //!   comma-separated), `GET smembers` (sorted), `POST del`,
 //!   `POST execute` (body: a command and integer arguments, space-separated);
+//! - `POST /mqtt/TOPIC` with the broker's address in `mqtt-address` and
+//!   the QoS (0, 1, 2) in `mqtt-qos`: publishes the body;
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_component;
@@ -41,6 +43,25 @@ fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         let (op, key) = rest.split_once('/').unwrap_or((rest, ""));
         match redis(&address, op, key, req.body()) {
             Ok(answer) => (200, answer),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if let Some(topic) = path.strip_prefix("/mqtt/") {
+        use spin_sdk::mqtt::{Connection, Qos};
+        let header = |name: &str| {
+            req.header(name)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let qos = match header("mqtt-qos").as_str() {
+            "1" => Qos::AtLeastOnce,
+            "2" => Qos::ExactlyOnce,
+            _ => Qos::AtMostOnce,
+        };
+        let published = Connection::open(&header("mqtt-address"), "", "", 30)
+            .and_then(|conn| conn.publish(topic, &req.body().to_vec(), qos));
+        match published {
+            Ok(()) => (200, "published".to_string()),
             Err(e) => (500, format!("{e:?}")),
         }
     } else if path == "/sql" {
