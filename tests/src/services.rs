@@ -69,6 +69,67 @@ impl Service {
         Self::start("mosquitto", c, port, dir)
     }
 
+    /// A PostgreSQL server (the newest Debian installs) with trust
+    /// authentication on loopback, user `postgres`, database `postgres`.
+    /// PostgreSQL refuses to run as root: it runs as `nobody`.
+    pub fn postgres() -> Self {
+        let dir = TempDir::new("postgres");
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL (the test command installs it)")
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .max()
+            .expect("a PostgreSQL version");
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let as_nobody = |program: &str| {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .arg(bin.join(program));
+            c
+        };
+        let _ = Command::new("chown")
+            .args(["-R", "nobody:nogroup"])
+            .arg(dir.path())
+            .status();
+        let out = as_nobody("initdb")
+            .args(["--auth=trust", "-U", "postgres", "-D"])
+            .arg(&data)
+            .output()
+            .expect("initdb");
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = free_port();
+        let mut c = as_nobody("postgres");
+        c.arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-k"])
+            .arg(dir.path());
+        Self::start("postgres", c, port, dir)
+    }
+
+    /// `psql` as `postgres` against this server: its output (unaligned,
+    /// tuples only).
+    pub fn psql(&self, sql: &str) -> String {
+        let out = Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-At",
+                "-c",
+                sql,
+            ])
+            .output()
+            .expect("psql");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// `redis-cli` against this server: its output.
     pub fn redis_cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")

@@ -471,3 +471,130 @@ async fn mqtt(name: &str) {
     assert_eq!(status, 500);
     assert!(body.ends_with("InvalidAddress"), "{body}");
 }
+
+/// `POST {edge}/{route}` with the server's address: status and body
+/// (type names without the enum's prefix, which SDKs print or not).
+async fn pg_call(edge: &Edge, route: &str, address: &str, body: &str) -> (u16, String) {
+    let (status, body) = edge_tests::request(
+        &client(),
+        "POST",
+        &format!("{}{route}", edge.url),
+        &[("pg-address", address)],
+        body.to_string().into(),
+    )
+    .await;
+    (
+        status,
+        body.replace("DbDataType::", "").replace("DbValue::", ""),
+    )
+}
+
+#[tokio::test]
+async fn spin_postgres_in_every_sdk_generation() {
+    let server = edge_tests::services::Service::postgres();
+    let address = format!("postgres://postgres@127.0.0.1:{}/postgres", server.port);
+    server.psql(
+        "CREATE TABLE pets (id serial PRIMARY KEY, name text NOT NULL, weight float8, born date, \
+         tag uuid, info jsonb, price numeric(10,2), scores int4[], age interval)",
+    );
+    let sdk7 = Edge::up_env(
+        &app("rust-features"),
+        &[],
+        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
+    );
+    let sdk3 = Edge::up_env(
+        &app("rust-v3-features"),
+        &[],
+        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
+    );
+    // Each generation writes with parameters...
+    for (edge, route, name) in [
+        (&sdk7, "/pg?execute", "Fido"),
+        (&sdk3, "/pg?execute", "Rex"),
+        (&sdk3, "/pg3?execute", "Tom"),
+    ] {
+        let (status, body) = pg_call(
+            edge,
+            route,
+            &address,
+            &format!("INSERT INTO pets (name, weight) VALUES ($1, $2)\nt:{name}\nf:12.5"),
+        )
+        .await;
+        assert_eq!((status, body.as_str()), (200, "changed 1"), "{route}");
+    }
+    assert_eq!(
+        server.psql("SELECT string_agg(name, ',' ORDER BY id) FROM pets"),
+        "Fido,Rex,Tom"
+    );
+    server.psql(
+        "UPDATE pets SET born = '2020-02-29', tag = '0f8fad5b-d9cb-469f-a165-70867728950e', \
+         info = '{\"a\": 1}', price = 9.99, scores = '{1,2,3}', age = '1 mon 2 days 3 seconds' WHERE name = 'Fido'",
+    );
+    // ... and reads back, each with its own types: spin:postgres@4 has
+    // them all; fermyon:spin/postgres@2 and spin:postgres@3 see what
+    // they have no variant for as unsupported.
+    let (status, body) = pg_call(
+        &sdk7,
+        "/pg",
+        &address,
+        "SELECT name, weight, born, tag, info, price, scores, age FROM pets WHERE id = $1\ni:1",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut lines = body.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "name:Str,weight:Floating64,born:Date,tag:Uuid,info:Jsonb,price:Decimal,scores:ArrayInt32,age:Interval"
+        )
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "Fido|12.5|2020-02-29|0f8fad5b-d9cb-469f-a165-70867728950e|{\"a\":1}|9.99|[Some(1), Some(2), Some(3)]|1mo2d3000000us"
+        )
+    );
+    let (status, body) = pg_call(
+        &sdk3,
+        "/pg3",
+        &address,
+        "SELECT name, born, tag FROM pets WHERE name = $1\nt:Fido",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        "name:Str,born:Date,tag:Other\nFido|2020-02-29|Unsupported"
+    );
+    let (status, body) = pg_call(
+        &sdk3,
+        "/pg",
+        &address,
+        "SELECT name, born FROM pets WHERE name = $1\nt:Rex",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, "name:Str,born:Other\nRex|null");
+    // The server's error, as Spin's query-failed.
+    let (status, body) = pg_call(&sdk7, "/pg", &address, "SELECT nope FROM pets").await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("QueryFailed(") && body.contains("42703"),
+        "{body}"
+    );
+    // A host the allowlist does not list: Spin's ConnectionFailed with
+    // Spin's words, for each generation.
+    let denied = format!("postgres://postgres@localhost:{}/postgres", server.port);
+    for (edge, route) in [(&sdk7, "/pg"), (&sdk3, "/pg"), (&sdk3, "/pg3")] {
+        let (status, body) = pg_call(edge, route, &denied, "SELECT 1").await;
+        assert_eq!(status, 500, "{route}");
+        assert!(
+            body.contains("ConnectionFailed(")
+                && body.contains(&format!(
+                    "address postgres://localhost:{} is not permitted",
+                    server.port
+                )),
+            "{route}: {body}"
+        );
+    }
+}

@@ -527,6 +527,9 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     if covers("mqtt") {
         edge_mqtt::add_to_linker(&mut linker)?;
     }
+    if covers("postgres") {
+        edge_postgres::add_to_linker(&mut linker)?;
+    }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;
     // Rooms are per tenant; a component sees only its tenant's.
@@ -593,6 +596,14 @@ const GRANTS: &[(&[&str], &str)] = &[
     (
         &["fermyon:spin/mqtt", "spin:mqtt/"],
         "allow the brokers it connects to in `allowed_outbound_hosts` (\"mqtt://host:port\")",
+    ),
+    (
+        &[
+            "fermyon:spin/postgres",
+            "fermyon:spin/rdbms-types",
+            "spin:postgres/",
+        ],
+        "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\")",
     ),
     (
         &["edge:platform/process"],

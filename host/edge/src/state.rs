@@ -284,6 +284,15 @@ impl edge_mqtt::MqttView for HostState {
     }
 }
 
+impl edge_postgres::PostgresView for HostState {
+    fn postgres(&mut self) -> edge_postgres::Postgres<'_> {
+        edge_postgres::Postgres {
+            outbound: &self.hooks.outbound,
+            table: &mut self.table,
+        }
+    }
+}
+
 impl edge_process::ProcessView for HostState {
     fn process(&mut self) -> &edge_process::Grant {
         &self.process

@@ -16,6 +16,11 @@
 //!   `POST execute` (body: a command and integer arguments, space-separated);
 //! - `POST /mqtt/TOPIC` with the broker's address in `mqtt-address` and
 //!   the QoS (0, 1, 2) in `mqtt-qos`: publishes the body;
+//! - `POST /pg` (`?execute` for a statement without rows) with the
+//!   server's address in `pg-address`: the body's first line as a
+//!   statement, the following lines as parameters (`i:N` int4, `l:N` int8,
+//!   `t:TEXT`, `b:BOOL`, `f:F` float8, `null`); answers the column names
+//!   and types, one line per row (or the count changed);
 use spin_sdk::http::{IntoResponse, Request, Response};
 use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_service;
@@ -73,6 +78,19 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         };
         match published.await {
             Ok(()) => (200, "published".to_string()),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if path == "/pg" {
+        let address = req
+            .headers()
+            .get("pg-address")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let execute = req.uri().query() == Some("execute");
+        let body = spin_sdk::http::body::IncomingBodyExt::bytes(req.into_body()).await?;
+        match pg(&address, execute, &String::from_utf8_lossy(&body)).await {
+            Ok(answer) => (200, answer),
             Err(e) => (500, format!("{e:?}")),
         }
     } else if path == "/sql" {
@@ -208,4 +226,57 @@ async fn redis(
         }
         other => format!("unknown op {other}"),
     })
+}
+
+async fn pg(address: &str, execute: bool, text: &str) -> Result<String, spin_sdk::pg::Error> {
+    use spin_sdk::pg::{Connection, DbValue, ParameterValue};
+    let mut lines = text.lines();
+    let statement = lines.next().unwrap_or_default().to_string();
+    let params: Vec<ParameterValue> = lines
+        .map(|l| match l.split_once(':') {
+            Some(("i", n)) => ParameterValue::Int32(n.parse().unwrap_or_default()),
+            Some(("l", n)) => ParameterValue::Int64(n.parse().unwrap_or_default()),
+            Some(("t", t)) => ParameterValue::Str(t.to_string()),
+            Some(("b", b)) => ParameterValue::Boolean(b == "true"),
+            Some(("f", f)) => ParameterValue::Floating64(f.parse().unwrap_or_default()),
+            _ => ParameterValue::DbNull,
+        })
+        .collect();
+    let conn = Connection::open(address).await?;
+    if execute {
+        return Ok(format!("changed {}", conn.execute(statement, params).await?));
+    }
+    let result = conn.query(statement, params).await?;
+    let width = result.columns().len();
+    let mut out = vec![result
+        .columns()
+        .iter()
+        .map(|c| format!("{}:{:?}", c.name, c.data_type))
+        .collect::<Vec<_>>()
+        .join(",")];
+    for row in result.collect().await? {
+        out.push(
+            (0..width)
+                .map(|i| match &row[i] {
+                    DbValue::Boolean(b) => format!("{b}"),
+                    DbValue::Int16(i) => format!("{i}"),
+                    DbValue::Int32(i) => format!("{i}"),
+                    DbValue::Int64(i) => format!("{i}"),
+                    DbValue::Floating64(f) => format!("{f}"),
+                    DbValue::Str(s) => s.clone(),
+                    DbValue::Uuid(u) => u.clone(),
+                    DbValue::Decimal(d) => d.clone(),
+                    DbValue::Jsonb(j) => String::from_utf8_lossy(j.as_slice()).into_owned(),
+                    DbValue::Date((y, m, d)) => format!("{y}-{m:02}-{d:02}"),
+                    DbValue::ArrayInt32(a) => format!("{a:?}"),
+                    DbValue::ArrayStr(a) => format!("{a:?}"),
+                    DbValue::Interval(i) => format!("{}mo{}d{}us", i.months, i.days, i.micros),
+                    DbValue::DbNull => "null".to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+                .join("|"),
+        );
+    }
+    Ok(out.join("\n"))
 }

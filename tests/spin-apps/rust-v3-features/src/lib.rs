@@ -15,6 +15,12 @@
 //!   `POST execute` (body: a command and integer arguments, space-separated);
 //! - `POST /mqtt/TOPIC` with the broker's address in `mqtt-address` and
 //!   the QoS (0, 1, 2) in `mqtt-qos`: publishes the body;
+//! - `POST /pg` (`fermyon:spin/postgres@2.0.0`) and `POST /pg3`
+//!   (`spin:postgres@3.0.0`) (`?execute` for a statement without rows) with the
+//!   server's address in `pg-address`: the body's first line as a
+//!   statement, the following lines as parameters (`i:N` int4, `l:N` int8,
+//!   `t:TEXT`, `b:BOOL`, `f:F` float8, `null`); answers the column names
+//!   and types, one line per row (or the count changed);
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_component;
@@ -63,6 +69,23 @@ fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         match published {
             Ok(()) => (200, "published".to_string()),
             Err(e) => (500, format!("{e:?}")),
+        }
+    } else if path == "/pg" || path == "/pg3" {
+        let address = req
+            .header("pg-address")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let execute = req.query() == "execute";
+        let text = String::from_utf8_lossy(req.body()).into_owned();
+        let answer = if path == "/pg" {
+            pg(&address, execute, &text).map_err(|e| format!("{e:?}"))
+        } else {
+            pg3(&address, execute, &text).map_err(|e| format!("{e:?}"))
+        };
+        match answer {
+            Ok(answer) => (200, answer),
+            Err(e) => (500, e),
         }
     } else if path == "/sql" {
         let text = String::from_utf8_lossy(req.body()).into_owned();
@@ -190,4 +213,95 @@ fn redis(address: &str, op: &str, key: &str, body: &[u8]) -> Result<String, spin
         }
         other => format!("unknown op {other}"),
     })
+}
+
+fn pg(address: &str, execute: bool, text: &str) -> Result<String, spin_sdk::pg::Error> {
+    use spin_sdk::pg::{Connection, DbValue, ParameterValue};
+    let mut lines = text.lines();
+    let statement = lines.next().unwrap_or_default().to_string();
+    let params: Vec<ParameterValue> = lines
+        .map(|l| match l.split_once(':') {
+            Some(("i", n)) => ParameterValue::Int32(n.parse().unwrap_or_default()),
+            Some(("l", n)) => ParameterValue::Int64(n.parse().unwrap_or_default()),
+            Some(("t", t)) => ParameterValue::Str(t.to_string()),
+            Some(("b", b)) => ParameterValue::Boolean(b == "true"),
+            Some(("f", f)) => ParameterValue::Floating64(f.parse().unwrap_or_default()),
+            _ => ParameterValue::DbNull,
+        })
+        .collect();
+    let conn = Connection::open(address)?;
+    if execute {
+        return Ok(format!("changed {}", conn.execute(&statement, &params)?));
+    }
+    let set = conn.query(&statement, &params)?;
+    let mut out = vec![set
+        .columns
+        .iter()
+        .map(|c| format!("{}:{:?}", c.name, c.data_type))
+        .collect::<Vec<_>>()
+        .join(",")];
+    for row in &set.rows {
+        out.push(
+            row.iter()
+                .map(|v| match v {
+                    DbValue::Boolean(b) => format!("{b}"),
+                    DbValue::Int16(i) => format!("{i}"),
+                    DbValue::Int32(i) => format!("{i}"),
+                    DbValue::Int64(i) => format!("{i}"),
+                    DbValue::Floating64(f) => format!("{f}"),
+                    DbValue::Str(s) => s.clone(),
+                    DbValue::DbNull => "null".to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+                .join("|"),
+        );
+    }
+    Ok(out.join("\n"))
+}
+
+fn pg3(address: &str, execute: bool, text: &str) -> Result<String, spin_sdk::pg3::Error> {
+    use spin_sdk::pg3::{Connection, DbValue, ParameterValue};
+    let mut lines = text.lines();
+    let statement = lines.next().unwrap_or_default().to_string();
+    let params: Vec<ParameterValue> = lines
+        .map(|l| match l.split_once(':') {
+            Some(("i", n)) => ParameterValue::Int32(n.parse().unwrap_or_default()),
+            Some(("l", n)) => ParameterValue::Int64(n.parse().unwrap_or_default()),
+            Some(("t", t)) => ParameterValue::Str(t.to_string()),
+            Some(("b", b)) => ParameterValue::Boolean(b == "true"),
+            Some(("f", f)) => ParameterValue::Floating64(f.parse().unwrap_or_default()),
+            _ => ParameterValue::DbNull,
+        })
+        .collect();
+    let conn = Connection::open(address)?;
+    if execute {
+        return Ok(format!("changed {}", conn.execute(&statement, &params)?));
+    }
+    let set = conn.query(&statement, &params)?;
+    let mut out = vec![set
+        .columns
+        .iter()
+        .map(|c| format!("{}:{:?}", c.name, c.data_type))
+        .collect::<Vec<_>>()
+        .join(",")];
+    for row in &set.rows {
+        out.push(
+            row.iter()
+                .map(|v| match v {
+                    DbValue::Boolean(b) => format!("{b}"),
+                    DbValue::Int16(i) => format!("{i}"),
+                    DbValue::Int32(i) => format!("{i}"),
+                    DbValue::Int64(i) => format!("{i}"),
+                    DbValue::Floating64(f) => format!("{f}"),
+                    DbValue::Str(s) => s.clone(),
+                    DbValue::Date((y, m, d)) => format!("{y}-{m:02}-{d:02}"),
+                    DbValue::DbNull => "null".to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+                .join("|"),
+        );
+    }
+    Ok(out.join("\n"))
 }

@@ -1,0 +1,452 @@
+//! The WIT host functions of every version; 2.0 and 3.0 map onto 4.2.
+
+use crate::wit::{v2, v2types, v3, v4};
+use crate::{Builder, Connection, Postgres, PostgresView, execute, open, query};
+use std::sync::Arc;
+use wasmtime::component::{Accessor, FutureReader, HasData, Linker, Resource, StreamReader};
+
+type Client = Arc<tokio_postgres::Client>;
+
+impl Postgres<'_> {
+    fn client(&self, c: &Resource<Connection>) -> wasmtime::Result<Client> {
+        Ok(self.table.get(c)?.client.clone())
+    }
+}
+
+// 4.2 (and 4.0, 4.1 through semver).
+
+impl v4::Host for Postgres<'_> {}
+
+impl v4::HostConnection for Postgres<'_> {
+    async fn open(
+        &mut self,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<Connection>, v4::Error>> {
+        match open(self.outbound.clone(), &address).await {
+            Ok(c) => Ok(Ok(self.table.push(c)?)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    async fn query(
+        &mut self,
+        c: Resource<Connection>,
+        statement: String,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<Result<v4::RowSet, v4::Error>> {
+        Ok(query(self.client(&c)?, statement, params).await)
+    }
+
+    async fn execute(
+        &mut self,
+        c: Resource<Connection>,
+        statement: String,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, v4::Error>> {
+        Ok(execute(self.client(&c)?, statement, params).await)
+    }
+
+    async fn drop(&mut self, c: Resource<Connection>) -> wasmtime::Result<()> {
+        self.table.delete(c)?;
+        Ok(())
+    }
+}
+
+impl v4::HostConnectionBuilder for Postgres<'_> {
+    async fn new(&mut self, address: String) -> wasmtime::Result<Resource<Builder>> {
+        Ok(self.table.push(Builder { address })?)
+    }
+
+    async fn set_ca_root(
+        &mut self,
+        _builder: Resource<Builder>,
+        _certificate: String,
+    ) -> wasmtime::Result<Result<(), v4::Error>> {
+        Ok(Err(v4::Error::Other(
+            "TLS to PostgreSQL (and so a CA root) is not supported on edge yet".into(),
+        )))
+    }
+
+    async fn build(
+        &mut self,
+        builder: Resource<Builder>,
+    ) -> wasmtime::Result<Result<Resource<Connection>, v4::Error>> {
+        let address = self.table.get(&builder)?.address.clone();
+        match open(self.outbound.clone(), &address).await {
+            Ok(c) => Ok(Ok(self.table.push(c)?)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    async fn drop(&mut self, b: Resource<Builder>) -> wasmtime::Result<()> {
+        self.table.delete(b)?;
+        Ok(())
+    }
+}
+
+struct HasPostgres;
+
+impl HasData for HasPostgres {
+    type Data<'a> = Postgres<'a>;
+}
+
+async fn open_in<T: PostgresView>(
+    a: &Accessor<T, HasPostgres>,
+    address: String,
+) -> wasmtime::Result<Result<Resource<Connection>, v4::Error>> {
+    let outbound = a.with(|mut v| v.get().outbound.clone());
+    match open(outbound, &address).await {
+        Ok(c) => a.with(|mut v| Ok(Ok(v.get().table.push(c)?))),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+impl<T: PostgresView + Send> v4::HostConnectionWithStore<T> for HasPostgres {
+    async fn open_async(
+        a: &Accessor<T, Self>,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<Connection>, v4::Error>> {
+        open_in(a, address).await
+    }
+
+    async fn query_async(
+        a: &Accessor<T, Self>,
+        c: Resource<Connection>,
+        statement: String,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<
+        Result<
+            (
+                Vec<v4::Column>,
+                StreamReader<v4::Row>,
+                FutureReader<Result<(), v4::Error>>,
+            ),
+            v4::Error,
+        >,
+    > {
+        let client = a.with(|mut v| v.get().client(&c))?;
+        // Rows are read before the stream opens (bounded by
+        // MAX_RESULT_BYTES): a failure is the call's, never the stream's.
+        let set = match query(client, statement, params).await {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        a.with(|mut v| {
+            let rows = StreamReader::new(&mut v, set.rows)?;
+            let done = FutureReader::new(&mut v, async { wasmtime::Result::<_>::Ok(Ok(())) })?;
+            Ok(Ok((set.columns, rows, done)))
+        })
+    }
+
+    async fn execute_async(
+        a: &Accessor<T, Self>,
+        c: Resource<Connection>,
+        statement: String,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, v4::Error>> {
+        let client = a.with(|mut v| v.get().client(&c))?;
+        Ok(execute(client, statement, params).await)
+    }
+}
+
+impl<T: PostgresView + Send> v4::HostConnectionBuilderWithStore<T> for HasPostgres {
+    async fn build_async(
+        a: &Accessor<T, Self>,
+        builder: Resource<Builder>,
+    ) -> wasmtime::Result<Result<Resource<Connection>, v4::Error>> {
+        let address = a.with(|mut v| v.get().table.get(&builder).map(|b| b.address.clone()))?;
+        open_in(a, address).await
+    }
+}
+
+// 3.0 and 2.0: the same operations, values mapped onto 4.2's.
+
+fn query_failed_text(e: v4::Error) -> (u8, String) {
+    match e {
+        v4::Error::ConnectionFailed(m) => (0, m),
+        v4::Error::BadParameter(m) => (1, m),
+        v4::Error::QueryFailed(v4::QueryError::Text(m)) => (2, m),
+        v4::Error::QueryFailed(v4::QueryError::DbError(d)) => (2, d.as_text),
+        v4::Error::ValueConversionFailed(m) => (3, m),
+        v4::Error::Other(m) => (4, m),
+    }
+}
+
+macro_rules! older_errors {
+    ($e:ty) => {
+        impl From<v4::Error> for $e {
+            fn from(e: v4::Error) -> Self {
+                match query_failed_text(e) {
+                    (0, m) => Self::ConnectionFailed(m),
+                    (1, m) => Self::BadParameter(m),
+                    (2, m) => Self::QueryFailed(m),
+                    (3, m) => Self::ValueConversionFailed(m),
+                    (_, m) => Self::Other(m),
+                }
+            }
+        }
+    };
+}
+
+older_errors!(v3::Error);
+older_errors!(v2types::Error);
+
+fn v3_param(p: v3::ParameterValue) -> v4::ParameterValue {
+    use v3::ParameterValue as P;
+    use v4::ParameterValue as Q;
+    match p {
+        P::Boolean(v) => Q::Boolean(v),
+        P::Int8(v) => Q::Int8(v),
+        P::Int16(v) => Q::Int16(v),
+        P::Int32(v) => Q::Int32(v),
+        P::Int64(v) => Q::Int64(v),
+        P::Floating32(v) => Q::Floating32(v),
+        P::Floating64(v) => Q::Floating64(v),
+        P::Str(v) => Q::Str(v),
+        P::Binary(v) => Q::Binary(v),
+        P::Date(v) => Q::Date(v),
+        P::Time(v) => Q::Time(v),
+        P::Datetime(v) => Q::Datetime(v),
+        P::Timestamp(v) => Q::Timestamp(v),
+        P::DbNull => Q::DbNull,
+    }
+}
+
+fn v3_row_set(set: v4::RowSet) -> v3::RowSet {
+    use v3::DbDataType as T;
+    use v3::DbValue as W;
+    use v4::DbDataType as S;
+    use v4::DbValue as V;
+    v3::RowSet {
+        columns: set
+            .columns
+            .into_iter()
+            .map(|c| v3::Column {
+                name: c.name,
+                data_type: match c.data_type {
+                    S::Boolean => T::Boolean,
+                    S::Int8 => T::Int8,
+                    S::Int16 => T::Int16,
+                    S::Int32 => T::Int32,
+                    S::Int64 => T::Int64,
+                    S::Floating32 => T::Floating32,
+                    S::Floating64 => T::Floating64,
+                    S::Str => T::Str,
+                    S::Binary => T::Binary,
+                    S::Date => T::Date,
+                    S::Time => T::Time,
+                    S::Datetime => T::Datetime,
+                    S::Timestamp => T::Timestamp,
+                    _ => T::Other,
+                },
+            })
+            .collect(),
+        rows: set
+            .rows
+            .into_iter()
+            .map(|row| {
+                row.into_iter()
+                    .map(|v| match v {
+                        V::Boolean(v) => W::Boolean(v),
+                        V::Int8(v) => W::Int8(v),
+                        V::Int16(v) => W::Int16(v),
+                        V::Int32(v) => W::Int32(v),
+                        V::Int64(v) => W::Int64(v),
+                        V::Floating32(v) => W::Floating32(v),
+                        V::Floating64(v) => W::Floating64(v),
+                        V::Str(v) => W::Str(v),
+                        V::Binary(v) => W::Binary(v),
+                        V::Date(v) => W::Date(v),
+                        V::Time(v) => W::Time(v),
+                        V::Datetime(v) => W::Datetime(v),
+                        V::Timestamp(v) => W::Timestamp(v),
+                        V::DbNull => W::DbNull,
+                        _ => W::Unsupported,
+                    })
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+fn v2_param(p: v2types::ParameterValue) -> Result<v4::ParameterValue, v4::Error> {
+    use v2types::ParameterValue as P;
+    use v4::ParameterValue as Q;
+    Ok(match p {
+        P::Boolean(v) => Q::Boolean(v),
+        P::Int8(v) => Q::Int8(v),
+        P::Int16(v) => Q::Int16(v),
+        P::Int32(v) => Q::Int32(v),
+        P::Int64(v) => Q::Int64(v),
+        // PostgreSQL has no unsigned integers: the next wider signed one.
+        P::Uint8(v) => Q::Int16(v.into()),
+        P::Uint16(v) => Q::Int32(v.into()),
+        P::Uint32(v) => Q::Int64(v.into()),
+        P::Uint64(v) => Q::Int64(i64::try_from(v).map_err(|_| {
+            v4::Error::BadParameter(format!("{v} is too large for a PostgreSQL bigint"))
+        })?),
+        P::Floating32(v) => Q::Floating32(v),
+        P::Floating64(v) => Q::Floating64(v),
+        P::Str(v) => Q::Str(v),
+        P::Binary(v) => Q::Binary(v),
+        P::DbNull => Q::DbNull,
+    })
+}
+
+fn v2_row_set(set: v4::RowSet) -> v2types::RowSet {
+    use v2types::DbDataType as T;
+    use v2types::DbValue as W;
+    use v4::DbDataType as S;
+    use v4::DbValue as V;
+    v2types::RowSet {
+        columns: set
+            .columns
+            .into_iter()
+            .map(|c| v2types::Column {
+                name: c.name,
+                data_type: match c.data_type {
+                    S::Boolean => T::Boolean,
+                    S::Int8 => T::Int8,
+                    S::Int16 => T::Int16,
+                    S::Int32 => T::Int32,
+                    S::Int64 => T::Int64,
+                    S::Floating32 => T::Floating32,
+                    S::Floating64 => T::Floating64,
+                    S::Str => T::Str,
+                    S::Binary => T::Binary,
+                    _ => T::Other,
+                },
+            })
+            .collect(),
+        rows: set
+            .rows
+            .into_iter()
+            .map(|row| {
+                row.into_iter()
+                    .map(|v| match v {
+                        V::Boolean(v) => W::Boolean(v),
+                        V::Int8(v) => W::Int8(v),
+                        V::Int16(v) => W::Int16(v),
+                        V::Int32(v) => W::Int32(v),
+                        V::Int64(v) => W::Int64(v),
+                        V::Floating32(v) => W::Floating32(v),
+                        V::Floating64(v) => W::Floating64(v),
+                        V::Str(v) => W::Str(v),
+                        V::Binary(v) => W::Binary(v),
+                        V::DbNull => W::DbNull,
+                        _ => W::Unsupported,
+                    })
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+impl v3::Host for Postgres<'_> {}
+
+impl v3::HostConnection for Postgres<'_> {
+    async fn open(
+        &mut self,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<Connection>, v3::Error>> {
+        match open(self.outbound.clone(), &address).await {
+            Ok(c) => Ok(Ok(self.table.push(c)?)),
+            Err(e) => Ok(Err(e.into())),
+        }
+    }
+
+    async fn query(
+        &mut self,
+        c: Resource<Connection>,
+        statement: String,
+        params: Vec<v3::ParameterValue>,
+    ) -> wasmtime::Result<Result<v3::RowSet, v3::Error>> {
+        let params = params.into_iter().map(v3_param).collect();
+        Ok(query(self.client(&c)?, statement, params)
+            .await
+            .map(v3_row_set)
+            .map_err(Into::into))
+    }
+
+    async fn execute(
+        &mut self,
+        c: Resource<Connection>,
+        statement: String,
+        params: Vec<v3::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, v3::Error>> {
+        let params = params.into_iter().map(v3_param).collect();
+        Ok(execute(self.client(&c)?, statement, params)
+            .await
+            .map_err(Into::into))
+    }
+
+    async fn drop(&mut self, c: Resource<Connection>) -> wasmtime::Result<()> {
+        self.table.delete(c)?;
+        Ok(())
+    }
+}
+
+impl v2types::Host for Postgres<'_> {}
+impl v2::Host for Postgres<'_> {}
+
+impl v2::HostConnection for Postgres<'_> {
+    async fn open(
+        &mut self,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<Connection>, v2types::Error>> {
+        match open(self.outbound.clone(), &address).await {
+            Ok(c) => Ok(Ok(self.table.push(c)?)),
+            Err(e) => Ok(Err(e.into())),
+        }
+    }
+
+    async fn query(
+        &mut self,
+        c: Resource<Connection>,
+        statement: String,
+        params: Vec<v2types::ParameterValue>,
+    ) -> wasmtime::Result<Result<v2types::RowSet, v2types::Error>> {
+        let params = match params.into_iter().map(v2_param).collect() {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e.into())),
+        };
+        Ok(query(self.client(&c)?, statement, params)
+            .await
+            .map(v2_row_set)
+            .map_err(Into::into))
+    }
+
+    async fn execute(
+        &mut self,
+        c: Resource<Connection>,
+        statement: String,
+        params: Vec<v2types::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, v2types::Error>> {
+        let params = match params.into_iter().map(v2_param).collect() {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e.into())),
+        };
+        Ok(execute(self.client(&c)?, statement, params)
+            .await
+            .map_err(Into::into))
+    }
+
+    async fn drop(&mut self, c: Resource<Connection>) -> wasmtime::Result<()> {
+        self.table.delete(c)?;
+        Ok(())
+    }
+}
+
+/// Adds Spin's PostgreSQL interfaces (every version) to a linker.
+pub fn add_to_linker<T: PostgresView + Send + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    fn view<T: PostgresView>(t: &mut T) -> Postgres<'_> {
+        t.postgres()
+    }
+    v2types::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
+    v2::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
+    v3::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
+    v4::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! Outbound PostgreSQL: Spin's `fermyon:spin/postgres@2.0.0`,
+//! `spin:postgres/postgres@3.0.0` and `@4.0.0` to `@4.2.0` (the last with
+//! async functions), against servers the component names
+//! (`postgres://user:password@host:port/db`, or a key/value connection
+//! string), as on Spin: an address outside `allowed_outbound_hosts` (or
+//! one the tenant's address policy refuses) is
+//! `connection-failed("address postgres://HOST:PORT is not permitted")`,
+//! Spin's words.
+//!
+//! The host connects (to the address it checked) and speaks the protocol
+//! with `tokio-postgres`; values map as Spin maps them, `spin:postgres@4`'s
+//! types being the widest (ranges are not supported yet: a range parameter
+//! is `bad-parameter`, a range column `unsupported`). Connections are not
+//! encrypted (TLS to the server is not offered yet).
+#![deny(missing_docs)]
+// The error is the interface's own type (its `db-error` record is large);
+// boxing it would only move the conversion.
+#![allow(clippy::result_large_err)]
+
+mod host;
+mod types;
+mod wit;
+
+pub use host::add_to_linker;
+
+use edge_outbound_http::OutboundPolicy;
+use edge_outbound_http::tcp::TcpError;
+use std::time::Duration;
+use tokio_postgres::types::ToSql;
+use wasmtime::component::ResourceTable;
+use wit::v4::{Column, DbValue, Error, ParameterValue, RowSet};
+
+/// How long connecting (and the handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Host memory one query's rows may take: past it the query fails rather
+/// than the host filling up.
+pub const MAX_RESULT_BYTES: usize = 16 << 20;
+
+/// An open connection: a guest's handle.
+pub struct Connection {
+    client: std::sync::Arc<tokio_postgres::Client>,
+    _permit: edge_outbound_http::limit::Permit,
+}
+
+/// A connection builder (`spin:postgres@4.1`): an address, later built.
+pub struct Builder {
+    address: String,
+}
+
+/// What the linked functions see of the store data.
+pub struct Postgres<'a> {
+    /// Where the component may connect.
+    pub outbound: &'a OutboundPolicy,
+    /// The instance's resource table.
+    pub table: &'a mut ResourceTable,
+}
+
+/// Store data that carries a component's outbound policy.
+pub trait PostgresView {
+    /// The outbound policy and resource table of the instance.
+    fn postgres(&mut self) -> Postgres<'_>;
+}
+
+fn failed(m: impl Into<String>) -> Error {
+    Error::ConnectionFailed(m.into())
+}
+
+/// Opens `address` under `outbound`.
+pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection, Error> {
+    let config: tokio_postgres::Config = address
+        .parse()
+        .map_err(|e: tokio_postgres::Error| failed(e.to_string()))?;
+    let (host, port) = match (config.get_hosts(), config.get_ports()) {
+        ([tokio_postgres::config::Host::Tcp(h)], ports) => {
+            (h.clone(), ports.first().copied().unwrap_or(5432))
+        }
+        ([], _) => return Err(failed("the address names no host")),
+        ([_], _) => return Err(failed("Unix sockets are not supported on WebAssembly")),
+        _ => return Err(failed("one host per connection, please")),
+    };
+    let connected = outbound
+        .connect_tcp("postgres", &host, port, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| match e {
+            TcpError::NotAllowed(_) | TcpError::Prohibited(_) => {
+                failed(format!("address postgres://{host}:{port} is not permitted"))
+            }
+            TcpError::TooMany => failed("too many connections"),
+            TcpError::Connect(..) => failed(e.to_string()),
+        })?;
+    let (client, connection) = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        config.connect_raw(connected.stream, tokio_postgres::NoTls),
+    )
+    .await
+    .map_err(|_| failed("the server did not answer in time"))?
+    .map_err(|e| failed(e.to_string()))?;
+    // The connection's I/O: ends when the client is dropped.
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "postgres connection ended");
+        }
+    });
+    Ok(Connection {
+        client: std::sync::Arc::new(client),
+        _permit: connected.permit,
+    })
+}
+
+fn params(params: Vec<ParameterValue>) -> Result<Vec<types::Param>, Error> {
+    params.into_iter().map(types::param).collect()
+}
+
+/// Runs a statement that returns rows.
+pub async fn query(
+    client: std::sync::Arc<tokio_postgres::Client>,
+    statement: String,
+    parameters: Vec<ParameterValue>,
+) -> Result<RowSet, Error> {
+    use futures_util::StreamExt;
+    let params = params(parameters)?;
+    let stmt = client
+        .prepare(&statement)
+        .await
+        .map_err(types::query_error)?;
+    let columns: Vec<Column> = stmt
+        .columns()
+        .iter()
+        .map(|c| Column {
+            name: c.name().to_string(),
+            data_type: types::data_type(c.type_()),
+        })
+        .collect();
+    let refs = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync));
+    let stream = client
+        .query_raw(&stmt, refs)
+        .await
+        .map_err(types::query_error)?;
+    let mut stream = std::pin::pin!(stream);
+    let mut budget = MAX_RESULT_BYTES;
+    let mut rows = Vec::new();
+    while let Some(row) = stream.next().await {
+        let row = row.map_err(types::query_error)?;
+        let mut values = Vec::with_capacity(row.len());
+        for i in 0..row.len() {
+            let v = types::value(&row, i)?;
+            budget = budget.checked_sub(size(&v)).ok_or_else(|| {
+                Error::Other(format!(
+                    "the result is larger than the {MAX_RESULT_BYTES}-byte limit: select fewer rows or columns"
+                ))
+            })?;
+            values.push(v);
+        }
+        rows.push(values);
+    }
+    Ok(RowSet { columns, rows })
+}
+
+/// Roughly what a value takes in host memory.
+fn size(v: &DbValue) -> usize {
+    16 + match v {
+        DbValue::Str(s) | DbValue::Decimal(s) | DbValue::Uuid(s) => s.len(),
+        DbValue::Binary(b) | DbValue::Jsonb(b) | DbValue::Unsupported(b) => b.len(),
+        DbValue::ArrayStr(a) | DbValue::ArrayDecimal(a) => {
+            a.iter().map(|s| s.as_ref().map_or(8, String::len)).sum()
+        }
+        DbValue::ArrayInt32(a) => a.len() * 8,
+        DbValue::ArrayInt64(a) => a.len() * 16,
+        _ => 16,
+    }
+}
+
+/// Runs a statement: the rows it changed.
+pub async fn execute(
+    client: std::sync::Arc<tokio_postgres::Client>,
+    statement: String,
+    parameters: Vec<ParameterValue>,
+) -> Result<u64, Error> {
+    let params = params(parameters)?;
+    let refs: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    client
+        .execute(statement.as_str(), &refs)
+        .await
+        .map_err(types::query_error)
+}
