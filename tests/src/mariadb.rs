@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 pub struct Mariadb {
     child: Child,
     dir: TempDir,
+    /// Its loopback TCP port, if started with one.
+    pub port: Option<u16>,
 }
 
 impl Mariadb {
@@ -18,6 +20,20 @@ impl Mariadb {
     /// server's directory before it starts (to write files there) and
     /// returns variables for the server's environment.
     pub fn start(database: &str, prepare: impl FnOnce(&TempDir) -> Vec<(String, String)>) -> Self {
+        Self::start_on(database, None, prepare)
+    }
+
+    /// Like [`Mariadb::start`], listening on a free loopback port too
+    /// (for clients that speak TCP, such as Spin's MySQL interface).
+    pub fn start_tcp(database: &str) -> Self {
+        Self::start_on(database, Some(crate::services::free_port()), |_| Vec::new())
+    }
+
+    fn start_on(
+        database: &str,
+        port: Option<u16>,
+        prepare: impl FnOnce(&TempDir) -> Vec<(String, String)>,
+    ) -> Self {
         let dir = TempDir::new("mariadb");
         let data = dir.path().join("data");
         let plugins = dir.path().join("plugins");
@@ -43,8 +59,16 @@ impl Mariadb {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let network = match port {
+            Some(p) => vec![
+                format!("--port={p}"),
+                "--bind-address=127.0.0.1".to_string(),
+            ],
+            None => vec!["--skip-networking".to_string()],
+        };
         let child = Command::new("mariadbd")
-            .args(["--no-defaults", "--user=root", "--skip-networking"])
+            .args(["--no-defaults", "--user=root"])
+            .args(network)
             .arg(format!("--datadir={}", data.display()))
             .arg(format!("--socket={}", dir.path().join("sock").display()))
             .arg(format!("--plugin-dir={}", plugins.display()))
@@ -59,7 +83,7 @@ impl Mariadb {
             .stderr(Stdio::null())
             .spawn()
             .expect("mariadbd");
-        let db = Self { child, dir };
+        let db = Self { child, dir, port };
         let start = Instant::now();
         while db.client(None, "SELECT 1").is_err() {
             assert!(

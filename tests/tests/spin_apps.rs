@@ -598,3 +598,96 @@ async fn spin_postgres_in_every_sdk_generation() {
         );
     }
 }
+
+#[tokio::test]
+async fn spin_mysql_against_mariadb_in_both_sdk_generations() {
+    let db = edge_tests::mariadb::Mariadb::start_tcp("app");
+    let port = db.port.expect("a port");
+    db.client(
+        Some("app"),
+        "CREATE USER 'spin'@'127.0.0.1' IDENTIFIED BY 'pw'; GRANT ALL ON app.* TO 'spin'@'127.0.0.1'; \
+         CREATE TABLE pets (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40) NOT NULL, weight DOUBLE, \
+         chip BIGINT UNSIGNED, photo VARBINARY(8), born DATE)",
+    )
+    .unwrap();
+    let address = format!("mysql://spin:pw@127.0.0.1:{port}/app");
+    let sdk7 = Edge::up_env(
+        &app("rust-features"),
+        &[],
+        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
+    );
+    let sdk3 = Edge::up_env(
+        &app("rust-v3-features"),
+        &[],
+        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
+    );
+    let call = |edge: &Edge, query: &str, address: &str, body: &str| {
+        let (url, address, body) = (
+            format!("{}/mysql{query}", edge.url),
+            address.to_string(),
+            body.to_string(),
+        );
+        async move {
+            let (status, body) = edge_tests::request(
+                &client(),
+                "POST",
+                &url,
+                &[("mysql-address", &address)],
+                body.into(),
+            )
+            .await;
+            (
+                status,
+                body.replace("DbDataType::", "").replace("DbValue::", ""),
+            )
+        }
+    };
+    for (edge, name) in [(&sdk7, "Fido"), (&sdk3, "Rex")] {
+        let insert = format!(
+            "INSERT INTO pets (name, weight, chip) VALUES (?, ?, ?)\nt:{name}\nf:12.5\nu:18446744073709551615"
+        );
+        assert_eq!(
+            call(edge, "?execute", &address, &insert).await,
+            (200, "done".into())
+        );
+    }
+    db.client(
+        Some("app"),
+        "UPDATE pets SET photo = 0x00ff, born = '2020-02-29' WHERE name = 'Fido'",
+    )
+    .unwrap();
+    for edge in [&sdk7, &sdk3] {
+        let (status, body) = call(
+            edge,
+            "",
+            &address,
+            "SELECT id, name, weight, chip, photo, born FROM pets WHERE id >= ? ORDER BY id\ni:1",
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body,
+            "id:Int32,name:Str,weight:Floating64,chip:Uint64,photo:Binary,born:Other\n\
+             1|Fido|12.5|18446744073709551615|0x00ff|Unsupported\n\
+             2|Rex|12.5|18446744073709551615|null|null"
+        );
+        // The server's error, as Spin's query-failed.
+        let (status, body) = call(edge, "", &address, "SELECT nope FROM pets").await;
+        assert_eq!(status, 500);
+        assert!(
+            body.contains("QueryFailed(") && body.contains("nope"),
+            "{body}"
+        );
+        // A host the allowlist does not list: Spin's ConnectionFailed, in
+        // Spin's words.
+        let denied = format!("mysql://spin:pw@localhost:{port}/app");
+        let (status, body) = call(edge, "", &denied, "SELECT 1").await;
+        assert_eq!(status, 500);
+        assert!(
+            body.contains(&format!(
+                "ConnectionFailed(\"address {denied} is not permitted\")"
+            )),
+            "{body}"
+        );
+    }
+}

@@ -530,6 +530,9 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     if covers("postgres") {
         edge_postgres::add_to_linker(&mut linker)?;
     }
+    if covers("mysql") {
+        edge_mysql::add_to_linker(&mut linker)?;
+    }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;
     // Rooms are per tenant; a component sees only its tenant's.
@@ -604,6 +607,14 @@ const GRANTS: &[(&[&str], &str)] = &[
             "spin:postgres/",
         ],
         "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\")",
+    ),
+    (
+        &["fermyon:spin/mysql", "spin:mysql/"],
+        "allow the servers it connects to in `allowed_outbound_hosts` (\"mysql://host:port\")",
+    ),
+    (
+        &["fermyon:spin/rdbms-types"],
+        "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\" or \"mysql://host:port\")",
     ),
     (
         &["edge:platform/process"],

@@ -293,6 +293,15 @@ impl edge_postgres::PostgresView for HostState {
     }
 }
 
+impl edge_mysql::MysqlView for HostState {
+    fn mysql(&mut self) -> edge_mysql::Mysql<'_> {
+        edge_mysql::Mysql {
+            outbound: &self.hooks.outbound,
+            table: &mut self.table,
+        }
+    }
+}
+
 impl edge_process::ProcessView for HostState {
     fn process(&mut self) -> &edge_process::Grant {
         &self.process

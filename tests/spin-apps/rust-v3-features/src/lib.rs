@@ -21,6 +21,9 @@
 //!   statement, the following lines as parameters (`i:N` int4, `l:N` int8,
 //!   `t:TEXT`, `b:BOOL`, `f:F` float8, `null`); answers the column names
 //!   and types, one line per row (or the count changed);
+//! - `POST /mysql` (`?execute` for a statement without rows) with the
+//!   server's address in `mysql-address`: as `/pg`, parameters `i:N`
+//!   (int32), `u:N` (uint64), `t:TEXT`, `f:F`, `null`;
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
 use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_component;
@@ -68,6 +71,18 @@ fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
             .and_then(|conn| conn.publish(topic, &req.body().to_vec(), qos));
         match published {
             Ok(()) => (200, "published".to_string()),
+            Err(e) => (500, format!("{e:?}")),
+        }
+    } else if path == "/mysql" {
+        let address = req
+            .header("mysql-address")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let execute = req.query() == "execute";
+        let text = String::from_utf8_lossy(req.body()).into_owned();
+        match mysql(&address, execute, &text) {
+            Ok(answer) => (200, answer),
             Err(e) => (500, format!("{e:?}")),
         }
     } else if path == "/pg" || path == "/pg3" {
@@ -296,6 +311,60 @@ fn pg3(address: &str, execute: bool, text: &str) -> Result<String, spin_sdk::pg3
                     DbValue::Floating64(f) => format!("{f}"),
                     DbValue::Str(s) => s.clone(),
                     DbValue::Date((y, m, d)) => format!("{y}-{m:02}-{d:02}"),
+                    DbValue::DbNull => "null".to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+                .join("|"),
+        );
+    }
+    Ok(out.join("\n"))
+}
+
+use spin_sdk::mysql::ParameterValue as MysqlParam;
+
+fn mysql_params(lines: std::str::Lines<'_>) -> Vec<MysqlParam> {
+    lines
+        .map(|l| match l.split_once(':') {
+            Some(("i", n)) => MysqlParam::Int32(n.parse().unwrap_or_default()),
+            Some(("u", n)) => MysqlParam::Uint64(n.parse().unwrap_or_default()),
+            Some(("t", t)) => MysqlParam::Str(t.to_string()),
+            Some(("f", f)) => MysqlParam::Floating64(f.parse().unwrap_or_default()),
+            _ => MysqlParam::DbNull,
+        })
+        .collect()
+}
+
+fn mysql(address: &str, execute: bool, text: &str) -> Result<String, spin_sdk::mysql::Error> {
+    use spin_sdk::mysql::{Connection, DbValue};
+    let mut lines = text.lines();
+    let statement = lines.next().unwrap_or_default().to_string();
+    let params = mysql_params(lines);
+    let conn = Connection::open(address)?;
+    if execute {
+        conn.execute(&statement, &params)?;
+        return Ok("done".to_string());
+    }
+    let set = conn.query(&statement, &params)?;
+    let width = set.columns.len();
+    let mut out = vec![set
+        .columns
+        .iter()
+        .map(|c| format!("{}:{:?}", c.name, c.data_type))
+        .collect::<Vec<_>>()
+        .join(",")];
+    for row in &set.rows {
+        out.push(
+            (0..width)
+                .map(|i| match &row[i] {
+                    DbValue::Int8(v) => v.to_string(),
+                    DbValue::Int32(v) => v.to_string(),
+                    DbValue::Int64(v) => v.to_string(),
+                    DbValue::Uint32(v) => v.to_string(),
+                    DbValue::Uint64(v) => v.to_string(),
+                    DbValue::Floating64(v) => v.to_string(),
+                    DbValue::Str(s) => s.clone(),
+                    DbValue::Binary(b) => format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
                     DbValue::DbNull => "null".to_string(),
                     other => format!("{other:?}"),
                 })

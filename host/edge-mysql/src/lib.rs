@@ -1,0 +1,285 @@
+//! Outbound MySQL: Spin's `fermyon:spin/mysql@2.0.0` and
+//! `spin:mysql/mysql@3.0.0` (async functions) against MariaDB or MySQL
+//! servers the component names (`mysql://user:password@host:port/db`), as
+//! on Spin: an address outside `allowed_outbound_hosts` (or one the
+//! tenant's address policy refuses) is
+//! `connection-failed("address ADDRESS is not permitted")`, Spin's words.
+//! The client connects to the address the host checked, not to the name
+//! again. Values map by column type and flags as Spin maps them.
+#![deny(missing_docs)]
+
+mod host;
+
+pub use host::add_to_linker;
+
+use edge_outbound_http::OutboundPolicy;
+use edge_outbound_http::tcp::TcpError;
+use mysql_async::consts::{ColumnFlags, ColumnType};
+use mysql_async::prelude::Queryable;
+use std::time::Duration;
+use wasmtime::component::ResourceTable;
+
+/// How long connecting (and the handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Host memory one query's rows may take.
+pub const MAX_RESULT_BYTES: usize = 16 << 20;
+
+/// An open connection: a guest's handle. One statement at a time.
+pub struct Connection {
+    conn: std::sync::Arc<tokio::sync::Mutex<mysql_async::Conn>>,
+    _permit: edge_outbound_http::limit::Permit,
+}
+
+/// What the linked functions see of the store data.
+pub struct Mysql<'a> {
+    /// Where the component may connect.
+    pub outbound: &'a OutboundPolicy,
+    /// The instance's resource table.
+    pub table: &'a mut ResourceTable,
+}
+
+/// Store data that carries a component's outbound policy.
+pub trait MysqlView {
+    /// The outbound policy and resource table of the instance.
+    fn mysql(&mut self) -> Mysql<'_>;
+}
+
+/// Why a call failed (Spin's variants, shared by both versions).
+#[derive(Debug)]
+pub enum Error {
+    /// Not permitted, or the server could not be reached.
+    ConnectionFailed(String),
+    /// A parameter the server cannot take.
+    BadParameter(String),
+    /// The server refused the statement.
+    QueryFailed(String),
+    /// A value that does not fit its type.
+    ValueConversionFailed(String),
+    /// Anything else.
+    Other(String),
+}
+
+/// A value, as Spin's `db-value` (both versions share the variants).
+#[derive(Debug, Clone)]
+#[allow(missing_docs)]
+pub enum Value {
+    Boolean(bool),
+    Int8(i8),
+    Int16(i16),
+    Int32(i32),
+    Int64(i64),
+    Uint8(u8),
+    Uint16(u16),
+    Uint32(u32),
+    Uint64(u64),
+    Floating32(f32),
+    Floating64(f64),
+    Str(String),
+    Binary(Vec<u8>),
+    Null,
+    Unsupported,
+}
+
+/// A column's type, as Spin's `db-data-type`.
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub enum DataType {
+    Boolean,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Uint8,
+    Uint16,
+    Uint32,
+    Uint64,
+    Floating32,
+    Floating64,
+    Str,
+    Binary,
+    Other,
+}
+
+/// Rows and their columns.
+pub struct RowSet {
+    /// Name and type of each column.
+    pub columns: Vec<(String, DataType)>,
+    /// The rows.
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Opens `address` under `outbound`.
+pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection, Error> {
+    let not_permitted = || Error::ConnectionFailed(format!("address {address} is not permitted"));
+    let opts =
+        mysql_async::Opts::from_url(address).map_err(|e| Error::ConnectionFailed(e.to_string()))?;
+    let host = opts.ip_or_hostname().to_string();
+    let port = opts.tcp_port();
+    let checked = outbound
+        .check_tcp("mysql", &host, port)
+        .await
+        .map_err(|e| match e {
+            TcpError::NotAllowed(_) | TcpError::Prohibited(_) => not_permitted(),
+            TcpError::TooMany => Error::ConnectionFailed("too many connections".into()),
+            TcpError::Connect(..) => Error::ConnectionFailed(e.to_string()),
+        })?;
+    // Connect to the address checked; no socket file, no LOCAL INFILE.
+    let opts = mysql_async::OptsBuilder::from_opts(opts)
+        .ip_or_hostname(checked.addr.ip().to_string())
+        .tcp_port(checked.addr.port())
+        .prefer_socket(false)
+        .socket(None::<String>);
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, mysql_async::Conn::new(opts))
+        .await
+        .map_err(|_| Error::ConnectionFailed("the server did not answer in time".into()))?
+        .map_err(|e| Error::ConnectionFailed(e.to_string()))?;
+    Ok(Connection {
+        conn: std::sync::Arc::new(tokio::sync::Mutex::new(conn)),
+        _permit: checked.permit,
+    })
+}
+
+type Shared = std::sync::Arc<tokio::sync::Mutex<mysql_async::Conn>>;
+
+impl Connection {
+    fn shared(&self) -> Shared {
+        self.conn.clone()
+    }
+}
+
+fn to_mysql(v: Value) -> mysql_async::Value {
+    use mysql_async::Value as M;
+    match v {
+        Value::Boolean(b) => M::from(b),
+        Value::Int8(i) => M::from(i),
+        Value::Int16(i) => M::from(i),
+        Value::Int32(i) => M::from(i),
+        Value::Int64(i) => M::from(i),
+        Value::Uint8(i) => M::from(i),
+        Value::Uint16(i) => M::from(i),
+        Value::Uint32(i) => M::from(i),
+        Value::Uint64(i) => M::from(i),
+        Value::Floating32(f) => M::from(f),
+        Value::Floating64(f) => M::from(f),
+        Value::Str(s) => M::from(s),
+        Value::Binary(b) => M::from(b),
+        Value::Null | Value::Unsupported => M::NULL,
+    }
+}
+
+fn data_type(c: &mysql_async::Column) -> DataType {
+    let unsigned = c.flags().contains(ColumnFlags::UNSIGNED_FLAG);
+    // Character set 63 is `binary`: BLOB, BINARY, VARBINARY.
+    let binary = c.character_set() == 63;
+    match c.column_type() {
+        ColumnType::MYSQL_TYPE_TINY if unsigned => DataType::Uint8,
+        ColumnType::MYSQL_TYPE_TINY => DataType::Int8,
+        ColumnType::MYSQL_TYPE_SHORT if unsigned => DataType::Uint16,
+        ColumnType::MYSQL_TYPE_SHORT => DataType::Int16,
+        ColumnType::MYSQL_TYPE_LONG | ColumnType::MYSQL_TYPE_INT24 if unsigned => DataType::Uint32,
+        ColumnType::MYSQL_TYPE_LONG | ColumnType::MYSQL_TYPE_INT24 => DataType::Int32,
+        ColumnType::MYSQL_TYPE_LONGLONG if unsigned => DataType::Uint64,
+        ColumnType::MYSQL_TYPE_LONGLONG => DataType::Int64,
+        ColumnType::MYSQL_TYPE_FLOAT => DataType::Floating32,
+        ColumnType::MYSQL_TYPE_DOUBLE => DataType::Floating64,
+        ColumnType::MYSQL_TYPE_BLOB
+        | ColumnType::MYSQL_TYPE_TINY_BLOB
+        | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
+        | ColumnType::MYSQL_TYPE_LONG_BLOB
+        | ColumnType::MYSQL_TYPE_STRING
+        | ColumnType::MYSQL_TYPE_VAR_STRING
+        | ColumnType::MYSQL_TYPE_VARCHAR
+            if binary =>
+        {
+            DataType::Binary
+        }
+        ColumnType::MYSQL_TYPE_BLOB
+        | ColumnType::MYSQL_TYPE_TINY_BLOB
+        | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
+        | ColumnType::MYSQL_TYPE_LONG_BLOB
+        | ColumnType::MYSQL_TYPE_STRING
+        | ColumnType::MYSQL_TYPE_VAR_STRING
+        | ColumnType::MYSQL_TYPE_VARCHAR
+        | ColumnType::MYSQL_TYPE_JSON
+        | ColumnType::MYSQL_TYPE_DECIMAL
+        | ColumnType::MYSQL_TYPE_NEWDECIMAL
+        | ColumnType::MYSQL_TYPE_ENUM
+        | ColumnType::MYSQL_TYPE_SET => DataType::Str,
+        _ => DataType::Other,
+    }
+}
+
+fn from_mysql(v: mysql_async::Value, t: DataType) -> Result<Value, Error> {
+    use mysql_async::from_value_opt;
+    if v == mysql_async::Value::NULL {
+        return Ok(Value::Null);
+    }
+    let conv = |e: mysql_async::FromValueError| Error::ValueConversionFailed(format!("{:?}", e.0));
+    Ok(match t {
+        DataType::Boolean => Value::Boolean(from_value_opt::<bool>(v).map_err(conv)?),
+        DataType::Int8 => Value::Int8(from_value_opt(v).map_err(conv)?),
+        DataType::Int16 => Value::Int16(from_value_opt(v).map_err(conv)?),
+        DataType::Int32 => Value::Int32(from_value_opt(v).map_err(conv)?),
+        DataType::Int64 => Value::Int64(from_value_opt(v).map_err(conv)?),
+        DataType::Uint8 => Value::Uint8(from_value_opt(v).map_err(conv)?),
+        DataType::Uint16 => Value::Uint16(from_value_opt(v).map_err(conv)?),
+        DataType::Uint32 => Value::Uint32(from_value_opt(v).map_err(conv)?),
+        DataType::Uint64 => Value::Uint64(from_value_opt(v).map_err(conv)?),
+        DataType::Floating32 => Value::Floating32(from_value_opt(v).map_err(conv)?),
+        DataType::Floating64 => Value::Floating64(from_value_opt(v).map_err(conv)?),
+        DataType::Str => Value::Str(from_value_opt(v).map_err(conv)?),
+        DataType::Binary => Value::Binary(from_value_opt(v).map_err(conv)?),
+        DataType::Other => Value::Unsupported,
+    })
+}
+
+/// Runs a statement that returns rows.
+pub async fn query(conn: Shared, statement: String, params: Vec<Value>) -> Result<RowSet, Error> {
+    let mut conn = conn.lock().await;
+    let params = mysql_async::Params::Positional(params.into_iter().map(to_mysql).collect());
+    let mut result = conn
+        .exec_iter(statement, params)
+        .await
+        .map_err(|e| Error::QueryFailed(e.to_string()))?;
+    let columns: Vec<(String, DataType)> = result
+        .columns_ref()
+        .iter()
+        .map(|c| (c.name_str().to_string(), data_type(c)))
+        .collect();
+    let mut budget = MAX_RESULT_BYTES;
+    let mut rows = Vec::new();
+    while let Some(row) = result
+        .next()
+        .await
+        .map_err(|e| Error::QueryFailed(e.to_string()))?
+    {
+        let mut values = Vec::with_capacity(columns.len());
+        for (i, value) in row.unwrap().into_iter().enumerate() {
+            let v = from_mysql(value, columns.get(i).map_or(DataType::Other, |c| c.1))?;
+            let size = 16
+                + match &v {
+                    Value::Str(s) => s.len(),
+                    Value::Binary(b) => b.len(),
+                    _ => 8,
+                };
+            budget = budget.checked_sub(size).ok_or_else(|| {
+                Error::Other(format!(
+                    "the result is larger than the {MAX_RESULT_BYTES}-byte limit: select fewer rows or columns"
+                ))
+            })?;
+            values.push(v);
+        }
+        rows.push(values);
+    }
+    Ok(RowSet { columns, rows })
+}
+
+/// Runs a statement without rows.
+pub async fn execute(conn: Shared, statement: String, params: Vec<Value>) -> Result<(), Error> {
+    let mut conn = conn.lock().await;
+    let params = mysql_async::Params::Positional(params.into_iter().map(to_mysql).collect());
+    conn.exec_drop(statement, params)
+        .await
+        .map_err(|e| Error::QueryFailed(e.to_string()))
+}
