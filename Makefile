@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host spin-apps hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy soak clean
+.PHONY: run test setup components host spin-apps hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -78,6 +78,10 @@ bench-hints: components host
 # Hostile tenants beside a healthy one, and the soak (docs/RELIABILITY.md).
 bench-hostile: components host
 	./bench/hostile.sh
+
+# Spin apps from Spin's SDKs on `edge up` beside `wasmtime serve`.
+bench-spin: host
+	./bench/spin.sh
 
 # The control plane: deploy to first answer, compile, activations under load.
 bench-deploy: components host

@@ -15,7 +15,7 @@ async fn send(method: &str, url: &str, body: &'static str) -> (u16, String) {
 fn app(name: &str) -> PathBuf {
     let dir = repo().join("tests/spin-apps").join(name);
     assert!(
-        dir.join("target").exists(),
+        dir.join("target").exists() || dir.join("dist").exists(),
         "{name} is not built: run scripts/spin-apps.sh (make test does)"
     );
     dir.join("spin.toml")
@@ -127,6 +127,7 @@ key_value_stores = ["default"]
 source = "{features}"
 key_value_stores = ["default"]
 sqlite_databases = ["default"]
+allowed_outbound_hosts = ["*://127.0.0.1:*"]
 "#,
         probe = edge_tests::component("probe"),
         features = dir
@@ -317,7 +318,7 @@ async fn an_interface_not_granted_is_named_with_its_manifest_key() {
     // The features app opens SQLite databases; this manifest grants none.
     let dir = repo().join("tests/spin-apps/rust-features");
     let spin = format!(
-        "spin_manifest_version = 2\n[application]\nname = \"x\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"features\"\n[component.features]\nsource = \"{}\"\nkey_value_stores = [\"default\"]\n",
+        "spin_manifest_version = 2\n[application]\nname = \"x\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"features\"\n[component.features]\nsource = \"{}\"\nkey_value_stores = [\"default\"]\nallowed_outbound_hosts = [\"*://127.0.0.1:*\"]\n",
         dir.join("target/wasm32-wasip2/release/rust_features.wasm")
             .display(),
     );
@@ -582,6 +583,17 @@ async fn spin_postgres_in_every_sdk_generation() {
         body.contains("QueryFailed(") && body.contains("42703"),
         "{body}"
     );
+    // A server that is down: an error for the guest, not a hang.
+    let down = format!(
+        "postgres://postgres@127.0.0.1:{}/postgres",
+        edge_tests::services::free_port()
+    );
+    let (status, body) = pg_call(&sdk7, "/pg", &down, "SELECT 1").await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("ConnectionFailed(") && body.contains("cannot connect"),
+        "{body}"
+    );
     // A host the allowlist does not list: Spin's ConnectionFailed with
     // Spin's words, for each generation.
     let denied = format!("postgres://postgres@localhost:{}/postgres", server.port);
@@ -690,4 +702,103 @@ async fn spin_mysql_against_mariadb_in_both_sdk_generations() {
             "{body}"
         );
     }
+}
+
+#[tokio::test]
+async fn wasi_sockets_tcp_under_spins_permissions() {
+    // A TCP server answering "echo: " and what it read.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let _ = s.read_to_end(&mut got).await;
+                let _ = s
+                    .write_all(format!("echo: {}", String::from_utf8_lossy(&got)).as_bytes())
+                    .await;
+            });
+        }
+    });
+    let edge = Edge::up_env(
+        &app("rust-features"),
+        &[],
+        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
+    );
+    let tcp = |address: String| {
+        let url = format!("{}/tcp", edge.url);
+        async move {
+            edge_tests::request(
+                &client(),
+                "POST",
+                &url,
+                &[("tcp-address", &address)],
+                "ping".into(),
+            )
+            .await
+        }
+    };
+    // Allowed by "tcp://127.0.0.0/8:*".
+    assert_eq!(
+        tcp(format!("127.0.0.1:{port}")).await,
+        (200, "echo: ping".into())
+    );
+    // Not in the allowlist: the guest's connect is refused before any
+    // packet leaves (wasi:sockets access-denied, std's PermissionDenied).
+    let (status, body) = tcp("192.0.2.1:80".into()).await;
+    assert_eq!(status, 500);
+    assert!(body.starts_with("PermissionDenied"), "{body}");
+}
+
+#[tokio::test]
+async fn files_and_environment_as_the_manifest_lists_them() {
+    let edge = Edge::up_env(
+        &app("rust-features"),
+        &[],
+        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
+    );
+    let get_path = |p: &str| get_owned(format!("{}{p}", edge.url));
+    assert_eq!(
+        get_path("/file/static/css/site.css").await,
+        (200, "body { color: teal; }\n".into())
+    );
+    assert_eq!(
+        get_path("/file/static/index.html").await,
+        (200, "<h1>hello</h1>\n".into())
+    );
+    // A { source, destination } mount.
+    assert_eq!(
+        get_path("/file/img/logo.svg").await,
+        (200, "<svg/>\n".into())
+    );
+    // Excluded, not listed, or outside the app: not there.
+    assert_eq!(get_path("/file/static/server.key").await.0, 404);
+    assert_eq!(get_path("/file/spin.toml").await.0, 404);
+    assert_eq!(get_path("/file/etc/passwd").await.0, 404);
+    assert_eq!(
+        get_path("/env/GREETING").await,
+        (200, "hi from the environment".into())
+    );
+    assert_eq!(
+        get_path("/env/HOME").await.0,
+        404,
+        "the host's environment is not the guest's"
+    );
+}
+
+async fn get_owned(url: String) -> (u16, String) {
+    get(&url).await
+}
+
+#[tokio::test]
+async fn javascript_template_app_built_with_spins_npm_tools() {
+    let edge = Edge::up(&app("js-hello"), &[]);
+    let (status, body) = get(&format!("{}/", edge.url)).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "Hello, Spin!"),
+        "{}",
+        edge.log()
+    );
 }

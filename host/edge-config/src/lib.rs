@@ -20,6 +20,7 @@
 
 mod edge;
 mod error;
+mod files;
 mod outbound;
 mod resolve;
 mod route;
@@ -29,6 +30,7 @@ mod site;
 mod spin;
 
 pub use error::{ConfigError, SourceFile};
+pub use files::FileMount;
 pub use outbound::{OutboundRule, parse_ip_range};
 pub use resolve::{check_variable_name, load, load_with};
 pub use route::RoutePattern;
@@ -228,12 +230,20 @@ pub struct Component {
     pub id: String,
     /// Absolute path of the `.wasm` file.
     pub source: PathBuf,
-    /// Outbound HTTP allowlist.
+    /// Outbound allowlist (entries without templates).
     pub allowed_outbound_hosts: Vec<OutboundRule>,
+    /// Allowlist entries with `{{ variable }}` templates, as written:
+    /// each tenant's values render them ([`Tenant::outbound`]).
+    pub outbound_templates: Vec<String>,
     /// Key-value store labels the component may open.
     pub key_value_stores: Vec<String>,
     /// SQLite database labels the component may open.
     pub sqlite_databases: Vec<String>,
+    /// Environment variables it sees (Spin's `environment`).
+    pub environment: Vec<(String, String)>,
+    /// Files of the app it sees, read-only (Spin's `files` less
+    /// `exclude_files`).
+    pub files: Vec<FileMount>,
     /// How instances are created.
     pub mode: InstanceMode,
     /// Linear-memory cap of this component's instances, overriding the
@@ -334,6 +344,9 @@ pub struct Tenant {
     /// Resolved variables per component id (only for components that
     /// declare variables), shared by every instance.
     pub variables: BTreeMap<String, Arc<BTreeMap<String, String>>>,
+    /// Allowlist entries rendered from templates with this tenant's
+    /// values, per component id (beside the component's own entries).
+    pub outbound: BTreeMap<String, Vec<OutboundRule>>,
     /// Sites proxied through the rewriter.
     pub sites: Vec<Site>,
     /// Sidecar programs this tenant's components may run (a subset of

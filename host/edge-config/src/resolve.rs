@@ -605,7 +605,13 @@ impl Resolver<'_> {
                 _ => return self.app_err(c.source.span(), &format!("{key}.source"), "edge loads components from local files: give a path such as \"target/wasm32-wasip2/release/x.wasm\" (download remote sources first)"),
             };
             let mut rules = Vec::new();
+            let mut templates = Vec::new();
             for (i, h) in c.allowed_outbound_hosts.iter().enumerate() {
+                // Rendered per tenant, with its values (see `tenants`).
+                if h.get_ref().contains("{{") {
+                    templates.push(h.get_ref().clone());
+                    continue;
+                }
                 match OutboundRule::parse(h.get_ref()) {
                     Ok(r) => rules.push(r),
                     Err(e) => {
@@ -654,14 +660,26 @@ impl Resolver<'_> {
                     )
                 })?;
             }
+            let files = match &c.files {
+                Some(f) => crate::files::expand(self.app_dir, f.get_ref(), &c.exclude_files)
+                    .or_else(|e| self.app_err(f.span(), &format!("{key}.files"), e))?,
+                None => Vec::new(),
+            };
             out.insert(
                 id.get_ref().clone(),
                 Component {
                     id: id.get_ref().clone(),
                     source,
                     allowed_outbound_hosts: rules,
+                    outbound_templates: templates,
                     key_value_stores: stores,
                     sqlite_databases: databases,
+                    environment: c
+                        .environment
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    files,
                     mode: InstanceMode::PerRequest,
                     memory_bytes: None,
                 },
@@ -971,6 +989,43 @@ impl Resolver<'_> {
                 }
                 variables.insert(cid.get_ref().clone(), resolved);
             }
+            let mut outbound = BTreeMap::new();
+            for (cid, comp) in &manifest.component {
+                if !granted.contains(cid.get_ref()) {
+                    continue;
+                }
+                let mut rules = Vec::new();
+                for (i, h) in comp.get_ref().allowed_outbound_hosts.iter().enumerate() {
+                    if !h.get_ref().contains("{{") {
+                        continue;
+                    }
+                    let at = || format!("component.{}.allowed_outbound_hosts[{i}]", cid.get_ref());
+                    let rendered = render_template(h.get_ref(), &values).map_err(|e| {
+                        self.app_src.error(
+                            Some(h.span()),
+                            Some(at()),
+                            format!("{e} (for tenant {name:?})"),
+                        )
+                    })?;
+                    let rendered = rendered.trim();
+                    // As Spin: a template that renders to nothing (or to a
+                    // bare scheme) allows nothing, and is no error.
+                    if rendered.is_empty() || rendered == "http://" || rendered == "https://" {
+                        continue;
+                    }
+                    let rule = OutboundRule::parse(rendered).map_err(|e| {
+                        self.app_src.error(
+                            Some(h.span()),
+                            Some(at()),
+                            format!("with tenant {name:?}'s values it is {rendered:?}: {e}"),
+                        )
+                    })?;
+                    rules.push(rule);
+                }
+                if !rules.is_empty() {
+                    outbound.insert(cid.get_ref().clone(), rules);
+                }
+            }
             // Each site reaches its component as a variable per host.
             for site in &sites {
                 let config = site.guest_config();
@@ -1014,6 +1069,7 @@ impl Resolver<'_> {
                 components: granted,
                 limits,
                 variables,
+                outbound,
                 sites,
                 sidecar_programs,
                 outbound_allow_ranges,

@@ -88,9 +88,9 @@ pub(crate) struct Component {
     #[serde(default)]
     pub environment: BTreeMap<String, String>,
     #[serde(default)]
-    pub files: Option<toml::Value>,
+    pub files: Option<Spanned<toml::Value>>,
     #[serde(default)]
-    pub exclude_files: Option<toml::Value>,
+    pub exclude_files: Vec<String>,
     #[serde(default)]
     pub sqlite_databases: Vec<Spanned<String>>,
     #[serde(default)]

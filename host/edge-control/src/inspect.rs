@@ -1,5 +1,6 @@
-//! What an upload is, read before anything is compiled: a component (not a
-//! core module), what it imports and whether it exports an HTTP handler.
+//! What an upload is, read before anything is compiled: a component (or a
+//! preview 1 module from Spin's older SDKs, read as the component it
+//! becomes), what it imports and whether it exports an HTTP handler.
 //! Reading the outer component's import and export sections costs a pass
 //! over the bytes; compiling (and Wasmtime's full validation) comes after,
 //! in a bounded worker.
@@ -16,8 +17,12 @@ pub struct Inspected {
     pub exports: Vec<String>,
 }
 
-/// The interface a component must export to serve HTTP (any 0.2.x).
+/// The interface a component must export to serve HTTP (any 0.2.x), or
+/// [`HTTP_HANDLER_P3`].
 pub const HTTP_HANDLER: &str = "wasi:http/incoming-handler@0.2.";
+
+/// WASI 0.3's HTTP handler (any 0.3.x).
+pub const HTTP_HANDLER_P3: &str = "wasi:http/handler@0.3.";
 
 /// Reads `bytes` as a component and checks it can serve HTTP.
 pub fn inspect(bytes: &[u8]) -> Result<Inspected, String> {
@@ -39,7 +44,11 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected, String> {
         match payload {
             Payload::Version { encoding, .. } => {
                 if depth == 0 && encoding == Encoding::Module {
-                    return Err("this is a core WebAssembly module, not a component: build for wasm32-wasip2 (or wrap it with `wasm-tools component new` and a WASI adapter)".into());
+                    // As Spin: a module built by an SDK with wit-bindgen
+                    // becomes a component when loaded; read that one.
+                    let component = edge_componentize::componentize(bytes)
+                        .map_err(|e| format!("this is a core WebAssembly module, not a component, and it cannot be made one: {e}"))?;
+                    return inspect(&component);
                 }
                 depth += 1;
             }
@@ -62,31 +71,45 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected, String> {
     if depth != 0 {
         return Err("not a valid WebAssembly binary: it ends inside a section".into());
     }
-    if !out.exports.iter().any(|e| e.starts_with(HTTP_HANDLER)) {
+    if !out
+        .exports
+        .iter()
+        .any(|e| e.starts_with(HTTP_HANDLER) || e.starts_with(HTTP_HANDLER_P3))
+    {
         let exports = if out.exports.is_empty() {
             "nothing".to_string()
         } else {
             out.exports.join(", ")
         };
         return Err(format!(
-            "the component does not export wasi:http/incoming-handler@0.2.x (it exports {exports}); edge serves HTTP handlers"
+            "the component exports neither wasi:http/incoming-handler@0.2.x nor wasi:http/handler@0.3.x (it exports {exports}); edge serves HTTP handlers"
         ));
     }
     Ok(out)
 }
 
 /// What a component of a version is granted, to check its imports by.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Grants {
     /// It names key-value stores.
     pub key_value: bool,
+    /// It names SQLite databases.
+    pub sqlite: bool,
+    /// The schemes its `allowed_outbound_hosts` may reach (`*` for any).
+    pub schemes: Vec<String>,
     /// Its tenant may run programs through the sidecar.
     pub process: bool,
 }
 
+impl Grants {
+    fn reaches(&self, scheme: &str) -> bool {
+        self.schemes.iter().any(|s| s == scheme || s == "*")
+    }
+}
+
 /// Interfaces every component may import: the context behind them grants
-/// no files, sockets or environment, and outbound HTTP is checked per
-/// request against `allowed_outbound_hosts`.
+/// no files, sockets or environment but what the version lists, and every
+/// outbound connection is checked against `allowed_outbound_hosts`.
 const ALWAYS: &[&str] = &[
     "wasi:io/",
     "wasi:clocks/",
@@ -94,26 +117,74 @@ const ALWAYS: &[&str] = &[
     "wasi:cli/",
     "wasi:filesystem/",
     "wasi:sockets/",
-    "wasi:http/types@",
-    "wasi:http/outgoing-handler@",
+    "wasi:http/",
     "wasi:config/store@",
+    "fermyon:spin/variables@",
+    "spin:variables/",
     "edge:platform/metrics@",
 ];
 
+/// Interfaces a manifest key grants: (prefixes, whether granted, the key).
+fn granted<'a>(import: &str, grants: &'a Grants) -> Option<(bool, &'a str)> {
+    let table: [(&[&str], bool, &str); 7] = [
+        (
+            &[
+                "wasi:keyvalue/",
+                "fermyon:spin/key-value@",
+                "spin:key-value/",
+            ],
+            grants.key_value,
+            "names no key_value_stores (add the store labels it opens)",
+        ),
+        (
+            &["fermyon:spin/sqlite@", "spin:sqlite/"],
+            grants.sqlite,
+            "names no sqlite_databases (add the database labels it opens)",
+        ),
+        (
+            &["fermyon:spin/redis@", "spin:redis/"],
+            grants.reaches("redis"),
+            "allows no redis:// host in allowed_outbound_hosts",
+        ),
+        (
+            &["fermyon:spin/mqtt@", "spin:mqtt/"],
+            grants.reaches("mqtt"),
+            "allows no mqtt:// host in allowed_outbound_hosts",
+        ),
+        (
+            &["fermyon:spin/postgres@", "spin:postgres/"],
+            grants.reaches("postgres"),
+            "allows no postgres:// host in allowed_outbound_hosts",
+        ),
+        (
+            &["fermyon:spin/mysql@", "spin:mysql/"],
+            grants.reaches("mysql"),
+            "allows no mysql:// host in allowed_outbound_hosts",
+        ),
+        (
+            &["fermyon:spin/rdbms-types@"],
+            grants.reaches("postgres") || grants.reaches("mysql"),
+            "allows no postgres:// or mysql:// host in allowed_outbound_hosts",
+        ),
+    ];
+    table
+        .into_iter()
+        .find(|(prefixes, _, _)| prefixes.iter().any(|p| import.starts_with(p)))
+        .map(|(_, ok, why)| (ok, why))
+}
+
 /// Checks `imports` against `grants`: the first import not granted, with
 /// what would grant it.
-pub fn check_imports(imports: &[String], grants: Grants) -> Result<(), String> {
+pub fn check_imports(imports: &[String], grants: &Grants) -> Result<(), String> {
     for import in imports {
         if ALWAYS.iter().any(|p| import.starts_with(p)) {
             continue;
         }
-        if import.starts_with("wasi:keyvalue/") {
-            if grants.key_value {
+        if let Some((ok, why)) = granted(import, grants) {
+            if ok {
                 continue;
             }
-            return Err(format!(
-                "it imports {import} but names no key_value_stores (add the store labels it opens)"
-            ));
+            return Err(format!("it imports {import} but {why}"));
         }
         if import.starts_with("edge:platform/process@") {
             if grants.process {
@@ -129,7 +200,7 @@ pub fn check_imports(imports: &[String], grants: Grants) -> Result<(), String> {
             ));
         }
         return Err(format!(
-            "it imports {import}, which edge does not provide (it provides wasi:http, wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:config/store, wasi:keyvalue)"
+            "it imports {import}, which edge does not provide (it provides wasi:http, wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:config/store, wasi:keyvalue and Spin's key-value, variables, sqlite, redis, mqtt, postgres and mysql)"
         ));
     }
     Ok(())
@@ -154,7 +225,9 @@ mod tests {
         assert!(e.contains("not a valid WebAssembly binary"), "{e}");
         let e = inspect(b"\0asm\x0d\0\x01\0").unwrap_err();
         assert!(
-            e.contains("does not export wasi:http/incoming-handler"),
+            e.contains(
+                "exports neither wasi:http/incoming-handler@0.2.x nor wasi:http/handler@0.3.x"
+            ),
             "{e}"
         );
     }
@@ -162,21 +235,26 @@ mod tests {
     #[test]
     fn imports_need_their_grant() {
         let kv = vec!["wasi:keyvalue/store@0.2.0-draft".to_string()];
-        assert!(
-            check_imports(
-                &kv,
-                Grants {
-                    key_value: true,
-                    process: false
-                }
-            )
-            .is_ok()
-        );
-        let e = check_imports(&kv, Grants::default()).unwrap_err();
+        let kv_granted = Grants {
+            key_value: true,
+            ..Grants::default()
+        };
+        assert!(check_imports(&kv, &kv_granted).is_ok());
+        let e = check_imports(&kv, &Grants::default()).unwrap_err();
         assert!(e.contains("key_value_stores"), "{e}");
         let e =
-            check_imports(&["fermyon:spin/sqlite@2.0.0".into()], Grants::default()).unwrap_err();
+            check_imports(&["fermyon:spin/sqlite@2.0.0".into()], &Grants::default()).unwrap_err();
+        assert!(e.contains("sqlite_databases"), "{e}");
+        let pg = vec!["spin:postgres/postgres@4.2.0".to_string()];
+        let e = check_imports(&pg, &Grants::default()).unwrap_err();
+        assert!(e.contains("postgres://"), "{e}");
+        let reaches = Grants {
+            schemes: vec!["*".into()],
+            ..Grants::default()
+        };
+        assert!(check_imports(&pg, &reaches).is_ok());
+        assert!(check_imports(&["wasi:http/types@0.2.3".into()], &Grants::default()).is_ok());
+        let e = check_imports(&["acme:secret/thing@1.0.0".into()], &Grants::default()).unwrap_err();
         assert!(e.contains("does not provide"), "{e}");
-        assert!(check_imports(&["wasi:http/types@0.2.3".into()], Grants::default()).is_ok());
     }
 }

@@ -48,6 +48,33 @@ pub struct Checked {
 }
 
 impl OutboundPolicy {
+    /// Whether a guest's own socket (`wasi:sockets`) may reach `addr` with
+    /// `scheme` (`tcp` or `udp`): Spin's rule (the address against
+    /// `allowed_outbound_hosts`, by address: a rule naming a host never
+    /// matches a socket address), then the tenant's address policy.
+    pub fn allows_socket(&self, scheme: &str, addr: SocketAddr) -> bool {
+        let ip = crate::address::canonical(addr.ip()).to_string();
+        if !self.allows(scheme, &ip, addr.port()) {
+            self.tenant
+                .refused_allowlist
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(component = %self.who, %scheme, %addr, "socket denied: not in allowed_outbound_hosts");
+            return false;
+        }
+        match self.addresses.check(addr) {
+            Ok(_) => true,
+            Err(why) => {
+                tracing::warn!(component = %self.who, %scheme, %addr, reason = %why, "socket refused by the address policy");
+                false
+            }
+        }
+    }
+
+    /// Whether some rule may allow sockets of `scheme` (`tcp`, `udp`).
+    pub fn covers_scheme(&self, scheme: &str) -> bool {
+        self.rules.iter().any(|r| r.covers_scheme(scheme))
+    }
+
     /// Checks `scheme://host:port` against the allowlist by name, takes a
     /// place in the tenant's cap, and resolves the name to the addresses
     /// the tenant may reach.

@@ -35,6 +35,8 @@ pub struct Runtime {
     /// Where tenants' SQLite databases live (`DATA_DIR/sqlite`); a file
     /// is opened only when a guest opens it.
     pub sqlite: std::path::PathBuf,
+    /// Where components' files are staged (`DATA_DIR/files`).
+    pub files: std::path::PathBuf,
     /// Mixing rooms, kept across reloads.
     pub mixer: Arc<edge_mixer::Mixer>,
     /// Each tenant's share of the host, kept across reloads.
@@ -88,6 +90,7 @@ impl Runtime {
             sessions: SessionRegistry::new(config.pool.session_instances as usize),
             kv,
             sqlite: config.server.data_dir.join("sqlite"),
+            files: config.server.data_dir.join("files"),
             mixer,
             shares,
             resets_in_place,
@@ -407,6 +410,23 @@ fn build_target(
             Grants::default()
         }
     };
+    let files = if component.files.is_empty() {
+        None
+    } else {
+        match crate::files::stage(&rt.files, &component.files) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                let reason = format!("staging the component's files: {e:#}");
+                tracing::error!(component = %component.id, error = %reason, "the component's routes answer 503");
+                status.insert(
+                    component.id.clone(),
+                    ComponentStatus::Failed(reason.clone()),
+                );
+                prep = Err(reason.into());
+                None
+            }
+        }
+    };
     // Spin's errors name the component as its manifest does (deployed
     // apps' ids are `TENANT/APP@N/COMPONENT`).
     let manifest_id = component.id.rsplit('/').next().unwrap_or(&component.id);
@@ -416,8 +436,12 @@ fn build_target(
         .map(|v| Variables::from_map(v))
         .unwrap_or_default()
         .for_component(manifest_id);
-    // A site's component may reach the site's origin.
+    // A site's component may reach the site's origin; templated entries
+    // are the tenant's rendering of them.
     let mut outbound = component.allowed_outbound_hosts.clone();
+    if let Some(rendered) = tenant.outbound.get(&component.id) {
+        outbound.extend(rendered.iter().cloned());
+    }
     for site in tenant.sites.iter().filter(|s| s.component == component.id) {
         match edge_config::OutboundRule::parse(&site.origin) {
             Ok(rule) => outbound.push(rule),
@@ -449,6 +473,8 @@ fn build_target(
             &component.sqlite_databases,
             tenant.limits.sqlite_database_bytes,
         ),
+        environment: component.environment.clone().into(),
+        files,
         process: edge_process::Grant::new(
             sidecar.map(|s| s.socket.clone()),
             &tenant.name,
@@ -520,6 +546,14 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
             .allowed_outbound_hosts
             .iter()
             .any(|r| r.covers_scheme(scheme))
+            // A templated entry: by its scheme, if the scheme is written
+            // out (`redis://{{ host }}`), else it may be any.
+            || component.outbound_templates.iter().any(|t| {
+                match t.split_once("://") {
+                    Some((s, _)) if !s.contains("{{") => s == scheme || s == "*",
+                    _ => true,
+                }
+            })
     };
     if covers("redis") {
         edge_redis::add_to_linker(&mut linker)?;

@@ -32,6 +32,11 @@ pub struct StoreSpec {
     pub kv: Grants,
     /// SQLite databases granted (empty when the component names none).
     pub sqlite: edge_sqlite::Grant,
+    /// Environment variables (Spin's `environment`).
+    pub environment: std::sync::Arc<[(String, String)]>,
+    /// A directory holding the component's files (Spin's `files`),
+    /// mounted read-only at `/`.
+    pub files: Option<std::sync::Arc<std::path::Path>>,
     /// Sidecar programs the tenant may run.
     pub process: edge_process::Grant,
     /// The tenant's mixing rooms.
@@ -49,6 +54,8 @@ impl StoreSpec {
             && self.variables.same_values(&other.variables)
             && self.kv.same_stores(&other.kv)
             && self.sqlite.same(&other.sqlite)
+            && self.environment == other.environment
+            && self.files == other.files
             && self.process.same(&other.process)
     }
 }
@@ -122,6 +129,18 @@ impl HostState {
         let log = crate::guest_log::GuestLog::default();
         let mut wasi = WasiCtx::builder();
         wasi.stdout(log.clone()).stderr(log.clone());
+        allow_sockets(&mut wasi, &spec.outbound);
+        if !spec.environment.is_empty() {
+            wasi.envs(&spec.environment);
+        }
+        if let Some(dir) = &spec.files {
+            // Read-only: neither the files nor the directory can change.
+            if let Err(e) =
+                wasi.preopened_dir(dir, "/", wasmtime_wasi::filesystem::FsPerms::ReadOnly)
+            {
+                tracing::warn!(dir = %dir.display(), error = %e, "the component's files are unavailable");
+            }
+        }
         // Wasmtime's defaults (a million table entries, 128 KiB per fields)
         // let one guest grow the host by gigabytes: each entry and field
         // lives in host memory, outside the guest's memory cap.
@@ -153,6 +172,34 @@ impl HostState {
             call_clock: None,
         }
     }
+}
+
+/// `wasi:sockets` as Spin grants it: TCP if some `allowed_outbound_hosts`
+/// entry may match `tcp://ADDRESS:PORT` (`*://...` included), UDP
+/// likewise with `udp`; each connection (or datagram) to an address is
+/// checked against the allowlist and the tenant's address policy. No
+/// socket may listen, and none may bind but the implicit bind of a
+/// connect. Name lookup comes with either.
+fn allow_sockets(wasi: &mut wasmtime_wasi::WasiCtxBuilder, outbound: &OutboundPolicy) {
+    let (tcp, udp) = (outbound.covers_scheme("tcp"), outbound.covers_scheme("udp"));
+    if !tcp && !udp {
+        return;
+    }
+    wasi.allow_tcp(tcp)
+        .allow_udp(udp)
+        .allow_ip_name_lookup(true);
+    let outbound = outbound.clone();
+    wasi.socket_addr_check(move |addr, usage| {
+        use wasmtime_wasi::sockets::SocketAddrUse as Use;
+        let implicit = addr.ip().is_unspecified() && addr.port() == 0;
+        let allowed = match usage {
+            Use::TcpBind | Use::UdpBind => implicit,
+            Use::TcpConnect => outbound.allows_socket("tcp", addr),
+            Use::UdpSend | Use::UdpReceive => outbound.allows_socket("udp", addr),
+            _ => false,
+        };
+        Box::pin(std::future::ready(allowed))
+    });
 }
 
 /// Host memory one request's outgoing bodies may buffer in big chunks.

@@ -204,9 +204,15 @@ async fn check_version(
         }
         let grants = Grants {
             key_value: !comp.key_value_stores.is_empty(),
+            sqlite: !comp.sqlite_databases.is_empty(),
+            schemes: comp
+                .allowed_outbound_hosts
+                .iter()
+                .filter_map(|r| r.split_once("://").map(|(s, _)| s.to_string()))
+                .collect(),
             process: !t.tenant.programs.is_empty(),
         };
-        inspect::check_imports(&imports, grants).map_err(|e| {
+        inspect::check_imports(&imports, &grants).map_err(|e| {
             ApiError::invalid(Some(&at("digest")), format!("component {id:?}: {e}"))
         })?;
     }

@@ -24,6 +24,11 @@
 //! - `POST /mysql` (`?execute` for a statement without rows) with the
 //!   server's address in `mysql-address`: as `/pg`, parameters `i:N`
 //!   (int32), `u:N` (uint64), `t:TEXT`, `f:F`, `null`;
+//! - `GET /file/PATH`: the file `/PATH` (`files`, through std::fs);
+//! - `GET /env/NAME`: an environment variable (`environment`);
+//! - `POST /tcp` with `tcp-address` (`IP:PORT`): sends the body over a TCP
+//!   connection (`wasi:sockets`, through std), answers what comes back
+//!   until the peer closes;
 use spin_sdk::http::{IntoResponse, Request, Response};
 use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_service;
@@ -82,6 +87,37 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         match published.await {
             Ok(()) => (200, "published".to_string()),
             Err(e) => (500, format!("{e:?}")),
+        }
+    } else if let Some(file) = path.strip_prefix("/file/") {
+        match std::fs::read_to_string(format!("/{file}")) {
+            Ok(text) => (200, text),
+            Err(e) => (404, format!("{:?}", e.kind())),
+        }
+    } else if let Some(name) = path.strip_prefix("/env/") {
+        match std::env::var(name) {
+            Ok(v) => (200, v),
+            Err(_) => (404, "unset".to_string()),
+        }
+    } else if path == "/tcp" {
+        let address = req
+            .headers()
+            .get("tcp-address")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let body = spin_sdk::http::body::IncomingBodyExt::bytes(req.into_body()).await?;
+        let exchange = || -> std::io::Result<String> {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(&address)?;
+            stream.write_all(&body)?;
+            stream.shutdown(std::net::Shutdown::Write)?;
+            let mut reply = String::new();
+            stream.read_to_string(&mut reply)?;
+            Ok(reply)
+        };
+        match exchange() {
+            Ok(reply) => (200, reply),
+            Err(e) => (500, format!("{:?}: {e}", e.kind())),
         }
     } else if path == "/mysql" {
         let address = req
