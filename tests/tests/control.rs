@@ -648,7 +648,7 @@ fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
     let cases: Vec<(&str, &str, Bytes, u16, &str)> = vec![
         ("garbage", upload, Bytes::from_static(b"GIF89a..."), 422, "not a WebAssembly binary: it starts with \"GIF89a..\""),
         ("core module", upload, Bytes::from_static(b"\0asm\x01\0\0\0"), 422, "a core WebAssembly module, not a component"),
-        ("no handler", upload, Bytes::from_static(EMPTY_COMPONENT), 422, "does not export wasi:http/incoming-handler@0.2.x (it exports nothing)"),
+        ("no handler", upload, Bytes::from_static(EMPTY_COMPONENT), 422, "exports neither wasi:http/incoming-handler@0.2.x nor wasi:http/handler@0.3.x (it exports nothing)"),
         ("truncated", upload, Bytes::from(std::fs::read(wasm("echo")).unwrap()[..20_000].to_vec()), 422, "not a valid WebAssembly binary"),
         ("over quota", upload, Bytes::from(std::fs::read(wasm("rewriter")).unwrap()), 413, "quota allows 200000 per component (max_artifact_bytes)"),
         ("bad JSON", versions, Bytes::from_static(b"{\"components\": 7}"), 400, "invalid type: integer `7`, expected a map"),

@@ -802,3 +802,145 @@ async fn javascript_template_app_built_with_spins_npm_tools() {
         edge.log()
     );
 }
+
+/// A manifest serving the features app under `/...` with every grant.
+fn features_manifest(extra: &str) -> String {
+    let dir = repo().join("tests/spin-apps/rust-features");
+    format!(
+        r#"spin_manifest_version = 2
+[application]
+name = "features"
+[[trigger.http]]
+route = "/..."
+component = "features"
+[component.features]
+source = "{}"
+key_value_stores = ["default"]
+sqlite_databases = ["default"]
+allowed_outbound_hosts = ["*://127.0.0.1:*"]
+{extra}
+"#,
+        dir.join("target/wasm32-wasip2/release/rust_features.wasm")
+            .display(),
+    )
+}
+
+#[tokio::test]
+async fn each_tenant_has_its_own_sqlite_databases_and_stores() {
+    let data = edge_tests::TempDir::new("spin-tenants");
+    let edge = Edge::start_with(
+        &features_manifest(""),
+        "app = \"spin.toml\"\n\
+         [[tenant]]\nname = \"a\"\nhosts = [\"a.test\"]\ncomponents = [\"*\"]\n\
+         [[tenant]]\nname = \"b\"\nhosts = [\"b.test\"]\ncomponents = [\"*\"]\n",
+        data.path(),
+    );
+    let call = |host: &'static str,
+                method: &'static str,
+                path: &'static str,
+                body: &'static str| {
+        let url = format!("{}{path}", edge.url);
+        async move { edge_tests::request(&client(), method, &url, &[("host", host)], body.into()).await }
+    };
+    assert_eq!(
+        call("a.test", "POST", "/sql", "CREATE TABLE t (v)").await.0,
+        200
+    );
+    assert_eq!(
+        call("a.test", "POST", "/sql", "INSERT INTO t VALUES ('mine')")
+            .await
+            .0,
+        200
+    );
+    let (status, body) = call("b.test", "POST", "/sql", "SELECT v FROM t").await;
+    assert_eq!(status, 500, "tenant b sees no table of tenant a's: {body}");
+    assert!(body.contains("no such table"), "{body}");
+    assert_eq!(call("a.test", "PUT", "/kv/k", "a's").await.0, 200);
+    assert_eq!(call("b.test", "GET", "/kv/k", "").await.0, 404);
+    // One file per tenant, under the tenant's own directory.
+    assert!(data.path().join("sqlite/a/default.db").exists());
+    assert!(data.path().join("sqlite/b/default.db").exists());
+}
+
+#[tokio::test]
+async fn a_wasi_0_3_component_serves_per_session_too() {
+    let dir = repo().join("tests/spin-apps/rust-hello");
+    let spin = format!(
+        "spin_manifest_version = 2\n[application]\nname = \"x\"\n[[trigger.http]]\nroute = \"/s/:key/...\"\ncomponent = \"hello\"\n[component.hello]\nsource = \"{}\"\n",
+        dir.join("target/wasm32-wasip2/release/rust_hello.wasm")
+            .display(),
+    );
+    let data = edge_tests::TempDir::new("p3-session");
+    let edge = Edge::start_with(
+        &spin,
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n\
+         [component.hello]\ninstance = \"session\"\nsession_key = \"path:2\"\n",
+        data.path(),
+    );
+    for _ in 0..3 {
+        for key in ["one", "two"] {
+            let (status, body) = get(&format!("{}/s/{key}/x", edge.url)).await;
+            assert_eq!(
+                (status, body.as_str()),
+                (200, "Hello World!"),
+                "{}",
+                edge.log()
+            );
+        }
+    }
+    // Two sessions, each instance reused for its three requests.
+    let metrics = edge.metrics().await;
+    assert!(
+        metrics.contains("edge_sessions_active{tenant=\"t\",component=\"hello\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("edge_instances_created_total{tenant=\"t\",component=\"hello\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn spins_runtime_config_places_stores_and_gives_variables() {
+    let dir = edge_tests::TempDir::new("runtime-config");
+    dir.write(".env", "MYAPP_API_TOKEN=from-dotenv\n");
+    let rc = dir.write(
+        "runtime.toml",
+        "[key_value_store.default]\ntype = \"spin\"\npath = \"stores/kv.redb\"\n\
+         [sqlite_database.default]\ntype = \"spin\"\npath = \"stores/app.db\"\n\
+         [[variables_provider]]\ntype = \"env\"\nprefix = \"MYAPP\"\ndotenv_path = \".env\"\n",
+    );
+    let rc = rc.display().to_string();
+    let edge = Edge::up(&app("rust-features"), &["--runtime-config-file", &rc]);
+    let url = |p: &str| format!("{}{p}", edge.url);
+    assert_eq!(get(&url("/var/token")).await, (200, "from-dotenv".into()));
+    assert_eq!(send("PUT", &url("/kv/k"), "v").await.0, 200);
+    assert_eq!(
+        send("POST", &url("/sql"), "CREATE TABLE t (v)").await.0,
+        200
+    );
+    assert!(dir.path().join("stores/kv.redb").exists());
+    assert!(dir.path().join("stores/app.db").exists());
+
+    // A type edge does not provide: refused at start, with FILE:LINE:COL.
+    let bad = dir.write(
+        "bad.toml",
+        "[key_value_store.default]\ntype = \"redis\"\nurl = \"redis://x\"\n",
+    );
+    let out = std::process::Command::new(edge_tests::edge_bin())
+        .args(["up", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(dir.path().join("state"))
+        .arg("-f")
+        .arg(app("rust-features"))
+        .arg("--runtime-config-file")
+        .arg(&bad)
+        .env("SPIN_VARIABLE_API_TOKEN", "x")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad.toml:2:8") && stderr.contains("\"redis\" is not provided by edge"),
+        "{stderr}"
+    );
+}

@@ -27,6 +27,9 @@ impl std::fmt::Display for CountOrName {
 #[serde(deny_unknown_fields)]
 pub(crate) struct EdgeFile {
     pub app: Spanned<String>,
+    /// Spin's runtime configuration file, relative to this one.
+    #[serde(default)]
+    pub runtime_config: Option<Spanned<String>>,
     #[serde(default)]
     pub server: ServerSection,
     #[serde(default)]

@@ -24,6 +24,7 @@ mod files;
 mod outbound;
 mod resolve;
 mod route;
+mod runtime_config;
 mod secrets;
 pub mod sidecar;
 mod site;
@@ -34,6 +35,7 @@ pub use files::FileMount;
 pub use outbound::{OutboundRule, parse_ip_range};
 pub use resolve::{check_variable_name, load, load_with};
 pub use route::RoutePattern;
+pub use runtime_config::RuntimeConfig;
 pub use secrets::GeneratedSecret;
 pub use site::{
     DEFAULT_CONTENT_TYPES, SITE_VARIABLE_PREFIX, Site, check_content_type, check_origin,
@@ -49,6 +51,8 @@ use std::time::Duration;
 /// A validated configuration, ready to serve.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// What Spin's runtime configuration file sets (`runtime_config`).
+    pub runtime: RuntimeConfig,
     /// The edge-config file this came from.
     pub edge_file: PathBuf,
     /// The Spin manifest it names.

@@ -46,6 +46,7 @@ pub fn load_with(edge_path: &Path, data_dir: Option<&Path>) -> Result<Config, Co
         generated: Default::default(),
         keys_dir: Default::default(),
         sidecar: Default::default(),
+        runtime: Default::default(),
     }
     .resolve(edge, manifest, app_path)
 }
@@ -74,6 +75,9 @@ struct Resolver<'a> {
     keys_dir: std::cell::OnceCell<PathBuf>,
     /// `[sidecar]`, once resolved (tenants check their grants against it).
     sidecar: std::cell::OnceCell<Option<crate::Sidecar>>,
+    /// Spin's runtime configuration, once read (its variables are every
+    /// tenant's defaults).
+    runtime: std::cell::OnceCell<crate::RuntimeConfig>,
 }
 
 type R<T> = Result<T, ConfigError>;
@@ -107,6 +111,14 @@ impl Resolver<'_> {
         let pool = self.pool(&edge.pool)?;
         let default_limits = self.limits(&edge.limits, "limits", None, &pool)?;
         let app_vars = self.app_variables(&manifest)?;
+        let runtime = match &edge.runtime_config {
+            Some(p) => {
+                let names: Vec<String> = app_vars.keys().cloned().collect();
+                crate::runtime_config::load(&self.edge_dir.join(p.get_ref()), &names)?
+            }
+            None => crate::RuntimeConfig::default(),
+        };
+        let _ = self.runtime.set(runtime.clone());
         let mut components = self.components(&manifest)?;
         self.component_settings(&edge, &mut components, &pool)?;
         let routes = self.routes(&manifest, &components)?;
@@ -119,6 +131,7 @@ impl Resolver<'_> {
             &pool,
         )?;
         Ok(Config {
+            runtime,
             edge_file: std::path::absolute(&self.edge_src.path)
                 .unwrap_or_else(|_| self.edge_src.path.clone()),
             app_file: std::path::absolute(&app_file).unwrap_or(app_file),
@@ -1385,7 +1398,8 @@ impl Resolver<'_> {
         let mut values: BTreeMap<String, Result<String, String>> = app_vars
             .iter()
             .map(|(n, v)| {
-                let value = match (&v.default, v.required) {
+                let provided = self.runtime.get().and_then(|r| r.variables.get(n));
+                let value = match (provided.or(v.default.as_ref()), v.required) {
                     (Some(d), _) => Ok(d.clone()),
                     (None, _) => Err(format!(
                         "variable {n:?} is required but tenant {:?} gives no value",

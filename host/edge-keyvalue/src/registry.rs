@@ -63,6 +63,18 @@ impl Registry {
     /// built but never swapped in (a refused reload) changes nothing for
     /// the handles of the config that serves.
     pub fn open(&self, tenant: &str, label: &str, cap: u64) -> Result<Handle, KvError> {
+        self.open_at(tenant, label, cap, None)
+    }
+
+    /// Like [`Registry::open`], with the store's file at `file` (Spin's
+    /// runtime configuration) rather than in the tenant's directory.
+    pub fn open_at(
+        &self,
+        tenant: &str,
+        label: &str,
+        cap: u64,
+        file: Option<&std::path::Path>,
+    ) -> Result<Handle, KvError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let key = (tenant.to_string(), label.to_string());
         if let Some(store) = open.get(&key).and_then(Weak::upgrade) {
@@ -71,10 +83,15 @@ impl Registry {
         let errors = self.errors.tenant(tenant);
         let store = match &self.dir {
             Some(dir) => {
-                let dir = dir.join(tenant);
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| KvError::Storage(format!("creating {}: {e}", dir.display())))?;
-                let path = dir.join(format!("{label}.redb"));
+                let path = match file {
+                    Some(f) => f.to_path_buf(),
+                    None => dir.join(tenant).join(format!("{label}.redb")),
+                };
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        KvError::Storage(format!("creating {}: {e}", dir.display()))
+                    })?;
+                }
                 let opener = {
                     let path = path.clone();
                     Box::new(move || open_file(&path)) as Opener

@@ -90,13 +90,27 @@ impl Grant {
     /// `labels` of `tenant`, in `root` (`DATA_DIR/sqlite`), each capped at
     /// `max_bytes`. Labels are checked by edge-config (lower-case letters,
     /// digits, `_` and `-`), so they are safe file names.
-    pub fn new(root: &std::path::Path, tenant: &str, labels: &[String], max_bytes: u64) -> Self {
+    /// A label in `placed` (Spin's runtime configuration) lives at the
+    /// file given there instead.
+    pub fn new(
+        root: &std::path::Path,
+        tenant: &str,
+        labels: &[String],
+        placed: &BTreeMap<String, PathBuf>,
+        max_bytes: u64,
+    ) -> Self {
         let dir = root.join(tenant);
         Self {
             files: Arc::new(
                 labels
                     .iter()
-                    .map(|l| (l.clone(), dir.join(format!("{l}.db"))))
+                    .map(|l| {
+                        let file = placed
+                            .get(l)
+                            .cloned()
+                            .unwrap_or_else(|| dir.join(format!("{l}.db")));
+                        (l.clone(), file)
+                    })
                     .collect(),
             ),
             max_bytes,

@@ -264,6 +264,7 @@ impl App {
                             &prepared[id],
                             &mut status,
                             config.sidecar.as_ref(),
+                            &config.runtime,
                         )
                     })
                     .clone()
@@ -395,9 +396,10 @@ fn build_target(
     prepared: &Result<Arc<Prepared>, Arc<str>>,
     status: &mut BTreeMap<String, ComponentStatus>,
     sidecar: Option<&edge_config::Sidecar>,
+    runtime: &edge_config::RuntimeConfig,
 ) -> Arc<Target> {
     let mut prep = prepared.clone();
-    let kv = match open_stores(rt, tenant, component) {
+    let kv = match open_stores(rt, tenant, component, runtime) {
         Ok(kv) => kv,
         Err(reason) => {
             let reason = format!("tenant {:?}: {reason}", tenant.name);
@@ -471,6 +473,7 @@ fn build_target(
             &rt.sqlite,
             &tenant.name,
             &component.sqlite_databases,
+            &runtime.sqlite_databases,
             tenant.limits.sqlite_database_bytes,
         ),
         environment: component.environment.clone().into(),
@@ -661,12 +664,14 @@ fn open_stores(
     rt: &Runtime,
     tenant: &edge_config::Tenant,
     component: &edge_config::Component,
+    runtime: &edge_config::RuntimeConfig,
 ) -> Result<Grants, String> {
     let mut stores = BTreeMap::new();
     for label in &component.key_value_stores {
+        let placed = runtime.key_value_stores.get(label).map(|p| p.as_path());
         let store = rt
             .kv
-            .open(&tenant.name, label, tenant.limits.kv_store_bytes)
+            .open_at(&tenant.name, label, tenant.limits.kv_store_bytes, placed)
             .map_err(|e| format!("key-value store {label:?}: {e}"))?;
         stores.insert(label.clone(), store);
     }

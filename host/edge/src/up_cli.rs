@@ -146,9 +146,16 @@ pub fn prepare(args: &UpArgs) -> Result<(PathBuf, PathBuf)> {
         data = toml_string(&state.display().to_string()),
     );
     if let Some(rc) = &args.runtime_config_file {
-        anyhow::bail!(
-            "--runtime-config-file {}: Spin's runtime configuration is not read yet",
-            rc.display()
+        let rc = std::fs::canonicalize(rc)
+            .with_context(|| format!("no runtime config file at {}", rc.display()))?;
+        // A top-level key: before the first table.
+        config = config.replacen(
+            "\n\n[server]",
+            &format!(
+                "\nruntime_config = {}\n\n[server]",
+                toml_string(&rc.display().to_string())
+            ),
+            1,
         );
     }
     config.push_str(&variable_sections(&manifest, &args.variables)?);
