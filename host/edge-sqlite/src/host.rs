@@ -100,9 +100,10 @@ conversions!(v2);
 conversions!(v30);
 conversions!(v31);
 
-/// The store-free functions of every version, on `Sqlite`.
+/// The store-free functions of every version, on `Sqlite`; the 3.x
+/// versions add the connection's counters (`counters`).
 macro_rules! sync_host {
-    ($v:ident) => {
+    ($v:ident $(, $counters:ident)?) => {
         impl $v::Host for Sqlite<'_> {}
 
         impl $v::HostConnection for Sqlite<'_> {
@@ -131,6 +132,16 @@ macro_rules! sync_host {
                     .map_err(Into::into))
             }
 
+            $(
+            async fn last_insert_rowid(&mut self, conn: Resource<Connection>) -> wasmtime::Result<i64> {
+                Ok(self.$counters(&conn).0)
+            }
+
+            async fn changes(&mut self, conn: Resource<Connection>) -> wasmtime::Result<u64> {
+                Ok(self.$counters(&conn).1)
+            }
+            )?
+
             async fn drop(&mut self, conn: Resource<Connection>) -> wasmtime::Result<()> {
                 self.table.delete(conn)?;
                 Ok(())
@@ -140,48 +151,8 @@ macro_rules! sync_host {
 }
 
 sync_host!(v2);
-
-impl v30::Host for Sqlite<'_> {}
-
-impl v30::HostConnection for Sqlite<'_> {
-    async fn open(
-        &mut self,
-        database: String,
-    ) -> wasmtime::Result<Result<Resource<Connection>, v30::Error>> {
-        let file = self.file(&database);
-        Ok(match open(file).await {
-            Ok(c) => Ok(self.table.push(c)?),
-            Err(e) => Err(e.into()),
-        })
-    }
-
-    async fn execute(
-        &mut self,
-        conn: Resource<Connection>,
-        statement: String,
-        parameters: Vec<v30::Value>,
-    ) -> wasmtime::Result<Result<v30::QueryResult, v30::Error>> {
-        let params = parameters.into_iter().map(Into::into).collect();
-        let db = self.connection(&conn);
-        Ok(execute(db, statement, params, self.deadline)
-            .await
-            .map(Into::into)
-            .map_err(Into::into))
-    }
-
-    async fn last_insert_rowid(&mut self, conn: Resource<Connection>) -> wasmtime::Result<i64> {
-        Ok(self.counters(&conn).0)
-    }
-
-    async fn changes(&mut self, conn: Resource<Connection>) -> wasmtime::Result<u64> {
-        Ok(self.counters(&conn).1)
-    }
-
-    async fn drop(&mut self, conn: Resource<Connection>) -> wasmtime::Result<()> {
-        self.table.delete(conn)?;
-        Ok(())
-    }
-}
+sync_host!(v30, counters);
+sync_host!(v31, counters);
 
 impl Sqlite<'_> {
     /// The connection's last insert rowid and change count.
@@ -193,48 +164,6 @@ impl Sqlite<'_> {
             }
             Err(_) => (0, 0),
         }
-    }
-}
-
-impl v31::Host for Sqlite<'_> {}
-
-impl v31::HostConnection for Sqlite<'_> {
-    async fn open(
-        &mut self,
-        database: String,
-    ) -> wasmtime::Result<Result<Resource<Connection>, v31::Error>> {
-        let file = self.file(&database);
-        Ok(match open(file).await {
-            Ok(c) => Ok(self.table.push(c)?),
-            Err(e) => Err(e.into()),
-        })
-    }
-
-    async fn execute(
-        &mut self,
-        conn: Resource<Connection>,
-        statement: String,
-        parameters: Vec<v31::Value>,
-    ) -> wasmtime::Result<Result<v31::QueryResult, v31::Error>> {
-        let params = parameters.into_iter().map(Into::into).collect();
-        let db = self.connection(&conn);
-        Ok(execute(db, statement, params, self.deadline)
-            .await
-            .map(Into::into)
-            .map_err(Into::into))
-    }
-
-    async fn last_insert_rowid(&mut self, conn: Resource<Connection>) -> wasmtime::Result<i64> {
-        Ok(self.counters(&conn).0)
-    }
-
-    async fn changes(&mut self, conn: Resource<Connection>) -> wasmtime::Result<u64> {
-        Ok(self.counters(&conn).1)
-    }
-
-    async fn drop(&mut self, conn: Resource<Connection>) -> wasmtime::Result<()> {
-        self.table.delete(conn)?;
-        Ok(())
     }
 }
 

@@ -454,19 +454,21 @@ fn build_target(
     }
     let who = format!("{}/{}", tenant.name, component.id);
     let share = rt.shares.get(&tenant.name, (&tenant.limits).into());
+    let outbound = OutboundPolicy::new(outbound, &who)
+        .with_addresses(edge_outbound_http::AddressPolicy::new(
+            tenant.outbound_allow_ranges.clone(),
+            rt.outbound.listeners.clone(),
+        ))
+        .with_tenant(
+            rt.outbound
+                .tenant(&tenant.name, tenant.limits.max_outbound_requests),
+        );
     let spec = StoreSpec {
+        sockets: crate::state::Sockets::of(&outbound),
+        outbound,
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),
         max_resources: tenant.limits.max_host_resources as usize,
         max_fields_bytes: tenant.limits.max_fields_bytes as usize,
-        outbound: OutboundPolicy::new(outbound, &who)
-            .with_addresses(edge_outbound_http::AddressPolicy::new(
-                tenant.outbound_allow_ranges.clone(),
-                rt.outbound.listeners.clone(),
-            ))
-            .with_tenant(
-                rt.outbound
-                    .tenant(&tenant.name, tenant.limits.max_outbound_requests),
-            ),
         variables,
         kv,
         sqlite: edge_sqlite::Grant::new(

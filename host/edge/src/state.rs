@@ -26,6 +26,9 @@ pub struct StoreSpec {
     pub max_fields_bytes: usize,
     /// Where outbound HTTP may go.
     pub outbound: OutboundPolicy,
+    /// Whether `outbound` grants `wasi:sockets` TCP and UDP (known once
+    /// per config, not per store).
+    pub sockets: Sockets,
     /// Resolved variables (empty when the component declares none).
     pub variables: Variables,
     /// Key-value stores granted (empty when the component names none).
@@ -129,7 +132,7 @@ impl HostState {
         let log = crate::guest_log::GuestLog::default();
         let mut wasi = WasiCtx::builder();
         wasi.stdout(log.clone()).stderr(log.clone());
-        allow_sockets(&mut wasi, &spec.outbound);
+        allow_sockets(&mut wasi, &spec.outbound, spec.sockets);
         if !spec.environment.is_empty() {
             wasi.envs(&spec.environment);
         }
@@ -174,14 +177,37 @@ impl HostState {
     }
 }
 
+/// Which `wasi:sockets` a component's allowlist grants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sockets {
+    /// Some entry may match `tcp://...`.
+    pub tcp: bool,
+    /// Some entry may match `udp://...`.
+    pub udp: bool,
+}
+
+impl Sockets {
+    /// What `outbound` grants.
+    pub fn of(outbound: &OutboundPolicy) -> Self {
+        Self {
+            tcp: outbound.covers_scheme("tcp"),
+            udp: outbound.covers_scheme("udp"),
+        }
+    }
+}
+
 /// `wasi:sockets` as Spin grants it: TCP if some `allowed_outbound_hosts`
 /// entry may match `tcp://ADDRESS:PORT` (`*://...` included), UDP
 /// likewise with `udp`; each connection (or datagram) to an address is
 /// checked against the allowlist and the tenant's address policy. No
 /// socket may listen, and none may bind but the implicit bind of a
 /// connect. Name lookup comes with either.
-fn allow_sockets(wasi: &mut wasmtime_wasi::WasiCtxBuilder, outbound: &OutboundPolicy) {
-    let (tcp, udp) = (outbound.covers_scheme("tcp"), outbound.covers_scheme("udp"));
+fn allow_sockets(
+    wasi: &mut wasmtime_wasi::WasiCtxBuilder,
+    outbound: &OutboundPolicy,
+    sockets: Sockets,
+) {
+    let Sockets { tcp, udp } = sockets;
     if !tcp && !udp {
         return;
     }
