@@ -88,6 +88,28 @@ fn has_component_type(module: &[u8]) -> Result<bool, Error> {
     Ok(false)
 }
 
+/// The names a component imports at its top level (`wasi:http/types@0.2.6`,
+/// `spin:postgres/postgres@4.0.0`, ...); nested components' and modules'
+/// imports are not counted.
+pub fn component_imports(component: &[u8]) -> Result<Vec<String>, Error> {
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(component) {
+        match payload.map_err(|e| Error::NotWasm(e.to_string()))? {
+            Payload::Version { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(reader) if depth == 1 => {
+                for import in reader {
+                    let import = import.map_err(|e| Error::NotWasm(e.to_string()))?;
+                    names.push(import.name.0.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -275,13 +275,19 @@ impl<T: KeyValueView + Send> v3::HostStoreWithStore<T> for HasKeyValue {
 }
 
 /// Adds Spin's key-value interfaces (both generations) to a linker.
+///
+/// `concurrent`: whether the linker's engine has Wasmtime's concurrency
+/// support; the versions with async functions are linked only then.
 pub fn add_to_linker<T: KeyValueView + Send + 'static>(
     linker: &mut Linker<T>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     fn view<T: KeyValueView>(t: &mut T) -> KeyValue<'_> {
         t.keyvalue()
     }
     v2::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
-    v3::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
+    if concurrent {
+        v3::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
+    }
     Ok(())
 }

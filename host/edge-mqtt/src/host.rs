@@ -157,11 +157,19 @@ impl<T: MqttView + Send> v3::HostConnectionWithStore<T> for HasMqtt {
 }
 
 /// Adds Spin's MQTT interfaces (both versions) to a linker.
-pub fn add_to_linker<T: MqttView + Send + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+///
+/// `concurrent`: whether the linker's engine has Wasmtime's concurrency
+/// support; the versions with async functions are linked only then.
+pub fn add_to_linker<T: MqttView + Send + 'static>(
+    linker: &mut Linker<T>,
+    concurrent: bool,
+) -> wasmtime::Result<()> {
     fn view<T: MqttView>(t: &mut T) -> Mqtt<'_> {
         t.mqtt()
     }
     v2::add_to_linker::<T, HasMqtt>(linker, view::<T>)?;
-    v3::add_to_linker::<T, HasMqtt>(linker, view::<T>)?;
+    if concurrent {
+        v3::add_to_linker::<T, HasMqtt>(linker, view::<T>)?;
+    }
     Ok(())
 }

@@ -257,14 +257,20 @@ impl<T: MysqlView + Send> v3::HostConnectionWithStore<T> for HasMysql {
 }
 
 /// Adds Spin's MySQL interfaces (both versions) to a linker.
+///
+/// `concurrent`: whether the linker's engine has Wasmtime's concurrency
+/// support; the versions with async functions are linked only then.
 pub fn add_to_linker<T: MysqlView + Send + 'static>(
     linker: &mut Linker<T>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     fn view<T: MysqlView>(t: &mut T) -> Mysql<'_> {
         t.mysql()
     }
     v2types::add_to_linker::<T, HasMysql>(linker, view::<T>)?;
     v2::add_to_linker::<T, HasMysql>(linker, view::<T>)?;
-    v3::add_to_linker::<T, HasMysql>(linker, view::<T>)?;
+    if concurrent {
+        v3::add_to_linker::<T, HasMysql>(linker, view::<T>)?;
+    }
     Ok(())
 }

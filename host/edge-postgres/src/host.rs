@@ -438,8 +438,12 @@ impl v2::HostConnection for Postgres<'_> {
 }
 
 /// Adds Spin's PostgreSQL interfaces (every version) to a linker.
+///
+/// `concurrent`: whether the linker's engine has Wasmtime's concurrency
+/// support; the versions with async functions are linked only then.
 pub fn add_to_linker<T: PostgresView + Send + 'static>(
     linker: &mut Linker<T>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     fn view<T: PostgresView>(t: &mut T) -> Postgres<'_> {
         t.postgres()
@@ -447,6 +451,8 @@ pub fn add_to_linker<T: PostgresView + Send + 'static>(
     v2types::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
     v2::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
     v3::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
-    v4::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
+    if concurrent {
+        v4::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
+    }
     Ok(())
 }

@@ -301,13 +301,19 @@ impl<T: RedisView + Send> v3::HostConnectionWithStore<T> for HasRedis {
 }
 
 /// Adds Spin's Redis interfaces (both versions) to a linker.
+///
+/// `concurrent`: whether the linker's engine has Wasmtime's concurrency
+/// support; the versions with async functions are linked only then.
 pub fn add_to_linker<T: RedisView + Send + 'static>(
     linker: &mut Linker<T>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     fn view<T: RedisView>(t: &mut T) -> Redis<'_> {
         t.redis()
     }
     v2::add_to_linker::<T, HasRedis>(linker, view::<T>)?;
-    v3::add_to_linker::<T, HasRedis>(linker, view::<T>)?;
+    if concurrent {
+        v3::add_to_linker::<T, HasRedis>(linker, view::<T>)?;
+    }
     Ok(())
 }

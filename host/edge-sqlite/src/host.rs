@@ -238,14 +238,20 @@ impl<T: SqliteView + Send> v31::HostConnectionWithStore<T> for HasSqlite {
 }
 
 /// Adds Spin's SQLite interfaces (every version) to a linker.
+///
+/// `concurrent`: whether the linker's engine has Wasmtime's concurrency
+/// support; the versions with async functions are linked only then.
 pub fn add_to_linker<T: SqliteView + Send + 'static>(
     linker: &mut Linker<T>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     fn view<T: SqliteView>(t: &mut T) -> Sqlite<'_> {
         t.sqlite()
     }
     v2::add_to_linker::<T, HasSqlite>(linker, view::<T>)?;
     v30::add_to_linker::<T, HasSqlite>(linker, view::<T>)?;
-    v31::add_to_linker::<T, HasSqlite>(linker, view::<T>)?;
+    if concurrent {
+        v31::add_to_linker::<T, HasSqlite>(linker, view::<T>)?;
+    }
     Ok(())
 }

@@ -129,14 +129,20 @@ impl config::Host for SpinVariables<'_> {
 
 /// Adds Spin's variables interfaces (both generations) and its
 /// `wasi:config/store` draft to a linker.
+///
+/// `concurrent`: whether the linker's engine has Wasmtime's concurrency
+/// support; the versions with async functions are linked only then.
 pub fn add_to_linker<T: VariablesView + Send + 'static>(
     linker: &mut Linker<T>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     fn view<T: VariablesView>(t: &mut T) -> SpinVariables<'_> {
         SpinVariables(t.variables())
     }
     v2::add_to_linker::<T, HasVariables>(linker, view::<T>)?;
-    v3::add_to_linker::<T, HasVariables>(linker, view::<T>)?;
+    if concurrent {
+        v3::add_to_linker::<T, HasVariables>(linker, view::<T>)?;
+    }
     config::add_to_linker::<T, HasVariables>(linker, view::<T>)?;
     Ok(())
 }

@@ -60,7 +60,7 @@ fn main() -> anyhow::Result<()> {
                 .body(Empty::<Bytes>::new())
                 .expect("request");
             let deadline = std::time::Instant::now() + target.deadline;
-            let resp = edge::invoke::per_request(&runtime.engine, &target, req, deadline)
+            let resp = edge::invoke::per_request(&target, req, deadline)
                 .await
                 .map_err(|f| anyhow::anyhow!("{f:?}"))?;
             let body = resp

@@ -47,6 +47,7 @@ fn main() -> anyhow::Result<()> {
                 session_instances: 4,
             },
             edge::engine::resets_in_place(),
+            edge::engine::EngineKind::Plain,
         )
     };
     let for_callgrind = std::env::var_os("SAVE").is_some() || path.ends_with(".cwasm");

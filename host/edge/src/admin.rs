@@ -60,10 +60,13 @@ fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     match req.uri().path() {
         "/health" => health(shared),
         "/metrics" => {
-            let mut text = shared
-                .runtime
-                .metrics
-                .render(shared.runtime.engine.pooling_allocator_metrics());
+            let mut text = shared.runtime.metrics.render(
+                shared
+                    .runtime
+                    .engines
+                    .built()
+                    .filter_map(|e| e.pooling_allocator_metrics()),
+            );
             shared.runtime.shares.render(&mut text);
             shared.runtime.shares.render_cpu(&mut text);
             text.push_str(&shared.runtime.outbound.render());

@@ -1,7 +1,7 @@
 //! A loaded application: tenants, routes and prepared components, built
 //! from a [`Config`] beside the one serving and swapped in whole.
 
-use crate::engine::{ComponentCache, ContentHash, EpochTicker};
+use crate::engine::{ComponentCache, ContentHash, EngineKind, Engines, EpochTicker};
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::routes::{Matched, Routes, TenantRoute};
 use crate::session::{SessionPool, SessionRegistry};
@@ -22,8 +22,8 @@ use wasmtime_wasi_http::p3::bindings::ServicePre;
 /// Process-wide parts that outlive any one config: the engine and its
 /// ticker, the compile cache, metrics and pinned sessions.
 pub struct Runtime {
-    /// The one engine.
-    pub engine: Engine,
+    /// The engines (plain, and concurrent once a component needs it).
+    pub engines: Arc<Engines>,
     /// Compiled components by content hash.
     pub cache: ComponentCache,
     /// Host-wide metrics.
@@ -71,8 +71,8 @@ impl Runtime {
 
     fn with_kv(config: &Config, kv: edge_keyvalue::Registry) -> Result<Self> {
         let resets_in_place = crate::engine::resets_in_place();
-        let engine = crate::engine::build_engine(&config.pool, resets_in_place)?;
-        let cache = ComponentCache::new(&engine, &config.server.data_dir.join("cache"));
+        let engines = Arc::new(Engines::new(&config.pool, resets_in_place)?);
+        let cache = ComponentCache::new(engines.clone(), &config.server.data_dir.join("cache"));
         let mixer = Arc::new(edge_mixer::Mixer::new(config.mixer_max_total_bytes));
         // Idle rooms go within a second of their timeout, whether or not
         // anyone opens another room.
@@ -83,8 +83,8 @@ impl Runtime {
             background: crate::lanes::Background::start(threads)
                 .context("starting the background lane")?,
             _keeper: crate::lanes::Keeper::start(shares.clone(), threads),
-            _ticker: EpochTicker::start(&engine),
-            engine,
+            _ticker: EpochTicker::start(&engines),
+            engines,
             cache,
             metrics: Arc::default(),
             sessions: SessionRegistry::new(config.pool.session_instances as usize),
@@ -107,6 +107,16 @@ pub struct Prepared {
     pub hash: ContentHash,
 }
 
+impl Prepared {
+    /// The engine its instances live in.
+    pub fn engine(&self) -> &Engine {
+        match &self.entry {
+            Entry::P2(pre) => pre.engine(),
+            Entry::P3(pre) => pre.engine(),
+        }
+    }
+}
+
 /// A component's HTTP entry point, in either WASI generation.
 pub enum Entry {
     /// WASI 0.2: exports `wasi:http/incoming-handler`.
@@ -123,6 +133,8 @@ pub struct Target {
     pub component: Arc<str>,
     /// The prepared component, or why it failed to load.
     pub prepared: Result<Arc<Prepared>, Arc<str>>,
+    /// The engine its stores are made in.
+    pub engine: Engine,
     /// Store settings for this tenant and component.
     pub spec: StoreSpec,
     /// Wall-clock limit per request.
@@ -508,6 +520,10 @@ fn build_target(
     Arc::new(Target {
         tenant: tenant.name.as_str().into(),
         component: component.id.as_str().into(),
+        engine: match &prep {
+            Ok(p) => p.engine().clone(),
+            Err(_) => rt.engines.plain().clone(),
+        },
         prepared: prep,
         spec,
         deadline: tenant.limits.request_deadline,
@@ -521,7 +537,10 @@ fn build_target(
 
 fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared> {
     let (compiled, hash) = rt.cache.load(&component.source)?;
-    let mut linker = Linker::<HostState>::new(&rt.engine);
+    let mut linker = Linker::<HostState>::new(compiled.engine());
+    // Interfaces with async functions link only in the concurrent engine;
+    // a component importing one was compiled for it.
+    let concurrent = rt.engines.kind_of(compiled.engine()) == EngineKind::Concurrent;
     // The full WASI p2 set is linked for compatibility with components built
     // by ordinary toolchains; the context grants no files, sockets or
     // environment, so linking is not granting.
@@ -529,20 +548,22 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     // And the WASI 0.3 set, for components built with it (Spin's current
     // SDKs); a component uses either or both.
-    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
-    wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
+    if concurrent {
+        wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+        wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
+    }
     // Over the library's: deletes the request options it leaves behind.
     crate::outgoing_handler::add_to_linker(&mut linker)?;
     // Variables are linked for every component, as on Spin: one that was
     // given none reads nothing (`undefined`, or `none` from wasi:config).
     edge_variables::add_to_linker(&mut linker)?;
-    edge_variables::spin::add_to_linker(&mut linker)?;
+    edge_variables::spin::add_to_linker(&mut linker, concurrent)?;
     if !component.key_value_stores.is_empty() {
         edge_keyvalue::add_to_linker(&mut linker)?;
-        edge_keyvalue::spin::add_to_linker(&mut linker)?;
+        edge_keyvalue::spin::add_to_linker(&mut linker, concurrent)?;
     }
     if !component.sqlite_databases.is_empty() {
-        edge_sqlite::add_to_linker(&mut linker)?;
+        edge_sqlite::add_to_linker(&mut linker, concurrent)?;
     }
     // Outbound clients are linked for components whose allowlist may
     // reach their scheme; each connection is checked against it.
@@ -561,16 +582,16 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
             })
     };
     if covers("redis") {
-        edge_redis::add_to_linker(&mut linker)?;
+        edge_redis::add_to_linker(&mut linker, concurrent)?;
     }
     if covers("mqtt") {
-        edge_mqtt::add_to_linker(&mut linker)?;
+        edge_mqtt::add_to_linker(&mut linker, concurrent)?;
     }
     if covers("postgres") {
-        edge_postgres::add_to_linker(&mut linker)?;
+        edge_postgres::add_to_linker(&mut linker, concurrent)?;
     }
     if covers("mysql") {
-        edge_mysql::add_to_linker(&mut linker)?;
+        edge_mysql::add_to_linker(&mut linker, concurrent)?;
     }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;

@@ -227,7 +227,7 @@ impl Node {
         };
         let cache = &self.shared.runtime.cache;
         if cache.is_loaded(&hash)
-            || (cache.compiled_file(&hash).exists() && cache.adopt(&hash).is_ok())
+            || (cache.compiled_file(&hash).is_some() && cache.adopt(&hash).is_ok())
         {
             return Ok(());
         }
@@ -236,11 +236,10 @@ impl Node {
         let (timeout, memory) = control
             .map(|c| (c.compile_timeout, c.compile_memory_bytes))
             .unwrap_or((Duration::from_secs(120), 4 << 30));
-        let out = cache.compiled_file(&hash);
         let cmd = edge_spawn::Command::new(&self.exe)
             .arg("compile")
             .arg(wasm)
-            .arg(&out)
+            .arg(cache.dir())
             .env_keep(&["PATH"])
             .limits(edge_spawn::Limits {
                 // Cranelift compiles functions on every core: CPU time can
@@ -256,7 +255,6 @@ impl Node {
             .run_limited(&[], timeout, 64 << 10)
             .map_err(|e| format!("the compile worker: {e}"))?;
         if run.exit_code() != 0 {
-            let _ = std::fs::remove_file(&out);
             let stderr = String::from_utf8_lossy(&run.stderr);
             let why = stderr
                 .lines()

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::component::Component;
@@ -23,11 +23,102 @@ use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 /// after it has run past its budget. Deadlines are rounded up to it.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
-/// Builds the process-wide engine from the pool settings; `in_place`:
-/// whether dropped memories are reset in place ([`resets_in_place`], read
-/// once by the caller, which keeps the answer to check it while serving).
-pub fn build_engine(pool: &Pool, in_place: bool) -> Result<Engine> {
-    Engine::new(&engine_config(pool, in_place))
+/// Which of the two engines a component runs in.
+///
+/// Wasmtime's support for the component model's concurrency (async
+/// functions, streams, futures: WASI 0.3 and Spin's `@3` interfaces) is an
+/// engine setting, and with it on every store carries the concurrent
+/// state and every call goes through its event loop, even a WASI 0.2
+/// component's, at about a fifth of the per-request cost
+/// (docs/BENCHMARKS.md). So components that use none of it run in an
+/// engine without it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    /// No concurrency support: components without async component
+    /// functions (WASI 0.2, Spin's `@2.0.0` interfaces).
+    Plain,
+    /// Concurrency support: components that use it.
+    Concurrent,
+}
+
+/// The process's engines: the plain one, built at start, and the
+/// concurrent one, built (with its own pool of the `[pool]` sizes) when
+/// the first component that needs it is loaded, so a PoP serving only
+/// WASI 0.2 reserves one pool.
+pub struct Engines {
+    plain: Engine,
+    concurrent: Arc<OnceLock<Engine>>,
+    /// Without a pool: for compiling and the compatibility key, without
+    /// reserving the concurrent engine's pool.
+    concurrent_compiler: Engine,
+    pool: Pool,
+    in_place: bool,
+}
+
+impl Engines {
+    /// Builds the plain engine from the pool settings; `in_place`:
+    /// whether dropped memories are reset in place ([`resets_in_place`],
+    /// read once by the caller, which keeps the answer to check it while
+    /// serving).
+    pub fn new(pool: &Pool, in_place: bool) -> Result<Self> {
+        Ok(Self {
+            plain: build_engine(pool, in_place, EngineKind::Plain)?,
+            concurrent: Arc::default(),
+            concurrent_compiler: Engine::new(&compiler_config(EngineKind::Concurrent))
+                .map_err(anyhow::Error::from)?,
+            pool: pool.clone(),
+            in_place,
+        })
+    }
+
+    /// The plain engine.
+    pub fn plain(&self) -> &Engine {
+        &self.plain
+    }
+
+    /// The engine of `kind`, the concurrent one built now if it was not.
+    pub fn get(&self, kind: EngineKind) -> Result<&Engine> {
+        match kind {
+            EngineKind::Plain => Ok(&self.plain),
+            EngineKind::Concurrent => {
+                if let Some(e) = self.concurrent.get() {
+                    return Ok(e);
+                }
+                let engine = build_engine(&self.pool, self.in_place, kind)?;
+                tracing::info!(
+                    "a component uses the component model's concurrency: its engine and pool are set up"
+                );
+                Ok(self.concurrent.get_or_init(|| engine))
+            }
+        }
+    }
+
+    /// Which engine `engine` is.
+    pub fn kind_of(&self, engine: &Engine) -> EngineKind {
+        if Engine::same(engine, &self.plain) {
+            EngineKind::Plain
+        } else {
+            EngineKind::Concurrent
+        }
+    }
+
+    /// The engines built so far.
+    pub fn built(&self) -> impl Iterator<Item = &Engine> {
+        std::iter::once(&self.plain).chain(self.concurrent.get())
+    }
+
+    /// An engine that compiles for `kind` (the concurrent one without
+    /// building its pool).
+    fn compiler(&self, kind: EngineKind) -> &Engine {
+        match kind {
+            EngineKind::Plain => &self.plain,
+            EngineKind::Concurrent => &self.concurrent_compiler,
+        }
+    }
+}
+
+fn build_engine(pool: &Pool, in_place: bool, kind: EngineKind) -> Result<Engine> {
+    Engine::new(&engine_config(pool, in_place, kind))
         .map_err(anyhow::Error::from)
         .context(
             "creating the Wasmtime engine (pool settings may exceed this machine's address space)",
@@ -36,7 +127,7 @@ pub fn build_engine(pool: &Pool, in_place: bool) -> Result<Engine> {
 
 /// The server's engine settings, for tools that build a variant of it
 /// (the bench replay narrows the CPU features for valgrind).
-pub fn engine_config(pool: &Pool, in_place: bool) -> wasmtime::Config {
+pub fn engine_config(pool: &Pool, in_place: bool, kind: EngineKind) -> wasmtime::Config {
     let (pagemap_scan, keep_resident) = memory_reset(pool, in_place);
     let mut pooling = PoolingAllocationConfig::new();
     pooling
@@ -65,7 +156,7 @@ pub fn engine_config(pool: &Pool, in_place: bool) -> wasmtime::Config {
         // process's mmap lock, and every instantiation waits on that lock.
         .decommit_batch_size(1);
 
-    let mut config = compiler_config();
+    let mut config = compiler_config(kind);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
     // `EDGE_PERFMAP=1` writes /tmp/perf-PID.map so `perf report` names
     // guest functions (for profiling only: it costs a write per compile).
@@ -80,12 +171,15 @@ pub fn engine_config(pool: &Pool, in_place: bool) -> wasmtime::Config {
 /// its artifacts load in the server's engine (the pool's sizes are not
 /// part of Wasmtime's compatibility hash; the server checks every artifact
 /// a worker writes by loading it).
-fn compiler_config() -> wasmtime::Config {
+fn compiler_config(kind: EngineKind) -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
+    match kind {
+        EngineKind::Plain => config.concurrency_support(false),
+        // WASI 0.3 components (async functions, streams and futures).
+        EngineKind::Concurrent => config.wasm_component_model_async(true),
+    };
     config
         .wasm_component_model(true)
-        // WASI 0.3 components (async functions, streams and futures).
-        .wasm_component_model_async(true)
         .epoch_interruption(true)
         // Standard since August 2026 (phase 4) and on by default from
         // Wasmtime 50; the signer is built with it
@@ -96,24 +190,70 @@ fn compiler_config() -> wasmtime::Config {
     config
 }
 
-/// `edge compile IN OUT`: compiles a component for the server's engine
-/// and writes the artifact (what the control plane runs, bounded, for each
-/// upload).
-pub fn compile_to_file(input: &Path, output: &Path) -> Result<()> {
-    let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
-    let engine = Engine::new(&compiler_config()).map_err(anyhow::Error::from)?;
-    let component = edge_componentize::componentize_if_module(&bytes)
-        .with_context(|| format!("compiling component {}", input.display()))?;
-    let compiled = engine
-        .precompile_component(&component)
-        .map_err(anyhow::Error::from)?;
-    let tmp = output.with_extension(format!("tmp{}", std::process::id()));
-    if let Some(dir) = output.parent() {
-        std::fs::create_dir_all(dir)?;
+/// Interfaces without async functions that the host provides only in the
+/// concurrent engine: `spin:postgres@4.0.0` and `@4.1.0` imports are
+/// served by the `@4.2.0` bindings (semver-compatible linking), which add
+/// async functions.
+const CONCURRENTLY_LINKED: &[&str] = &["spin:postgres/postgres@4."];
+
+/// Compiles a component (or a preview 1 module, adapted first) for the
+/// engine it needs: `plain` unless it uses the component model's
+/// concurrency, which the plain engine's validation refuses; then
+/// `concurrent` (engines of the two [`EngineKind`]s' settings).
+fn precompile(plain: &Engine, concurrent: &Engine, bytes: &[u8]) -> Result<(EngineKind, Vec<u8>)> {
+    let component = edge_componentize::componentize_if_module(bytes)?;
+    let imports = edge_componentize::component_imports(&component)?;
+    let linked_concurrently = imports
+        .iter()
+        .any(|i| CONCURRENTLY_LINKED.iter().any(|p| i.starts_with(p)));
+    match plain.precompile_component(&component) {
+        Ok(compiled) if !linked_concurrently => Ok((EngineKind::Plain, compiled)),
+        // Not valid without concurrency support (or not valid at all: then
+        // the concurrent engine, which accepts more, says why).
+        _ => concurrent
+            .precompile_component(&component)
+            .map(|compiled| (EngineKind::Concurrent, compiled))
+            .map_err(anyhow::Error::from),
     }
-    std::fs::write(&tmp, &compiled).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, output).with_context(|| format!("writing {}", output.display()))?;
-    Ok(())
+}
+
+/// `edge compile IN DIR`: compiles a component for the engine it needs
+/// and writes the artifact into the compile cache `DIR`, under the name
+/// the server looks for (what the control plane runs, bounded, for each
+/// upload). Returns the artifact's path.
+pub fn compile_into_cache(input: &Path, dir: &Path) -> Result<PathBuf> {
+    let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+    let hash: ContentHash = Sha256::digest(&bytes).into();
+    let compiler = |kind| Engine::new(&compiler_config(kind)).map_err(anyhow::Error::from);
+    let (plain, concurrent) = (
+        compiler(EngineKind::Plain)?,
+        compiler(EngineKind::Concurrent)?,
+    );
+    let (kind, compiled) = precompile(&plain, &concurrent, &bytes)
+        .with_context(|| format!("compiling component {}", input.display()))?;
+    let engine = if kind == EngineKind::Plain {
+        &plain
+    } else {
+        &concurrent
+    };
+    let output = dir.join(artifact_name(&hash, &engine_key(engine)));
+    write_atomically(&output, &compiled)?;
+    Ok(output)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it, so a
+/// concurrent reader never sees half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let result = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| std::fs::write(&tmp, bytes))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
 }
 
 /// Whether the machine has swap, from `/proc/swaps`.
@@ -200,26 +340,30 @@ fn memory_total_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+/// Advances the engines' epochs every [`EPOCH_TICK`] until dropped.
 pub struct EpochTicker {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
-    /// Starts the ticker thread.
-    pub fn start(engine: &Engine) -> Self {
+    /// Starts the ticker thread, for the concurrent engine too once built.
+    pub fn start(engines: &Engines) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let engine = engine.weak();
+        let plain = engines.plain.weak();
+        let concurrent = engines.concurrent.clone();
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("edge-epoch".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    match engine.upgrade() {
+                    match plain.upgrade() {
                         Some(e) => e.increment_epoch(),
                         None => break,
+                    }
+                    if let Some(e) = concurrent.get() {
+                        e.increment_epoch();
                     }
                 }
             })
@@ -244,11 +388,13 @@ impl Drop for EpochTicker {
 pub type ContentHash = [u8; 32];
 
 /// Compiles components once and keeps them: in memory for reloads, on disk
-/// (keyed by content hash and the engine's compatibility hash) for restarts.
+/// for restarts, keyed by content hash and the compatibility hash of the
+/// engine that compiled them (the file name says which engine loads it).
 pub struct ComponentCache {
-    engine: Engine,
+    engines: Arc<Engines>,
     dir: PathBuf,
-    engine_key: String,
+    /// The engines' keys, plain then concurrent.
+    keys: [(EngineKind, String); 2],
     loaded: Mutex<HashMap<ContentHash, Component>>,
 }
 
@@ -262,22 +408,48 @@ impl Hasher for Sha256Hasher {
     }
 }
 
+/// What artifacts of `engine` are named by: its compatibility hash.
+fn engine_key(engine: &Engine) -> String {
+    let mut h = Sha256Hasher(Sha256::new());
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
+    hex::encode(&h.0.finalize()[..8])
+}
+
+/// The file name of the artifact of the component with `hash` compiled
+/// by the engine with `key`.
+fn artifact_name(hash: &ContentHash, key: &str) -> String {
+    format!("{}-{key}.cwasm", hex::encode(hash))
+}
+
 impl ComponentCache {
     /// A cache storing compiled artifacts under `dir`.
-    pub fn new(engine: &Engine, dir: &Path) -> Self {
-        let mut h = Sha256Hasher(Sha256::new());
-        std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
-        let engine_key = hex::encode(&h.0.finalize()[..8]);
+    pub fn new(engines: Arc<Engines>, dir: &Path) -> Self {
+        let keys = [
+            (
+                EngineKind::Plain,
+                engine_key(engines.compiler(EngineKind::Plain)),
+            ),
+            (
+                EngineKind::Concurrent,
+                engine_key(engines.compiler(EngineKind::Concurrent)),
+            ),
+        ];
         Self {
-            engine: engine.clone(),
+            engines,
             dir: dir.to_path_buf(),
-            engine_key,
+            keys,
             loaded: Mutex::new(HashMap::new()),
         }
     }
 
+    /// The cache directory (`edge compile` writes into it).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Loads the component at `path`, compiling it only if neither memory
-    /// nor disk has it. Returns the component and its content hash.
+    /// nor disk has it. Returns the component (in the engine it needs)
+    /// and its content hash.
     pub fn load(&self, path: &Path) -> Result<(Component, ContentHash)> {
         let bytes =
             std::fs::read(path).with_context(|| format!("reading component {}", path.display()))?;
@@ -285,34 +457,47 @@ impl ComponentCache {
         if let Some(c) = self.lock().get(&hash) {
             return Ok((c.clone(), hash));
         }
-        let file = self.compiled_file(&hash);
-        let component = match self.load_precompiled(&file) {
+        let component = match self.load_precompiled(&hash)? {
             Some(c) => c,
             None => {
                 let started = std::time::Instant::now();
                 // Spin's older SDKs build preview 1 modules: adapted here,
                 // as Spin adapts them when it loads them.
-                let component = edge_componentize::componentize_if_module(&bytes)
-                    .with_context(|| format!("compiling component {}", path.display()))?;
-                let compiled = self
-                    .engine
-                    .precompile_component(&component)
-                    .map_err(anyhow::Error::from)
-                    .with_context(|| format!("compiling component {}", path.display()))?;
-                tracing::info!(component = %path.display(), ms = started.elapsed().as_millis() as u64, "compiled");
-                self.store(&file, &compiled);
-                // SAFETY: the bytes were produced by this engine just now.
-                unsafe { Component::deserialize(&self.engine, &compiled)? }
+                let (kind, compiled) = precompile(
+                    self.engines.compiler(EngineKind::Plain),
+                    self.engines.compiler(EngineKind::Concurrent),
+                    &bytes,
+                )
+                .with_context(|| format!("compiling component {}", path.display()))?;
+                tracing::info!(component = %path.display(), ms = started.elapsed().as_millis() as u64, ?kind, "compiled");
+                let file = self.dir.join(artifact_name(&hash, self.key(kind)));
+                if let Err(e) = write_atomically(&file, &compiled) {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot write compile cache; will recompile next start");
+                }
+                // SAFETY: the bytes were produced by this engine's settings just now.
+                unsafe { Component::deserialize(self.engines.get(kind)?, &compiled)? }
             }
         };
         self.lock().insert(hash, component.clone());
         Ok((component, hash))
     }
 
-    /// Where the compiled artifact of the component with `hash` is kept.
-    pub fn compiled_file(&self, hash: &ContentHash) -> PathBuf {
-        self.dir
-            .join(format!("{}-{}.cwasm", hex::encode(hash), self.engine_key))
+    fn key(&self, kind: EngineKind) -> &str {
+        &self
+            .keys
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .expect("both kinds")
+            .1
+    }
+
+    /// The stored artifact of the component with `hash`, and the engine
+    /// it is for, if there is one.
+    pub fn compiled_file(&self, hash: &ContentHash) -> Option<(EngineKind, PathBuf)> {
+        self.keys.iter().find_map(|(kind, key)| {
+            let file = self.dir.join(artifact_name(hash, key));
+            file.exists().then_some((*kind, file))
+        })
     }
 
     /// Whether the component with `hash` is loaded in memory.
@@ -321,48 +506,37 @@ impl ComponentCache {
     }
 
     /// Loads the artifact a compile worker wrote for `hash`, never
-    /// compiling: an artifact this engine cannot load is an error (and is
+    /// compiling: an artifact this host cannot load is an error (and is
     /// removed).
     pub fn adopt(&self, hash: &ContentHash) -> Result<()> {
-        let file = self.compiled_file(hash);
-        match self.load_precompiled(&file) {
+        match self.load_precompiled(hash)? {
             Some(c) => {
                 self.lock().insert(*hash, c);
                 Ok(())
             }
-            None => {
-                let _ = std::fs::remove_file(&file);
-                anyhow::bail!("the compile worker's artifact does not load in this engine")
-            }
+            None => anyhow::bail!("the compile worker's artifact does not load in this engine"),
         }
     }
 
-    fn load_precompiled(&self, file: &Path) -> Option<Component> {
-        if !file.exists() {
-            return None;
-        }
+    /// The stored artifact for `hash` loaded, if there is a usable one (an
+    /// unusable one is removed); an error only if its engine cannot be
+    /// built.
+    fn load_precompiled(&self, hash: &ContentHash) -> Result<Option<Component>> {
+        let Some((kind, file)) = self.compiled_file(hash) else {
+            return Ok(None);
+        };
+        let engine = self.engines.get(kind)?;
         // SAFETY: the cache directory is the host's own data directory and
         // the file name carries the engine's compatibility hash; Wasmtime
         // also checks the artifact's header and engine settings. A file
-        // that fails those checks is recompiled below.
-        match unsafe { Component::deserialize_file(&self.engine, file) } {
-            Ok(c) => Some(c),
+        // that fails those checks is removed and recompiled.
+        match unsafe { Component::deserialize_file(engine, &file) } {
+            Ok(c) => Ok(Some(c)),
             Err(e) => {
-                tracing::warn!(file = %file.display(), error = %e, "ignoring unusable compile-cache entry");
-                None
+                tracing::warn!(file = %file.display(), error = %e, "removing unusable compile-cache entry");
+                let _ = std::fs::remove_file(&file);
+                Ok(None)
             }
-        }
-    }
-
-    fn store(&self, file: &Path, compiled: &[u8]) {
-        // Write then rename so a concurrent reader never sees half a file.
-        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-        let result = std::fs::create_dir_all(&self.dir)
-            .and_then(|_| std::fs::write(&tmp, compiled))
-            .and_then(|_| std::fs::rename(&tmp, file));
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&tmp);
-            tracing::warn!(file = %file.display(), error = %e, "cannot write compile cache; will recompile next start");
         }
     }
 

@@ -118,13 +118,11 @@ impl Future for ResponseReceiver {
 /// on it) for longer than a tick; the wall-clock timeout in [`call`] ends
 /// it at its deadline. Should the guest be re-entered past the deadline
 /// anyway, the epoch callback traps it as a backstop.
-pub fn new_store(
-    engine: &wasmtime::Engine,
-    target: &Target,
-    deadline: Instant,
-    clock: CallClock,
-) -> Store<HostState> {
-    let mut store = Store::new(engine, HostState::new(&target.spec, target.metrics.clone()));
+pub fn new_store(target: &Target, deadline: Instant, clock: CallClock) -> Store<HostState> {
+    let mut store = Store::new(
+        &target.engine,
+        HostState::new(&target.spec, target.metrics.clone()),
+    );
     store.data_mut().call_clock = Some(clock);
     store.limiter(|s| &mut s.limiter);
     store.data_mut().deadline = deadline;
@@ -464,7 +462,6 @@ pub fn count_failure(target: &Target, failure: &Failure) {
 /// Serves one request on a fresh instance that is dropped when the guest
 /// returns (after it has written the whole body).
 pub async fn per_request<B>(
-    engine: &wasmtime::Engine,
     target: &Arc<Target>,
     request: http::Request<B>,
     deadline: Instant,
@@ -481,7 +478,7 @@ where
     })?;
     let clock = CallClock::new(target.share.clone());
     clock.begin();
-    let mut store = new_store(engine, target, deadline, clock.clone());
+    let mut store = new_store(target, deadline, clock.clone());
     let (bound, head) = bind(&mut store, target, request)?;
     let target = target.clone();
     let background = target.background.clone();

@@ -90,14 +90,15 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
-    /// Compile a component for this host's engine and write the artifact
-    /// (the control plane's bounded compile worker runs this).
+    /// Compile a component for the engine it needs and write the artifact
+    /// into a compile cache, printing its path (the control plane's bounded
+    /// compile worker runs this).
     #[command(hide = true)]
     Compile {
         /// The component.
         input: PathBuf,
-        /// Where the compiled artifact goes.
-        output: PathBuf,
+        /// The compile cache directory (`DATA_DIR/cache`).
+        cache_dir: PathBuf,
     },
     /// Deploy a Spin app (spin.toml and its components) or one component
     /// to the control plane: upload, create a version, serve it.
@@ -176,9 +177,12 @@ fn main() {
         Command::Rollback(args) => api_result(deploy_cli::rollback(&args)),
         Command::Tenants(cmd) => api_result(deploy_cli::tenants(&cmd)),
         Command::Tokens(cmd) => api_result(deploy_cli::tokens(&cmd)),
-        Command::Compile { input, output } => {
-            match edge::engine::compile_to_file(&input, &output) {
-                Ok(()) => 0,
+        Command::Compile { input, cache_dir } => {
+            match edge::engine::compile_into_cache(&input, &cache_dir) {
+                Ok(artifact) => {
+                    println!("{}", artifact.display());
+                    0
+                }
                 Err(e) => {
                     eprintln!("edge: {e:#}");
                     1

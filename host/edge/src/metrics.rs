@@ -166,7 +166,7 @@ impl Metrics {
     }
 
     /// Renders everything in the Prometheus text exposition format.
-    pub fn render(&self, pool: Option<wasmtime::PoolingAllocatorMetrics>) -> String {
+    pub fn render(&self, pools: impl Iterator<Item = wasmtime::PoolingAllocatorMetrics>) -> String {
         let mut out = String::with_capacity(8192);
         let routes = self
             .routes
@@ -345,14 +345,29 @@ impl Metrics {
                 );
             }
         }
-        if let Some(p) = pool {
-            let slots: [(&str, u64); 5] = [
-                ("component_instances", p.component_instances()),
-                ("core_instances", p.core_instances()),
-                ("memories", p.memories() as u64),
-                ("tables", p.tables() as u64),
-                ("stacks", p.stacks() as u64),
+        // Both engines' pools together (the concurrent one once built).
+        let mut slots: [(&str, u64); 5] = [
+            ("component_instances", 0),
+            ("core_instances", 0),
+            ("memories", 0),
+            ("tables", 0),
+            ("stacks", 0),
+        ];
+        let mut any = false;
+        for p in pools {
+            any = true;
+            let counts = [
+                p.component_instances(),
+                p.core_instances(),
+                p.memories() as u64,
+                p.tables() as u64,
+                p.stacks() as u64,
             ];
+            for ((_, total), n) in slots.iter_mut().zip(counts) {
+                *total += n;
+            }
+        }
+        if any {
             out.push_str("# HELP edge_pool_slots_in_use Pooling allocator slots in use.\n# TYPE edge_pool_slots_in_use gauge\n");
             for (kind, v) in slots {
                 let _ = writeln!(out, "edge_pool_slots_in_use{{kind=\"{kind}\"}} {v}");
@@ -385,7 +400,7 @@ mod tests {
         }
         assert!(!r.guest.add("one_too_many", 1), "the cap holds");
         assert!(r.guest.add("c1", 1), "known names still count");
-        let text = m.render(None);
+        let text = m.render(std::iter::empty());
         assert!(text.contains("edge_guest_counter_total{tenant=\"t\",component=\"c\",name=\"packets_concealed\"} 5"), "{text}");
     }
 
@@ -395,7 +410,7 @@ mod tests {
         let r = m.route("t", "c");
         r.record(200, Duration::from_micros(50));
         r.record(503, Duration::from_millis(3));
-        let text = m.render(None);
+        let text = m.render(std::iter::empty());
         assert!(text.contains("edge_requests_total{tenant=\"t\",component=\"c\",code=\"2xx\"} 1"));
         assert!(text.contains("edge_requests_total{tenant=\"t\",component=\"c\",code=\"5xx\"} 1"));
         assert!(text.contains(

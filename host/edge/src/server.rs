@@ -497,13 +497,12 @@ pub async fn handle(
     let pace = ClientPace::default();
     req.extensions_mut().insert(pace.clone());
     let req = req.map(|b| CappedBody::new(b, limits, exceeded.clone()).paced(pace.clone()));
-    let engine = &shared.runtime.engine;
     let result = match &target.sessions {
         Some(pool) => {
-            pool.dispatch(engine, &target, req.map(|b| b.boxed_unsync()), deadline)
+            pool.dispatch(&target, req.map(|b| b.boxed_unsync()), deadline)
                 .await
         }
-        None => invoke::per_request(engine, &target, req, deadline).await,
+        None => invoke::per_request(&target, req, deadline).await,
     };
 
     // Phase 6: response.

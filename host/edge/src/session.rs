@@ -434,7 +434,6 @@ impl SessionPool {
     /// waits for the response head.
     pub async fn dispatch(
         self: &Arc<Self>,
-        engine: &wasmtime::Engine,
         target: &Arc<Target>,
         request: SessionRequest,
         deadline: Instant,
@@ -500,7 +499,6 @@ impl SessionPool {
                 let clock = CallClock::new(self.share.clone());
                 let session = Box::pin(run_session(
                     self.clone(),
-                    engine.clone(),
                     SessionId {
                         key,
                         id,
@@ -699,7 +697,6 @@ struct Instance {
 /// Makes the session's instance for a job whose deadline is `deadline`.
 async fn start_instance(
     pool: &SessionPool,
-    engine: &wasmtime::Engine,
     target: &Target,
     over: bool,
     clock: &CallClock,
@@ -716,12 +713,7 @@ async fn start_instance(
     let active = ActiveInstance::new(&target.metrics);
     // Instantiation gets its own deadline: it is the session's cost, not
     // one request's.
-    let mut store = new_store(
-        engine,
-        target,
-        Instant::now() + target.deadline,
-        clock.clone(),
-    );
+    let mut store = new_store(target, Instant::now() + target.deadline, clock.clone());
     let guest = instantiate(&mut store, target).await?;
     Ok(Instance {
         store,
@@ -733,7 +725,6 @@ async fn start_instance(
 
 async fn run_session(
     pool: Arc<SessionPool>,
-    engine: wasmtime::Engine,
     me: SessionId,
     mut rx: mpsc::Receiver<Job>,
     first: Arc<Target>,
@@ -789,7 +780,7 @@ async fn run_session(
         }
         me.clock.begin();
         if instance.is_none() {
-            match start_instance(&pool, &engine, &target, over, &me.clock).await {
+            match start_instance(&pool, &target, over, &me.clock).await {
                 Ok(i) => {
                     over = false;
                     instance = Some(i);
