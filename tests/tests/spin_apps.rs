@@ -37,7 +37,13 @@ async fn rust_sdk_7_template_app_answers_over_wasi_0_3() {
         log.contains(&format!("{}/anything", edge.url.replace("http://", ""))),
         "{log}"
     );
+    // It runs in the engine with concurrency support, set up for it.
+    assert!(log.contains(CONCURRENT_ENGINE_BUILT), "{log}");
 }
+
+/// What the host logs when it sets up the engine with Wasmtime's
+/// concurrency support (and its pool), which WASI 0.2 apps never need.
+const CONCURRENT_ENGINE_BUILT: &str = "its engine and pool are set up";
 
 #[tokio::test]
 async fn rust_sdk_3_template_module_is_componentized_and_answers() {
@@ -46,6 +52,12 @@ async fn rust_sdk_3_template_module_is_componentized_and_answers() {
     assert_eq!(
         (status, body.as_str()),
         (200, "Hello, Fermyon"),
+        "{}",
+        edge.log()
+    );
+    // A WASI 0.2 app: no concurrent engine, no second pool.
+    assert!(
+        !edge.log().contains(CONCURRENT_ENGINE_BUILT),
         "{}",
         edge.log()
     );
@@ -862,6 +874,109 @@ async fn each_tenant_has_its_own_sqlite_databases_and_stores() {
     assert!(data.path().join("sqlite/b/default.db").exists());
 }
 
+/// Key-value stores placed in Redis by the runtime configuration: the app
+/// reads and writes them as it would the files, each tenant in its own hash
+/// on the shared server, within its cap; a server that is down is an error
+/// for the guest, not a hang.
+#[tokio::test]
+async fn key_value_stores_in_redis_from_the_runtime_config() {
+    let redis = edge_tests::services::Service::redis();
+    let data = edge_tests::TempDir::new("spin-redis-kv");
+    let rc = data.write(
+        "runtime.toml",
+        &format!(
+            "[key_value_store.default]\ntype = \"redis\"\nurl = \"redis://127.0.0.1:{}/0\"\n",
+            redis.port
+        ),
+    );
+    let edge = Edge::start_with(
+        &features_manifest(""),
+        &format!(
+            "app = \"spin.toml\"\nruntime_config = \"{}\"\n[limits]\nkv_store_bytes = 4096\n\
+             [[tenant]]\nname = \"a\"\nhosts = [\"a.test\"]\ncomponents = [\"*\"]\n\
+             [[tenant]]\nname = \"b\"\nhosts = [\"b.test\"]\ncomponents = [\"*\"]\n",
+            rc.display()
+        ),
+        data.path(),
+    );
+    let call = |host: &'static str, method: &'static str, path: &'static str, body: String| {
+        let url = format!("{}{path}", edge.url);
+        async move { edge_tests::request(&client(), method, &url, &[("host", host)], body.into()).await }
+    };
+    assert_eq!(call("a.test", "PUT", "/kv/k", "a's".into()).await.0, 200);
+    assert_eq!(call("a.test", "PUT", "/kv/j", "more".into()).await.0, 200);
+    assert_eq!(
+        call("a.test", "GET", "/kv/k", String::new()).await,
+        (200, "a's".into())
+    );
+    assert_eq!(
+        call("a.test", "GET", "/kv", String::new()).await,
+        (200, "j\nk".into())
+    );
+    assert_eq!(
+        call("a.test", "DELETE", "/kv/j", String::new()).await.0,
+        200
+    );
+    // Tenant b shares the server, not the data.
+    assert_eq!(call("b.test", "GET", "/kv/k", String::new()).await.0, 404);
+    assert_eq!(call("b.test", "PUT", "/kv/k", "b's".into()).await.0, 200);
+    assert_eq!(
+        redis.redis_cli(&["HGET", "edge:kv:{a/default}", "k"]),
+        "a's"
+    );
+    assert_eq!(
+        redis.redis_cli(&["HGET", "edge:kv:{b/default}", "k"]),
+        "b's"
+    );
+    // The cap counts keys and values ("k" + "a's"), kept beside the hash.
+    assert_eq!(redis.redis_cli(&["GET", "edge:kv:{a/default}:bytes"]), "4");
+    // A write past the tenant's cap changes nothing.
+    let (status, body) = call("a.test", "PUT", "/kv/big", "x".repeat(5000)).await;
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        redis.redis_cli(&["HEXISTS", "edge:kv:{a/default}", "big"]),
+        "0"
+    );
+
+    // The server goes away: the guest gets an error (Spin's `other`) in
+    // fixed words, within the deadline; the log names the server.
+    let server = format!("redis://127.0.0.1:{}/0", redis.port);
+    drop(redis);
+    let started = std::time::Instant::now();
+    let (status, body) = call("a.test", "GET", "/kv/k", String::new()).await;
+    assert_eq!(status, 500, "{body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let log = edge.log_after("Redis server failed").await;
+    assert!(log.contains(&server), "{log}");
+}
+
+/// A file the runtime configuration places serves one tenant: two tenants
+/// opening it would share their data, so the config is refused.
+#[test]
+fn a_placed_file_is_refused_for_two_tenants() {
+    let dir = edge_tests::TempDir::new("rc-two-tenants");
+    let rc = dir.write(
+        "runtime.toml",
+        "[sqlite_database.default]\ntype = \"spin\"\npath = \"app.db\"\n",
+    );
+    let edge = |tenants: &str| {
+        format!(
+            "app = \"spin.toml\"\nruntime_config = \"{}\"\n{tenants}",
+            rc.display()
+        )
+    };
+    let a = "[[tenant]]\nname = \"a\"\nhosts = [\"a.test\"]\ncomponents = [\"*\"]\n";
+    let b = "[[tenant]]\nname = \"b\"\nhosts = [\"b.test\"]\ncomponents = [\"*\"]\n";
+    let (code, stderr) = edge_tests::edge_check(&features_manifest(""), &edge(a));
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stderr) = edge_tests::edge_check(&features_manifest(""), &edge(&format!("{a}{b}")));
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("edge.toml:2:18: runtime_config: places SQLite database \"default\" at one file, which tenants a, b would share"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn a_wasi_0_3_component_serves_per_session_too() {
     let dir = repo().join("tests/spin-apps/rust-hello");
@@ -925,7 +1040,7 @@ async fn spins_runtime_config_places_stores_and_gives_variables() {
     // A type edge does not provide: refused at start, with FILE:LINE:COL.
     let bad = dir.write(
         "bad.toml",
-        "[key_value_store.default]\ntype = \"redis\"\nurl = \"redis://x\"\n",
+        "[key_value_store.default]\ntype = \"azure_cosmos\"\n",
     );
     let out = std::process::Command::new(edge_tests::edge_bin())
         .args(["up", "--listen", "127.0.0.1:0", "--state-dir"])
@@ -940,7 +1055,8 @@ async fn spins_runtime_config_places_stores_and_gives_variables() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("bad.toml:2:8") && stderr.contains("\"redis\" is not provided by edge"),
+        stderr.contains("bad.toml:2:8")
+            && stderr.contains("\"azure_cosmos\" is not provided by edge"),
         "{stderr}"
     );
 }

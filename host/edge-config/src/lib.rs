@@ -35,7 +35,7 @@ pub use files::FileMount;
 pub use outbound::{OutboundRule, parse_ip_range};
 pub use resolve::{check_variable_name, load, load_with};
 pub use route::RoutePattern;
-pub use runtime_config::RuntimeConfig;
+pub use runtime_config::{RuntimeConfig, StorePlacement};
 pub use secrets::GeneratedSecret;
 pub use site::{
     DEFAULT_CONTENT_TYPES, SITE_VARIABLE_PREFIX, Site, check_content_type, check_origin,

@@ -130,6 +130,9 @@ impl Resolver<'_> {
             &default_limits,
             &pool,
         )?;
+        if let Some(p) = &edge.runtime_config {
+            self.placed_files_serve_one_tenant(p.span(), &runtime, &components, &tenants)?;
+        }
         Ok(Config {
             runtime,
             edge_file: std::path::absolute(&self.edge_src.path)
@@ -158,6 +161,57 @@ impl Resolver<'_> {
             default_limits,
             server,
         })
+    }
+
+    /// A store or database the runtime configuration puts at a file is
+    /// one tenant's: were two tenants to open it, they would share data
+    /// (a Redis placement keeps tenants apart, in a hash each).
+    fn placed_files_serve_one_tenant(
+        &self,
+        span: std::ops::Range<usize>,
+        runtime: &crate::RuntimeConfig,
+        components: &BTreeMap<String, Component>,
+        tenants: &[Tenant],
+    ) -> R<()> {
+        let files = runtime
+            .key_value_stores
+            .iter()
+            .filter(|(_, p)| matches!(p, crate::StorePlacement::File(_)))
+            .map(|(label, _)| ("key-value store", label, false))
+            .chain(
+                runtime
+                    .sqlite_databases
+                    .keys()
+                    .map(|label| ("SQLite database", label, true)),
+            );
+        for (what, label, sqlite) in files {
+            let opens = |t: &&Tenant| {
+                components.values().any(|c| {
+                    t.components.contains(&c.id)
+                        && if sqlite {
+                            c.sqlite_databases.contains(label)
+                        } else {
+                            c.key_value_stores.contains(label)
+                        }
+                })
+            };
+            let users: Vec<&str> = tenants
+                .iter()
+                .filter(opens)
+                .map(|t| t.name.as_str())
+                .collect();
+            if users.len() > 1 {
+                return self.edge_err(
+                    span,
+                    "runtime_config",
+                    format!(
+                        "places {what} {label:?} at one file, which tenants {} would share: a file placed by the runtime configuration serves one tenant (a Redis store keeps tenants apart)",
+                        users.join(", ")
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     fn server(&self, s: &edge::ServerSection) -> R<Server> {

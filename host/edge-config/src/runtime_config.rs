@@ -7,6 +7,10 @@
 //! type = "spin"
 //! path = "data/kv.redb"         # relative to this file
 //!
+//! [key_value_store.shared]
+//! type = "redis"
+//! url = "redis://cache.internal:6379/0"
+//!
 //! [sqlite_database.default]
 //! type = "spin"
 //! path = "data/app.db"
@@ -17,8 +21,8 @@
 //! dotenv_path = ".env"
 //! ```
 //!
-//! Types edge does not provide (`redis`, `azure_cosmos`, `libsql`,
-//! `vault`, ...) are refused with the position of the `type` key.
+//! Types edge does not provide (`azure_cosmos`, `libsql`, `vault`, ...)
+//! are refused with the position of the `type` key.
 
 use crate::error::{ConfigError, SourceFile};
 use serde::Deserialize;
@@ -29,13 +33,24 @@ use toml::Spanned;
 /// What a runtime configuration file sets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuntimeConfig {
-    /// Key-value store files by label.
-    pub key_value_stores: BTreeMap<String, PathBuf>,
+    /// Where key-value stores live, by label.
+    pub key_value_stores: BTreeMap<String, StorePlacement>,
     /// SQLite database files by label.
     pub sqlite_databases: BTreeMap<String, PathBuf>,
     /// Variables found by the providers, by variable name (the first
     /// provider that has one wins).
     pub variables: BTreeMap<String, String>,
+}
+
+/// Where Spin's runtime configuration puts a key-value store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorePlacement {
+    /// `type = "spin"` with a `path`: a file of this host's, which serves
+    /// one tenant.
+    File(PathBuf),
+    /// `type = "redis"` with a `url`: a server, where each tenant's store
+    /// is its own hash.
+    Redis(String),
 }
 
 #[derive(Deserialize)]
@@ -55,6 +70,8 @@ struct Store {
     kind: Spanned<String>,
     #[serde(default)]
     path: Option<Spanned<String>>,
+    #[serde(default)]
+    url: Option<Spanned<String>>,
     #[serde(flatten)]
     _other: BTreeMap<String, toml::Value>,
 }
@@ -77,34 +94,56 @@ pub fn load(path: &Path, names: &[String]) -> Result<RuntimeConfig, ConfigError>
     let file: File = toml::from_str(&src.text).map_err(|e| src.toml_error(&e))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut out = RuntimeConfig::default();
-    for (section, stores, target) in [
-        (
-            "key_value_store",
-            &file.key_value_store,
-            &mut out.key_value_stores,
-        ),
-        (
-            "sqlite_database",
-            &file.sqlite_database,
-            &mut out.sqlite_databases,
-        ),
-    ] {
-        for (label, store) in stores {
-            let store = store.get_ref();
-            let key = format!("{section}.{label}.type");
-            if store.kind.get_ref() != "spin" {
+    for (label, store) in &file.key_value_store {
+        let store = store.get_ref();
+        let key = |k: &str| Some(format!("key_value_store.{label}.{k}"));
+        match store.kind.get_ref().as_str() {
+            "spin" => {
+                if let Some(p) = &store.path {
+                    let file = dir.join(p.get_ref());
+                    out.key_value_stores
+                        .insert(label.clone(), StorePlacement::File(file));
+                }
+            }
+            "redis" => {
+                let Some(url) = &store.url else {
+                    return Err(src.error(
+                        Some(store.kind.span()),
+                        key("url"),
+                        "a redis store needs `url = \"redis://HOST:PORT[/DB]\"`",
+                    ));
+                };
+                check_redis_url(url.get_ref())
+                    .map_err(|why| src.error(Some(url.span()), key("url"), why))?;
+                out.key_value_stores
+                    .insert(label.clone(), StorePlacement::Redis(url.get_ref().clone()));
+            }
+            other => {
                 return Err(src.error(
                     Some(store.kind.span()),
-                    Some(key),
+                    key("type"),
                     format!(
-                        "type {:?} is not provided by edge (allowed: \"spin\", a local file)",
-                        store.kind.get_ref()
+                        "type {other:?} is not provided by edge (allowed: \"spin\", a local file; \"redis\", a server)"
                     ),
                 ));
             }
-            if let Some(p) = &store.path {
-                target.insert(label.clone(), dir.join(p.get_ref()));
-            }
+        }
+    }
+    for (label, store) in &file.sqlite_database {
+        let store = store.get_ref();
+        if store.kind.get_ref() != "spin" {
+            return Err(src.error(
+                Some(store.kind.span()),
+                Some(format!("sqlite_database.{label}.type")),
+                format!(
+                    "type {:?} is not provided by edge (allowed: \"spin\", a local file)",
+                    store.kind.get_ref()
+                ),
+            ));
+        }
+        if let Some(p) = &store.path {
+            out.sqlite_databases
+                .insert(label.clone(), dir.join(p.get_ref()));
         }
     }
     for (i, provider) in file.variables_provider.iter().enumerate() {
@@ -147,6 +186,32 @@ pub fn load(path: &Path, names: &[String]) -> Result<RuntimeConfig, ConfigError>
     Ok(out)
 }
 
+/// Whether `url` names a Redis server edge can reach: `redis://HOST[:PORT][/DB]`
+/// (user and password allowed) or a Unix socket (`redis+unix:///PATH`,
+/// `unix:///PATH`).
+fn check_redis_url(url: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!("{url:?} is not a URL (redis://HOST:PORT[/DB])"));
+    };
+    match scheme {
+        "redis" => {
+            let host = rest.split('/').next().unwrap_or("");
+            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+            if host.is_empty() {
+                return Err(format!("{url:?} names no host (redis://HOST:PORT[/DB])"));
+            }
+            let db = rest.split_once('/').map_or("", |(_, d)| d);
+            if !db.is_empty() && db.parse::<u32>().is_err() {
+                return Err(format!("{url:?}: the database after the host must be a number"));
+            }
+            Ok(())
+        }
+        "redis+unix" | "unix" if rest.starts_with('/') => Ok(()),
+        "rediss" => Err("TLS to Redis (rediss://) is not supported: use redis:// on a trusted network or a Unix socket".into()),
+        _ => Err(format!("scheme {scheme:?} is not Redis' (allowed: redis://, redis+unix://, unix://)")),
+    }
+}
+
 /// `KEY=VALUE` lines (`#` comments, optional quotes), as `.env` files.
 fn dotenv(text: &str) -> BTreeMap<String, String> {
     text.lines()
@@ -187,7 +252,10 @@ mod tests {
         )
         .unwrap();
         let got = load(&rc, &["greeting".into(), "missing".into()]).unwrap();
-        assert_eq!(got.key_value_stores["default"], dir.join("kv.redb"));
+        assert_eq!(
+            got.key_value_stores["default"],
+            StorePlacement::File(dir.join("kv.redb"))
+        );
         assert_eq!(got.sqlite_databases["default"], dir.join("db/app.db"));
         assert_eq!(
             got.variables.get("greeting").map(String::as_str),
@@ -197,14 +265,41 @@ mod tests {
 
         std::fs::write(
             &rc,
-            "[key_value_store.cache]\ntype = \"redis\"\nurl = \"redis://x\"\n",
+            "[key_value_store.cache]\ntype = \"redis\"\nurl = \"redis://cache:6379/2\"\n",
         )
         .unwrap();
-        let e = load(&rc, &[]).unwrap_err().to_string();
-        assert!(
-            e.contains("runtime.toml:2:8") && e.contains("\"redis\" is not provided"),
-            "{e}"
+        let got = load(&rc, &[]).unwrap();
+        assert_eq!(
+            got.key_value_stores["cache"],
+            StorePlacement::Redis("redis://cache:6379/2".into())
         );
+        for (bad, at, why) in [
+            ("type = \"redis\"", "runtime.toml:2:8", "needs `url"),
+            (
+                "type = \"redis\"\nurl = \"rediss://c\"",
+                "runtime.toml:3:7",
+                "TLS",
+            ),
+            (
+                "type = \"redis\"\nurl = \"redis:///0\"",
+                "runtime.toml:3:7",
+                "no host",
+            ),
+            (
+                "type = \"redis\"\nurl = \"redis://c/x\"",
+                "runtime.toml:3:7",
+                "must be a number",
+            ),
+            (
+                "type = \"azure_cosmos\"",
+                "runtime.toml:2:8",
+                "\"azure_cosmos\" is not provided",
+            ),
+        ] {
+            std::fs::write(&rc, format!("[key_value_store.cache]\n{bad}\n")).unwrap();
+            let e = load(&rc, &[]).unwrap_err().to_string();
+            assert!(e.contains(at) && e.contains(why), "{bad}: {e}");
+        }
         std::fs::write(&rc, "[llm_compute]\ntype = \"spin\"\n").unwrap();
         let e = load(&rc, &[]).unwrap_err().to_string();
         assert!(

@@ -53,6 +53,14 @@ pub enum KvError {
         "storage unavailable: the store failed on its disk; nothing was written, try again later"
     )]
     Unavailable,
+    /// The store's Redis server did not answer or failed the operation
+    /// (which may or may not have been applied).
+    #[error("storage unavailable: the store's server did not answer; try again later")]
+    ServerUnavailable,
+    /// A Redis store's script refused the operation (code, detail): the
+    /// store turns it into one of the variants above.
+    #[error("storage error: {0} {1}")]
+    Script(String, String),
     /// Opening the store failed (for the operator: names the file).
     #[error("storage error: {0}")]
     Storage(String),

@@ -1,9 +1,11 @@
 //! A granted store with its cap: the operations a guest's bucket runs.
 
 use crate::error::KvError;
+use crate::redis_store::RedisStore;
 use crate::store::{MAX_BATCH_BYTES, MAX_BATCH_KEYS, MAX_KEY_BYTES, MAX_VALUE_BYTES, PAGE, Store};
 use redb::ReadableTable;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 /// A granted store with its size cap: what a guest's bucket uses.
 ///
@@ -12,8 +14,28 @@ use std::sync::Arc;
 /// tools, threads of your own).
 #[derive(Clone)]
 pub struct Handle {
-    pub(crate) store: Arc<Store>,
+    pub(crate) store: Backend,
     pub(crate) cap: u64,
+}
+
+/// Where a store keeps its data.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// A redb file (or memory) of this host's.
+    File(Arc<Store>),
+    /// A hash on a Redis server.
+    Redis(Arc<RedisStore>),
+}
+
+impl Backend {
+    fn permits(&self, access: Access) -> &Arc<Semaphore> {
+        match (self, access) {
+            (Backend::File(s), Access::Read) => &s.readers,
+            (Backend::File(s), Access::Write) => &s.writers,
+            (Backend::Redis(s), Access::Read) => &s.readers,
+            (Backend::Redis(s), Access::Write) => &s.writers,
+        }
+    }
 }
 
 /// Whether an operation reads or writes: they queue for different permits.
@@ -26,7 +48,12 @@ pub(crate) enum Access {
 impl Handle {
     /// Whether both are the same store with the same cap.
     pub fn same(&self, other: &Handle) -> bool {
-        Arc::ptr_eq(&self.store, &other.store) && self.cap == other.cap
+        let same_store = match (&self.store, &other.store) {
+            (Backend::File(a), Backend::File(b)) => Arc::ptr_eq(a, b),
+            (Backend::Redis(a), Backend::Redis(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same_store && self.cap == other.cap
     }
 
     /// The size cap this handle writes under, in bytes.
@@ -34,21 +61,19 @@ impl Handle {
         self.cap
     }
 
-    /// Runs `f` on the blocking pool, so a slow disk holds a pool thread
-    /// rather than the async worker (and every connection on it). Waiting
-    /// for a permit is async: a store whose disk stalls ties up at most
-    /// four reader threads and one writer thread of the blocking pool,
-    /// however many guests call it.
+    /// Runs `f` on the blocking pool, so a slow disk (or Redis server)
+    /// holds a pool thread rather than the async worker (and every
+    /// connection on it). Waiting for a permit is async: a store whose disk
+    /// stalls ties up at most four reader threads and one writer thread of
+    /// the blocking pool, however many guests call it.
     pub(crate) async fn blocking<R: Send + 'static>(
         &self,
         access: Access,
         f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
     ) -> Result<R, KvError> {
-        let permits = match access {
-            Access::Read => &self.store.readers,
-            Access::Write => &self.store.writers,
-        };
-        let permit = permits
+        let permit = self
+            .store
+            .permits(access)
             .clone()
             .acquire_owned()
             .await
@@ -70,20 +95,28 @@ impl Handle {
     }
 
     /// Bytes of keys plus values stored.
-    pub fn used_bytes(&self) -> u64 {
-        self.store.lock_writer().used
+    pub fn used_bytes(&self) -> Result<u64, KvError> {
+        match &self.store {
+            Backend::File(s) => Ok(s.lock_writer().used),
+            Backend::Redis(s) => s.used_bytes(),
+        }
     }
 
-    /// Bytes the store's file takes on disk.
+    /// Bytes the store's file takes on disk (0 in Redis).
     pub fn file_bytes(&self) -> u64 {
-        self.store.file_bytes()
+        match &self.store {
+            Backend::File(s) => s.file_bytes(),
+            Backend::Redis(_) => 0,
+        }
     }
 
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
         check_key(key)?;
-        self.store
-            .read(|t| Ok(t.get(key)?.map(|v| v.value().to_vec())))
+        match &self.store {
+            Backend::File(s) => s.read(|t| Ok(t.get(key)?.map(|v| v.value().to_vec()))),
+            Backend::Redis(s) => s.get(key),
+        }
     }
 
     /// The values of `keys`, in order, from one snapshot.
@@ -95,7 +128,11 @@ impl Handle {
             )));
         }
         keys.iter().try_for_each(|k| check_key(k))?;
-        self.store.read(|table| {
+        let store = match &self.store {
+            Backend::File(s) => s,
+            Backend::Redis(s) => return s.get_many(keys),
+        };
+        store.read(|table| {
             let mut total = 0usize;
             let mut out = Vec::with_capacity(keys.len());
             for k in keys {
@@ -118,7 +155,10 @@ impl Handle {
     pub fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
         check_key(key)?;
         check_value(value)?;
-        self.store.write(self.cap, |c| c.put(key, value))
+        match &self.store {
+            Backend::File(s) => s.write(self.cap, |c| c.put(key, value)),
+            Backend::Redis(s) => s.set_many(&[(key, value)], self.cap),
+        }
     }
 
     /// Sets every pair, all or none.
@@ -127,29 +167,50 @@ impl Handle {
             check_key(k)?;
             check_value(v)?;
         }
-        self.store.write(self.cap, |c| {
-            pairs.iter().try_for_each(|(k, v)| c.put(k, v))
-        })
+        match &self.store {
+            Backend::File(s) => s.write(self.cap, |c| {
+                pairs.iter().try_for_each(|(k, v)| c.put(k, v))
+            }),
+            Backend::Redis(s) => {
+                let pairs: Vec<(&str, &[u8])> = pairs
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_slice()))
+                    .collect();
+                s.set_many(&pairs, self.cap)
+            }
+        }
     }
 
     /// Deletes `key` (absent is fine).
     pub fn delete(&self, key: &str) -> Result<(), KvError> {
         check_key(key)?;
-        self.store.write(self.cap, |c| c.remove(key))
+        match &self.store {
+            Backend::File(s) => s.write(self.cap, |c| c.remove(key)),
+            Backend::Redis(s) => s.delete_many(&[key]),
+        }
     }
 
     /// Deletes every key, all or none.
     pub fn delete_many(&self, keys: &[String]) -> Result<(), KvError> {
         keys.iter().try_for_each(|k| check_key(k))?;
-        self.store
-            .write(self.cap, |c| keys.iter().try_for_each(|k| c.remove(k)))
+        match &self.store {
+            Backend::File(s) => s.write(self.cap, |c| keys.iter().try_for_each(|k| c.remove(k))),
+            Backend::Redis(s) => {
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                s.delete_many(&keys)
+            }
+        }
     }
 
     /// Adds `delta` to the decimal number stored at `key` (absent counts as
     /// 0) and returns the new value, atomically.
     pub fn increment(&self, key: &str, delta: u64) -> Result<u64, KvError> {
         check_key(key)?;
-        self.store.write(self.cap, |c| {
+        let store = match &self.store {
+            Backend::File(s) => s,
+            Backend::Redis(s) => return s.increment(key, delta, self.cap),
+        };
+        store.write(self.cap, |c| {
             let current = match c.table.get(key)? {
                 None => 0,
                 Some(v) => {
@@ -165,27 +226,36 @@ impl Handle {
         })
     }
 
-    /// Up to a page of keys in byte order, starting `offset` keys in, and
-    /// the cursor of the next page if there is one.
-    pub fn list_keys(&self, offset: u64) -> Result<(Vec<String>, Option<u64>), KvError> {
-        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        self.store.read(|table| {
+    /// Up to a page of keys and the cursor of the next page if there is
+    /// one. A file store pages in byte order, the cursor counting keys; a
+    /// Redis store in Redis' order, the cursor being `HSCAN`'s.
+    pub fn list_keys(&self, cursor: u64) -> Result<(Vec<String>, Option<u64>), KvError> {
+        let store = match &self.store {
+            Backend::File(s) => s,
+            Backend::Redis(s) => return s.list_keys(cursor),
+        };
+        let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
+        store.read(|table| {
             let mut keys = Vec::new();
             for entry in table.iter()?.skip(skip).take(PAGE + 1) {
                 keys.push(entry?.0.value().to_string());
             }
             let next = (keys.len() > PAGE).then(|| {
                 keys.pop();
-                offset + PAGE as u64
+                cursor + PAGE as u64
             });
             Ok((keys, next))
         })
     }
 
     /// Makes every acknowledged write durable (or, for a store that failed
-    /// on its disk, tries to reopen it and replay them).
+    /// on its disk, tries to reopen it and replay them). A Redis store's
+    /// writes are the server's to keep: nothing to do.
     pub fn flush(&self) -> Result<(), KvError> {
-        self.store.flush()
+        match &self.store {
+            Backend::File(s) => s.flush(),
+            Backend::Redis(_) => Ok(()),
+        }
     }
 }
 

@@ -28,7 +28,7 @@ impl wit::Host for KeyValue<'_> {
             KvError::AccessDenied => wit::Error::AccessDenied,
             KvError::Trap(e) => return Err(e),
             // Detail (file, redb's words) is for the operator's log.
-            KvError::Storage(_) | KvError::Db(_) => {
+            KvError::Storage(_) | KvError::Db(_) | KvError::Script(..) => {
                 wit::Error::Other(KvError::Unavailable.to_string())
             }
             other => wit::Error::Other(other.to_string()),

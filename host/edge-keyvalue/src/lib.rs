@@ -37,7 +37,7 @@
 //! store.set("greeting", b"hello")?;
 //! assert_eq!(store.get("greeting")?.as_deref(), Some(&b"hello"[..]));
 //! assert_eq!(store.increment("visits", 2)?, 2);
-//! assert_eq!(store.used_bytes(), "greeting".len() as u64 + 5 + "visits".len() as u64 + 1);
+//! assert_eq!(store.used_bytes()?, "greeting".len() as u64 + 5 + "visits".len() as u64 + 1);
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
@@ -45,13 +45,15 @@
 mod error;
 mod handle;
 mod host;
+mod redis_store;
 mod registry;
 pub mod spin;
 mod store;
 
 pub use error::{ErrorCounts, KvError};
 pub use handle::Handle;
-pub use registry::Registry;
+pub use redis_store::{CONNECT_TIMEOUT, IO_TIMEOUT};
+pub use registry::{Placement, Registry};
 pub use store::{
     FILE_OVERHEAD_BYTES, FLUSH_INTERVAL, MAX_BATCH_BYTES, MAX_BATCH_KEYS, MAX_KEY_BYTES,
     MAX_VALUE_BYTES, PENDING_MAX_BYTES, RETRY_INTERVAL, RETRY_MAX_INTERVAL,

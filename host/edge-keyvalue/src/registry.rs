@@ -1,7 +1,8 @@
 //! The registry: opens each store file once per process and flushes them.
 
 use crate::error::{ErrorCounts, KvError};
-use crate::handle::Handle;
+use crate::handle::{Backend, Handle};
+use crate::redis_store::RedisStore;
 use crate::store::{CACHE_BYTES, FLUSH_INTERVAL, Opener, Store};
 use redb::Database;
 use std::collections::HashMap;
@@ -12,6 +13,19 @@ use std::time::Duration;
 /// Open stores by (tenant, label).
 type OpenStores = Mutex<HashMap<(String, String), Weak<Store>>>;
 
+/// Open Redis stores by (tenant, label, server URL).
+type OpenRedis = Mutex<HashMap<(String, String, String), Weak<RedisStore>>>;
+
+/// Where a store lives when Spin's runtime configuration places it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// A file of this host's (`type = "spin"`, `path`).
+    File(PathBuf),
+    /// A Redis server (`type = "redis"`, `url`); each tenant's store is its
+    /// own hash there.
+    Redis(String),
+}
+
 /// Opens each store file once per process and keeps them flushed.
 ///
 /// A store stays open while any loaded config grants it; the last reference
@@ -20,6 +34,7 @@ pub struct Registry {
     /// `None`: stores live in memory (see [`Registry::in_memory`]).
     dir: Option<PathBuf>,
     open: Arc<OpenStores>,
+    redis: OpenRedis,
     errors: ErrorCounts,
 }
 
@@ -37,6 +52,7 @@ impl Registry {
         Self {
             dir: Some(dir.to_path_buf()),
             open,
+            redis: OpenRedis::default(),
             errors: ErrorCounts::global().clone(),
         }
     }
@@ -47,6 +63,7 @@ impl Registry {
         Self {
             dir: None,
             open: Arc::default(),
+            redis: OpenRedis::default(),
             errors: ErrorCounts::global().clone(),
         }
     }
@@ -63,22 +80,68 @@ impl Registry {
     /// built but never swapped in (a refused reload) changes nothing for
     /// the handles of the config that serves.
     pub fn open(&self, tenant: &str, label: &str, cap: u64) -> Result<Handle, KvError> {
-        self.open_at(tenant, label, cap, None)
+        self.open_file(tenant, label, cap, None)
     }
 
-    /// Like [`Registry::open`], with the store's file at `file` (Spin's
-    /// runtime configuration) rather than in the tenant's directory.
+    /// Like [`Registry::open`], with the store where Spin's runtime
+    /// configuration placed it rather than in the tenant's directory.
     pub fn open_at(
         &self,
         tenant: &str,
         label: &str,
         cap: u64,
-        file: Option<&std::path::Path>,
+        placement: Option<&Placement>,
+    ) -> Result<Handle, KvError> {
+        match placement {
+            Some(Placement::Redis(url)) => self.open_redis(tenant, label, cap, url),
+            Some(Placement::File(f)) => self.open_file(tenant, label, cap, Some(f)),
+            None => self.open_file(tenant, label, cap, None),
+        }
+    }
+
+    fn open_redis(
+        &self,
+        tenant: &str,
+        label: &str,
+        cap: u64,
+        url: &str,
+    ) -> Result<Handle, KvError> {
+        let mut open = self.redis.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (tenant.to_string(), label.to_string(), url.to_string());
+        if let Some(store) = open.get(&key).and_then(Weak::upgrade) {
+            return Ok(Handle {
+                store: Backend::Redis(store),
+                cap,
+            });
+        }
+        let store = Arc::new(RedisStore::new(
+            tenant,
+            label,
+            url,
+            self.errors.tenant(tenant),
+        )?);
+        open.retain(|_, w| w.strong_count() > 0);
+        open.insert(key, Arc::downgrade(&store));
+        Ok(Handle {
+            store: Backend::Redis(store),
+            cap,
+        })
+    }
+
+    fn open_file(
+        &self,
+        tenant: &str,
+        label: &str,
+        cap: u64,
+        file: Option<&Path>,
     ) -> Result<Handle, KvError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let key = (tenant.to_string(), label.to_string());
         if let Some(store) = open.get(&key).and_then(Weak::upgrade) {
-            return Ok(Handle { store, cap });
+            return Ok(Handle {
+                store: Backend::File(store),
+                cap,
+            });
         }
         let errors = self.errors.tenant(tenant);
         let store = match &self.dir {
@@ -107,7 +170,10 @@ impl Registry {
         };
         let store = Arc::new(store);
         open.insert(key, Arc::downgrade(&store));
-        Ok(Handle { store, cap })
+        Ok(Handle {
+            store: Backend::File(store),
+            cap,
+        })
     }
 }
 

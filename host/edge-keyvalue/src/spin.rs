@@ -45,7 +45,9 @@ fn spin_error(err: KvError) -> wasmtime::Result<v2::Error> {
         KvError::AccessDenied => v2::Error::AccessDenied,
         KvError::Trap(e) => return Err(e),
         // Detail (file, redb's words) is for the operator's log.
-        KvError::Storage(_) | KvError::Db(_) => v2::Error::Other(KvError::Unavailable.to_string()),
+        KvError::Storage(_) | KvError::Db(_) | KvError::Script(..) => {
+            v2::Error::Other(KvError::Unavailable.to_string())
+        }
         other => v2::Error::Other(other.to_string()),
     })
 }

@@ -545,7 +545,7 @@ impl Drop for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handle::Access;
+    use crate::handle::{Access, Backend};
     use crate::{Handle, MAX_BATCH_KEYS, Registry};
     use std::path::Path;
 
@@ -572,7 +572,7 @@ mod tests {
         assert_eq!(s.get("a").unwrap(), Some(b"1".to_vec()));
         assert_eq!(s.get("b").unwrap(), Some(b"22".to_vec()));
         assert_eq!(s.get("c").unwrap(), None);
-        assert_eq!(s.used_bytes(), 2 + 3);
+        assert_eq!(s.used_bytes().unwrap(), 2 + 3);
     }
 
     #[test]
@@ -601,7 +601,7 @@ mod tests {
         );
         assert_eq!(s.get("j").unwrap(), None);
         s.set("k", &[0; 10]).unwrap();
-        assert_eq!(s.used_bytes(), 11);
+        assert_eq!(s.used_bytes().unwrap(), 11);
     }
 
     #[test]
@@ -612,7 +612,7 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, KvError::StoreFull { .. }));
         assert_eq!(s.get("a").unwrap(), None);
-        assert_eq!(s.used_bytes(), 0);
+        assert_eq!(s.used_bytes().unwrap(), 0);
     }
 
     #[test]
@@ -759,7 +759,7 @@ mod tests {
         let errors = Arc::new(AtomicU64::new(0));
         let store = Store::new("acme", "default", Some(path), opener, errors.clone()).unwrap();
         let handle = Handle {
-            store: Arc::new(store),
+            store: Backend::File(Arc::new(store)),
             cap,
         };
         (handle, faults, errors)
@@ -777,8 +777,15 @@ mod tests {
         reg.open("t", "default", 1 << 20).unwrap()
     }
 
+    fn file_store(h: &Handle) -> &Store {
+        let Backend::File(store) = &h.store else {
+            unreachable!("a file store")
+        };
+        store
+    }
+
     fn retry_now(h: &Handle) {
-        h.store.lock_writer().retry_at = Instant::now();
+        file_store(h).lock_writer().retry_at = Instant::now();
     }
 
     #[test]
@@ -838,7 +845,7 @@ mod tests {
         assert_eq!(s.get("b").unwrap().is_some(), big.is_ok());
         assert_eq!(s.get("c").unwrap(), Some(b"3".to_vec()));
         let b_bytes = if big.is_ok() { 1 + 512 * 1024 } else { 0 };
-        assert_eq!(s.used_bytes(), 2 + 2 + 2 + b_bytes);
+        assert_eq!(s.used_bytes().unwrap(), 2 + 2 + 2 + b_bytes);
         // The replay was durable; "c" is once flushed.
         let before_flush = crash_copy(dir.path());
         assert_eq!(before_flush.get("a").unwrap(), Some(b"1".to_vec()));
@@ -859,7 +866,7 @@ mod tests {
         for i in 0..(PENDING_MAX_BYTES / MAX_VALUE_BYTES + 1) {
             s.set(&format!("k{i}"), &value).unwrap();
         }
-        assert!(s.store.lock_writer().pending_bytes <= PENDING_MAX_BYTES);
+        assert!(file_store(&s).lock_writer().pending_bytes <= PENDING_MAX_BYTES);
         // The commit that passed the bound was durable.
         assert!(crash_copy(dir.path()).get("k0").unwrap().is_some());
     }
@@ -910,7 +917,7 @@ mod tests {
         }
         let err = refused.expect("the cap was never reached");
         assert!(matches!(err, KvError::StoreFull { .. }), "{err:?}");
-        let used = s.used_bytes();
+        let used = s.used_bytes().unwrap();
         let file = s.file_bytes();
         assert!(
             used < 256 * 1024 / 2,

@@ -691,10 +691,18 @@ fn open_stores(
 ) -> Result<Grants, String> {
     let mut stores = BTreeMap::new();
     for label in &component.key_value_stores {
-        let placed = runtime.key_value_stores.get(label).map(|p| p.as_path());
+        let placed = runtime.key_value_stores.get(label).map(|p| match p {
+            edge_config::StorePlacement::File(f) => edge_keyvalue::Placement::File(f.clone()),
+            edge_config::StorePlacement::Redis(url) => edge_keyvalue::Placement::Redis(url.clone()),
+        });
         let store = rt
             .kv
-            .open_at(&tenant.name, label, tenant.limits.kv_store_bytes, placed)
+            .open_at(
+                &tenant.name,
+                label,
+                tenant.limits.kv_store_bytes,
+                placed.as_ref(),
+            )
             .map_err(|e| format!("key-value store {label:?}: {e}"))?;
         stores.insert(label.clone(), store);
     }
