@@ -8,7 +8,10 @@
 # without declaring it, and only a fresh `npm install` puts the copy it
 # needs (0.25, an optional peer of jco-std) at the top; npm 11 leaves it
 # out of the lockfile, so an install from a lockfile (or a second install
-# into the same node_modules) drops it and the build fails.
+# into the same node_modules) drops it and the build fails. Python apps
+# build in a virtual environment with their pinned requirements, as Spin's
+# Python templates say (`python3 -m venv venv`, `pip install -r
+# requirements.txt`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One target directory per checkout: two checkouts sharing one would each
@@ -19,6 +22,11 @@ for manifest in tests/spin-apps/*/spin.toml; do
     app=$(dirname "$manifest")
     if [ -f "$app/Cargo.toml" ]; then
         ln -sfn "$SPIN_TARGET" "$app/target"
+    fi
+    if [ -f "$app/requirements.txt" ]; then
+        [ -x "$app/venv/bin/pip" ] || python3 -m venv "$app/venv"
+        "$app/venv/bin/pip" install -q --disable-pip-version-check -r "$app/requirements.txt"
+        export PATH="$PWD/$app/venv/bin:$PATH"
     fi
     if [ -f "$app/package.json" ]; then
         rm -rf "$app/node_modules"

@@ -1,7 +1,7 @@
 //! Host capabilities as a component sees them, through the `probe` fixture:
 //! variables (`wasi:config/store`), key-value (`wasi:keyvalue`, embedded and
 //! persistent) and outbound HTTP limited to `allowed_outbound_hosts`; and
-//! that a capability not granted is not there.
+//! that a capability not granted is refused.
 
 use bytes::Bytes;
 use edge_tests::{Edge, TempDir, client, component, get, get_host, request};
@@ -194,23 +194,29 @@ async fn key_value_is_per_tenant_limited_and_persistent() {
 }
 
 #[tokio::test]
-async fn capabilities_not_granted_are_not_linked() {
+async fn capabilities_not_granted_are_refused_at_the_call() {
     let data = TempDir::new("nogrant");
     // The probe imports wasi:keyvalue, but this manifest grants no store:
-    // it must fail to load, with the reason on /health. (Variables are
-    // linked for every component, as on Spin.)
+    // as on Spin it loads (Spin's SDKs for interpreted languages import
+    // every interface), the import is logged with the key that grants it,
+    // and every store it opens is refused.
     let edge = Edge::start_with(
         &probe_spin(""),
         "app = \"spin.toml\"\n[[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
         data.path(),
     );
+    // Loaded: it answers (this manifest gives it no variables).
     let (status, body) = get(&format!("{}/probe/var/greeting", edge.url)).await;
-    assert_eq!(status, 503, "{body}");
-    let (_, health) = get(&format!("{}/health", edge.admin)).await;
-    assert!(health.contains("\"status\":\"degraded\""), "{health}");
+    assert_eq!((status, body.as_str()), (404, "no such variable\n"));
+    assert_eq!(
+        get(&format!("{}/probe/kv/default/x", edge.url)).await,
+        (403, "access-denied\n".into())
+    );
+    let log = edge.log_after("does not grant").await;
     assert!(
-        health.contains("imports wasi:keyvalue/store@0.2.0-draft, which is not granted to it: list the stores it opens in `key_value_stores`"),
-        "{health}"
+        log.contains("wasi:keyvalue/store@0.2.0-draft")
+            && log.contains("list the stores it opens in `key_value_stores`"),
+        "{log}"
     );
 }
 

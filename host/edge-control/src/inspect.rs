@@ -121,10 +121,13 @@ const ALWAYS: &[&str] = &[
     "wasi:config/store@",
     "fermyon:spin/variables@",
     "spin:variables/",
+    // Edge runs no models: every inference answers `model-not-supported`.
+    "fermyon:spin/llm@",
     "edge:platform/metrics@",
 ];
 
-/// Interfaces a manifest key grants: (prefixes, whether granted, the key).
+/// Spin's interfaces a manifest key grants: (prefixes, whether granted, the
+/// key).
 fn granted<'a>(import: &str, grants: &'a Grants) -> Option<(bool, &'a str)> {
     let table: [(&[&str], bool, &str); 7] = [
         (
@@ -173,18 +176,24 @@ fn granted<'a>(import: &str, grants: &'a Grants) -> Option<(bool, &'a str)> {
         .map(|(_, ok, why)| (ok, why))
 }
 
-/// Checks `imports` against `grants`: the first import not granted, with
-/// what would grant it.
-pub fn check_imports(imports: &[String], grants: &Grants) -> Result<(), String> {
+/// Checks `imports` against `grants`: an error for the first import edge
+/// does not provide or the tenant may not have; for each import of Spin's
+/// interfaces its manifest entry does not grant, a note (such imports are
+/// linked, as on Spin, whose SDKs for interpreted languages import them
+/// all; their calls are refused).
+pub fn check_imports(imports: &[String], grants: &Grants) -> Result<Vec<String>, String> {
+    let mut notes = Vec::new();
     for import in imports {
         if ALWAYS.iter().any(|p| import.starts_with(p)) {
             continue;
         }
         if let Some((ok, why)) = granted(import, grants) {
-            if ok {
-                continue;
+            if !ok {
+                notes.push(format!(
+                    "it imports {import} but {why}: its calls will be refused"
+                ));
             }
-            return Err(format!("it imports {import} but {why}"));
+            continue;
         }
         if import.starts_with("edge:platform/process@") {
             if grants.process {
@@ -200,10 +209,10 @@ pub fn check_imports(imports: &[String], grants: &Grants) -> Result<(), String> 
             ));
         }
         return Err(format!(
-            "it imports {import}, which edge does not provide (it provides wasi:http, wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:config/store, wasi:keyvalue and Spin's key-value, variables, sqlite, redis, mqtt, postgres and mysql)"
+            "it imports {import}, which edge does not provide (it provides wasi:http, wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:config/store, wasi:keyvalue and Spin's key-value, variables, sqlite, redis, mqtt, postgres, mysql and llm)"
         ));
     }
-    Ok(())
+    Ok(notes)
 }
 
 #[cfg(test)]
@@ -239,20 +248,20 @@ mod tests {
             key_value: true,
             ..Grants::default()
         };
-        assert!(check_imports(&kv, &kv_granted).is_ok());
-        let e = check_imports(&kv, &Grants::default()).unwrap_err();
-        assert!(e.contains("key_value_stores"), "{e}");
-        let e =
-            check_imports(&["fermyon:spin/sqlite@2.0.0".into()], &Grants::default()).unwrap_err();
-        assert!(e.contains("sqlite_databases"), "{e}");
+        assert_eq!(check_imports(&kv, &kv_granted), Ok(vec![]));
+        let notes = check_imports(&kv, &Grants::default()).unwrap();
+        assert!(notes[0].contains("key_value_stores"), "{notes:?}");
+        let notes =
+            check_imports(&["fermyon:spin/sqlite@2.0.0".into()], &Grants::default()).unwrap();
+        assert!(notes[0].contains("sqlite_databases"), "{notes:?}");
         let pg = vec!["spin:postgres/postgres@4.2.0".to_string()];
-        let e = check_imports(&pg, &Grants::default()).unwrap_err();
-        assert!(e.contains("postgres://"), "{e}");
+        let notes = check_imports(&pg, &Grants::default()).unwrap();
+        assert!(notes[0].contains("postgres://"), "{notes:?}");
         let reaches = Grants {
             schemes: vec!["*".into()],
             ..Grants::default()
         };
-        assert!(check_imports(&pg, &reaches).is_ok());
+        assert_eq!(check_imports(&pg, &reaches), Ok(vec![]));
         assert!(check_imports(&["wasi:http/types@0.2.3".into()], &Grants::default()).is_ok());
         let e = check_imports(&["acme:secret/thing@1.0.0".into()], &Grants::default()).unwrap_err();
         assert!(e.contains("does not provide"), "{e}");

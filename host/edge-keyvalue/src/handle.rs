@@ -38,6 +38,15 @@ impl Backend {
     }
 }
 
+/// What a compare-and-swap found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Swap {
+    /// The value was as expected and is now the new one.
+    Done,
+    /// The value had changed: what it is now (`None`: absent).
+    Changed(Option<Vec<u8>>),
+}
+
 /// Whether an operation reads or writes: they queue for different permits.
 #[derive(Clone, Copy)]
 pub(crate) enum Access {
@@ -223,6 +232,55 @@ impl Handle {
                 .ok_or_else(|| KvError::Overflow(key.to_string()))?;
             c.put(key, next.to_string().as_bytes())?;
             Ok(next)
+        })
+    }
+
+    /// Adds `delta` (negative subtracts) to the decimal `i64` stored at
+    /// `key` (absent counts as 0) and returns the new value, atomically
+    /// (`wasi:keyvalue@0.2.0-draft2`'s signed increment).
+    pub fn add(&self, key: &str, delta: i64) -> Result<i64, KvError> {
+        check_key(key)?;
+        let store = match &self.store {
+            Backend::File(s) => s,
+            Backend::Redis(s) => return s.add(key, delta, self.cap),
+        };
+        store.write(self.cap, |c| {
+            let current = match c.table.get(key)? {
+                None => 0,
+                Some(v) => {
+                    let text = String::from_utf8_lossy(v.value()).into_owned();
+                    text.parse::<i64>().map_err(|_| KvError::NotANumber(text))?
+                }
+            };
+            let next = current
+                .checked_add(delta)
+                .ok_or_else(|| KvError::Overflow(key.to_string()))?;
+            c.put(key, next.to_string().as_bytes())?;
+            Ok(next)
+        })
+    }
+
+    /// Sets `key` to `value` if it still holds `expected` (`None`:
+    /// absent), atomically.
+    pub fn swap_if(
+        &self,
+        key: &str,
+        expected: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<Swap, KvError> {
+        check_key(key)?;
+        check_value(value)?;
+        let store = match &self.store {
+            Backend::File(s) => s,
+            Backend::Redis(s) => return s.swap_if(key, expected, value, self.cap),
+        };
+        store.write(self.cap, |c| {
+            let now = c.table.get(key)?.map(|v| v.value().to_vec());
+            if now.as_deref() != expected {
+                return Ok(Swap::Changed(now));
+            }
+            c.put(key, value)?;
+            Ok(Swap::Done)
         })
     }
 

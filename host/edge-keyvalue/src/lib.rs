@@ -42,6 +42,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod draft2;
 mod error;
 mod handle;
 mod host;
@@ -51,7 +52,7 @@ pub mod spin;
 mod store;
 
 pub use error::{ErrorCounts, KvError};
-pub use handle::Handle;
+pub use handle::{Handle, Swap};
 pub use redis_store::{CONNECT_TIMEOUT, IO_TIMEOUT};
 pub use registry::{Placement, Registry};
 pub use store::{

@@ -15,6 +15,7 @@
 //! fixed words, the log the server's.
 
 use crate::error::KvError;
+use crate::handle::Swap;
 use crate::store::{MAX_BATCH_BYTES, PAGE};
 use redis::{Client, Connection, RedisError, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,12 +77,14 @@ return used
 "#;
 
 /// Adds `ARGV[2]` to the decimal number at `ARGV[1]` (absent: 0), within
-/// the cap `ARGV[3]`; returns the new value as text (a Lua number would
-/// lose digits past 2^53).
+/// the cap `ARGV[3]`; unsigned unless `ARGV[4]` is `signed`. Returns the
+/// new value as text (a Lua number would lose digits past 2^53).
 const INCREMENT: &str = r#"
 local k = ARGV[1]
 local old = redis.call('HGET', KEYS[1], k)
-if old and not string.match(old, '^%d+$') then
+local pattern = '^%d+$'
+if ARGV[4] == 'signed' then pattern = '^-?%d+$' end
+if old and not string.match(old, pattern) then
   return redis.error_reply('EDGENAN ' .. string.sub(old, 1, 64))
 end
 local r = redis.pcall('HINCRBY', KEYS[1], k, ARGV[2])
@@ -98,6 +101,29 @@ if total > tonumber(ARGV[3]) and total > used then
 end
 redis.call('SET', KEYS[2], total)
 return new
+"#;
+
+/// Sets `ARGV[1]` to `ARGV[3]` if it holds `ARGV[2]` (`ARGV[4]` is `absent`
+/// when it must not exist), within the cap `ARGV[5]`: `{1}` when swapped,
+/// `{0, now}` (`{0}` if absent) when not.
+const SWAP: &str = r#"
+local k = ARGV[1]
+local now = redis.call('HGET', KEYS[1], k)
+if ARGV[4] == 'absent' then
+  if now then return {0, now} end
+elseif now ~= ARGV[2] then
+  if now then return {0, now} end
+  return {0}
+end
+local used = tonumber(redis.call('GET', KEYS[2]) or '0')
+local total = used + #ARGV[3]
+if now then total = total - #now else total = total + #k end
+if total > tonumber(ARGV[5]) and total > used then
+  return redis.error_reply('EDGEFULL ' .. used .. ' ' .. total)
+end
+redis.call('HSET', KEYS[1], k, ARGV[3])
+redis.call('SET', KEYS[2], total)
+return {1}
 "#;
 
 /// One page of keys (never values) from `HSCAN` at cursor `ARGV[1]`.
@@ -215,6 +241,7 @@ impl RedisStore {
                     .arg(key)
                     .arg(delta)
                     .arg(cap)
+                    .arg("unsigned")
                     .query(c)
             })
             .map_err(|e| match e {
@@ -225,6 +252,66 @@ impl RedisStore {
                 other => self.full(other, cap),
             })?;
         new.parse().map_err(|_| KvError::NotANumber(new))
+    }
+
+    /// Adds `delta` (signed) to the number at `key`; the new value.
+    pub(crate) fn add(&self, key: &str, delta: i64, cap: u64) -> Result<i64, KvError> {
+        let new: String = self
+            .run(|c| {
+                redis::cmd("EVAL")
+                    .arg(INCREMENT)
+                    .arg(2)
+                    .arg(&self.data_key)
+                    .arg(&self.bytes_key)
+                    .arg(key)
+                    .arg(delta)
+                    .arg(cap)
+                    .arg("signed")
+                    .query(c)
+            })
+            .map_err(|e| match e {
+                KvError::Script(code, detail) if code == "EDGENAN" => KvError::NotANumber(detail),
+                KvError::Script(code, _) if code == "EDGEOVERFLOW" => {
+                    KvError::Overflow(key.to_string())
+                }
+                other => self.full(other, cap),
+            })?;
+        new.parse().map_err(|_| KvError::NotANumber(new))
+    }
+
+    /// Sets `key` to `value` if it holds `expected` (`None`: absent).
+    pub(crate) fn swap_if(
+        &self,
+        key: &str,
+        expected: Option<&[u8]>,
+        value: &[u8],
+        cap: u64,
+    ) -> Result<Swap, KvError> {
+        let answer: Vec<Value> = self
+            .run(|c| {
+                redis::cmd("EVAL")
+                    .arg(SWAP)
+                    .arg(2)
+                    .arg(&self.data_key)
+                    .arg(&self.bytes_key)
+                    .arg(key)
+                    .arg(expected.unwrap_or_default())
+                    .arg(value)
+                    .arg(if expected.is_some() {
+                        "present"
+                    } else {
+                        "absent"
+                    })
+                    .arg(cap)
+                    .query(c)
+            })
+            .map_err(|e| self.full(e, cap))?;
+        match answer.as_slice() {
+            [Value::Int(1)] => Ok(Swap::Done),
+            [Value::Int(0)] => Ok(Swap::Changed(None)),
+            [Value::Int(0), Value::BulkString(now)] => Ok(Swap::Changed(Some(now.clone()))),
+            other => Err(self.fault(format!("the swap script answered {other:?}"))),
+        }
     }
 
     /// A page of keys from `cursor` (0: the first), and the next page's
@@ -337,7 +424,7 @@ fn server_of(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Handle, Placement, Registry};
+    use crate::{Handle, Placement, Registry, Swap};
 
     /// A Redis server from the machine's `redis-server`, on a Unix socket
     /// in a temporary directory; killed when dropped.
@@ -423,6 +510,36 @@ mod tests {
         let other = server.store("other", 1 << 20);
         assert_eq!(other.get("b").unwrap(), None);
         assert_eq!(other.list_keys(0).unwrap(), (vec![], None));
+    }
+
+    #[test]
+    fn signed_increments_and_compare_and_swap() {
+        let server = Server::start();
+        let s = server.store("acme", 1 << 20);
+        assert_eq!(s.add("n", -3).unwrap(), -3);
+        assert_eq!(s.add("n", 10).unwrap(), 7);
+        // The unsigned increment refuses what the signed one wrote below 0.
+        s.add("m", -1).unwrap();
+        assert!(matches!(s.increment("m", 1), Err(KvError::NotANumber(_))));
+        assert_eq!(s.swap_if("k", None, b"first").unwrap(), Swap::Done);
+        assert_eq!(
+            s.swap_if("k", None, b"again").unwrap(),
+            Swap::Changed(Some(b"first".to_vec()))
+        );
+        assert_eq!(
+            s.swap_if("k", Some(b"first"), b"second").unwrap(),
+            Swap::Done
+        );
+        assert_eq!(
+            s.swap_if("k", Some(b"first"), b"third").unwrap(),
+            Swap::Changed(Some(b"second".to_vec()))
+        );
+        assert_eq!(
+            s.swap_if("gone", Some(b"x"), b"y").unwrap(),
+            Swap::Changed(None)
+        );
+        assert_eq!(s.get("k").unwrap(), Some(b"second".to_vec()));
+        assert_eq!(s.used_bytes().unwrap(), 2 + 3 + 7);
     }
 
     #[test]

@@ -653,6 +653,29 @@ mod tests {
     }
 
     #[test]
+    fn signed_increments_and_compare_and_swap() {
+        let reg = Registry::in_memory();
+        let s = reg.open("t", "default", 1 << 20).unwrap();
+        assert_eq!(s.add("n", -3).unwrap(), -3);
+        assert_eq!(s.add("n", 10).unwrap(), 7);
+        assert!(matches!(s.add("n", i64::MAX), Err(KvError::Overflow(_))));
+        assert_eq!(s.swap_if("k", None, b"first").unwrap(), crate::Swap::Done);
+        assert_eq!(
+            s.swap_if("k", None, b"again").unwrap(),
+            crate::Swap::Changed(Some(b"first".to_vec()))
+        );
+        assert_eq!(
+            s.swap_if("k", Some(b"first"), b"second").unwrap(),
+            crate::Swap::Done
+        );
+        assert_eq!(s.get("k").unwrap(), Some(b"second".to_vec()));
+        assert_eq!(
+            s.swap_if("gone", Some(b"x"), b"y").unwrap(),
+            crate::Swap::Changed(None)
+        );
+    }
+
+    #[test]
     fn list_keys_pages() {
         let (_d, _r, s) = store(1 << 30);
         let pairs: Vec<(String, Vec<u8>)> =

@@ -558,40 +558,23 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     // given none reads nothing (`undefined`, or `none` from wasi:config).
     edge_variables::add_to_linker(&mut linker)?;
     edge_variables::spin::add_to_linker(&mut linker, concurrent)?;
-    if !component.key_value_stores.is_empty() {
-        edge_keyvalue::add_to_linker(&mut linker)?;
-        edge_keyvalue::spin::add_to_linker(&mut linker, concurrent)?;
-    }
-    if !component.sqlite_databases.is_empty() {
-        edge_sqlite::add_to_linker(&mut linker, concurrent)?;
-    }
-    // Outbound clients are linked for components whose allowlist may
-    // reach their scheme; each connection is checked against it.
-    let covers = |scheme: &str| {
-        component
-            .allowed_outbound_hosts
-            .iter()
-            .any(|r| r.covers_scheme(scheme))
-            // A templated entry: by its scheme, if the scheme is written
-            // out (`redis://{{ host }}`), else it may be any.
-            || component.outbound_templates.iter().any(|t| {
-                match t.split_once("://") {
-                    Some((s, _)) if !s.contains("{{") => s == scheme || s == "*",
-                    _ => true,
-                }
-            })
-    };
-    if covers("redis") {
-        edge_redis::add_to_linker(&mut linker, concurrent)?;
-    }
-    if covers("mqtt") {
-        edge_mqtt::add_to_linker(&mut linker, concurrent)?;
-    }
-    if covers("postgres") {
-        edge_postgres::add_to_linker(&mut linker, concurrent)?;
-    }
-    if covers("mysql") {
-        edge_mysql::add_to_linker(&mut linker, concurrent)?;
+    // Spin's capability interfaces are linked for every component, as on
+    // Spin: its SDKs for interpreted languages (Python's) import all of
+    // them whatever the app uses. Linking is not granting: a store or
+    // database not in the manifest is refused at the call (Spin's
+    // `access-denied`), a connection by `allowed_outbound_hosts`; an
+    // import without its manifest key is logged here.
+    edge_keyvalue::add_to_linker(&mut linker)?;
+    edge_keyvalue::draft2::add_to_linker(&mut linker)?;
+    edge_keyvalue::spin::add_to_linker(&mut linker, concurrent)?;
+    edge_sqlite::add_to_linker(&mut linker, concurrent)?;
+    edge_redis::add_to_linker(&mut linker, concurrent)?;
+    edge_mqtt::add_to_linker(&mut linker, concurrent)?;
+    edge_postgres::add_to_linker(&mut linker, concurrent)?;
+    edge_mysql::add_to_linker(&mut linker, concurrent)?;
+    edge_llm::add_to_linker(&mut linker)?;
+    for (interface, key) in ungranted(component, &compiled) {
+        tracing::warn!(component = %component.id, %interface, "the component imports an interface its manifest does not grant: its calls will be refused ({key})");
     }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;
@@ -626,11 +609,7 @@ fn not_granted(component: &str, error: &str) -> String {
     let Some(interface) = interface else {
         return format!("linking component {component:?}: {error}");
     };
-    let grant = GRANTS
-        .iter()
-        .find(|(prefixes, _)| prefixes.iter().any(|p| interface.starts_with(p)))
-        .map(|(_, key)| *key);
-    match grant {
+    match Grant::of(interface).map(|g| g.key) {
         Some(key) => format!(
             "component {component:?} imports {interface}, which is not granted to it: {key}"
         ),
@@ -638,48 +617,98 @@ fn not_granted(component: &str, error: &str) -> String {
     }
 }
 
+/// Whether `component`'s allowlist may reach `scheme` (a templated entry
+/// by its scheme if written out, `redis://{{ host }}`, else any).
+fn covers(component: &edge_config::Component, scheme: &str) -> bool {
+    component
+        .allowed_outbound_hosts
+        .iter()
+        .any(|r| r.covers_scheme(scheme))
+        || component
+            .outbound_templates
+            .iter()
+            .any(|t| match t.split_once("://") {
+                Some((s, _)) if !s.contains("{{") => s == scheme || s == "*",
+                _ => true,
+            })
+}
+
+/// The interfaces `compiled` imports that `component`'s manifest does not
+/// grant, each with what would grant it.
+fn ungranted(
+    component: &edge_config::Component,
+    compiled: &wasmtime::component::Component,
+) -> Vec<(String, &'static str)> {
+    compiled
+        .component_type()
+        .imports(compiled.engine())
+        .filter_map(|(name, _)| {
+            let grant = Grant::of(name)?;
+            (!(grant.given)(component)).then(|| (name.to_string(), grant.key))
+        })
+        .collect()
+}
+
+/// A manifest key and the interfaces it grants.
+struct Grant {
+    /// Interface name prefixes.
+    prefixes: &'static [&'static str],
+    /// What grants them, for messages.
+    key: &'static str,
+    /// Whether a component's manifest entry grants them.
+    given: fn(&edge_config::Component) -> bool,
+}
+
+impl Grant {
+    /// The grant of `interface`, if a manifest key grants it.
+    fn of(interface: &str) -> Option<&'static Grant> {
+        GRANTS
+            .iter()
+            .find(|g| g.prefixes.iter().any(|p| interface.starts_with(p)))
+    }
+}
+
 /// Which manifest key grants which interfaces.
-const GRANTS: &[(&[&str], &str)] = &[
-    (
-        &[
+const GRANTS: &[Grant] = &[
+    Grant {
+        prefixes: &[
             "wasi:keyvalue/",
             "fermyon:spin/key-value",
             "spin:key-value/",
         ],
-        "list the stores it opens in `key_value_stores`",
-    ),
-    (
-        &["fermyon:spin/sqlite", "spin:sqlite/"],
-        "list the databases it opens in `sqlite_databases`",
-    ),
-    (
-        &["fermyon:spin/redis", "spin:redis/"],
-        "allow the servers it connects to in `allowed_outbound_hosts` (\"redis://host:port\")",
-    ),
-    (
-        &["fermyon:spin/mqtt", "spin:mqtt/"],
-        "allow the brokers it connects to in `allowed_outbound_hosts` (\"mqtt://host:port\")",
-    ),
-    (
-        &[
-            "fermyon:spin/postgres",
-            "fermyon:spin/rdbms-types",
-            "spin:postgres/",
-        ],
-        "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\")",
-    ),
-    (
-        &["fermyon:spin/mysql", "spin:mysql/"],
-        "allow the servers it connects to in `allowed_outbound_hosts` (\"mysql://host:port\")",
-    ),
-    (
-        &["fermyon:spin/rdbms-types"],
-        "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\" or \"mysql://host:port\")",
-    ),
-    (
-        &["edge:platform/process"],
-        "the tenant's sidecar programs (an operator grants them)",
-    ),
+        key: "list the stores it opens in `key_value_stores`",
+        given: |c| !c.key_value_stores.is_empty(),
+    },
+    Grant {
+        prefixes: &["fermyon:spin/sqlite", "spin:sqlite/"],
+        key: "list the databases it opens in `sqlite_databases`",
+        given: |c| !c.sqlite_databases.is_empty(),
+    },
+    Grant {
+        prefixes: &["fermyon:spin/redis", "spin:redis/"],
+        key: "allow the servers it connects to in `allowed_outbound_hosts` (\"redis://host:port\")",
+        given: |c| covers(c, "redis"),
+    },
+    Grant {
+        prefixes: &["fermyon:spin/mqtt", "spin:mqtt/"],
+        key: "allow the brokers it connects to in `allowed_outbound_hosts` (\"mqtt://host:port\")",
+        given: |c| covers(c, "mqtt"),
+    },
+    Grant {
+        prefixes: &["fermyon:spin/postgres", "spin:postgres/"],
+        key: "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\")",
+        given: |c| covers(c, "postgres"),
+    },
+    Grant {
+        prefixes: &["fermyon:spin/mysql", "spin:mysql/"],
+        key: "allow the servers it connects to in `allowed_outbound_hosts` (\"mysql://host:port\")",
+        given: |c| covers(c, "mysql"),
+    },
+    Grant {
+        prefixes: &["fermyon:spin/rdbms-types"],
+        key: "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\" or \"mysql://host:port\")",
+        given: |c| covers(c, "postgres") || covers(c, "mysql"),
+    },
 ];
 
 /// Opens the stores `component` names, as `tenant`'s.

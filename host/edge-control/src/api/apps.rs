@@ -212,9 +212,12 @@ async fn check_version(
                 .collect(),
             process: !t.tenant.programs.is_empty(),
         };
-        inspect::check_imports(&imports, &grants).map_err(|e| {
+        let notes = inspect::check_imports(&imports, &grants).map_err(|e| {
             ApiError::invalid(Some(&at("digest")), format!("component {id:?}: {e}"))
         })?;
+        for note in notes {
+            tracing::info!(tenant = %t.tenant.name, component = %id, "{note}");
+        }
     }
     for name in spec.variables.keys() {
         if !crate::variables::is_name(name) {

@@ -1,0 +1,307 @@
+//! `wasi:keyvalue@0.2.0-draft2` (`store`, `atomics` with compare-and-swap,
+//! `batch`): the revision Spin's hosts provide and its SDKs for interpreted
+//! languages import (Python's `spin-sdk` 3.x imports it in every app),
+//! over the same stores and grants as the other key-value interfaces.
+//!
+//! What differs from `0.2.0-draft`: `open` and every operation answer
+//! `result<_, error>`; cursors are strings (ours carry the same number as
+//! the draft's); `increment` is signed; `get-many` returns every key with
+//! its value or none; a `cas` handle remembers a key's value when it was
+//! made, and `swap` writes only if the value is still that.
+
+use crate::handle::{Access, Swap};
+use crate::{Bucket, Handle, KeyValue, KeyValueView, KvError};
+use wasmtime::component::{HasData, Linker, Resource};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        inline: "
+            package edge:keyvalue-draft2;
+            world host {
+                import wasi:keyvalue/store@0.2.0-draft2;
+                import wasi:keyvalue/atomics@0.2.0-draft2;
+                import wasi:keyvalue/batch@0.2.0-draft2;
+            }
+        ",
+        path: ["../../wit/spin/keyvalue-2024-10-17"],
+        imports: { default: async | trappable },
+        with: {
+            "wasi:keyvalue/store.bucket": crate::Bucket,
+            "wasi:keyvalue/atomics.cas": super::Cas,
+        },
+    });
+}
+
+use generated::wasi::keyvalue::{atomics, batch, store};
+
+/// A compare-and-swap handle: the bucket, the key, and the value the key
+/// had when the handle was made.
+pub struct Cas {
+    store: Handle,
+    key: String,
+    current: Option<Vec<u8>>,
+}
+
+/// The words a guest gets for a failed operation, in draft2's variants.
+fn error(err: KvError) -> wasmtime::Result<store::Error> {
+    Ok(match err {
+        KvError::AccessDenied => store::Error::AccessDenied,
+        KvError::Trap(e) => return Err(e),
+        // Detail (file, server, redb's words) is for the operator's log.
+        KvError::Storage(_) | KvError::Db(_) | KvError::Script(..) => {
+            store::Error::Other(KvError::Unavailable.to_string())
+        }
+        other => store::Error::Other(other.to_string()),
+    })
+}
+
+/// Runs a store operation on the blocking pool, with its error in
+/// draft2's terms (a trap stays a trap).
+async fn run<R: Send + 'static>(
+    store: Result<Handle, KvError>,
+    access: Access,
+    f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
+) -> wasmtime::Result<Result<R, store::Error>> {
+    let result = match store {
+        Ok(s) => s.blocking(access, f).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(v) => Ok(Ok(v)),
+        Err(e) => error(e).map(Err),
+    }
+}
+
+impl KeyValue<'_> {
+    fn draft2_store(&self, bucket: &Resource<Bucket>) -> Result<Handle, KvError> {
+        Ok(self.table.get(bucket)?.store.clone())
+    }
+}
+
+impl store::Host for KeyValue<'_> {
+    async fn open(
+        &mut self,
+        identifier: String,
+    ) -> wasmtime::Result<Result<Resource<Bucket>, store::Error>> {
+        let Some(store) = self.grants.stores.get(&identifier).cloned() else {
+            return Ok(Err(store::Error::AccessDenied));
+        };
+        Ok(Ok(self.table.push(Bucket { store })?))
+    }
+}
+
+impl store::HostBucket for KeyValue<'_> {
+    async fn get(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, store::Error>> {
+        run(self.draft2_store(&bucket), Access::Read, move |s| {
+            s.get(&key)
+        })
+        .await
+    }
+
+    async fn set(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), store::Error>> {
+        run(self.draft2_store(&bucket), Access::Write, move |s| {
+            s.set(&key, &value)
+        })
+        .await
+    }
+
+    async fn delete(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+    ) -> wasmtime::Result<Result<(), store::Error>> {
+        run(self.draft2_store(&bucket), Access::Write, move |s| {
+            s.delete(&key)
+        })
+        .await
+    }
+
+    async fn exists(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+    ) -> wasmtime::Result<Result<bool, store::Error>> {
+        run(self.draft2_store(&bucket), Access::Read, move |s| {
+            Ok(s.get(&key)?.is_some())
+        })
+        .await
+    }
+
+    async fn list_keys(
+        &mut self,
+        bucket: Resource<Bucket>,
+        cursor: Option<String>,
+    ) -> wasmtime::Result<Result<store::KeyResponse, store::Error>> {
+        let cursor = match cursor.as_deref().map(str::parse::<u64>) {
+            None => 0,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => {
+                return Ok(Err(store::Error::Other(format!(
+                    "cursor {:?} is not one this store gave (a decimal number)",
+                    cursor.unwrap_or_default()
+                ))));
+            }
+        };
+        let page = run(self.draft2_store(&bucket), Access::Read, move |s| {
+            s.list_keys(cursor)
+        })
+        .await?;
+        Ok(page.map(|(keys, next)| store::KeyResponse {
+            keys,
+            cursor: next.map(|n| n.to_string()),
+        }))
+    }
+
+    async fn drop(&mut self, bucket: Resource<Bucket>) -> wasmtime::Result<()> {
+        self.table.delete(bucket)?;
+        Ok(())
+    }
+}
+
+impl atomics::Host for KeyValue<'_> {
+    async fn increment(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+        delta: i64,
+    ) -> wasmtime::Result<Result<i64, store::Error>> {
+        run(self.draft2_store(&bucket), Access::Write, move |s| {
+            s.add(&key, delta)
+        })
+        .await
+    }
+
+    async fn swap(
+        &mut self,
+        cas: Resource<Cas>,
+        value: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), atomics::CasError>> {
+        let Cas {
+            store,
+            key,
+            current,
+        } = self.table.delete(cas)?;
+        let swapped = {
+            let key = key.clone();
+            run(Ok(store.clone()), Access::Write, move |s| {
+                s.swap_if(&key, current.as_deref(), &value)
+            })
+            .await?
+        };
+        Ok(match swapped {
+            Ok(Swap::Done) => Ok(()),
+            // Changed meanwhile: a new handle holding the value as it is
+            // now, to retry from.
+            Ok(Swap::Changed(now)) => {
+                let retry = self.table.push(Cas {
+                    store,
+                    key,
+                    current: now,
+                })?;
+                Err(atomics::CasError::CasFailed(retry))
+            }
+            Err(e) => Err(atomics::CasError::StoreError(e)),
+        })
+    }
+}
+
+impl atomics::HostCas for KeyValue<'_> {
+    async fn new(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key: String,
+    ) -> wasmtime::Result<Result<Resource<Cas>, store::Error>> {
+        let store = match self.draft2_store(&bucket) {
+            Ok(s) => s,
+            Err(e) => return error(e).map(Err),
+        };
+        let read = {
+            let key = key.clone();
+            run(Ok(store.clone()), Access::Read, move |s| s.get(&key)).await?
+        };
+        Ok(match read {
+            Ok(current) => Ok(self.table.push(Cas {
+                store,
+                key,
+                current,
+            })?),
+            Err(e) => Err(e),
+        })
+    }
+
+    async fn current(
+        &mut self,
+        cas: Resource<Cas>,
+    ) -> wasmtime::Result<Result<Option<Vec<u8>>, store::Error>> {
+        Ok(Ok(self.table.get(&cas)?.current.clone()))
+    }
+
+    async fn drop(&mut self, cas: Resource<Cas>) -> wasmtime::Result<()> {
+        self.table.delete(cas)?;
+        Ok(())
+    }
+}
+
+impl batch::Host for KeyValue<'_> {
+    async fn get_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        keys: Vec<String>,
+    ) -> wasmtime::Result<Result<Vec<(String, Option<Vec<u8>>)>, store::Error>> {
+        run(self.draft2_store(&bucket), Access::Read, move |s| {
+            let values = s.get_many(&keys)?;
+            Ok(keys.into_iter().zip(values).collect())
+        })
+        .await
+    }
+
+    async fn set_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        key_values: Vec<(String, Vec<u8>)>,
+    ) -> wasmtime::Result<Result<(), store::Error>> {
+        run(self.draft2_store(&bucket), Access::Write, move |s| {
+            s.set_many(&key_values)
+        })
+        .await
+    }
+
+    async fn delete_many(
+        &mut self,
+        bucket: Resource<Bucket>,
+        keys: Vec<String>,
+    ) -> wasmtime::Result<Result<(), store::Error>> {
+        run(self.draft2_store(&bucket), Access::Write, move |s| {
+            s.delete_many(&keys)
+        })
+        .await
+    }
+}
+
+struct HasKeyValue;
+
+impl HasData for HasKeyValue {
+    type Data<'a> = KeyValue<'a>;
+}
+
+/// Adds `wasi:keyvalue/{store,atomics,batch}@0.2.0-draft2` to a linker.
+pub fn add_to_linker<T: KeyValueView + Send + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    fn view<T: KeyValueView>(t: &mut T) -> KeyValue<'_> {
+        t.keyvalue()
+    }
+    store::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
+    atomics::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
+    batch::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
+    Ok(())
+}
