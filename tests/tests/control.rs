@@ -1733,3 +1733,87 @@ fn artifacts_are_shared_through_an_oci_registry(backend: Backend) {
     assert_eq!(before, rt.block_on(node.state("acme", &token, &["web"])));
     assert_eq!(rt.block_on(node.serve("acme.test", "/x")).0, 200);
 }
+
+/// Apps built with Spin's SDKs deploy through the control plane as they
+/// are: a preview 1 module (spin-sdk 3.1.1) componentized at upload, with
+/// its key-value store, SQLite database and a required secret; and Spin's
+/// WASI 0.3 template (spin-sdk 7.0.0).
+#[test]
+fn spin_sdk_apps_deploy_as_they_are() {
+    let node = Node::start(Backend::sqlite(), "");
+    let rt = runtime();
+    let op = node.operator_token();
+    for (tenant, host) in [("acme", "acme.test"), ("beta", "beta.test")] {
+        let (s, v) =
+            rt.block_on(node.post("/v1/tenants", &op, json!({"name": tenant, "hosts": [host]})));
+        assert_eq!(s, 201, "{v}");
+    }
+    let token = |tenant: &str| {
+        let (_, t) = rt.block_on(node.post(
+            &format!("/v1/tenants/{tenant}/tokens"),
+            &op,
+            json!({"name": "ci"}),
+        ));
+        t["token"].as_str().unwrap().to_string()
+    };
+    let app = |name: &str| {
+        let m = edge_tests::repo()
+            .join("tests/spin-apps")
+            .join(name)
+            .join("spin.toml");
+        m.to_str().unwrap().to_string()
+    };
+    let (code, out, err) = node.cli(
+        &token("acme"),
+        &[
+            "deploy",
+            &app("rust-v3-features"),
+            "--secret",
+            "api_token=s3cret",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("deployed rust-v3-features version 1"), "{out}");
+    let call = |method: &'static str, path: &str, body: &'static str| {
+        let url = format!("{}{path}", node.edge.url);
+        rt.block_on(async move {
+            request(
+                &client(),
+                method,
+                &url,
+                &[("host", "acme.test")],
+                Bytes::from(body),
+            )
+            .await
+        })
+    };
+    assert_eq!(call("GET", "/var/token", ""), (200, "s3cret".into()));
+    assert_eq!(
+        call("GET", "/var/greeting", ""),
+        (200, "hello, world".into())
+    );
+    assert_eq!(call("PUT", "/kv/k", "v").0, 200);
+    assert_eq!(call("GET", "/kv/k", ""), (200, "v".into()));
+    assert_eq!(call("POST", "/sql", "CREATE TABLE t (v)").0, 200);
+    assert_eq!(call("POST", "/sql", "INSERT INTO t VALUES ('x')").0, 200);
+    let (status, rows) = call("POST", "/sql", "SELECT v FROM t");
+    assert_eq!(status, 200, "{rows}");
+    assert!(
+        rows.starts_with("columns: v\n") && rows.ends_with('x'),
+        "{rows}"
+    );
+
+    let (code, out, err) = node.cli(&token("beta"), &["deploy", &app("rust-hello")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("deployed rust-hello version 1"), "{out}");
+    assert_eq!(
+        rt.block_on(node.serve("beta.test", "/")),
+        (200, "Hello World!".to_string())
+    );
+    // Each tenant sees only its own app.
+    assert_eq!(
+        rt.block_on(node.serve("beta.test", "/kv/k")).1,
+        "Hello World!"
+    );
+    assert_eq!(call("GET", "/kv/k", ""), (200, "v".into()));
+}
