@@ -200,12 +200,8 @@ impl RedisStore {
     /// Sets every pair, all or none, within `cap` bytes.
     pub(crate) fn set_many(&self, pairs: &[(&str, &[u8])], cap: u64) -> Result<(), KvError> {
         self.run(|c| {
-            let mut cmd = redis::cmd("EVAL");
-            cmd.arg(SET)
-                .arg(2)
-                .arg(&self.data_key)
-                .arg(&self.bytes_key)
-                .arg(cap);
+            let mut cmd = self.script(SET);
+            cmd.arg(cap);
             for (k, v) in pairs {
                 cmd.arg(*k).arg(*v);
             }
@@ -217,31 +213,35 @@ impl RedisStore {
 
     /// Deletes every key (absent ones are fine).
     pub(crate) fn delete_many(&self, keys: &[&str]) -> Result<(), KvError> {
-        self.run(|c| {
-            redis::cmd("EVAL")
-                .arg(DELETE)
-                .arg(2)
-                .arg(&self.data_key)
-                .arg(&self.bytes_key)
-                .arg(keys)
-                .query::<Value>(c)
-        })
-        .map(drop)
+        self.run(|c| self.script(DELETE).arg(keys).query::<Value>(c))
+            .map(drop)
     }
 
     /// Adds `delta` to the number at `key`; the new value.
     pub(crate) fn increment(&self, key: &str, delta: u64, cap: u64) -> Result<u64, KvError> {
+        self.add_to(key, delta, "unsigned", cap)
+    }
+
+    /// Adds `delta` (signed) to the number at `key`; the new value.
+    pub(crate) fn add(&self, key: &str, delta: i64, cap: u64) -> Result<i64, KvError> {
+        self.add_to(key, delta, "signed", cap)
+    }
+
+    /// The [`INCREMENT`] script: `sign` says which numbers it accepts.
+    fn add_to<N: std::str::FromStr>(
+        &self,
+        key: &str,
+        delta: impl redis::ToRedisArgs,
+        sign: &str,
+        cap: u64,
+    ) -> Result<N, KvError> {
         let new: String = self
             .run(|c| {
-                redis::cmd("EVAL")
-                    .arg(INCREMENT)
-                    .arg(2)
-                    .arg(&self.data_key)
-                    .arg(&self.bytes_key)
+                self.script(INCREMENT)
                     .arg(key)
                     .arg(delta)
                     .arg(cap)
-                    .arg("unsigned")
+                    .arg(sign)
                     .query(c)
             })
             .map_err(|e| match e {
@@ -254,29 +254,14 @@ impl RedisStore {
         new.parse().map_err(|_| KvError::NotANumber(new))
     }
 
-    /// Adds `delta` (signed) to the number at `key`; the new value.
-    pub(crate) fn add(&self, key: &str, delta: i64, cap: u64) -> Result<i64, KvError> {
-        let new: String = self
-            .run(|c| {
-                redis::cmd("EVAL")
-                    .arg(INCREMENT)
-                    .arg(2)
-                    .arg(&self.data_key)
-                    .arg(&self.bytes_key)
-                    .arg(key)
-                    .arg(delta)
-                    .arg(cap)
-                    .arg("signed")
-                    .query(c)
-            })
-            .map_err(|e| match e {
-                KvError::Script(code, detail) if code == "EDGENAN" => KvError::NotANumber(detail),
-                KvError::Script(code, _) if code == "EDGEOVERFLOW" => {
-                    KvError::Overflow(key.to_string())
-                }
-                other => self.full(other, cap),
-            })?;
-        new.parse().map_err(|_| KvError::NotANumber(new))
+    /// `EVAL script` on this store's two keys; the caller adds `ARGV`.
+    fn script(&self, script: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(script)
+            .arg(2)
+            .arg(&self.data_key)
+            .arg(&self.bytes_key);
+        cmd
     }
 
     /// Sets `key` to `value` if it holds `expected` (`None`: absent).
@@ -289,11 +274,7 @@ impl RedisStore {
     ) -> Result<Swap, KvError> {
         let answer: Vec<Value> = self
             .run(|c| {
-                redis::cmd("EVAL")
-                    .arg(SWAP)
-                    .arg(2)
-                    .arg(&self.data_key)
-                    .arg(&self.bytes_key)
+                self.script(SWAP)
                     .arg(key)
                     .arg(expected.unwrap_or_default())
                     .arg(value)
