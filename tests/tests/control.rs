@@ -1816,4 +1816,45 @@ fn spin_sdk_apps_deploy_as_they_are() {
         "Hello World!"
     );
     assert_eq!(call("GET", "/kv/k", ""), (200, "v".into()));
+
+    // The same app with a manifest that grants no database: it deploys
+    // (Spin's interfaces are linked as on Spin), the CLI notes what its
+    // grants do not cover, and opening the database is Spin's
+    // AccessDenied.
+    let (s, v) = rt.block_on(node.post(
+        "/v1/tenants",
+        &op,
+        json!({"name": "gamma", "hosts": ["gamma.test"]}),
+    ));
+    assert_eq!(s, 201, "{v}");
+    let dir = TempDir::new("spin-nogrant-app");
+    let original = std::fs::read_to_string(app("rust-v3-features")).unwrap();
+    let built = "target/wasm32-wasip1/release/rust_v3_features.wasm";
+    std::fs::create_dir_all(dir.path().join("target/wasm32-wasip1/release")).unwrap();
+    std::fs::copy(
+        edge_tests::repo()
+            .join("tests/spin-apps/rust-v3-features")
+            .join(built),
+        dir.path().join(built),
+    )
+    .unwrap();
+    let manifest = original.replace("sqlite_databases = [\"default\"]\n", "");
+    let manifest = dir.write("spin.toml", &manifest);
+    let (code, _, err) = node.cli(
+        &token("gamma"),
+        &[
+            "deploy",
+            manifest.to_str().unwrap(),
+            "--secret",
+            "api_token=x",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("edge: note: component \"features\": it imports fermyon:spin/sqlite@2.0.0 but names no sqlite_databases"),
+        "{err}"
+    );
+    let (status, body) = rt.block_on(node.serve("gamma.test", "/sql-open/default"));
+    assert_eq!(status, 500);
+    assert!(body.ends_with("AccessDenied"), "{body}");
 }

@@ -153,6 +153,10 @@ pub fn deploy(args: &DeployArgs) -> Result<()> {
         )
         .with_context(|| format!("creating a version of {}", args.path.display()))?;
     let number = version["number"].as_i64().unwrap_or_default();
+    // Imports the manifest does not grant: they load, their calls fail.
+    for note in version["notes"].as_array().into_iter().flatten() {
+        eprintln!("edge: note: {}", note.as_str().unwrap_or_default());
+    }
     let mut versions = vec![json!({"version": number, "percent": args.percent})];
     if args.percent < 100 {
         let app = api.get(&app_path)?;

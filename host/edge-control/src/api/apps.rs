@@ -125,13 +125,15 @@ pub async fn version(
 }
 
 /// Checks a version's spec against the tenant's artifacts (and those
-/// about to be stored, `pending`: digest → imports) and quota.
+/// about to be stored, `pending`: digest → imports) and quota. Returns
+/// notes on imports its grants do not cover (linked, refused per call).
 async fn check_version(
     c: &Control,
     t: &TenantRow,
     spec: &VersionSpec,
     pending: &std::collections::BTreeMap<String, Vec<String>>,
-) -> Result<(), ApiError> {
+) -> Result<Vec<String>, ApiError> {
+    let mut all_notes = Vec::new();
     if spec.components.is_empty() {
         return Err(ApiError::bad(
             Some("components"),
@@ -215,9 +217,7 @@ async fn check_version(
         let notes = inspect::check_imports(&imports, &grants).map_err(|e| {
             ApiError::invalid(Some(&at("digest")), format!("component {id:?}: {e}"))
         })?;
-        for note in notes {
-            tracing::info!(tenant = %t.tenant.name, component = %id, "{note}");
-        }
+        all_notes.extend(notes.into_iter().map(|n| format!("component {id:?}: {n}")));
     }
     for name in spec.variables.keys() {
         if !crate::variables::is_name(name) {
@@ -256,12 +256,15 @@ async fn check_version(
         }
         seen.push(pattern);
     }
-    Ok(())
+    Ok(all_notes)
 }
 
 #[derive(Serialize)]
 pub struct CreatedVersion {
     number: i64,
+    /// Imports the version's grants do not cover: linked, as on Spin,
+    /// and refused at each call.
+    notes: Vec<String>,
 }
 
 pub async fn create_version(
@@ -301,7 +304,7 @@ pub async fn create_version(
             .iter()
             .map(|u| (u.checked.digest.clone(), u.checked.imports.clone()))
             .collect();
-        check_version(&c, &t, &spec, &pending).await?;
+        let notes = check_version(&c, &t, &spec, &pending).await?;
         let kept = c.db.version_count(&a.id).await?;
         if kept as u64 >= t.tenant.quota.max_versions {
             return Err(ApiError::invalid(
@@ -313,7 +316,7 @@ pub async fn create_version(
         let number =
             c.db.create_version(&a.id, &spec, Some(&caller.principal.id))
                 .await?;
-        Ok((StatusCode::CREATED, Json(CreatedVersion { number })))
+        Ok((StatusCode::CREATED, Json(CreatedVersion { number, notes })))
     }
     .await;
     c.record(
