@@ -956,6 +956,42 @@ async fn key_value_stores_in_redis_from_the_runtime_config() {
     assert!(log.contains(&server), "{log}");
 }
 
+/// An edit of the runtime configuration's dotenv file reaches the serving
+/// app without a restart (the files it was read from are watched).
+#[tokio::test]
+async fn runtime_config_edits_are_reloaded() {
+    let dir = edge_tests::TempDir::new("rc-reload");
+    dir.write(".env", "MYAPP_API_TOKEN=first\n");
+    let rc = dir.write(
+        "runtime.toml",
+        "[[variables_provider]]\ntype = \"env\"\nprefix = \"MYAPP\"\ndotenv_path = \".env\"\n",
+    );
+    let data = edge_tests::TempDir::new("rc-reload-data");
+    let edge = Edge::start_with(
+        &features_manifest(
+            "[variables]\napi_token = { required = true }\n[component.features.variables]\ntoken = \"{{ api_token }}\"\n",
+        ),
+        &format!(
+            "app = \"spin.toml\"\nruntime_config = \"{}\"\n[server]\nwatch_interval_ms = 100\n\
+             [[tenant]]\nname = \"t\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+            rc.display()
+        ),
+        data.path(),
+    );
+    let url = format!("{}/var/token", edge.url);
+    assert_eq!(get(&url).await, (200, "first".into()), "{}", edge.log());
+    dir.write(".env", "MYAPP_API_TOKEN=second\n");
+    let mut answer = get(&url).await;
+    for _ in 0..50 {
+        if answer.1 == "second" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        answer = get(&url).await;
+    }
+    assert_eq!(answer, (200, "second".into()), "{}", edge.log());
+}
+
 /// A file the runtime configuration places serves one tenant: two tenants
 /// opening it would share their data, so the config is refused.
 #[test]
@@ -1006,11 +1042,6 @@ async fn python_sdk_app_with_key_value_variables_and_outbound_http() {
                     Ok(n) => head.extend_from_slice(&buf[..n]),
                 }
             }
-            // Not at once: the SDK writes the (empty) request body after
-            // the request is sent and fails with `StreamError_Closed` if
-            // the answer, and with it the connection, is done by then (on
-            // Spin too: the same wasmtime-wasi-http client).
-            std::thread::sleep(std::time::Duration::from_millis(200));
             let _ = s.write_all(
                 b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nconnection: close\r\n\r\nupstream",
             );

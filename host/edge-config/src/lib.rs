@@ -157,6 +157,7 @@ impl Config {
         for t in &self.tenants {
             files.extend(t.sites.iter().filter_map(|s| s.rules_file.clone()));
         }
+        files.extend(self.runtime.sources.iter().cloned());
         files
     }
 }

@@ -40,6 +40,9 @@ pub struct RuntimeConfig {
     /// Variables found by the providers, by variable name (the first
     /// provider that has one wins).
     pub variables: BTreeMap<String, String>,
+    /// The files it was read from (the runtime configuration and its
+    /// dotenv files): a change to one reloads the config.
+    pub sources: Vec<PathBuf>,
 }
 
 /// Where Spin's runtime configuration puts a key-value store.
@@ -93,7 +96,10 @@ pub fn load(path: &Path, names: &[String]) -> Result<RuntimeConfig, ConfigError>
     let src = SourceFile::read(path)?;
     let file: File = toml::from_str(&src.text).map_err(|e| src.toml_error(&e))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut out = RuntimeConfig::default();
+    let mut out = RuntimeConfig {
+        sources: vec![path.to_path_buf()],
+        ..RuntimeConfig::default()
+    };
     for (label, store) in &file.key_value_store {
         let store = store.get_ref();
         let key = |k: &str| Some(format!("key_value_store.{label}.{k}"));
@@ -162,6 +168,7 @@ pub fn load(path: &Path, names: &[String]) -> Result<RuntimeConfig, ConfigError>
         let dotenv = match &provider.dotenv_path {
             Some(p) => {
                 let file = dir.join(p.get_ref());
+                out.sources.push(file.clone());
                 let text = std::fs::read_to_string(&file).map_err(|e| {
                     src.error(
                         Some(p.span()),
@@ -262,6 +269,7 @@ mod tests {
             Some("hi there")
         );
         assert!(!got.variables.contains_key("missing"));
+        assert_eq!(got.sources, vec![rc.clone(), dir.join(".env")]);
 
         std::fs::write(
             &rc,

@@ -117,7 +117,7 @@ pub type Sent = (
 /// connection of the owner's to its origin if there is one.
 pub async fn send(
     call: Call,
-    mut request: http::Request<WasiBody>,
+    request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<Sent, Error> {
     let origin = Origin {
@@ -129,6 +129,7 @@ pub async fn send(
     let option = |f: fn(&RequestOptions) -> Option<Duration>| {
         options.as_ref().and_then(f).unwrap_or(DEFAULT_TIMEOUT)
     };
+    let mut request = request.map(drained_when_dropped);
     let connect_timeout = option(|o| o.connect_timeout);
     let first_byte_timeout = option(|o| o.first_byte_timeout);
     let between_bytes_timeout = option(|o| o.between_bytes_timeout).max(Duration::new(0, 1));
@@ -226,6 +227,60 @@ fn head_of(request: &http::Request<WasiBody>) -> http::Request<()> {
     *head.version_mut() = request.version();
     *head.headers_mut() = request.headers().clone();
     head
+}
+
+/// `body`, read to its end after the client is done with it.
+///
+/// hyper drops a request body as soon as the head says it is complete
+/// (`content-length: 0`, or the last declared byte sent); the guest's
+/// stream then reports `closed` while the guest is still flushing or
+/// checking it, and Spin's Python SDK fails the request on that. Read on
+/// in a task instead, discarding, until the guest finishes the body (or its
+/// store goes at its deadline); bytes past a declared length are still the
+/// guest's error, from the stream's own count.
+fn drained_when_dropped(body: WasiBody) -> WasiBody {
+    use http_body_util::BodyExt;
+    DrainedWhenDropped(Some(body)).boxed_unsync()
+}
+
+struct DrainedWhenDropped(Option<WasiBody>);
+
+impl http_body::Body for DrainedWhenDropped {
+    type Data = bytes::Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        match self.0.as_mut() {
+            Some(body) => std::pin::Pin::new(body).poll_frame(cx),
+            None => std::task::Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.0.as_ref().map(|b| b.size_hint()).unwrap_or_default()
+    }
+}
+
+impl Drop for DrainedWhenDropped {
+    fn drop(&mut self) {
+        use http_body_util::BodyExt;
+        let Some(mut body) = self.0.take() else {
+            return;
+        };
+        if body.is_end_stream() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { while let Some(Ok(_)) = body.frame().await {} });
+        }
+    }
 }
 
 fn empty_body() -> WasiBody {
