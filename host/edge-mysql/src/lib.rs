@@ -189,19 +189,14 @@ fn data_type(c: &mysql_async::Column) -> DataType {
         | ColumnType::MYSQL_TYPE_LONG_BLOB
         | ColumnType::MYSQL_TYPE_STRING
         | ColumnType::MYSQL_TYPE_VAR_STRING
-        | ColumnType::MYSQL_TYPE_VARCHAR
-            if binary =>
-        {
-            DataType::Binary
+        | ColumnType::MYSQL_TYPE_VARCHAR => {
+            if binary {
+                DataType::Binary
+            } else {
+                DataType::Str
+            }
         }
-        ColumnType::MYSQL_TYPE_BLOB
-        | ColumnType::MYSQL_TYPE_TINY_BLOB
-        | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
-        | ColumnType::MYSQL_TYPE_LONG_BLOB
-        | ColumnType::MYSQL_TYPE_STRING
-        | ColumnType::MYSQL_TYPE_VAR_STRING
-        | ColumnType::MYSQL_TYPE_VARCHAR
-        | ColumnType::MYSQL_TYPE_JSON
+        ColumnType::MYSQL_TYPE_JSON
         | ColumnType::MYSQL_TYPE_DECIMAL
         | ColumnType::MYSQL_TYPE_NEWDECIMAL
         | ColumnType::MYSQL_TYPE_ENUM

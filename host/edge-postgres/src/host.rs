@@ -212,62 +212,57 @@ fn v3_param(p: v3::ParameterValue) -> v4::ParameterValue {
     }
 }
 
-fn v3_row_set(set: v4::RowSet) -> v3::RowSet {
-    use v3::DbDataType as T;
-    use v3::DbValue as W;
-    use v4::DbDataType as S;
-    use v4::DbValue as V;
-    v3::RowSet {
-        columns: set
-            .columns
-            .into_iter()
-            .map(|c| v3::Column {
-                name: c.name,
-                data_type: match c.data_type {
-                    S::Boolean => T::Boolean,
-                    S::Int8 => T::Int8,
-                    S::Int16 => T::Int16,
-                    S::Int32 => T::Int32,
-                    S::Int64 => T::Int64,
-                    S::Floating32 => T::Floating32,
-                    S::Floating64 => T::Floating64,
-                    S::Str => T::Str,
-                    S::Binary => T::Binary,
-                    S::Date => T::Date,
-                    S::Time => T::Time,
-                    S::Datetime => T::Datetime,
-                    S::Timestamp => T::Timestamp,
-                    _ => T::Other,
-                },
-            })
-            .collect(),
-        rows: set
-            .rows
-            .into_iter()
-            .map(|row| {
-                row.into_iter()
-                    .map(|v| match v {
-                        V::Boolean(v) => W::Boolean(v),
-                        V::Int8(v) => W::Int8(v),
-                        V::Int16(v) => W::Int16(v),
-                        V::Int32(v) => W::Int32(v),
-                        V::Int64(v) => W::Int64(v),
-                        V::Floating32(v) => W::Floating32(v),
-                        V::Floating64(v) => W::Floating64(v),
-                        V::Str(v) => W::Str(v),
-                        V::Binary(v) => W::Binary(v),
-                        V::Date(v) => W::Date(v),
-                        V::Time(v) => W::Time(v),
-                        V::Datetime(v) => W::Datetime(v),
-                        V::Timestamp(v) => W::Timestamp(v),
-                        V::DbNull => W::DbNull,
-                        _ => W::Unsupported,
+/// `fn $name(v4::RowSet) -> $gen::RowSet`: a row set in an older
+/// generation's types, its `$variant`s (named alike in both) mapped one to
+/// one; a column type it lacks is `Other`, a value `Unsupported`.
+macro_rules! older_row_set {
+    ($name:ident, $gen:ident, [$($variant:ident),*]) => {
+        fn $name(set: v4::RowSet) -> $gen::RowSet {
+            $gen::RowSet {
+                columns: set
+                    .columns
+                    .into_iter()
+                    .map(|c| $gen::Column {
+                        name: c.name,
+                        data_type: match c.data_type {
+                            $(v4::DbDataType::$variant => $gen::DbDataType::$variant,)*
+                            _ => $gen::DbDataType::Other,
+                        },
                     })
-                    .collect()
-            })
-            .collect(),
-    }
+                    .collect(),
+                rows: set
+                    .rows
+                    .into_iter()
+                    .map(|row| {
+                        row.into_iter()
+                            .map(|v| match v {
+                                $(v4::DbValue::$variant(v) => $gen::DbValue::$variant(v),)*
+                                v4::DbValue::DbNull => $gen::DbValue::DbNull,
+                                _ => $gen::DbValue::Unsupported,
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            }
+        }
+    };
 }
+
+older_row_set!(
+    v3_row_set,
+    v3,
+    [
+        Boolean, Int8, Int16, Int32, Int64, Floating32, Floating64, Str, Binary, Date, Time,
+        Datetime, Timestamp
+    ]
+);
+older_row_set!(
+    v2_row_set,
+    v2types,
+    [
+        Boolean, Int8, Int16, Int32, Int64, Floating32, Floating64, Str, Binary
+    ]
+);
 
 fn v2_param(p: v2types::ParameterValue) -> Result<v4::ParameterValue, v4::Error> {
     use v2types::ParameterValue as P;
@@ -291,55 +286,6 @@ fn v2_param(p: v2types::ParameterValue) -> Result<v4::ParameterValue, v4::Error>
         P::Binary(v) => Q::Binary(v),
         P::DbNull => Q::DbNull,
     })
-}
-
-fn v2_row_set(set: v4::RowSet) -> v2types::RowSet {
-    use v2types::DbDataType as T;
-    use v2types::DbValue as W;
-    use v4::DbDataType as S;
-    use v4::DbValue as V;
-    v2types::RowSet {
-        columns: set
-            .columns
-            .into_iter()
-            .map(|c| v2types::Column {
-                name: c.name,
-                data_type: match c.data_type {
-                    S::Boolean => T::Boolean,
-                    S::Int8 => T::Int8,
-                    S::Int16 => T::Int16,
-                    S::Int32 => T::Int32,
-                    S::Int64 => T::Int64,
-                    S::Floating32 => T::Floating32,
-                    S::Floating64 => T::Floating64,
-                    S::Str => T::Str,
-                    S::Binary => T::Binary,
-                    _ => T::Other,
-                },
-            })
-            .collect(),
-        rows: set
-            .rows
-            .into_iter()
-            .map(|row| {
-                row.into_iter()
-                    .map(|v| match v {
-                        V::Boolean(v) => W::Boolean(v),
-                        V::Int8(v) => W::Int8(v),
-                        V::Int16(v) => W::Int16(v),
-                        V::Int32(v) => W::Int32(v),
-                        V::Int64(v) => W::Int64(v),
-                        V::Floating32(v) => W::Floating32(v),
-                        V::Floating64(v) => W::Floating64(v),
-                        V::Str(v) => W::Str(v),
-                        V::Binary(v) => W::Binary(v),
-                        V::DbNull => W::DbNull,
-                        _ => W::Unsupported,
-                    })
-                    .collect()
-            })
-            .collect(),
-    }
 }
 
 impl v3::Host for Postgres<'_> {}
