@@ -21,6 +21,7 @@
 mod edge;
 mod error;
 mod files;
+mod grants;
 mod outbound;
 mod resolve;
 mod route;
@@ -32,6 +33,7 @@ mod spin;
 
 pub use error::{ConfigError, SourceFile};
 pub use files::FileMount;
+pub use grants::{GrantKey, INTERFACE_GRANTS, InterfaceGrant};
 pub use outbound::{OutboundRule, parse_ip_range};
 pub use resolve::{check_variable_name, load, load_with};
 pub use route::RoutePattern;

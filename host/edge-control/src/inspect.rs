@@ -126,54 +126,17 @@ const ALWAYS: &[&str] = &[
     "edge:platform/metrics@",
 ];
 
-/// Spin's interfaces a manifest key grants: (prefixes, whether granted, the
-/// key).
-fn granted<'a>(import: &str, grants: &'a Grants) -> Option<(bool, &'a str)> {
-    let table: [(&[&str], bool, &str); 7] = [
-        (
-            &[
-                "wasi:keyvalue/",
-                "fermyon:spin/key-value@",
-                "spin:key-value/",
-            ],
-            grants.key_value,
-            "names no key_value_stores (add the store labels it opens)",
-        ),
-        (
-            &["fermyon:spin/sqlite@", "spin:sqlite/"],
-            grants.sqlite,
-            "names no sqlite_databases (add the database labels it opens)",
-        ),
-        (
-            &["fermyon:spin/redis@", "spin:redis/"],
-            grants.reaches("redis"),
-            "allows no redis:// host in allowed_outbound_hosts",
-        ),
-        (
-            &["fermyon:spin/mqtt@", "spin:mqtt/"],
-            grants.reaches("mqtt"),
-            "allows no mqtt:// host in allowed_outbound_hosts",
-        ),
-        (
-            &["fermyon:spin/postgres@", "spin:postgres/"],
-            grants.reaches("postgres"),
-            "allows no postgres:// host in allowed_outbound_hosts",
-        ),
-        (
-            &["fermyon:spin/mysql@", "spin:mysql/"],
-            grants.reaches("mysql"),
-            "allows no mysql:// host in allowed_outbound_hosts",
-        ),
-        (
-            &["fermyon:spin/rdbms-types@"],
-            grants.reaches("postgres") || grants.reaches("mysql"),
-            "allows no postgres:// or mysql:// host in allowed_outbound_hosts",
-        ),
-    ];
-    table
-        .into_iter()
-        .find(|(prefixes, _, _)| prefixes.iter().any(|p| import.starts_with(p)))
-        .map(|(_, ok, why)| (ok, why))
+/// Whether `grants` cover `import`, and what a manifest entry without them
+/// lacks, if a manifest key grants it.
+fn granted(import: &str, grants: &Grants) -> Option<(bool, &'static str)> {
+    use edge_config::GrantKey;
+    let g = edge_config::InterfaceGrant::of(import)?;
+    let ok = match g.key {
+        GrantKey::KeyValueStores => grants.key_value,
+        GrantKey::SqliteDatabases => grants.sqlite,
+        GrantKey::Outbound(schemes) => schemes.iter().any(|s| grants.reaches(s)),
+    };
+    Some((ok, g.lacks))
 }
 
 /// Checks `imports` against `grants`: an error for the first import edge

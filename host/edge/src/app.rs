@@ -609,7 +609,7 @@ fn not_granted(component: &str, error: &str) -> String {
     let Some(interface) = interface else {
         return format!("linking component {component:?}: {error}");
     };
-    match Grant::of(interface).map(|g| g.key) {
+    match edge_config::InterfaceGrant::of(interface).map(|g| g.how) {
         Some(key) => format!(
             "component {component:?} imports {interface}, which is not granted to it: {key}"
         ),
@@ -639,77 +639,21 @@ fn ungranted(
     component: &edge_config::Component,
     compiled: &wasmtime::component::Component,
 ) -> Vec<(String, &'static str)> {
+    use edge_config::GrantKey;
     compiled
         .component_type()
         .imports(compiled.engine())
         .filter_map(|(name, _)| {
-            let grant = Grant::of(name)?;
-            (!(grant.given)(component)).then(|| (name.to_string(), grant.key))
+            let grant = edge_config::InterfaceGrant::of(name)?;
+            let given = match grant.key {
+                GrantKey::KeyValueStores => !component.key_value_stores.is_empty(),
+                GrantKey::SqliteDatabases => !component.sqlite_databases.is_empty(),
+                GrantKey::Outbound(schemes) => schemes.iter().any(|s| covers(component, s)),
+            };
+            (!given).then(|| (name.to_string(), grant.how))
         })
         .collect()
 }
-
-/// A manifest key and the interfaces it grants.
-struct Grant {
-    /// Interface name prefixes.
-    prefixes: &'static [&'static str],
-    /// What grants them, for messages.
-    key: &'static str,
-    /// Whether a component's manifest entry grants them.
-    given: fn(&edge_config::Component) -> bool,
-}
-
-impl Grant {
-    /// The grant of `interface`, if a manifest key grants it.
-    fn of(interface: &str) -> Option<&'static Grant> {
-        GRANTS
-            .iter()
-            .find(|g| g.prefixes.iter().any(|p| interface.starts_with(p)))
-    }
-}
-
-/// Which manifest key grants which interfaces.
-const GRANTS: &[Grant] = &[
-    Grant {
-        prefixes: &[
-            "wasi:keyvalue/",
-            "fermyon:spin/key-value",
-            "spin:key-value/",
-        ],
-        key: "list the stores it opens in `key_value_stores`",
-        given: |c| !c.key_value_stores.is_empty(),
-    },
-    Grant {
-        prefixes: &["fermyon:spin/sqlite", "spin:sqlite/"],
-        key: "list the databases it opens in `sqlite_databases`",
-        given: |c| !c.sqlite_databases.is_empty(),
-    },
-    Grant {
-        prefixes: &["fermyon:spin/redis", "spin:redis/"],
-        key: "allow the servers it connects to in `allowed_outbound_hosts` (\"redis://host:port\")",
-        given: |c| covers(c, "redis"),
-    },
-    Grant {
-        prefixes: &["fermyon:spin/mqtt", "spin:mqtt/"],
-        key: "allow the brokers it connects to in `allowed_outbound_hosts` (\"mqtt://host:port\")",
-        given: |c| covers(c, "mqtt"),
-    },
-    Grant {
-        prefixes: &["fermyon:spin/postgres", "spin:postgres/"],
-        key: "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\")",
-        given: |c| covers(c, "postgres"),
-    },
-    Grant {
-        prefixes: &["fermyon:spin/mysql", "spin:mysql/"],
-        key: "allow the servers it connects to in `allowed_outbound_hosts` (\"mysql://host:port\")",
-        given: |c| covers(c, "mysql"),
-    },
-    Grant {
-        prefixes: &["fermyon:spin/rdbms-types"],
-        key: "allow the servers it connects to in `allowed_outbound_hosts` (\"postgres://host:port\" or \"mysql://host:port\")",
-        given: |c| covers(c, "postgres") || covers(c, "mysql"),
-    },
-];
 
 /// Opens the stores `component` names, as `tenant`'s.
 fn open_stores(
