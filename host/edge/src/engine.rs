@@ -48,6 +48,9 @@ pub enum EngineKind {
 pub struct Engines {
     plain: Engine,
     concurrent: Arc<OnceLock<Engine>>,
+    /// Held while the concurrent engine is built, so two loads at once
+    /// build (and reserve a pool for) one.
+    building: Mutex<()>,
     /// Without a pool: for compiling and the compatibility key, without
     /// reserving the concurrent engine's pool.
     concurrent_compiler: Engine,
@@ -64,6 +67,7 @@ impl Engines {
         Ok(Self {
             plain: build_engine(pool, in_place, EngineKind::Plain)?,
             concurrent: Arc::default(),
+            building: Mutex::new(()),
             concurrent_compiler: Engine::new(&compiler_config(EngineKind::Concurrent))
                 .map_err(anyhow::Error::from)?,
             pool: pool.clone(),
@@ -81,6 +85,10 @@ impl Engines {
         match kind {
             EngineKind::Plain => Ok(&self.plain),
             EngineKind::Concurrent => {
+                if let Some(e) = self.concurrent.get() {
+                    return Ok(e);
+                }
+                let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(e) = self.concurrent.get() {
                     return Ok(e);
                 }
