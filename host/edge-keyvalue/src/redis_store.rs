@@ -405,6 +405,7 @@ fn server_of(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::Backend;
     use crate::{Handle, Placement, Registry, Swap};
 
     /// A Redis server from the machine's `redis-server`, on a Unix socket
@@ -563,6 +564,50 @@ mod tests {
             Err(KvError::StoreFull { .. })
         ));
         assert_eq!(s.get("n").unwrap(), Some(b"9".to_vec()));
+    }
+
+    /// A flood of calls from guests holds at most the store's permits'
+    /// worth of connections to the server (and blocking threads).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flood_of_calls_holds_a_bounded_number_of_connections() {
+        let server = Server::start();
+        let s = server.store("acme", 1 << 20);
+        s.set("k", b"v").unwrap();
+        let calls: Vec<_> = (0..200)
+            .map(|i| {
+                let s = s.clone();
+                let access = if i % 10 == 0 {
+                    crate::handle::Access::Write
+                } else {
+                    crate::handle::Access::Read
+                };
+                tokio::spawn(async move {
+                    s.blocking(access, |h| {
+                        h.get("k")?;
+                        // Hold the connection a moment so calls overlap.
+                        std::thread::sleep(Duration::from_millis(2));
+                        Ok(())
+                    })
+                    .await
+                })
+            })
+            .collect();
+        for c in calls {
+            c.await.unwrap().unwrap();
+        }
+        let Backend::Redis(store) = &s.store else {
+            unreachable!("a Redis store")
+        };
+        let idle = store.idle.lock().unwrap().len();
+        assert!(
+            idle <= READERS + 1,
+            "{idle} connections for {} permits",
+            READERS + 1
+        );
+        let mut conn = store.connect().unwrap();
+        let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
+        // Ours, plus the one just made to ask.
+        assert!(clients.lines().count() <= READERS + 2, "{clients}");
     }
 
     #[test]
