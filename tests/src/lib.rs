@@ -5,6 +5,7 @@
 pub mod mariadb;
 pub mod ogg;
 pub mod services;
+pub mod workers;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

@@ -110,6 +110,42 @@ pub fn component_imports(component: &[u8]) -> Result<Vec<String>, Error> {
     Ok(names)
 }
 
+/// The payload of the component's own (top-level) custom section `name`,
+/// if it has one; sections of nested modules and components are skipped
+/// without being parsed.
+pub fn top_level_custom_section<'a>(
+    component: &'a [u8],
+    name: &str,
+) -> Result<Option<&'a [u8]>, Error> {
+    let mut parser = Parser::new(0);
+    let mut rest = component;
+    loop {
+        let chunk = parser
+            .parse(rest, true)
+            .map_err(|e| Error::NotWasm(e.to_string()))?;
+        let wasmparser::Chunk::Parsed { consumed, payload } = chunk else {
+            return Ok(None);
+        };
+        rest = &rest[consumed..];
+        match payload {
+            Payload::CustomSection(reader) if reader.name() == name => {
+                return Ok(Some(reader.data()));
+            }
+            Payload::ModuleSection {
+                unchecked_range, ..
+            }
+            | Payload::ComponentSection {
+                unchecked_range, ..
+            } => {
+                // The outer parser goes on past the nested one's bytes.
+                rest = &rest[unchecked_range.end - unchecked_range.start..];
+            }
+            Payload::End(_) => return Ok(None),
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +157,33 @@ mod tests {
         let err = componentize_if_module(empty).unwrap_err();
         assert!(matches!(err, Error::NoInterfaces), "{err}");
         assert!(err.to_string().contains("wasm32-wasip2"));
+    }
+
+    #[test]
+    fn a_top_level_custom_section_is_found_past_nested_modules() {
+        // A component holding a module whose own custom section has the
+        // same name, then the component's section.
+        let module = [
+            b"\0asm\x01\0\0\0".as_slice(),
+            &[0, 12, 6],
+            b"edge:w",
+            b"inner",
+        ]
+        .concat();
+        let c = [
+            b"\0asm\x0d\0\x01\0".as_slice(),
+            &[1, module.len() as u8],
+            &module,
+            &[0, 10, 6],
+            b"edge:w",
+            b"out",
+        ]
+        .concat();
+        assert_eq!(
+            top_level_custom_section(&c, "edge:w").unwrap(),
+            Some(b"out".as_slice())
+        );
+        assert_eq!(top_level_custom_section(&c, "other").unwrap(), None);
     }
 
     #[test]

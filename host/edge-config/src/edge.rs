@@ -111,6 +111,8 @@ pub(crate) struct ServerSection {
     pub idle_timeout_ms: Spanned<u64>,
     pub drain_timeout_ms: u64,
     pub watch_interval_ms: u64,
+    pub pop: Option<Spanned<String>>,
+    pub country: Option<Spanned<String>>,
 }
 
 impl Default for ServerSection {
@@ -131,6 +133,8 @@ impl Default for ServerSection {
             idle_timeout_ms: Spanned::new(0..0, 60_000),
             drain_timeout_ms: 10_000,
             watch_interval_ms: 1_000,
+            pop: None,
+            country: None,
         }
     }
 }

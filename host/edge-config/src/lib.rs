@@ -200,6 +200,10 @@ pub struct Server {
     pub drain_timeout: Duration,
     /// How often config and component files are checked for changes.
     pub watch_interval: Option<Duration>,
+    /// This PoP's name (Workers see it as `request.cf.colo`).
+    pub pop: Option<String>,
+    /// The PoP's country, ISO 3166-1 alpha-2 (`request.cf.country`).
+    pub country: Option<String>,
 }
 
 /// Pooling allocator sizing (see `edge-config/REFERENCE.md`).
@@ -262,11 +266,38 @@ pub struct Component {
 /// How a component's instances live.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InstanceMode {
+    /// No `instance` given: what the component declares. A Worker (a
+    /// component with an `edge:worker` section, built by `workers/`) gets
+    /// [`InstanceMode::isolate`], as a Workers isolate serves many requests;
+    /// any other component a fresh instance per request.
+    Declared,
     /// A fresh instance for every request (the isolation default).
     PerRequest,
     /// One long-lived instance per session key.
     Session(SessionSettings),
 }
+
+impl InstanceMode {
+    /// Warm instances shared by all of a component's requests, up to
+    /// `instances` at once (`instance = "isolate"`): a Worker's isolate.
+    pub fn isolate(instances: InstancesPerKey, idle_timeout: Duration) -> Self {
+        InstanceMode::Session(SessionSettings {
+            key: SessionKey::Component,
+            // Its one key's instances are bounded by `instances`.
+            max_sessions: usize::MAX,
+            idle_timeout,
+            max_queued: ISOLATE_MAX_QUEUED,
+            instances_per_key: instances,
+        })
+    }
+}
+
+/// Warm instances of an isolate component, by default: enough that a
+/// Worker waiting on its origin does not hold up the next requests.
+pub const ISOLATE_INSTANCES: usize = 8;
+
+/// Requests waiting on one isolate instance.
+pub const ISOLATE_MAX_QUEUED: usize = 1024;
 
 /// Settings of a per-session component.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,6 +353,9 @@ pub enum SessionKey {
     /// The bearer token of `Authorization` (SHA-256, hex): one session
     /// per token, which no one without the token can reach.
     Bearer,
+    /// One key for every request: the component's instances are shared by
+    /// all its requests (`instance = "isolate"`).
+    Component,
 }
 
 /// One HTTP route from the manifest.

@@ -253,6 +253,33 @@ impl Resolver<'_> {
                 "must be at least 1 (omit it for one per core)",
             );
         }
+        if let Some(p) = &s.pop {
+            let name = p.get_ref();
+            if name.is_empty()
+                || name.len() > 63
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return self.edge_err(
+                    p.span(),
+                    "server.pop",
+                    format!(
+                        "{name:?} is not a PoP name (allowed: 1 to 63 letters, digits, - and _)"
+                    ),
+                );
+            }
+        }
+        if let Some(c) = &s.country {
+            let code = c.get_ref();
+            if code.len() != 2 || !code.bytes().all(|b| b.is_ascii_uppercase()) {
+                return self.edge_err(
+                    c.span(),
+                    "server.country",
+                    format!("{code:?} is not a country code (allowed: two upper-case letters, ISO 3166-1 alpha-2, such as \"DE\")"),
+                );
+            }
+        }
         Ok(Server {
             listen: addr(&s.listen, "server.listen")?,
             admin_listen: s
@@ -274,6 +301,8 @@ impl Resolver<'_> {
             drain_timeout: Duration::from_millis(s.drain_timeout_ms),
             watch_interval: (s.watch_interval_ms > 0)
                 .then(|| Duration::from_millis(s.watch_interval_ms)),
+            pop: s.pop.as_ref().map(|p| p.get_ref().clone()),
+            country: s.country.as_ref().map(|c| c.get_ref().clone()),
         })
     }
 
@@ -747,7 +776,7 @@ impl Resolver<'_> {
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
                     files,
-                    mode: InstanceMode::PerRequest,
+                    mode: InstanceMode::Declared,
                     memory_bytes: None,
                 },
             );
@@ -797,12 +826,48 @@ impl Resolver<'_> {
                 }
                 component.memory_bytes = Some(m_val);
             }
-            let mode = s
-                .instance
-                .as_ref()
-                .map_or("per-request", |m| m.get_ref().as_str());
+            let mode = s.instance.as_ref().map(|m| m.get_ref().as_str());
             component.mode = match mode {
-                "per-request" => {
+                None if s.session_key.is_none() && s.instances_per_key.is_none() => {
+                    InstanceMode::Declared
+                }
+                Some("isolate") => {
+                    if let Some(k) = &s.session_key {
+                        return self.edge_err(
+                            k.span(),
+                            &format!("{key}.session_key"),
+                            "an isolate's instances take every request: it has no session_key",
+                        );
+                    }
+                    use edge::CountOrName::{Count, Name};
+                    let instances = match s.instances_per_key.as_ref().map(|v| (v, v.get_ref())) {
+                        None => InstancesPerKey::Fixed(crate::ISOLATE_INSTANCES),
+                        Some((_, Count(n))) if *n >= 1 => InstancesPerKey::Fixed(*n),
+                        Some((_, Name(w))) if w == "workers" => InstancesPerKey::Workers,
+                        Some((v, given)) => {
+                            return self.edge_err(
+                                v.span(),
+                                &format!("{key}.instances_per_key"),
+                                format!(
+                                    "{given} is not allowed: a number of at least 1, or \"workers\" for one per worker thread"
+                                ),
+                            );
+                        }
+                    };
+                    let idle = match &s.idle_timeout_ms {
+                        Some(v) if *v.get_ref() == 0 => {
+                            return self.edge_err(
+                                v.span(),
+                                &format!("{key}.idle_timeout_ms"),
+                                "must be at least 1",
+                            );
+                        }
+                        Some(v) => Duration::from_millis(*v.get_ref()),
+                        None => Duration::from_secs(60),
+                    };
+                    InstanceMode::isolate(instances, idle)
+                }
+                None | Some("per-request") => {
                     if let Some(k) = &s.session_key {
                         return self.edge_err(
                             k.span(),
@@ -810,9 +875,16 @@ impl Resolver<'_> {
                             "only components with instance = \"session\" take a session_key",
                         );
                     }
+                    if let Some(v) = &s.instances_per_key {
+                        return self.edge_err(
+                            v.span(),
+                            &format!("{key}.instances_per_key"),
+                            "only components with instance = \"session\" or \"isolate\" keep instances",
+                        );
+                    }
                     InstanceMode::PerRequest
                 }
-                "session" => {
+                Some("session") => {
                     let Some(k) = &s.session_key else {
                         return self.edge_err(section.span(), &key, "instance = \"session\" needs a session_key (\"header:NAME\", \"cookie:NAME\", \"path:N\", \"host\" or \"bearer\")");
                     };
@@ -868,9 +940,9 @@ impl Resolver<'_> {
                         instances_per_key: per_key,
                     })
                 }
-                other => {
+                Some(other) => {
                     let span = s.instance.as_ref().map_or(0..0, |m| m.span());
-                    return self.edge_err(span, &format!("{key}.instance"), format!("{other:?} is not an instance mode (allowed: \"per-request\", \"session\")"));
+                    return self.edge_err(span, &format!("{key}.instance"), format!("{other:?} is not an instance mode (allowed: \"per-request\", \"session\", \"isolate\")"));
                 }
             };
         }

@@ -105,6 +105,8 @@ pub struct Prepared {
     pub entry: Entry,
     /// Content hash of the component's bytes.
     pub hash: ContentHash,
+    /// What it declares if it is a Worker.
+    pub worker: Option<crate::worker::Declaration>,
 }
 
 impl Prepared {
@@ -275,8 +277,7 @@ impl App {
                             component,
                             &prepared[id],
                             &mut status,
-                            config.sidecar.as_ref(),
-                            &config.runtime,
+                            &config,
                         )
                     })
                     .clone()
@@ -407,10 +408,26 @@ fn build_target(
     component: &edge_config::Component,
     prepared: &Result<Arc<Prepared>, Arc<str>>,
     status: &mut BTreeMap<String, ComponentStatus>,
-    sidecar: Option<&edge_config::Sidecar>,
-    runtime: &edge_config::RuntimeConfig,
+    config: &Config,
 ) -> Arc<Target> {
+    let (sidecar, runtime, server) = (config.sidecar.as_ref(), &config.runtime, &config.server);
     let mut prep = prepared.clone();
+    let worker = prepared.as_ref().ok().and_then(|p| p.worker.as_ref());
+    let mode = match (&component.mode, worker) {
+        (InstanceMode::Declared, Some(_)) => InstanceMode::isolate(
+            edge_config::InstancesPerKey::Fixed(edge_config::ISOLATE_INSTANCES),
+            std::time::Duration::from_secs(60),
+        ),
+        (InstanceMode::Declared, None) => InstanceMode::PerRequest,
+        (mode, _) => mode.clone(),
+    };
+    let mut environment = component.environment.clone();
+    if worker.is_some() {
+        environment.extend(crate::worker::cf_environment(
+            server.pop.as_deref(),
+            server.country.as_deref(),
+        ));
+    }
     let kv = match open_stores(rt, tenant, component, runtime) {
         Ok(kv) => kv,
         Err(reason) => {
@@ -490,7 +507,7 @@ fn build_target(
             &runtime.sqlite_databases,
             tenant.limits.sqlite_database_bytes,
         ),
-        environment: component.environment.clone().into(),
+        environment: environment.into(),
         files,
         process: edge_process::Grant::new(
             sidecar.map(|s| s.socket.clone()),
@@ -508,7 +525,7 @@ fn build_target(
             },
         ),
     };
-    let sessions = match (&component.mode, &prep) {
+    let sessions = match (&mode, &prep) {
         (InstanceMode::Session(settings), Ok(p)) => {
             Some(
                 rt.sessions
@@ -536,7 +553,11 @@ fn build_target(
 }
 
 fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared> {
-    let (compiled, hash) = rt.cache.load(&component.source)?;
+    let crate::engine::Loaded {
+        component: compiled,
+        hash,
+        worker,
+    } = rt.cache.load(&component.source)?;
     let mut linker = Linker::<HostState>::new(compiled.engine());
     // Interfaces with async functions link only in the concurrent engine;
     // a component importing one was compiled for it.
@@ -595,7 +616,11 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
             )
         })?),
     };
-    Ok(Prepared { entry, hash })
+    Ok(Prepared {
+        entry,
+        hash,
+        worker,
+    })
 }
 
 /// Why a component did not link, in the manifest's terms: the interface

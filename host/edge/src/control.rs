@@ -89,7 +89,7 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
                             outbound_templates: Vec::new(),
                             environment: Vec::new(),
                             files: Vec::new(),
-                            mode: InstanceMode::PerRequest,
+                            mode: InstanceMode::Declared,
                             memory_bytes: None,
                         },
                     );

@@ -198,6 +198,16 @@ fn compiler_config(kind: EngineKind) -> wasmtime::Config {
     config
 }
 
+/// A component as [`ComponentCache::load`] gives it.
+pub struct Loaded {
+    /// Compiled, in the engine it needs.
+    pub component: Component,
+    /// Content hash of its bytes.
+    pub hash: ContentHash,
+    /// What it declares if it is a Worker built by `workers/`.
+    pub worker: Option<crate::worker::Declaration>,
+}
+
 /// Interfaces without async functions that the host provides only in the
 /// concurrent engine: `spin:postgres@4.0.0` and `@4.1.0` imports are
 /// served by the `@4.2.0` bindings (semver-compatible linking), which add
@@ -456,14 +466,20 @@ impl ComponentCache {
     }
 
     /// Loads the component at `path`, compiling it only if neither memory
-    /// nor disk has it. Returns the component (in the engine it needs)
-    /// and its content hash.
-    pub fn load(&self, path: &Path) -> Result<(Component, ContentHash)> {
+    /// nor disk has it. Returns the component (in the engine it needs),
+    /// its content hash and, for a Worker, its declaration.
+    pub fn load(&self, path: &Path) -> Result<Loaded> {
         let bytes =
             std::fs::read(path).with_context(|| format!("reading component {}", path.display()))?;
         let hash: ContentHash = Sha256::digest(&bytes).into();
+        let worker = crate::worker::Declaration::of(&bytes)
+            .with_context(|| format!("component {}", path.display()))?;
         if let Some(c) = self.lock().get(&hash) {
-            return Ok((c.clone(), hash));
+            return Ok(Loaded {
+                component: c.clone(),
+                hash,
+                worker,
+            });
         }
         let component = match self.load_precompiled(&hash)? {
             Some(c) => c,
@@ -487,7 +503,11 @@ impl ComponentCache {
             }
         };
         self.lock().insert(hash, component.clone());
-        Ok((component, hash))
+        Ok(Loaded {
+            component,
+            hash,
+            worker,
+        })
     }
 
     fn key(&self, kind: EngineKind) -> &str {

@@ -27,3 +27,4 @@ pub mod server;
 pub mod session;
 pub mod share;
 pub mod state;
+pub mod worker;

@@ -210,6 +210,8 @@ mod tests {
             idle_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(10),
             watch_interval: None,
+            pop: None,
+            country: None,
         };
         let mut new = old.clone();
         new.max_body_bytes = 2 << 20; // applied by a reload: not named

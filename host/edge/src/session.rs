@@ -628,6 +628,7 @@ fn session_key(source: &SessionKey, request: &SessionRequest) -> Result<String, 
                     .and_then(|v| v.to_str().ok())
             })
             .map(|h| crate::app::strip_port(h).to_ascii_lowercase()),
+        SessionKey::Component => Some(String::from("*")),
         SessionKey::Bearer => {
             // The token itself never becomes a key (keys show in logs); its
             // hash names one session per token, unguessable without it.
@@ -654,6 +655,7 @@ fn session_key(source: &SessionKey, request: &SessionRequest) -> Result<String, 
         SessionKey::PathSegment(n) => format!("path segment {n}"),
         SessionKey::Host => "Host header".to_string(),
         SessionKey::Bearer => "bearer token".to_string(),
+        SessionKey::Component => "component".to_string(),
     };
     match key {
         Some(k) if !k.is_empty() && k.len() <= MAX_KEY_BYTES => Ok(k),

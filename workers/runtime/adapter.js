@@ -1,0 +1,253 @@
+// The component's `wasi:http/incoming-handler`: turns each incoming request
+// into a `Request`, calls the Worker's `fetch(request, env, ctx)` and
+// streams its `Response` back.
+//
+// It is written against the raw wasi:http resources rather than
+// StarlingMonkey's built-in fetch event because that event is a one-shot
+// singleton (StarlingMonkey#247): an instance could serve one request only,
+// and a fresh instance per request costs ~6x workerd's time. Exporting the
+// handler ourselves lets the host keep an instance warm across requests,
+// which is also what a Workers isolate does (globals persist between
+// requests).
+
+import {
+  Fields,
+  IncomingBody,
+  OutgoingBody,
+  OutgoingResponse,
+  ResponseOutparam,
+} from 'wasi:http/types@0.2.10';
+import { markServing } from './prelude.js';
+import worker from 'edge:worker-entry';
+import { bindings } from './env.js';
+import { ExecutionContext, settleWaitUntil } from './context.js';
+import { cfOf } from './cf.js';
+
+const METHODS = {
+  get: 'GET',
+  head: 'HEAD',
+  post: 'POST',
+  put: 'PUT',
+  delete: 'DELETE',
+  connect: 'CONNECT',
+  options: 'OPTIONS',
+  trace: 'TRACE',
+  patch: 'PATCH',
+};
+
+// Bytes asked of the request body per read.
+const READ_BYTES = 65536n;
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+// Response headers a wasi:http host refuses (hop-by-hop): workerd drops
+// them too.
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** The `Request` a Worker sees for a wasi:http incoming request. */
+function toRequest(incoming) {
+  const m = incoming.method();
+  const method = m.tag === 'other' ? m.val : METHODS[m.tag];
+  const scheme = incoming.scheme();
+  const protocol = scheme && scheme.tag === 'HTTPS' ? 'https' : 'http';
+  const fields = incoming.headers();
+  const headers = new Headers(fields.entries().map(([name, value]) => [name, decoder.decode(value)]));
+  fields[Symbol.dispose]();
+  const authority = incoming.authority() || headers.get('host') || 'localhost';
+  const url = `${protocol}://${authority}${incoming.pathWithQuery() || '/'}`;
+  const init = { method, headers };
+  if (method !== 'GET' && method !== 'HEAD') {
+    init.body = bodyStream(incoming.consume());
+    init.duplex = 'half';
+  }
+  const request = new Request(url, init);
+  Object.defineProperty(request, 'cf', { value: cfOf(), enumerable: false });
+  return request;
+}
+
+/** A `ReadableStream` over a request body, read as the Worker pulls. */
+function bodyStream(body) {
+  const stream = body.stream();
+  const ready = stream.subscribe();
+  let done = false;
+  const finish = () => {
+    if (done) return;
+    done = true;
+    ready[Symbol.dispose]();
+    stream[Symbol.dispose]();
+    IncomingBody.finish(body);
+  };
+  return new ReadableStream({
+    type: 'bytes',
+    pull(controller) {
+      for (;;) {
+        let chunk;
+        try {
+          chunk = stream.read(READ_BYTES);
+        } catch (e) {
+          finish();
+          if (e && e.payload && e.payload.tag === 'closed') {
+            controller.close();
+            return;
+          }
+          controller.error(new TypeError('reading the request body failed'));
+          return;
+        }
+        if (chunk.length > 0) {
+          controller.enqueue(chunk);
+          return;
+        }
+        ready.block();
+      }
+    },
+    cancel: finish,
+  });
+}
+
+/** Writes all of `bytes` to an output stream, waiting for room. */
+function writeAll(out, ready, bytes) {
+  let at = 0;
+  while (at < bytes.length) {
+    let room = Number(out.checkWrite());
+    if (room === 0) {
+      ready.block();
+      continue;
+    }
+    const n = Math.min(room, bytes.length - at);
+    out.write(bytes.subarray(at, at + n));
+    at += n;
+  }
+}
+
+/**
+ * The wasi:http response for `response`'s status and headers; throws
+ * (before anything is sent) on what wasi:http refuses.
+ */
+function head(response) {
+  const fields = [];
+  for (const [name, value] of response.headers) {
+    if (!HOP_BY_HOP.has(name)) fields.push([name, encoder.encode(value)]);
+  }
+  const outgoing = new OutgoingResponse(Fields.fromList(fields));
+  outgoing.setStatusCode(response.status);
+  return outgoing;
+}
+
+/** Streams `response`'s body into `body` (an outgoing body), then
+ * finishes it. */
+async function stream(response, body) {
+  const out = body.write();
+  const ready = out.subscribe();
+  try {
+    if (response.body) {
+      const reader = response.body.getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        const bytes = typeof value === 'string' ? encoder.encode(value) : toBytes(value);
+        if (bytes.length === 0) continue;
+        writeAll(out, ready, bytes);
+        out.flush();
+      }
+    }
+    out.blockingFlush();
+  } finally {
+    ready[Symbol.dispose]();
+    out[Symbol.dispose]();
+  }
+  OutgoingBody.finish(body, undefined);
+}
+
+function toBytes(value) {
+  if (value instanceof Uint8Array) return value;
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  throw new TypeError('a response body chunk must be an ArrayBuffer or ArrayBufferView');
+}
+
+/** workerd's answer when the Worker fails: a bare status and its words. */
+function failureResponse() {
+  return new Response(encoder.encode('Internal Server Error'), { status: 500 });
+}
+
+/** Why a Worker failed, with its stack, for the log (stderr). A failed
+ * wasi call says why in its payload. */
+function logFailure(what, error) {
+  const payload = error && error.payload ? ` (${JSON.stringify(error.payload)})` : '';
+  const stack = error && error.stack ? `\n${error.stack}` : '';
+  console.error(`${what}: ${error}${payload}${stack}`);
+}
+
+/** Whether a wasi stream failed because the client went away. */
+function clientGone(error) {
+  return Boolean(error && error.payload && error.payload.tag === 'closed');
+}
+
+export const incomingHandler = {
+  async handle(incoming, outparam) {
+    markServing();
+    try {
+      await serve(incoming, outparam);
+    } finally {
+      // Resources are dropped now rather than when the GC finalizes their
+      // wrappers: a warm instance serves many requests, and the host caps
+      // the resources one instance may hold.
+      incoming[Symbol.dispose]();
+    }
+  },
+};
+
+async function serve(incoming, outparam) {
+  const ctx = new ExecutionContext();
+  let request;
+  let response;
+  try {
+    request = toRequest(incoming);
+    if (!worker || typeof worker.fetch !== 'function') {
+      throw new TypeError('the Worker has no default export with a fetch handler');
+    }
+    response = await worker.fetch(request, bindings(), ctx);
+    if (!(response instanceof Response)) {
+      throw new TypeError('the fetch handler did not return a Response');
+    }
+  } catch (error) {
+    logFailure('uncaught exception in fetch', error);
+    response = ctx.passedThrough && request ? await passThrough(request) : null;
+    response = response || failureResponse();
+  }
+  let outgoing;
+  try {
+    outgoing = head(response);
+  } catch (error) {
+    logFailure('the response cannot be sent', error);
+    response = failureResponse();
+    outgoing = head(response);
+  }
+  // The body is taken before the response moves into the outparam.
+  const body = outgoing.body();
+  ResponseOutparam.set(outparam, { tag: 'ok', val: outgoing });
+  try {
+    await stream(response, body);
+  } catch (error) {
+    // The status line went out; the client sees a cut body (or has left).
+    if (!clientGone(error)) logFailure('streaming the response failed', error);
+  }
+  if (ctx.hasPending) await settleWaitUntil(ctx);
+}
+
+/** `ctx.passThroughOnException()`: the request goes on to the origin. */
+async function passThrough(request) {
+  try {
+    return await fetch(request);
+  } catch (error) {
+    logFailure('passing the request through to the origin failed', error);
+    return null;
+  }
+}
