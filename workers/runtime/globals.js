@@ -2,6 +2,7 @@
 // the engine has none.
 
 import { URLPattern } from 'urlpattern-polyfill/urlpattern';
+import './subtle.js';
 
 function define(name, value) {
   if (!(name in globalThis)) {
