@@ -49,7 +49,9 @@ export async function fromWrangler(path) {
     if (!ns || typeof ns.binding !== 'string') {
       throw new BuildError('every kv_namespaces entry needs a `binding`', `${path}: kv_namespaces[${i}]`);
     }
-    kvNamespaces[ns.binding] = ns.id || ns.binding;
+    // The store a namespace lives in is named after its binding (its
+    // Cloudflare id means nothing here): CACHE → key-value store "cache".
+    kvNamespaces[ns.binding] = ns.binding.toLowerCase();
   }
   const services = {};
   for (const [i, s] of (config.services || []).entries()) {

@@ -22,6 +22,8 @@ pub struct CorpusWorker {
     pub secrets: Vec<String>,
     /// `compatibility_date`.
     pub compatibility_date: String,
+    /// `kv_namespaces` bindings.
+    pub kv_namespaces: Vec<String>,
 }
 
 impl CorpusWorker {
@@ -51,12 +53,22 @@ impl CorpusWorker {
             .and_then(|d| d.as_str())
             .unwrap_or("2024-09-23")
             .to_string();
+        let kv_namespaces = config
+            .get("kv_namespaces")
+            .and_then(|k| k.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|ns| ns.get("binding").and_then(|b| b.as_str()).map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
         Self {
             name: name.to_string(),
             dir,
             vars,
             secrets,
             compatibility_date,
+            kv_namespaces,
         }
     }
 
@@ -90,111 +102,76 @@ fn json_of(value: &toml::Value) -> serde_json::Value {
     serde_json::to_value(value).expect("TOML values are JSON values")
 }
 
-/// workerd serving some corpus Workers, each on its own port.
-pub struct Workerd {
+/// The reference: workerd through miniflare (`workers/reference.mjs`),
+/// serving some corpus Workers, each under `/NAME/...` on one port.
+pub struct Reference {
     child: Child,
-    /// `http://127.0.0.1:PORT` per Worker, in the order given.
-    pub urls: Vec<(String, String)>,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
     _dir: TempDir,
 }
 
-impl Workerd {
-    /// The workerd binary npm installed for `workers/`.
-    pub fn bin() -> PathBuf {
-        repo().join("workers/node_modules/@cloudflare/workerd-linux-64/bin/workerd")
-    }
-
-    /// Starts workerd with `workers`, each with its vars and secrets.
+impl Reference {
+    /// Starts the reference with `workers`, their vars, secrets and KV
+    /// namespaces.
     pub fn start(workers: &[CorpusWorker]) -> Self {
-        let dir = TempDir::new("workerd");
-        let mut services = String::new();
-        let mut sockets = String::new();
-        let mut defs = String::new();
-        let mut urls = Vec::new();
-        for (i, w) in workers.iter().enumerate() {
-            let port = free_port();
-            urls.push((w.name.clone(), format!("http://127.0.0.1:{port}")));
-            let _ = write!(services, "(name = \"w{i}\", worker = .w{i}),");
-            let _ = write!(
-                sockets,
-                "(name = \"s{i}\", address = \"127.0.0.1:{port}\", http = (), service = \"w{i}\"),"
-            );
-            let mut bindings = String::new();
-            for (name, value) in &w.vars {
-                match value {
-                    toml::Value::String(s) => {
-                        let _ = write!(bindings, "(name = {name:?}, text = {s:?}),");
-                    }
-                    other => {
-                        let json = json_of(other).to_string();
-                        let _ = write!(bindings, "(name = {name:?}, json = {json:?}),");
-                    }
+        let dir = TempDir::new("reference");
+        let port = free_port();
+        let list: Vec<serde_json::Value> = workers
+            .iter()
+            .map(|w| {
+                let mut bindings = serde_json::Map::new();
+                for (name, value) in &w.vars {
+                    bindings.insert(name.clone(), json_of(value));
                 }
-            }
-            for name in &w.secrets {
-                let _ = write!(
-                    bindings,
-                    "(name = {name:?}, text = {:?}),",
-                    secret_value(name)
-                );
-            }
-            // capnp embeds files relative to the config (an absolute path
-            // is looked up on its import path).
-            let source = std::fs::read(w.dir.join("worker.js")).expect("worker.js");
-            dir.write_bytes(&format!("w{i}.js"), &source);
-            let _ = writeln!(
-                defs,
-                "const w{i} :Workerd.Worker = (modules = [(name = \"worker.js\", esModule = embed \"w{i}.js\")], bindings = [{bindings}], compatibilityDate = {:?});",
-                w.compatibility_date
-            );
-        }
-        let config = format!(
-            "using Workerd = import \"/workerd/workerd.capnp\";\nconst config :Workerd.Config = (services = [{services}], sockets = [{sockets}]);\n{defs}"
+                for name in &w.secrets {
+                    bindings.insert(name.clone(), secret_value(name).into());
+                }
+                serde_json::json!({
+                    "name": w.name,
+                    "script": w.dir.join("worker.js"),
+                    "compatibilityDate": w.compatibility_date,
+                    "bindings": bindings,
+                    "kv": w.kv_namespaces,
+                })
+            })
+            .collect();
+        let config = dir.write(
+            "reference.json",
+            &serde_json::json!({ "port": port, "workers": list }).to_string(),
         );
-        let path = dir.write("workerd.capnp", &config);
-        let log = std::fs::File::create(dir.path().join("workerd.log")).expect("log file");
-        let mut child = Command::new(Self::bin())
-            .arg("serve")
-            .arg(&path)
+        let log = std::fs::File::create(dir.path().join("reference.log")).expect("log file");
+        let mut child = Command::new("node")
+            .arg(repo().join("workers/reference.mjs"))
+            .arg(&config)
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", Self::bin().display()));
+            .unwrap_or_else(|e| panic!("starting workers/reference.mjs: {e}"));
         let started = Instant::now();
-        for (_, url) in &urls {
-            let addr = url.trim_start_matches("http://").to_string();
-            while std::net::TcpStream::connect(&addr).is_err() {
-                if started.elapsed() > Duration::from_secs(30)
-                    || child.try_wait().ok().flatten().is_some()
-                {
-                    let _ = child.kill();
-                    panic!(
-                        "workerd did not listen on {addr}: {}\nconfig:\n{config}",
-                        std::fs::read_to_string(dir.path().join("workerd.log")).unwrap_or_default()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(50));
+        let addr = format!("127.0.0.1:{port}");
+        while std::net::TcpStream::connect(&addr).is_err() {
+            if started.elapsed() > Duration::from_secs(60)
+                || child.try_wait().ok().flatten().is_some()
+            {
+                let _ = child.kill();
+                panic!(
+                    "the reference did not listen on {addr}: {}",
+                    std::fs::read_to_string(dir.path().join("reference.log")).unwrap_or_default()
+                );
             }
+            std::thread::sleep(Duration::from_millis(50));
         }
         Self {
             child,
-            urls,
+            url: format!("http://{addr}"),
             _dir: dir,
         }
     }
-
-    /// The URL serving Worker `name`.
-    pub fn url(&self, name: &str) -> &str {
-        &self
-            .urls
-            .iter()
-            .find(|(n, _)| n == name)
-            .expect("a started Worker")
-            .1
-    }
 }
 
-impl Drop for Workerd {
+impl Drop for Reference {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -223,6 +200,14 @@ pub fn spin_toml(workers: &[CorpusWorker]) -> String {
             w.name,
             w.component().display().to_string()
         );
+        if !w.kv_namespaces.is_empty() {
+            let labels: Vec<String> = w
+                .kv_namespaces
+                .iter()
+                .map(|b| b.to_ascii_lowercase())
+                .collect();
+            let _ = writeln!(s, "key_value_stores = {labels:?}");
+        }
         if !w.secrets.is_empty() {
             let _ = writeln!(s, "[component.{}.variables]", w.name);
             for secret in &w.secrets {

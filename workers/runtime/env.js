@@ -6,6 +6,7 @@
 
 import declared from 'edge:worker-bindings';
 import { get as getVariable } from 'wasi:config/store@0.2.0-rc.1';
+import { KVNamespace } from './kv.js';
 
 let env;
 
@@ -31,6 +32,9 @@ export function bindings() {
   env = {};
   for (const [name, value] of Object.entries(declared.vars || {})) {
     env[name] = value;
+  }
+  for (const [name, label] of Object.entries(declared.kv || {})) {
+    env[name] = new KVNamespace(label);
   }
   for (const name of declared.secrets || []) {
     const value = secret(name);
