@@ -196,7 +196,7 @@ pub fn spin_toml(workers: &[CorpusWorker]) -> String {
     for w in workers {
         let _ = write!(
             s,
-            "[[trigger.http]]\nroute = \"/{0}/...\"\ncomponent = \"{0}\"\n[component.{0}]\nsource = {1:?}\n",
+            "[[trigger.http]]\nroute = \"/{0}/...\"\ncomponent = \"{0}\"\n[component.{0}]\nsource = {1:?}\nallowed_outbound_hosts = [\"http://127.0.0.1:*\"]\n",
             w.name,
             w.component().display().to_string()
         );
@@ -222,7 +222,7 @@ pub fn spin_toml(workers: &[CorpusWorker]) -> String {
 /// edge serving `workers` (see [`spin_toml`]) with `extra` edge-config.
 pub fn edge(workers: &[CorpusWorker], extra: &str) -> Edge {
     let edge_toml = format!(
-        "app = \"spin.toml\"\n[[tenant]]\nname = \"default\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n{extra}"
+        "app = \"spin.toml\"\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[[tenant]]\nname = \"default\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n{extra}"
     );
     Edge::start(&spin_toml(workers), &edge_toml)
 }

@@ -226,3 +226,121 @@ async fn the_corpus_answers_as_on_workerd() {
         edge.log()
     );
 }
+
+/// A listener that notes when each request arrives and its path.
+struct Notifications {
+    url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, std::time::Instant)>>>,
+}
+
+impl Notifications {
+    async fn start() -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let n = stream.read(&mut buf).await.unwrap_or(0);
+                    let head = String::from_utf8_lossy(&buf[..n]);
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                    log.lock().unwrap().push((path, std::time::Instant::now()));
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+                        .await;
+                });
+            }
+        });
+        Self { url, seen }
+    }
+
+    async fn wait_for(&self, within: std::time::Duration) -> Option<(String, std::time::Instant)> {
+        let until = std::time::Instant::now() + within;
+        while std::time::Instant::now() < until {
+            if let Some(first) = self.seen.lock().unwrap().first().cloned() {
+                return Some(first);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        None
+    }
+}
+
+/// `ctx.waitUntil` work runs after the response is sent, on workerd and on
+/// edge alike; a rejected side task does not change the response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_until_work_finishes_after_the_response() {
+    let workers = [CorpusWorker::load("waituntil")];
+    let reference = Reference::start(&workers);
+    let edge = edge(&workers, "");
+    for (server, base) in [("workerd", reference.url.as_str()), ("edge", edge.url.as_str())] {
+        let notifications = Notifications::start().await;
+        let notify = format!("{}/done", notifications.url);
+        let (status, body) = edge_tests::request(
+            &edge_tests::client(),
+            "GET",
+            &format!("{base}/waituntil/"),
+            &[("x-notify", notify.as_str())],
+            Bytes::new(),
+        )
+        .await;
+        let answered = std::time::Instant::now();
+        assert_eq!((status, body.as_str()), (200, "answered before the work ends"), "{server}");
+        let (path, at) = notifications
+            .wait_for(std::time::Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("{server}: the waitUntil work never reported; log:\n{}", edge.log()));
+        assert_eq!(path, "/done?waited=true", "{server}");
+        assert!(at > answered, "{server}: the work reported before the response was in");
+    }
+    let log = edge.log_after("uncaught exception in waitUntil").await;
+    assert!(log.contains("a failed side task"), "{log}");
+}
+
+/// Work still running past the bound is cut off and logged, and never
+/// reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_until_work_past_its_time_is_cancelled_and_logged() {
+    let workers = [CorpusWorker::load("waituntil")];
+    let edge = edge(&workers, "");
+    let notifications = Notifications::start().await;
+    let notify = format!("{}/done", notifications.url);
+    let (status, _) = edge_tests::request(
+        &edge_tests::client(),
+        "GET",
+        &format!("{}/waituntil/?wait=60000", edge.url),
+        &[("x-notify", notify.as_str())],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let log = edge.log_after("waitUntil work still running").await;
+    assert!(log.contains("was cancelled"), "{log}");
+    assert!(notifications.wait_for(std::time::Duration::from_millis(500)).await.is_none());
+    // The instance serves on.
+    let (status, _) = edge_tests::request(
+        &edge_tests::client(),
+        "GET",
+        &format!("{}/waituntil/?wait=10", edge.url),
+        &[("x-notify", notify.as_str())],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
+/// `request.cf` carries the PoP's name and country from the edge-config.
+#[tokio::test]
+async fn request_cf_names_the_pop() {
+    let workers = [CorpusWorker::load("cf")];
+    let at_pop = edge(&workers, "[server]\npop = \"fra-1\"\ncountry = \"DE\"\n");
+    let (status, body) = edge_tests::get(&format!("{}/cf/", at_pop.url)).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"colo":"fra-1","country":"DE"}"#));
+    let plain = edge(&workers, "");
+    let (_, body) = edge_tests::get(&format!("{}/cf/", plain.url)).await;
+    assert_eq!(body, r#"{"colo":null,"country":null}"#);
+}
