@@ -250,7 +250,9 @@ impl Notifications {
                     let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
                     log.lock().unwrap().push((path, std::time::Instant::now()));
                     let _ = stream
-                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
                         .await;
                 });
             }
@@ -277,7 +279,10 @@ async fn wait_until_work_finishes_after_the_response() {
     let workers = [CorpusWorker::load("waituntil")];
     let reference = Reference::start(&workers);
     let edge = edge(&workers, "");
-    for (server, base) in [("workerd", reference.url.as_str()), ("edge", edge.url.as_str())] {
+    for (server, base) in [
+        ("workerd", reference.url.as_str()),
+        ("edge", edge.url.as_str()),
+    ] {
         let notifications = Notifications::start().await;
         let notify = format!("{}/done", notifications.url);
         let (status, body) = edge_tests::request(
@@ -289,13 +294,25 @@ async fn wait_until_work_finishes_after_the_response() {
         )
         .await;
         let answered = std::time::Instant::now();
-        assert_eq!((status, body.as_str()), (200, "answered before the work ends"), "{server}");
+        assert_eq!(
+            (status, body.as_str()),
+            (200, "answered before the work ends"),
+            "{server}"
+        );
         let (path, at) = notifications
             .wait_for(std::time::Duration::from_secs(5))
             .await
-            .unwrap_or_else(|| panic!("{server}: the waitUntil work never reported; log:\n{}", edge.log()));
+            .unwrap_or_else(|| {
+                panic!(
+                    "{server}: the waitUntil work never reported; log:\n{}",
+                    edge.log()
+                )
+            });
         assert_eq!(path, "/done?waited=true", "{server}");
-        assert!(at > answered, "{server}: the work reported before the response was in");
+        assert!(
+            at > answered,
+            "{server}: the work reported before the response was in"
+        );
     }
     let log = edge.log_after("uncaught exception in waitUntil").await;
     assert!(log.contains("a failed side task"), "{log}");
@@ -320,7 +337,12 @@ async fn wait_until_work_past_its_time_is_cancelled_and_logged() {
     assert_eq!(status, 200);
     let log = edge.log_after("waitUntil work still running").await;
     assert!(log.contains("was cancelled"), "{log}");
-    assert!(notifications.wait_for(std::time::Duration::from_millis(500)).await.is_none());
+    assert!(
+        notifications
+            .wait_for(std::time::Duration::from_millis(500))
+            .await
+            .is_none()
+    );
     // The instance serves on.
     let (status, _) = edge_tests::request(
         &edge_tests::client(),
@@ -339,8 +361,130 @@ async fn request_cf_names_the_pop() {
     let workers = [CorpusWorker::load("cf")];
     let at_pop = edge(&workers, "[server]\npop = \"fra-1\"\ncountry = \"DE\"\n");
     let (status, body) = edge_tests::get(&format!("{}/cf/", at_pop.url)).await;
-    assert_eq!((status, body.as_str()), (200, r#"{"colo":"fra-1","country":"DE"}"#));
+    assert_eq!(
+        (status, body.as_str()),
+        (200, r#"{"colo":"fra-1","country":"DE"}"#)
+    );
     let plain = edge(&workers, "");
     let (_, body) = edge_tests::get(&format!("{}/cf/", plain.url)).await;
     assert_eq!(body, r#"{"colo":null,"country":null}"#);
+}
+
+/// `edge deploy` of a Worker (its wrangler.toml, or its module) builds it,
+/// uploads it through the control plane and makes it live, bindings and
+/// secrets included; a Worker that does not build, or throws at top
+/// level, is refused with the bundler's or the engine's words and the app
+/// keeps serving what it served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_deploy_makes_a_worker_live_through_the_control_plane() {
+    use edge_tests::{TempDir, edge_bin, repo, shared_cache};
+    let data = TempDir::new("workers-control");
+    std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache")).unwrap();
+    let spin = format!(
+        "spin_manifest_version = 2\n[application]\nname = \"operator\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"cf\"\n[component.cf]\nsource = {:?}\n",
+        CorpusWorker::load("cf").component().display().to_string()
+    );
+    let edge_toml = "app = \"spin.toml\"\n[control]\nlisten = \"127.0.0.1:0\"\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\"]\ncomponents = [\"*\"]\n";
+    let node = edge_tests::Edge::start_with(&spin, edge_toml, data.path());
+    let api = node.control.clone().expect("the control API");
+    let op = std::fs::read_to_string(data.path().join("control/operator.token")).unwrap();
+    let call = |method: &'static str, path: String, token: String, body: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            let auth = format!("Bearer {}", token.trim());
+            let (status, text) = edge_tests::request(
+                &edge_tests::client(),
+                method,
+                &format!("{api}{path}"),
+                &[("authorization", auth.as_str())],
+                Bytes::from(body.to_string()),
+            )
+            .await;
+            (
+                status,
+                serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default(),
+            )
+        }
+    };
+    let (s, t) = call(
+        "POST",
+        "/v1/tenants".into(),
+        op.clone(),
+        serde_json::json!({"name": "acme", "hosts": ["acme.test"]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{t}");
+    let (s, t) = call(
+        "POST",
+        "/v1/tenants/acme/tokens".into(),
+        op.clone(),
+        serde_json::json!({"name": "ci"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{t}");
+    let token = t["token"].as_str().unwrap().to_string();
+    let deploy = |args: &[&str]| {
+        let out = std::process::Command::new(edge_bin())
+            .arg("deploy")
+            .args(args)
+            .arg("--workers-dir")
+            .arg(repo().join("workers"))
+            .env("EDGE_API_URL", &api)
+            .env("EDGE_API_TOKEN", &token)
+            .env("HOME", data.path())
+            .output()
+            .expect("edge deploy");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let corpus = repo().join("tests/workers/corpus");
+    let env_worker = corpus.join("env/wrangler.toml");
+    let (code, out, err) = deploy(&[
+        env_worker.to_str().unwrap(),
+        "--secret",
+        "API_KEY=from-deploy",
+    ]);
+    assert_eq!(code, 0, "{out}{err}\nlog: {}", node.log());
+    assert!(out.contains("deployed env version 1"), "{out}");
+    let ask = |path: &'static str| {
+        let url = format!("{}{path}", node.url);
+        async move { edge_tests::get_host(&url, "acme.test").await }
+    };
+    let (status, body) = ask("/").await;
+    assert_eq!(status, 200, "{body}\nlog: {}", node.log());
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["greeting"], "hello from vars");
+    assert_eq!(v["nested"], 3);
+    assert_eq!(v["secret"], "from-deploy");
+
+    // A syntax error: the bundler's file, line and column; version 1 serves on.
+    let dir = TempDir::new("broken-worker");
+    let broken = dir.write(
+        "worker.js",
+        "export default {\n  async fetch() {\n    return new Response('x'\n  },\n};\n",
+    );
+    let (code, out, err) = deploy(&[broken.to_str().unwrap(), "--app", "env"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("worker.js:4:"), "{err}");
+    assert!(err.contains("nothing was deployed"), "{err}");
+    // Throwing at top level: the engine's message.
+    let throws = dir.write("throws.js", "throw new Error('not configured');\nexport default { fetch() { return new Response('x'); } };\n");
+    let (code, _, err) = deploy(&[throws.to_str().unwrap(), "--app", "env"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not configured"), "{err}");
+    let (status, body) = ask("/").await;
+    assert_eq!(status, 200);
+    assert!(body.contains("from-deploy"), "{body}");
+
+    // A module alone, with a KV namespace through its wrangler.toml's
+    // directory: version 2 replaces the env Worker under the same app.
+    let (code, out, err) = deploy(&[corpus.join("kv").to_str().unwrap(), "--app", "env"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("version 2"), "{out}");
+    let (status, body) = ask("/kv/scenario?run=deploy").await;
+    assert_eq!(status, 200, "{body}\nlog: {}", node.log());
+    assert!(body.contains(r#""text":"hello""#), "{body}");
 }

@@ -271,14 +271,7 @@ impl App {
                 targets
                     .entry(component.id.as_str())
                     .or_insert_with(|| {
-                        build_target(
-                            rt,
-                            tenant,
-                            component,
-                            &prepared[id],
-                            &mut status,
-                            &config,
-                        )
+                        build_target(rt, tenant, component, &prepared[id], &mut status, &config)
                     })
                     .clone()
             };

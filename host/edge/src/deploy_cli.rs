@@ -10,10 +10,17 @@ use std::path::{Path, PathBuf};
 /// `edge deploy`.
 #[derive(clap::Args)]
 pub struct DeployArgs {
-    /// A Spin manifest (its components and routes) or one component
-    /// (`.wasm`, with `--route`).
+    /// A Spin manifest (its components and routes), one component
+    /// (`.wasm`, with `--route`), or a Cloudflare Worker: its module
+    /// (`.js`, `.mjs`), its `wrangler.toml`, or a directory holding one
+    /// (built here with `workers/`, which needs Node.js).
     #[arg(default_value = "spin.toml")]
     path: PathBuf,
+    /// The `workers/` directory of edge's source (its `build.mjs`), for
+    /// deploying a Worker; default: found above the working directory or
+    /// the `edge` binary.
+    #[arg(long, env = "EDGE_WORKERS_DIR")]
+    workers_dir: Option<PathBuf>,
     /// The app's name (created if new); default: the manifest's
     /// application name, or the component file's name.
     #[arg(long)]
@@ -90,15 +97,184 @@ fn spin_archive(manifest: &Path) -> Result<(String, Vec<u8>)> {
     Ok((app.name, gz.finish()?))
 }
 
+/// What `edge deploy PATH` deploys.
+enum Deployable {
+    /// A Spin manifest.
+    SpinApp,
+    /// One component.
+    Component,
+    /// A Worker: `build.mjs`'s arguments (`--config FILE` or the module).
+    Worker(Vec<std::ffi::OsString>),
+}
+
+fn deployable(path: &Path) -> Deployable {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let is_wrangler = |p: &Path| p.file_name().is_some_and(|n| n == "wrangler.toml");
+    if ext == "wasm" {
+        Deployable::Component
+    } else if matches!(ext, "js" | "mjs" | "ts") {
+        Deployable::Worker(vec![path.as_os_str().to_owned()])
+    } else if is_wrangler(path) {
+        Deployable::Worker(vec!["--config".into(), path.as_os_str().to_owned()])
+    } else if path.is_dir() && path.join("wrangler.toml").exists() {
+        Deployable::Worker(vec![
+            "--config".into(),
+            path.join("wrangler.toml").into_os_string(),
+        ])
+    } else {
+        Deployable::SpinApp
+    }
+}
+
+/// Where `workers/build.mjs` is: given, or in a `workers/` directory above
+/// the working directory or the `edge` binary.
+fn workers_dir(given: Option<&Path>) -> Result<PathBuf> {
+    if let Some(dir) = given {
+        if dir.join("build.mjs").exists() {
+            return Ok(dir.to_path_buf());
+        }
+        bail!(
+            "{} has no build.mjs: --workers-dir (EDGE_WORKERS_DIR) names edge's workers/ directory",
+            dir.display()
+        );
+    }
+    let mut starts = vec![std::env::current_dir()?];
+    if let Ok(exe) = std::env::current_exe() {
+        starts.push(exe);
+    }
+    for start in starts {
+        for dir in start.ancestors() {
+            let candidate = dir.join("workers");
+            if candidate.join("build.mjs").exists() {
+                return Ok(candidate);
+            }
+        }
+    }
+    bail!(
+        "cannot find edge's workers/ directory (with build.mjs) to build the Worker: give it with --workers-dir or EDGE_WORKERS_DIR"
+    )
+}
+
+/// Builds a Worker into a component with `workers/build.mjs` (its errors,
+/// such as the bundler's FILE:LINE:COL, go to stderr as they come).
+fn build_worker(workers: &Path, build_args: &[std::ffi::OsString]) -> Result<Vec<u8>> {
+    let out = tempfile_path("worker", "wasm");
+    let status = std::process::Command::new("node")
+        .arg(workers.join("build.mjs"))
+        .args(build_args)
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .context("running node (Node.js builds Workers): is it installed?")?;
+    let bytes = std::fs::read(&out);
+    let _ = std::fs::remove_file(&out);
+    if !status.success() {
+        bail!("the Worker did not build (see above); nothing was deployed");
+    }
+    bytes.context("reading the built Worker")
+}
+
+fn tempfile_path(stem: &str, ext: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "edge-{stem}-{}-{}.{ext}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ))
+}
+
+/// A Worker's name from its wrangler.toml or file, as an app and
+/// component id (lower-case letters, digits, `-`).
+fn worker_name(path: &Path) -> String {
+    let wrangler = if path.is_dir() {
+        path.join("wrangler.toml")
+    } else {
+        path.to_path_buf()
+    };
+    let from_config = std::fs::read_to_string(&wrangler)
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|t| t.get("name").and_then(|n| n.as_str()).map(String::from));
+    let raw = from_config.unwrap_or_else(|| {
+        path.file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("worker")
+            .to_string()
+    });
+    let id: String = raw
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let id = id.trim_matches('-').to_string();
+    if id.is_empty() { "worker".into() } else { id }
+}
+
+/// The version of a Worker: its component, granted the stores of its KV
+/// namespaces, outbound HTTP (a Worker's `fetch` reaches the internet;
+/// edge's address policy still applies), and its secrets as required
+/// secret app variables.
+fn worker_version(
+    name: &str,
+    digest: &Value,
+    declared: &edge::worker::Declaration,
+    route: &str,
+) -> Value {
+    let variables: serde_json::Map<String, Value> = declared
+        .secrets
+        .iter()
+        .map(|s| (s.clone(), json!(format!("{{{{ {s} }}}}"))))
+        .collect();
+    let declarations: serde_json::Map<String, Value> = declared
+        .secrets
+        .iter()
+        .map(|s| (s.clone(), json!({"required": true, "secret": true})))
+        .collect();
+    json!({
+        "components": {name: {
+            "digest": digest,
+            "key_value_stores": declared.kv_namespaces,
+            "allowed_outbound_hosts": ["https://*:*", "http://*:*"],
+            "variables": variables,
+        }},
+        "routes": [{"route": route, "component": name}],
+        "variables": declarations,
+    })
+}
+
 /// `edge deploy`: uploads, creates a version, deploys it.
 pub fn deploy(args: &DeployArgs) -> Result<()> {
+    let what = deployable(&args.path);
+    // Build a Worker before touching the API: a Worker that does not
+    // build changes nothing.
+    let worker = match &what {
+        Deployable::Worker(build_args) => {
+            let dir = workers_dir(args.workers_dir.as_deref())?;
+            let bytes = build_worker(&dir, build_args)?;
+            let declared = edge::worker::Declaration::of(&bytes)?
+                .context("the built Worker carries no edge:worker section")?;
+            Some((bytes, declared))
+        }
+        _ => None,
+    };
     let api = Api::new(&args.api)?;
     let tenant = api.tenant(&args.tenant)?;
     let base = format!("/v1/tenants/{tenant}");
-    let single = args.path.extension().is_some_and(|e| e == "wasm");
-    // A single component is uploaded first; a Spin app goes up whole with
-    // its version.
-    let (app_name, version_body) = if single {
+    let single = matches!(what, Deployable::Component);
+    // A single component (or a built Worker) is uploaded first; a Spin app
+    // goes up whole with its version.
+    let (app_name, version_body) = if let Some((bytes, declared)) = worker {
+        let name = worker_name(&args.path);
+        let artifact = api
+            .upload(&format!("{base}/artifacts"), "application/wasm", bytes)
+            .context("uploading the built Worker")?;
+        let spec = worker_version(&name, &artifact["digest"], &declared, &args.route);
+        (
+            args.app.clone().unwrap_or(name),
+            ("application/json", spec.to_string().into_bytes()),
+        )
+    } else if single {
         let stem = args
             .path
             .file_stem()
@@ -133,12 +309,19 @@ pub fn deploy(args: &DeployArgs) -> Result<()> {
         }
         api.post(&format!("{base}/apps"), &json!({"name": app_name}))?;
     }
+    let is_worker = matches!(what, Deployable::Worker(_));
     for (secret, (name, value)) in args
         .vars
         .iter()
         .map(|v| (false, v))
         .chain(args.secrets.iter().map(|v| (true, v)))
     {
+        // A Worker's secret API_KEY is read from the variable api_key.
+        let name = if is_worker {
+            name.to_ascii_lowercase()
+        } else {
+            name.clone()
+        };
         api.put(
             &format!("{app_path}/variables/{name}"),
             &json!({"value": value, "secret": secret}),
