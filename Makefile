@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host spin-apps workers hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin soak clean
+.PHONY: run test setup components host spin-apps workers hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -87,6 +87,10 @@ bench-hostile: components host
 # Spin apps from Spin's SDKs on `edge up` beside `wasmtime serve`.
 bench-spin: host
 	./bench/spin.sh
+
+# Workers on edge beside workerd, and memory per deployed Worker.
+bench-workers: host
+	./bench/workers.sh
 
 # The control plane: deploy to first answer, compile, activations under load.
 bench-deploy: components host

@@ -587,8 +587,23 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     edge_postgres::add_to_linker(&mut linker, concurrent)?;
     edge_mysql::add_to_linker(&mut linker, concurrent)?;
     edge_llm::add_to_linker(&mut linker)?;
-    for (interface, key) in ungranted(component, &compiled) {
-        tracing::warn!(component = %component.id, %interface, "the component imports an interface its manifest does not grant: its calls will be refused ({key})");
+    match &worker {
+        // A Worker's imports are its runtime's, the same for every Worker;
+        // what it uses is what it declares.
+        Some(declared) => {
+            for label in declared
+                .kv_namespaces
+                .iter()
+                .filter(|l| !component.key_value_stores.contains(l))
+            {
+                tracing::warn!(component = %component.id, store = %label, "the Worker has a KV namespace in store {label:?}, which its manifest does not grant: its reads and writes will fail (list it in `key_value_stores`)");
+            }
+        }
+        None => {
+            for (interface, key) in ungranted(component, &compiled) {
+                tracing::warn!(component = %component.id, %interface, "the component imports an interface its manifest does not grant: its calls will be refused ({key})");
+            }
+        }
     }
     // Linking is not granting: each call checks the tenant's programs.
     edge_process::add_to_linker(&mut linker)?;

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Workers: the same module Worker on edge (built by workers/, served as an
+# isolate) and on workerd (npm), one run, same machine, same load
+# (wrk -t2 -c100 -d10s, keep-alive); then what each additional deployed
+# Worker costs edge in memory (N distinct hello Workers, each answered once)
+# and how many fit in 8 GiB at that rate.
+#
+#   make bench-workers        (DURATION=10s CONNECTIONS=100 WORKERS=8 to change)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-100}
+WORKERS=${WORKERS:-8}
+EDGE_PORT=18280 WORKERD_PORT=18281 MANY_PORT=18282
+
+need_apt() { command -v "$1" >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2"; }; }
+need_apt wrk wrk
+./scripts/workers.sh >/dev/null
+WORKERD=workers/node_modules/@cloudflare/workerd-linux-64/bin/workerd
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 did not open" >&2; return 1; }
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+# The hello Worker, built for edge.
+node workers/build.mjs --config bench/workers/hello/wrangler.toml --out "$work/hello.wasm" 2>/dev/null
+cat > "$work/spin.toml" <<TOML
+spin_manifest_version = 2
+[application]
+name = "bench-workers"
+[[trigger.http]]
+route = "/..."
+component = "hello"
+[component.hello]
+source = "hello.wasm"
+TOML
+cat > "$work/edge.toml" <<TOML
+app = "spin.toml"
+[server]
+listen = "127.0.0.1:$EDGE_PORT"
+admin_listen = "127.0.0.1:0"
+data_dir = "data"
+[[tenant]]
+name = "bench"
+hosts = ["*"]
+components = ["*"]
+TOML
+EDGE_LOG=warn "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml" >/dev/null &
+pids+=($!)
+
+cp bench/workers/hello/worker.js "$work/hello.js"
+cat > "$work/workerd.capnp" <<CAPNP
+using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "hello", worker = .hello)],
+  sockets = [(name = "http", address = "127.0.0.1:$WORKERD_PORT", http = (), service = "hello")],
+);
+const hello :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "hello.js")], compatibilityDate = "2024-09-23");
+CAPNP
+"$WORKERD" serve "$work/workerd.capnp" >/dev/null 2>&1 &
+pids+=($!)
+for p in $EDGE_PORT $WORKERD_PORT; do
+  wait_port "$p"
+  body=$(curl -s "http://127.0.0.1:$p/")
+  [ "$body" = "Hello World!" ] || { echo "port $p answered '$body'" >&2; exit 1; }
+done
+
+run_wrk() { # url -> "req/s p50 p99 errors"
+  wrk -t1 -c10 -d2s "$1" >/dev/null # warm-up (isolates and JIT)
+  wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "$1" > "$work/wrk"
+  local rps p50 p99 errors
+  rps=$(awk '/Requests\/sec/ {print $2}' "$work/wrk")
+  p50=$(awk '$1=="50%" {print $2}' "$work/wrk")
+  p99=$(awk '$1=="99%" {print $2}' "$work/wrk")
+  errors=$(awk '/Non-2xx|Socket errors/ {print}' "$work/wrk" | tr '\n' ' ')
+  echo "$rps $p50 $p99 ${errors:-}"
+}
+read -r e_rps e_p50 e_p99 e_err <<<"$(run_wrk "http://127.0.0.1:$EDGE_PORT/")"
+read -r w_rps w_p50 w_p99 w_err <<<"$(run_wrk "http://127.0.0.1:$WORKERD_PORT/")"
+kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=()
+
+# Memory per additional Worker: N distinct hello Workers (each its own
+# bundle, so its own component), each answered once, RSS of edge against
+# the same edge serving one.
+mkdir -p "$work/many"
+{
+  echo 'spin_manifest_version = 2'
+  echo '[application]'
+  echo 'name = "many"'
+  for i in $(seq "$WORKERS"); do
+    mkdir -p "$work/many/w$i"
+    sed "s/Hello World!/Hello World $i!/" bench/workers/hello/worker.js > "$work/many/w$i/worker.js"
+    printf 'name = "w%s"\nmain = "worker.js"\n' "$i" > "$work/many/w$i/wrangler.toml"
+    printf '[[trigger.http]]\nroute = "/w%s/..."\ncomponent = "w%s"\n[component.w%s]\nsource = "w%s.wasm"\n' "$i" "$i" "$i" "$i"
+  done
+} > "$work/many/spin.toml"
+for i in $(seq "$WORKERS"); do
+  node workers/build.mjs --config "$work/many/w$i/wrangler.toml" --out "$work/many/w$i.wasm" 2>/dev/null &
+  (( i % 2 == 0 )) && wait
+done
+wait
+sed "s/$EDGE_PORT/$MANY_PORT/; s/data_dir = \"data\"/data_dir = \"..\/data\"/" "$work/edge.toml" > "$work/many/edge.toml"
+# Two configs over one compile cache: all N Workers, and only the first.
+# A first start compiles them all, so both measured starts only load
+# artifacts (compiling leaves the allocator holding its arenas).
+{
+  head -3 "$work/many/spin.toml"
+  printf '[[trigger.http]]\nroute = "/w1/..."\ncomponent = "w1"\n[component.w1]\nsource = "w1.wasm"\n'
+} > "$work/many/one.toml"
+sed 's/app = "spin.toml"/app = "one.toml"/' "$work/many/edge.toml" > "$work/many/edge-one.toml"
+start_edge() { # config -> pid, serving on MANY_PORT
+  EDGE_LOG=warn "$CARGO_TARGET_DIR/release/edge" serve --config "$1" >/dev/null &
+  local pid=$!
+  pids+=($pid)
+  wait_port "$MANY_PORT"
+  echo "$pid"
+}
+stop_edge() { kill "$1"; while kill -0 "$1" 2>/dev/null; do sleep 0.1; done; }
+answer_all() { # count
+  for i in $(seq "$1"); do
+    [ "$(curl -s "http://127.0.0.1:$MANY_PORT/w$i/")" = "Hello World $i!" ] || { echo "w$i did not answer" >&2; exit 1; }
+  done
+  sleep 1
+}
+pid=$(start_edge "$work/many/edge.toml"); stop_edge "$pid"   # compiles
+pid=$(start_edge "$work/many/edge-one.toml"); answer_all 1; rss_one=$(rss_kib "$pid"); stop_edge "$pid"
+pid=$(start_edge "$work/many/edge.toml"); answer_all "$WORKERS"; rss_all=$(rss_kib "$pid"); stop_edge "$pid"
+per_worker=$(( (rss_all - rss_one) / (WORKERS - 1) ))
+artifact=$(stat -c %s "$work/data/cache/"*.cwasm | sort -n | tail -1)
+component=$(stat -c %s "$work/many/w1.wasm")
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+echo
+echo "Workers over HTTP, wrk -t2 -c$CONNECTIONS -d$DURATION (keep-alive), $(nproc) cores"
+printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "Worker and server" "req/s" p50 p99 "edge ratio"
+printf '|%s|%s|%s|%s|%s|\n' "------------------------------------------" "------------" "----------" "----------" "----------------"
+printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on edge (isolate)" "$e_rps" "$e_p50" "$e_p99" "1.00x"
+printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on workerd $("$WORKERD" --version | awk '{print $2}')" "$w_rps" "$w_p50" "$w_p99" "$(ratio "$e_rps" "$w_rps") of it"
+for e in "$e_err" "$w_err"; do [ -n "${e// }" ] && echo "errors: $e"; done
+echo
+echo "Memory per additional deployed Worker on edge ($WORKERS hello Workers, each answered once)"
+echo "  component $((component / 1024)) KiB, compiled artifact $((artifact / 1024)) KiB"
+echo "  RSS with 1: $((rss_one / 1024)) MiB, with $WORKERS: $((rss_all / 1024)) MiB: $((per_worker / 1024)) MiB per Worker,"
+echo "  $(( 8 * 1024 * 1024 / (per_worker > 0 ? per_worker : 1) )) Workers in 8 GiB at that rate"
