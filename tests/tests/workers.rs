@@ -488,3 +488,26 @@ async fn edge_deploy_makes_a_worker_live_through_the_control_plane() {
     assert_eq!(status, 200, "{body}\nlog: {}", node.log());
     assert!(body.contains(r#""text":"hello""#), "{body}");
 }
+
+/// The example Worker's own vitest suite (workers/examples/links), whose
+/// config differs from a Cloudflare one only in its import, passes against
+/// edge: the package builds the Worker, serves it on a local edge, and
+/// `cloudflare:test`'s `SELF.fetch` reaches it there.
+#[test]
+fn a_workers_own_vitest_suite_passes_against_edge() {
+    let repo = edge_tests::repo();
+    let out = std::process::Command::new(repo.join("workers/node_modules/.bin/vitest"))
+        .arg("run")
+        .current_dir(repo.join("workers/examples/links"))
+        .env("EDGE_BIN", edge_tests::edge_bin())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("vitest");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("Tests  5 passed (5)"), "{text}");
+}
