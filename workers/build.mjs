@@ -115,7 +115,7 @@ function workerModules(entry, table) {
         loader: 'js',
       }));
       // WIT interfaces are resolved by componentize-js.
-      b.onResolve({ filter: /^wasi:/ }, (args) => ({ path: args.path, external: true }));
+      b.onResolve({ filter: /^(wasi|edge):[a-z-]+\// }, (args) => ({ path: args.path, external: true }));
     },
   };
 }

@@ -3,6 +3,7 @@
 
 import { URLPattern } from 'urlpattern-polyfill/urlpattern';
 import './subtle.js';
+import { HTMLRewriter } from './html-rewriter.js';
 
 function define(name, value) {
   if (!(name in globalThis)) {
@@ -11,6 +12,7 @@ function define(name, value) {
 }
 
 define('URLPattern', URLPattern);
+define('HTMLRewriter', HTMLRewriter);
 
 // workerd's values.
 define('navigator', Object.freeze({ userAgent: 'Cloudflare-Workers', hardwareConcurrency: 1, language: 'en' }));

@@ -609,6 +609,8 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     edge_process::add_to_linker(&mut linker)?;
     // Rooms are per tenant; a component sees only its tenant's.
     edge_mixer::add_to_linker(&mut linker)?;
+    // HTML rewriting (Workers' HTMLRewriter): bounded per instance and host.
+    edge_html::add_to_linker(&mut linker)?;
     crate::guest_metrics::add_to_linker(&mut linker)?;
     let pre = linker
         .instantiate_pre(&compiled)

@@ -74,6 +74,7 @@ pub struct HostState {
     sqlite: edge_sqlite::Grant,
     process: edge_process::Grant,
     mixer: edge_mixer::MixerGrant,
+    html: edge_html::Rewriters,
     /// The memory cap, read by the store's limiter.
     pub limiter: MemoryCap,
     /// When the current request must be done; read at each epoch tick.
@@ -164,6 +165,7 @@ impl HostState {
             sqlite: spec.sqlite.clone(),
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
+            html: edge_html::Rewriters::default(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
                 hit: false,
@@ -317,6 +319,15 @@ impl WasiHttpView for HostState {
 impl VariablesView for HostState {
     fn variables(&mut self) -> &Variables {
         &self.variables
+    }
+}
+
+impl edge_html::HtmlView for HostState {
+    fn html(&mut self) -> edge_html::Html<'_> {
+        edge_html::Html {
+            rewriters: &mut self.html,
+            table: &mut self.table,
+        }
     }
 }
 

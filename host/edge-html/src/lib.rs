@@ -1,0 +1,366 @@
+//! `edge:html/rewriter`: streaming HTML rewriting for Workers'
+//! `HTMLRewriter`, by Cloudflare's lol_html running in the host.
+//!
+//! Each rewriter parses on a thread of its own ([`parse`]), which stops
+//! where a guest handler must run; the guest's `next` returns the stop,
+//! its `respond` resumes the parse with the handler's changes. The host
+//! enforces the conversation's order (write → next… → respond → next… →
+//! need-input), so at most one chunk's output waits at a time, and bounds
+//! what a hostile guest can hold: chunks of 64 KiB, 8 MiB of parse buffer,
+//! 16 rewriters per instance, 256 rewriting threads per host.
+
+mod parse;
+
+use parse::{Change, Content, DocumentHandlers, Event, Input, Output, SelectorHandlers};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::time::Duration;
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit/html",
+        world: "edge:html/imports",
+        imports: { default: trappable },
+        with: { "edge:html/rewriter.rewriter": super::Rewriter },
+    });
+}
+
+use generated::edge::html::rewriter as api;
+
+/// Largest chunk a guest may write at once.
+pub const MAX_CHUNK_BYTES: usize = 65536;
+/// Live rewriters one instance may hold.
+pub const MAX_PER_INSTANCE: usize = 16;
+/// Rewriting threads the host runs at once, over all tenants.
+pub const MAX_THREADS: usize = 256;
+/// Longest a parse step may take before the guest's call fails.
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// One of [`MAX_THREADS`], given back when its rewriter is dropped.
+struct ThreadPermit;
+
+impl ThreadPermit {
+    fn take() -> Option<Self> {
+        THREADS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_THREADS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ThreadPermit)
+    }
+}
+
+impl Drop for ThreadPermit {
+    fn drop(&mut self) {
+        THREADS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Where a rewriter's conversation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a chunk or the end.
+    Idle,
+    /// Input given: `next` until need-input or finished.
+    Parsing,
+    /// Stopped at a handler: `respond` first.
+    Stopped,
+    /// Finished or failed.
+    Done,
+}
+
+/// A guest's rewriter: the channel to its parsing thread.
+pub struct Rewriter {
+    input: SyncSender<Input>,
+    output: Receiver<Output>,
+    phase: Phase,
+    _permit: ThreadPermit,
+}
+
+/// The instance's rewriters, counted.
+#[derive(Default)]
+pub struct Rewriters {
+    live: usize,
+}
+
+/// What the linked functions see of the store data.
+pub struct Html<'a> {
+    pub rewriters: &'a mut Rewriters,
+    pub table: &'a mut ResourceTable,
+}
+
+/// Store data that can host rewriters.
+pub trait HtmlView {
+    fn html(&mut self) -> Html<'_>;
+}
+
+struct HasHtml;
+
+impl HasData for HasHtml {
+    type Data<'a> = Html<'a>;
+}
+
+/// Adds `edge:html/rewriter` to a linker.
+pub fn add_to_linker<T: HtmlView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    fn view<T: HtmlView>(t: &mut T) -> Html<'_> {
+        t.html()
+    }
+    api::add_to_linker::<T, HasHtml>(linker, view::<T>)
+}
+
+fn content(c: api::Content) -> Content {
+    Content {
+        value: c.value,
+        html: c.html,
+    }
+}
+
+fn change(c: api::Change) -> Change {
+    use api::Change as C;
+    match c {
+        C::SetAttribute((n, v)) => Change::SetAttribute(n, v),
+        C::RemoveAttribute(n) => Change::RemoveAttribute(n),
+        C::SetName(n) => Change::SetName(n),
+        C::SetText(t) => Change::SetText(t),
+        C::Before(x) => Change::Before(content(x)),
+        C::After(x) => Change::After(content(x)),
+        C::Prepend(x) => Change::Prepend(content(x)),
+        C::Append(x) => Change::Append(content(x)),
+        C::Replace(x) => Change::Replace(content(x)),
+        C::SetInnerContent(x) => Change::SetInnerContent(content(x)),
+        C::Remove => Change::Remove,
+        C::RemoveAndKeepContent => Change::RemoveAndKeepContent,
+        C::OnEndTag(id) => Change::OnEndTag(id),
+    }
+}
+
+fn event(e: Event) -> api::Event {
+    use api::Event as E;
+    match e {
+        Event::Element {
+            handler,
+            tag_name,
+            attributes,
+            namespace_uri,
+            self_closing,
+            can_have_content,
+            removed,
+        } => E::Element(api::Element {
+            handler,
+            tag_name,
+            attributes,
+            namespace_uri,
+            self_closing,
+            can_have_content,
+            removed,
+        }),
+        Event::EndTag { id, name } => E::EndTag(api::EndTag { id, name }),
+        Event::Text {
+            handler,
+            text,
+            last_in_text_node,
+            removed,
+        } => E::Text(api::TextChunk {
+            handler,
+            text,
+            last_in_text_node,
+            removed,
+        }),
+        Event::Comment {
+            handler,
+            text,
+            removed,
+        } => E::Comment(api::Comment {
+            handler,
+            text,
+            removed,
+        }),
+        Event::Doctype {
+            name,
+            public_id,
+            system_id,
+        } => E::Doctype(api::Doctype {
+            name,
+            public_id,
+            system_id,
+        }),
+        Event::DocumentEnd => E::DocumentEnd,
+        Event::Output(bytes) => E::Output(bytes),
+        Event::NeedInput => E::NeedInput,
+        Event::Finished => E::Finished,
+    }
+}
+
+impl Html<'_> {
+    fn rewriter(&mut self, r: &Resource<Rewriter>) -> wasmtime::Result<&mut Rewriter> {
+        Ok(self.table.get_mut(r)?)
+    }
+}
+
+fn out_of_order(phase: Phase, call: &str) -> String {
+    let expected = match phase {
+        Phase::Idle => "write or end",
+        Phase::Parsing => "next",
+        Phase::Stopped => "respond",
+        Phase::Done => "nothing more: the rewriter is done",
+    };
+    format!("{call} out of turn: the rewriter expects {expected}")
+}
+
+impl api::HostRewriter for Html<'_> {
+    fn create(
+        &mut self,
+        selectors: Vec<api::SelectorHandlers>,
+        document: api::DocumentHandlers,
+    ) -> wasmtime::Result<Result<Resource<Rewriter>, String>> {
+        let mut parsed = Vec::with_capacity(selectors.len());
+        for (i, s) in selectors.iter().enumerate() {
+            match lol_html::Selector::from_str(&s.selector) {
+                Ok(selector) => parsed.push(SelectorHandlers {
+                    selector,
+                    element: s.element,
+                    comments: s.comments,
+                    text: s.text,
+                }),
+                Err(e) => {
+                    return Ok(Err(format!(
+                        "selector {i} ({:?}) is not valid: {e}",
+                        s.selector
+                    )));
+                }
+            }
+        }
+        if self.rewriters.live >= MAX_PER_INSTANCE {
+            return Ok(Err(format!(
+                "this instance already has {MAX_PER_INSTANCE} HTML rewriters open"
+            )));
+        }
+        let Some(permit) = ThreadPermit::take() else {
+            return Ok(Err(
+                "the host runs as many HTML rewriters as it may: try again later".into(),
+            ));
+        };
+        let document = DocumentHandlers {
+            doctype: document.doctype,
+            comments: document.comments,
+            text: document.text,
+            end: document.end,
+        };
+        let (input_tx, input_rx) = mpsc::sync_channel(1);
+        let (output_tx, output_rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("edge-html".into())
+            .stack_size(1 << 20)
+            .spawn(move || parse::run(parsed, document, input_rx, output_tx))?;
+        self.rewriters.live += 1;
+        let r = Rewriter {
+            input: input_tx,
+            output: output_rx,
+            phase: Phase::Idle,
+            _permit: permit,
+        };
+        Ok(Ok(self.table.push(r)?))
+    }
+
+    fn write(
+        &mut self,
+        r: Resource<Rewriter>,
+        chunk: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let rw = self.rewriter(&r)?;
+        if rw.phase != Phase::Idle {
+            return Ok(Err(out_of_order(rw.phase, "write")));
+        }
+        if chunk.len() > MAX_CHUNK_BYTES {
+            return Ok(Err(format!(
+                "a chunk of {} bytes: at most {MAX_CHUNK_BYTES} at a time",
+                chunk.len()
+            )));
+        }
+        if rw.input.send(Input::Chunk(chunk)).is_err() {
+            rw.phase = Phase::Done;
+            return Ok(Err("the rewriter has stopped".into()));
+        }
+        rw.phase = Phase::Parsing;
+        Ok(Ok(()))
+    }
+
+    fn end(&mut self, r: Resource<Rewriter>) -> wasmtime::Result<Result<(), String>> {
+        let rw = self.rewriter(&r)?;
+        if rw.phase != Phase::Idle {
+            return Ok(Err(out_of_order(rw.phase, "end")));
+        }
+        if rw.input.send(Input::End).is_err() {
+            rw.phase = Phase::Done;
+            return Ok(Err("the rewriter has stopped".into()));
+        }
+        rw.phase = Phase::Parsing;
+        Ok(Ok(()))
+    }
+
+    fn next(&mut self, r: Resource<Rewriter>) -> wasmtime::Result<Result<api::Event, String>> {
+        let rw = self.rewriter(&r)?;
+        if rw.phase != Phase::Parsing {
+            return Ok(Err(out_of_order(rw.phase, "next")));
+        }
+        let got = match rw.output.recv_timeout(STEP_TIMEOUT) {
+            Ok(Ok(e)) => e,
+            Ok(Err(reason)) => {
+                rw.phase = Phase::Done;
+                return Ok(Err(reason));
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                rw.phase = Phase::Done;
+                return Ok(Err(format!(
+                    "the rewriter took longer than {} s on one step",
+                    STEP_TIMEOUT.as_secs()
+                )));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                rw.phase = Phase::Done;
+                return Ok(Err("the rewriter has stopped".into()));
+            }
+        };
+        rw.phase = match got {
+            Event::Output(_) => Phase::Parsing,
+            Event::NeedInput => Phase::Idle,
+            Event::Finished => Phase::Done,
+            _ => Phase::Stopped,
+        };
+        Ok(Ok(event(got)))
+    }
+
+    fn respond(
+        &mut self,
+        r: Resource<Rewriter>,
+        changes: Vec<api::Change>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let rw = self.rewriter(&r)?;
+        if rw.phase != Phase::Stopped {
+            return Ok(Err(out_of_order(rw.phase, "respond")));
+        }
+        let changes = changes.into_iter().map(change).collect();
+        if rw.input.send(Input::Changes(changes)).is_err() {
+            rw.phase = Phase::Done;
+            return Ok(Err("the rewriter has stopped".into()));
+        }
+        rw.phase = Phase::Parsing;
+        Ok(Ok(()))
+    }
+
+    fn drop(&mut self, r: Resource<Rewriter>) -> wasmtime::Result<()> {
+        // Dropping the channels ends the thread where it waits.
+        self.table.delete(r)?;
+        self.rewriters.live = self.rewriters.live.saturating_sub(1);
+        Ok(())
+    }
+}
+
+impl api::Host for Html<'_> {}
+
+#[cfg(test)]
+mod tests;

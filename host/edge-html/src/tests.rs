@@ -1,0 +1,152 @@
+use super::parse::{self, Change, Content, DocumentHandlers, Event, Input, SelectorHandlers};
+use std::str::FromStr;
+use std::sync::mpsc;
+
+fn on(selector: &str, element: bool, comments: bool, text: bool) -> SelectorHandlers {
+    SelectorHandlers {
+        selector: lol_html::Selector::from_str(selector).unwrap(),
+        element,
+        comments,
+        text,
+    }
+}
+
+fn html(value: &str) -> Content {
+    Content {
+        value: value.into(),
+        html: true,
+    }
+}
+
+/// Runs the page through a rewriter whose handlers answer with
+/// `handle(event)`; returns the output and every stop, in order.
+fn rewrite(
+    selectors: Vec<SelectorHandlers>,
+    document: DocumentHandlers,
+    chunks: &[&str],
+    mut handle: impl FnMut(&Event) -> Vec<Change>,
+) -> (String, Vec<Event>) {
+    let (input_tx, input_rx) = mpsc::sync_channel(1);
+    let (output_tx, output_rx) = mpsc::channel();
+    std::thread::spawn(move || parse::run(selectors, document, input_rx, output_tx));
+    let mut out = Vec::new();
+    let mut stops = Vec::new();
+    let mut inputs: Vec<Input> = chunks
+        .iter()
+        .map(|c| Input::Chunk(c.as_bytes().to_vec()))
+        .collect();
+    inputs.push(Input::End);
+    for input in inputs {
+        input_tx.send(input).unwrap();
+        loop {
+            match output_rx.recv().unwrap().unwrap() {
+                Event::Output(bytes) => out.extend(bytes),
+                Event::NeedInput | Event::Finished => break,
+                stop => {
+                    let changes = handle(&stop);
+                    stops.push(stop);
+                    input_tx.send(Input::Changes(changes)).unwrap();
+                }
+            }
+        }
+    }
+    (String::from_utf8(out).unwrap(), stops)
+}
+
+#[test]
+fn elements_end_tags_text_and_the_document_end_change_as_the_handlers_say() {
+    let page = [
+        "<!DOCTYPE html><html><body><a hr",
+        "ef=\"/x\">link</a><!-- note --><p>old te",
+        "xt</p></body></html>",
+    ];
+    let (out, stops) = rewrite(
+        vec![
+            on("a[href]", true, false, false),
+            on("p", false, false, true),
+            on("body", false, true, false),
+        ],
+        DocumentHandlers {
+            doctype: true,
+            end: true,
+            ..Default::default()
+        },
+        &page,
+        |e| match e {
+            Event::Element { tag_name, .. } if tag_name == "a" => vec![
+                Change::SetAttribute("href".into(), "https://example.com/x".into()),
+                Change::OnEndTag(7),
+            ],
+            Event::EndTag { id: 7, .. } => vec![Change::After(html("<span>!</span>"))],
+            Event::Text {
+                text,
+                last_in_text_node,
+                ..
+            } if *last_in_text_node && text.is_empty() => vec![],
+            Event::Text { .. } => vec![Change::Remove],
+            Event::Comment { .. } => vec![Change::Remove],
+            Event::DocumentEnd => vec![Change::Append(html("<!-- end -->"))],
+            _ => vec![],
+        },
+    );
+    assert_eq!(
+        out,
+        "<!DOCTYPE html><html><body><a href=\"https://example.com/x\">link</a><span>!</span><p></p></body></html><!-- end -->"
+    );
+    assert!(
+        matches!(&stops[0], Event::Doctype { name: Some(n), .. } if n == "html"),
+        "{stops:?}"
+    );
+    assert!(
+        matches!(&stops[1], Event::Element { attributes, .. } if attributes == &[("href".to_string(), "/x".to_string())]),
+        "the attribute split over two chunks is whole: {stops:?}"
+    );
+}
+
+#[test]
+fn a_change_that_does_not_fit_stops_the_rewriter_with_the_reason() {
+    let (input_tx, input_rx) = mpsc::sync_channel(1);
+    let (output_tx, output_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        parse::run(
+            vec![on("p", false, false, true)],
+            DocumentHandlers::default(),
+            input_rx,
+            output_tx,
+        )
+    });
+    input_tx
+        .send(Input::Chunk(b"<p>text</p>".to_vec()))
+        .unwrap();
+    loop {
+        match output_rx.recv().unwrap() {
+            Ok(Event::Output(_)) => {}
+            Ok(Event::Text { .. }) => {
+                input_tx
+                    .send(Input::Changes(vec![Change::SetAttribute(
+                        "a".into(),
+                        "b".into(),
+                    )]))
+                    .unwrap();
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(reason) => {
+                assert!(
+                    reason.contains("cannot be applied to a text chunk"),
+                    "{reason}"
+                );
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn the_guests_wit_is_the_hosts() {
+    let host = include_str!("../../../wit/html/html.wit");
+    let guest = include_str!("../../../workers/wit/deps/html/html.wit");
+    assert_eq!(
+        host, guest,
+        "workers/wit/deps/html/html.wit must be a copy of wit/html/html.wit"
+    );
+}
