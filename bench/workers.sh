@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Workers: the same module Worker on edge (built by workers/, served as an
-# isolate) and on workerd (npm), one run, same machine, same load
-# (wrk -t2 -c100 -d10s, keep-alive); then what each additional deployed
+# Workers: the same module Workers on edge (built by workers/, served as
+# isolates) and on workerd (npm), one run, same machine, same load: hello
+# (wrk -t2 -c100 -d10s, keep-alive) and an HTMLRewriter Worker streaming a
+# 71 KiB page (-c8; its output checked equal on both); then what each additional deployed
 # Worker costs edge in memory (N distinct hello Workers, each answered once)
 # and how many fit in 8 GiB at that rate.
 #
@@ -11,8 +12,9 @@ cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-100}
+HTML_CONNECTIONS=${HTML_CONNECTIONS:-8}
 WORKERS=${WORKERS:-8}
-EDGE_PORT=18280 WORKERD_PORT=18281 MANY_PORT=18282
+EDGE_PORT=18280 WORKERD_PORT=18281 MANY_PORT=18282 WORKERD_HTML_PORT=18283
 
 need_apt() { command -v "$1" >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2"; }; }
 need_apt wrk wrk
@@ -26,12 +28,18 @@ trap cleanup EXIT
 wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 did not open" >&2; return 1; }
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
-# The hello Worker, built for edge.
+# The hello and HTMLRewriter Workers, built for edge.
 node workers/build.mjs --config bench/workers/hello/wrangler.toml --out "$work/hello.wasm" 2>/dev/null
+node workers/build.mjs --config bench/workers/html/wrangler.toml --out "$work/html.wasm" 2>/dev/null
 cat > "$work/spin.toml" <<TOML
 spin_manifest_version = 2
 [application]
 name = "bench-workers"
+[[trigger.http]]
+route = "/html/..."
+component = "html"
+[component.html]
+source = "html.wasm"
 [[trigger.http]]
 route = "/..."
 component = "hello"
@@ -53,13 +61,18 @@ EDGE_LOG=warn "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml" 
 pids+=($!)
 
 cp bench/workers/hello/worker.js "$work/hello.js"
+cp bench/workers/html/worker.js "$work/html.js"
 cat > "$work/workerd.capnp" <<CAPNP
 using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
-  services = [(name = "hello", worker = .hello)],
-  sockets = [(name = "http", address = "127.0.0.1:$WORKERD_PORT", http = (), service = "hello")],
+  services = [(name = "hello", worker = .hello), (name = "html", worker = .html)],
+  sockets = [
+    (name = "hello", address = "127.0.0.1:$WORKERD_PORT", http = (), service = "hello"),
+    (name = "html", address = "127.0.0.1:$WORKERD_HTML_PORT", http = (), service = "html"),
+  ],
 );
 const hello :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "hello.js")], compatibilityDate = "2024-09-23");
+const html :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "html.js")], compatibilityDate = "2024-09-23");
 CAPNP
 "$WORKERD" serve "$work/workerd.capnp" >/dev/null 2>&1 &
 pids+=($!)
@@ -68,10 +81,15 @@ for p in $EDGE_PORT $WORKERD_PORT; do
   body=$(curl -s "http://127.0.0.1:$p/")
   [ "$body" = "Hello World!" ] || { echo "port $p answered '$body'" >&2; exit 1; }
 done
+wait_port "$WORKERD_HTML_PORT"
+curl -s "http://127.0.0.1:$EDGE_PORT/html/" > "$work/html-edge"
+curl -s "http://127.0.0.1:$WORKERD_HTML_PORT/html/" > "$work/html-workerd"
+cmp -s "$work/html-edge" "$work/html-workerd" || { echo "the HTMLRewriter Worker's pages differ between edge and workerd" >&2; exit 1; }
+page_bytes=$(stat -c %s "$work/html-edge")
 
-run_wrk() { # url -> "req/s p50 p99 errors"
+run_wrk() { # url [connections] -> "req/s p50 p99 errors"
   wrk -t1 -c10 -d2s "$1" >/dev/null # warm-up (isolates and JIT)
-  wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency "$1" > "$work/wrk"
+  wrk -t2 -c"${2:-$CONNECTIONS}" -d"$DURATION" --timeout 10s --latency "$1" > "$work/wrk"
   local rps p50 p99 errors
   rps=$(awk '/Requests\/sec/ {print $2}' "$work/wrk")
   p50=$(awk '$1=="50%" {print $2}' "$work/wrk")
@@ -81,6 +99,8 @@ run_wrk() { # url -> "req/s p50 p99 errors"
 }
 read -r e_rps e_p50 e_p99 e_err <<<"$(run_wrk "http://127.0.0.1:$EDGE_PORT/")"
 read -r w_rps w_p50 w_p99 w_err <<<"$(run_wrk "http://127.0.0.1:$WORKERD_PORT/")"
+read -r eh_rps eh_p50 eh_p99 eh_err <<<"$(run_wrk "http://127.0.0.1:$EDGE_PORT/html/" "$HTML_CONNECTIONS")"
+read -r wh_rps wh_p50 wh_p99 wh_err <<<"$(run_wrk "http://127.0.0.1:$WORKERD_HTML_PORT/html/" "$HTML_CONNECTIONS")"
 kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=()
 
 # Memory per additional Worker: N distinct hello Workers (each its own
@@ -135,12 +155,14 @@ component=$(stat -c %s "$work/many/w1.wasm")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 echo
-echo "Workers over HTTP, wrk -t2 -c$CONNECTIONS -d$DURATION (keep-alive), $(nproc) cores"
+echo "Workers over HTTP, wrk -t2 -d$DURATION (keep-alive; hello -c$CONNECTIONS, HTMLRewriter -c$HTML_CONNECTIONS), $(nproc) cores"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "Worker and server" "req/s" p50 p99 "edge ratio"
 printf '|%s|%s|%s|%s|%s|\n' "------------------------------------------" "------------" "----------" "----------" "----------------"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on edge (isolate)" "$e_rps" "$e_p50" "$e_p99" "1.00x"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on workerd $("$WORKERD" --version | awk '{print $2}')" "$w_rps" "$w_p50" "$w_p99" "$(ratio "$e_rps" "$w_rps") of it"
-for e in "$e_err" "$w_err"; do [ -n "${e// }" ] && echo "errors: $e"; done
+printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "HTMLRewriter ($((page_bytes / 1024)) KiB page) on edge" "$eh_rps" "$eh_p50" "$eh_p99" "1.00x"
+printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "HTMLRewriter ($((page_bytes / 1024)) KiB page) on workerd" "$wh_rps" "$wh_p50" "$wh_p99" "$(ratio "$eh_rps" "$wh_rps") of it"
+for e in "$e_err" "$w_err" "$eh_err" "$wh_err"; do [ -n "${e// }" ] && echo "errors: $e"; done
 echo
 echo "Memory per additional deployed Worker on edge ($WORKERS hello Workers, each answered once)"
 echo "  component $((component / 1024)) KiB, compiled artifact $((artifact / 1024)) KiB"
