@@ -515,3 +515,43 @@ fn a_workers_own_vitest_suite_passes_against_edge() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("Tests  5 passed (5)"), "{text}");
 }
+
+/// An exception in `fetch` is a 500 with the stack in the log; after
+/// `ctx.passThroughOnException()` the request goes to the origin of the
+/// site the Worker serves instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exception_is_logged_with_its_stack_or_passes_through_to_the_origin() {
+    let origin = Notifications::start().await;
+    let workers = [CorpusWorker::load("errors")];
+    let site = format!(
+        "[[tenant.site]]\nname = \"shop\"\nhosts = [\"shop.test\"]\norigin = \"{}\"\ncomponent = \"errors\"\n",
+        origin.url
+    );
+    let edge = edge(&workers, &site);
+    let (status, body) = edge_tests::get(&format!("{}/errors/throw", edge.url)).await;
+    assert_eq!((status, body.as_str()), (500, "Internal Server Error"));
+    let log = edge
+        .log_after("uncaught exception in fetch: Error: boom")
+        .await;
+    assert!(
+        log.contains("fetch@worker.js:"),
+        "the stack is logged: {log}"
+    );
+    // Through the site: the origin answers.
+    let (status, body) = edge_tests::get_host(
+        &format!("{}/errors/pass-through?x=1", edge.url),
+        "shop.test",
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "ok"), "{}", edge.log());
+    let (path, _) = origin
+        .wait_for(std::time::Duration::from_secs(2))
+        .await
+        .expect("the origin was asked");
+    assert_eq!(path, "/errors/pass-through?x=1");
+    // On a plain route there is no origin: 500, and the log says why.
+    let (status, _) = edge_tests::get(&format!("{}/errors/pass-through", edge.url)).await;
+    assert_eq!(status, 500);
+    let log = edge.log_after("passThroughOnException: no site").await;
+    assert!(log.contains("no site with an origin serves"), "{log}");
+}

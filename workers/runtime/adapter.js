@@ -21,7 +21,7 @@ import { markServing } from './prelude.js';
 import worker from 'edge:worker-entry';
 import { bindings } from './env.js';
 import { ExecutionContext, settleWaitUntil } from './context.js';
-import { cfOf } from './cf.js';
+import { cfOf, originOf } from './cf.js';
 
 const METHODS = {
   get: 'GET',
@@ -242,10 +242,20 @@ async function serve(incoming, outparam) {
   if (ctx.hasPending) await settleWaitUntil(ctx);
 }
 
-/** `ctx.passThroughOnException()`: the request goes on to the origin. */
+/**
+ * `ctx.passThroughOnException()`: the request goes on to the origin of the
+ * site the Worker serves on its host (a Worker on a plain route has none,
+ * and answers 500).
+ */
 async function passThrough(request) {
+  const url = new URL(request.url);
+  const origin = originOf(url.hostname);
+  if (!origin) {
+    console.error(`passThroughOnException: no site with an origin serves ${url.hostname} through this Worker; answering 500`);
+    return null;
+  }
   try {
-    return await fetch(request);
+    return await fetch(new Request(`${origin}${url.pathname}${url.search}`, request));
   } catch (error) {
     logFailure('passing the request through to the origin failed', error);
     return null;

@@ -124,6 +124,8 @@ const ALWAYS: &[&str] = &[
     // Edge runs no models: every inference answers `model-not-supported`.
     "fermyon:spin/llm@",
     "edge:platform/metrics@",
+    // Workers' HTMLRewriter: bounded per instance and per host.
+    "edge:html/rewriter@",
 ];
 
 /// Whether `grants` cover `import`, and what a manifest entry without them
@@ -172,7 +174,7 @@ pub fn check_imports(imports: &[String], grants: &Grants) -> Result<Vec<String>,
             ));
         }
         return Err(format!(
-            "it imports {import}, which edge does not provide (it provides wasi:http, wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:config/store, wasi:keyvalue and Spin's key-value, variables, sqlite, redis, mqtt, postgres, mysql and llm)"
+            "it imports {import}, which edge does not provide (it provides wasi:http, wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:filesystem, wasi:sockets, wasi:config/store, wasi:keyvalue, edge:html/rewriter and Spin's key-value, variables, sqlite, redis, mqtt, postgres, mysql and llm)"
         ));
     }
     Ok(notes)

@@ -420,6 +420,9 @@ fn build_target(
             server.pop.as_deref(),
             server.country.as_deref(),
         ));
+        environment.extend(crate::worker::origins_environment(
+            tenant.sites.iter().filter(|s| s.component == component.id),
+        ));
     }
     let kv = match open_stores(rt, tenant, component, runtime) {
         Ok(kv) => kv,

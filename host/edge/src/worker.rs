@@ -63,6 +63,26 @@ pub fn cf_environment(pop: Option<&str>, country: Option<&str>) -> Vec<(String, 
     env
 }
 
+/// The environment variable naming, for each host of the sites a Worker
+/// serves, the site's origin: where `ctx.passThroughOnException()` sends a
+/// request whose handler threw (`EDGE_ORIGINS`, JSON `{host: origin}`).
+pub fn origins_environment<'a>(
+    sites: impl Iterator<Item = &'a edge_config::Site>,
+) -> Option<(String, String)> {
+    let mut origins = serde_json::Map::new();
+    for site in sites {
+        for host in &site.hosts {
+            origins.insert(host.to_ascii_lowercase(), site.origin.clone().into());
+        }
+    }
+    (!origins.is_empty()).then(|| {
+        (
+            "EDGE_ORIGINS".to_string(),
+            serde_json::Value::Object(origins).to_string(),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
