@@ -171,8 +171,56 @@ fn unknown_instance_mode() {
     assert_error(
         &spin_without_required(),
         &edge,
-        "component.echo.instance: \"pooled\" is not an instance mode (allowed: \"per-request\", \"session\")",
+        "component.echo.instance: \"pooled\" is not an instance mode (allowed: \"per-request\", \"session\", \"isolate\")",
     );
+}
+
+#[test]
+fn isolates_take_no_session_key_and_per_request_keeps_no_instances() {
+    let edge =
+        format!("{GOOD_EDGE}[component.echo]\ninstance = \"isolate\"\nsession_key = \"host\"\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:8:15: component.echo.session_key: an isolate's instances take every request: it has no session_key",
+    );
+    let edge =
+        format!("{GOOD_EDGE}[component.echo]\ninstance = \"isolate\"\ninstances_per_key = 0\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "component.echo.instances_per_key: 0 is not allowed",
+    );
+    let edge = format!("{GOOD_EDGE}[component.echo]\ninstances_per_key = 4\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "component.echo.instances_per_key: only components with instance = \"session\" or \"isolate\" keep instances",
+    );
+    let edge = format!(
+        "{GOOD_EDGE}[component.echo]\ninstance = \"isolate\"\ninstances_per_key = 2\nidle_timeout_ms = 5000\n"
+    );
+    let (code, stderr) = check(&spin_without_required(), &edge);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn pop_name_and_country_are_checked() {
+    let edge = format!("{GOOD_EDGE}[server]\npop = \"fra 1\"\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "server.pop: \"fra 1\" is not a PoP name (allowed: 1 to 63 letters, digits, - and _)",
+    );
+    let edge = format!("{GOOD_EDGE}[server]\ncountry = \"de\"\n");
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "server.country: \"de\" is not a country code (allowed: two upper-case letters",
+    );
+    let edge = format!("{GOOD_EDGE}[server]\npop = \"fra-1\"\ncountry = \"DE\"\n");
+    let (code, stderr) = check(&spin_without_required(), &edge);
+    assert_eq!(code, 0, "{stderr}");
 }
 
 #[test]

@@ -51,20 +51,58 @@ class Token {
   }
 }
 
-class Element {
+
+/** What every rewritable unit can do around itself; its token is kept
+ * where the Worker cannot reach it. */
+const tokens = new WeakMap();
+
+class Unit {
+  constructor(token, removed) {
+    tokens.set(this, { token, removed });
+  }
+
+  get removed() {
+    return tokens.get(this).removed;
+  }
+
+  before(content, options) {
+    tokens.get(this).token.insert('before', content, options);
+    return this;
+  }
+
+  after(content, options) {
+    tokens.get(this).token.insert('after', content, options);
+    return this;
+  }
+
+  replace(content, options) {
+    const t = tokens.get(this);
+    t.token.insert('replace', content, options);
+    t.removed = true;
+    return this;
+  }
+
+  remove() {
+    const t = tokens.get(this);
+    t.token.push('remove');
+    t.removed = true;
+    return this;
+  }
+}
+
+class Element extends Unit {
   #t;
   #info;
   #attrs;
   #tag;
-  #removed;
   #endTags;
 
   constructor(token, info, endTags) {
+    super(token, info.removed);
     this.#t = token;
     this.#info = info;
     this.#attrs = new Map(info.attributes);
     this.#tag = info.tagName;
-    this.#removed = info.removed;
     this.#endTags = endTags;
   }
 
@@ -83,10 +121,6 @@ class Element {
 
   get namespaceURI() {
     return this.#info.namespaceUri;
-  }
-
-  get removed() {
-    return this.#removed;
   }
 
   get selfClosing() {
@@ -118,16 +152,6 @@ class Element {
     return this;
   }
 
-  before(content, options) {
-    this.#t.insert('before', content, options);
-    return this;
-  }
-
-  after(content, options) {
-    this.#t.insert('after', content, options);
-    return this;
-  }
-
   prepend(content, options) {
     this.#t.insert('prepend', content, options);
     return this;
@@ -138,26 +162,14 @@ class Element {
     return this;
   }
 
-  replace(content, options) {
-    this.#t.insert('replace', content, options);
-    this.#removed = true;
-    return this;
-  }
-
   setInnerContent(content, options) {
     this.#t.insert('set-inner-content', content, options);
     return this;
   }
 
-  remove() {
-    this.#t.push('remove');
-    this.#removed = true;
-    return this;
-  }
-
   removeAndKeepContent() {
     this.#t.push('remove-and-keep-content');
-    this.#removed = true;
+    tokens.get(this).removed = true;
     return this;
   }
 
@@ -168,11 +180,12 @@ class Element {
   }
 }
 
-class EndTag {
+class EndTag extends Unit {
   #t;
   #name;
 
   constructor(token, name) {
+    super(token, false);
     this.#t = token;
     this.#name = name;
   }
@@ -185,32 +198,14 @@ class EndTag {
     this.#t.push('set-name', String(name));
     this.#name = String(name);
   }
-
-  before(content, options) {
-    this.#t.insert('before', content, options);
-    return this;
-  }
-
-  after(content, options) {
-    this.#t.insert('after', content, options);
-    return this;
-  }
-
-  remove() {
-    this.#t.push('remove');
-    return this;
-  }
 }
 
-class Text {
-  #t;
+class Text extends Unit {
   #info;
-  #removed;
 
   constructor(token, info) {
-    this.#t = token;
+    super(token, info.removed);
     this.#info = info;
-    this.#removed = info.removed;
   }
 
   get text() {
@@ -220,43 +215,16 @@ class Text {
   get lastInTextNode() {
     return this.#info.lastInTextNode;
   }
-
-  get removed() {
-    return this.#removed;
-  }
-
-  before(content, options) {
-    this.#t.insert('before', content, options);
-    return this;
-  }
-
-  after(content, options) {
-    this.#t.insert('after', content, options);
-    return this;
-  }
-
-  replace(content, options) {
-    this.#t.insert('replace', content, options);
-    this.#removed = true;
-    return this;
-  }
-
-  remove() {
-    this.#t.push('remove');
-    this.#removed = true;
-    return this;
-  }
 }
 
-class Comment {
+class Comment extends Unit {
   #t;
   #text;
-  #removed;
 
   constructor(token, info) {
+    super(token, info.removed);
     this.#t = token;
     this.#text = info.text;
-    this.#removed = info.removed;
   }
 
   get text() {
@@ -266,32 +234,6 @@ class Comment {
   set text(value) {
     this.#t.push('set-text', String(value));
     this.#text = String(value);
-  }
-
-  get removed() {
-    return this.#removed;
-  }
-
-  before(content, options) {
-    this.#t.insert('before', content, options);
-    return this;
-  }
-
-  after(content, options) {
-    this.#t.insert('after', content, options);
-    return this;
-  }
-
-  replace(content, options) {
-    this.#t.insert('replace', content, options);
-    this.#removed = true;
-    return this;
-  }
-
-  remove() {
-    this.#t.push('remove');
-    this.#removed = true;
-    return this;
   }
 }
 

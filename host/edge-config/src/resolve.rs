@@ -826,6 +826,34 @@ impl Resolver<'_> {
                 }
                 component.memory_bytes = Some(m_val);
             }
+            // Warm instances per key (`default` when not given), and how
+            // long an idle one lives: sessions' and isolates' alike.
+            let per_key = |default: usize| -> R<InstancesPerKey> {
+                use edge::CountOrName::{Count, Name};
+                match s.instances_per_key.as_ref().map(|v| (v, v.get_ref())) {
+                    None => Ok(InstancesPerKey::Fixed(default)),
+                    Some((_, Count(n))) if *n >= 1 => Ok(InstancesPerKey::Fixed(*n)),
+                    Some((_, Name(w))) if w == "workers" => Ok(InstancesPerKey::Workers),
+                    Some((v, given)) => self.edge_err(
+                        v.span(),
+                        &format!("{key}.instances_per_key"),
+                        format!(
+                            "{given} is not allowed: a number of at least 1, or \"workers\" for one per worker thread"
+                        ),
+                    ),
+                }
+            };
+            let idle = || -> R<Duration> {
+                match &s.idle_timeout_ms {
+                    Some(v) if *v.get_ref() == 0 => self.edge_err(
+                        v.span(),
+                        &format!("{key}.idle_timeout_ms"),
+                        "must be at least 1",
+                    ),
+                    Some(v) => Ok(Duration::from_millis(*v.get_ref())),
+                    None => Ok(Duration::from_secs(60)),
+                }
+            };
             let mode = s.instance.as_ref().map(|m| m.get_ref().as_str());
             component.mode = match mode {
                 None if s.session_key.is_none() && s.instances_per_key.is_none() => {
@@ -839,33 +867,7 @@ impl Resolver<'_> {
                             "an isolate's instances take every request: it has no session_key",
                         );
                     }
-                    use edge::CountOrName::{Count, Name};
-                    let instances = match s.instances_per_key.as_ref().map(|v| (v, v.get_ref())) {
-                        None => InstancesPerKey::Fixed(crate::ISOLATE_INSTANCES),
-                        Some((_, Count(n))) if *n >= 1 => InstancesPerKey::Fixed(*n),
-                        Some((_, Name(w))) if w == "workers" => InstancesPerKey::Workers,
-                        Some((v, given)) => {
-                            return self.edge_err(
-                                v.span(),
-                                &format!("{key}.instances_per_key"),
-                                format!(
-                                    "{given} is not allowed: a number of at least 1, or \"workers\" for one per worker thread"
-                                ),
-                            );
-                        }
-                    };
-                    let idle = match &s.idle_timeout_ms {
-                        Some(v) if *v.get_ref() == 0 => {
-                            return self.edge_err(
-                                v.span(),
-                                &format!("{key}.idle_timeout_ms"),
-                                "must be at least 1",
-                            );
-                        }
-                        Some(v) => Duration::from_millis(*v.get_ref()),
-                        None => Duration::from_secs(60),
-                    };
-                    InstanceMode::isolate(instances, idle)
+                    InstanceMode::isolate(per_key(crate::ISOLATE_INSTANCES)?, idle()?)
                 }
                 None | Some("per-request") => {
                     if let Some(k) = &s.session_key {
@@ -902,32 +904,8 @@ impl Resolver<'_> {
                                 None => Ok(default),
                             }
                         };
-                    use edge::CountOrName::{Count, Name};
-                    let per_key = match s.instances_per_key.as_ref().map(|v| (v, v.get_ref())) {
-                        None => InstancesPerKey::Fixed(1),
-                        Some((_, Count(n))) if *n >= 1 => InstancesPerKey::Fixed(*n),
-                        Some((_, Name(w))) if w == "workers" => InstancesPerKey::Workers,
-                        Some((v, given)) => {
-                            return self.edge_err(
-                                v.span(),
-                                &format!("{key}.instances_per_key"),
-                                format!(
-                                    "{given} is not allowed: a number of at least 1, or \"workers\" for one per worker thread"
-                                ),
-                            );
-                        }
-                    };
-                    let idle = match &s.idle_timeout_ms {
-                        Some(v) if *v.get_ref() == 0 => {
-                            return self.edge_err(
-                                v.span(),
-                                &format!("{key}.idle_timeout_ms"),
-                                "must be at least 1",
-                            );
-                        }
-                        Some(v) => Duration::from_millis(*v.get_ref()),
-                        None => Duration::from_secs(60),
-                    };
+                    let per_key = per_key(1)?;
+                    let idle = idle()?;
                     InstanceMode::Session(SessionSettings {
                         key: session_key,
                         max_sessions: positive(&s.max_sessions, "max_sessions", 1000)?,
