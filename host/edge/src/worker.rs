@@ -35,8 +35,11 @@ pub struct Declaration {
 
 impl Declaration {
     /// The declaration of the component with these bytes, if it is a Worker.
+    /// Bytes that are not a component declare nothing (compiling them says
+    /// what is wrong); a Worker's section that does not parse is an error.
     pub fn of(component: &[u8]) -> Result<Option<Self>> {
-        let Some(section) = edge_componentize::top_level_custom_section(component, SECTION)? else {
+        let Ok(Some(section)) = edge_componentize::top_level_custom_section(component, SECTION)
+        else {
             return Ok(None);
         };
         let declared: Declaration = serde_json::from_slice(section)
@@ -105,6 +108,7 @@ mod tests {
         assert_eq!(d.secrets, ["api_key"]);
         assert_eq!(d.kv_namespaces, ["cache"]);
         assert!(Declaration::of(b"\0asm\x0d\0\x01\0").unwrap().is_none());
+        assert!(Declaration::of(b"this is not wasm").unwrap().is_none());
     }
 
     #[test]
