@@ -4,7 +4,8 @@
 # (wrk -t2 -c100 -d10s, keep-alive) and an HTMLRewriter Worker streaming a
 # 71 KiB page (-c8; its output checked equal on both); then what each additional deployed
 # Worker costs edge in memory (N distinct hello Workers, each answered once)
-# and how many fit in 8 GiB at that rate.
+# and how many fit in 8 GiB at that rate; and `edge deploy worker.js` to the
+# Worker's first answer through the control plane.
 #
 #   make bench-workers        (DURATION=10s CONNECTIONS=100 WORKERS=8 to change)
 set -euo pipefail
@@ -153,6 +154,53 @@ per_worker=$(( (rss_all - rss_one) / (WORKERS - 1) ))
 artifact=$(stat -c %s "$work/data/cache/"*.cwasm | sort -n | tail -1)
 component=$(stat -c %s "$work/many/w1.wasm")
 
+# Deploy to first answer: `edge deploy` of the hello Worker (build on the
+# CLI, upload, compile, activate) through a node's control plane, until the
+# new version answers; DEPLOYS times, each a distinct Worker (new bytes).
+DEPLOYS=${DEPLOYS:-3}
+CONTROL_PORT=18284 DEPLOY_PORT=18285
+mkdir -p "$work/deploy"
+cat > "$work/deploy/spin.toml" <<TOML
+spin_manifest_version = 2
+[application]
+name = "operator"
+[[trigger.http]]
+route = "/..."
+component = "hello"
+[component.hello]
+source = "../hello.wasm"
+TOML
+cat > "$work/deploy/edge.toml" <<TOML
+app = "spin.toml"
+[server]
+listen = "127.0.0.1:$DEPLOY_PORT"
+admin_listen = "127.0.0.1:0"
+data_dir = "data"
+watch_interval_ms = 0
+[control]
+listen = "127.0.0.1:$CONTROL_PORT"
+[[tenant]]
+name = "operator"
+hosts = ["operator.test"]
+components = ["*"]
+TOML
+EDGE_LOG=warn "$CARGO_TARGET_DIR/release/edge" serve --config "$work/deploy/edge.toml" >/dev/null 2>"$work/deploy/edge.log" &
+pids+=($!)
+for _ in $(seq 300); do [ -s "$work/deploy/data/control/operator.token" ] && curl -s -o /dev/null "http://127.0.0.1:$CONTROL_PORT/v1/openapi.json" && break; sleep 0.1; done
+export EDGE_API_URL="http://127.0.0.1:$CONTROL_PORT" EDGE_API_TOKEN_FILE="$work/deploy/data/control/operator.token"
+"$CARGO_TARGET_DIR/release/edge" tenants create bench --host bench.test >/dev/null
+deploy_ms=()
+for i in $(seq "$DEPLOYS"); do
+  mkdir -p "$work/deploy/w$i"
+  sed "s/Hello World!/Deployed $i!/" bench/workers/hello/worker.js > "$work/deploy/w$i/worker.js"
+  start=$(date +%s%N)
+  "$CARGO_TARGET_DIR/release/edge" deploy "$work/deploy/w$i/worker.js" --app hello --tenant bench --workers-dir workers >/dev/null 2>&1
+  until [ "$(curl -s -H 'Host: bench.test' "http://127.0.0.1:$DEPLOY_PORT/")" = "Deployed $i!" ]; do sleep 0.02; done
+  deploy_ms+=($(( ($(date +%s%N) - start) / 1000000 )))
+done
+unset EDGE_API_URL EDGE_API_TOKEN_FILE
+deploys=$(printf '%s ms, ' "${deploy_ms[@]}")
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 echo
 echo "Workers over HTTP, wrk -t2 -d$DURATION (keep-alive; hello -c$CONNECTIONS, HTMLRewriter -c$HTML_CONNECTIONS), $(nproc) cores"
@@ -163,6 +211,8 @@ printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on workerd $("$WORKERD" -
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "HTMLRewriter ($((page_bytes / 1024)) KiB page) on edge" "$eh_rps" "$eh_p50" "$eh_p99" "1.00x"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "HTMLRewriter ($((page_bytes / 1024)) KiB page) on workerd" "$wh_rps" "$wh_p50" "$wh_p99" "$(ratio "$eh_rps" "$wh_rps") of it"
 for e in "$e_err" "$w_err" "$eh_err" "$wh_err"; do [ -n "${e// }" ] && echo "errors: $e"; done
+echo
+echo "Deploy to first answer (edge deploy worker.js: build, upload, compile, activate): ${deploys%, }"
 echo
 echo "Memory per additional deployed Worker on edge ($WORKERS hello Workers, each answered once)"
 echo "  component $((component / 1024)) KiB, compiled artifact $((artifact / 1024)) KiB"
