@@ -172,7 +172,18 @@ impl Reference {
 }
 
 impl Drop for Reference {
+    /// Closes the reference's stdin, so that it disposes of miniflare and
+    /// the workerd it started (a kill would leave workerd running), and
+    /// kills it only if it has not gone within 10 s.
     fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
