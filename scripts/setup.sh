@@ -48,6 +48,11 @@ grep -qx wasm32-wasip2 <<<"$installed" || rustup target add wasm32-wasip2
 grep -qx wasm32-wasip1 <<<"$installed" || rustup target add wasm32-wasip1
 rustup component list --installed | grep -q '^clippy' || rustup component add clippy
 rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
+# The Workers toolchain (vite 7 under vitest, miniflare) needs Node.js 20.19+.
+node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' || {
+  echo "setup: Node.js $(node --version) is too old: workers/ needs 20.19 or later" >&2
+  exit 1
+}
 # playwright-core drives the Debian chromium (it downloads no browser).
 if [ ! -d tests/browser/node_modules/playwright-core ]; then
   npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error >/dev/null

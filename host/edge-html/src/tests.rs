@@ -150,3 +150,117 @@ fn the_guests_wit_is_the_hosts() {
         "workers/wit/deps/html/html.wit must be a copy of wit/html/html.wit"
     );
 }
+
+mod host_calls {
+    //! The host side as a hostile guest would drive it: calls out of turn,
+    //! oversized chunks, invalid selectors, a flood of rewriters.
+    use crate::generated::edge::html::rewriter as api;
+    use crate::{Html, MAX_CHUNK_BYTES, MAX_PER_INSTANCE, Rewriters};
+    use api::HostRewriter;
+    use wasmtime::component::ResourceTable;
+
+    fn selector(s: &str) -> api::SelectorHandlers {
+        api::SelectorHandlers {
+            selector: s.into(),
+            element: true,
+            comments: false,
+            text: false,
+        }
+    }
+
+    fn no_document() -> api::DocumentHandlers {
+        api::DocumentHandlers {
+            doctype: false,
+            comments: false,
+            text: false,
+            end: false,
+        }
+    }
+
+    #[test]
+    fn calls_out_of_turn_oversized_chunks_and_bad_selectors_are_refused() {
+        let (mut rewriters, mut table) = (Rewriters::default(), ResourceTable::new());
+        let mut html = Html {
+            rewriters: &mut rewriters,
+            table: &mut table,
+        };
+        let e = html
+            .create(vec![selector("p"), selector("div[")], no_document())
+            .unwrap()
+            .unwrap_err();
+        assert!(e.starts_with("selector 1 (\"div[\") is not valid"), "{e}");
+        let r = html
+            .create(vec![selector("p")], no_document())
+            .unwrap()
+            .unwrap();
+        let again = || wasmtime::component::Resource::<crate::Rewriter>::new_own(r.rep());
+        assert!(
+            html.next(again())
+                .unwrap()
+                .unwrap_err()
+                .contains("expects write or end")
+        );
+        assert!(
+            html.respond(again(), vec![])
+                .unwrap()
+                .unwrap_err()
+                .contains("out of turn")
+        );
+        let big = vec![b'x'; MAX_CHUNK_BYTES + 1];
+        assert!(
+            html.write(again(), big)
+                .unwrap()
+                .unwrap_err()
+                .contains("at most 65536")
+        );
+        html.write(again(), b"<p>x</p>".to_vec()).unwrap().unwrap();
+        assert!(
+            html.write(again(), b"more".to_vec())
+                .unwrap()
+                .unwrap_err()
+                .contains("expects next")
+        );
+        let stop = html.next(again()).unwrap().unwrap();
+        assert!(matches!(stop, api::Event::Element(_)), "{stop:?}");
+        assert!(
+            html.next(again())
+                .unwrap()
+                .unwrap_err()
+                .contains("expects respond")
+        );
+        html.respond(again(), vec![api::Change::Remove])
+            .unwrap()
+            .unwrap();
+        HostRewriter::drop(&mut html, r).unwrap();
+    }
+
+    #[test]
+    fn an_instance_holds_at_most_its_share_of_rewriters() {
+        let (mut rewriters, mut table) = (Rewriters::default(), ResourceTable::new());
+        let mut html = Html {
+            rewriters: &mut rewriters,
+            table: &mut table,
+        };
+        let held: Vec<_> = (0..MAX_PER_INSTANCE)
+            .map(|_| {
+                html.create(vec![selector("p")], no_document())
+                    .unwrap()
+                    .unwrap()
+            })
+            .collect();
+        let e = html
+            .create(vec![selector("p")], no_document())
+            .unwrap()
+            .unwrap_err();
+        assert!(e.contains("already has 16 HTML rewriters open"), "{e}");
+        for r in held {
+            HostRewriter::drop(&mut html, r).unwrap();
+        }
+        // Dropped ones make room again.
+        let r = html
+            .create(vec![selector("p")], no_document())
+            .unwrap()
+            .unwrap();
+        HostRewriter::drop(&mut html, r).unwrap();
+    }
+}
