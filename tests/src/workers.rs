@@ -24,6 +24,11 @@ pub struct CorpusWorker {
     pub compatibility_date: String,
     /// `kv_namespaces` bindings.
     pub kv_namespaces: Vec<String>,
+    /// `services`: (binding, Worker).
+    pub services: Vec<(String, String)>,
+    /// Whether a route leads to it (`workers_dev = false`: no, only other
+    /// Workers' service bindings reach it).
+    pub routed: bool,
 }
 
 impl CorpusWorker {
@@ -62,6 +67,18 @@ impl CorpusWorker {
                     .collect()
             })
             .unwrap_or_default();
+        let services = config
+            .get("services")
+            .and_then(|k| k.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| {
+                        let field = |f: &str| s.get(f).and_then(|b| b.as_str()).map(String::from);
+                        Some((field("binding")?, field("service")?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Self {
             name: name.to_string(),
             dir,
@@ -69,7 +86,24 @@ impl CorpusWorker {
             secrets,
             compatibility_date,
             kv_namespaces,
+            services,
+            routed: config.get("workers_dev").and_then(|v| v.as_bool()) != Some(false),
         }
+    }
+
+    /// `names` and every Worker their service bindings reach, each once.
+    pub fn load_with_services(names: &[&str]) -> Vec<Self> {
+        let mut workers: Vec<Self> = Vec::new();
+        let mut queue: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        while let Some(name) = queue.pop() {
+            if workers.iter().any(|w| w.name == name) {
+                continue;
+            }
+            let w = Self::load(&name);
+            queue.extend(w.services.iter().map(|(_, s)| s.clone()));
+            workers.push(w);
+        }
+        workers
     }
 
     /// The component `scripts/workers.sh` built from it.
@@ -133,6 +167,7 @@ impl Reference {
                     "compatibilityDate": w.compatibility_date,
                     "bindings": bindings,
                     "kv": w.kv_namespaces,
+                    "services": w.services.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                 })
             })
             .collect();
@@ -207,9 +242,17 @@ pub fn spin_toml(workers: &[CorpusWorker]) -> String {
     for w in workers {
         let _ = write!(
             s,
-            "[[trigger.http]]\nroute = \"/{0}/...\"\ncomponent = \"{0}\"\n[component.{0}]\nsource = {1:?}\nallowed_outbound_hosts = [\"http://127.0.0.1:*\"]\n",
+            "{2}[component.{0}]\nsource = {1:?}\nallowed_outbound_hosts = [\"http://127.0.0.1:*\"]\n",
             w.name,
-            w.component().display().to_string()
+            w.component().display().to_string(),
+            if w.routed {
+                format!(
+                    "[[trigger.http]]\nroute = \"/{0}/...\"\ncomponent = \"{0}\"\n",
+                    w.name
+                )
+            } else {
+                String::new()
+            }
         );
         if !w.kv_namespaces.is_empty() {
             let labels: Vec<String> = w

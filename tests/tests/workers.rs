@@ -138,6 +138,20 @@ const CASES: &[Case] = &[
     get("kv", "/kv/scenario?run=RUN"),
     get("kv", "/kv/paging?run=RUN"),
     get("kv", "/kv/errors?run=RUN"),
+    get("services", "/services/echo"),
+    Case {
+        worker: "services",
+        method: "PUT",
+        path: "/services/forward?q=1",
+        headers: &[("x-test", "through")],
+        body: "the client's body",
+    },
+    get("services", "/services/stream"),
+    get("services", "/services/status"),
+    get("services", "/services/throws"),
+    get("services", "/services/throws-caught"),
+    get("services", "/services/depth?to=3"),
+    get("services", "/services/kinds"),
 ];
 
 /// What tells this test run's KV keys from earlier runs' (edge's stores
@@ -207,7 +221,7 @@ async fn ask(base: &str, case: &Case) -> Answer {
 async fn the_corpus_answers_as_on_workerd() {
     let mut names: Vec<&str> = CASES.iter().map(|c| c.worker).collect();
     names.dedup();
-    let workers: Vec<CorpusWorker> = names.iter().map(|n| CorpusWorker::load(n)).collect();
+    let workers = CorpusWorker::load_with_services(&names);
     let reference = Reference::start(&workers);
     let edge = edge(&workers, "");
     let mut differences = Vec::new();
@@ -491,6 +505,16 @@ async fn edge_deploy_makes_a_worker_live_through_the_control_plane() {
     let (status, body) = ask("/kv/scenario?run=deploy").await;
     assert_eq!(status, 200, "{body}\nlog: {}", node.log());
     assert!(body.contains(r#""text":"hello""#), "{body}");
+
+    // Service bindings between two deployed apps of the tenant: `services`
+    // calls the app named `backend`.
+    for (name, route) in [("backend", "/backend/..."), ("services", "/services/...")] {
+        let (code, out, err) = deploy(&[corpus.join(name).to_str().unwrap(), "--route", route]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let (status, body) = ask("/services/status").await;
+    assert_eq!(status, 200, "{body}\nlog: {}", node.log());
+    assert_eq!(body, r#"{"status":418,"text":"made up","header":"yes"}"#);
 }
 
 /// The example Worker's own vitest suite (workers/examples/links), whose
@@ -554,4 +578,49 @@ async fn an_exception_is_logged_with_its_stack_or_passes_through_to_the_origin()
     assert_eq!(status, 500);
     let log = edge.log_after("passThroughOnException: no site").await;
     assert!(log.contains("no site with an origin serves"), "{log}");
+}
+
+/// Service bindings end: a Worker calling itself forever is refused at the
+/// 32nd call of the chain (and the chain, deeper than the isolate's eight
+/// instances, runs on fresh ones rather than waiting on itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_service_calls_ends_at_its_depth_limit() {
+    let workers = CorpusWorker::load_with_services(&["services"]);
+    let edge = edge(&workers, "");
+    let (status, body) = edge_tests::get(&format!("{}/services/recurse", edge.url)).await;
+    assert_eq!(status, 508, "{body}\n{}", edge.log());
+    assert!(body.starts_with("refused at 31: "), "{body}");
+    let log = edge
+        .log_after("the chain of service calls is 32 deep")
+        .await;
+    assert!(log.contains("service call refused"), "{log}");
+    // A chain of 20 (beyond the isolate's 8 instances) answers.
+    let (status, body) = edge_tests::get(&format!("{}/services/depth?to=20", edge.url)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.ends_with("19 > bottom at 20"), "{body}");
+}
+
+/// A binding names an app of the Worker's own tenant: another tenant's app
+/// of that name is never reached, and the mark a binding puts on a request
+/// reaches only the apps the Worker declared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_binding_reaches_only_its_own_tenants_declared_apps() {
+    let workers = CorpusWorker::load_with_services(&["services"]);
+    let tenants = "[[tenant]]\nname = \"other\"\nhosts = [\"other.test\"]\ncomponents = [\"backend\", \"basics\"]\n";
+    let edge_toml = format!(
+        "app = \"spin.toml\"\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[[tenant]]\nname = \"mine\"\nhosts = [\"*\"]\ncomponents = [\"services\"]\n{tenants}"
+    );
+    let edge = edge_tests::Edge::start(&edge_tests::workers::spin_toml(&workers), &edge_toml);
+    // `backend` and `basics` are the other tenant's.
+    let (status, body) = edge_tests::get(&format!("{}/services/status", edge.url)).await;
+    assert_eq!(status, 500, "{body}");
+    let log = edge.log_after("the tenant has no such app").await;
+    assert!(log.contains("service call failed"), "{log}");
+    // A plain fetch marked for an app the Worker declared no binding to.
+    let (status, body) = edge_tests::get(&format!("{}/services/forged?app=kv", edge.url)).await;
+    assert_eq!(status, 502, "{body}");
+    let log = edge
+        .log_after("the component has no service binding to that app")
+        .await;
+    assert!(log.contains("service call refused"), "{log}");
 }

@@ -22,6 +22,7 @@ import worker from 'edge:worker-entry';
 import { bindings } from './env.js';
 import { ExecutionContext, settleWaitUntil } from './context.js';
 import { cfOf, originOf } from './cf.js';
+import { UNCAUGHT_HEADER } from './fetcher.js';
 
 const METHODS = {
   get: 'GET',
@@ -173,8 +174,14 @@ function toBytes(value) {
 }
 
 /** workerd's answer when the Worker fails: a bare status and its words. */
-function failureResponse() {
-  return new Response(encoder.encode('Internal Server Error'), { status: 500 });
+function failureResponse(error) {
+  // The exception goes along in a header, so that a Worker calling this
+  // one through a service binding throws it as workerd does
+  // (runtime/fetcher.js); the host drops the header from what clients get.
+  const name = error instanceof Error ? error.name : 'Error';
+  const message = error instanceof Error ? error.message : String(error);
+  const headers = { [UNCAUGHT_HEADER]: encodeURIComponent(`${name}\n${message}`) };
+  return new Response(encoder.encode('Internal Server Error'), { status: 500, headers });
 }
 
 /** Why a Worker failed, with its stack, for the log (stderr). A failed
@@ -220,14 +227,14 @@ async function serve(incoming, outparam) {
   } catch (error) {
     logFailure('uncaught exception in fetch', error);
     response = ctx.passedThrough && request ? await passThrough(request) : null;
-    response = response || failureResponse();
+    response = response || failureResponse(error);
   }
   let outgoing;
   try {
     outgoing = head(response);
   } catch (error) {
     logFailure('the response cannot be sent', error);
-    response = failureResponse();
+    response = failureResponse(error);
     outgoing = head(response);
   }
   // The body is taken before the response moves into the outparam.

@@ -7,6 +7,7 @@
 import declared from 'edge:worker-bindings';
 import { get as getVariable } from 'wasi:config/store@0.2.0-rc.1';
 import { KVNamespace } from './kv.js';
+import { Fetcher } from './fetcher.js';
 
 let env;
 
@@ -35,6 +36,9 @@ export function bindings() {
   }
   for (const [name, label] of Object.entries(declared.kv || {})) {
     env[name] = new KVNamespace(label);
+  }
+  for (const [name, app] of Object.entries(declared.services || {})) {
+    env[name] = new Fetcher(app);
   }
   for (const name of declared.secrets || []) {
     const value = secret(name);

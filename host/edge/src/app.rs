@@ -47,6 +47,8 @@ pub struct Runtime {
     /// Outbound HTTP: each tenant's requests in flight and refusals, and
     /// the host's listeners (no guest may reach them).
     pub outbound: edge_outbound_http::Registry,
+    /// Where Workers' service bindings are served ([`crate::services`]).
+    pub services: crate::services::Router,
     /// The background lane, where tenants over their CPU share and long
     /// calls run ([`crate::lanes`]).
     pub background: crate::lanes::Background,
@@ -95,6 +97,7 @@ impl Runtime {
             shares,
             resets_in_place,
             outbound: Default::default(),
+            services: Default::default(),
         })
     }
 }
@@ -163,12 +166,15 @@ pub struct TenantRt {
     /// Hosts of the tenant's sites: every path of such a host goes to the
     /// site's component, before the manifest's routes are looked at.
     pub sites: HashMap<String, TenantRoute>,
+    /// Each of its apps as service bindings reach it, by name
+    /// ([`crate::services`]): see [`service_routes`].
+    pub services: HashMap<String, Routes>,
 }
 
 /// A number from 0 to 99 per request, for splitting traffic between two
 /// versions: a process-wide counter through SplitMix64, seeded at random
 /// (uniform and cheap; nothing depends on it being unpredictable).
-fn draw() -> u8 {
+pub(crate) fn draw() -> u8 {
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
@@ -288,6 +294,7 @@ impl App {
                     )
                     .map_err(anyhow::Error::msg)?;
             }
+            let services = service_routes(tenant, &config, &prepared, &mut target_for)?;
             let mut sites = HashMap::new();
             for site in &tenant.sites {
                 for host in &site.hosts {
@@ -304,6 +311,7 @@ impl App {
                 name,
                 routes,
                 sites,
+                services,
             });
         }
         hosts
@@ -333,13 +341,20 @@ impl App {
         self.hosts.find(host).map(|i| &self.tenants[i])
     }
 
+    /// The tenant named `name`.
+    pub fn tenant_named(&self, name: &str) -> Option<&TenantRt> {
+        self.tenants.iter().find(|t| &*t.name == name)
+    }
+
     /// Every session pool this app routes to.
     pub fn session_pools(&self) -> Vec<Arc<SessionPool>> {
         let mut pools: Vec<Arc<SessionPool>> = Vec::new();
-        let targets = self
-            .tenants
-            .iter()
-            .flat_map(|t| t.routes.iter().chain(t.sites.values()));
+        let targets = self.tenants.iter().flat_map(|t| {
+            t.routes
+                .iter()
+                .chain(t.sites.values())
+                .chain(t.services.values().flat_map(Routes::iter))
+        });
         for pool in targets.filter_map(|r| r.target.sessions.as_ref()) {
             if !pools.iter().any(|p| Arc::ptr_eq(p, pool)) {
                 pools.push(pool.clone());
@@ -391,6 +406,85 @@ impl App {
             .map(|(id, _)| id.as_str())
             .collect()
     }
+}
+
+/// The app a component belongs to, as service bindings name it: a
+/// deployed app's name (its components are `TENANT/APP@N/COMPONENT`), or
+/// the component's id in the config files.
+pub fn app_of<'a>(tenant: &str, component: &'a str) -> &'a str {
+    component
+        .strip_prefix(tenant)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.split_once('@'))
+        .map_or(component, |(app, _)| app)
+}
+
+/// Each app of `tenant` as a service binding reaches it. A Worker is one
+/// script that takes every request, whatever its path, so an app with one
+/// component per version (per share of a rollout) takes every path there;
+/// an app of several components routes by its routes. A Worker that no
+/// route leads to (one only its tenant's other apps call) is an app too.
+fn service_routes(
+    tenant: &edge_config::Tenant,
+    config: &Config,
+    prepared: &BTreeMap<String, Result<Arc<Prepared>, Arc<str>>>,
+    target_for: &mut impl FnMut(&str) -> Arc<Target>,
+) -> Result<HashMap<String, Routes>> {
+    type Draw = Option<std::ops::Range<u8>>;
+    // Per app, its routes: (component, route, draw).
+    let mut apps: BTreeMap<&str, Vec<(&str, &str, &Draw)>> = BTreeMap::new();
+    const NO_DRAW: Draw = None;
+    for route in &config.routes {
+        if tenant.components.contains(&route.component) {
+            apps.entry(app_of(&tenant.name, &route.component))
+                .or_default()
+                .push((&route.component, route.pattern.as_str(), &route.draw));
+        }
+    }
+    let by_sites: Vec<&str> = tenant.sites.iter().map(|s| s.component.as_str()).collect();
+    for id in &tenant.components {
+        let worker = matches!(prepared.get(id), Some(Ok(p)) if p.worker.is_some());
+        let routed = config.routes.iter().any(|r| r.component == *id);
+        if worker && !routed && !by_sites.contains(&id.as_str()) {
+            apps.entry(app_of(&tenant.name, id))
+                .or_default()
+                .push((id, "/...", &NO_DRAW));
+        }
+    }
+    let mut services = HashMap::new();
+    for (app, list) in apps {
+        let mut routes = Routes::default();
+        let mut per_draw: Vec<(&Draw, &str)> = Vec::new();
+        for (component, _, draw) in &list {
+            if !per_draw.contains(&(draw, component)) {
+                per_draw.push((draw, component));
+            }
+        }
+        let single = per_draw
+            .iter()
+            .all(|(d, c)| per_draw.iter().all(|(d2, c2)| d != d2 || c == c2));
+        if single {
+            for (draw, component) in per_draw {
+                routes
+                    .add(
+                        "/...",
+                        TenantRoute::new("/...", target_for(component), draw.clone()),
+                    )
+                    .map_err(anyhow::Error::msg)?;
+            }
+        } else {
+            for (component, raw, draw) in list {
+                routes
+                    .add(
+                        raw,
+                        TenantRoute::new(raw, target_for(component), draw.clone()),
+                    )
+                    .map_err(anyhow::Error::msg)?;
+            }
+        }
+        services.insert(app.to_string(), routes);
+    }
+    Ok(services)
 }
 
 /// The target of one component for one tenant: its grants, limits, metrics
@@ -488,7 +582,11 @@ fn build_target(
             rt.outbound
                 .tenant(&tenant.name, tenant.limits.max_outbound_requests),
         );
+    let services = worker
+        .filter(|w| !w.services.is_empty())
+        .map(|w| crate::services::Grant::new(rt.services.clone(), &tenant.name, &who, &w.services));
     let spec = StoreSpec {
+        services,
         sockets: crate::state::Sockets::of(&outbound),
         outbound,
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),
@@ -795,5 +893,16 @@ mod tests {
         assert_eq!(strip_port("a:1"), "a");
         assert_eq!(strip_port("[::1]:8080"), "[::1]");
         assert_eq!(strip_port("a"), "a");
+    }
+
+    #[test]
+    fn a_component_belongs_to_the_app_service_bindings_name() {
+        assert_eq!(app_of("acme", "acme/shop@3/web"), "shop");
+        assert_eq!(app_of("acme", "acme/shop@12/api"), "shop");
+        // A config file's component is its own app.
+        assert_eq!(app_of("acme", "backend"), "backend");
+        // Another tenant's prefix is not this tenant's app.
+        assert_eq!(app_of("acme", "other/shop@1/web"), "other/shop@1/web");
+        assert_eq!(app_of("acme", "acme-shop"), "acme-shop");
     }
 }

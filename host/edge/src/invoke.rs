@@ -216,7 +216,12 @@ where
     B::Error: Into<wasmtime_wasi_http::Error>,
 {
     store.data_mut().client_pace = request.extensions().get::<ClientPace>().cloned();
-    store.data_mut().begin_request();
+    let chain = request
+        .extensions()
+        .get::<crate::services::Chain>()
+        .cloned()
+        .unwrap_or_default();
+    store.data_mut().begin_request(chain);
     let p3 = matches!(&target.prepared, Ok(p) if matches!(p.entry, Entry::P3(_)));
     let mut http = store.data_mut().http();
     if p3 {
@@ -232,8 +237,14 @@ where
         ));
     }
     let (tx, rx) = oneshot::channel();
+    // A client's request is plain HTTP here (TLS ends before the host); a
+    // service call keeps the scheme its caller gave its URL.
+    let scheme = match request.uri().scheme() {
+        Some(s) if *s == http::uri::Scheme::HTTPS => Scheme::Https,
+        _ => Scheme::Http,
+    };
     let req = http
-        .new_incoming_request(Scheme::Http, request)
+        .new_incoming_request(scheme, request)
         .map_err(|e| Failure::Internal(format!("{e:#}")))?;
     let out = http
         .new_response_outparam(tx)

@@ -24,6 +24,7 @@ pub mod reload;
 pub mod respond;
 pub mod routes;
 pub mod server;
+pub mod services;
 pub mod session;
 pub mod share;
 pub mod state;

@@ -350,6 +350,7 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
             None => None,
         };
         let shared = Arc::new(Shared::new(runtime, app));
+        shared.runtime.services.attach(&shared);
         let (stop_tx, stop_rx) = watch::channel(false);
         let control = shared.app.load().files.control.clone();
         // Handlers go in before the "listening" line: until then SIGHUP

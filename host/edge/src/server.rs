@@ -22,7 +22,6 @@ use crate::share::Limit;
 use anyhow::Result;
 use arc_swap::ArcSwap;
 use http::{HeaderValue, Request, Response, StatusCode, header};
-use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -449,8 +448,31 @@ pub async fn handle(
             format!("no route for {}", req.uri().path()),
         );
     };
+    lane.serving(&matched.route.target.share);
+    let chain = crate::services::Chain::top(client_addr);
+    let mut response = serve_route(&app, &matched, req, chain, started).await;
+    // For the Workers calling a Worker: a client never sees it.
+    response
+        .headers_mut()
+        .remove(crate::services::UNCAUGHT_HEADER);
+    response
+}
+
+/// Phases 3 to 6 of a request whose route is known: a client's, or a
+/// service binding's call from another of the tenant's apps
+/// ([`crate::services`]), whose `chain` says how deep it is.
+pub async fn serve_route<B>(
+    app: &App,
+    matched: &Matched<'_>,
+    req: Request<B>,
+    chain: crate::services::Chain,
+    started: Instant,
+) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<wasmtime_wasi_http::Error>,
+{
     let target = matched.route.target.clone();
-    lane.serving(&target.share);
     let answer = |f: Failure| {
         let response = f.response();
         target
@@ -480,7 +502,9 @@ pub async fn handle(
         }
     };
     let mut req = req;
-    add_spin_headers(&mut req, &matched, client_addr);
+    add_spin_headers(&mut req, matched, chain.client_addr.clone());
+    let nested = chain.depth > 0;
+    req.extensions_mut().insert(chain);
 
     // Phase 5: instance. The deadline runs from now: waiting in a session's
     // queue counts. The body must be in a tenth of it before the deadline,
@@ -498,6 +522,17 @@ pub async fn handle(
     req.extensions_mut().insert(pace.clone());
     let req = req.map(|b| CappedBody::new(b, limits, exceeded.clone()).paced(pace.clone()));
     let result = match &target.sessions {
+        // A service call into an isolate whose instances are all busy runs
+        // on a fresh instance: queued, it could wait on its own caller.
+        Some(pool) if nested => {
+            match pool
+                .dispatch_idle(&target, req.map(|b| b.boxed_unsync()), deadline)
+                .await
+            {
+                Ok(answered) => answered,
+                Err(req) => invoke::per_request(&target, *req, deadline).await,
+            }
+        }
         Some(pool) => {
             pool.dispatch(&target, req.map(|b| b.boxed_unsync()), deadline)
                 .await
@@ -532,7 +567,7 @@ pub async fn handle(
 /// The headers Spin gives components, with Spin's values, each once: a
 /// client's own `spin-*` headers are dropped first (a component trusts
 /// these to come from its host).
-fn add_spin_headers(req: &mut Request<Incoming>, matched: &Matched<'_>, client_addr: HeaderValue) {
+fn add_spin_headers<B>(req: &mut Request<B>, matched: &Matched<'_>, client_addr: HeaderValue) {
     let full_url = {
         let host = req
             .headers()

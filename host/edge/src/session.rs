@@ -42,6 +42,19 @@ const MAX_KEY_BYTES: usize = 256;
 /// The request type queued to a session.
 pub type SessionRequest = http::Request<UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>>;
 
+/// Where a queued request's response head comes.
+type Reply = oneshot::Receiver<Result<Response<Body>, Failure>>;
+
+/// What became of a request given to a pool.
+enum Enqueued {
+    /// Queued: its answer comes here.
+    Waiting(Reply),
+    /// Refused (no session could be had): why.
+    Refused(Failure),
+    /// Given back: every instance of its key is busy, and it may not wait.
+    Busy(Box<SessionRequest>),
+}
+
 struct Job {
     target: Arc<Target>,
     request: SessionRequest,
@@ -438,17 +451,66 @@ impl SessionPool {
         request: SessionRequest,
         deadline: Instant,
     ) -> Result<Response<Body>, Failure> {
-        let base = session_key(&self.settings.key, &request)?;
-        let (reply, response) = oneshot::channel();
-        let job = Job {
-            target: target.clone(),
-            request,
-            deadline,
-            reply,
+        match self.enqueue(target, request, deadline, true) {
+            Enqueued::Waiting(reply) => Self::answer(reply).await,
+            Enqueued::Refused(f) => Err(f),
+            Enqueued::Busy(_) => unreachable!("a request that may wait is always queued"),
+        }
+    }
+
+    /// Like [`Self::dispatch`], but never behind a busy instance: the
+    /// request comes back (`Err`) when every instance of its key is busy
+    /// and no new one can start.
+    pub async fn dispatch_idle(
+        self: &Arc<Self>,
+        target: &Arc<Target>,
+        request: SessionRequest,
+        deadline: Instant,
+    ) -> Result<Result<Response<Body>, Failure>, Box<SessionRequest>> {
+        match self.enqueue(target, request, deadline, false) {
+            Enqueued::Waiting(reply) => Ok(Self::answer(reply).await),
+            Enqueued::Refused(f) => Ok(Err(f)),
+            Enqueued::Busy(request) => Err(request),
+        }
+    }
+
+    async fn answer(response: Reply) -> Result<Response<Body>, Failure> {
+        response
+            .await
+            .unwrap_or_else(|_| Err(Failure::Internal("session ended without answering".into())))
+    }
+
+    /// Queues a request on its session (creating the session if needed);
+    /// gives it back, if `may_wait` is false, rather than queue it behind
+    /// a running one.
+    fn enqueue(
+        self: &Arc<Self>,
+        target: &Arc<Target>,
+        request: SessionRequest,
+        deadline: Instant,
+        may_wait: bool,
+    ) -> Enqueued {
+        let base = match session_key(&self.settings.key, &request) {
+            Ok(base) => base,
+            Err(f) => return Enqueued::Refused(f),
         };
+        let (reply, response) = oneshot::channel();
         {
             let mut sessions = self.lock();
             let (key, home) = self.pick_instance(&sessions, base);
+            if !may_wait
+                && sessions
+                    .get(&key)
+                    .is_some_and(|s| s.inflight.load(Relaxed) > 0)
+            {
+                return Enqueued::Busy(Box::new(request));
+            }
+            let job = Job {
+                target: target.clone(),
+                request,
+                deadline,
+                reply,
+            };
             let unqueued = match sessions.get_mut(&key) {
                 Some(session) => match session.tx.try_send(job) {
                     Ok(()) => {
@@ -463,7 +525,7 @@ impl SessionPool {
                             self.settings.max_queued, target.component
                         ));
                         count_failure(target, &f);
-                        return Err(f);
+                        return Enqueued::Refused(f);
                     }
                     Err(mpsc::error::TrySendError::Closed(job)) => {
                         // The session ended after a failure; start afresh.
@@ -475,7 +537,10 @@ impl SessionPool {
                 None => Some(job),
             };
             if let Some(job) = unqueued {
-                let (held, replaced) = self.admit(&mut sessions, target)?;
+                let (held, replaced) = match self.admit(&mut sessions, target) {
+                    Ok(admitted) => admitted,
+                    Err(f) => return Enqueued::Refused(f),
+                };
                 let (tx, rx) = mpsc::channel(self.settings.max_queued);
                 let id = self.next_id.fetch_add(1, Relaxed);
                 // A fresh channel has room for the first job.
@@ -516,9 +581,7 @@ impl SessionPool {
                 );
             }
         }
-        response
-            .await
-            .unwrap_or_else(|_| Err(Failure::Internal("session ended without answering".into())))
+        Enqueued::Waiting(response)
     }
 
     /// Which instance of the key's `instances_per_key` takes the request,

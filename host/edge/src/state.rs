@@ -44,6 +44,8 @@ pub struct StoreSpec {
     pub process: edge_process::Grant,
     /// The tenant's mixing rooms.
     pub mixer: edge_mixer::MixerGrant,
+    /// The apps its service bindings call, if it is a Worker with some.
+    pub services: Option<crate::services::Grant>,
 }
 
 impl StoreSpec {
@@ -60,6 +62,10 @@ impl StoreSpec {
             && self.environment == other.environment
             && self.files == other.files
             && self.process.same(&other.process)
+            && match (&self.services, &other.services) {
+                (Some(a), Some(b)) => a.same(b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
     }
 }
 
@@ -159,6 +165,8 @@ impl HostState {
             hooks: HttpHooks {
                 outbound: spec.outbound.clone(),
                 body_bytes_left: BODY_BUFFER_BYTES,
+                services: spec.services.clone(),
+                chain: Default::default(),
             },
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),
@@ -250,6 +258,10 @@ struct HttpHooks {
     outbound: OutboundPolicy,
     /// What is left of this request's [`BODY_BUFFER_BYTES`].
     body_bytes_left: usize,
+    /// The apps its service bindings may call.
+    services: Option<crate::services::Grant>,
+    /// Where the request it serves is in a chain of service calls.
+    chain: crate::services::Chain,
 }
 
 /// What `send_request` answers: the response and the body's completion.
@@ -272,6 +284,9 @@ impl WasiHttpHooks for HttpHooks {
         options: Option<RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
+        if request.headers().contains_key(crate::services::HEADER) {
+            return crate::services::call(self.services.as_ref(), &self.chain, request);
+        }
         self.outbound.send_request(request, options, fut)
     }
 
@@ -291,9 +306,10 @@ impl WasiHttpHooks for HttpHooks {
 
 impl HostState {
     /// A new request on this store (a session's next job) gets its own
-    /// body budget.
-    pub fn begin_request(&mut self) {
+    /// body budget, and its place in a chain of service calls.
+    pub fn begin_request(&mut self, chain: crate::services::Chain) {
         self.hooks.body_bytes_left = BODY_BUFFER_BYTES;
+        self.hooks.chain = chain;
     }
 }
 
