@@ -1,11 +1,16 @@
-// Builds a module-syntax Worker into a wasi:http component that edge serves:
-// esbuild bundles the Worker behind edge's adapter (runtime/adapter.js) and
-// prelude, then componentize-js snapshots it into StarlingMonkey.
+// Builds a module-syntax Worker for edge. By default a *script*: esbuild
+// bundles the Worker alone, and the result (a component of custom sections
+// only) runs on the Workers engine every host has once. With --snapshot,
+// a component of its own: the Worker bundled behind edge's adapter and
+// snapshotted into StarlingMonkey by componentize-js. --engine builds the
+// engine itself (the runtime snapshotted without a Worker).
 //
-//   node workers/build.mjs [--config wrangler.toml] [--out worker.wasm] [ENTRY]
+//   node workers/build.mjs [--config wrangler.toml] [--out worker.wasm] [--snapshot] [ENTRY]
+//   node workers/build.mjs --engine --out engine.wasm
 //
-// Library: `build({ entry, out, vars, secrets, kvNamespaces, services,
-// compatibilityDate })`, or `fromWrangler(path)` for those options.
+// Library: `build({ entry, out, snapshot, vars, secrets, kvNamespaces,
+// services, compatibilityDate })`, `fromWrangler(path)` for those options,
+// `buildEngine(out)`.
 
 import { build as bundle } from 'esbuild';
 import { componentize } from '@bytecodealliance/componentize-js';
@@ -92,52 +97,93 @@ export function bindingTable({ vars = {}, secrets = [], kvNamespaces = {}, servi
   return { vars, secrets, kv: kvNamespaces, services };
 }
 
-/** The esbuild plugin that resolves the adapter's virtual modules. */
-function workerModules(entry, table) {
+/** Rewrites that every bundle needs, and what the engine resolves. */
+function commonModules(b) {
+  // StarlingMonkey is built without ICU: regular expressions cannot use
+  // Unicode property escapes. The URLPattern polyfill's two (which tell a
+  // pattern's `:name` characters) become classes of ASCII letters, digits
+  // and all non-ASCII characters.
+  b.onLoad({ filter: /urlpattern-polyfill[\\/]dist[\\/]urlpattern\.js$/ }, async (args) => ({
+    contents: (await readFile(args.path, 'utf8'))
+      .replaceAll('\\p{ID_Start}', 'A-Za-z\\u00AA-\\u{10FFFF}')
+      .replaceAll('\\p{ID_Continue}', '0-9A-Za-z\\u00AA-\\u{10FFFF}'),
+    loader: 'js',
+  }));
+  // WIT interfaces are resolved by componentize-js.
+  b.onResolve({ filter: /^(wasi|edge):[a-z-]+\// }, (args) => ({ path: args.path, external: true }));
+}
+
+/** A virtual module of `contents`. */
+function virtual(b, filter, name, contents) {
+  b.onResolve({ filter }, () => ({ path: name, namespace: 'edge' }));
+  b.onLoad({ filter: new RegExp(`^${name}$`), namespace: 'edge' }, () => ({ contents, loader: 'js', resolveDir: here }));
+}
+
+/** The runtime (adapter, prelude, polyfills) with the Worker at `entry`
+ * and its binding table built in: a snapshot of its own. */
+function snapshotModules(entry, table) {
   return {
     name: 'edge-worker',
     setup(b) {
       b.onResolve({ filter: /^edge:worker-entry$/ }, () => ({ path: entry }));
-      b.onResolve({ filter: /^edge:worker-bindings$/ }, () => ({ path: 'bindings', namespace: 'edge' }));
-      b.onLoad({ filter: /^bindings$/, namespace: 'edge' }, () => ({
-        contents: `export default ${JSON.stringify(table)};`,
-        loader: 'js',
-      }));
+      virtual(b, /^edge:worker-bindings$/, 'bindings', `export default ${JSON.stringify(table)};`);
       b.onResolve({ filter: /^cloudflare:workers$/ }, () => ({ path: join(runtime, 'cloudflare-workers.js') }));
-      // StarlingMonkey is built without ICU: regular expressions cannot use
-      // Unicode property escapes. The URLPattern polyfill's two (which
-      // tell a pattern's `:name` characters) become classes of ASCII
-      // letters, digits and all non-ASCII characters.
-      b.onLoad({ filter: /urlpattern-polyfill[\\/]dist[\\/]urlpattern\.js$/ }, async (args) => ({
-        contents: (await readFile(args.path, 'utf8'))
-          .replaceAll('\\p{ID_Start}', 'A-Za-z\\u00AA-\\u{10FFFF}')
-          .replaceAll('\\p{ID_Continue}', '0-9A-Za-z\\u00AA-\\u{10FFFF}'),
-        loader: 'js',
-      }));
-      // WIT interfaces are resolved by componentize-js.
-      b.onResolve({ filter: /^(wasi|edge):[a-z-]+\// }, (args) => ({ path: args.path, external: true }));
+      commonModules(b);
     },
   };
 }
 
-/** Bundles the Worker at `entry` behind the adapter; returns the bundle's
- * text. Bundler errors are `BuildError`s with FILE:LINE:COL. */
-export async function bundleWorker(entry, table) {
+/** The runtime with no Worker: the Worker comes as a script at run time. */
+const engineModules = {
+  name: 'edge-engine',
+  setup(b) {
+    b.onResolve({ filter: /^edge:worker-entry$/ }, () => ({ path: join(runtime, 'script-entry.js') }));
+    b.onResolve({ filter: /^edge:worker-bindings$/ }, () => ({ path: join(runtime, 'script-bindings.js') }));
+    b.onResolve({ filter: /^cloudflare:workers$/ }, () => ({ path: join(runtime, 'cloudflare-workers.js') }));
+    commonModules(b);
+  },
+};
+
+/** The Worker at `entry` alone, for the engine (runtime/script.js). */
+function scriptModules(entry, table) {
+  return {
+    name: 'edge-script',
+    setup(b) {
+      virtual(
+        b,
+        /^edge:script-main$/,
+        'script-main',
+        `import worker from ${JSON.stringify(entry)};\nexport default worker;\nexport const bindings = ${JSON.stringify(table)};\n`,
+      );
+      // The engine's own module, which the script must share (its `env`).
+      virtual(
+        b,
+        /^cloudflare:workers$/,
+        'cloudflare-workers',
+        'const m = globalThis.__edgeCloudflareWorkers;\nexport const WorkerEntrypoint = m.WorkerEntrypoint;\nexport const env = m.env;\n',
+      );
+      commonModules(b);
+    },
+  };
+}
+
+const BUNDLE = {
+  bundle: true,
+  write: false,
+  platform: 'neutral',
+  target: 'es2022',
+  conditions: ['workerd', 'worker', 'browser'],
+  mainFields: ['module', 'main'],
+  logLevel: 'silent',
+  legalComments: 'none',
+};
+
+/** Bundles with esbuild; returns the bundle's text. Bundler errors are
+ * `BuildError`s with FILE:LINE:COL. */
+async function bundleWith(options) {
   let result;
   try {
-    result = await bundle({
-      entryPoints: [join(runtime, 'adapter.js')],
-      bundle: true,
-      write: false,
-      format: 'esm',
-      platform: 'neutral',
-      target: 'es2022',
-      conditions: ['workerd', 'worker', 'browser'],
-      mainFields: ['module', 'main'],
-      plugins: [workerModules(resolve(entry), table)],
-      logLevel: 'silent',
-      legalComments: 'none',
-    });
+    result = await bundle({ ...BUNDLE, ...options });
   } catch (e) {
     const first = e.errors && e.errors[0];
     if (first) {
@@ -147,6 +193,27 @@ export async function bundleWorker(entry, table) {
     throw e;
   }
   return result.outputFiles[0].text;
+}
+
+/** The Worker at `entry` behind the adapter: the source of a snapshot. */
+export function bundleWorker(entry, table) {
+  return bundleWith({
+    entryPoints: [join(runtime, 'adapter.js')],
+    format: 'esm',
+    plugins: [snapshotModules(resolve(entry), table)],
+  });
+}
+
+/** The Worker at `entry` as a script for the engine: an IIFE setting
+ * `globalThis.__edgeWorker`, named worker.js in stacks. */
+export async function bundleScript(entry, table) {
+  const text = await bundleWith({
+    entryPoints: ['edge:script-main'],
+    format: 'iife',
+    globalName: '__edgeWorker',
+    plugins: [scriptModules(resolve(entry), table)],
+  });
+  return `${text}//# sourceURL=worker.js\n`;
 }
 
 /** Appends a custom section to a component's bytes. */
@@ -166,69 +233,117 @@ function withCustomSection(bytes, name, payload) {
   return Buffer.concat([Buffer.from(bytes), Buffer.from([0, ...leb(body.length)]), Buffer.from(body)]);
 }
 
-/** What the host reads from a Worker component's `edge:worker` section. */
-export function workerSection(table, compatibilityDate) {
-  return {
+/** The engine interface version a script is built for (the host refuses
+ * a script of another). */
+export const ENGINE_ABI = 1;
+
+/** What the host reads from a Worker's `edge:worker` section; `engine`
+ * (the ABI) marks a script for the Workers engine. */
+export function workerSection(table, compatibilityDate, engine) {
+  const section = {
     format: 1,
     compatibility_date: compatibilityDate || null,
     secrets: table.secrets.map((name) => name.toLowerCase()),
     kv_namespaces: Object.values(table.kv),
     services: Object.values(table.services),
   };
+  if (engine) section.engine = engine;
+  return section;
 }
 
-/** Builds the Worker into a component; returns its bytes (and writes them
- * to `out` if given). */
-export async function build(opts) {
-  const table = bindingTable(opts);
-  const source = await bundleWorker(opts.entry, table);
+/** A component of nothing but custom sections: wasm's empty component. */
+const EMPTY_COMPONENT = Uint8Array.from([0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00]);
+
+const json = (value) => new TextEncoder().encode(JSON.stringify(value));
+
+/** Snapshots `source` (an ES module) into a component of `world`. */
+async function snapshot(source, world) {
   const dir = await mkdtemp(join(tmpdir(), 'edge-worker-'));
+  const cwd = process.cwd();
   try {
     const sourcePath = join(dir, 'worker.js');
     await writeFile(sourcePath, source);
-    let component;
     // componentize-js reads the WIT inside a WASI sandbox that sees the
     // working directory: run it from here, with a relative path.
-    const cwd = process.cwd();
     process.chdir(here);
     try {
-      ({ component } = await componentize({
+      const { component } = await componentize({
         sourcePath,
         witPath: 'wit',
-        worldName: 'worker',
+        worldName: world,
         disableFeatures: ['fetch-event'],
-      }));
+      });
+      return component;
     } catch (e) {
       // The engine's message for a Worker that throws at top level names
       // the bundle's line; say which file it is.
       throw new BuildError(String(e.message || e).trim(), 'evaluating the Worker at build time');
-    } finally {
-      process.chdir(cwd);
     }
-    const section = new TextEncoder().encode(JSON.stringify(workerSection(table, opts.compatibilityDate)));
-    const bytes = withCustomSection(component, 'edge:worker', section);
-    if (opts.out) await writeFile(opts.out, bytes);
-    return bytes;
   } finally {
+    process.chdir(cwd);
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Builds a Worker; returns the bytes (and writes them to `out` if given).
+ * By default a script for the Workers engine: a component of two custom
+ * sections, its declaration and its bundle, which every host's one engine
+ * runs. With `snapshot`, a component of its own (engine and Worker,
+ * snapshotted after its top level ran). */
+export async function build(opts) {
+  const table = bindingTable(opts);
+  let bytes;
+  if (opts.snapshot) {
+    const component = await snapshot(await bundleWorker(opts.entry, table), 'worker');
+    bytes = withCustomSection(component, 'edge:worker', json(workerSection(table, opts.compatibilityDate)));
+  } else {
+    const script = await bundleScript(opts.entry, table);
+    bytes = withCustomSection(EMPTY_COMPONENT, 'edge:worker', json(workerSection(table, opts.compatibilityDate, ENGINE_ABI)));
+    bytes = withCustomSection(bytes, 'edge:worker-script', new TextEncoder().encode(script));
+  }
+  if (opts.out) await writeFile(opts.out, bytes);
+  return bytes;
+}
+
+/** Builds the Workers engine: the runtime snapshotted with no Worker,
+ * marked with its ABI. */
+export async function buildEngine(out) {
+  const source = await bundleWith({
+    entryPoints: [join(runtime, 'engine.js')],
+    format: 'esm',
+    plugins: [engineModules],
+  });
+  const component = await snapshot(source, 'engine');
+  const bytes = withCustomSection(component, 'edge:worker-engine', json({ abi: ENGINE_ABI }));
+  if (out) await writeFile(out, bytes);
+  return bytes;
 }
 
 async function main(argv) {
   let config;
   let out = 'worker.wasm';
   let entry;
+  let snapshot = false;
+  let engine = false;
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--config') config = argv[++i];
     else if (argv[i] === '--out') out = argv[++i];
-    else if (argv[i].startsWith('--')) throw new BuildError(`unknown option ${argv[i]} (allowed: --config FILE, --out FILE)`);
-    else entry = argv[i];
+    else if (argv[i] === '--snapshot') snapshot = true;
+    else if (argv[i] === '--engine') engine = true;
+    else if (argv[i].startsWith('--')) {
+      throw new BuildError(`unknown option ${argv[i]} (allowed: --config FILE, --out FILE, --snapshot, --engine)`);
+    } else entry = argv[i];
+  }
+  const started = Date.now();
+  if (engine) {
+    const bytes = await buildEngine(out);
+    console.error(`built the Workers engine ${out} (${bytes.length} bytes) in ${Date.now() - started} ms`);
+    return;
   }
   const opts = config ? await fromWrangler(config) : {};
   if (entry) opts.entry = resolve(entry);
   if (!opts.entry) throw new BuildError('no Worker given: ENTRY or --config wrangler.toml');
-  const started = Date.now();
-  const bytes = await build({ ...opts, out });
+  const bytes = await build({ ...opts, out, snapshot });
   console.error(`built ${out} (${bytes.length} bytes) in ${Date.now() - started} ms`);
 }
 

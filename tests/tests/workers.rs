@@ -492,16 +492,21 @@ async fn edge_deploy_makes_a_worker_live_through_the_control_plane() {
     let throws = dir.write("throws.js", "throw new Error('not configured');\nexport default { fetch() { return new Response('x'); } };\n");
     let (code, _, err) = deploy(&[throws.to_str().unwrap(), "--app", "env"]);
     assert_ne!(code, 0);
-    assert!(err.contains("not configured"), "{err}");
+    assert!(
+        err.contains("throws at top level: Error: not configured"),
+        "{err}"
+    );
+    assert!(err.contains("@worker.js:"), "the line in the bundle: {err}");
     let (status, body) = ask("/").await;
     assert_eq!(status, 200);
     assert!(body.contains("from-deploy"), "{body}");
 
     // A module alone, with a KV namespace through its wrangler.toml's
-    // directory: version 2 replaces the env Worker under the same app.
+    // directory: version 3 (version 2, the one that throws, was stored but
+    // never served) replaces the env Worker under the same app.
     let (code, out, err) = deploy(&[corpus.join("kv").to_str().unwrap(), "--app", "env"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("version 2"), "{out}");
+    assert!(out.contains("version 3"), "{out}");
     let (status, body) = ask("/kv/scenario?run=deploy").await;
     assert_eq!(status, 200, "{body}\nlog: {}", node.log());
     assert!(body.contains(r#""text":"hello""#), "{body}");
@@ -623,4 +628,29 @@ async fn a_service_binding_reaches_only_its_own_tenants_declared_apps() {
         .log_after("the component has no service binding to that app")
         .await;
     assert!(log.contains("service call refused"), "{log}");
+}
+
+/// A Worker built as a component of its own (`build.mjs --snapshot`: the
+/// runtime and the Worker snapshotted together) answers as its script
+/// does on the shared Workers engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_worker_answers_as_its_script_does() {
+    let script = [CorpusWorker::load("basics")];
+    let answers = |edge: edge_tests::Edge| async move {
+        let mut out = Vec::new();
+        for case in CASES.iter().filter(|c| c.worker == "basics") {
+            out.push(ask(&edge.url, case).await);
+        }
+        out
+    };
+    let from_script = answers(edge(&script, "")).await;
+    let snapshot = edge_tests::repo().join("build/workers/basics-snapshot.wasm");
+    assert!(snapshot.exists(), "run `make workers`");
+    let spin = edge_tests::workers::spin_toml(&script).replace(
+        &script[0].component().display().to_string(),
+        &snapshot.display().to_string(),
+    );
+    let edge_toml = "app = \"spin.toml\"\n[[tenant]]\nname = \"default\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n";
+    let from_snapshot = answers(edge_tests::Edge::start(&spin, edge_toml)).await;
+    assert_eq!(from_script, from_snapshot);
 }

@@ -18,6 +18,18 @@ export function markServing() {
   serving = true;
 }
 
+/** Runs `f` under the global-scope rules: how the Workers engine evaluates
+ * a Worker's script, at its first request rather than in a snapshot. */
+export function atTopLevel(f) {
+  const was = serving;
+  serving = false;
+  try {
+    return f();
+  } finally {
+    serving = was;
+  }
+}
+
 const DISALLOWED =
   'Disallowed operation called within global scope. Asynchronous I/O (ex: fetch() or connect()), setting a timeout, and generating random values are not allowed within global scope. To fix this error, perform this operation within a handler. https://developers.cloudflare.com/workers/runtime-apis/handlers/';
 

@@ -113,6 +113,7 @@ pub(crate) struct ServerSection {
     pub watch_interval_ms: u64,
     pub pop: Option<Spanned<String>>,
     pub country: Option<Spanned<String>>,
+    pub workers_engine: Option<String>,
 }
 
 impl Default for ServerSection {
@@ -135,6 +136,7 @@ impl Default for ServerSection {
             watch_interval_ms: 1_000,
             pop: None,
             country: None,
+            workers_engine: None,
         }
     }
 }

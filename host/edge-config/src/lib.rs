@@ -204,6 +204,10 @@ pub struct Server {
     pub pop: Option<String>,
     /// The PoP's country, ISO 3166-1 alpha-2 (`request.cf.country`).
     pub country: Option<String>,
+    /// The Workers engine (`workers/build.mjs --engine`) that runs Worker
+    /// scripts; `None`: `build/workers/engine.wasm` above the working
+    /// directory or the edge binary, if there is one.
+    pub workers_engine: Option<PathBuf>,
 }
 
 /// Pooling allocator sizing (see `edge-config/REFERENCE.md`).

@@ -303,6 +303,7 @@ impl Resolver<'_> {
                 .then(|| Duration::from_millis(s.watch_interval_ms)),
             pop: s.pop.as_ref().map(|p| p.get_ref().clone()),
             country: s.country.as_ref().map(|c| c.get_ref().clone()),
+            workers_engine: s.workers_engine.as_ref().map(|p| self.edge_dir.join(p)),
         })
     }
 

@@ -38,6 +38,8 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected, String> {
         ));
     }
     let mut out = Inspected::default();
+    let mut worker: Option<Vec<u8>> = None;
+    let mut script = false;
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(bytes) {
         let payload = payload.map_err(|e| format!("not a valid WebAssembly binary: {e}"))?;
@@ -59,6 +61,11 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected, String> {
                     out.imports.push(import.name.0.to_string());
                 }
             }
+            Payload::CustomSection(reader) if depth == 1 => match reader.name() {
+                "edge:worker" => worker = Some(reader.data().to_vec()),
+                "edge:worker-script" => script = true,
+                _ => {}
+            },
             Payload::ComponentExportSection(reader) if depth == 1 => {
                 for export in reader {
                     let export = export.map_err(|e| format!("reading exports: {e}"))?;
@@ -70,6 +77,11 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected, String> {
     }
     if depth != 0 {
         return Err("not a valid WebAssembly binary: it ends inside a section".into());
+    }
+    if out.exports.is_empty()
+        && let Some(section) = &worker
+    {
+        return worker_script(section, script);
     }
     if !out
         .exports
@@ -86,6 +98,35 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected, String> {
         ));
     }
     Ok(out)
+}
+
+/// A Worker script (`workers/build.mjs`): no code of its own, its
+/// declaration and its bundle, which the node's Workers engine runs. Its
+/// imports are what its bindings use: the engine's key-value interface
+/// only if it has KV namespaces.
+fn worker_script(section: &[u8], has_script: bool) -> Result<Inspected, String> {
+    #[derive(serde::Deserialize)]
+    struct Declared {
+        engine: Option<u32>,
+        #[serde(default)]
+        kv_namespaces: Vec<String>,
+    }
+    let declared: Declared = serde_json::from_slice(section)
+        .map_err(|e| format!("its edge:worker section is not valid: {e}"))?;
+    if declared.engine.is_none() {
+        return Err("it is a Worker without code and without a Workers engine interface: rebuild it with edge's workers/ package".into());
+    }
+    if !has_script {
+        return Err("it is a Worker script without its edge:worker-script section (the bundle): rebuild it with edge's workers/ package".into());
+    }
+    let mut imports = Vec::new();
+    if !declared.kv_namespaces.is_empty() {
+        imports.push("wasi:keyvalue/store@0.2.0-draft".to_string());
+    }
+    Ok(Inspected {
+        imports,
+        exports: Vec::new(),
+    })
 }
 
 /// What a component of a version is granted, to check its imports by.
@@ -204,6 +245,37 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    fn with_section(mut component: Vec<u8>, name: &str, data: &[u8]) -> Vec<u8> {
+        let size = 1 + name.len() + data.len();
+        assert!(size < 128, "one-byte sizes only");
+        component.extend([0, size as u8, name.len() as u8]);
+        component.extend(name.as_bytes());
+        component.extend(data);
+        component
+    }
+
+    #[test]
+    fn a_worker_script_is_its_declaration_and_its_bundle() {
+        let empty = b"\0asm\x0d\0\x01\0".to_vec();
+        let declared = with_section(
+            empty.clone(),
+            "edge:worker",
+            br#"{"format":1,"engine":1,"kv_namespaces":["cache"]}"#,
+        );
+        let script = with_section(declared.clone(), "edge:worker-script", b"var x;");
+        let inspected = inspect(&script).unwrap();
+        assert_eq!(inspected.imports, ["wasi:keyvalue/store@0.2.0-draft"]);
+        let e = inspect(&declared).unwrap_err();
+        assert!(e.contains("without its edge:worker-script section"), "{e}");
+        // A snapshot Worker's section on a component with no handler.
+        let no_engine = with_section(empty.clone(), "edge:worker", br#"{"format":1}"#);
+        let e = inspect(&no_engine).unwrap_err();
+        assert!(e.contains("without a Workers engine interface"), "{e}");
+        let garbage = with_section(empty, "edge:worker", b"{nope");
+        let e = inspect(&garbage).unwrap_err();
+        assert!(e.contains("edge:worker section is not valid"), "{e}");
     }
 
     #[test]

@@ -110,6 +110,9 @@ pub struct Prepared {
     pub hash: ContentHash,
     /// What it declares if it is a Worker.
     pub worker: Option<crate::worker::Declaration>,
+    /// For a Worker script: its bundle, which the Workers engine (`entry`)
+    /// runs.
+    pub script: Option<Arc<str>>,
 }
 
 impl Prepared {
@@ -250,6 +253,9 @@ impl App {
         desired: Arc<edge_control::model::Desired>,
     ) -> Result<Self> {
         let config = crate::control::merge(&files, &desired);
+        rt.cache.set_workers_engine(crate::worker::engine_path(
+            config.server.workers_engine.as_deref(),
+        ));
         let mut prepared: BTreeMap<String, Result<Arc<Prepared>, Arc<str>>> = BTreeMap::new();
         let mut status = BTreeMap::new();
         for (id, component) in &config.components {
@@ -339,6 +345,25 @@ impl App {
     /// allowed).
     pub fn tenant(&self, host: &str) -> Option<&TenantRt> {
         self.hosts.find(host).map(|i| &self.tenants[i])
+    }
+
+    /// Every Worker script it serves, with its tenant's name: each target
+    /// once.
+    pub fn worker_scripts(&self) -> Vec<Arc<Target>> {
+        let mut found: Vec<Arc<Target>> = Vec::new();
+        let routes = self.tenants.iter().flat_map(|t| {
+            t.routes
+                .iter()
+                .chain(t.sites.values())
+                .chain(t.services.values().flat_map(Routes::iter))
+        });
+        for route in routes {
+            let script = matches!(&route.target.prepared, Ok(p) if p.script.is_some());
+            if script && !found.iter().any(|t| Arc::ptr_eq(t, &route.target)) {
+                found.push(route.target.clone());
+            }
+        }
+        found
     }
 
     /// The tenant named `name`.
@@ -587,6 +612,7 @@ fn build_target(
         .map(|w| crate::services::Grant::new(rt.services.clone(), &tenant.name, &who, &w.services));
     let spec = StoreSpec {
         services,
+        script: prepared.as_ref().ok().and_then(|p| p.script.clone()),
         sockets: crate::state::Sockets::of(&outbound),
         outbound,
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),
@@ -651,6 +677,7 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
         component: compiled,
         hash,
         worker,
+        script,
     } = rt.cache.load(&component.source)?;
     let mut linker = Linker::<HostState>::new(compiled.engine());
     // Interfaces with async functions link only in the concurrent engine;
@@ -712,6 +739,7 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     edge_mixer::add_to_linker(&mut linker)?;
     // HTML rewriting (Workers' HTMLRewriter): bounded per instance and host.
     edge_html::add_to_linker(&mut linker)?;
+    crate::worker::add_to_linker(&mut linker)?;
     crate::guest_metrics::add_to_linker(&mut linker)?;
     let pre = linker
         .instantiate_pre(&compiled)
@@ -731,6 +759,7 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
         entry,
         hash,
         worker,
+        script,
     })
 }
 

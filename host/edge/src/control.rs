@@ -343,6 +343,21 @@ impl Node {
                 newly_failed.join("; ")
             ));
         }
+        // A new Worker script's top level runs once before it goes live:
+        // one that throws is refused with the engine's words.
+        let known: Vec<(Arc<str>, Arc<str>)> = old
+            .worker_scripts()
+            .iter()
+            .map(|t| (t.tenant.clone(), t.component.clone()))
+            .collect();
+        for target in app.worker_scripts() {
+            if known.contains(&(target.tenant.clone(), target.component.clone())) {
+                continue;
+            }
+            crate::worker::check_top_level(&target)
+                .await
+                .map_err(|e| format!("component {}: {e}", target.component))?;
+        }
         let app = Arc::new(app);
         if let Some(smoke) = smoke {
             smoke_check(&self.shared, &app, &smoke).await?;

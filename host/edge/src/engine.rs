@@ -206,6 +206,9 @@ pub struct Loaded {
     pub hash: ContentHash,
     /// What it declares if it is a Worker built by `workers/`.
     pub worker: Option<crate::worker::Declaration>,
+    /// For a Worker script: its bundle (and `component` is the Workers
+    /// engine, which runs it).
+    pub script: Option<Arc<str>>,
 }
 
 /// Interfaces without async functions that the host provides only in the
@@ -414,6 +417,15 @@ pub struct ComponentCache {
     /// The engines' keys, plain then concurrent.
     keys: [(EngineKind, String); 2],
     loaded: Mutex<HashMap<ContentHash, Component>>,
+    workers_engine: Mutex<WorkersEngine>,
+}
+
+/// Where the Workers engine is, and the engine as last loaded from there
+/// (with the file's length and modification time, to notice a new one).
+#[derive(Default)]
+struct WorkersEngine {
+    path: Option<PathBuf>,
+    loaded: Option<(u64, std::time::SystemTime, Component)>,
 }
 
 struct Sha256Hasher(Sha256);
@@ -457,6 +469,7 @@ impl ComponentCache {
             dir: dir.to_path_buf(),
             keys,
             loaded: Mutex::new(HashMap::new()),
+            workers_engine: Mutex::default(),
         }
     }
 
@@ -474,11 +487,27 @@ impl ComponentCache {
         let hash: ContentHash = Sha256::digest(&bytes).into();
         let worker = crate::worker::Declaration::of(&bytes)
             .with_context(|| format!("component {}", path.display()))?;
+        if let Some(declared) = worker.as_ref().filter(|w| w.engine.is_some()) {
+            // A Worker script: nothing of its own to compile; the one
+            // Workers engine runs it.
+            let script = crate::worker::script_of(&bytes, declared)
+                .with_context(|| format!("component {}", path.display()))?;
+            let engine = self
+                .workers_engine()
+                .with_context(|| format!("component {} is a Worker script", path.display()))?;
+            return Ok(Loaded {
+                component: engine,
+                hash,
+                worker,
+                script: Some(script),
+            });
+        }
         if let Some(c) = self.lock().get(&hash) {
             return Ok(Loaded {
                 component: c.clone(),
                 hash,
                 worker,
+                script: None,
             });
         }
         let component = match self.load_precompiled(&hash)? {
@@ -507,7 +536,47 @@ impl ComponentCache {
             component,
             hash,
             worker,
+            script: None,
         })
+    }
+
+    /// Sets where the Workers engine is (`None`: Worker scripts cannot
+    /// run here).
+    pub fn set_workers_engine(&self, path: Option<PathBuf>) {
+        let mut engine = self
+            .workers_engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if engine.path != path {
+            *engine = WorkersEngine { path, loaded: None };
+        }
+    }
+
+    /// The Workers engine, compiled (once: every Worker script shares it;
+    /// again only if its file changes).
+    fn workers_engine(&self) -> Result<Component> {
+        let mut engine = self
+            .workers_engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let path = engine.path.clone().context(
+            "the Workers engine is missing: build it with `make workers` (node workers/build.mjs --engine --out build/workers/engine.wasm) or set [server] workers_engine",
+        )?;
+        let meta = std::fs::metadata(&path)
+            .with_context(|| format!("the Workers engine {}", path.display()))?;
+        let stamp = (meta.len(), meta.modified()?);
+        if let Some((len, modified, component)) = &engine.loaded
+            && (*len, *modified) == stamp
+        {
+            return Ok(component.clone());
+        }
+        let bytes = std::fs::read(&path)
+            .with_context(|| format!("reading the Workers engine {}", path.display()))?;
+        crate::worker::check_engine(&bytes)
+            .with_context(|| format!("the Workers engine {}", path.display()))?;
+        let component = self.load(&path)?.component;
+        engine.loaded = Some((stamp.0, stamp.1, component.clone()));
+        Ok(component)
     }
 
     fn key(&self, kind: EngineKind) -> &str {

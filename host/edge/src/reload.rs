@@ -212,6 +212,7 @@ mod tests {
             watch_interval: None,
             pop: None,
             country: None,
+            workers_engine: None,
         };
         let mut new = old.clone();
         new.max_body_bytes = 2 << 20; // applied by a reload: not named

@@ -46,6 +46,8 @@ pub struct StoreSpec {
     pub mixer: edge_mixer::MixerGrant,
     /// The apps its service bindings call, if it is a Worker with some.
     pub services: Option<crate::services::Grant>,
+    /// The Worker script the Workers engine runs, for a script.
+    pub script: Option<std::sync::Arc<str>>,
 }
 
 impl StoreSpec {
@@ -62,6 +64,7 @@ impl StoreSpec {
             && self.environment == other.environment
             && self.files == other.files
             && self.process.same(&other.process)
+            && self.script == other.script
             && match (&self.services, &other.services) {
                 (Some(a), Some(b)) => a.same(b),
                 (a, b) => a.is_none() && b.is_none(),
@@ -81,6 +84,8 @@ pub struct HostState {
     process: edge_process::Grant,
     mixer: edge_mixer::MixerGrant,
     html: edge_html::Rewriters,
+    /// The Worker script its instance runs (the Workers engine asks).
+    pub script: Option<std::sync::Arc<str>>,
     /// The memory cap, read by the store's limiter.
     pub limiter: MemoryCap,
     /// When the current request must be done; read at each epoch tick.
@@ -174,6 +179,7 @@ impl HostState {
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
             html: edge_html::Rewriters::default(),
+            script: spec.script.clone(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
                 hit: false,

@@ -31,6 +31,10 @@ pub struct Declaration {
     /// Apps its service bindings call.
     #[serde(default)]
     pub services: Vec<String>,
+    /// For a Worker *script* (no engine of its own): the Workers engine
+    /// interface it was built for ([`ENGINE_ABI`]).
+    #[serde(default)]
+    pub engine: Option<u32>,
 }
 
 impl Declaration {
@@ -51,6 +55,147 @@ impl Declaration {
             );
         }
         Ok(Some(declared))
+    }
+}
+
+/// The section a Worker script's bundle is in.
+pub const SCRIPT_SECTION: &str = "edge:worker-script";
+
+/// The section that marks the Workers engine, with its interface version.
+pub const ENGINE_SECTION: &str = "edge:worker-engine";
+
+/// The Workers engine interface this host runs scripts through: the
+/// engine's `edge:worker/script` import and the bundle's shape
+/// (`workers/runtime/script.js`).
+pub const ENGINE_ABI: u32 = 1;
+
+/// The interface the engine imports its Worker's bundle through.
+const SCRIPT_INTERFACE: &str = "edge:worker/script@0.1.0";
+
+/// The bundle of a Worker script.
+pub fn script_of(component: &[u8], declared: &Declaration) -> Result<std::sync::Arc<str>> {
+    if declared.engine != Some(ENGINE_ABI) {
+        bail!(
+            "it is a Worker script for Workers engine interface {:?}; this host runs interface {ENGINE_ABI}: rebuild the Worker with this edge's workers/ package",
+            declared.engine
+        );
+    }
+    let bytes = edge_componentize::top_level_custom_section(component, SCRIPT_SECTION)
+        .ok()
+        .flatten()
+        .with_context(|| format!("it is a Worker script without its {SCRIPT_SECTION} section"))?;
+    let text = std::str::from_utf8(bytes)
+        .with_context(|| format!("its {SCRIPT_SECTION} section is not UTF-8"))?;
+    Ok(text.into())
+}
+
+/// Checks that `component` is a Workers engine for [`ENGINE_ABI`].
+pub fn check_engine(component: &[u8]) -> Result<()> {
+    #[derive(Deserialize)]
+    struct Engine {
+        abi: u32,
+    }
+    let section = edge_componentize::top_level_custom_section(component, ENGINE_SECTION)
+        .ok()
+        .flatten()
+        .with_context(|| format!("it is not a Workers engine (no {ENGINE_SECTION} section): build it with `node workers/build.mjs --engine`"))?;
+    let engine: Engine = serde_json::from_slice(section)
+        .with_context(|| format!("its {ENGINE_SECTION} section is not valid"))?;
+    if engine.abi != ENGINE_ABI {
+        bail!(
+            "it is a Workers engine for interface {}; this host runs interface {ENGINE_ABI}: rebuild it with this edge's workers/ package",
+            engine.abi
+        );
+    }
+    Ok(())
+}
+
+/// Where the Workers engine is: `given` (`[server] workers_engine`), else
+/// `build/workers/engine.wasm` above the working directory or the `edge`
+/// binary (a checkout where `make workers` ran).
+pub fn engine_path(given: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
+    if let Some(path) = given {
+        return Some(path.to_path_buf());
+    }
+    let mut starts = Vec::new();
+    if let Ok(dir) = std::env::current_dir() {
+        starts.push(dir);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        starts.push(exe);
+    }
+    starts.iter().find_map(|start| {
+        start
+            .ancestors()
+            .map(|d| d.join("build/workers/engine.wasm"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Links `edge:worker/script`: the engine asks its store for the script
+/// it runs (a store of any other component has none, and the call traps).
+pub fn add_to_linker(
+    linker: &mut wasmtime::component::Linker<crate::state::HostState>,
+) -> wasmtime::Result<()> {
+    linker
+        .instance(SCRIPT_INTERFACE)?
+        .func_wrap("source", |store, (): ()| {
+            let state: &crate::state::HostState = store.data();
+            match &state.script {
+                Some(script) => Ok((script.to_string(),)),
+                None => wasmtime::bail!("{SCRIPT_INTERFACE}: this component runs no Worker script"),
+            }
+        })
+}
+
+/// The interface the engine exports its deploy-time check through.
+const CHECK_INTERFACE: &str = "edge:worker/check@0.1.0";
+
+/// Runs the top level of `target`'s Worker script in the Workers engine,
+/// as its first request would, under the target's limits: a deploy is
+/// refused with the engine's error (and the line in worker.js) rather than
+/// every request failing with it. Targets that are not scripts pass.
+pub async fn check_top_level(target: &std::sync::Arc<crate::app::Target>) -> Result<(), String> {
+    let Ok(prepared) = &target.prepared else {
+        return Ok(());
+    };
+    let (Some(_), crate::app::Entry::P2(pre)) = (&prepared.script, &prepared.entry) else {
+        return Ok(());
+    };
+    let clock = crate::lanes::CallClock::new(target.share.clone());
+    let deadline = std::time::Instant::now() + target.deadline;
+    let mut store = crate::invoke::new_store(target, deadline, clock);
+    let failed = |e: wasmtime::Error| format!("the Workers engine failed: {e:#}");
+    let run = async {
+        let instance = pre
+            .instance_pre()
+            .instantiate_async(&mut store)
+            .await
+            .map_err(failed)?;
+        let interface = instance
+            .get_export_index(&mut store, None, CHECK_INTERFACE)
+            .ok_or_else(|| format!("the Workers engine exports no {CHECK_INTERFACE}"))?;
+        let run = instance
+            .get_export_index(&mut store, Some(&interface), "run")
+            .ok_or_else(|| format!("the Workers engine's {CHECK_INTERFACE} has no `run`"))?;
+        let run = instance
+            .get_typed_func::<(), (String,)>(&mut store, run)
+            .map_err(failed)?;
+        let (error,) = run.call_async(&mut store, ()).await.map_err(failed)?;
+        Ok::<_, String>(error)
+    };
+    let error = tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), run)
+        .await
+        .map_err(|_| {
+            format!(
+                "its top level ran past the request deadline ({} ms)",
+                target.deadline.as_millis()
+            )
+        })??;
+    if error.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the Worker throws at top level: {error}"))
     }
 }
 
