@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host spin-apps workers hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers soak clean
+.PHONY: run test setup components host spin-apps workers workers-engine hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -34,9 +34,14 @@ spin-apps: setup
 	./scripts/spin-apps.sh
 
 # The Workers toolchain (workers/: esbuild, componentize-js, workerd from
-# its lockfile) and the test Workers (tests/workers/corpus) built with it.
+# its lockfile), the Workers engine every Worker script runs on, and the
+# test Workers (tests/workers/corpus) built with it.
 workers: setup
 	./scripts/workers.sh
+
+# The Workers engine alone (what a node needs to serve Worker scripts).
+workers-engine: setup
+	./scripts/workers.sh --engine-only
 
 # The hint engine's data (registry packages → JSON Lines, docs/HINTS-DATA.md)
 # and its indexes, which the hints component embeds.
@@ -51,7 +56,7 @@ $(HINTS_INDEX) &: $(HINTS_DATA)/addresses.jsonl $(HINTS_DATA)/names.jsonl $(wild
 
 hints-index: $(HINTS_INDEX)
 
-run: components host
+run: components host workers-engine
 	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
 
 test: components host spin-apps workers

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Workers: the same module Workers on edge (built by workers/, served as
-# isolates) and on workerd (npm), one run, same machine, same load: hello
+# Workers: the same module Workers on edge (scripts on the Workers engine,
+# and hello also as a --snapshot component; served as isolates) and on
+# workerd (npm), one run, same machine, same load: hello
 # (wrk -t2 -c100 -d10s, keep-alive) and an HTMLRewriter Worker streaming a
 # 71 KiB page (-c8; its output checked equal on both); then what each additional deployed
 # Worker costs edge in memory (N distinct hello Workers, each answered once)
@@ -31,11 +32,17 @@ rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
 # The hello and HTMLRewriter Workers, built for edge.
 node workers/build.mjs --config bench/workers/hello/wrangler.toml --out "$work/hello.wasm" 2>/dev/null
+node workers/build.mjs --snapshot --config bench/workers/hello/wrangler.toml --out "$work/hello-snapshot.wasm" 2>/dev/null
 node workers/build.mjs --config bench/workers/html/wrangler.toml --out "$work/html.wasm" 2>/dev/null
 cat > "$work/spin.toml" <<TOML
 spin_manifest_version = 2
 [application]
 name = "bench-workers"
+[[trigger.http]]
+route = "/snapshot/..."
+component = "snapshot"
+[component.snapshot]
+source = "hello-snapshot.wasm"
 [[trigger.http]]
 route = "/html/..."
 component = "html"
@@ -99,14 +106,15 @@ run_wrk() { # url [connections] -> "req/s p50 p99 errors"
   echo "$rps $p50 $p99 ${errors:-}"
 }
 read -r e_rps e_p50 e_p99 e_err <<<"$(run_wrk "http://127.0.0.1:$EDGE_PORT/")"
+read -r es_rps es_p50 es_p99 es_err <<<"$(run_wrk "http://127.0.0.1:$EDGE_PORT/snapshot/")"
 read -r w_rps w_p50 w_p99 w_err <<<"$(run_wrk "http://127.0.0.1:$WORKERD_PORT/")"
 read -r eh_rps eh_p50 eh_p99 eh_err <<<"$(run_wrk "http://127.0.0.1:$EDGE_PORT/html/" "$HTML_CONNECTIONS")"
 read -r wh_rps wh_p50 wh_p99 wh_err <<<"$(run_wrk "http://127.0.0.1:$WORKERD_HTML_PORT/html/" "$HTML_CONNECTIONS")"
 kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=()
 
 # Memory per additional Worker: N distinct hello Workers (each its own
-# bundle, so its own component), each answered once, RSS of edge against
-# the same edge serving one.
+# script on the one engine), each answered once, RSS of edge against the
+# same edge serving one.
 mkdir -p "$work/many"
 {
   echo 'spin_manifest_version = 2'
@@ -151,8 +159,8 @@ pid=$(start_edge "$work/many/edge.toml"); stop_edge "$pid"   # compiles
 pid=$(start_edge "$work/many/edge-one.toml"); answer_all 1; rss_one=$(rss_kib "$pid"); stop_edge "$pid"
 pid=$(start_edge "$work/many/edge.toml"); answer_all "$WORKERS"; rss_all=$(rss_kib "$pid"); stop_edge "$pid"
 per_worker=$(( (rss_all - rss_one) / (WORKERS - 1) ))
-artifact=$(stat -c %s "$work/data/cache/"*.cwasm | sort -n | tail -1)
-component=$(stat -c %s "$work/many/w1.wasm")
+engine_artifact=$(stat -c %s "$work/data/cache/"*.cwasm | sort -n | tail -1)
+script=$(stat -c %s "$work/many/w1.wasm")
 
 # Deploy to first answer: `edge deploy` of the hello Worker (build on the
 # CLI, upload, compile, activate) through a node's control plane, until the
@@ -206,15 +214,16 @@ echo
 echo "Workers over HTTP, wrk -t2 -d$DURATION (keep-alive; hello -c$CONNECTIONS, HTMLRewriter -c$HTML_CONNECTIONS), $(nproc) cores"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "Worker and server" "req/s" p50 p99 "edge ratio"
 printf '|%s|%s|%s|%s|%s|\n' "------------------------------------------" "------------" "----------" "----------" "----------------"
-printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on edge (isolate)" "$e_rps" "$e_p50" "$e_p99" "1.00x"
+printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on edge (script on the engine)" "$e_rps" "$e_p50" "$e_p99" "1.00x"
+printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on edge (--snapshot component)" "$es_rps" "$es_p50" "$es_p99" "$(ratio "$es_rps" "$e_rps")"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on workerd $("$WORKERD" --version | awk '{print $2}')" "$w_rps" "$w_p50" "$w_p99" "$(ratio "$e_rps" "$w_rps") of it"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "HTMLRewriter ($((page_bytes / 1024)) KiB page) on edge" "$eh_rps" "$eh_p50" "$eh_p99" "1.00x"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "HTMLRewriter ($((page_bytes / 1024)) KiB page) on workerd" "$wh_rps" "$wh_p50" "$wh_p99" "$(ratio "$eh_rps" "$wh_rps") of it"
-for e in "$e_err" "$w_err" "$eh_err" "$wh_err"; do [ -n "${e// }" ] && echo "errors: $e"; done
+for e in "$e_err" "$es_err" "$w_err" "$eh_err" "$wh_err"; do [ -n "${e// }" ] && echo "errors: $e"; done
 echo
 echo "Deploy to first answer (edge deploy worker.js: build, upload, compile, activate): ${deploys%, }"
 echo
 echo "Memory per additional deployed Worker on edge ($WORKERS hello Workers, each answered once)"
-echo "  component $((component / 1024)) KiB, compiled artifact $((artifact / 1024)) KiB"
+echo "  Worker script $((script / 1024)) KiB; the Workers engine's compiled artifact (shared by all) $((engine_artifact / 1024)) KiB"
 echo "  RSS with 1: $((rss_one / 1024)) MiB, with $WORKERS: $((rss_all / 1024)) MiB: $((per_worker / 1024)) MiB per Worker,"
 echo "  $(( 8 * 1024 * 1024 / (per_worker > 0 ? per_worker : 1) )) Workers in 8 GiB at that rate"

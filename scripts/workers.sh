@@ -4,7 +4,7 @@
 # script runs on) and the test Workers (tests/workers/corpus/*/wrangler.toml)
 # into build/workers/NAME.wasm as scripts, plus one as a snapshot of its
 # own (basics-snapshot.wasm), each only when its sources or the toolchain
-# changed.
+# changed. --engine-only: the toolchain and the engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +25,10 @@ pids=()
 if stale build/workers/engine.wasm workers/runtime; then
   node workers/build.mjs --engine --out build/workers/engine.wasm &
   pids+=($!)
+fi
+if [ "${1:-}" = --engine-only ]; then
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  exit 0
 fi
 if stale build/workers/basics-snapshot.wasm tests/workers/corpus/basics; then
   node workers/build.mjs --snapshot --config tests/workers/corpus/basics/wrangler.toml --out build/workers/basics-snapshot.wasm &
