@@ -272,6 +272,8 @@ async function snapshot(source, world) {
         witPath: 'wit',
         worldName: world,
         disableFeatures: ['fetch-event'],
+        // StarlingMonkey with its function names, for profiling.
+        debugBuild: process.env.EDGE_WORKERS_DEBUG_BUILD === '1',
       });
       return component;
     } catch (e) {

@@ -103,6 +103,17 @@ const CASES: &[Case] = &[
         "a=1&b=two+words&c=%C3%A9",
     ),
     get("basics", "/basics/missing"),
+    get("basics", "/basics/bytes-mutated"),
+    get("basics", "/basics/length"),
+    get("basics", "/basics/empty"),
+    get("basics", "/basics/buffer"),
+    Case {
+        worker: "basics",
+        method: "HEAD",
+        path: "/basics/status",
+        headers: &[],
+        body: "",
+    },
     get("url", "/url/parse"),
     get("url", "/url/params?z=last&a=first&a=again"),
     get("url", "/url/pattern/books/42"),
@@ -428,7 +439,7 @@ async fn edge_deploy_makes_a_worker_live_through_the_control_plane() {
         "POST",
         "/v1/tenants".into(),
         op.clone(),
-        serde_json::json!({"name": "acme", "hosts": ["acme.test"]}),
+        serde_json::json!({"name": "acme", "hosts": ["acme.test"], "quota": {"shares": {"request_deadline_ms": 3000}}}),
     )
     .await;
     assert_eq!(s, 201, "{t}");
@@ -497,16 +508,28 @@ async fn edge_deploy_makes_a_worker_live_through_the_control_plane() {
         "{err}"
     );
     assert!(err.contains("@worker.js:"), "the line in the bundle: {err}");
+    // A top level that never ends is stopped at the tenant's request
+    // deadline, and refused.
+    let spins = dir.write(
+        "spins.js",
+        "while (true) {}\nexport default { fetch() { return new Response('x'); } };\n",
+    );
+    let (code, _, err) = deploy(&[spins.to_str().unwrap(), "--app", "env"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("Workers engine failed") || err.contains("deadline"),
+        "{err}"
+    );
     let (status, body) = ask("/").await;
     assert_eq!(status, 200);
     assert!(body.contains("from-deploy"), "{body}");
 
     // A module alone, with a KV namespace through its wrangler.toml's
-    // directory: version 3 (version 2, the one that throws, was stored but
-    // never served) replaces the env Worker under the same app.
+    // directory: version 4 (versions 2 and 3, which throw and spin, were
+    // stored but never served) replaces the env Worker under the same app.
     let (code, out, err) = deploy(&[corpus.join("kv").to_str().unwrap(), "--app", "env"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("version 3"), "{out}");
+    assert!(out.contains("version 4"), "{out}");
     let (status, body) = ask("/kv/scenario?run=deploy").await;
     assert_eq!(status, 200, "{body}\nlog: {}", node.log());
     assert!(body.contains(r#""text":"hello""#), "{body}");

@@ -10,36 +10,19 @@
 // which is also what a Workers isolate does (globals persist between
 // requests).
 
-import {
-  Fields,
-  IncomingBody,
-  OutgoingBody,
-  OutgoingResponse,
-  ResponseOutparam,
-} from 'wasi:http/types@0.2.10';
+import { IncomingBody, OutgoingBody, ResponseOutparam } from 'wasi:http/types@0.2.10';
+import { requestHead, responseHead } from 'edge:worker/exchange@0.1.0';
 import { markServing } from './prelude.js';
 import worker from 'edge:worker-entry';
 import { bindings } from './env.js';
 import { ExecutionContext, settleWaitUntil } from './context.js';
 import { cfOf, originOf } from './cf.js';
 import { UNCAUGHT_HEADER } from './fetcher.js';
-
-const METHODS = {
-  get: 'GET',
-  head: 'HEAD',
-  post: 'POST',
-  put: 'PUT',
-  delete: 'DELETE',
-  connect: 'CONNECT',
-  options: 'OPTIONS',
-  trace: 'TRACE',
-  patch: 'PATCH',
-};
+import { staticBody } from './static-body.js';
 
 // Bytes asked of the request body per read.
 const READ_BYTES = 65536n;
 
-const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
 // Response headers a wasi:http host refuses (hop-by-hop): workerd drops
@@ -52,17 +35,14 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-/** The `Request` a Worker sees for a wasi:http incoming request. */
+/** The `Request` a Worker sees for a wasi:http incoming request (its head
+ * read in one host call: host/edge/src/exchange.rs). */
 function toRequest(incoming) {
-  const m = incoming.method();
-  const method = m.tag === 'other' ? m.val : METHODS[m.tag];
-  const scheme = incoming.scheme();
-  const protocol = scheme && scheme.tag === 'HTTPS' ? 'https' : 'http';
-  const fields = incoming.headers();
-  const headers = new Headers(fields.entries().map(([name, value]) => [name, decoder.decode(value)]));
-  fields[Symbol.dispose]();
-  const authority = incoming.authority() || headers.get('host') || 'localhost';
-  const url = `${protocol}://${authority}${incoming.pathWithQuery() || '/'}`;
+  const [method, scheme, authority, path, pairs] = JSON.parse(requestHead(incoming));
+  const headers = new Headers(pairs);
+  const host = authority || headers.get('host') || 'localhost';
+  const protocol = scheme === 'https' ? 'https' : 'http';
+  const url = `${protocol}://${host}${path || '/'}`;
   const init = { method, headers };
   if (method !== 'GET' && method !== 'HEAD') {
     init.body = bodyStream(incoming.consume());
@@ -128,24 +108,28 @@ function writeAll(out, ready, bytes) {
 }
 
 /**
- * The wasi:http response for `response`'s status and headers; throws
- * (before anything is sent) on what wasi:http refuses.
+ * The wasi:http response for `response`'s status and headers in one host
+ * call: complete if `body` (bytes) is given, else with its outgoing body
+ * to stream into. Throws (before anything is sent) on what wasi:http
+ * refuses.
  */
-function head(response) {
+function head(response, body) {
   const fields = [];
   for (const [name, value] of response.headers) {
-    if (!HOP_BY_HOP.has(name)) fields.push([name, encoder.encode(value)]);
+    if (!HOP_BY_HOP.has(name)) fields.push([name, value]);
   }
-  const outgoing = new OutgoingResponse(Fields.fromList(fields));
-  outgoing.setStatusCode(response.status);
-  return outgoing;
+  return responseHead(response.status, JSON.stringify(fields), body);
 }
 
+// The most a blocking write-and-flush may take at once (wasi:io).
+const BLOCKING_WRITE_BYTES = 4096;
+
 /** Streams `response`'s body into `body` (an outgoing body), then
- * finishes it. */
+ * finishes it. A small chunk goes in one call. */
 async function stream(response, body) {
   const out = body.write();
-  const ready = out.subscribe();
+  let ready;
+  let unflushed = false;
   try {
     if (response.body) {
       const reader = response.body.getReader();
@@ -154,13 +138,19 @@ async function stream(response, body) {
         if (done) break;
         const bytes = typeof value === 'string' ? encoder.encode(value) : toBytes(value);
         if (bytes.length === 0) continue;
+        if (bytes.length <= BLOCKING_WRITE_BYTES) {
+          out.blockingWriteAndFlush(bytes);
+          continue;
+        }
+        ready = ready || out.subscribe();
         writeAll(out, ready, bytes);
         out.flush();
+        unflushed = true;
       }
     }
-    out.blockingFlush();
+    if (unflushed) out.blockingFlush();
   } finally {
-    ready[Symbol.dispose]();
+    if (ready) ready[Symbol.dispose]();
     out[Symbol.dispose]();
   }
   OutgoingBody.finish(body, undefined);
@@ -230,21 +220,22 @@ async function serve(incoming, outparam) {
     response = response || failureResponse(error);
   }
   let outgoing;
+  let body;
   try {
-    outgoing = head(response);
+    [outgoing, body] = head(response, staticBody(response));
   } catch (error) {
     logFailure('the response cannot be sent', error);
     response = failureResponse(error);
-    outgoing = head(response);
+    [outgoing, body] = head(response, staticBody(response));
   }
-  // The body is taken before the response moves into the outparam.
-  const body = outgoing.body();
   ResponseOutparam.set(outparam, { tag: 'ok', val: outgoing });
-  try {
-    await stream(response, body);
-  } catch (error) {
-    // The status line went out; the client sees a cut body (or has left).
-    if (!clientGone(error)) logFailure('streaming the response failed', error);
+  if (body) {
+    try {
+      await stream(response, body);
+    } catch (error) {
+      // The status line went out; the client sees a cut body (or has left).
+      if (!clientGone(error)) logFailure('streaming the response failed', error);
+    }
   }
   if (ctx.hasPending) await settleWaitUntil(ctx);
 }

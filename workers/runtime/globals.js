@@ -3,6 +3,7 @@
 
 import { URLPattern } from 'urlpattern-polyfill/urlpattern';
 import './subtle.js';
+import './static-body.js';
 import { HTMLRewriter } from './html-rewriter.js';
 
 function define(name, value) {

@@ -167,6 +167,8 @@ const ALWAYS: &[&str] = &[
     "edge:platform/metrics@",
     // Workers' HTMLRewriter: bounded per instance and per host.
     "edge:html/rewriter@",
+    // The Workers adapter's one-call request and response heads.
+    "edge:worker/exchange@",
 ];
 
 /// Whether `grants` cover `import`, and what a manifest entry without them

@@ -740,6 +740,7 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     // HTML rewriting (Workers' HTMLRewriter): bounded per instance and host.
     edge_html::add_to_linker(&mut linker)?;
     crate::worker::add_to_linker(&mut linker)?;
+    crate::exchange::add_to_linker(&mut linker)?;
     crate::guest_metrics::add_to_linker(&mut linker)?;
     let pre = linker
         .instantiate_pre(&compiled)

@@ -13,6 +13,7 @@ pub mod conn;
 pub mod control;
 pub mod control_listener;
 pub mod engine;
+pub mod exchange;
 pub mod files;
 pub mod guest_log;
 pub mod guest_metrics;

@@ -311,6 +311,19 @@ impl WasiHttpHooks for HttpHooks {
 }
 
 impl HostState {
+    /// Takes `bytes` from this request's [`BODY_BUFFER_BYTES`] for a body
+    /// the host holds whole (a complete response made in one call); false,
+    /// and nothing taken, if they are not left.
+    pub fn take_body_bytes(&mut self, bytes: usize) -> bool {
+        match self.hooks.body_bytes_left.checked_sub(bytes) {
+            Some(left) => {
+                self.hooks.body_bytes_left = left;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// A new request on this store (a session's next job) gets its own
     /// body budget, and its place in a chain of service calls.
     pub fn begin_request(&mut self, chain: crate::services::Chain) {

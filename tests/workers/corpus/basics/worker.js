@@ -47,6 +47,19 @@ export default {
         const form = await request.formData();
         return Response.json(Object.fromEntries(form));
       }
+      case '/basics/bytes-mutated': {
+        // The body is the bytes as they were when the Response was made.
+        const bytes = new TextEncoder().encode('abc');
+        const r = new Response(bytes);
+        bytes[0] = 120;
+        return r;
+      }
+      case '/basics/length':
+        return new Response('twelve bytes', { headers: { 'content-length': '12' } });
+      case '/basics/empty':
+        return new Response();
+      case '/basics/buffer':
+        return new Response(new Uint16Array([0x6968, 0x2121]).buffer);
       default:
         return new Response('not found\n', { status: 404 });
     }
