@@ -397,6 +397,23 @@ async fn request_cf_names_the_pop() {
     let plain = edge(&workers, "");
     let (_, body) = edge_tests::get(&format!("{}/cf/", plain.url)).await;
     assert_eq!(body, r#"{"colo":null,"country":null}"#);
+    // The client's address in CF-Connecting-IP (a client's own replaced),
+    // and none of Spin's headers.
+    let (status, body) = edge_tests::request(
+        &edge_tests::client(),
+        "GET",
+        &format!("{}/cf/client", plain.url),
+        &[
+            ("cf-connecting-ip", "203.0.113.9"),
+            ("spin-full-url", "forged"),
+        ],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, r#"{"ip":"127.0.0.1","spin":["spin-full-url"]}"#)
+    );
 }
 
 /// `edge deploy` of a Worker (its wrangler.toml, or its module) builds it,

@@ -158,6 +158,9 @@ pub struct Target {
     pub idle_sessions: crate::session::IdleSessions,
     /// Where calls over their tenant's CPU share run.
     pub background: tokio::runtime::Handle,
+    /// Whether it is a Worker (its requests carry Cloudflare's headers,
+    /// not Spin's).
+    pub worker: bool,
 }
 
 /// A tenant's routes.
@@ -669,6 +672,7 @@ fn build_target(
         share,
         idle_sessions: rt.sessions.idle_sessions(),
         background: rt.background.handle(),
+        worker: worker.is_some(),
     })
 }
 

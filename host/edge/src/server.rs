@@ -502,7 +502,11 @@ where
         }
     };
     let mut req = req;
-    add_spin_headers(&mut req, matched, chain.client_addr.clone());
+    if target.worker {
+        add_worker_headers(&mut req, &chain.client_addr);
+    } else {
+        add_spin_headers(&mut req, matched, chain.client_addr.clone());
+    }
     let nested = chain.depth > 0;
     req.extensions_mut().insert(chain);
 
@@ -563,6 +567,25 @@ where
         .record(response.status().as_u16(), started.elapsed());
     response
 }
+
+/// The header Cloudflare gives Workers the client's address in, set by the
+/// host alone (a client's own is replaced): a Worker sees what it would
+/// see on Cloudflare, not Spin's `spin-*` headers.
+fn add_worker_headers<B>(req: &mut Request<B>, client_addr: &HeaderValue) {
+    let h = req.headers_mut();
+    edge_outbound_http::strip_connection_listed(h);
+    h.remove(CF_CONNECTING_IP);
+    let ip = client_addr
+        .to_str()
+        .ok()
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+        .map(|a| a.ip().to_string());
+    if let Some(v) = ip.and_then(|ip| HeaderValue::try_from(ip).ok()) {
+        h.insert(CF_CONNECTING_IP, v);
+    }
+}
+
+const CF_CONNECTING_IP: http::HeaderName = http::HeaderName::from_static("cf-connecting-ip");
 
 /// The headers Spin gives components, with Spin's values, each once: a
 /// client's own `spin-*` headers are dropped first (a component trusts
