@@ -219,7 +219,10 @@ printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on edge (--snapshot compo
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "hello on workerd $("$WORKERD" --version | awk '{print $2}')" "$w_rps" "$w_p50" "$w_p99" "$(ratio "$e_rps" "$w_rps") of it"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "HTMLRewriter ($((page_bytes / 1024)) KiB page) on edge" "$eh_rps" "$eh_p50" "$eh_p99" "1.00x"
 printf '| %-40s | %10s | %8s | %8s | %-14s |\n' "HTMLRewriter ($((page_bytes / 1024)) KiB page) on workerd" "$wh_rps" "$wh_p50" "$wh_p99" "$(ratio "$eh_rps" "$wh_rps") of it"
-for e in "$e_err" "$es_err" "$w_err" "$eh_err" "$wh_err"; do [ -n "${e// }" ] && echo "errors: $e"; done
+for row in "hello on edge:$e_err" "hello --snapshot on edge:$es_err" "hello on workerd:$w_err" "HTMLRewriter on edge:$eh_err" "HTMLRewriter on workerd:$wh_err"; do
+  errors=${row#*:}
+  [ -n "${errors// }" ] && echo "errors, ${row%%:*}: $errors"
+done
 echo
 echo "Deploy to first answer (edge deploy worker.js: build, upload, compile, activate): ${deploys%, }"
 echo
