@@ -350,17 +350,21 @@ impl App {
         self.hosts.find(host).map(|i| &self.tenants[i])
     }
 
-    /// Every Worker script it serves, with its tenant's name: each target
-    /// once.
-    pub fn worker_scripts(&self) -> Vec<Arc<Target>> {
-        let mut found: Vec<Arc<Target>> = Vec::new();
-        let routes = self.tenants.iter().flat_map(|t| {
+    /// Every route of every tenant: manifest routes, sites and the routes
+    /// service bindings take.
+    fn all_routes(&self) -> impl Iterator<Item = &TenantRoute> {
+        self.tenants.iter().flat_map(|t| {
             t.routes
                 .iter()
                 .chain(t.sites.values())
                 .chain(t.services.values().flat_map(Routes::iter))
-        });
-        for route in routes {
+        })
+    }
+
+    /// Every Worker script it serves: each target once.
+    pub fn worker_scripts(&self) -> Vec<Arc<Target>> {
+        let mut found: Vec<Arc<Target>> = Vec::new();
+        for route in self.all_routes() {
             let script = matches!(&route.target.prepared, Ok(p) if p.script.is_some());
             if script && !found.iter().any(|t| Arc::ptr_eq(t, &route.target)) {
                 found.push(route.target.clone());
@@ -377,13 +381,7 @@ impl App {
     /// Every session pool this app routes to.
     pub fn session_pools(&self) -> Vec<Arc<SessionPool>> {
         let mut pools: Vec<Arc<SessionPool>> = Vec::new();
-        let targets = self.tenants.iter().flat_map(|t| {
-            t.routes
-                .iter()
-                .chain(t.sites.values())
-                .chain(t.services.values().flat_map(Routes::iter))
-        });
-        for pool in targets.filter_map(|r| r.target.sessions.as_ref()) {
+        for pool in self.all_routes().filter_map(|r| r.target.sessions.as_ref()) {
             if !pools.iter().any(|p| Arc::ptr_eq(p, pool)) {
                 pools.push(pool.clone());
             }

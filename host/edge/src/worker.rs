@@ -256,6 +256,59 @@ mod tests {
         assert!(Declaration::of(b"this is not wasm").unwrap().is_none());
     }
 
+    fn with_section(mut component: Vec<u8>, name: &str, data: &[u8]) -> Vec<u8> {
+        component.push(0);
+        component.push((1 + name.len() + data.len()) as u8);
+        component.push(name.len() as u8);
+        component.extend_from_slice(name.as_bytes());
+        component.extend_from_slice(data);
+        component
+    }
+
+    #[test]
+    fn a_script_is_run_only_by_the_engine_interface_it_was_built_for() {
+        let script = with_section(
+            component_with(br#"{"format":1,"engine":1}"#),
+            SCRIPT_SECTION,
+            b"var x = 1;",
+        );
+        let declared = Declaration::of(&script).unwrap().unwrap();
+        assert_eq!(&*script_of(&script, &declared).unwrap(), "var x = 1;");
+        let newer = component_with(br#"{"format":1,"engine":2}"#);
+        let declared = Declaration::of(&newer).unwrap().unwrap();
+        let e = script_of(&newer, &declared).unwrap_err();
+        assert!(format!("{e:#}").contains("interface Some(2)"), "{e:#}");
+        let bare = component_with(br#"{"format":1,"engine":1}"#);
+        let declared = Declaration::of(&bare).unwrap().unwrap();
+        let e = script_of(&bare, &declared).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("without its edge:worker-script section"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn an_engine_says_which_interface_it_runs() {
+        let empty = b"\0asm\x0d\0\x01\0".to_vec();
+        assert!(
+            check_engine(&with_section(
+                empty.clone(),
+                ENGINE_SECTION,
+                br#"{"abi":1}"#
+            ))
+            .is_ok()
+        );
+        let e = check_engine(&with_section(
+            empty.clone(),
+            ENGINE_SECTION,
+            br#"{"abi":7}"#,
+        ))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("interface 7"), "{e:#}");
+        let e = check_engine(&empty).unwrap_err();
+        assert!(format!("{e:#}").contains("not a Workers engine"), "{e:#}");
+    }
+
     #[test]
     fn a_newer_format_or_garbage_is_refused_with_the_reason() {
         let e = Declaration::of(&component_with(br#"{"format":2}"#)).unwrap_err();
