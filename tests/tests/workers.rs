@@ -106,6 +106,8 @@ const CASES: &[Case] = &[
     get("basics", "/basics/bytes-mutated"),
     get("basics", "/basics/length"),
     get("basics", "/basics/empty"),
+    get("basics", "/basics/json-init"),
+    get("basics", "/basics/json-undefined"),
     get("basics", "/basics/buffer"),
     Case {
         worker: "basics",

@@ -1,4 +1,5 @@
-// Responses made from a string, from bytes or with no body remember it, so
+// Responses made from a string, from bytes or with no body (and by
+// `Response.json`) remember it, so
 // that the adapter sends such a body with its head in one host call
 // (`edge:worker/exchange`) instead of streaming it through wasi:io: most
 // Workers answer that way, and each call through componentize-js'
@@ -26,11 +27,32 @@ function remember(response, body) {
   }
 }
 
-globalThis.Response = new Proxy(globalThis.Response, {
+const NativeResponse = globalThis.Response;
+
+/** `Response.json(data, init)` as the Fetch standard defines it (the data
+ * serialized once, `content-type: application/json` unless `init` gives
+ * one), made through the constructor so that its body is remembered. */
+function json(data, init) {
+  // What JSON cannot represent (undefined, a function) is the text
+  // "undefined", as on workerd; what it cannot serialize throws.
+  const text = String(JSON.stringify(data));
+  const headers = new Headers(init ? init.headers : undefined);
+  if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+  return new globalThis.Response(text, {
+    status: init ? init.status : undefined,
+    statusText: init ? init.statusText : undefined,
+    headers,
+  });
+}
+
+globalThis.Response = new Proxy(NativeResponse, {
   construct(target, args, newTarget) {
     const response = Reflect.construct(target, args, newTarget);
     remember(response, args[0]);
     return response;
+  },
+  get(target, name, receiver) {
+    return name === 'json' ? json : Reflect.get(target, name, receiver);
   },
 });
 

@@ -56,6 +56,14 @@ export default {
       }
       case '/basics/length':
         return new Response('twelve bytes', { headers: { 'content-length': '12' } });
+      case '/basics/json-init': {
+        // An explicit content type and status; `toJSON` runs once.
+        let calls = 0;
+        const data = { toJSON: () => ({ calls: ++calls }) };
+        return Response.json(data, { status: 202, statusText: 'Accepted', headers: { 'content-type': 'application/vnd.api+json', 'x-one': '1' } });
+      }
+      case '/basics/json-undefined':
+        return Response.json(undefined);
       case '/basics/empty':
         return new Response();
       case '/basics/buffer':
