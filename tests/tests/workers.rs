@@ -658,7 +658,22 @@ async fn a_service_binding_reaches_only_its_own_tenants_declared_apps() {
         "app = \"spin.toml\"\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[[tenant]]\nname = \"mine\"\nhosts = [\"*\"]\ncomponents = [\"services\"]\n{tenants}"
     );
     let edge = edge_tests::Edge::start(&edge_tests::workers::spin_toml(&workers), &edge_toml);
-    // `backend` and `basics` are the other tenant's.
+    // `backend` and `basics` are the other tenant's: the log says so at
+    // start.
+    let log = edge
+        .log_after("a service binding names an app the tenant does not have")
+        .await;
+    let mut plain = String::new();
+    let mut in_escape = false;
+    for c in log.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (false, c) => plain.push(c),
+            (true, _) => {}
+        }
+    }
+    assert!(plain.contains("app=backend"), "{plain}");
     let (status, body) = edge_tests::get(&format!("{}/services/status", edge.url)).await;
     assert_eq!(status, 500, "{body}");
     let log = edge.log_after("the tenant has no such app").await;

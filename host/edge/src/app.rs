@@ -304,6 +304,13 @@ impl App {
                     .map_err(anyhow::Error::msg)?;
             }
             let services = service_routes(tenant, &config, &prepared, &mut target_for)?;
+            warn_unbound(
+                &name,
+                routes
+                    .iter()
+                    .chain(services.values().flat_map(Routes::iter)),
+                &services,
+            );
             let mut sites = HashMap::new();
             for site in &tenant.sites {
                 for host in &site.hosts {
@@ -511,6 +518,28 @@ fn service_routes(
         services.insert(app.to_string(), routes);
     }
     Ok(services)
+}
+
+/// Logs each service binding of the tenant's Workers that names no app of
+/// the tenant: its calls would fail (at call time, with the same words).
+fn warn_unbound<'a>(
+    tenant: &str,
+    routes: impl Iterator<Item = &'a TenantRoute>,
+    services: &HashMap<String, Routes>,
+) {
+    let mut seen: Vec<&Arc<Target>> = Vec::new();
+    for route in routes {
+        if seen.iter().any(|t| Arc::ptr_eq(t, &route.target)) {
+            continue;
+        }
+        seen.push(&route.target);
+        let Some(grant) = &route.target.spec.services else {
+            continue;
+        };
+        for app in grant.apps().iter().filter(|a| !services.contains_key(*a)) {
+            tracing::warn!(%tenant, component = %route.target.component, %app, "a service binding names an app the tenant does not have: its calls will fail until the app is deployed");
+        }
+    }
 }
 
 /// The target of one component for one tenant: its grants, limits, metrics

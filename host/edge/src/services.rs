@@ -101,6 +101,11 @@ impl Grant {
         }
     }
 
+    /// The apps it may call.
+    pub fn apps(&self) -> &[String] {
+        &self.apps
+    }
+
     /// Whether `other` lets call exactly the same apps.
     pub fn same(&self, other: &Grant) -> bool {
         self.tenant == other.tenant && self.apps == other.apps
