@@ -138,21 +138,12 @@ fn workers_dir(given: Option<&Path>) -> Result<PathBuf> {
             dir.display()
         );
     }
-    let mut starts = vec![std::env::current_dir()?];
-    if let Ok(exe) = std::env::current_exe() {
-        starts.push(exe);
+    match edge::worker::find_above("workers/build.mjs") {
+        Some(build) => Ok(build.parent().expect("a file's directory").to_path_buf()),
+        None => bail!(
+            "cannot find edge's workers/ directory (with build.mjs) to build the Worker: give it with --workers-dir or EDGE_WORKERS_DIR"
+        ),
     }
-    for start in starts {
-        for dir in start.ancestors() {
-            let candidate = dir.join("workers");
-            if candidate.join("build.mjs").exists() {
-                return Ok(candidate);
-            }
-        }
-    }
-    bail!(
-        "cannot find edge's workers/ directory (with build.mjs) to build the Worker: give it with --workers-dir or EDGE_WORKERS_DIR"
-    )
 }
 
 /// Builds a Worker into a component with `workers/build.mjs` (its errors,

@@ -484,13 +484,18 @@ impl ComponentCache {
     pub fn load(&self, path: &Path) -> Result<Loaded> {
         let bytes =
             std::fs::read(path).with_context(|| format!("reading component {}", path.display()))?;
-        let hash: ContentHash = Sha256::digest(&bytes).into();
-        let worker = crate::worker::Declaration::of(&bytes)
+        self.load_bytes(path, &bytes)
+    }
+
+    /// [`Self::load`] of `bytes`, read from `path`.
+    fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Loaded> {
+        let hash: ContentHash = Sha256::digest(bytes).into();
+        let worker = crate::worker::Declaration::of(bytes)
             .with_context(|| format!("component {}", path.display()))?;
         if let Some(declared) = worker.as_ref().filter(|w| w.engine.is_some()) {
             // A Worker script: nothing of its own to compile; the one
             // Workers engine runs it.
-            let script = crate::worker::script_of(&bytes, declared)
+            let script = crate::worker::script_of(bytes, declared)
                 .with_context(|| format!("component {}", path.display()))?;
             let engine = self
                 .workers_engine()
@@ -519,7 +524,7 @@ impl ComponentCache {
                 let (kind, compiled) = precompile(
                     self.engines.compiler(EngineKind::Plain),
                     self.engines.compiler(EngineKind::Concurrent),
-                    &bytes,
+                    bytes,
                 )
                 .with_context(|| format!("compiling component {}", path.display()))?;
                 tracing::info!(component = %path.display(), ms = started.elapsed().as_millis() as u64, ?kind, "compiled");
@@ -574,7 +579,7 @@ impl ComponentCache {
             .with_context(|| format!("reading the Workers engine {}", path.display()))?;
         crate::worker::check_engine(&bytes)
             .with_context(|| format!("the Workers engine {}", path.display()))?;
-        let component = self.load(&path)?.component;
+        let component = self.load_bytes(&path, &bytes)?.component;
         engine.loaded = Some((stamp.0, stamp.1, component.clone()));
         Ok(component)
     }

@@ -114,20 +114,21 @@ pub fn check_engine(component: &[u8]) -> Result<()> {
 /// `build/workers/engine.wasm` above the working directory or the `edge`
 /// binary (a checkout where `make workers` ran).
 pub fn engine_path(given: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
-    if let Some(path) = given {
-        return Some(path.to_path_buf());
+    match given {
+        Some(path) => Some(path.to_path_buf()),
+        None => find_above("build/workers/engine.wasm"),
     }
-    let mut starts = Vec::new();
-    if let Ok(dir) = std::env::current_dir() {
-        starts.push(dir);
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        starts.push(exe);
-    }
-    starts.iter().find_map(|start| {
+}
+
+/// `relative` (a file) in the nearest directory above the working
+/// directory, or else above the `edge` binary, that has it: where a
+/// checkout's files are found from wherever edge runs in it.
+pub fn find_above(relative: &str) -> Option<std::path::PathBuf> {
+    let starts = [std::env::current_dir().ok(), std::env::current_exe().ok()];
+    starts.into_iter().flatten().find_map(|start| {
         start
             .ancestors()
-            .map(|d| d.join("build/workers/engine.wasm"))
+            .map(|d| d.join(relative))
             .find(|p| p.is_file())
     })
 }
