@@ -35,7 +35,7 @@ def op(summary, params=(), req=None, resp=None, errs=("401",)):
     return o
 paths = {
  "/v1/openapi.json": {"get": {"summary": "This document.", "security": [], "responses": {"200": {"description": "OpenAPI 3.1."}}}},
- "/v1/whoami": {"get": op("The caller: principal id, role, tenant.", resp=ok("200", ref("WhoAmI"), "The caller."))},
+ "/v1/whoami": {"get": op("The caller: principal id, login (a user's login, a token's name), role, tenant; over a session cookie also the session's CSRF token and expiry, so the console can carry on after a page reload.", resp=ok("200", ref("WhoAmI"), "The caller."))},
  "/v1/login": {"post": {"summary": "Log in with a user's login and password (the web console): a session cookie (edge_session; HttpOnly, Secure, SameSite=Strict, 12 h) and the CSRF token every change must send as x-csrf-token. Five failed logins a minute per login (twenty per address) answer 429 with Retry-After.", "security": [], "requestBody": body(ref("Login")), "responses": {**ok("200", ref("LoggedIn"), "Logged in; Set-Cookie carries the session."), **err("400", "401"), "429": {"description": "Too many failed logins; Retry-After says when to try again.", "content": {"application/json": {"schema": ref("Error")}}}}}},
  "/v1/logout": {"post": op("End the caller's session (and clear its cookie).", resp={"204": {"description": "Logged out."}}, errs=("400", "401", "403"))},
  "/v1/users": {
@@ -104,7 +104,7 @@ s = lambda **p: {"type": "object", "additionalProperties": False, "properties": 
 I = {"type": "integer"}; S = {"type": "string"}
 schemas = {
  "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["field", "message"], "properties": {"field": {"type": ["string", "null"], "description": "The request field it is about, as a path (components.web.digest, versions[1].percent), or null."}, "message": {"type": "string", "description": "What is wrong and what is allowed."}}}}},
- "WhoAmI": s(id=S, role={"enum": ["operator", "tenant"]}, tenant={"type": ["string", "null"]}),
+ "WhoAmI": {**s(id=S, login={"type": "string", "description": "A user's login, or a token's name."}, role={"enum": ["operator", "tenant"]}, tenant={"type": ["string", "null"]}, csrf_token={"type": "string", "description": "Only over a session cookie: the session's CSRF token (as the login answered), for x-csrf-token."}, expires_at={"type": "integer", "description": "Only over a session cookie: when the session ends (ms since the epoch)."}), "required": ["id", "login", "role", "tenant"]},
  "Quota": s(max_apps=I, max_components=I, max_versions=I, max_artifact_bytes=I, max_total_artifact_bytes=I, shares=ref("Shares")),
  "Shares": {**s(max_instances=I, max_sessions=I, max_inflight=I, session_rate=I, memory_bytes=I, request_deadline_ms=I, max_outbound_requests=I, kv_store_bytes=I), "description": "The tenant's share of the node; each unset one is the node's [limits] default."},
  "Tenant": s(name=S, hosts={"type": "array", "items": S}, quota=ref("Quota"), programs={"type": "array", "items": S}, created_at=I),

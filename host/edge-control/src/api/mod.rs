@@ -406,6 +406,116 @@ mod tests {
         }
     }
 
+    /// A control plane on a fresh SQLite database, and its directory.
+    async fn fresh(name: &str) -> (Arc<Control>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("edge-control-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = Db::open(&format!("sqlite://{}", dir.join("c.db").display()))
+            .await
+            .unwrap();
+        let control = Arc::new(Control::new(
+            db,
+            Blobs::new(dir.join("blobs")),
+            Arc::new(NoNode),
+            1 << 20,
+        ));
+        (control, dir)
+    }
+
+    /// Sends `req`; its status, headers and JSON body (Null if none).
+    async fn send(
+        app: &Router,
+        req: http::Request<axum::body::Body>,
+    ) -> (u16, http::HeaderMap, serde_json::Value) {
+        let resp = app.clone().oneshot(req).await.unwrap();
+        let (parts, body) = resp.into_parts();
+        let bytes = axum::body::to_bytes(body, 1 << 24).await.unwrap();
+        let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        (parts.status.as_u16(), parts.headers, json)
+    }
+
+    #[tokio::test]
+    async fn whoami_over_a_session_gives_back_its_csrf_token() {
+        use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
+        let (control, dir) = fresh("whoami").await;
+        let password = "correct horse battery staple";
+        let phc = argon2::Argon2::default()
+            .hash_password(password.as_bytes(), &SaltString::generate(&mut OsRng))
+            .unwrap()
+            .to_string();
+        control
+            .db
+            .create_user(None, "ada@example.com", &phc, None)
+            .await
+            .unwrap();
+        let (token, _) = control
+            .db
+            .create_token(None, "ci", None, None)
+            .await
+            .unwrap();
+        let app = router(control);
+
+        let login = http::Request::post("/v1/login")
+            .body(axum::body::Body::from(
+                serde_json::json!({"login": "ada@example.com", "password": password}).to_string(),
+            ))
+            .unwrap();
+        let (status, headers, logged_in) = send(&app, login).await;
+        assert_eq!(status, 200, "{logged_in}");
+        let cookie = headers[http::header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string();
+        assert!(cookie.starts_with("edge_session="), "{cookie}");
+
+        // After a page reload the console has only the cookie: whoami
+        // gives back the login's CSRF token and expiry.
+        let whoami = http::Request::get("/v1/whoami")
+            .header(http::header::COOKIE, &cookie)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let (status, _, me) = send(&app, whoami).await;
+        assert_eq!(status, 200, "{me}");
+        assert_eq!(me["login"], "ada@example.com");
+        assert_eq!(me["role"], "operator");
+        assert!(me["csrf_token"].as_str().is_some_and(|t| !t.is_empty()));
+        assert_eq!(me["csrf_token"], logged_in["csrf_token"]);
+        assert_eq!(me["expires_at"], logged_in["expires_at"]);
+
+        // A token caller has no session: neither field is there.
+        let whoami = http::Request::get("/v1/whoami")
+            .header(
+                http::header::AUTHORIZATION,
+                format!("Bearer {}", token.token),
+            )
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let (status, _, me) = send(&app, whoami).await;
+        assert_eq!(status, 200, "{me}");
+        assert_eq!(me["login"], "ci");
+        let fields = me.as_object().unwrap();
+        assert!(!fields.contains_key("csrf_token"), "{me}");
+        assert!(!fields.contains_key("expires_at"), "{me}");
+
+        // A session that ended answers 401, not a stale token.
+        let logout = http::Request::post("/v1/logout")
+            .header(http::header::COOKIE, &cookie)
+            .header("x-csrf-token", logged_in["csrf_token"].as_str().unwrap())
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(send(&app, logout).await.0, 204);
+        let whoami = http::Request::get("/v1/whoami")
+            .header(http::header::COOKIE, &cookie)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(send(&app, whoami).await.0, 401);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[test]
     fn the_document_lists_exactly_the_endpoints() {
         let doc: serde_json::Value =

@@ -55,11 +55,19 @@ pub struct NewToken {
 /// Longest lifetime a token may be given: ten years.
 const MAX_EXPIRES_IN_S: u64 = 10 * 365 * 86_400;
 
+/// The caller; over a session also what the console needs after a page
+/// reload (the CSRF token the login answered with, and when it ends).
 #[derive(Serialize)]
 pub struct WhoAmI {
     id: String,
+    /// The principal's name: a user's login, a token's name.
+    login: String,
     role: String,
     tenant: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    csrf_token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<i64>,
 }
 
 pub async fn whoami(
@@ -70,10 +78,18 @@ pub async fn whoami(
         Some(id) => c.db.tenant_by_id(id).await?.map(|t| t.tenant.name),
         None => None,
     };
+    let session = match &caller.session {
+        Some(secret) => c.db.session_info(secret).await?,
+        None => None,
+    };
+    let (csrf_token, expires_at) = session.map_or((None, None), |(t, e)| (Some(t), Some(e)));
     Ok(Json(WhoAmI {
         id: caller.principal.id.clone(),
+        login: caller.principal.name.clone(),
         role: caller.principal.role.clone(),
         tenant,
+        csrf_token,
+        expires_at,
     }))
 }
 

@@ -112,6 +112,23 @@ impl Db {
         Ok(self.principal(&principal_id).await?.map(|p| (p, csrf)))
     }
 
+    /// The CSRF token and expiry (ms since the epoch) of the live session
+    /// with cookie secret `secret`.
+    pub async fn session_info(&self, secret: &str) -> R<Option<(String, i64)>> {
+        let row = sqlx::query(
+            "SELECT csrf_token, expires_at FROM sessions WHERE id = ? AND expires_at > ?",
+        )
+        .bind(secret::hash(secret))
+        .bind(now_ms())
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some((
+            row.try_get("csrf_token")?,
+            row.try_get("expires_at")?,
+        )))
+    }
+
     /// Ends a session.
     pub async fn delete_session(&self, secret: &str) -> R<()> {
         sqlx::query("DELETE FROM sessions WHERE id = ?")
