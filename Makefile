@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host spin-apps workers workers-engine hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers soak clean
+.PHONY: run test setup components host spin-apps workers workers-engine web-ui hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -43,6 +43,11 @@ workers: setup
 workers-engine: setup
 	./scripts/workers.sh --engine-only
 
+# The web console (web-ui/, npm packages from its lockfile), built into
+# web-ui/build, which edge serves on the control listener.
+web-ui: setup
+	./scripts/web-ui.sh
+
 # The hint engine's data (registry packages → JSON Lines, docs/HINTS-DATA.md)
 # and its indexes, which the hints component embeds.
 hints-data: setup
@@ -56,10 +61,11 @@ $(HINTS_INDEX) &: $(HINTS_DATA)/addresses.jsonl $(HINTS_DATA)/names.jsonl $(wild
 
 hints-index: $(HINTS_INDEX)
 
-run: components host workers-engine
+run: components host workers-engine web-ui
 	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
 
-test: components host spin-apps workers
+test: components host spin-apps workers web-ui
+	./scripts/web-ui.sh --test
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets $(addprefix --exclude ,$(GUESTS)) -- -D warnings
 	$(CARGO) clippy --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
