@@ -80,6 +80,25 @@ pub struct Stats {
     pub forced_emits: u64,
 }
 
+/// One replacement, as a preview shows it: the rule that made it, the
+/// input bytes it replaced and the output bytes it wrote (offsets from the
+/// start of the body).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replacement {
+    /// The rule's index.
+    pub rule: usize,
+    /// What it matched, in the input.
+    pub input: std::ops::Range<u64>,
+    /// What it wrote, in the output.
+    pub output: std::ops::Range<u64>,
+}
+
+struct Trace {
+    replacements: Vec<Replacement>,
+    cap: usize,
+    counts: Vec<u64>,
+}
+
 /// Rewrites one body.
 pub struct Rewriter<'r> {
     rules: &'r RuleSet,
@@ -109,6 +128,13 @@ pub struct Rewriter<'r> {
     dead_ends: DeadEnds,
     /// The start filter's hits in the buffer.
     scan: Scan,
+    /// For a preview (`with_trace`): replacements up to a cap, and every
+    /// rule's count of them.
+    trace: Option<Trace>,
+    /// Bytes emitted before the current `write`/`finish`, and the length
+    /// of its `out` when it began: where an output offset is.
+    emitted: u64,
+    out_base: usize,
 }
 
 /// What [`Rewriter::next_start`] found.
@@ -173,7 +199,33 @@ impl<'r> Rewriter<'r> {
             bytes_in: 0,
             dead_ends: DeadEnds::default(),
             scan: Scan::default(),
+            trace: None,
+            emitted: 0,
+            out_base: 0,
         }
+    }
+
+    /// Records the first `cap` replacements with where they are in the
+    /// input and the output ([`Rewriter::trace`]): what a preview
+    /// highlights.
+    pub fn with_trace(mut self, cap: usize) -> Self {
+        self.trace = Some(Trace {
+            replacements: Vec::new(),
+            cap,
+            counts: vec![0; self.rules.len()],
+        });
+        self
+    }
+
+    /// The replacements recorded so far (empty without `with_trace`).
+    pub fn trace(&self) -> &[Replacement] {
+        self.trace.as_ref().map_or(&[], |t| &t.replacements)
+    }
+
+    /// Replacements so far by rule index, all of them, past the trace's
+    /// cap too (empty without `with_trace`).
+    pub fn rule_counts(&self) -> &[u64] {
+        self.trace.as_ref().map_or(&[], |t| &t.counts)
     }
 
     /// Sets the cap on held-back bytes (at least 1).
@@ -196,12 +248,16 @@ impl<'r> Rewriter<'r> {
     pub fn write(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         self.buf.extend_from_slice(chunk);
         self.bytes_in += chunk.len();
+        self.out_base = out.len();
         self.run(false, out);
+        self.emitted += (out.len() - self.out_base) as u64;
     }
 
     /// Ends the body; appends the rest to `out`.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
+        self.out_base = out.len();
         self.run(true, out);
+        self.emitted += (out.len() - self.out_base) as u64;
     }
 
     /// Whether no rule is enabled: the body can pass through untouched.
@@ -494,6 +550,7 @@ impl<'r> Rewriter<'r> {
     }
 
     fn replace(&mut self, rule: usize, start: usize, end: usize, out: &mut Vec<u8>) {
+        let written_from = out.len();
         let compiled = &self.rules.rules[rule];
         let caps = compiled
             .captures
@@ -512,6 +569,19 @@ impl<'r> Rewriter<'r> {
         }
         self.stats.replacements += 1;
         self.matched[rule] = true;
+        if let Some(trace) = &mut self.trace {
+            trace.counts[rule] += 1;
+            if trace.replacements.len() < trace.cap {
+                // buf holds the input's last bytes; out got this run's output.
+                let input_base = (self.bytes_in - self.buf.len()) as u64;
+                let output_at = self.emitted + (written_from - self.out_base) as u64;
+                trace.replacements.push(Replacement {
+                    rule,
+                    input: input_base + start as u64..input_base + end as u64,
+                    output: output_at..output_at + (out.len() - written_from) as u64,
+                });
+            }
+        }
         if compiled.once {
             self.disabled[rule] = true;
             let automata = self

@@ -534,3 +534,93 @@ proptest! {
         prop_assert_eq!(streamed(&filtered, input, &cuts), expected);
     }
 }
+
+/// Streams `input` in `cuts` recording the trace; (output, trace).
+fn traced(
+    set: &RuleSet,
+    input: &[u8],
+    cuts: &[usize],
+) -> (Vec<u8>, Vec<rewrite_engine::Replacement>) {
+    let mut out = Vec::new();
+    let mut rw = Rewriter::new(set).with_trace(usize::MAX);
+    let mut at = 0;
+    for &c in cuts {
+        let c = c.min(input.len()).max(at);
+        // A fresh buffer per chunk, as the rewriter component's: offsets
+        // count from the body's start whatever the caller's buffers.
+        let mut chunk_out = Vec::new();
+        rw.write(&input[at..c], &mut chunk_out);
+        out.extend_from_slice(&chunk_out);
+        at = c;
+    }
+    rw.write(&input[at..], &mut out);
+    rw.finish(&mut out);
+    (out, rw.trace().to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The trace a preview highlights accounts for the whole output: the
+    /// bytes between replacements are the input's, in order, and each
+    /// replacement's output is what its rule wrote.
+    #[test]
+    fn the_trace_rebuilds_the_output_from_the_input(
+        rules in prop::collection::vec(rule(), 1..6),
+        input in "[abcAB x]{0,60}",
+        cuts in prop::collection::vec(0usize..60, 0..12),
+    ) {
+        let input = input.as_bytes();
+        let set = RuleSet::new(&rules).unwrap();
+        let mut cuts = cuts;
+        cuts.sort();
+        let (out, trace) = traced(&set, input, &cuts);
+        prop_assert_eq!(&out, &Rewriter::rewrite_all(&set, input));
+        let (mut i, mut o) = (0usize, 0usize);
+        for r in &trace {
+            let (is, ie) = (r.input.start as usize, r.input.end as usize);
+            let (os, oe) = (r.output.start as usize, r.output.end as usize);
+            prop_assert!(is >= i && os >= o && ie <= input.len() && oe <= out.len());
+            prop_assert_eq!(&input[i..is], &out[o..os]);
+            prop_assert!(r.rule < rules.len());
+            // What the rule wrote: its literal replacement, exactly.
+            if rules[r.rule].replacement == "X" {
+                prop_assert_eq!(&out[os..oe], b"X");
+            }
+            (i, o) = (ie, oe);
+        }
+        prop_assert_eq!(&input[i..], &out[o..]);
+        let mut counts = vec![0u64; rules.len()];
+        for r in &trace {
+            counts[r.rule] += 1;
+        }
+        // (the traced rewriter is gone; count again with a fresh one)
+        let mut rw = Rewriter::new(&set).with_trace(0);
+        let mut sink = Vec::new();
+        rw.write(input, &mut sink);
+        rw.finish(&mut sink);
+        prop_assert_eq!(rw.rule_counts(), &counts[..]);
+        prop_assert!(rw.trace().is_empty());
+        prop_assert_eq!(trace.len() as u64, {
+            let mut rw = Rewriter::new(&set);
+            let mut sink = Vec::new();
+            rw.write(input, &mut sink);
+            rw.finish(&mut sink);
+            rw.stats().replacements
+        });
+    }
+}
+
+#[test]
+fn the_trace_stops_at_its_cap() {
+    let set = RuleSet::new(&[Rule::new("a", "b")]).unwrap();
+    let mut rw = Rewriter::new(&set).with_trace(2);
+    let mut out = Vec::new();
+    rw.write(b"aaaa", &mut out);
+    rw.finish(&mut out);
+    assert_eq!(out, b"bbbb");
+    assert_eq!(rw.trace().len(), 2);
+    assert_eq!(rw.trace()[1].input, 1..2);
+    assert_eq!(rw.stats().replacements, 4);
+    assert_eq!(rw.rule_counts(), &[4]);
+}
