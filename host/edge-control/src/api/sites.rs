@@ -357,16 +357,34 @@ pub struct RuleCount {
     matches: u64,
 }
 
+/// One replacement, for highlighting: offsets in UTF-16 code units (as
+/// JavaScript indexes strings) of what it replaced in `body` and what it
+/// wrote in `output`.
+#[derive(Serialize, Debug, PartialEq, Eq)]
+pub struct Span {
+    rule: usize,
+    input: [u64; 2],
+    output: [u64; 2],
+}
+
 #[derive(Serialize)]
 pub struct Preview {
     output: String,
     replacements: u64,
     rules: Vec<RuleCount>,
+    /// The first [`MAX_SPANS`] replacements, in order.
+    spans: Vec<Span>,
+    /// Why `spans` does not hold every replacement, if it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spans_note: Option<String>,
 }
 
-/// Rewrites `body` with the rules (nothing is stored or deployed): the
-/// output, the replacements made, and how many matches each rule makes
-/// on the body by itself.
+/// Replacements a preview locates at most (its counts cover them all).
+const MAX_SPANS: usize = 10_000;
+
+/// Rewrites `body` with the rules (nothing is stored or deployed), in one
+/// pass of the engine the rewriter runs: the output, the replacements
+/// made, each rule's count of them, and where they are.
 pub async fn preview(
     State(c): State<Arc<Control>>,
     caller: Caller,
@@ -396,38 +414,89 @@ pub async fn preview(
         }
     };
     let set = compile(&mut specs, field)?;
-    let out = tokio::task::spawn_blocking(move || {
-        let input = p.body.as_bytes();
-        let mut rw = rewrite_engine::Rewriter::new(&set);
-        let mut output = Vec::with_capacity(input.len());
-        rw.write(input, &mut output);
-        rw.finish(&mut output);
-        let replacements = rw.stats().replacements;
-        drop(rw);
-        let mut counts = Vec::with_capacity(specs.len());
-        for (index, r) in specs.iter().enumerate() {
-            let one = Rule::new(&r.pattern, &r.replacement)
-                .with_flags(&r.flags)
-                .ok()
-                .and_then(|rule| RuleSet::new(&[rule]).ok());
-            let matches = one.map_or(0, |set| {
-                let mut rw = rewrite_engine::Rewriter::new(&set);
-                let mut sink = Vec::new();
-                rw.write(input, &mut sink);
-                rw.finish(&mut sink);
-                rw.stats().replacements
-            });
-            counts.push(RuleCount { index, matches });
-        }
-        Preview {
-            output: String::from_utf8_lossy(&output).into_owned(),
-            replacements,
-            rules: counts,
-        }
-    })
-    .await
-    .map_err(ApiError::internal)?;
+    let out = tokio::task::spawn_blocking(move || run_preview(&set, &p.body))
+        .await
+        .map_err(ApiError::internal)?;
     Ok(Json(out))
+}
+
+fn run_preview(set: &RuleSet, body: &str) -> Preview {
+    let input = body.as_bytes();
+    let mut rw = rewrite_engine::Rewriter::new(set).with_trace(MAX_SPANS);
+    let mut output = Vec::with_capacity(input.len());
+    rw.write(input, &mut output);
+    rw.finish(&mut output);
+    let replacements = rw.stats().replacements;
+    let rules = rw
+        .rule_counts()
+        .iter()
+        .enumerate()
+        .map(|(index, &matches)| RuleCount { index, matches })
+        .collect();
+    let trace = rw.trace().to_vec();
+    drop(rw);
+    let (output, mut spans_note) = match String::from_utf8(output) {
+        Ok(s) => (s, None),
+        Err(e) => (
+            String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            Some("a match split a UTF-8 character: the output is shown with replacement characters and without spans".to_string()),
+        ),
+    };
+    let spans = if spans_note.is_some() {
+        Vec::new()
+    } else {
+        let mut inputs = Utf16Offsets::new(body);
+        let mut outputs = Utf16Offsets::new(&output);
+        trace
+            .iter()
+            .map(|r| Span {
+                rule: r.rule,
+                input: [inputs.at(r.input.start), inputs.at(r.input.end)],
+                output: [outputs.at(r.output.start), outputs.at(r.output.end)],
+            })
+            .collect()
+    };
+    if spans_note.is_none() && (spans.len() as u64) < replacements {
+        spans_note = Some(format!(
+            "the first {} of {replacements} replacements are located",
+            spans.len()
+        ));
+    }
+    Preview {
+        output,
+        replacements,
+        rules,
+        spans,
+        spans_note,
+    }
+}
+
+/// Byte offsets of a string to UTF-16 offsets, asked in ascending order
+/// (one pass over the string for all of them). An offset inside a
+/// character counts from that character's start.
+struct Utf16Offsets<'s> {
+    chars: std::iter::Peekable<std::str::CharIndices<'s>>,
+    units: u64,
+}
+
+impl<'s> Utf16Offsets<'s> {
+    fn new(s: &'s str) -> Self {
+        Self {
+            chars: s.char_indices().peekable(),
+            units: 0,
+        }
+    }
+
+    fn at(&mut self, byte: u64) -> u64 {
+        while let Some(&(i, ch)) = self.chars.peek() {
+            if (i + ch.len_utf8()) as u64 > byte {
+                break;
+            }
+            self.units += ch.len_utf16() as u64;
+            self.chars.next();
+        }
+        self.units
+    }
 }
 
 #[derive(Deserialize)]
@@ -590,4 +659,66 @@ pub async fn rollback(
     )
     .await;
     result
+}
+
+#[cfg(test)]
+mod preview_tests {
+    use super::*;
+
+    fn rules(list: &[(&str, &str)]) -> RuleSet {
+        RuleSet::new(
+            &list
+                .iter()
+                .map(|(p, r)| Rule::new(p, r))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn spans_count_utf16_units_as_javascript_does() {
+        // "é" is 2 bytes and 1 unit; "😀" 4 bytes and 2 units.
+        let p = run_preview(&rules(&[("cat", "dog!"), ("é", "e")]), "😀 cat é cat");
+        assert_eq!(p.output, "😀 dog! e dog!");
+        assert_eq!(p.replacements, 3);
+        assert_eq!(
+            p.spans,
+            vec![
+                Span {
+                    rule: 0,
+                    input: [3, 6],
+                    output: [3, 7]
+                },
+                Span {
+                    rule: 1,
+                    input: [7, 8],
+                    output: [8, 9]
+                },
+                Span {
+                    rule: 0,
+                    input: [9, 12],
+                    output: [10, 14]
+                },
+            ]
+        );
+        assert_eq!(p.rules[0].matches, 2);
+        assert_eq!(p.rules[1].matches, 1);
+        assert!(p.spans_note.is_none());
+    }
+
+    #[test]
+    fn counts_are_those_of_the_rules_together() {
+        // Alone, "ab" and "b" would both match; together the longer wins.
+        let p = run_preview(&rules(&[("ab", "X"), ("b", "Y")]), "ab b");
+        assert_eq!(p.output, "X Y");
+        assert_eq!((p.rules[0].matches, p.rules[1].matches), (1, 1));
+    }
+
+    #[test]
+    fn past_the_cap_the_note_says_how_many_are_located() {
+        let p = run_preview(&rules(&[("a", "b")]), &"a".repeat(MAX_SPANS + 5));
+        assert_eq!(p.spans.len(), MAX_SPANS);
+        assert_eq!(p.rules[0].matches, MAX_SPANS as u64 + 5);
+        assert!(p.spans_note.unwrap().contains("10000 of 10005"));
+    }
 }
