@@ -1044,7 +1044,7 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
         "refused rule sets are not stored"
     );
 
-    // Preview: the output, the replacements, each rule's matches alone.
+    // Preview: the output, the replacements, each rule's count, where they are.
     let (s, v) = rt.block_on(node.post(&format!("{base}/mirror/preview"), &token, json!({
         "rules": [{"pattern": "hello", "replacement": "HOWDY"}, {"pattern": "(\\w+)@edge", "replacement": "$1 at edge"}],
         "body": "hello a@edge, hello b@edge"
@@ -1055,6 +1055,11 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
     assert_eq!(
         v["rules"],
         json!([{"index": 0, "matches": 2}, {"index": 1, "matches": 2}])
+    );
+    assert_eq!(
+        v["spans"][1],
+        json!({"rule": 1, "input": [6, 12], "output": [6, 16]}),
+        "{v}"
     );
 
     // Version 1 from JSON, version 2 imported from nginx.
