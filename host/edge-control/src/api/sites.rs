@@ -377,6 +377,10 @@ pub struct Preview {
     /// Why `spans` does not hold every replacement, if it does not.
     #[serde(skip_serializing_if = "Option::is_none")]
     spans_note: Option<String>,
+    /// The rules nginx lines were imported as (given `nginx`): what the
+    /// console puts in its editor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    imported: Option<Vec<RuleSpec>>,
 }
 
 /// Replacements a preview locates at most (its counts cover them all).
@@ -414,9 +418,12 @@ pub async fn preview(
         }
     };
     let set = compile(&mut specs, field)?;
-    let out = tokio::task::spawn_blocking(move || run_preview(&set, &p.body))
+    let mut out = tokio::task::spawn_blocking(move || run_preview(&set, &p.body))
         .await
         .map_err(ApiError::internal)?;
+    if field == "nginx" {
+        out.imported = Some(specs);
+    }
     Ok(Json(out))
 }
 
@@ -468,6 +475,7 @@ fn run_preview(set: &RuleSet, body: &str) -> Preview {
         rules,
         spans,
         spans_note,
+        imported: None,
     }
 }
 
