@@ -456,3 +456,22 @@ fn outbound_ranges_are_checked() {
         "DIR/edge.toml:3:25: limits.max_outbound_requests: must be at least 1",
     );
 }
+
+#[test]
+fn a_console_directory_must_hold_the_built_console() {
+    for (value, expected) in [("nowhere", "has no index.html"), ("  ", "an empty path")] {
+        let edge =
+            format!("{GOOD_EDGE}[control]\nlisten = \"127.0.0.1:0\"\nconsole = \"{value}\"\n");
+        assert_error(&spin_without_required(), &edge, "control.console");
+        assert_error(&spin_without_required(), &edge, expected);
+    }
+    // A directory with an index.html is the console.
+    let dir = TempDir::new("console");
+    dir.write("index.html", "<!doctype html>");
+    let edge = format!(
+        "{GOOD_EDGE}[control]\nlisten = \"127.0.0.1:0\"\nconsole = \"{}\"\n",
+        dir.path().display()
+    );
+    let (code, stderr) = check(&spin_without_required(), &edge);
+    assert_eq!(code, 0, "{stderr}");
+}

@@ -64,6 +64,7 @@ pub(crate) struct ControlSection {
     pub compile_timeout_ms: Option<Spanned<u64>>,
     pub compile_memory_bytes: Option<Spanned<u64>>,
     pub registry: Option<Spanned<String>>,
+    pub console: Option<Spanned<String>>,
 }
 
 /// `[mixer]` and `[tenant.mixer]`: bounds on a tenant's mixing rooms.

@@ -109,6 +109,10 @@ pub struct ControlPlane {
     /// The OCI registry repository artifacts are shared through
     /// (`http(s)://HOST/REPO`), if any.
     pub registry: Option<String>,
+    /// The web console's built files (a directory with `index.html`),
+    /// served beside the API; `None`: `web-ui/build` above the working
+    /// directory or the edge binary, if there is one.
+    pub console: Option<PathBuf>,
 }
 
 /// `[sidecar]`: the native process-execution daemon (`edge-sidecar`).

@@ -354,8 +354,22 @@ impl Resolver<'_> {
             }
             None => None,
         };
+        let console = match &c.console {
+            Some(d) if d.get_ref().trim().is_empty() => {
+                return self.edge_err(d.span(), "control.console", "an empty path (allowed: the directory of the console's built files, such as \"web-ui/build\", relative to this file; leave the key out for web-ui/build above the working directory or the edge binary)");
+            }
+            Some(d) => {
+                let dir = self.edge_dir.join(d.get_ref());
+                if !dir.join("index.html").is_file() {
+                    return self.edge_err(d.span(), "control.console", format!("{} has no index.html: not the console's built files (build them with `npm run build` in web-ui/, or name the directory they are in)", dir.display()));
+                }
+                Some(dir)
+            }
+            None => None,
+        };
         Ok(ControlPlane {
             registry,
+            console,
             listen,
             database,
             max_upload_bytes: positive(&c.max_upload_bytes, "control.max_upload_bytes", 128 << 20)?,
