@@ -546,7 +546,17 @@ pub async fn start(
         .await
         .with_context(|| format!("binding the control API on {}", control.listen))?;
     let addr = listener.local_addr()?;
-    let router = edge_control::router(control_state);
+    let mut router = edge_control::router(control_state);
+    match crate::console::dir(control.console.as_deref()) {
+        Some(dir) => {
+            tracing::info!(dir = %dir.display(), "the web console is served with the control API");
+            router = crate::console::router(router, &dir);
+        }
+        None => tracing::info!(
+            "no web console: the control listener serves the API alone (the console is {} above the working directory or the edge binary, or [control] console)",
+            crate::console::DEFAULT_INDEX
+        ),
+    }
     tokio::spawn(crate::control_listener::serve(
         listener,
         router,

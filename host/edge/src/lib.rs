@@ -10,6 +10,7 @@ pub mod admin;
 pub mod app;
 pub mod body;
 pub mod conn;
+pub mod console;
 pub mod control;
 pub mod control_listener;
 pub mod engine;
