@@ -1,5 +1,6 @@
 // The control-plane API (host/edge-control/openapi.json) as typed calls.
-import { del, get, patch, post, put, upload } from "./client";
+import { del, get, patch, post, put, request, upload } from "./client";
+import type { Span } from "../preview";
 
 export type Role = "operator" | "tenant";
 
@@ -129,9 +130,53 @@ export interface UserView {
   revoked_at: number | null;
 }
 
+export interface RuleSpec {
+  pattern: string;
+  replacement: string;
+  /** g (every match), i (ignore case), o (first match only). */
+  flags: string;
+  content_types?: string[];
+}
+
+export interface SiteSettings {
+  origin: string;
+  origin_timeout_ms?: number;
+  content_types?: string[];
+}
+
+export interface Site {
+  name: string;
+  hosts: string[];
+  settings: SiteSettings;
+  created_at: number;
+  rules_version: number | null;
+}
+
+export interface RuleSetVersion {
+  number: number;
+  rules: RuleSpec[];
+  created_at: number;
+}
+
+export interface SiteDeployment {
+  seq: number;
+  version: number;
+  created_at: number;
+}
+
+export interface Preview {
+  output: string;
+  replacements: number;
+  rules: { index: number; matches: number }[];
+  spans: Span[];
+  spans_note?: string;
+  imported?: RuleSpec[];
+}
+
 const enc = encodeURIComponent;
 const tenantPath = (t: string) => `/v1/tenants/${enc(t)}`;
 const appPath = (t: string, a: string) => `${tenantPath(t)}/apps/${enc(a)}`;
+const sitePath = (t: string, s: string) => `${tenantPath(t)}/sites/${enc(s)}`;
 
 export const api = {
   whoami: () => get<WhoAmI>("/v1/whoami"),
@@ -174,6 +219,25 @@ export const api = {
     post<Deployment>(`${appPath(t, a)}/deployments`, smoke ? { versions, smoke } : { versions }),
   rollback: (t: string, a: string, version?: number) =>
     post<Deployment>(`${appPath(t, a)}/rollback`, version === undefined ? {} : { version }),
+
+  sites: (t: string) => get<Site[]>(`${tenantPath(t)}/sites`),
+  site: (t: string, s: string) => get<Site>(sitePath(t, s)),
+  createSite: (t: string, name: string, hosts: string[], origin: string) =>
+    post<Site>(`${tenantPath(t)}/sites`, { name, hosts, origin }),
+  ruleSets: (t: string, s: string) => get<RuleSetVersion[]>(`${sitePath(t, s)}/rules`),
+  createRules: (t: string, s: string, rules: RuleSpec[]) =>
+    post<{ number: number; rules: RuleSpec[] }>(`${sitePath(t, s)}/rules`, { rules }),
+  preview: (
+    t: string,
+    s: string,
+    what: { rules: RuleSpec[] } | { nginx: string } | { version: number },
+    body: string,
+    signal?: AbortSignal,
+  ) => request<Preview>("POST", `${sitePath(t, s)}/preview`, { ...what, body }, { signal }),
+  siteDeployments: (t: string, s: string) => get<SiteDeployment[]>(`${sitePath(t, s)}/deployments`),
+  deploySite: (t: string, s: string, version: number, smoke?: Smoke) =>
+    post<SiteDeployment>(`${sitePath(t, s)}/deployments`, smoke ? { version, smoke } : { version }),
+  rollbackSite: (t: string, s: string) => post<SiteDeployment>(`${sitePath(t, s)}/rollback`),
 
   audit: (t: string | null, query: URLSearchParams) =>
     get<AuditEntry[]>(`${t ? `${tenantPath(t)}/audit` : "/v1/audit"}?${query}`),

@@ -1,0 +1,49 @@
+// What tests/tests/console.rs hands the browser tests.
+import { request as httpRequest } from "node:http";
+import type { Page } from "@playwright/test";
+
+function need(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run these tests through tests/tests/console.rs`);
+  return v;
+}
+
+export const env = {
+  /** The node's application listener. */
+  serveUrl: () => need("EDGE_SERVE_URL"),
+  tenant: () => need("EDGE_TENANT"),
+  tenantHost: () => need("EDGE_TENANT_HOST"),
+  tenantLogin: () => need("EDGE_TENANT_LOGIN"),
+  operatorLogin: () => need("EDGE_OPERATOR_LOGIN"),
+  password: () => need("EDGE_PASSWORD"),
+  components: () => need("EDGE_COMPONENTS"),
+  /** Names this run's screenshots (sqlite, mariadb). */
+  label: () => process.env.EDGE_E2E_LABEL ?? "run",
+};
+
+/** GET `path` from the tenant's site through the node (a Host header a browser cannot set). */
+export function serve(path: string): Promise<{ status: number; body: string }> {
+  const url = new URL(path, env.serveUrl());
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { headers: { host: env.tenantHost() } }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+export async function login(page: Page, login: string) {
+  await page.goto("/login");
+  await page.getByLabel("Login").fill(login);
+  await page.getByLabel("Password").fill(env.password());
+  await page.getByRole("button", { name: "Log in" }).click();
+}
+
+/** Saves a screenshot of a main page under e2e/screenshots/. */
+export async function shot(page: Page, name: string) {
+  await page.screenshot({ path: `e2e/screenshots/${env.label()}-${name}.png`, fullPage: true });
+}
