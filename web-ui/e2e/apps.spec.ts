@@ -10,9 +10,9 @@ test("a tenant logs in, uploads a component, sees it live and rolls back", async
   // A new app; a bad name is refused as you type.
   await page.getByLabel("New app").fill("Web!");
   await expect(page.getByText("starting with a letter")).toBeVisible();
-  await expect(page.getByRole("button", { name: "Create" })).toBeDisabled();
+  await expect(page.getByRole("button", { name: "Create app" })).toBeDisabled();
   await page.getByLabel("New app").fill("web");
-  await page.getByRole("button", { name: "Create" }).click();
+  await page.getByRole("button", { name: "Create app" }).click();
   await expect(page).toHaveURL(new RegExp(`/t/${tenant}/apps/web$`));
   await expect(page.getByText("not deployed")).toBeVisible();
 

@@ -37,6 +37,8 @@ export function setParams(params: Record<string, string | null>) {
   }
 }
 
-export function sortingToUrl(s: SortingState) {
-  setParams({ sort: formatSorting(s) || null });
+/** Keeps `s` in the URL's `sort`, leaving it out while it is the page's default order. */
+export function sortingToUrl(s: SortingState, byDefault: SortingState = []) {
+  const value = formatSorting(s);
+  setParams({ sort: value === formatSorting(byDefault) ? null : value || null });
 }
