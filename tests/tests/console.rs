@@ -41,7 +41,7 @@ impl Node {
             .map(|d| format!("database = \"{}\"\n", d.url("edge")))
             .unwrap_or_default();
         let edge_toml = format!(
-            "app = \"spin.toml\"\n[control]\nlisten = \"127.0.0.1:0\"\nconsole = \"{}\"\n{database}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\", \"*\"]\ncomponents = [\"*\"]\n",
+            "app = \"spin.toml\"\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[control]\nlisten = \"127.0.0.1:0\"\nconsole = \"{}\"\n{database}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\", \"*\"]\ncomponents = [\"*\"]\n",
             repo().join("web-ui/build").display()
         );
         let spin = SPIN
@@ -102,11 +102,13 @@ impl Node {
     }
 }
 
-/// A node with tenant `acme` (host `acme.test`), its user and an operator user.
+/// A node with tenant `acme` (hosts `acme.test`, `*.acme.test`), its user
+/// and an operator user; guests may reach loopback (a site's origin is
+/// the node's own listener).
 fn node(db: Option<Mariadb>) -> Node {
     let node = Node::start(db);
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        node.post("/v1/tenants", json!({"name": "acme", "hosts": ["acme.test"]}))
+        node.post("/v1/tenants", json!({"name": "acme", "hosts": ["acme.test", "*.acme.test"]}))
             .await;
         node.post(
             "/v1/tenants/acme/users",

@@ -21,11 +21,11 @@ export const env = {
   label: () => process.env.EDGE_E2E_LABEL ?? "run",
 };
 
-/** GET `path` from the tenant's site through the node (a Host header a browser cannot set). */
-export function serve(path: string): Promise<{ status: number; body: string }> {
+/** GET `path` from one of the tenant's hosts through the node (a Host header a browser cannot set). */
+export function serve(path: string, host = env.tenantHost()): Promise<{ status: number; body: string }> {
   const url = new URL(path, env.serveUrl());
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { headers: { host: env.tenantHost() } }, (res) => {
+    const req = httpRequest(url, { headers: { host } }, (res) => {
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (c) => (body += c));
