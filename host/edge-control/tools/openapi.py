@@ -26,6 +26,8 @@ AF = [
     {"name": "since", "in": "query", "required": False, "schema": {"type": "integer"}, "description": "only at or after this time (ms since the epoch)"},
     {"name": "before", "in": "query", "required": False, "schema": {"type": "integer"}, "description": "only before this time"},
 ]
+s = lambda **p: {"type": "object", "additionalProperties": False, "properties": p}
+I = {"type": "integer"}; S = {"type": "string"}
 def op(summary, params=(), req=None, resp=None, errs=("401",)):
     o = {"summary": summary, "responses": {}}
     if params: o["parameters"] = list(params)
@@ -98,10 +100,10 @@ paths = {
    "post": op("Apply a rule set to the site; with `smoke`, the site must answer it with the new rules first.", [T, SI], req=body(ref("NewSiteDeployment")), resp=ok("201", ref("SiteDeployment"), "Applying."), errs=("400", "401", "404", "422"))},
  "/v1/tenants/{tenant}/sites/{site}/rollback": {"post": op("Apply an earlier rule set again: the named one, or the one before the current.", [T, SI], req={"required": False, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": False, "properties": {"version": {"type": "integer"}}}}}}, resp=ok("201", ref("SiteDeployment"), "Applying."), errs=("400", "401", "404", "409", "422"))},
  "/v1/tenants/{tenant}/audit": {"get": op("The tenant's audit log, newest first, filtered.", [T, L, *AF], resp=ok("200", {"type": "array", "items": ref("AuditEntry")}, "Entries."), errs=("400", "401", "404"))},
+ "/v1/tenants/{tenant}/metrics": {"get": op("The tenant's apps' recent traffic, for plots: the node samples every route every interval_ms (5 s; EDGE_METRICS_SAMPLE_MS in the node's environment) and keeps the last 720 samples (an hour); each app's point sums its components of every version serving in a rollout. Apps that serve or served within those samples, by name; sites are not included. The node's own memory: a restart starts afresh, and each node has its own.", [T, {"name": "app", "in": "query", "required": False, "schema": S, "description": "only this app (an app of the tenant; one without samples has no points)"}, {"name": "since", "in": "query", "required": False, "schema": I, "description": "only points after this time (ms since the epoch): what is new since the last poll"}], resp=ok("200", ref("TenantMetrics"), "Per app, a point per sample, oldest first."), errs=("400", "401", "404"))},
+ "/v1/health": {"get": op("The node (operators): status, uptime, instances in use, what it serves, its request rate over the last minute.", resp=ok("200", ref("NodeHealth"), "The node."), errs=("401", "403"))},
  "/v1/audit": {"get": op("The whole audit log (operators), newest first, filtered.", [L, *AF, {"name": "tenant", "in": "query", "required": False, "schema": {"type": "string"}, "description": "only this tenant's lines"}], resp=ok("200", {"type": "array", "items": ref("AuditEntry")}, "Entries."), errs=("401", "403"))},
 }
-s = lambda **p: {"type": "object", "additionalProperties": False, "properties": p}
-I = {"type": "integer"}; S = {"type": "string"}
 schemas = {
  "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["field", "message"], "properties": {"field": {"type": ["string", "null"], "description": "The request field it is about, as a path (components.web.digest, versions[1].percent), or null."}, "message": {"type": "string", "description": "What is wrong and what is allowed."}}}}},
  "WhoAmI": {**s(id=S, login={"type": "string", "description": "A user's login, or a token's name."}, role={"enum": ["operator", "tenant"]}, tenant={"type": ["string", "null"]}, csrf_token={"type": "string", "description": "Only over a session cookie: the session's CSRF token (as the login answered), for x-csrf-token."}, expires_at={"type": "integer", "description": "Only over a session cookie: when the session ends (ms since the epoch)."}), "required": ["id", "login", "role", "tenant"]},
@@ -140,6 +142,11 @@ schemas = {
  "LoggedIn": s(csrf_token=S, expires_at=I, role=S, tenant={"type": ["string", "null"]}),
  "User": s(id=S, login=S, role=S, created_at=I, revoked_at={"type": ["integer", "null"]}),
  "NewUser": {**s(login={"type": "string", "maxLength": 255}, password={"type": "string", "minLength": 12, "maxLength": 1024}), "required": ["login", "password"]},
+ "Responses": {**s(**{"2xx": I, "3xx": I, "4xx": I, "5xx": I}), "description": "Responses of the interval by status class."},
+ "Point": {**s(t={"type": "integer", "description": "end of the interval, ms since the epoch"}, rps={"type": "number", "description": "responses per second over the interval"}, p50_ms={"type": ["number", "null"], "description": "median time to response head, estimated from the latency histogram (linear within a bucket); null without requests"}, p99_ms={"type": ["number", "null"], "description": "99th percentile, likewise"}, errors={"type": "integer", "description": "traps + deadline_kills"}, traps={"type": "integer", "description": "guest traps (memory-cap kills included)"}, deadline_kills={"type": "integer", "description": "requests stopped at their deadline"}, responses=ref("Responses")), "required": ["t", "rps", "p50_ms", "p99_ms", "errors", "traps", "deadline_kills", "responses"]},
+ "AppSeries": s(app=S, points={"type": "array", "items": ref("Point")}),
+ "TenantMetrics": s(interval_ms=I, apps={"type": "array", "items": ref("AppSeries")}),
+ "NodeHealth": s(status={"enum": ["ok", "degraded", "draining"]}, pop={"type": ["string", "null"]}, uptime_s=I, instances=s(in_use={"type": "integer", "description": "component instances alive now"}, total={"type": "integer", "description": "the pools' size ([pool] total_component_instances per engine pool)"}), tenants={"type": "integer", "description": "tenants served (the config files' and the control plane's)"}, apps={"type": "integer", "description": "control-plane apps deployed"}, components=I, components_failed=I, requests_1m={"type": "integer", "description": "responses in the samples of the last minute, every tenant's"}, rps_1m={"type": "number"}, sample_interval_ms=I),
  "AuditEntry": s(at=I, principal={"type": ["string", "null"]}, tenant={"type": ["string", "null"]}, action=S, target=S, outcome={"enum": ["ok", "refused"]}, detail=S, remote=S),
 }
 doc = {"openapi": "3.1.0", "info": {"title": "edge control API", "version": "1", "description": "Tenants deploy, version and roll back their components. Every object lives under its tenant (/v1/tenants/{tenant}/...); a tenant's token reaches only its own tenant, and another tenant's objects answer 404 as missing ones do. Times are milliseconds since the epoch. Errors are {\"error\": {\"field\", \"message\"}}."},

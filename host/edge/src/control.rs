@@ -202,14 +202,17 @@ pub struct Node {
     shared: Arc<Shared>,
     /// The `edge` binary, for compile workers.
     exe: PathBuf,
+    /// Recent traffic, sampled.
+    history: Arc<crate::history::History>,
 }
 
 impl Node {
-    /// The node serving through `shared`.
-    pub fn new(shared: Arc<Shared>) -> Result<Self> {
+    /// The node serving through `shared`, its traffic sampled in `history`.
+    pub fn new(shared: Arc<Shared>, history: Arc<crate::history::History>) -> Result<Self> {
         Ok(Self {
             shared,
             exe: std::env::current_exe().context("finding the edge binary")?,
+            history,
         })
     }
 
@@ -422,6 +425,63 @@ impl edge_control::Node for Node {
             .contains_key(SITE_COMPONENT)
     }
 
+    fn metrics(&self, tenant: &str) -> edge_control::api::TenantMetrics {
+        let app = self.shared.app.load();
+        let serving: Vec<String> = app
+            .desired
+            .tenants
+            .iter()
+            .filter(|t| t.name == tenant)
+            .flat_map(|t| t.apps.iter().map(|a| a.name.clone()))
+            .collect();
+        edge_control::api::TenantMetrics {
+            interval_ms: self.history.interval.as_millis() as u64,
+            apps: self.history.series(tenant, &serving),
+        }
+    }
+
+    fn health(&self) -> edge_control::api::NodeHealth {
+        use std::sync::atomic::Ordering::Relaxed;
+        let app = self.shared.app.load();
+        let engines = &self.shared.runtime.engines;
+        let in_use = engines
+            .built()
+            .filter_map(|e| e.pooling_allocator_metrics())
+            .map(|p| p.component_instances())
+            .sum();
+        let pools = engines.built().count() as u64;
+        let failed = app.failed_components().len() as u64;
+        let (requests_1m, rps_1m) = self.history.last_minute();
+        edge_control::api::NodeHealth {
+            status: if self.shared.draining.load(Relaxed) {
+                "draining"
+            } else if failed > 0 {
+                "degraded"
+            } else {
+                "ok"
+            }
+            .into(),
+            pop: app.config.server.pop.clone(),
+            uptime_s: self.shared.started.elapsed().as_secs(),
+            instances: edge_control::api::Instances {
+                in_use,
+                total: app.files.pool.total_component_instances as u64 * pools,
+            },
+            tenants: app.config.tenants.len() as u64,
+            apps: app
+                .desired
+                .tenants
+                .iter()
+                .map(|t| t.apps.len() as u64)
+                .sum(),
+            components: app.status.len() as u64,
+            components_failed: failed,
+            requests_1m,
+            rps_1m,
+            sample_interval_ms: self.history.interval.as_millis() as u64,
+        }
+    }
+
     fn claimed(&self) -> (Vec<String>, Vec<String>) {
         let app = self.shared.app.load();
         let names = app.files.tenants.iter().map(|t| t.name.clone()).collect();
@@ -522,7 +582,11 @@ pub async fn start(
         .context("opening the control plane's database")?;
     let files = shared.app.load().files.clone();
     bootstrap_operator(&db, &files.server.data_dir).await?;
-    let node = Arc::new(Node::new(shared.clone())?);
+    let history = Arc::new(crate::history::History::new(
+        crate::history::History::interval_from_env(),
+    ));
+    history.spawn(shared.runtime.metrics.clone(), stop.clone());
+    let node = Arc::new(Node::new(shared.clone(), history)?);
     let registry = control
         .registry
         .as_deref()

@@ -18,6 +18,7 @@ pub mod exchange;
 pub mod files;
 pub mod guest_log;
 pub mod guest_metrics;
+pub mod history;
 pub mod invoke;
 pub mod lanes;
 pub mod metrics;

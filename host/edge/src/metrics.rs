@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Latency bucket upper bounds, in seconds.
-const BUCKETS: [f64; 16] = [
+/// Latency bucket upper bounds, in seconds (a last bucket takes what
+/// is slower).
+pub const BUCKETS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0,
 ];
@@ -33,6 +34,11 @@ impl Histogram {
             .unwrap_or(BUCKETS.len());
         self.counts[i].fetch_add(1, Relaxed);
         self.sum_nanos.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
+
+    /// Observations so far per bucket ([`BUCKETS`], then the slower).
+    pub fn counts(&self) -> [u64; BUCKETS.len() + 1] {
+        std::array::from_fn(|i| self.counts[i].load(Relaxed))
     }
 }
 
@@ -163,6 +169,15 @@ impl Metrics {
             .entry((tenant.to_string(), component.to_string()))
             .or_default()
             .clone()
+    }
+
+    /// Calls `f` with every (tenant, component) and its metrics, under the
+    /// lock that adding a route takes (not one a request takes).
+    pub fn each_route(&self, mut f: impl FnMut(&str, &str, &RouteMetrics)) {
+        let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        for ((t, c), m) in routes.iter() {
+            f(t, c, m);
+        }
     }
 
     /// Renders everything in the Prometheus text exposition format.

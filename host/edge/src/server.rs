@@ -56,6 +56,8 @@ pub struct Shared {
     pub preview: arc_swap::ArcSwapOption<crate::control::Preview>,
     /// Where application traffic is served, once bound.
     pub listen_addr: std::sync::OnceLock<std::net::SocketAddr>,
+    /// When the node started serving.
+    pub started: std::time::Instant,
 }
 
 impl Shared {
@@ -70,6 +72,7 @@ impl Shared {
             changes: Default::default(),
             preview: Default::default(),
             listen_addr: Default::default(),
+            started: std::time::Instant::now(),
         }
     }
 

@@ -9,6 +9,7 @@ mod artifacts;
 mod auth;
 mod error;
 mod json;
+mod metrics;
 mod sessions;
 mod sites;
 mod tenants;
@@ -18,6 +19,7 @@ mod variables;
 pub use auth::Caller;
 pub use error::ApiError;
 pub use json::JsonBody;
+pub use metrics::{AppSeries, Instances, NodeHealth, Point, Responses, TenantMetrics};
 
 use crate::blobs::Blobs;
 use crate::db::{Db, now_ms};
@@ -60,6 +62,12 @@ pub trait Node: Send + Sync + 'static {
     /// Programs the node's sidecar may run (`[sidecar] allow`): what an
     /// operator may grant a tenant.
     fn sidecar_programs(&self) -> Vec<String>;
+    /// The recent traffic of `tenant`'s apps, one point per sample the
+    /// node keeps.
+    fn metrics(&self, tenant: &str) -> TenantMetrics;
+    /// The node's state: uptime, instances, what it serves, its request
+    /// rate over the last minute.
+    fn health(&self) -> NodeHealth;
 }
 
 /// The control plane's state, shared by every request.
@@ -226,6 +234,8 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("POST", "/v1/tenants/{tenant}/sites/{site}/rollback"),
     ("GET", "/v1/tenants/{tenant}/audit"),
     ("GET", "/v1/audit"),
+    ("GET", "/v1/tenants/{tenant}/metrics"),
+    ("GET", "/v1/health"),
 ];
 
 /// The API's routes.
@@ -342,6 +352,8 @@ pub fn router(control: Arc<Control>) -> Router {
         )
         .route("/v1/tenants/{tenant}/audit", get(tenants::audit))
         .route("/v1/audit", get(tenants::audit_all))
+        .route("/v1/tenants/{tenant}/metrics", get(metrics::tenant))
+        .route("/v1/health", get(metrics::health))
         .fallback(|| async {
             ApiError::not_found("no such endpoint; GET /v1/openapi.json lists them")
         })
@@ -403,6 +415,32 @@ mod tests {
         }
         fn sidecar_programs(&self) -> Vec<String> {
             Vec::new()
+        }
+        fn metrics(&self, tenant: &str) -> TenantMetrics {
+            // Every tenant's app "web" with one sample.
+            TenantMetrics {
+                interval_ms: 5000,
+                apps: vec![AppSeries {
+                    app: "web".into(),
+                    points: vec![Point {
+                        t: 1_000 + tenant.len() as i64,
+                        rps: 2.0,
+                        p50_ms: Some(1.5),
+                        responses: Responses {
+                            success: 10,
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    }],
+                }],
+            }
+        }
+        fn health(&self) -> NodeHealth {
+            NodeHealth {
+                status: "ok".into(),
+                uptime_s: 7,
+                ..Default::default()
+            }
         }
     }
 
@@ -513,6 +551,83 @@ mod tests {
             .body(axum::body::Body::empty())
             .unwrap();
         assert_eq!(send(&app, whoami).await.0, 401);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn metrics_reach_their_own_tenant_and_health_operators_only() {
+        let (control, dir) = fresh("metrics").await;
+        let db = &control.db;
+        let quota = crate::model::Quota::default();
+        let acme = db
+            .create_tenant("acme", &["acme.test".into()], &quota, &[])
+            .await
+            .unwrap();
+        db.create_tenant("beta", &["beta.test".into()], &quota, &[])
+            .await
+            .unwrap();
+        db.create_app(&acme.id, "web").await.unwrap();
+        db.create_app(&acme.id, "idle").await.unwrap();
+        let (a, _) = db
+            .create_token(Some(&acme.id), "ci", None, None)
+            .await
+            .unwrap();
+        let (op, _) = db.create_token(None, "ops", None, None).await.unwrap();
+        let app = router(control);
+        let get = |path: &str, token: &str| {
+            http::Request::get(path)
+                .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+
+        let (s, _, v) = send(&app, get("/v1/tenants/acme/metrics", &a.token)).await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["interval_ms"], 5000);
+        assert_eq!(v["apps"][0]["app"], "web");
+        let point = &v["apps"][0]["points"][0];
+        assert_eq!(point["rps"], 2.0);
+        assert_eq!(point["p50_ms"], 1.5);
+        assert!(point["p99_ms"].is_null());
+        assert_eq!(point["responses"]["2xx"], 10);
+        assert_eq!(point["responses"]["5xx"], 0);
+        // One app; an app with no samples has no points; `since` cuts.
+        let (_, _, v) = send(&app, get("/v1/tenants/acme/metrics?app=web", &a.token)).await;
+        assert_eq!(v["apps"].as_array().unwrap().len(), 1);
+        let (_, _, v) = send(&app, get("/v1/tenants/acme/metrics?app=idle", &a.token)).await;
+        assert_eq!(
+            v["apps"],
+            serde_json::json!([{"app": "idle", "points": []}])
+        );
+        let (_, _, v) = send(&app, get("/v1/tenants/acme/metrics?since=1004", &a.token)).await;
+        assert_eq!(v["apps"][0]["points"], serde_json::json!([]));
+        let (s, _, v) = send(&app, get("/v1/tenants/acme/metrics?app=nope", &a.token)).await;
+        assert_eq!(
+            (s, v["error"]["message"].as_str()),
+            (404, Some("no app \"nope\""))
+        );
+        let (s, _, v) = send(&app, get("/v1/tenants/acme/metrics?bogus=1", &a.token)).await;
+        assert_eq!(s, 400, "{v}");
+        // Another tenant's, or one that does not exist: the same 404.
+        for other in ["beta", "gamma"] {
+            let (s, _, v) =
+                send(&app, get(&format!("/v1/tenants/{other}/metrics"), &a.token)).await;
+            assert_eq!(s, 404, "{v}");
+            assert_eq!(v["error"]["message"], format!("no tenant {other:?}"));
+        }
+        // Operators reach every tenant's, and the node's health.
+        assert_eq!(
+            send(&app, get("/v1/tenants/beta/metrics", &op.token))
+                .await
+                .0,
+            200
+        );
+        let (s, _, v) = send(&app, get("/v1/health", &op.token)).await;
+        assert_eq!(
+            (s, v["status"].as_str(), v["uptime_s"].as_u64()),
+            (200, Some("ok"), Some(7))
+        );
+        assert_eq!(send(&app, get("/v1/health", &a.token)).await.0, 403);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
