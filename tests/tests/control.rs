@@ -90,6 +90,11 @@ struct Node {
 
 impl Node {
     fn start(backend: Backend, extra: &str) -> Self {
+        Self::start_env(backend, extra, &[])
+    }
+
+    /// Like [`Node::start`] with extra environment variables.
+    fn start_env(backend: Backend, extra: &str, env: &[(&str, &str)]) -> Self {
         let data = TempDir::new("control-data");
         std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache"))
             .unwrap();
@@ -97,7 +102,7 @@ impl Node {
             "app = \"spin.toml\"\n{}\n{extra}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\", \"*\"]\ncomponents = [\"*\"]\n",
             backend.control_section()
         );
-        let edge = Edge::start_with(&spin(), &edge_toml, data.path());
+        let edge = Edge::start_env(&spin(), &edge_toml, data.path(), env);
         Self {
             edge,
             data,
@@ -556,6 +561,7 @@ const TENANT_ENDPOINTS: &[(&str, &str)] = &[
     ("POST", "/v1/tenants/T/sites/S/deployments"),
     ("POST", "/v1/tenants/T/sites/S/rollback"),
     ("GET", "/v1/tenants/T/audit"),
+    ("GET", "/v1/tenants/T/metrics"),
 ];
 
 fn tenants_cannot_reach_each_other(backend: Backend) {
@@ -599,6 +605,7 @@ fn tenants_cannot_reach_each_other(backend: Backend) {
         ("DELETE", "/v1/tokens/K"),
         ("GET", "/v1/users"),
         ("POST", "/v1/users"),
+        ("GET", "/v1/health"),
     ] {
         let path = path.replace('K', &b_token_id);
         let (s, v) = rt.block_on(node.call(method, &path, &a, Bytes::from(body.clone())));
@@ -1862,4 +1869,153 @@ fn spin_sdk_apps_deploy_as_they_are() {
     let (status, body) = rt.block_on(node.serve("gamma.test", "/sql-open/default"));
     assert_eq!(status, 500);
     assert!(body.ends_with("AccessDenied"), "{body}");
+}
+
+/// The node samples its routes (every 100 ms here) and the API plots a
+/// tenant's apps from those samples; another tenant's metrics are 404 as
+/// everything of it; operators see the node's health. The control
+/// listener also serves a console build, the API beside it unchanged.
+#[test]
+fn metrics_history_per_app_node_health_and_the_console() {
+    let console = TempDir::new("console-build");
+    console.write("index.html", "<!doctype html><title>console</title>");
+    let node = Node::start_env(
+        Backend::sqlite(),
+        &format!("console = \"{}\"", console.path().display()),
+        &[("EDGE_METRICS_SAMPLE_MS", "100")],
+    );
+    let rt = runtime();
+    let alpha = rt.block_on(node.tenant("alpha", "alpha.test", json!({})));
+    let beta = rt.block_on(node.tenant("beta", "beta.test", json!({})));
+    let op = node.operator_token();
+    let (code, _, err) = node.cli(
+        &alpha,
+        &["deploy", wasm("echo").to_str().unwrap(), "--app", "web"],
+    );
+    assert_eq!(code, 0, "{err}");
+    const REQUESTS: u64 = 25;
+    for i in 0..REQUESTS {
+        let (s, body) = rt.block_on(node.serve("alpha.test", &format!("/m/{i}")));
+        assert_eq!(s, 200, "{body}");
+    }
+
+    // Every request shows up once the samples after it are taken: in a
+    // point with a rate, a latency and 2xx answers.
+    let sum_2xx = |v: &Value| -> u64 {
+        v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["responses"]["2xx"].as_u64().unwrap())
+            .sum()
+    };
+    let mut web = Value::Null;
+    for _ in 0..100 {
+        let (s, v) = rt.block_on(node.get("/v1/tenants/alpha/metrics", &alpha));
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["interval_ms"], 100);
+        assert_eq!(v["apps"].as_array().unwrap().len(), 1, "{v}");
+        web = v["apps"][0].clone();
+        if sum_2xx(&web) == REQUESTS {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(web["app"], "web");
+    assert_eq!(sum_2xx(&web), REQUESTS, "{web}");
+    let busy: Vec<&Value> = web["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["rps"].as_f64().unwrap() > 0.0)
+        .collect();
+    assert!(!busy.is_empty(), "{web}");
+    for p in &busy {
+        assert!(p["p50_ms"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(
+            p["p99_ms"].as_f64().unwrap() >= p["p50_ms"].as_f64().unwrap(),
+            "{p}"
+        );
+        assert_eq!(
+            (p["errors"].as_u64(), p["responses"]["5xx"].as_u64()),
+            (Some(0), Some(0)),
+            "{p}"
+        );
+    }
+    // One app, and only what is new since a time.
+    let last_t = web["points"].as_array().unwrap().last().unwrap()["t"]
+        .as_i64()
+        .unwrap();
+    let (s, v) = rt.block_on(node.get(
+        &format!("/v1/tenants/alpha/metrics?app=web&since={last_t}"),
+        &alpha,
+    ));
+    assert_eq!(s, 200, "{v}");
+    assert!(
+        v["apps"][0]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["t"].as_i64().unwrap() > last_t),
+        "{v}"
+    );
+    assert_eq!(
+        rt.block_on(node.get("/v1/tenants/alpha/metrics?app=none", &alpha))
+            .0,
+        404
+    );
+
+    // Beta sees nothing of alpha's: the same 404 as for no tenant.
+    let (s, v) = rt.block_on(node.get("/v1/tenants/alpha/metrics", &beta));
+    assert_eq!(s, 404, "{v}");
+    assert_eq!(v["error"]["message"], "no tenant \"alpha\"");
+    let (s, v) = rt.block_on(node.get("/v1/tenants/beta/metrics", &beta));
+    assert_eq!((s, v["apps"].clone()), (200, json!([])), "{v}");
+    // Operators reach alpha's.
+    let (s, v) = rt.block_on(node.get("/v1/tenants/alpha/metrics", &op));
+    assert_eq!((s, v["apps"][0]["app"].as_str()), (200, Some("web")), "{v}");
+
+    // The node's health: operators only.
+    let (s, h) = rt.block_on(node.get("/v1/health", &op));
+    assert_eq!(s, 200, "{h}");
+    assert_eq!(h["status"], "ok");
+    assert_eq!(h["apps"], 1);
+    assert_eq!(h["tenants"], 3, "operator, alpha, beta: {h}");
+    assert!(h["instances"]["total"].as_u64().unwrap() >= 1, "{h}");
+    assert!(h["instances"]["in_use"].as_u64().is_some(), "{h}");
+    assert!(h["requests_1m"].as_u64().unwrap() >= REQUESTS, "{h}");
+    assert!(h["rps_1m"].as_f64().unwrap() > 0.0, "{h}");
+    assert_eq!(h["sample_interval_ms"], 100);
+    assert_eq!(rt.block_on(node.get("/v1/health", &alpha)).0, 403);
+    let (s, _) = rt.block_on(request(
+        &client(),
+        "GET",
+        &format!("{}/v1/health", node.api()),
+        &[],
+        Bytes::new(),
+    ));
+    assert_eq!(s, 401);
+
+    // The console beside the API: its page for its own routes, the API's
+    // JSON 404 for an unknown endpoint.
+    let (s, page) = rt.block_on(request(
+        &client(),
+        "GET",
+        &format!("{}/t/alpha/apps", node.api()),
+        &[],
+        Bytes::new(),
+    ));
+    assert_eq!(
+        (s, page.as_str()),
+        (200, "<!doctype html><title>console</title>")
+    );
+    let (s, v) = rt.block_on(node.get("/v1/nothing", &op));
+    assert_eq!(s, 404);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no such endpoint"),
+        "{v}"
+    );
 }
