@@ -187,8 +187,8 @@ export const api = {
   tenant: (t: string) => get<Tenant>(tenantPath(t)),
   createTenant: (name: string, hosts: string[], quota?: Partial<Quota>) =>
     post<Tenant>("/v1/tenants", quota ? { name, hosts, quota } : { name, hosts }),
-  updateTenant: (t: string, change: { hosts?: string[]; quota?: Partial<Quota>; programs?: string[] }) =>
-    patch<Tenant>(tenantPath(t), change),
+  /** Replaces the quota (every field: one left out takes its default). */
+  updateQuota: (t: string, quota: Quota) => patch<Tenant>(tenantPath(t), { quota }),
   deleteTenant: (t: string) => del<null>(tenantPath(t)),
 
   tokens: (t: string | null) => get<TokenView[]>(t ? `${tenantPath(t)}/tokens` : "/v1/tokens"),
@@ -203,6 +203,7 @@ export const api = {
   users: (t: string | null) => get<UserView[]>(t ? `${tenantPath(t)}/users` : "/v1/users"),
   createUser: (t: string | null, login: string, password: string) =>
     post<UserView>(t ? `${tenantPath(t)}/users` : "/v1/users", { login, password }),
+  removeUser: (t: string, id: string) => del<null>(`${tenantPath(t)}/users/${enc(id)}`),
 
   apps: (t: string) => get<App[]>(`${tenantPath(t)}/apps`),
   app: (t: string, a: string) => get<App>(appPath(t, a)),
