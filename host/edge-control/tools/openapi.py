@@ -94,7 +94,7 @@ paths = {
    "get": op("The site's rule sets, newest first.", [T, SI], resp=ok("200", {"type": "array", "items": ref("RuleSet")}, "Rule sets."), errs=("401", "404")),
    "post": op("Create a rule set (immutable) from rules or imported nginx subs_filter/replace_filter lines; every rule is compiled with the rewriter's engine first (the error names the rule, where and why).", [T, SI], req=body(ref("NewRules")), resp=ok("201", ref("RuleSet"), "Its number and rules."), errs=("400", "401", "404", "422"))},
  "/v1/tenants/{tenant}/sites/{site}/rules/{number}": {"get": op("One rule set.", [T, SI, N], resp=ok("200", ref("RuleSet"), "The rule set."), errs=("401", "404"))},
- "/v1/tenants/{tenant}/sites/{site}/preview": {"post": op("Rewrite a body with rules (given, imported, or a stored version) without storing or deploying anything: the output, the replacements, and each rule's matches on its own.", [T, SI], req=body(ref("PreviewRequest")), resp=ok("200", ref("Preview"), "The rewritten body."), errs=("400", "401", "404", "422"))},
+ "/v1/tenants/{tenant}/sites/{site}/preview": {"post": op("Rewrite a body with rules (given, imported, or a stored version) without storing or deploying anything, in one pass of the rewriter's engine: the output, the replacements, each rule's count of them, and where the first 10,000 are (offsets in UTF-16 code units, as JavaScript indexes strings).", [T, SI], req=body(ref("PreviewRequest")), resp=ok("200", ref("Preview"), "The rewritten body."), errs=("400", "401", "404", "422"))},
  "/v1/tenants/{tenant}/sites/{site}/deployments": {
    "get": op("The site's rule deployments, newest (applying) first.", [T, SI], resp=ok("200", {"type": "array", "items": ref("SiteDeployment")}, "Deployments."), errs=("401", "404")),
    "post": op("Apply a rule set to the site; with `smoke`, the site must answer it with the new rules first.", [T, SI], req=body(ref("NewSiteDeployment")), resp=ok("201", ref("SiteDeployment"), "Applying."), errs=("400", "401", "404", "422"))},
@@ -135,7 +135,7 @@ schemas = {
  "NewRules": s(rules={"type": "array", "items": ref("Rule")}, nginx={"type": "string", "description": "nginx config text with subs_filter / replace_filter lines"}),
  "RuleSet": s(number=I, rules={"type": "array", "items": ref("Rule")}, created_at=I),
  "PreviewRequest": {**s(rules={"type": "array", "items": ref("Rule")}, nginx=S, version=I, body=S), "required": ["body"]},
- "Preview": s(output=S, replacements=I, rules={"type": "array", "items": s(index=I, matches=I)}),
+ "Preview": s(output=S, replacements=I, rules={"type": "array", "items": s(index=I, matches=I)}, spans={"type": "array", "items": s(rule=I, input={"type": "array", "items": I, "minItems": 2, "maxItems": 2}, output={"type": "array", "items": I, "minItems": 2, "maxItems": 2})}, spans_note=S, imported={"type": "array", "items": ref("Rule")}),
  "NewSiteDeployment": {**s(version=I, smoke=ref("Smoke")), "required": ["version"]},
  "SiteDeployment": s(seq=I, version=I, created_at=I),
  "Login": {**s(login=S, password=S), "required": ["login", "password"]},
