@@ -56,7 +56,10 @@ impl Node {
     }
 
     fn api(&self) -> String {
-        self.edge.control.clone().expect("the control API's address")
+        self.edge
+            .control
+            .clone()
+            .expect("the control API's address")
     }
 
     async fn post(&self, path: &str, body: Value) -> Value {
@@ -108,8 +111,11 @@ impl Node {
 fn node(db: Option<Mariadb>) -> Node {
     let node = Node::start(db);
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        node.post("/v1/tenants", json!({"name": "acme", "hosts": ["acme.test", "*.acme.test"]}))
-            .await;
+        node.post(
+            "/v1/tenants",
+            json!({"name": "acme", "hosts": ["acme.test", "*.acme.test"]}),
+        )
+        .await;
         node.post(
             "/v1/tenants/acme/users",
             json!({"login": "ada@acme.test", "password": PASSWORD}),
