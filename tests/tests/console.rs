@@ -47,7 +47,13 @@ impl Node {
         let spin = SPIN
             .replace("SOURCE", &component("echo"))
             .replace("REWRITER", &component("rewriter"));
-        let edge = Edge::start_with(&spin, &edge_toml, data.path());
+        // Samples of traffic often enough for the metrics page to fill.
+        let edge = Edge::start_env(
+            &spin,
+            &edge_toml,
+            data.path(),
+            &[("EDGE_METRICS_SAMPLE_MS", "250")],
+        );
         Self {
             edge,
             data,
