@@ -38,6 +38,8 @@ export default defineConfig({
         test: {
           name: "component",
           include: ["src/**/*.svelte.test.ts"],
+          // Prebundled up front: a dependency found mid-run reloads the page under a test.
+          deps: { optimizer: { client: { enabled: true, include: ["@tanstack/svelte-table", "diff", "valibot", "vitest-browser-svelte"] } } },
           browser: {
             enabled: true,
             headless: true,
