@@ -1,0 +1,138 @@
+//! Where SQLite and MariaDB differ, and nowhere else: column types in the
+//! schema, table options, and the increment-or-insert of a counter. Every
+//! other statement of the app is the same text on both (`?` parameters,
+//! `LIKE ... ESCAPE '!'`, `LIMIT n OFFSET m`, `LOWER`, `COUNT`).
+
+/// The database the app talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// Spin's SQLite interface (the default database).
+    Sqlite,
+    /// Spin's MySQL interface (MariaDB).
+    Mysql,
+}
+
+/// The schema, one list of statements per version; written once for both
+/// databases with `{id}` (an auto-increment primary key), `{str N}` (a
+/// string of at most N characters that can be indexed), `{text}` (a long
+/// string) and `{opts}` (table options) filled in by [`Dialect::render`].
+/// Times are unix milliseconds (BIGINT).
+pub const MIGRATIONS: &[&[&str]] = &[&[
+    "CREATE TABLE IF NOT EXISTS tariffs (id {id}, name {str 200} NOT NULL, monthly_cents BIGINT NOT NULL, active INT NOT NULL DEFAULT 1){opts}",
+    "CREATE TABLE IF NOT EXISTS dealers (id {id}, name {str 200} NOT NULL, created_at BIGINT NOT NULL){opts}",
+    "CREATE TABLE IF NOT EXISTS users (id {id}, login {str 254} NOT NULL UNIQUE, password_hash {str 200} NOT NULL, role {str 16} NOT NULL, dealer_id BIGINT NULL REFERENCES dealers(id), created_at BIGINT NOT NULL, disabled INT NOT NULL DEFAULT 0){opts}",
+    "CREATE TABLE IF NOT EXISTS clients (id {id}, dealer_id BIGINT NOT NULL REFERENCES dealers(id), name {str 200} NOT NULL, contact_name {str 200} NOT NULL, phone {str 32} NOT NULL, email {str 254} NOT NULL, note {text} NOT NULL, tariff_id BIGINT NOT NULL REFERENCES tariffs(id), registered_at BIGINT NOT NULL, version INT NOT NULL DEFAULT 1, updated_at BIGINT NOT NULL){opts}",
+    "CREATE TABLE IF NOT EXISTS payments (id {id}, client_id BIGINT NOT NULL REFERENCES clients(id), amount_cents BIGINT NOT NULL, currency {str 3} NOT NULL, paid_at BIGINT NOT NULL, reference {str 64} NOT NULL, signature {str 64} NOT NULL){opts}",
+    "CREATE TABLE IF NOT EXISTS sessions (id_hash {str 64} NOT NULL PRIMARY KEY, user_id BIGINT NOT NULL, csrf {str 64} NOT NULL, expires_at BIGINT NOT NULL){opts}",
+    "CREATE TABLE IF NOT EXISTS login_failures (failure_key {str 300} NOT NULL, window_start BIGINT NOT NULL, count INT NOT NULL, PRIMARY KEY (failure_key, window_start)){opts}",
+    "CREATE TABLE IF NOT EXISTS seed_parts (part INT NOT NULL PRIMARY KEY, done_at BIGINT NOT NULL){opts}",
+    "CREATE INDEX IF NOT EXISTS clients_dealer_name ON clients (dealer_id, name)",
+    "CREATE INDEX IF NOT EXISTS clients_dealer_contact ON clients (dealer_id, contact_name)",
+    "CREATE INDEX IF NOT EXISTS clients_dealer_phone ON clients (dealer_id, phone)",
+    "CREATE INDEX IF NOT EXISTS clients_dealer_email ON clients (dealer_id, email)",
+    "CREATE INDEX IF NOT EXISTS clients_dealer_tariff ON clients (dealer_id, tariff_id)",
+    "CREATE INDEX IF NOT EXISTS clients_dealer_registered ON clients (dealer_id, registered_at)",
+    "CREATE INDEX IF NOT EXISTS clients_name ON clients (name)",
+    "CREATE INDEX IF NOT EXISTS clients_registered ON clients (registered_at)",
+    "CREATE INDEX IF NOT EXISTS payments_client_paid ON payments (client_id, paid_at)",
+    "CREATE INDEX IF NOT EXISTS payments_paid ON payments (paid_at)",
+    "CREATE INDEX IF NOT EXISTS sessions_expires ON sessions (expires_at)",
+]];
+
+/// The schema version table (made before anything else).
+pub const SCHEMA_VERSION_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS schema_version (version INT NOT NULL, applied_at BIGINT NOT NULL)";
+
+impl Dialect {
+    /// A statement of [`MIGRATIONS`] for this database.
+    pub fn render(self, template: &str) -> String {
+        let mut out = String::with_capacity(template.len() + 64);
+        let mut rest = template;
+        while let Some(start) = rest.find('{') {
+            out.push_str(&rest[..start]);
+            let end = start + rest[start..].find('}').expect("a closed placeholder");
+            let word = &rest[start + 1..end];
+            match (self, word.split_once(' ')) {
+                (Dialect::Sqlite, _) if word == "id" => {
+                    out.push_str("INTEGER PRIMARY KEY AUTOINCREMENT")
+                }
+                (Dialect::Mysql, _) if word == "id" => {
+                    out.push_str("BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY")
+                }
+                (Dialect::Sqlite, Some(("str", _))) => out.push_str("TEXT"),
+                (Dialect::Mysql, Some(("str", n))) => out.push_str(&format!("VARCHAR({n})")),
+                (Dialect::Sqlite, _) if word == "text" => out.push_str("TEXT"),
+                (Dialect::Mysql, _) if word == "text" => out.push_str("TEXT"),
+                (Dialect::Sqlite, _) if word == "opts" => {}
+                (Dialect::Mysql, _) if word == "opts" => {
+                    out.push_str(" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+                }
+                _ => panic!("unknown placeholder {{{word}}}"),
+            }
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// Adds one to a login-failure counter, making it at 1 if absent
+    /// (parameters: key, window start).
+    pub fn count_failure(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => {
+                "INSERT INTO login_failures (failure_key, window_start, count) VALUES (?, ?, 1) ON CONFLICT (failure_key, window_start) DO UPDATE SET count = count + 1"
+            }
+            Dialect::Mysql => {
+                "INSERT INTO login_failures (failure_key, window_start, count) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE count = count + 1"
+            }
+        }
+    }
+
+    /// The statement the id of the row just inserted is read with, on
+    /// MariaDB (SQLite's interface answers it directly).
+    pub const LAST_INSERT_ID: &'static str = "SELECT LAST_INSERT_ID()";
+    /// Rows changed by the last statement, on MariaDB.
+    pub const ROW_COUNT: &'static str = "SELECT ROW_COUNT()";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_both() {
+        let t = MIGRATIONS[0][0];
+        assert_eq!(
+            Dialect::Sqlite.render(t),
+            "CREATE TABLE IF NOT EXISTS tariffs (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, monthly_cents BIGINT NOT NULL, active INT NOT NULL DEFAULT 1)"
+        );
+        assert_eq!(
+            Dialect::Mysql.render(t),
+            "CREATE TABLE IF NOT EXISTS tariffs (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, name VARCHAR(200) NOT NULL, monthly_cents BIGINT NOT NULL, active INT NOT NULL DEFAULT 1) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+        );
+        for d in [Dialect::Sqlite, Dialect::Mysql] {
+            for s in MIGRATIONS.iter().flat_map(|m| m.iter()) {
+                let r = d.render(s);
+                assert!(!r.contains('{') && !r.contains('}'), "{r}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_sortable_column_has_a_dealer_index() {
+        let all = MIGRATIONS.concat().join("\n");
+        for col in [
+            "name",
+            "contact_name",
+            "phone",
+            "email",
+            "tariff_id",
+            "registered_at",
+        ] {
+            assert!(
+                all.contains(&format!("ON clients (dealer_id, {col})")),
+                "{col}"
+            );
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! The clients listing's query: parameters from the URL, checked, and the
+//! SQL they mean. Sort columns come only from [`SORT_COLUMNS`] (the
+//! request's words select an entry, they are never copied into the SQL);
+//! every value is a bound parameter.
+
+use crate::{ApiError, Param, dates, page::Page};
+
+/// The listing's sortable columns: the API's name and its SQL expression.
+pub const SORT_COLUMNS: &[(&str, &str)] = &[
+    ("name", "c.name"),
+    ("contact_name", "c.contact_name"),
+    ("phone", "c.phone"),
+    ("email", "c.email"),
+    ("tariff", "t.name"),
+    ("registered_at", "c.registered_at"),
+    ("id", "c.id"),
+];
+
+/// The client row's columns, in the order [`crate::query`]'s callers read them.
+pub const CLIENT_SELECT: &str = "SELECT c.id, c.dealer_id, d.name, c.name, c.contact_name, c.phone, c.email, c.note, c.tariff_id, t.name, c.registered_at, c.version, c.updated_at FROM clients c JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id";
+
+/// The longest search string.
+pub const MAX_SEARCH: usize = 200;
+
+/// Decodes `application/x-www-form-urlencoded` text (a URL's query): pairs
+/// in order, `+` as a space, `%XX` escapes; text that is not UTF-8 once
+/// decoded is refused, naming its parameter.
+pub fn parse_query(query: &str) -> Result<Vec<(String, String)>, ApiError> {
+    let mut out = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = decode(k).ok_or_else(|| {
+            ApiError::malformed("a query parameter's name is not valid UTF-8 once decoded")
+        })?;
+        let value = decode(v).ok_or_else(|| ApiError::bad(&key, "not valid UTF-8 once decoded"))?;
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+/// Decodes one component of a query (`+` is a space); `None` if the bytes
+/// are not UTF-8.
+pub fn decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h << 4 | l);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// The first value of a parameter.
+pub fn first<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Escapes `LIKE`'s metacharacters with `!` (the statement says `ESCAPE
+/// '!'`, which both SQLite and MariaDB read alike) and wraps the text in
+/// `%` for a substring match.
+pub fn like_substring(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('%');
+    for c in s.chars() {
+        if matches!(c, '!' | '%' | '_') {
+            out.push('!');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+/// A parsed `GET /api/clients` (and `.csv`) query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientQuery {
+    /// The page.
+    pub page: Page,
+    /// Sort keys: an index into [`SORT_COLUMNS`] and whether descending.
+    pub sort: Vec<(usize, bool)>,
+    /// The search text, if any.
+    pub q: Option<String>,
+    /// A tariff id.
+    pub tariff: Option<i64>,
+    /// Registered on or after this day (unix ms of its start).
+    pub from_ms: Option<i64>,
+    /// Registered on or before this day (unix ms of the next day's start, exclusive).
+    pub until_ms: Option<i64>,
+    /// A dealer id (admins only; a dealer's own id is forced elsewhere).
+    pub dealer: Option<i64>,
+}
+
+fn allowed_columns() -> String {
+    SORT_COLUMNS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Parses a sort list: `name,-registered_at`.
+pub fn parse_sort(s: &str) -> Result<Vec<(usize, bool)>, ApiError> {
+    let mut out: Vec<(usize, bool)> = Vec::new();
+    for word in s.split(',') {
+        let (name, desc) = match word.strip_prefix('-') {
+            Some(n) => (n, true),
+            None => (word, false),
+        };
+        let Some(i) = SORT_COLUMNS.iter().position(|(n, _)| *n == name) else {
+            return Err(ApiError::bad(
+                "sort",
+                format!(
+                    "sort by a comma-separated list of {} (prefix - for descending)",
+                    allowed_columns()
+                ),
+            ));
+        };
+        if out.iter().any(|(j, _)| *j == i) {
+            return Err(ApiError::bad("sort", format!("{name} is named twice")));
+        }
+        out.push((i, desc));
+    }
+    Ok(out)
+}
+
+fn id_param(params: &[(String, String)], name: &str) -> Result<Option<i64>, ApiError> {
+    match first(params, name) {
+        None | Some("") => Ok(None),
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(ApiError::bad(
+                name,
+                "must be a positive whole number (an id)",
+            )),
+        },
+    }
+}
+
+fn date_param(params: &[(String, String)], name: &str) -> Result<Option<i64>, ApiError> {
+    match first(params, name) {
+        None | Some("") => Ok(None),
+        Some(v) => dates::parse_date(v)
+            .map(Some)
+            .ok_or_else(|| ApiError::bad(name, "must be a date as YYYY-MM-DD")),
+    }
+}
+
+impl ClientQuery {
+    /// From the query's parameters; `dealer` is read for admins only.
+    pub fn parse(params: &[(String, String)], admin: bool) -> Result<Self, ApiError> {
+        let page = Page::parse(first(params, "page"), first(params, "per_page"))?;
+        let sort = match first(params, "sort") {
+            None | Some("") => vec![(0, false)],
+            Some(s) => parse_sort(s)?,
+        };
+        let q = match first(params, "q").map(str::trim) {
+            None | Some("") => None,
+            Some(q) if q.chars().count() > MAX_SEARCH => {
+                return Err(ApiError::bad(
+                    "q",
+                    format!("at most {MAX_SEARCH} characters"),
+                ));
+            }
+            Some(q) => Some(q.to_string()),
+        };
+        let from = date_param(params, "registered_from")?;
+        let to = date_param(params, "registered_to")?;
+        if let (Some(f), Some(t)) = (from, to)
+            && f > t
+        {
+            return Err(ApiError::bad(
+                "registered_to",
+                "must not be before registered_from",
+            ));
+        }
+        Ok(Self {
+            page,
+            sort,
+            q,
+            tariff: id_param(params, "tariff")?,
+            from_ms: from.map(|d| d * dates::DAY_MS),
+            until_ms: to.map(|d| (d + 1) * dates::DAY_MS),
+            dealer: if admin {
+                id_param(params, "dealer")?
+            } else {
+                None
+            },
+        })
+    }
+
+    /// `WHERE ...` (or empty) and its parameters. `scope` is the dealer
+    /// every row must belong to (a dealer's session): it is applied
+    /// whatever the query says.
+    pub fn where_clause(&self, scope: Option<i64>) -> (String, Vec<Param>) {
+        let mut conds: Vec<&str> = Vec::new();
+        let mut params = Vec::new();
+        if let Some(d) = scope.or(self.dealer) {
+            conds.push("c.dealer_id = ?");
+            params.push(Param::Int(d));
+        }
+        if let Some(t) = self.tariff {
+            conds.push("c.tariff_id = ?");
+            params.push(Param::Int(t));
+        }
+        if let Some(f) = self.from_ms {
+            conds.push("c.registered_at >= ?");
+            params.push(Param::Int(f));
+        }
+        if let Some(u) = self.until_ms {
+            conds.push("c.registered_at < ?");
+            params.push(Param::Int(u));
+        }
+        if let Some(q) = &self.q {
+            conds.push(
+                "(LOWER(c.name) LIKE LOWER(?) ESCAPE '!' OR LOWER(c.contact_name) LIKE LOWER(?) ESCAPE '!' OR LOWER(c.phone) LIKE LOWER(?) ESCAPE '!' OR LOWER(c.email) LIKE LOWER(?) ESCAPE '!')",
+            );
+            let pattern = like_substring(q);
+            for _ in 0..4 {
+                params.push(Param::Text(pattern.clone()));
+            }
+        }
+        if conds.is_empty() {
+            (String::new(), params)
+        } else {
+            (format!(" WHERE {}", conds.join(" AND ")), params)
+        }
+    }
+
+    /// ` ORDER BY ...`: the chosen columns, then `c.id` to make pages stable.
+    pub fn order_by(&self) -> String {
+        let mut parts: Vec<String> = self
+            .sort
+            .iter()
+            .map(|(i, desc)| format!("{}{}", SORT_COLUMNS[*i].1, if *desc { " DESC" } else { "" }))
+            .collect();
+        if !self.sort.iter().any(|(i, _)| SORT_COLUMNS[*i].0 == "id") {
+            parts.push("c.id".into());
+        }
+        format!(" ORDER BY {}", parts.join(", "))
+    }
+
+    /// The page's rows: statement and parameters.
+    pub fn select(&self, scope: Option<i64>) -> (String, Vec<Param>) {
+        let (w, p) = self.where_clause(scope);
+        (
+            format!(
+                "{CLIENT_SELECT}{w}{} LIMIT {} OFFSET {}",
+                self.order_by(),
+                self.page.per_page,
+                self.page.offset()
+            ),
+            p,
+        )
+    }
+
+    /// The count of every matching row.
+    pub fn count(&self, scope: Option<i64>) -> (String, Vec<Param>) {
+        let (w, p) = self.where_clause(scope);
+        (format!("SELECT COUNT(*) FROM clients c{w}"), p)
+    }
+
+    /// A chunk of the CSV export: `limit` rows after `offset`.
+    pub fn export_chunk(
+        &self,
+        scope: Option<i64>,
+        offset: i64,
+        limit: i64,
+    ) -> (String, Vec<Param>) {
+        let (w, p) = self.where_clause(scope);
+        (
+            format!(
+                "{CLIENT_SELECT}{w}{} LIMIT {limit} OFFSET {offset}",
+                self.order_by()
+            ),
+            p,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str, admin: bool) -> Result<ClientQuery, ApiError> {
+        ClientQuery::parse(&parse_query(s)?, admin)
+    }
+
+    #[test]
+    fn decoding() {
+        assert_eq!(
+            parse_query("a=1&b=x+y&c=%25%27%20OR&d&=e&f=%zz%4").unwrap(),
+            vec![
+                ("a".into(), "1".into()),
+                ("b".into(), "x y".into()),
+                ("c".into(), "%' OR".into()),
+                ("d".into(), "".into()),
+                ("".into(), "e".into()),
+                ("f".into(), "%zz%4".into()),
+            ]
+        );
+        assert_eq!(decode("%D0%AF%e2%82%ac").unwrap(), "Я€");
+        assert_eq!(decode("%"), Some("%".into()));
+        assert_eq!(decode("%4"), Some("%4".into()));
+        assert_eq!(decode("%41"), Some("A".into()));
+        assert!(decode("%FF").is_none());
+        assert_eq!(
+            parse_query("q=%FF").unwrap_err().field.as_deref(),
+            Some("q")
+        );
+    }
+
+    #[test]
+    fn sort_is_whitelisted() {
+        let c = q("sort=-registered_at,name", false).unwrap();
+        assert_eq!(c.order_by(), " ORDER BY c.registered_at DESC, c.name, c.id");
+        assert_eq!(
+            q("sort=tariff,-id", false).unwrap().order_by(),
+            " ORDER BY t.name, c.id DESC"
+        );
+        assert_eq!(q("", false).unwrap().order_by(), " ORDER BY c.name, c.id");
+        for bad in [
+            "sort=name;DROP TABLE clients",
+            "sort=name%3BDROP%20TABLE%20clients",
+            "sort=c.name",
+            "sort=dealer_id",
+            "sort=name,name",
+            "sort=name,",
+            "sort=--name",
+            "sort=NAME",
+            "sort=password_hash",
+        ] {
+            let e = q(bad, false).unwrap_err();
+            assert_eq!((e.status, e.field.as_deref()), (400, Some("sort")), "{bad}");
+        }
+        let e = q("sort=x", false).unwrap_err();
+        assert!(
+            e.message
+                .contains("name, contact_name, phone, email, tariff, registered_at, id")
+        );
+    }
+
+    #[test]
+    fn search_is_bound_and_escaped() {
+        assert_eq!(like_substring("50%_off!"), "%50!%!_off!!%");
+        let c = q("q=%25'+OR+1%3D1+--", false).unwrap();
+        let (sql, params) = c.where_clause(Some(3));
+        assert!(!sql.contains("OR 1=1"));
+        assert!(
+            sql.starts_with(" WHERE c.dealer_id = ? AND (LOWER(c.name) LIKE LOWER(?) ESCAPE '!'")
+        );
+        assert_eq!(params[0], Param::Int(3));
+        assert_eq!(params[1], Param::Text("%!%' OR 1=1 --%".into()));
+        assert_eq!(params.len(), 5);
+        assert_eq!(q("q=++", false).unwrap().q, None);
+        assert!(q(&format!("q={}", "x".repeat(201)), false).is_err());
+    }
+
+    #[test]
+    fn dealer_scope_wins() {
+        // A dealer's `dealer` parameter is ignored; the scope applies.
+        let c = q("dealer=2", false).unwrap();
+        assert_eq!(c.dealer, None);
+        let (sql, params) = c.where_clause(Some(5));
+        assert_eq!(
+            (sql.as_str(), params),
+            (" WHERE c.dealer_id = ?", vec![Param::Int(5)])
+        );
+        // An admin's filter applies; without one, no condition.
+        let c = q("dealer=2", true).unwrap();
+        assert_eq!(c.where_clause(None).1, vec![Param::Int(2)]);
+        assert_eq!(q("", true).unwrap().where_clause(None).0, "");
+        // The scope wins over an admin-shaped filter too.
+        assert_eq!(c.where_clause(Some(7)).1, vec![Param::Int(7)]);
+    }
+
+    #[test]
+    fn filters() {
+        let c = q(
+            "tariff=2&registered_from=2024-01-01&registered_to=2024-01-31",
+            false,
+        )
+        .unwrap();
+        let (sql, params) = c.where_clause(Some(1));
+        assert_eq!(
+            sql,
+            " WHERE c.dealer_id = ? AND c.tariff_id = ? AND c.registered_at >= ? AND c.registered_at < ?"
+        );
+        let day = dates::days_from_civil(2024, 1, 1) * dates::DAY_MS;
+        assert_eq!(
+            params,
+            vec![
+                Param::Int(1),
+                Param::Int(2),
+                Param::Int(day),
+                Param::Int(day + 31 * dates::DAY_MS)
+            ]
+        );
+        for (bad, field) in [
+            ("tariff=x", "tariff"),
+            ("tariff=0", "tariff"),
+            ("registered_from=2024-02-30", "registered_from"),
+            ("registered_to=yesterday", "registered_to"),
+            (
+                "registered_from=2024-02-02&registered_to=2024-02-01",
+                "registered_to",
+            ),
+            ("per_page=500", "per_page"),
+            ("dealer=-1", "dealer"),
+        ] {
+            assert_eq!(
+                q(bad, true).unwrap_err().field.as_deref(),
+                Some(field),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn statements() {
+        let c = q("page=3&per_page=20&sort=-name", true).unwrap();
+        let (sql, _) = c.select(None);
+        assert!(sql.starts_with(CLIENT_SELECT));
+        assert!(sql.ends_with(" ORDER BY c.name DESC, c.id LIMIT 20 OFFSET 40"));
+        let (sql, p) = c.count(Some(4));
+        assert_eq!(sql, "SELECT COUNT(*) FROM clients c WHERE c.dealer_id = ?");
+        assert_eq!(p, vec![Param::Int(4)]);
+        assert!(
+            c.export_chunk(None, 5000, 5000)
+                .0
+                .ends_with("LIMIT 5000 OFFSET 5000")
+        );
+    }
+}
