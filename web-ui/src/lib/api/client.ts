@@ -10,6 +10,8 @@ export class ApiError extends Error {
     message: string,
     /** The request field it is about (`rules[2].pattern`), if any. */
     readonly field: string | null = null,
+    /** The whole error answer (a 409 may carry the current state). */
+    readonly body: unknown = null,
   ) {
     super(message);
     this.name = "ApiError";
@@ -22,7 +24,7 @@ export function errorFrom(status: number, text: string): ApiError {
     const body = JSON.parse(text) as { error?: { field?: unknown; message?: unknown } };
     const e = body?.error;
     if (e && typeof e.message === "string") {
-      return new ApiError(status, e.message, typeof e.field === "string" ? e.field : null);
+      return new ApiError(status, e.message, typeof e.field === "string" ? e.field : null, body);
     }
   } catch {
     // Not JSON: a proxy's page, an empty body.
