@@ -84,6 +84,32 @@ impl Node {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// Runs `edge ARGS` with the operator's token, `stdin` as its input.
+    fn cli_with_stdin(&self, args: &[&str], stdin: &str) {
+        use std::io::Write;
+        let mut child = Command::new(edge_tests::edge_bin())
+            .args(args)
+            .env("EDGE_API_URL", self.api())
+            .env(
+                "EDGE_API_TOKEN_FILE",
+                self.data.path().join("control/operator.token"),
+            )
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("edge");
+        writeln!(child.stdin.take().unwrap(), "{stdin}").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "edge {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("can log in to the console"));
+    }
+
     /// Runs the browser tests matching `grep` against this node.
     fn playwright(&self, label: &str, grep: &str) {
         let dir = repo().join("web-ui");
@@ -122,17 +148,19 @@ fn node(db: Option<Mariadb>) -> Node {
             json!({"name": "acme", "hosts": ["acme.test", "*.acme.test"]}),
         )
         .await;
-        node.post(
-            "/v1/tenants/acme/users",
-            json!({"login": "ada@acme.test", "password": PASSWORD}),
-        )
-        .await;
+
         node.post(
             "/v1/users",
             json!({"login": "ops@edge.test", "password": PASSWORD}),
         )
         .await;
     });
+    // The tenant's user is made as an operator would: `edge users create`,
+    // the password on standard input.
+    node.cli_with_stdin(
+        &["users", "create", "ada@acme.test", "--tenant", "acme"],
+        PASSWORD,
+    );
     node
 }
 

@@ -531,14 +531,98 @@ pub enum TokensCommand {
 /// The tokens path of `tenant`, or of the caller's tenant, or the
 /// operators'.
 fn tokens_path(api: &Api, tenant: &Option<String>) -> Result<String> {
+    principals_path(api, tenant, "tokens")
+}
+
+/// `/v1/tenants/{tenant}/{kind}` for `tenant` or the caller's tenant, or
+/// the operators' `/v1/{kind}`.
+fn principals_path(api: &Api, tenant: &Option<String>, kind: &str) -> Result<String> {
     let tenant = match tenant {
         Some(t) => Some(t.clone()),
         None => api.get("/v1/whoami")?["tenant"].as_str().map(Into::into),
     };
     Ok(match tenant {
-        Some(t) => format!("/v1/tenants/{t}/tokens"),
-        None => "/v1/tokens".into(),
+        Some(t) => format!("/v1/tenants/{t}/{kind}"),
+        None => format!("/v1/{kind}"),
     })
+}
+
+/// `edge users`: who logs in to the web console.
+#[derive(clap::Subcommand)]
+pub enum UsersCommand {
+    /// Add a console user. The password is the first line of standard
+    /// input (`edge users create ops@example.com < password-file`), so it
+    /// is never in the command line or the shell's history.
+    Create {
+        /// The login (an e-mail address, a name).
+        login: String,
+        /// A user of this tenant (default: the caller's own tenant, or an
+        /// operator for an operator caller).
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List console users (never their passwords).
+    List {
+        /// Of this tenant (default: the caller's own, or the operators).
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+/// Runs a `users` command.
+pub fn users(cmd: &UsersCommand) -> Result<()> {
+    match cmd {
+        UsersCommand::Create { login, tenant, api } => {
+            use std::io::IsTerminal;
+            if std::io::stdin().is_terminal() {
+                eprint!("password for {login} (12 characters or more; shown as typed): ");
+            }
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .context("reading the password from standard input")?;
+            let password = line.trim_end_matches(['\n', '\r']);
+            let api = Api::new(api)?;
+            let path = principals_path(&api, tenant, "users")?;
+            let u = api.post(&path, &json!({"login": login, "password": password}))?;
+            api.print(&u, || {
+                format!(
+                    "user {} ({}) can log in to the console",
+                    u["login"].as_str().unwrap_or("?"),
+                    u["id"].as_str().unwrap_or("?")
+                )
+            });
+        }
+        UsersCommand::List { tenant, api } => {
+            let api = Api::new(api)?;
+            let list = api.get(&principals_path(&api, tenant, "users")?)?;
+            api.print(&list, || {
+                list.as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|u| {
+                        let state = if u["revoked_at"].is_null() {
+                            "live"
+                        } else {
+                            "removed"
+                        };
+                        format!(
+                            "{} {:<8} {}",
+                            u["id"].as_str().unwrap_or("?"),
+                            state,
+                            u["login"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Runs a `tokens` command.

@@ -113,6 +113,9 @@ enum Command {
     /// API tokens of the control plane.
     #[command(subcommand)]
     Tokens(deploy_cli::TokensCommand),
+    /// Users who log in to the web console.
+    #[command(subcommand)]
+    Users(deploy_cli::UsersCommand),
     /// Rewrite rules: try them on a file, import them from nginx.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -177,6 +180,7 @@ fn main() {
         Command::Rollback(args) => api_result(deploy_cli::rollback(&args)),
         Command::Tenants(cmd) => api_result(deploy_cli::tenants(&cmd)),
         Command::Tokens(cmd) => api_result(deploy_cli::tokens(&cmd)),
+        Command::Users(cmd) => api_result(deploy_cli::users(&cmd)),
         Command::Compile { input, cache_dir } => {
             match edge::engine::compile_into_cache(&input, &cache_dir) {
                 Ok(artifact) => {
