@@ -174,13 +174,22 @@ type SendFuture = Box<
         > + Send,
 >;
 
-impl WasiHttpHooks for OutboundPolicy {
-    fn send_request(
-        &mut self,
+impl OutboundPolicy {
+    /// Sends `request` exactly as a guest holding this policy sends one
+    /// through `wasi:http/outgoing-handler`: its URI against the
+    /// allowlist, a place under the tenant's cap (held until the response
+    /// body is dropped), the resolved addresses against the address
+    /// policy, over the owner's kept-alive connections, with `options`'
+    /// timeouts (connect, first byte, between bytes). The request's headers
+    /// go as they are (`Host` included: a guest's is the URI's authority).
+    /// What the host itself fetches for a tenant (the console's preview of
+    /// a site's origin) goes this way, so it reaches nothing the tenant's
+    /// component could not.
+    pub fn send(
+        &self,
         request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
-        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
-    ) -> SendFuture {
+    ) -> impl Future<Output = Result<pool::Sent, Error>> + Send + 'static {
         let checked = self.check(&request).and_then(|destination| {
             let Some(permit) = self.tenant.acquire() else {
                 tracing::warn!(
@@ -199,6 +208,17 @@ impl WasiHttpHooks for OutboundPolicy {
                 permit,
             })
         });
-        Box::new(async move { pool::send(checked?, request, options).await })
+        async move { pool::send(checked?, request, options).await }
+    }
+}
+
+impl WasiHttpHooks for OutboundPolicy {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> SendFuture {
+        Box::new(self.send(request, options))
     }
 }

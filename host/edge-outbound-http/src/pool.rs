@@ -720,6 +720,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_policy_sends_for_the_host_as_for_a_guest() {
+        use crate::OutboundPolicy;
+        let (url, accepted) = origin(10, false).await;
+        let authority = url.trim_start_matches("http://").trim_end_matches("/page");
+        let rule = edge_config::OutboundRule::parse(&format!("http://{authority}")).unwrap();
+        let tenant = Arc::new(TenantOutbound::new("e", 1));
+        let policy = OutboundPolicy::new(vec![rule], "e/rewriter")
+            .with_addresses(AddressPolicy::new(
+                vec!["127.0.0.1/32".parse().unwrap()],
+                Default::default(),
+            ))
+            .with_tenant(tenant.clone());
+        let (response, _io) = policy.send(get(&url), None).await.unwrap();
+        // The response holds the tenant's one place: a second request
+        // over the cap is refused before anything is sent.
+        assert!(matches!(
+            policy.send(get(&url), None).await,
+            Err(Error::ConnectionLimitReached)
+        ));
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body.len(), 10);
+        // Not in the allowlist: refused by name.
+        let elsewhere = url.replace("127.0.0.1", "127.0.0.2");
+        assert!(matches!(
+            policy.send(get(&elsewhere), None).await,
+            Err(Error::HttpRequestDenied)
+        ));
+        // Allowed by name, but outside the tenant's ranges: never connected.
+        let closed = policy.clone().with_addresses(AddressPolicy::default());
+        assert!(matches!(
+            closed.send(get(&url), None).await,
+            Err(Error::DestinationIpProhibited)
+        ));
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
     async fn the_permit_is_held_until_the_body_is_dropped() {
         let (url, _) = origin(1_000_000, false).await;
         let c = call("d/rewriter", &url);
