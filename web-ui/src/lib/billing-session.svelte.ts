@@ -1,57 +1,15 @@
-// Who is logged in to the billing app (a session of its own, on its own
-// host): a rune class as the console's Session is.
-import { ApiError, transport } from "./api/client";
+// The billing workspace's session (the billing app's own users, on its
+// own host).
 import { billing, type Me } from "./api/billing";
+import { SessionOf } from "./session-of.svelte";
 
-export class BillingSession {
-  #me = $state<Me | null>(null);
-  #ready = $state(false);
+export class BillingSession extends SessionOf<Me> {
+  constructor() {
+    super({ whoami: billing.me, login: billing.login, logout: billing.logout });
+  }
 
-  get me() {
-    return this.#me;
-  }
-  get ready() {
-    return this.#ready;
-  }
   get isAdmin() {
-    return this.#me?.role === "admin";
-  }
-
-  async load() {
-    try {
-      this.#accept(await billing.me());
-    } catch (e) {
-      if (!(e instanceof ApiError) || e.status !== 401) throw e;
-      this.#forget();
-    } finally {
-      this.#ready = true;
-    }
-  }
-
-  async login(login: string, password: string) {
-    this.#accept(await billing.login(login, password));
-  }
-
-  async logout() {
-    try {
-      await billing.logout();
-    } finally {
-      this.#forget();
-    }
-  }
-
-  expired() {
-    this.#forget();
-  }
-
-  #accept(me: Me) {
-    this.#me = me;
-    transport.csrf = me.csrf_token;
-  }
-
-  #forget() {
-    this.#me = null;
-    transport.csrf = null;
+    return this.user?.role === "admin";
   }
 }
 
