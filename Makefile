@@ -6,12 +6,12 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/edge/target
 CARGO ?= cargo
 COMPONENTS := echo fixtures probe rewriter signer codec hints
 # Guests: built for wasm32-wasip2 only, so kept out of native clippy and tests.
-GUESTS := $(COMPONENTS) guest-http
+GUESTS := $(COMPONENTS) guest-http billing
 HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host spin-apps workers workers-engine web-ui hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers soak clean
+.PHONY: run test setup components host billing spin-apps workers workers-engine web-ui hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -27,6 +27,18 @@ components: setup hints-index
 
 host: setup
 	$(CARGO) build --release -p edge -p edge-udf -p edge-sidecar
+
+# The billing app (components/billing, a Spin app on spin-sdk 7) as
+# `edge deploy` takes it: build/billing/spin.toml, billing.wasm and ui/
+# (web-ui/build when it has been built by ./scripts/web-ui.sh, else a
+# placeholder page).
+billing: setup
+	$(CARGO) build --profile wasm --target wasm32-wasip2 -p billing
+	@rm -rf build/billing && mkdir -p build/billing/ui
+	@cp -f components/billing/spin.toml build/billing/spin.toml
+	@cp -f $(WASM_DIR)/billing.wasm build/billing/billing.wasm
+	@if [ -f web-ui/build/index.html ]; then cp -R web-ui/build/. build/billing/ui/; \
+	else printf '<!doctype html><title>billing</title><p>The web workspace is not built: run ./scripts/web-ui.sh, then make billing.\n' > build/billing/ui/index.html; fi
 
 # Unmodified Spin apps built with Spin's own SDKs, for the compatibility
 # tests (tests/spin-apps/README.md).
@@ -64,7 +76,7 @@ hints-index: $(HINTS_INDEX)
 run: components host workers-engine web-ui
 	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
 
-test: components host spin-apps workers web-ui
+test: components host billing spin-apps workers web-ui
 	./scripts/web-ui.sh --test
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets $(addprefix --exclude ,$(GUESTS)) -- -D warnings

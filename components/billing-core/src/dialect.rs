@@ -88,6 +88,15 @@ impl Dialect {
         }
     }
 
+    /// Starts a transaction (SQLite takes the write lock at once, so two
+    /// writers wait for each other instead of failing at commit).
+    pub fn begin(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Mysql => "START TRANSACTION",
+        }
+    }
+
     /// The statement the id of the row just inserted is read with, on
     /// MariaDB (SQLite's interface answers it directly).
     pub const LAST_INSERT_ID: &'static str = "SELECT LAST_INSERT_ID()";

@@ -1,0 +1,267 @@
+//! One connection per request, to Spin's SQLite (the default database) or,
+//! when the `db_url` variable is set, to MariaDB through Spin's MySQL
+//! interface. Both answer rows as [`Val`]s; the statements are the same
+//! text on both (`billing_core::dialect` holds the few that differ).
+
+use billing_core::Param;
+use billing_core::dialect::{Dialect, MIGRATIONS, SCHEMA_VERSION_TABLE};
+use spin_sdk::{mysql, sqlite};
+
+/// A value read from either database.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+impl Val {
+    /// As an integer (0 for NULL or text that is not one).
+    pub fn int(&self) -> i64 {
+        match self {
+            Val::Int(i) => *i,
+            Val::Real(f) => *f as i64,
+            Val::Text(t) => t.parse().unwrap_or_default(),
+            Val::Null => 0,
+        }
+    }
+
+    /// As an integer, NULL as `None`.
+    pub fn opt_int(&self) -> Option<i64> {
+        match self {
+            Val::Null => None,
+            v => Some(v.int()),
+        }
+    }
+
+    /// As text ("" for NULL).
+    pub fn text(&self) -> String {
+        match self {
+            Val::Text(t) => t.clone(),
+            Val::Int(i) => i.to_string(),
+            Val::Real(f) => f.to_string(),
+            Val::Null => String::new(),
+        }
+    }
+}
+
+/// A database failure: the detail is logged, the client gets fixed words.
+#[derive(Debug)]
+pub struct DbError(pub String);
+
+impl From<DbError> for billing_core::ApiError {
+    fn from(e: DbError) -> Self {
+        eprintln!("billing: database error: {}", e.0);
+        billing_core::ApiError::internal()
+    }
+}
+
+enum Conn {
+    Sqlite(sqlite::Connection),
+    Mysql(mysql::Connection),
+}
+
+/// An open database.
+pub struct Db {
+    conn: Conn,
+    /// Which one it is.
+    pub dialect: Dialect,
+}
+
+fn sqlite_param(p: &Param) -> sqlite::Value {
+    match p {
+        Param::Int(i) => sqlite::Value::Integer(*i),
+        Param::Text(t) => sqlite::Value::Text(t.clone()),
+        Param::Null => sqlite::Value::Null,
+    }
+}
+
+fn mysql_param(p: &Param) -> mysql::ParameterValue {
+    match p {
+        Param::Int(i) => mysql::ParameterValue::Int64(*i),
+        Param::Text(t) => mysql::ParameterValue::Str(t.clone()),
+        Param::Null => mysql::ParameterValue::DbNull,
+    }
+}
+
+fn from_sqlite(v: &sqlite::Value) -> Val {
+    match v {
+        sqlite::Value::Integer(i) => Val::Int(*i),
+        sqlite::Value::Real(f) => Val::Real(*f),
+        sqlite::Value::Text(t) => Val::Text(t.clone()),
+        sqlite::Value::Blob(b) => Val::Text(String::from_utf8_lossy(b).into_owned()),
+        sqlite::Value::Null => Val::Null,
+    }
+}
+
+fn from_mysql(v: &mysql::DbValue) -> Val {
+    use mysql::DbValue as D;
+    match v {
+        D::Boolean(b) => Val::Int(*b as i64),
+        D::Int8(i) => Val::Int(*i as i64),
+        D::Int16(i) => Val::Int(*i as i64),
+        D::Int32(i) => Val::Int(*i as i64),
+        D::Int64(i) => Val::Int(*i),
+        D::Uint8(i) => Val::Int(*i as i64),
+        D::Uint16(i) => Val::Int(*i as i64),
+        D::Uint32(i) => Val::Int(*i as i64),
+        D::Uint64(i) => Val::Int(*i as i64),
+        D::Floating32(f) => Val::Real(*f as f64),
+        D::Floating64(f) => Val::Real(*f),
+        D::Str(s) => Val::Text(s.clone()),
+        D::Binary(b) => Val::Text(String::from_utf8_lossy(b).into_owned()),
+        D::DbNull | D::Unsupported => Val::Null,
+    }
+}
+
+impl Db {
+    /// Opens the database `db_url` names (`mysql://...`), or SQLite's
+    /// default one when it is empty, and brings its schema up to date.
+    pub async fn open(db_url: &str) -> Result<Db, DbError> {
+        let db = if db_url.is_empty() {
+            let c = sqlite::Connection::open_default()
+                .await
+                .map_err(|e| DbError(format!("open sqlite: {e:?}")))?;
+            Db {
+                conn: Conn::Sqlite(c),
+                dialect: Dialect::Sqlite,
+            }
+        } else {
+            let c = mysql::Connection::open(db_url)
+                .await
+                .map_err(|e| DbError(format!("open mysql: {e}")))?;
+            Db {
+                conn: Conn::Mysql(c),
+                dialect: Dialect::Mysql,
+            }
+        };
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    async fn migrate(&self) -> Result<(), DbError> {
+        let current = match self
+            .rows("SELECT MAX(version) FROM schema_version", &[])
+            .await
+        {
+            Ok(r) => r.first().and_then(|r| r[0].opt_int()).unwrap_or(0),
+            Err(_) => {
+                self.exec(SCHEMA_VERSION_TABLE, &[]).await?;
+                0
+            }
+        };
+        for (i, statements) in MIGRATIONS.iter().enumerate() {
+            let version = i as i64 + 1;
+            if version <= current {
+                continue;
+            }
+            for s in statements.iter() {
+                self.exec(&self.dialect.render(s), &[]).await?;
+            }
+            self.exec(
+                "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                &[Param::Int(version), Param::Int(crate::now_ms())],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Rows of a statement.
+    pub async fn rows(&self, sql: &str, params: &[Param]) -> Result<Vec<Vec<Val>>, DbError> {
+        match &self.conn {
+            Conn::Sqlite(c) => {
+                let r = c
+                    .execute(sql, params.iter().map(sqlite_param))
+                    .await
+                    .map_err(|e| DbError(format!("{e:?} in {sql}")))?;
+                let rows = r
+                    .collect()
+                    .await
+                    .map_err(|e| DbError(format!("{e:?} in {sql}")))?;
+                Ok(rows
+                    .iter()
+                    .map(|row| row.values.iter().map(from_sqlite).collect())
+                    .collect())
+            }
+            Conn::Mysql(c) => {
+                let params: Vec<_> = params.iter().map(mysql_param).collect();
+                let r = c
+                    .query(sql, params)
+                    .await
+                    .map_err(|e| DbError(format!("{e} in {sql}")))?;
+                let width = r.columns().len();
+                let rows = r
+                    .collect()
+                    .await
+                    .map_err(|e| DbError(format!("{e} in {sql}")))?;
+                Ok(rows
+                    .iter()
+                    .map(|row| (0..width).map(|i| from_mysql(&row[i])).collect())
+                    .collect())
+            }
+        }
+    }
+
+    /// One row, if any.
+    pub async fn row(&self, sql: &str, params: &[Param]) -> Result<Option<Vec<Val>>, DbError> {
+        Ok(self.rows(sql, params).await?.into_iter().next())
+    }
+
+    /// The first column of the first row as an integer (a count).
+    pub async fn scalar(&self, sql: &str, params: &[Param]) -> Result<i64, DbError> {
+        Ok(self
+            .row(sql, params)
+            .await?
+            .and_then(|r| r.first().map(Val::int))
+            .unwrap_or(0))
+    }
+
+    /// Runs a statement without rows; answers the rows it changed.
+    pub async fn exec(&self, sql: &str, params: &[Param]) -> Result<u64, DbError> {
+        match &self.conn {
+            Conn::Sqlite(c) => {
+                let r = c
+                    .execute(sql, params.iter().map(sqlite_param))
+                    .await
+                    .map_err(|e| DbError(format!("{e:?} in {sql}")))?;
+                r.collect()
+                    .await
+                    .map_err(|e| DbError(format!("{e:?} in {sql}")))?;
+                Ok(c.changes().await)
+            }
+            Conn::Mysql(c) => {
+                let p: Vec<_> = params.iter().map(mysql_param).collect();
+                c.execute(sql, p)
+                    .await
+                    .map_err(|e| DbError(format!("{e} in {sql}")))?;
+                Ok(self.scalar(Dialect::ROW_COUNT, &[]).await?.max(0) as u64)
+            }
+        }
+    }
+
+    /// Runs an INSERT; answers the new row's id.
+    pub async fn insert(&self, sql: &str, params: &[Param]) -> Result<i64, DbError> {
+        self.exec(sql, params).await?;
+        match &self.conn {
+            Conn::Sqlite(c) => Ok(c.last_insert_rowid().await),
+            Conn::Mysql(_) => self.scalar(Dialect::LAST_INSERT_ID, &[]).await,
+        }
+    }
+
+    /// Starts a transaction.
+    pub async fn begin(&self) -> Result<(), DbError> {
+        self.exec(self.dialect.begin(), &[]).await.map(drop)
+    }
+
+    /// Commits it.
+    pub async fn commit(&self) -> Result<(), DbError> {
+        self.exec("COMMIT", &[]).await.map(drop)
+    }
+
+    /// Rolls it back (errors ignored: the connection ends with the request).
+    pub async fn rollback(&self) {
+        let _ = self.exec("ROLLBACK", &[]).await;
+    }
+}
