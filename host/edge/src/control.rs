@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use edge_config::{
     Component, Config, HostPattern, InstanceMode, OutboundRule, Route, RoutePattern, Tenant,
 };
+use edge_control::api::{MAX_ORIGIN_BODY, OriginError, OriginPage};
 use edge_control::model::Desired;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -482,6 +483,41 @@ impl edge_control::Node for Node {
         }
     }
 
+    async fn fetch_origin(
+        &self,
+        tenant: &str,
+        site: &str,
+        path: &str,
+    ) -> Result<OriginPage, OriginError> {
+        let app = self.shared.app.load_full();
+        let not_served = || {
+            OriginError::NotServed(format!(
+                "site {site:?} is not served by this node yet (nothing routes to it: no deployment has put it in service, or its rules or the node's rewriter failed to load); try again once it serves"
+            ))
+        };
+        // The control plane's tenant as it serves (one that a config
+        // file's tenant of the same name shadows does not).
+        if app.files.tenants.iter().any(|t| t.name == tenant) {
+            return Err(not_served());
+        }
+        let served = app
+            .config
+            .tenants
+            .iter()
+            .find(|t| t.name == tenant)
+            .and_then(|t| t.sites.iter().find(|s| s.name == site))
+            .ok_or_else(not_served)?;
+        let host = served.hosts.first().ok_or_else(not_served)?;
+        // The policy the node built for the site's component: what its
+        // requests to the origin go through.
+        let policy = app
+            .tenant_named(tenant)
+            .and_then(|t| t.sites.get(host))
+            .map(|route| route.target.spec.outbound.clone())
+            .ok_or_else(not_served)?;
+        fetch_page(&policy, &served.origin, host, path, served.origin_timeout).await
+    }
+
     fn claimed(&self) -> (Vec<String>, Vec<String>) {
         let app = self.shared.app.load();
         let names = app.files.tenants.iter().map(|t| t.name.clone()).collect();
@@ -497,6 +533,147 @@ impl edge_control::Node for Node {
             })
             .collect();
         (names, hosts)
+    }
+}
+
+/// The `User-Agent` of the pages the console fetches from origins.
+pub const PREVIEW_AGENT: &str = "edge-console-preview";
+
+/// GETs `path` from `origin` through `policy` as the site's rewriter asks
+/// its origin (`Host` the origin's authority, as wasi-http sets it for a
+/// guest; `X-Forwarded-Host` the site's host, `X-Forwarded-Proto`), but for
+/// the body as it is (`Accept-Encoding: identity`); `timeout` bounds each
+/// step as the rewriter's request options do, and the whole fetch. The
+/// body is read up to [`MAX_ORIGIN_BODY`] bytes.
+async fn fetch_page(
+    policy: &edge_outbound_http::OutboundPolicy,
+    origin: &str,
+    site_host: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<OriginPage, OriginError> {
+    use http::header;
+    use http_body_util::BodyExt;
+    let failed = |why: String| OriginError::Failed(why);
+    let base: http::Uri = origin
+        .parse()
+        .map_err(|e| failed(format!("the site's origin {origin:?}: {e}")))?;
+    let (Some(scheme), Some(authority)) = (base.scheme(), base.authority()) else {
+        return Err(failed(format!(
+            "the site's origin {origin:?} is not scheme://host"
+        )));
+    };
+    let uri = http::Uri::builder()
+        .scheme(scheme.clone())
+        .authority(authority.clone())
+        .path_and_query(path)
+        .build()
+        .map_err(|e| failed(format!("the path {path:?}: {e}")))?;
+    let empty = http_body_util::Empty::new()
+        .map_err(|e: std::convert::Infallible| match e {})
+        .boxed_unsync();
+    let request = http::Request::get(uri)
+        .header(header::HOST, authority.as_str())
+        .header(header::ACCEPT_ENCODING, "identity")
+        .header(header::USER_AGENT, PREVIEW_AGENT)
+        .header("x-forwarded-host", site_host)
+        .header("x-forwarded-proto", "http")
+        .body(empty)
+        .map_err(|e| failed(format!("the request: {e}")))?;
+    let options = wasmtime_wasi_http::RequestOptions {
+        connect_timeout: Some(timeout),
+        first_byte_timeout: Some(timeout),
+        between_bytes_timeout: Some(timeout),
+    };
+    let ms = timeout.as_millis();
+    let fetch = async {
+        let (response, _io) = policy
+            .send(request, Some(options))
+            .await
+            .map_err(|e| origin_refused(e, origin, ms))?;
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let mut body = response.into_body();
+        let mut bytes = Vec::new();
+        let mut truncated = false;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                failed(format!(
+                    "{origin} answered {status}, then its body failed after {} bytes: {}",
+                    bytes.len(),
+                    origin_refused(e, origin, ms)
+                ))
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let room = MAX_ORIGIN_BODY - bytes.len();
+            if data.len() > room {
+                bytes.extend_from_slice(&data[..room]);
+                truncated = true;
+                break;
+            }
+            bytes.extend_from_slice(&data);
+        }
+        // Dropped unread, the rest closes its connection and gives back
+        // the tenant's place at once.
+        drop(body);
+        Ok(OriginPage {
+            status,
+            content_type,
+            body: lossy_utf8(bytes, truncated),
+            truncated,
+        })
+    };
+    tokio::time::timeout(timeout, fetch).await.map_err(|_| {
+        failed(format!(
+            "{origin} gave no whole answer within {ms} ms (the site's origin_timeout_ms)"
+        ))
+    })?
+}
+
+/// `bytes` as UTF-8, invalid sequences replaced; a character cut at the
+/// end of a `truncated` body is dropped rather than replaced.
+fn lossy_utf8(mut bytes: Vec<u8>, truncated: bool) -> String {
+    if truncated
+        && let Err(e) = std::str::from_utf8(&bytes)
+        && e.error_len().is_none()
+    {
+        bytes.truncate(e.valid_up_to());
+    }
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+/// Why the outbound policy or the origin gave no answer, as the console
+/// is told.
+fn origin_refused(e: wasmtime_wasi_http::Error, origin: &str, ms: u128) -> OriginError {
+    use wasmtime_wasi_http::Error as E;
+    match e {
+        E::DestinationIpProhibited => OriginError::Prohibited(format!(
+            "the origin's address ({origin}) is not reachable from this tenant (see [outbound] allow_ranges)"
+        )),
+        E::HttpRequestDenied => OriginError::Prohibited(format!(
+            "the origin {origin} is not among the destinations the site's component may reach"
+        )),
+        E::ConnectionLimitReached => OriginError::Busy(
+            "this tenant has its max_outbound_requests in flight; try again".into(),
+        ),
+        E::ConnectionTimeout => OriginError::Failed(format!(
+            "connecting to {origin} timed out after {ms} ms (the site's origin_timeout_ms)"
+        )),
+        E::ConnectionReadTimeout | E::HttpResponseTimeout => OriginError::Failed(format!(
+            "{origin} sent nothing for {ms} ms (the site's origin_timeout_ms)"
+        )),
+        E::DnsError { .. } | E::DestinationNotFound => {
+            OriginError::Failed(format!("cannot resolve the origin {origin}: {e}"))
+        }
+        e => OriginError::Failed(format!("cannot fetch from {origin}: {e}")),
     }
 }
 
@@ -655,4 +832,171 @@ async fn bootstrap_operator(db: &edge_control::Db, data_dir: &Path) -> Result<()
     writeln!(f, "{}", token.token)?;
     tracing::warn!(path = %path.display(), "created the first operator's API token (keep it secret; create others with `edge tokens create` and revoke this one)");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edge_outbound_http::{AddressPolicy, OutboundPolicy, TenantOutbound};
+    use http_body_util::Full;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An origin on 127.0.0.1 answering each request with its request
+    /// headers (`name: value` lines), then `pad` bytes of `é`, after
+    /// `delay`; counts the requests it answered.
+    async fn origin(pad: usize, delay: Duration) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let answered = Arc::new(AtomicUsize::new(0));
+        let count = answered.clone();
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req: http::Request<_>| {
+                        let count = count.clone();
+                        async move {
+                            tokio::time::sleep(delay).await;
+                            count.fetch_add(1, Ordering::SeqCst);
+                            let mut text = format!("{}\n", req.uri());
+                            for (k, v) in req.headers() {
+                                text.push_str(&format!("{k}: {}\n", v.to_str().unwrap()));
+                            }
+                            text.push_str(&"é".repeat(pad / 2));
+                            let mut resp = http::Response::new(Full::new(bytes::Bytes::from(text)));
+                            resp.headers_mut().insert(
+                                "content-type",
+                                "text/plain; charset=utf-8".parse().unwrap(),
+                            );
+                            Ok::<_, Infallible>(resp)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                        .await;
+                });
+            }
+        });
+        (url, answered)
+    }
+
+    /// A site component's policy: the origin allowed, `ranges` open.
+    fn policy(origin: &str, ranges: &[&str]) -> OutboundPolicy {
+        OutboundPolicy::new(vec![OutboundRule::parse(origin).unwrap()], "t/rewriter")
+            .with_addresses(AddressPolicy::new(
+                ranges.iter().map(|r| r.parse().unwrap()).collect(),
+                Default::default(),
+            ))
+            .with_tenant(Arc::new(TenantOutbound::new("t", 4)))
+    }
+
+    #[tokio::test]
+    async fn a_page_is_fetched_as_the_rewriter_asks_for_it() {
+        let (url, _) = origin(0, Duration::ZERO).await;
+        let p = policy(&url, &["127.0.0.1/32"]);
+        let page = fetch_page(
+            &p,
+            &url,
+            "www.acme.test",
+            "/a/b?x=1",
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert_eq!(page.status, 200);
+        assert_eq!(
+            page.content_type.as_deref(),
+            Some("text/plain; charset=utf-8")
+        );
+        assert!(!page.truncated);
+        let authority = url.trim_start_matches("http://");
+        let lines: Vec<&str> = page.body.lines().collect();
+        assert_eq!(lines[0], "/a/b?x=1");
+        for header in [
+            format!("host: {authority}"),
+            "accept-encoding: identity".into(),
+            "user-agent: edge-console-preview".into(),
+            "x-forwarded-host: www.acme.test".into(),
+            "x-forwarded-proto: http".into(),
+        ] {
+            assert!(lines.contains(&header.as_str()), "{header} in {lines:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_body_is_cut_at_the_cap_on_a_character() {
+        let (url, _) = origin(MAX_ORIGIN_BODY + 10, Duration::ZERO).await;
+        let page = fetch_page(
+            &policy(&url, &["127.0.0.1/32"]),
+            &url,
+            "h",
+            "/",
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert!(page.truncated);
+        assert!(page.body.len() <= MAX_ORIGIN_BODY && page.body.len() > MAX_ORIGIN_BODY - 2);
+        assert!(
+            page.body.ends_with('é'),
+            "no replacement character at the cut"
+        );
+    }
+
+    #[tokio::test]
+    async fn refusals_and_failures_say_why_and_never_hang() {
+        let (url, answered) = origin(0, Duration::from_secs(30)).await;
+        // Outside the tenant's ranges: refused before anything is sent.
+        let e = fetch_page(&policy(&url, &[]), &url, "h", "/", Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, OriginError::Prohibited(m) if m.contains("not reachable from this tenant") && m.contains("allow_ranges")),
+            "{e:?}"
+        );
+        // A slow origin: the site's timeout ends the fetch.
+        let started = std::time::Instant::now();
+        let e = fetch_page(
+            &policy(&url, &["127.0.0.1/32"]),
+            &url,
+            "h",
+            "/",
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(
+            matches!(&e, OriginError::Failed(m) if m.contains("300 ms")),
+            "{e:?}"
+        );
+        assert_eq!(answered.load(Ordering::SeqCst), 0);
+        // Nothing listening: a connect error.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let gone = format!("http://{}", closed.local_addr().unwrap());
+        drop(closed);
+        let e = fetch_page(
+            &policy(&gone, &["127.0.0.1/32"]),
+            &gone,
+            "h",
+            "/",
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&e, OriginError::Failed(m) if m.contains("refused")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn only_a_cut_character_at_the_end_is_dropped() {
+        let e = "é".as_bytes();
+        assert_eq!(lossy_utf8([b"ab", &e[..1]].concat(), true), "ab");
+        assert_eq!(lossy_utf8([b"ab", &e[..1]].concat(), false), "ab\u{fffd}");
+        assert_eq!(lossy_utf8([&e[1..], b"ab"].concat(), true), "\u{fffd}ab");
+    }
 }

@@ -41,6 +41,42 @@ pub struct SmokeRequest {
     pub status: u16,
 }
 
+/// A page fetched from a site's origin for the console's preview.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct OriginPage {
+    /// The origin's status.
+    pub status: u16,
+    /// Its `Content-Type`, if it sent one.
+    pub content_type: Option<String>,
+    /// The body as it came (not decoded: the request asks for
+    /// `identity`), as UTF-8 with invalid sequences replaced.
+    pub body: String,
+    /// Whether the body went on past [`MAX_ORIGIN_BODY`] bytes (`body`
+    /// holds the first of them).
+    pub truncated: bool,
+}
+
+/// The most of an origin's body [`Node::fetch_origin`] reads.
+pub const MAX_ORIGIN_BODY: usize = 2 << 20;
+
+/// Why a page could not be fetched from a site's origin.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OriginError {
+    /// The node does not serve the site (yet): no route, no outbound
+    /// policy to fetch through.
+    #[error("{0}")]
+    NotServed(String),
+    /// The origin's address is one the tenant may not reach.
+    #[error("{0}")]
+    Prohibited(String),
+    /// The tenant has its cap of outbound requests in flight.
+    #[error("{0}")]
+    Busy(String),
+    /// Connecting, or the answer, failed or timed out.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// What the control plane needs from the node it runs in.
 #[async_trait::async_trait]
 pub trait Node: Send + Sync + 'static {
@@ -68,6 +104,18 @@ pub trait Node: Send + Sync + 'static {
     /// The node's state: uptime, instances, what it serves, its request
     /// rate over the last minute.
     fn health(&self) -> NodeHealth;
+    /// GETs `path` (path and query) from the origin of `tenant`'s site
+    /// `site` exactly as the site's rewriter component would reach it:
+    /// through the outbound policy the node built for that component
+    /// (its allowlist, the tenant's address policy and outbound cap), with
+    /// the site's timeout bounding the whole fetch; the body read up to
+    /// [`MAX_ORIGIN_BODY`] bytes.
+    async fn fetch_origin(
+        &self,
+        tenant: &str,
+        site: &str,
+        path: &str,
+    ) -> Result<OriginPage, OriginError>;
 }
 
 /// The control plane's state, shared by every request.
@@ -229,6 +277,7 @@ pub const ENDPOINTS: &[(&str, &str)] = &[
     ("POST", "/v1/tenants/{tenant}/sites/{site}/rules"),
     ("GET", "/v1/tenants/{tenant}/sites/{site}/rules/{number}"),
     ("POST", "/v1/tenants/{tenant}/sites/{site}/preview"),
+    ("POST", "/v1/tenants/{tenant}/sites/{site}/origin"),
     ("GET", "/v1/tenants/{tenant}/sites/{site}/deployments"),
     ("POST", "/v1/tenants/{tenant}/sites/{site}/deployments"),
     ("POST", "/v1/tenants/{tenant}/sites/{site}/rollback"),
@@ -343,6 +392,10 @@ pub fn router(control: Arc<Control>) -> Router {
             post(sites::preview),
         )
         .route(
+            "/v1/tenants/{tenant}/sites/{site}/origin",
+            post(sites::fetch_origin),
+        )
+        .route(
             "/v1/tenants/{tenant}/sites/{site}/deployments",
             get(sites::deployments).post(sites::deploy),
         )
@@ -440,6 +493,25 @@ mod tests {
                 status: "ok".into(),
                 uptime_s: 7,
                 ..Default::default()
+            }
+        }
+        async fn fetch_origin(
+            &self,
+            tenant: &str,
+            site: &str,
+            path: &str,
+        ) -> Result<OriginPage, OriginError> {
+            // Site "page" answers; any other is not served.
+            match site {
+                "page" => Ok(OriginPage {
+                    status: 200,
+                    content_type: Some("text/plain".into()),
+                    body: format!("{tenant}/{site}{path}"),
+                    truncated: false,
+                }),
+                _ => Err(OriginError::NotServed(format!(
+                    "site {site:?} is not served by this node yet"
+                ))),
             }
         }
     }
@@ -628,6 +700,86 @@ mod tests {
             (200, Some("ok"), Some(7))
         );
         assert_eq!(send(&app, get("/v1/health", &a.token)).await.0, 403);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_site_s_origin_is_fetched_for_its_own_tenant_only() {
+        let (control, dir) = fresh("origin").await;
+        let db = &control.db;
+        let quota = crate::model::Quota::default();
+        let acme = db
+            .create_tenant("acme", &["*.acme.test".into()], &quota, &[])
+            .await
+            .unwrap();
+        let beta = db
+            .create_tenant("beta", &["beta.test".into()], &quota, &[])
+            .await
+            .unwrap();
+        let settings = crate::model::SiteSettings {
+            origin: "http://origin.test".into(),
+            origin_timeout_ms: 1000,
+            content_types: Vec::new(),
+        };
+        for site in ["page", "dark"] {
+            db.create_site(&acme.id, site, &[format!("{site}.acme.test")], &settings)
+                .await
+                .unwrap();
+        }
+        let (a, _) = db
+            .create_token(Some(&acme.id), "ci", None, None)
+            .await
+            .unwrap();
+        let (b, _) = db
+            .create_token(Some(&beta.id), "ci", None, None)
+            .await
+            .unwrap();
+        let app = router(control);
+        let post = |site: &str, token: &str, body: serde_json::Value| {
+            http::Request::post(format!("/v1/tenants/acme/sites/{site}/origin"))
+                .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+                .body(axum::body::Body::from(body.to_string()))
+                .unwrap()
+        };
+        let path = serde_json::json!({"path": "/some/page?x=1"});
+
+        let (s, _, v) = send(&app, post("page", &a.token, path.clone())).await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(
+            v,
+            serde_json::json!({"status": 200, "content_type": "text/plain",
+                "body": "acme/page/some/page?x=1", "truncated": false})
+        );
+        // The node does not serve it (yet): 409 with the node's words.
+        let (s, _, v) = send(&app, post("dark", &a.token, path.clone())).await;
+        assert_eq!(s, 409, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not served")
+        );
+        // Another tenant's site is missing to this one.
+        let (s, _, v) = send(&app, post("page", &b.token, path.clone())).await;
+        assert_eq!(
+            (s, &v["error"]["message"]),
+            (404, &serde_json::json!("no tenant \"acme\""))
+        );
+        // A path that is not one: 400 naming it; so is anything else.
+        for body in [
+            serde_json::json!({"path": "page"}),
+            serde_json::json!({"path": "/a b"}),
+            serde_json::json!({"path": "/x", "host": "elsewhere"}),
+        ] {
+            let (s, _, v) = send(&app, post("page", &a.token, body.clone())).await;
+            assert_eq!(s, 400, "{body}: {v}");
+        }
+        let (_, _, v) = send(
+            &app,
+            post("page", &a.token, serde_json::json!({"path": "/a\tb"})),
+        )
+        .await;
+        assert_eq!(v["error"]["field"], "path", "{v}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

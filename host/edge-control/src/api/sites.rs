@@ -4,7 +4,9 @@
 //! a body with the engine the rewriter runs, versioned, deployed and
 //! rolled back like apps.
 
-use super::{ApiError, Caller, Control, JsonBody, SmokeRequest, check_name};
+use super::{
+    ApiError, Caller, Control, JsonBody, OriginError, OriginPage, SmokeRequest, check_name,
+};
 use crate::model::{RuleSetVersion, RuleSpec, Site, SiteSettings};
 use crate::store::{SiteRow, TenantRow};
 use axum::Json;
@@ -509,6 +511,82 @@ impl<'s> Utf16Offsets<'s> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct OriginRequest {
+    /// Path and query, as the site's hosts would be asked for them.
+    path: String,
+}
+
+/// The longest path the console may fetch, in bytes.
+const MAX_ORIGIN_PATH: usize = 2048;
+
+/// A path (and query) to ask an origin for: starting with '/', at most
+/// [`MAX_ORIGIN_PATH`] bytes, no control characters or spaces, and one an
+/// HTTP request can carry as it is (no fragment).
+fn check_origin_path(path: &str) -> Result<(), ApiError> {
+    let bad = |why: String| Err(ApiError::bad(Some("path"), why));
+    if !path.starts_with('/') {
+        return bad("a path starting with '/' (a query may follow)".into());
+    }
+    if path.len() > MAX_ORIGIN_PATH {
+        return bad(format!(
+            "{} bytes; a path has at most {MAX_ORIGIN_PATH}",
+            path.len()
+        ));
+    }
+    if let Some((i, ch)) = path
+        .char_indices()
+        .find(|(_, ch)| ch.is_control() || ch.is_whitespace())
+    {
+        return bad(format!(
+            "{ch:?} at byte {i}: no control characters or spaces (percent-encode them)"
+        ));
+    }
+    match http::uri::PathAndQuery::try_from(path) {
+        Ok(p) if p.as_str() == path => Ok(()),
+        _ => bad("not a path and query a request can carry (no fragment; percent-encode other characters)".into()),
+    }
+}
+
+/// GETs a path from the site's origin as the site's rewriter would (the
+/// node's outbound policy for it, the site's timeout), for the console's
+/// preview: the origin's status, content type and body (up to 2 MiB),
+/// unrewritten. Nothing is stored or audited (a read); the fetch is
+/// logged.
+pub async fn fetch_origin(
+    State(c): State<Arc<Control>>,
+    caller: Caller,
+    Path((tenant, site)): Path<(String, String)>,
+    body: Result<JsonBody<OriginRequest>, ApiError>,
+) -> Result<Json<OriginPage>, ApiError> {
+    let t = caller.tenant(&c, &tenant).await?;
+    let s = site_of(&c, &t, &site).await?;
+    let JsonBody(r) = body?;
+    check_origin_path(&r.path)?;
+    let started = std::time::Instant::now();
+    let fetched = c
+        .node
+        .fetch_origin(&t.tenant.name, &s.site.name, &r.path)
+        .await;
+    let ms = started.elapsed().as_millis() as u64;
+    let (tenant, site, path) = (&t.tenant.name, &s.site.name, &r.path);
+    match &fetched {
+        Ok(page) => {
+            tracing::info!(%tenant, %site, %path, status = page.status, bytes = page.body.len(), truncated = page.truncated, ms, "console: a page fetched from the site's origin")
+        }
+        Err(e) => {
+            tracing::info!(%tenant, %site, %path, error = %e, ms, "console: fetching a page from the site's origin failed")
+        }
+    }
+    fetched.map(Json).map_err(|e| match e {
+        OriginError::NotServed(m) => ApiError::conflict(None, m),
+        OriginError::Prohibited(m) => ApiError::invalid(None, m),
+        OriginError::Busy(m) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, None, m),
+        OriginError::Failed(m) => ApiError::new(StatusCode::BAD_GATEWAY, None, m),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NewSiteDeployment {
     version: i64,
     #[serde(default)]
@@ -672,6 +750,42 @@ pub async fn rollback(
 #[cfg(test)]
 mod preview_tests {
     use super::*;
+
+    #[test]
+    fn origin_paths_are_paths_an_origin_can_be_asked_for() {
+        for ok in [
+            "/",
+            "/some/page?x=1",
+            "/a%20b?q=%C3%A9&r",
+            "/@x",
+            "//double",
+        ] {
+            assert!(check_origin_path(ok).is_ok(), "{ok}");
+        }
+        let long = format!("/{}", "a".repeat(MAX_ORIGIN_PATH));
+        assert!(check_origin_path(&long[..MAX_ORIGIN_PATH]).is_ok());
+        for bad in [
+            "",
+            "page",
+            "http://elsewhere/",
+            "/a b",
+            "/a\tb",
+            "/a\nHost: x",
+            "/a\u{7f}",
+            "/a\u{85}",
+            "/a\u{a0}",
+            "/x#frag",
+            long.as_str(),
+        ] {
+            let e = check_origin_path(bad).unwrap_err();
+            assert_eq!(
+                (e.status, e.field.as_deref()),
+                (StatusCode::BAD_REQUEST, Some("path")),
+                "{bad:?}: {}",
+                e.message
+            );
+        }
+    }
 
     fn rules(list: &[(&str, &str)]) -> RuleSet {
         RuleSet::new(
