@@ -557,6 +557,7 @@ const TENANT_ENDPOINTS: &[(&str, &str)] = &[
     ("POST", "/v1/tenants/T/sites/S/rules"),
     ("GET", "/v1/tenants/T/sites/S/rules/1"),
     ("POST", "/v1/tenants/T/sites/S/preview"),
+    ("POST", "/v1/tenants/T/sites/S/origin"),
     ("GET", "/v1/tenants/T/sites/S/deployments"),
     ("POST", "/v1/tenants/T/sites/S/deployments"),
     ("POST", "/v1/tenants/T/sites/S/rollback"),
@@ -1065,7 +1066,7 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
     );
     assert_eq!(
         v["spans"][1],
-        json!({"rule": 1, "input": [6, 12], "output": [6, 16]}),
+        json!({"rule": 1, "input": [6, 12], "output": [6, 15]}),
         "{v}"
     );
 
@@ -1124,6 +1125,64 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
     );
     let (_, site) = rt.block_on(node.get(&format!("{base}/mirror"), &token));
     assert_eq!(site["rules_version"], 1, "{site}");
+
+    // The console's preview fetches a page from the origin: its answer
+    // unrewritten, though the site's rules apply to what it serves.
+    let fetch = format!("{base}/mirror/origin");
+    let (s, v) = rt.block_on(node.post(&fetch, &token, json!({"path": "/page"})));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        (&v["status"], &v["body"], &v["truncated"]),
+        (
+            &json!(200),
+            &json!("hello from edge: /page\n"),
+            &json!(false)
+        ),
+        "{v}"
+    );
+    assert_eq!(v["content_type"], "text/plain; charset=utf-8", "{v}");
+    // Another tenant's site is missing to it; so is its own of that name.
+    let beta = rt.block_on(node.tenant("beta", "beta.test", json!({})));
+    for path in [fetch.as_str(), "/v1/tenants/beta/sites/mirror/origin"] {
+        let (s, v) = rt.block_on(node.post(path, &beta, json!({"path": "/page"})));
+        assert_eq!(s, 404, "{path}: {v}");
+    }
+    // A path that is not one: 400 naming it.
+    for path in ["page", "/a b", "/a\r\nHost: x", "http://elsewhere/"] {
+        let (s, v) = rt.block_on(node.post(&fetch, &token, json!({"path": path})));
+        assert_eq!(
+            (s, v["error"]["field"].as_str()),
+            (400, Some("path")),
+            "{path:?}: {v}"
+        );
+    }
+    // An origin outside the tenant's allowed range (127.0.0.1/32): 422,
+    // and the address is never connected to.
+    let elsewhere = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    elsewhere.set_nonblocking(true).unwrap();
+    let origin2 = format!("http://{}", elsewhere.local_addr().unwrap());
+    let (s, v) = rt.block_on(node.post(
+        base,
+        &token,
+        json!({"name": "elsewhere", "hosts": ["other.acme.test"], "origin": origin2, "origin_timeout_ms": 2000}),
+    ));
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = rt.block_on(node.post(
+        &format!("{base}/elsewhere/origin"),
+        &token,
+        json!({"path": "/page"}),
+    ));
+    assert_eq!(s, 422, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("not reachable from this tenant") && message.contains("allow_ranges"),
+        "{v}"
+    );
+    assert_eq!(
+        elsewhere.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "nothing was fetched"
+    );
     // Settings change in place: rewriting only HTML leaves echo's text alone.
     let patch = json!({"origin": origin, "content_types": ["text/html"]}).to_string();
     let (s, v) = rt.block_on(node.call(
