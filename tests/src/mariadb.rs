@@ -29,6 +29,15 @@ impl Mariadb {
         Self::start_on(database, Some(crate::services::free_port()), |_| Vec::new())
     }
 
+    /// Like [`Mariadb::start_tcp`], with `prepare` as in [`Mariadb::start`]
+    /// (a UDF key file beside a TCP client, say).
+    pub fn start_tcp_with(
+        database: &str,
+        prepare: impl FnOnce(&TempDir) -> Vec<(String, String)>,
+    ) -> Self {
+        Self::start_on(database, Some(crate::services::free_port()), prepare)
+    }
+
     fn start_on(
         database: &str,
         port: Option<u16>,

@@ -107,8 +107,12 @@ pub async fn serve(config: &Config, req: &Req) -> Result<Resp, ApiError> {
             client_payments(&db, &s, req, config, parse_id(id, "client")?).await
         }
         (["clients", id, "reassign"], Method::POST) => {
+            // Another dealer's client is not there (404) before the role
+            // (403): a dealer cannot tell which ids exist.
+            let id = parse_id(id, "client")?;
+            client_row(&db, &s, id).await?;
             s.require_admin()?;
-            reassign(&db, &s, req, parse_id(id, "client")?).await
+            reassign(&db, &s, req, id).await
         }
         (["payments"], _) if get => {
             s.require_admin()?;

@@ -1,0 +1,1232 @@
+//! The billing app (`components/billing`, built by `make billing` into
+//! `build/billing/`) deployed through the control plane as a tenant
+//! deploys it, on Spin's SQLite and on MariaDB through Spin's MySQL
+//! interface (the same test body): seeded through `/api/seed`, then its
+//! sessions, CSRF, rate limits, the role matrix and dealer scoping, sort,
+//! search and filters against injection, optimistic edits, CSV export,
+//! payment signatures (a row changed behind the app's back reads back
+//! unverified) and, on MariaDB, the component's signatures checked by the
+//! UDF `edge_verify_row` with the same key.
+
+use bytes::Bytes;
+use edge_tests::mariadb::Mariadb;
+use edge_tests::{Edge, TempDir, client, component, edge_bin, shared_cache};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The row key (hex) and the same bytes in base64 for the UDF's key file.
+const ROW_KEY_HEX: &str = "3031323334353637383961626364656630313233343536373839616263646566";
+const UDF_KEYS: &str = "hs256 billing MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n";
+const SEED_TOKEN: &str = "seed-token-for-tests";
+const DEMO_PASSWORD: &str = "demo password 2026";
+/// Clients the test seeds (10 payments each), in 5 parts of 10 after part 0.
+const SCALE: i64 = 40;
+const HOST: &str = "billing.test";
+
+enum Backend {
+    Sqlite,
+    Mariadb(Mariadb),
+}
+
+fn manifest() -> PathBuf {
+    let m = edge_tests::repo().join("build/billing/spin.toml");
+    assert!(
+        m.exists(),
+        "{} is missing: run `make billing` first",
+        m.display()
+    );
+    m
+}
+
+/// A node with the control plane; the app's database on `backend`.
+struct Node {
+    edge: Edge,
+    data: TempDir,
+}
+
+impl Node {
+    fn start() -> Self {
+        let data = TempDir::new("billing-data");
+        std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache"))
+            .unwrap();
+        let spin = format!(
+            "spin_manifest_version = 2\n[application]\nname = \"operator\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"echo\"\n[component.echo]\nsource = \"{}\"\n",
+            component("echo")
+        );
+        // MariaDB listens on loopback, which tenants reach only through an
+        // allowed range.
+        let edge_toml = "app = \"spin.toml\"\n[control]\nlisten = \"127.0.0.1:0\"\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\"]\ncomponents = [\"*\"]\n";
+        let edge = Edge::start_env(&spin, edge_toml, data.path(), &[]);
+        Self { edge, data }
+    }
+
+    fn operator_token(&self) -> String {
+        std::fs::read_to_string(self.data.path().join("control/operator.token"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    async fn api(&self, method: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
+        let url = format!("{}{path}", self.edge.control.clone().unwrap());
+        let a = send(
+            &url,
+            method,
+            &[("authorization", &format!("Bearer {token}"))],
+            &body.to_string(),
+        )
+        .await;
+        (a.status, a.json())
+    }
+
+    fn cli(&self, token: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(edge_bin())
+            .args(args)
+            .env("EDGE_API_URL", self.edge.control.clone().unwrap())
+            .env("EDGE_API_TOKEN", token)
+            .env("HOME", self.data.path())
+            .output()
+            .expect("edge");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+async fn send(url: &str, method: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let mut req = http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("request");
+    let resp = client().request(req).await.expect("an answer");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// A logged-in user: the cookie and the CSRF token.
+#[derive(Clone)]
+struct Session {
+    cookie: String,
+    csrf: String,
+}
+
+/// The app on the node's listener.
+struct App<'a> {
+    url: String,
+    edge: &'a Edge,
+}
+
+impl App<'_> {
+    /// The node's log's end, for failures.
+    fn log(&self) -> String {
+        let log = self.edge.log();
+        log[log.len().saturating_sub(3000)..].to_string()
+    }
+
+    async fn call(&self, who: Option<&Session>, method: &str, path: &str, body: &str) -> Answer {
+        let mut h: Vec<(&str, &str)> = vec![("host", HOST)];
+        if let Some(s) = who {
+            h.push(("cookie", &s.cookie));
+            h.push(("x-csrf-token", &s.csrf));
+        }
+        send(&format!("{}{path}", self.url), method, &h, body).await
+    }
+
+    /// With explicit headers (and no session unless they carry one).
+    async fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        let mut h: Vec<(&str, &str)> = vec![("host", HOST)];
+        h.extend_from_slice(headers);
+        send(&format!("{}{path}", self.url), method, &h, body).await
+    }
+
+    async fn get(&self, who: &Session, path: &str) -> Value {
+        let a = self.call(Some(who), "GET", path, "").await;
+        assert_eq!(a.status, 200, "GET {path}: {}", a.body);
+        a.json()
+    }
+
+    async fn login(&self, login: &str, password: &str) -> Answer {
+        self.raw(
+            "POST",
+            "/api/login",
+            &[],
+            &json!({"login": login, "password": password}).to_string(),
+        )
+        .await
+    }
+
+    async fn session(&self, login: &str) -> Session {
+        let a = self.login(login, DEMO_PASSWORD).await;
+        assert_eq!(a.status, 200, "{login}: {}", a.body);
+        session_of(&a)
+    }
+
+    /// Every client id a session's listing gives (pages of 200).
+    async fn ids(&self, who: &Session, query: &str) -> Vec<i64> {
+        let mut out = Vec::new();
+        for page in 1.. {
+            let v = self
+                .get(
+                    who,
+                    &format!("/api/clients?per_page=200&page={page}&{query}"),
+                )
+                .await;
+            let rows = v["rows"].as_array().unwrap();
+            out.extend(rows.iter().map(|r| r["id"].as_i64().unwrap()));
+            if rows.len() < 200 {
+                break;
+            }
+        }
+        out
+    }
+}
+
+fn session_of(a: &Answer) -> Session {
+    let set = a.header("set-cookie");
+    assert!(
+        set.ends_with("; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=43200"),
+        "{set}"
+    );
+    Session {
+        cookie: set.split(';').next().unwrap().to_string(),
+        csrf: a.json()["csrf_token"].as_str().unwrap().to_string(),
+    }
+}
+
+fn scenario(backend: Backend) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run(backend));
+}
+
+async fn run(backend: Backend) {
+    let node = Node::start();
+    let op = node.operator_token();
+    let (s, v) = node
+        .api(
+            "POST",
+            "/v1/tenants",
+            &op,
+            json!({"name": "books", "hosts": [HOST]}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = node
+        .api(
+            "POST",
+            "/v1/tenants/books/tokens",
+            &op,
+            json!({"name": "ci"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let token = v["token"].as_str().unwrap().to_string();
+
+    // Deployed as a tenant deploys it: the manifest, its component and files.
+    let m = manifest();
+    let mut args: Vec<String> = [
+        "deploy",
+        m.to_str().unwrap(),
+        "--secret",
+        &format!("row_key={ROW_KEY_HEX}"),
+        "--secret",
+        &format!("seed_token={SEED_TOKEN}"),
+        "--secret",
+        &format!("demo_password={DEMO_PASSWORD}"),
+        "--var",
+        &format!("seed_scale={SCALE}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Backend::Mariadb(db) = &backend {
+        let port = db.port.unwrap();
+        db.client(
+            Some("billing"),
+            "CREATE USER 'billing'@'127.0.0.1' IDENTIFIED BY 'pw'; GRANT ALL ON billing.* TO 'billing'@'127.0.0.1'",
+        )
+        .unwrap();
+        args.push("--secret".into());
+        args.push(format!(
+            "db_url=mysql://billing:pw@127.0.0.1:{port}/billing"
+        ));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = node.cli(&token, &args);
+    assert_eq!(code, 0, "{out}{err}\n{}", node.edge.log());
+    let app = App {
+        url: node.edge.url.clone(),
+        edge: &node.edge,
+    };
+
+    seeding(&app).await;
+    let admin = app.session("admin@billing.test").await;
+    let d1 = app.session("dealer1@billing.test").await;
+    let d2 = app.session("dealer2@billing.test").await;
+
+    sessions(&app, &admin).await;
+    // Each dealer's clients, as the admin sees them.
+    let mut by_dealer = Vec::new();
+    for d in 1..=5 {
+        by_dealer.push(app.ids(&admin, &format!("dealer={d}")).await);
+    }
+    let all = app.ids(&admin, "").await;
+    assert_eq!(all.len() as i64, SCALE);
+    assert_eq!(by_dealer.iter().map(Vec::len).sum::<usize>(), all.len());
+    assert!(!by_dealer[0].is_empty() && !by_dealer[1].is_empty());
+    let (c1, c2) = (by_dealer[0][0], by_dealer[1][0]);
+
+    scoping(&app, &d1, &d2, &by_dealer).await;
+    csrf(&app, &admin, &d1, &d2, c1).await;
+    role_matrix(&app, &admin, &d1, &d2, c1, c2).await;
+    queries(&app, &admin, &d1, all.len()).await;
+    editing(&app, &d1, c1).await;
+    csv_export(&app, &admin, &d1).await;
+
+    // A payment changed behind the app's back reads back unverified.
+    let pays = app
+        .get(&d1, &format!("/api/clients/{c1}/payments?per_page=200"))
+        .await;
+    assert_eq!(pays["total"], 10, "{pays}");
+    let rows = pays["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["verified"] == true), "{pays}");
+    let victim = rows[3]["id"].as_i64().unwrap();
+    let tamper =
+        format!("UPDATE payments SET amount_cents = amount_cents + 100 WHERE id = {victim}");
+    match &backend {
+        Backend::Sqlite => {
+            let file = sqlite_file(node.data.path());
+            let out = Command::new("sqlite3")
+                .arg(&file)
+                .arg(&tamper)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+        Backend::Mariadb(db) => {
+            db.client(Some("billing"), &tamper).unwrap();
+        }
+    }
+    let pays = app
+        .get(&d1, &format!("/api/clients/{c1}/payments?per_page=200"))
+        .await;
+    for r in pays["rows"].as_array().unwrap() {
+        assert_eq!(r["verified"], r["id"].as_i64() != Some(victim), "{r}");
+    }
+    let everything = app.get(&admin, "/api/payments?per_page=1").await;
+    assert_eq!(everything["total"], SCALE * 10);
+
+    if let Backend::Mariadb(db) = &backend {
+        // One implementation: the UDF verifies what the component signed,
+        // and signs the same way.
+        let out = Command::new(edge_bin())
+            .args(["udf", "install", "--no-process", "--socket"])
+            .arg(db.socket())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let count = |sql: &str| db.client(Some("billing"), sql).unwrap().trim().to_string();
+        let cols = "id, client_id, amount_cents, currency, paid_at, reference";
+        assert_eq!(
+            count(&format!(
+                "SELECT COUNT(*) FROM payments WHERE edge_verify_row('billing', signature, {cols})"
+            )),
+            (SCALE * 10 - 1).to_string()
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT id FROM payments WHERE NOT edge_verify_row('billing', signature, {cols})"
+            )),
+            victim.to_string()
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT COUNT(*) FROM payments WHERE edge_sign_row('billing', {cols}) = signature"
+            )),
+            (SCALE * 10 - 1).to_string()
+        );
+    }
+
+    // Last: the rate limits (they hold for the rest of the minute).
+    rate_limits(&app).await;
+}
+
+/// The app's SQLite file under the node's data directory.
+fn sqlite_file(data: &std::path::Path) -> PathBuf {
+    let mut stack = vec![data.join("sqlite")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.components().any(|c| c.as_os_str() == "books")
+                && p.extension().is_some_and(|e| e == "db")
+            {
+                return p;
+            }
+        }
+    }
+    panic!("no SQLite file of the tenant under {}", data.display());
+}
+
+async fn seeding(app: &App<'_>) {
+    let seed = |part: i64, token: &'static str| async move {
+        app.raw(
+            "POST",
+            "/api/seed",
+            &[("authorization", &format!("Bearer {token}"))],
+            &json!({"part": part}).to_string(),
+        )
+        .await
+    };
+    let a = seed(0, "wrong").await;
+    assert_eq!(a.status, 401, "{}", a.body);
+    let a = seed(0, SEED_TOKEN).await;
+    assert_eq!(a.status, 200, "{}\n{}", a.body, app.log());
+    let parts = a.json()["parts"].as_i64().unwrap();
+    assert_eq!(parts, 5);
+    let mut clients = 0;
+    for part in 1..parts {
+        let a = seed(part, SEED_TOKEN).await;
+        assert_eq!(a.status, 200, "{}\n{}", a.body, app.log());
+        assert_eq!(a.json()["skipped"], false);
+        clients += a.json()["clients"].as_i64().unwrap();
+    }
+    assert_eq!(clients, SCALE);
+    // Idempotent: a part already inserted is skipped.
+    let a = seed(2, SEED_TOKEN).await;
+    assert_eq!(
+        (a.status, a.json()["skipped"].clone()),
+        (200, json!(true)),
+        "{}",
+        a.body
+    );
+    let a = seed(parts, SEED_TOKEN).await;
+    assert_eq!(
+        (a.status, a.json()["error"]["field"].clone()),
+        (400, json!("part"))
+    );
+}
+
+async fn sessions(app: &App<'_>, admin: &Session) {
+    let me = app.get(admin, "/api/me").await;
+    assert_eq!(me["role"], "admin");
+    assert_eq!(me["dealer"], Value::Null);
+    assert_eq!(me["csrf_token"], json!(admin.csrf));
+    let a = app.call(None, "GET", "/api/me", "").await;
+    assert_eq!(a.status, 401);
+    assert_eq!(a.json()["error"]["field"], Value::Null);
+    assert!(a.json()["error"]["message"].is_string());
+    let a = app.login("dealer3@billing.test", "not the password").await;
+    assert_eq!(a.status, 401, "{}", a.body);
+    assert!(a.header("set-cookie").is_empty());
+    let a = app.login("nobody@billing.test", DEMO_PASSWORD).await;
+    assert_eq!(a.status, 401, "{}", a.body);
+
+    // Session fixation: a cookie sent at login is never the session.
+    let fixed = "billing_session=attacker-chosen-secret";
+    let a = app
+        .raw(
+            "POST",
+            "/api/login",
+            &[("cookie", fixed)],
+            &json!({"login": "dealer3@billing.test", "password": DEMO_PASSWORD}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let s = session_of(&a);
+    assert_ne!(s.cookie, fixed);
+    assert_eq!(s.cookie.len(), "billing_session=".len() + 64);
+    let a = app.raw("GET", "/api/me", &[("cookie", fixed)], "").await;
+    assert_eq!(a.status, 401);
+    // A second login is a second session.
+    let s2 = app.session("dealer3@billing.test").await;
+    assert_ne!(s.cookie, s2.cookie);
+    assert_ne!(s.csrf, s2.csrf);
+    let me = app.get(&s, "/api/me").await;
+    assert_eq!(me["dealer"], json!({"id": 3, "name": "Cedar Networks"}));
+    // Logout ends that session alone.
+    let a = app.call(Some(&s), "POST", "/api/logout", "").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.header("set-cookie").contains("Max-Age=0"));
+    assert_eq!(app.call(Some(&s), "GET", "/api/me", "").await.status, 401);
+    assert_eq!(app.call(Some(&s2), "GET", "/api/me", "").await.status, 200);
+}
+
+async fn scoping(app: &App<'_>, d1: &Session, d2: &Session, by_dealer: &[Vec<i64>]) {
+    for (who, mine) in [(d1, &by_dealer[0]), (d2, &by_dealer[1])] {
+        let v = app.get(who, "/api/clients?per_page=1").await;
+        assert_eq!(v["total"], mine.len() as i64, "{v}");
+        assert!(v["rows"][0].get("dealer_id").is_none(), "{v}");
+        let seen: BTreeSet<i64> = app.ids(who, "").await.into_iter().collect();
+        assert_eq!(seen, mine.iter().copied().collect::<BTreeSet<_>>());
+        // Whatever the query says.
+        let other: BTreeSet<i64> = app
+            .ids(who, "dealer=2&dealer=1")
+            .await
+            .into_iter()
+            .collect();
+        assert_eq!(other, seen);
+    }
+    let other = by_dealer[1][0];
+    for path in [
+        format!("/api/clients/{other}"),
+        format!("/api/clients/{other}/payments"),
+    ] {
+        let a = app.call(Some(d1), "GET", &path, "").await;
+        assert_eq!(a.status, 404, "{path}: {}", a.body);
+    }
+    let a = app
+        .call(
+            Some(d1),
+            "PATCH",
+            &format!("/api/clients/{other}"),
+            &json!({"version": 1, "note": "x"}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 404, "{}", a.body);
+    let a = app
+        .call(
+            Some(d1),
+            "POST",
+            &format!("/api/clients/{other}/reassign"),
+            &json!({"dealer_id": 1}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 404, "{}", a.body);
+    // A non-existent id answers the same.
+    let a = app.call(Some(d1), "GET", "/api/clients/999999", "").await;
+    assert_eq!(a.status, 404);
+}
+
+async fn csrf(app: &App<'_>, admin: &Session, d1: &Session, d2: &Session, c1: i64) {
+    let changes: Vec<(&Session, &str, String, Value)> = vec![
+        (d1, "POST", "/api/logout".into(), json!({})),
+        (
+            d1,
+            "PATCH",
+            format!("/api/clients/{c1}"),
+            json!({"version": 1, "note": "csrf"}),
+        ),
+        (
+            d1,
+            "POST",
+            "/api/clients".into(),
+            json!({"name": "CSRF Co", "tariff_id": 1}),
+        ),
+        (
+            admin,
+            "POST",
+            format!("/api/clients/{c1}/reassign"),
+            json!({"dealer_id": 2}),
+        ),
+        (
+            admin,
+            "POST",
+            "/api/dealers".into(),
+            json!({"name": "CSRF Dealer"}),
+        ),
+        (
+            admin,
+            "PATCH",
+            "/api/dealers/1".into(),
+            json!({"name": "CSRF"}),
+        ),
+        (
+            admin,
+            "POST",
+            "/api/users".into(),
+            json!({"login": "csrf@x.test", "password": "long enough pw", "role": "admin"}),
+        ),
+        (
+            admin,
+            "POST",
+            "/api/tariffs".into(),
+            json!({"name": "CSRF", "monthly_cents": 1}),
+        ),
+        (
+            admin,
+            "PATCH",
+            "/api/tariffs/1".into(),
+            json!({"name": "CSRF"}),
+        ),
+    ];
+    for (who, method, path, body) in changes {
+        for token in ["", d2.csrf.as_str()] {
+            let mut h = vec![("cookie", who.cookie.as_str())];
+            if !token.is_empty() {
+                h.push(("x-csrf-token", token));
+            }
+            let a = app.raw(method, &path, &h, &body.to_string()).await;
+            assert_eq!(
+                a.status, 403,
+                "{method} {path} with token {token:?}: {}",
+                a.body
+            );
+            assert_eq!(a.json()["error"]["field"], "x-csrf-token");
+        }
+    }
+    // Nothing changed.
+    assert_eq!(
+        app.get(d1, "/api/me").await["login"],
+        "dealer1@billing.test"
+    );
+    let c = app.get(admin, &format!("/api/clients/{c1}")).await;
+    assert_eq!(
+        (c["version"].clone(), c["dealer_id"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(
+        app.get(admin, "/api/dealers").await["rows"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    assert_eq!(
+        app.get(admin, "/api/tariffs").await["rows"][0]["name"],
+        "Start"
+    );
+}
+
+async fn role_matrix(app: &App<'_>, admin: &Session, d1: &Session, d2: &Session, c1: i64, c2: i64) {
+    let _ = c2;
+    // (method, path, body, [no session, dealer 1 (owner of c1), dealer 2, admin])
+    let cases: Vec<(&str, String, Value, [u16; 4])> = vec![
+        ("GET", "/api/me".into(), Value::Null, [401, 200, 200, 200]),
+        (
+            "GET",
+            "/api/tariffs".into(),
+            Value::Null,
+            [401, 200, 200, 200],
+        ),
+        (
+            "GET",
+            "/api/clients".into(),
+            Value::Null,
+            [401, 200, 200, 200],
+        ),
+        (
+            "GET",
+            "/api/clients.csv".into(),
+            Value::Null,
+            [401, 200, 200, 200],
+        ),
+        (
+            "GET",
+            format!("/api/clients/{c1}"),
+            Value::Null,
+            [401, 200, 404, 200],
+        ),
+        (
+            "GET",
+            format!("/api/clients/{c1}/payments"),
+            Value::Null,
+            [401, 200, 404, 200],
+        ),
+        (
+            "PATCH",
+            format!("/api/clients/{c1}"),
+            json!({"version": 999, "note": "x"}),
+            [401, 409, 404, 409],
+        ),
+        (
+            "POST",
+            format!("/api/clients/{c1}/reassign"),
+            json!({"dealer_id": 1}),
+            [401, 403, 404, 200],
+        ),
+        (
+            "POST",
+            "/api/clients".into(),
+            json!({"name": "Matrix Co", "tariff_id": 1}),
+            [401, 201, 201, 400],
+        ),
+        (
+            "GET",
+            "/api/dealers".into(),
+            Value::Null,
+            [401, 403, 403, 200],
+        ),
+        (
+            "POST",
+            "/api/dealers".into(),
+            json!({"name": "Matrix Dealer"}),
+            [401, 403, 403, 201],
+        ),
+        (
+            "PATCH",
+            "/api/dealers/5".into(),
+            json!({"name": "Evergreen Systems"}),
+            [401, 403, 403, 200],
+        ),
+        (
+            "POST",
+            "/api/users".into(),
+            json!({"login": "matrix@billing.test", "password": "a long password", "role": "dealer", "dealer_id": 5}),
+            [401, 403, 403, 201],
+        ),
+        (
+            "POST",
+            "/api/tariffs".into(),
+            json!({"name": "Matrix", "monthly_cents": 100, "active": false}),
+            [401, 403, 403, 201],
+        ),
+        (
+            "PATCH",
+            "/api/tariffs/5".into(),
+            json!({"active": false}),
+            [401, 403, 403, 200],
+        ),
+        (
+            "GET",
+            "/api/payments".into(),
+            Value::Null,
+            [401, 403, 403, 200],
+        ),
+        ("POST", "/api/logout".into(), Value::Null, [401, 0, 0, 0]),
+    ];
+    for (method, path, body, expected) in cases {
+        let body = if body.is_null() {
+            String::new()
+        } else {
+            body.to_string()
+        };
+        for (i, who) in [None, Some(d1), Some(d2), Some(admin)]
+            .into_iter()
+            .enumerate()
+        {
+            if expected[i] == 0 {
+                continue;
+            }
+            let a = app.call(who, method, &path, &body).await;
+            assert_eq!(
+                a.status,
+                expected[i],
+                "{method} {path} as #{i}: {}\n{}",
+                a.body,
+                app.log()
+            );
+            if a.status >= 400 {
+                assert!(a.json()["error"]["message"].is_string(), "{}", a.body);
+            }
+        }
+    }
+    // The matrix's user logs in as a dealer of dealer 5.
+    let m = app.login("matrix@billing.test", "a long password").await;
+    assert_eq!(m.status, 200, "{}", m.body);
+    assert_eq!(m.json()["dealer"]["id"], 5);
+}
+
+async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
+    let total = |v: &Value| v["total"].as_i64().unwrap();
+    let before = total(&app.get(admin, "/api/clients?per_page=1").await);
+    assert!(before as usize > seeded);
+    for bad in [
+        "sort=name;DROP TABLE clients",
+        "sort=name%3BDROP%20TABLE%20clients",
+        "sort=password_hash",
+        "sort=name,(SELECT 1)",
+    ] {
+        let a = app
+            .call(
+                Some(d1),
+                "GET",
+                &format!("/api/clients?{}", bad.replace(' ', "%20")),
+                "",
+            )
+            .await;
+        assert_eq!(a.status, 400, "{bad}: {}", a.body);
+        assert_eq!(a.json()["error"]["field"], "sort");
+        assert!(
+            a.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("name, contact_name, phone, email, tariff, registered_at, id")
+        );
+    }
+    for (bad, field) in [
+        ("registered_from=2024-13-01", "registered_from"),
+        ("registered_to=tomorrow", "registered_to"),
+        ("tariff=1%20OR%201=1", "tariff"),
+        ("per_page=201", "per_page"),
+        ("page=0", "page"),
+    ] {
+        let a = app
+            .call(Some(d1), "GET", &format!("/api/clients?{bad}"), "")
+            .await;
+        assert_eq!(
+            (a.status, a.json()["error"]["field"].clone()),
+            (400, json!(field)),
+            "{bad}: {}",
+            a.body
+        );
+    }
+    // Search text is bound and its LIKE metacharacters literal.
+    let a = app.get(d1, "/api/clients?q=%25'%20OR%201%3D1%20--").await;
+    assert_eq!(total(&a), 0, "{a}");
+    for name in [
+        "100% Pure",
+        "100X Pure",
+        "under_score Co",
+        "underXscore Co",
+        "Café Zoë ☕",
+        "O'Brien & Sons",
+    ] {
+        let a = app
+            .call(
+                Some(d1),
+                "POST",
+                "/api/clients",
+                &json!({"name": name, "tariff_id": 2, "email": "x@y.test"}).to_string(),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        assert_eq!(a.json()["name"], name);
+    }
+    let names = |v: &Value| -> Vec<String> {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&app.get(d1, "/api/clients?q=100%25").await),
+        ["100% Pure"]
+    );
+    assert_eq!(
+        names(&app.get(d1, "/api/clients?q=under_").await),
+        ["under_score Co"]
+    );
+    assert_eq!(
+        names(&app.get(d1, "/api/clients?q=Zo%C3%AB").await),
+        ["Café Zoë ☕"]
+    );
+    assert_eq!(
+        names(&app.get(d1, "/api/clients?q=o'brien").await),
+        ["O'Brien & Sons"]
+    );
+    assert_eq!(
+        names(&app.get(d1, "/api/clients?q=%25").await),
+        ["100% Pure"]
+    );
+    // The tables are intact.
+    assert_eq!(
+        total(&app.get(admin, "/api/clients?per_page=1").await),
+        before + 6
+    );
+    assert_eq!(
+        total(&app.get(admin, "/api/payments?per_page=1").await),
+        SCALE * 10
+    );
+
+    // Sorting: each key, both ways, stable by id.
+    for key in [
+        "name",
+        "contact_name",
+        "phone",
+        "email",
+        "tariff",
+        "registered_at",
+        "id",
+    ] {
+        let (up, down) = if key == "id" {
+            ("id".to_string(), "-id".to_string())
+        } else {
+            (format!("{key},id"), format!("-{key},-id"))
+        };
+        let up = app
+            .get(d1, &format!("/api/clients?per_page=200&sort={up}"))
+            .await;
+        let down = app
+            .get(d1, &format!("/api/clients?per_page=200&sort={down}"))
+            .await;
+        let field = if key == "tariff" { "tariff" } else { key };
+        let vals = |v: &Value| -> Vec<Value> {
+            v["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r[field].clone())
+                .collect()
+        };
+        let (a, mut b) = (vals(&up), vals(&down));
+        b.reverse();
+        assert_eq!(a, b, "{key}");
+        if key == "registered_at" || key == "id" {
+            let n: Vec<i64> = a.iter().map(|v| v.as_i64().unwrap()).collect();
+            assert!(n.windows(2).all(|w| w[0] <= w[1]), "{key}: {n:?}");
+        }
+    }
+    // Filters: tariff and registration dates (inclusive days, UTC).
+    let v = app.get(d1, "/api/clients?per_page=200&tariff=2").await;
+    assert!(
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["tariff_id"] == 2)
+    );
+    let all = app
+        .get(d1, "/api/clients?per_page=200&sort=registered_at")
+        .await;
+    let rows = all["rows"].as_array().unwrap();
+    let first_ms = rows[0]["registered_at"].as_i64().unwrap();
+    let day = |ms: i64| {
+        let out = Command::new("date")
+            .args(["-u", "-d", &format!("@{}", ms / 1000), "+%Y-%m-%d"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let d = day(first_ms);
+    let v = app
+        .get(
+            d1,
+            &format!("/api/clients?per_page=200&registered_from={d}&registered_to={d}"),
+        )
+        .await;
+    assert!(total(&v) >= 1);
+    assert!(
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| day(r["registered_at"].as_i64().unwrap()) == d)
+    );
+    // Pages: disjoint and complete.
+    let mut paged = Vec::new();
+    for page in 1..=100 {
+        let v = app
+            .get(
+                d1,
+                &format!("/api/clients?per_page=7&page={page}&sort=-name"),
+            )
+            .await;
+        let r = v["rows"].as_array().unwrap().clone();
+        if r.is_empty() {
+            break;
+        }
+        paged.extend(r.iter().map(|r| r["id"].as_i64().unwrap()));
+    }
+    let sorted = app.get(d1, "/api/clients?per_page=200&sort=-name").await;
+    let ids: Vec<i64> = sorted["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(paged, ids);
+}
+
+async fn editing(app: &App<'_>, d1: &Session, c1: i64) {
+    let c = app.get(d1, &format!("/api/clients/{c1}")).await;
+    let v = c["version"].as_i64().unwrap();
+    let xss = "<script>alert('x')</script>\"><img src=x onerror=alert(1)>";
+    let a = app
+        .call(Some(d1), "PATCH", &format!("/api/clients/{c1}"), &json!({"version": v, "note": xss, "contact_name": "</textarea><svg onload=alert(1)>", "phone": "+1 (555) 010-9999", "email": "new@example.org", "tariff_id": 3}).to_string())
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.header("content-type").starts_with("application/json"));
+    let new = a.json();
+    assert_eq!(new["version"], v + 1);
+    assert_eq!(new["note"], xss);
+    assert_eq!(new["tariff"], "Business");
+    let again = app.get(d1, &format!("/api/clients/{c1}")).await;
+    assert_eq!(again, new);
+    assert_eq!(again["contact_name"], "</textarea><svg onload=alert(1)>");
+    // A stale version: 409 with the current row.
+    let a = app
+        .call(
+            Some(d1),
+            "PATCH",
+            &format!("/api/clients/{c1}"),
+            &json!({"version": v, "note": "lost update"}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert_eq!(a.json()["error"]["field"], "version");
+    assert_eq!(a.json()["current"], new);
+    // Refused fields and values, each naming its field.
+    for (body, status, field) in [
+        (json!({"version": v + 1, "name": "New Name"}), 400, "name"),
+        (json!({"version": v + 1, "dealer_id": 2}), 400, "dealer_id"),
+        (json!({"version": v + 1, "id": 5}), 400, "id"),
+        (
+            json!({"version": v + 1, "email": "not an address"}),
+            400,
+            "email",
+        ),
+        (json!({"version": v + 1, "phone": "call me"}), 400, "phone"),
+        (json!({"version": v + 1, "phone": "1234"}), 400, "phone"),
+        (
+            json!({"version": v + 1, "contact_name": "x".repeat(201)}),
+            400,
+            "contact_name",
+        ),
+        (
+            json!({"version": v + 1, "note": "x".repeat(2001)}),
+            400,
+            "note",
+        ),
+        (json!({"version": v + 1, "tariff_id": 5}), 422, "tariff_id"),
+        (json!({"version": v + 1, "tariff_id": 99}), 422, "tariff_id"),
+        (json!({"note": "no version"}), 400, "version"),
+    ] {
+        let a = app
+            .call(
+                Some(d1),
+                "PATCH",
+                &format!("/api/clients/{c1}"),
+                &body.to_string(),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.json()["error"]["field"].clone()),
+            (status, json!(field)),
+            "{body}: {}",
+            a.body
+        );
+    }
+    let a = app
+        .call(
+            Some(d1),
+            "PATCH",
+            &format!("/api/clients/{c1}"),
+            "{not json",
+        )
+        .await;
+    assert_eq!(a.status, 400);
+    assert_eq!(app.get(d1, &format!("/api/clients/{c1}")).await, new);
+}
+
+async fn csv_export(app: &App<'_>, admin: &Session, d1: &Session) {
+    let a = app
+        .call(Some(d1), "POST", "/api/clients", &json!({"name": "=HYPERLINK(\"http://evil\",\"x\")", "contact_name": "@SUM(1+1)", "note": "-2+3", "tariff_id": 1}).to_string())
+        .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    let a = app
+        .call(Some(d1), "GET", "/api/clients.csv?sort=id", "")
+        .await;
+    assert_eq!(a.status, 200);
+    assert!(a.header("content-type").starts_with("text/csv"));
+    assert!(a.header("content-disposition").starts_with("attachment"));
+    let total = app.get(d1, "/api/clients?per_page=1").await["total"]
+        .as_i64()
+        .unwrap();
+    let lines: Vec<&str> = a.body.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines[0],
+        "id,name,contact_name,phone,email,note,tariff_id,tariff,registered_at"
+    );
+    let mine: BTreeSet<i64> = app.ids(d1, "").await.into_iter().collect();
+    let ids: BTreeSet<i64> = lines[1..]
+        .iter()
+        .filter_map(|l| l.split(',').next()?.parse().ok())
+        .collect();
+    assert_eq!(ids, mine);
+    assert_eq!(ids.len() as i64, total);
+    assert!(
+        a.body
+            .contains("\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\",'@SUM(1+1),"),
+        "{}",
+        a.body
+    );
+    assert!(a.body.contains(",'-2+3,"));
+    assert!(a.body.contains("\"O'Brien & Sons\"") || a.body.contains("O'Brien & Sons"));
+    // Filters apply; admins get the dealer columns.
+    let a = app
+        .call(Some(d1), "GET", "/api/clients.csv?q=100%25", "")
+        .await;
+    assert_eq!(
+        a.body.split("\r\n").filter(|l| !l.is_empty()).count(),
+        2,
+        "{}",
+        a.body
+    );
+    let a = app.call(Some(admin), "GET", "/api/clients.csv", "").await;
+    assert!(a.body.starts_with(
+        "id,name,contact_name,phone,email,note,tariff_id,tariff,registered_at,dealer_id,dealer\r\n"
+    ));
+    let all = app.get(admin, "/api/clients?per_page=1").await["total"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(
+        a.body.split("\r\n").filter(|l| !l.is_empty()).count() as i64,
+        all + 1
+    );
+}
+
+async fn statics(app: &App<'_>) {
+    let a = app.raw("GET", "/", &[], "").await;
+    assert_eq!(a.status, 200);
+    assert!(a.header("content-type").starts_with("text/html"));
+    assert_eq!(a.header("cache-control"), "no-cache");
+    assert_eq!(a.header("x-frame-options"), "DENY");
+    assert_eq!(a.header("x-content-type-options"), "nosniff");
+    assert_eq!(
+        a.header("content-security-policy"),
+        "frame-ancestors 'none'"
+    );
+    let index = a.body.clone();
+    // The single-page app's own routes load its page.
+    let a = app.raw("GET", "/clients/42", &[], "").await;
+    assert_eq!((a.status, a.body.as_str()), (200, index.as_str()));
+    for path in [
+        "/_app/immutable/missing.js",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/.env",
+    ] {
+        let a = app.raw("GET", path, &[], "").await;
+        assert_eq!(a.status, 404, "{path}");
+    }
+    assert_eq!(app.raw("POST", "/", &[], "").await.status, 405);
+    assert_eq!(app.raw("GET", "/api/nothing", &[], "").await.status, 404);
+    // A content-hashed asset with a Brotli sibling, if the build has one.
+    let ui = edge_tests::repo().join("build/billing/ui/_app/immutable");
+    let br = walk(&ui)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "br"));
+    if let Some(br) = br {
+        let rel = br
+            .strip_prefix(edge_tests::repo().join("build/billing/ui"))
+            .unwrap();
+        let path = format!("/{}", rel.to_str().unwrap().trim_end_matches(".br"));
+        let a = app
+            .raw("GET", &path, &[("accept-encoding", "gzip, br")], "")
+            .await;
+        assert_eq!(a.status, 200, "{path}");
+        assert_eq!(a.header("content-encoding"), "br");
+        assert_eq!(
+            a.header("cache-control"),
+            "public, max-age=31536000, immutable"
+        );
+        let a = app
+            .raw("GET", &path, &[("accept-encoding", "identity")], "")
+            .await;
+        assert_eq!(a.header("content-encoding"), "");
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+async fn rate_limits(app: &App<'_>) {
+    // The counts are per minute: start with the minute young enough that
+    // the checks below end within it.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    if now % 60_000 > 40_000 {
+        tokio::time::sleep(std::time::Duration::from_millis(60_100 - now % 60_000)).await;
+    }
+    // Five failures a minute per login, then 429 even with the password.
+    for _ in 0..5 {
+        assert_eq!(app.login("dealer4@billing.test", "wrong").await.status, 401);
+    }
+    let a = app.login("dealer4@billing.test", DEMO_PASSWORD).await;
+    assert_eq!(a.status, 429, "{}", a.body);
+    let retry: u64 = a.header("retry-after").parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    // Twenty a minute per client address, whatever the login (a forged
+    // spin-client-addr is replaced by the host).
+    let mut last = 0;
+    for i in 0..20 {
+        let a = app
+            .raw(
+                "POST",
+                "/api/login",
+                &[("spin-client-addr", &format!("10.0.0.{i}:1"))],
+                &json!({"login": format!("nobody{i}@billing.test"), "password": "x"}).to_string(),
+            )
+            .await;
+        last = a.status;
+        if last == 429 {
+            break;
+        }
+    }
+    assert_eq!(last, 429);
+    let a = app.login("dealer5@billing.test", DEMO_PASSWORD).await;
+    assert_eq!(a.status, 429, "{}", a.body);
+}
+
+/// The web workspace's files, under `edge up` (as under `spin up`): the
+/// control plane's Spin archives carry components, not `files` (see
+/// components/billing/README.md).
+#[test]
+fn static_files_under_edge_up() {
+    let edge = Edge::up_env(&manifest(), &[], &[("SPIN_VARIABLE_ROW_KEY", ROW_KEY_HEX)]);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(statics(&App {
+            url: edge.url.clone(),
+            edge: &edge,
+        }));
+}
+
+#[test]
+fn sqlite() {
+    scenario(Backend::Sqlite);
+}
+
+#[test]
+fn mariadb() {
+    let db = Mariadb::start_tcp_with("billing", |dir| {
+        let keys = dir.write("udf-keys", UDF_KEYS);
+        vec![("EDGE_UDF_KEY_FILE".to_string(), keys.display().to_string())]
+    });
+    scenario(Backend::Mariadb(db));
+}
