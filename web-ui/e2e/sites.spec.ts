@@ -28,8 +28,15 @@ test("a tenant edits a rule, previews it on a page, activates it, and the site's
   await page.getByLabel("Rule 1 replacement").fill("HOWDY");
   await expect(page.getByRole("alert")).toHaveCount(0);
 
+  // A page fetched from the origin (unrewritten), the rule previewed on it.
+  await page.getByLabel("Fetch from the origin").fill("/page");
+  await page.getByRole("button", { name: "Fetch", exact: true }).click();
+  await expect(page.getByText("GET /page: 200")).toBeVisible();
+  await expect(page.getByLabel(/A page to try the rules on/)).toHaveValue("hello from edge: /page\n");
+  await expect(page.getByTestId("preview-text")).toHaveText("HOWDY from edge: /page\n");
+
   // The preview: the page pasted, replacements highlighted and counted.
-  await page.getByLabel("A page to try the rules on").fill("<p>hello a, hello b</p>");
+  await page.getByLabel(/A page to try the rules on/).fill("<p>hello a, hello b</p>");
   await expect(page.getByTestId("replacements")).toHaveText("2 replacements");
   await expect(page.getByTestId("matches-0")).toHaveText("2");
   await expect(page.getByTestId("preview-text").locator("mark")).toHaveCount(2);

@@ -235,6 +235,11 @@ export const api = {
     body: string,
     signal?: AbortSignal,
   ) => request<Preview>("POST", `${sitePath(t, s)}/preview`, { ...what, body }, { signal }),
+  /** A page of the site's origin as the rewriter would fetch it, unrewritten. */
+  originPage: (t: string, s: string, path: string) =>
+    post<{ status: number; content_type: string | null; body: string; truncated: boolean }>(`${sitePath(t, s)}/origin`, {
+      path,
+    }),
   siteDeployments: (t: string, s: string) => get<SiteDeployment[]>(`${sitePath(t, s)}/deployments`),
   deploySite: (t: string, s: string, version: number, smoke?: Smoke) =>
     post<SiteDeployment>(`${sitePath(t, s)}/deployments`, smoke ? { version, smoke } : { version }),
