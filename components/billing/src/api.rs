@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 /// Most rows of a CSV export.
 const EXPORT_MAX: i64 = 100_000;
 /// Rows read per statement of an export.
-const EXPORT_CHUNK: i64 = 5_000;
+const EXPORT_CHUNK: i64 = 20_000;
 
 fn method_not_allowed() -> ApiError {
     ApiError::new(405, None, "method not allowed here")
