@@ -1119,6 +1119,16 @@ async fn statics(app: &App<'_>) {
         assert_eq!(a.status, 404, "{path}");
     }
     assert_eq!(app.raw("POST", "/", &[], "").await.status, 405);
+    // Without a seed_token (this app has none) seeding is not there.
+    let a = app
+        .raw(
+            "POST",
+            "/api/seed",
+            &[("authorization", "Bearer ")],
+            "{\"part\": 0}",
+        )
+        .await;
+    assert_eq!(a.status, 404, "{}", a.body);
     assert_eq!(app.raw("GET", "/api/nothing", &[], "").await.status, 404);
     // A content-hashed asset with a Brotli sibling, if the build has one.
     let ui = edge_tests::repo().join("build/billing/ui/_app/immutable");
