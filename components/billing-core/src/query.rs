@@ -373,6 +373,40 @@ mod tests {
         assert!(q(&format!("q={}", "x".repeat(201)), false).is_err());
     }
 
+    /// SQL's LIKE with `ESCAPE '!'`, as both databases read it (case
+    /// aside): `%` any run, `_` one character, `!x` the character x.
+    fn like(pattern: &str, text: &str) -> bool {
+        fn go(p: &[char], t: &[char]) -> bool {
+            match p.first() {
+                None => t.is_empty(),
+                Some('%') => (0..=t.len()).any(|i| go(&p[1..], &t[i..])),
+                Some('_') => !t.is_empty() && go(&p[1..], &t[1..]),
+                Some('!') if p.len() > 1 => t.first() == Some(&p[1]) && go(&p[2..], &t[1..]),
+                Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
+            }
+        }
+        let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+        go(&p, &t)
+    }
+
+    #[test]
+    fn the_search_pattern_matches_exactly_the_substring() {
+        let alphabet: Vec<char> = "ab%_!'\\ é".chars().collect();
+        let mut r = crate::seed::Rng::new(7);
+        let mut word = |n: u64| -> String {
+            let len = r.below(n);
+            (0..len).map(|_| *r.pick(&alphabet)).collect()
+        };
+        for _ in 0..3000 {
+            let (q, text) = (word(4), word(9));
+            assert_eq!(
+                like(&like_substring(&q), &text),
+                text.contains(&q),
+                "q={q:?} text={text:?}"
+            );
+        }
+    }
+
     #[test]
     fn dealer_scope_wins() {
         // A dealer's `dealer` parameter is ignored; the scope applies.
