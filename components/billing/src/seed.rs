@@ -7,7 +7,7 @@
 
 use crate::db::{Db, DbError};
 use crate::{Config, Req, Resp, auth, json, now_ms};
-use billing_core::seed::{DEALERS, Plan, TARIFFS, users};
+use billing_core::seed::{DEALERS, Plan, START_MS, TARIFFS, users};
 use billing_core::{ApiError, Param, ct_eq};
 use serde_json::json;
 
@@ -102,6 +102,9 @@ async fn insert_part(
     hashes: &[String],
 ) -> Result<(usize, usize), DbError> {
     let now = now_ms();
+    // Every seeded row comes from the generator (dealers and users are
+    // "created" when the demo's registrations start); only the part's
+    // record has the time it was inserted, and the passwords their salts.
     db.exec(
         "INSERT INTO seed_parts (part, done_at) VALUES (?, ?)",
         &[Param::Int(part), Param::Int(now)],
@@ -134,7 +137,7 @@ async fn insert_part(
                 vec![
                     Param::Int(i as i64 + 1),
                     Param::Text(name.to_string()),
-                    Param::Int(now),
+                    Param::Int(START_MS),
                 ]
             })
             .collect();
@@ -148,7 +151,7 @@ async fn insert_part(
                     Param::Text(hash.clone()),
                     Param::Text(role.to_string()),
                     dealer.map_or(Param::Null, Param::Int),
-                    Param::Int(now),
+                    Param::Int(START_MS),
                     Param::Int(0),
                 ]
             })
