@@ -290,6 +290,9 @@ async fn run(backend: Backend) {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, out, err) = node.cli(&token, &args);
     assert_eq!(code, 0, "{out}{err}\n{}", node.edge.log());
+    // Its grants cover every Spin interface it imports.
+    assert!(!err.contains("note:"), "{err}");
+    assert!(out.contains("deployed billing version 1"), "{out}");
     let app = App {
         url: node.edge.url.clone(),
         edge: &node.edge,
