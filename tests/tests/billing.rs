@@ -1039,6 +1039,28 @@ async fn editing(app: &App<'_>, d1: &Session, c1: i64) {
         .await;
     assert_eq!(a.status, 400);
     assert_eq!(app.get(d1, &format!("/api/clients/{c1}")).await, new);
+    // Four editors at once on the same version: one saves, three are told.
+    let path = format!("/api/clients/{c1}");
+    let body = |n: i64| json!({"version": v + 1, "note": format!("editor {n}")}).to_string();
+    let (b1, b2, b3, b4) = (body(1), body(2), body(3), body(4));
+    let (r1, r2, r3, r4) = tokio::join!(
+        app.call(Some(d1), "PATCH", &path, &b1),
+        app.call(Some(d1), "PATCH", &path, &b2),
+        app.call(Some(d1), "PATCH", &path, &b3),
+        app.call(Some(d1), "PATCH", &path, &b4),
+    );
+    let mut statuses: Vec<u16> = [&r1, &r2, &r3, &r4].iter().map(|a| a.status).collect();
+    statuses.sort();
+    assert_eq!(statuses, [200, 409, 409, 409]);
+    let last = app.get(d1, &path).await;
+    assert_eq!(last["version"], v + 2);
+    for a in [&r1, &r2, &r3, &r4] {
+        if a.status == 409 {
+            assert!(a.json()["current"]["version"].as_i64().unwrap() > v);
+        } else {
+            assert_eq!(a.json(), last);
+        }
+    }
 }
 
 async fn csv_export(app: &App<'_>, admin: &Session, d1: &Session) {
