@@ -30,15 +30,16 @@ host: setup
 
 # The billing app (components/billing, a Spin app on spin-sdk 7) as
 # `edge deploy` takes it: build/billing/spin.toml, billing.wasm and ui/
-# (web-ui/build when it has been built by ./scripts/web-ui.sh, else a
-# placeholder page).
+# (web-ui/build when ./scripts/web-ui.sh has built it, else a placeholder
+# page). ui/ is also embedded in the component (BILLING_UI_DIR): the control
+# plane deploys a Spin app's components, not its `files`.
 billing: setup
-	$(CARGO) build --profile wasm --target wasm32-wasip2 -p billing
 	@rm -rf build/billing && mkdir -p build/billing/ui
+	@if [ -f web-ui/build/index.html ]; then cp -Rp web-ui/build/. build/billing/ui/; \
+	else printf '<!doctype html><title>billing</title><p>The web workspace is not built: run ./scripts/web-ui.sh, then make billing.\n' > build/billing/ui/index.html; fi
+	BILLING_UI_DIR=$(CURDIR)/build/billing/ui $(CARGO) build --profile wasm --target wasm32-wasip2 -p billing
 	@cp -f components/billing/spin.toml build/billing/spin.toml
 	@cp -f $(WASM_DIR)/billing.wasm build/billing/billing.wasm
-	@if [ -f web-ui/build/index.html ]; then cp -R web-ui/build/. build/billing/ui/; \
-	else printf '<!doctype html><title>billing</title><p>The web workspace is not built: run ./scripts/web-ui.sh, then make billing.\n' > build/billing/ui/index.html; fi
 
 # Unmodified Spin apps built with Spin's own SDKs, for the compatibility
 # tests (tests/spin-apps/README.md).
@@ -76,7 +77,7 @@ hints-index: $(HINTS_INDEX)
 run: components host workers-engine web-ui
 	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
 
-test: components host billing spin-apps workers web-ui
+test: components host spin-apps workers web-ui billing
 	./scripts/web-ui.sh --test
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets $(addprefix --exclude ,$(GUESTS)) -- -D warnings

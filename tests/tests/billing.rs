@@ -321,6 +321,8 @@ async fn run(backend: Backend) {
     queries(&app, &admin, &d1, all.len()).await;
     editing(&app, &d1, c1).await;
     csv_export(&app, &admin, &d1).await;
+    // The web workspace's files, from the copy built into the component.
+    statics(&app, &edge_tests::repo().join("build/billing/ui")).await;
 
     // A payment changed behind the app's back reads back unverified.
     let pays = app
@@ -1120,7 +1122,7 @@ async fn csv_export(app: &App<'_>, admin: &Session, d1: &Session) {
     );
 }
 
-async fn statics(app: &App<'_>) {
+async fn statics(app: &App<'_>, ui: &std::path::Path) {
     let a = app.raw("GET", "/", &[], "").await;
     assert_eq!(a.status, 200);
     assert!(a.header("content-type").starts_with("text/html"));
@@ -1132,6 +1134,10 @@ async fn statics(app: &App<'_>) {
         "frame-ancestors 'none'"
     );
     let index = a.body.clone();
+    assert_eq!(
+        index,
+        std::fs::read_to_string(ui.join("index.html")).unwrap()
+    );
     // The single-page app's own routes load its page.
     let a = app.raw("GET", "/clients/42", &[], "").await;
     assert_eq!((a.status, a.body.as_str()), (200, index.as_str()));
@@ -1144,26 +1150,13 @@ async fn statics(app: &App<'_>) {
         assert_eq!(a.status, 404, "{path}");
     }
     assert_eq!(app.raw("POST", "/", &[], "").await.status, 405);
-    // Without a seed_token (this app has none) seeding is not there.
-    let a = app
-        .raw(
-            "POST",
-            "/api/seed",
-            &[("authorization", "Bearer ")],
-            "{\"part\": 0}",
-        )
-        .await;
-    assert_eq!(a.status, 404, "{}", a.body);
     assert_eq!(app.raw("GET", "/api/nothing", &[], "").await.status, 404);
     // A content-hashed asset with a Brotli sibling, if the build has one.
-    let ui = edge_tests::repo().join("build/billing/ui/_app/immutable");
-    let br = walk(&ui)
+    let br = walk(&ui.join("_app/immutable"))
         .into_iter()
         .find(|p| p.extension().is_some_and(|e| e == "br"));
     if let Some(br) = br {
-        let rel = br
-            .strip_prefix(edge_tests::repo().join("build/billing/ui"))
-            .unwrap();
+        let rel = br.strip_prefix(ui).unwrap();
         let path = format!("/{}", rel.to_str().unwrap().trim_end_matches(".br"));
         let a = app
             .raw("GET", &path, &[("accept-encoding", "gzip, br")], "")
@@ -1236,20 +1229,53 @@ async fn rate_limits(app: &App<'_>) {
     assert_eq!(a.status, 429, "{}", a.body);
 }
 
-/// The web workspace's files, under `edge up` (as under `spin up`): the
-/// control plane's Spin archives carry components, not `files` (see
-/// components/billing/README.md).
+/// The web workspace's files under `edge up` (as under `spin up`), from
+/// the directory Spin's `files` mounts.
 #[test]
 fn static_files_under_edge_up() {
-    let edge = Edge::up_env(&manifest(), &[], &[("SPIN_VARIABLE_ROW_KEY", ROW_KEY_HEX)]);
+    // The app as built, its index page changed: the mounted files win over
+    // the copy in the component.
+    let dir = TempDir::new("billing-app");
+    let built = manifest().parent().unwrap().to_path_buf();
+    let out = Command::new("cp")
+        .arg("-R")
+        .arg(format!("{}/.", built.display()))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let index = dir.path().join("ui/index.html");
+    let page = std::fs::read_to_string(&index).unwrap() + "<!-- mounted -->";
+    std::fs::write(&index, page).unwrap();
+    for sibling in ["ui/index.html.br", "ui/index.html.gz"] {
+        let _ = std::fs::remove_file(dir.path().join(sibling));
+    }
+    let edge = Edge::up_env(
+        &dir.path().join("spin.toml"),
+        &[],
+        &[("SPIN_VARIABLE_ROW_KEY", ROW_KEY_HEX)],
+    );
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
-        .block_on(statics(&App {
-            url: edge.url.clone(),
-            edge: &edge,
-        }));
+        .block_on(async {
+            let app = App {
+                url: edge.url.clone(),
+                edge: &edge,
+            };
+            statics(&app, &dir.path().join("ui")).await;
+            // Without a seed_token (this app has none) seeding is not there.
+            let a = app
+                .raw(
+                    "POST",
+                    "/api/seed",
+                    &[("authorization", "Bearer ")],
+                    "{\"part\": 0}",
+                )
+                .await;
+            assert_eq!(a.status, 404, "{}", a.body);
+        });
 }
 
 #[test]

@@ -1,8 +1,10 @@
-//! The web workspace's files (mounted with Spin `files` at the `ui_dir`
-//! variable, `/ui` by default): GET or HEAD of a path outside `/api` is
-//! the file, its `.br` (or `.gz`) sibling when the client takes it, or
-//! else `index.html` (the single-page app's own routes); a missing
-//! `/_app/` asset is 404. No `.`/`..` segments or dotfiles.
+//! The web workspace's files: mounted with Spin `files` at the `ui_dir`
+//! variable (`/ui`), or else the copy embedded at build time (`build.rs`;
+//! the control plane deploys components, not `files`). GET or HEAD of a
+//! path outside `/api` is the file, its `.br` (or `.gz`) sibling when the
+//! client takes it, or else `index.html` (the single-page app's own
+//! routes); a missing `/_app/` asset is 404. No `.`/`..` segments or
+//! dotfiles.
 
 use crate::{Config, Req, Resp, error};
 use billing_core::ApiError;
@@ -10,8 +12,45 @@ use billing_core::files::{SECURITY_HEADERS, accepts, cache_control, content_type
 use bytes::Bytes;
 use spin_sdk::http::FullBody;
 
-fn is_file(p: &str) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file())
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/ui.rs"));
+}
+
+/// Where the files come from.
+enum Source<'a> {
+    /// A mounted directory.
+    Dir(&'a str),
+    /// The build's copy.
+    Embedded,
+}
+
+impl Source<'_> {
+    fn pick(config: &Config) -> Source<'_> {
+        if std::fs::metadata(format!("{}/index.html", config.ui_dir)).is_ok_and(|m| m.is_file()) {
+            Source::Dir(&config.ui_dir)
+        } else {
+            Source::Embedded
+        }
+    }
+
+    fn has(&self, rel: &str) -> bool {
+        match self {
+            Source::Dir(d) => std::fs::metadata(format!("{d}/{rel}")).is_ok_and(|m| m.is_file()),
+            Source::Embedded => embedded::EMBEDDED
+                .binary_search_by(|(p, _)| (*p).cmp(rel))
+                .is_ok(),
+        }
+    }
+
+    fn read(&self, rel: &str) -> Option<Bytes> {
+        match self {
+            Source::Dir(d) => std::fs::read(format!("{d}/{rel}")).ok().map(Bytes::from),
+            Source::Embedded => embedded::EMBEDDED
+                .binary_search_by(|(p, _)| (*p).cmp(rel))
+                .ok()
+                .map(|i| Bytes::from_static(embedded::EMBEDDED[i].1)),
+        }
+    }
 }
 
 pub fn serve(config: &Config, req: &Req) -> Resp {
@@ -21,27 +60,27 @@ pub fn serve(config: &Config, req: &Req) -> Resp {
     let Some(mut rel) = relative_path(&req.path) else {
         return error(&ApiError::not_found("file"));
     };
-    if !is_file(&format!("{}/{rel}", config.ui_dir)) {
+    let source = Source::pick(config);
+    if !source.has(&rel) {
         if rel.starts_with("_app/") {
             return error(&ApiError::not_found("file"));
         }
         rel = "index.html".into();
-        if !is_file(&format!("{}/{rel}", config.ui_dir)) {
+        if !source.has(&rel) {
             return error(&ApiError::not_found(
                 "file (the web workspace is not built)",
             ));
         }
     }
-    let full = format!("{}/{rel}", config.ui_dir);
     let accept = req.header("accept-encoding").unwrap_or("");
-    let (path, encoding) = if accepts(accept, "br") && is_file(&format!("{full}.br")) {
-        (format!("{full}.br"), Some("br"))
-    } else if accepts(accept, "gzip") && is_file(&format!("{full}.gz")) {
-        (format!("{full}.gz"), Some("gzip"))
+    let (path, encoding) = if accepts(accept, "br") && source.has(&format!("{rel}.br")) {
+        (format!("{rel}.br"), Some("br"))
+    } else if accepts(accept, "gzip") && source.has(&format!("{rel}.gz")) {
+        (format!("{rel}.gz"), Some("gzip"))
     } else {
-        (full, None)
+        (rel.clone(), None)
     };
-    let Ok(body) = std::fs::read(&path) else {
+    let Some(body) = source.read(&path) else {
         return error(&ApiError::not_found("file"));
     };
     let mut b = http::Response::builder()
@@ -58,7 +97,7 @@ pub fn serve(config: &Config, req: &Req) -> Resp {
     let body = if req.method == http::Method::HEAD {
         Bytes::new()
     } else {
-        Bytes::from(body)
+        body
     };
     b.body(FullBody::new(body)).expect("a valid response")
 }
