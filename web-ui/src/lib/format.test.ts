@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatAgo, formatBytes, formatMs, formatNumber, formatTime, formatWeights, shortDigest } from "./format";
+import { formatAgo, formatDay, formatBytes, formatMs, formatNumber, formatTime, formatWeights, shortDigest } from "./format";
 
 describe("format", () => {
   it("sizes in binary units", () => {
@@ -18,6 +18,8 @@ describe("format", () => {
   it("times in UTC, and ago", () => {
     expect(formatTime(Date.UTC(2026, 10, 27, 9, 14, 3))).toBe("2026-11-27 09:14:03");
     expect(formatTime(null)).toBe("–");
+    expect(formatDay(Date.UTC(2026, 10, 27, 23, 59))).toBe("2026-11-27");
+    expect(formatDay(undefined)).toBe("–");
     const now = Date.UTC(2026, 0, 1);
     expect(formatAgo(now - 5_000, now)).toBe("5 s ago");
     expect(formatAgo(now - 180_000, now)).toBe("3 min ago");

@@ -55,3 +55,9 @@ export function formatWeights(versions: { version: number; percent: number }[]):
   if (versions.length === 1 && versions[0]) return `v${versions[0].version}`;
   return versions.map((w) => `v${w.version} ${w.percent}%`).join(" · ");
 }
+
+/** Milliseconds since the epoch → its UTC day, "2026-11-27". */
+export function formatDay(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return "–";
+  return new Date(ms).toISOString().slice(0, 10);
+}

@@ -20,7 +20,8 @@ export interface Client {
   note: string;
   tariff_id: number;
   tariff: string;
-  registered_at: string;
+  /** Unix ms. */
+  registered_at: number;
   version: number;
   dealer_id?: number;
   dealer?: string;
@@ -38,7 +39,8 @@ export interface Payment {
   client_id?: number;
   amount_cents: number;
   currency: string;
-  paid_at: string;
+  /** Unix ms. */
+  paid_at: number;
   reference: string;
   signature: string;
   verified: boolean;
@@ -54,7 +56,7 @@ export interface Tariff {
 export interface Dealer {
   id: number;
   name: string;
-  created_at?: string;
+  created_at?: number;
 }
 
 /** What a dealer may change in place. */
@@ -102,10 +104,10 @@ export const billing = {
   allPayments: (params: Record<string, string>) =>
     get<Page<Payment>>(`/api/payments?${new URLSearchParams(Object.entries(params).filter(([, v]) => v))}`),
   csvUrl: (q: ClientQuery) => `/api/clients.csv?${clientQueryString({ ...q, page: 1, per_page: 50 })}`,
-  tariffs: () => get<Tariff[]>("/api/tariffs"),
+  tariffs: () => get<{ rows: Tariff[] }>("/api/tariffs").then((r) => r.rows),
   createTariff: (t: Omit<Tariff, "id">) => post<Tariff>("/api/tariffs", t),
   updateTariff: (id: number, t: Partial<Omit<Tariff, "id">>) => patch<Tariff>(`/api/tariffs/${id}`, t),
-  dealers: () => get<Dealer[]>("/api/dealers"),
+  dealers: () => get<{ rows: Dealer[] }>("/api/dealers").then((r) => r.rows),
   createDealer: (name: string) => post<Dealer>("/api/dealers", { name }),
   renameDealer: (id: number, name: string) => patch<Dealer>(`/api/dealers/${id}`, { name }),
   createUser: (login: string, password: string, role: BillingRole, dealer_id: number | null) =>

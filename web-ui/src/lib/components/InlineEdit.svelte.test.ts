@@ -51,6 +51,10 @@ describe("InlineEdit", () => {
     await userEvent.keyboard("{Enter}");
     await expect.element(page.getByRole("alert")).toHaveTextContent("changed meanwhile");
     await expect.element(page.getByRole("textbox", { name: "E-mail" })).toHaveValue("b@x.io");
+    // The field has the focus again: Escape closes it.
+    await expect.element(page.getByRole("textbox", { name: "E-mail" })).toHaveFocus();
+    await userEvent.keyboard("{Escape}");
+    await expect.element(page.getByRole("button", { name: /E-mail: a@x.io/ })).toBeVisible();
   });
 
   it("edits a choice with a select", async () => {
