@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host billing spin-apps workers workers-engine web-ui hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers soak clean
+.PHONY: run test setup components host billing spin-apps workers workers-engine web-ui hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers bench-web-ui soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -33,7 +33,7 @@ host: setup
 # (web-ui/build when ./scripts/web-ui.sh has built it, else a placeholder
 # page). ui/ is also embedded in the component (BILLING_UI_DIR): the control
 # plane deploys a Spin app's components, not its `files`.
-billing: setup
+billing: setup web-ui
 	@rm -rf build/billing && mkdir -p build/billing/ui
 	@if [ -f web-ui/build/index.html ]; then cp -Rp web-ui/build/. build/billing/ui/; \
 	else printf '<!doctype html><title>billing</title><p>The web workspace is not built: run ./scripts/web-ui.sh, then make billing.\n' > build/billing/ui/index.html; fi
@@ -74,8 +74,8 @@ $(HINTS_INDEX) &: $(HINTS_DATA)/addresses.jsonl $(HINTS_DATA)/names.jsonl $(wild
 
 hints-index: $(HINTS_INDEX)
 
-run: components host workers-engine web-ui
-	$(CARGO_TARGET_DIR)/release/edge serve --config edge-config/default.toml
+run: components host workers-engine web-ui billing
+	./scripts/run.sh
 
 test: components host spin-apps workers web-ui billing
 	./scripts/web-ui.sh --test
@@ -113,6 +113,9 @@ bench-spin: host
 	./bench/spin.sh
 
 # Workers on edge beside workerd, and memory per deployed Worker.
+bench-web-ui: components host web-ui billing
+	./bench/web-ui.sh
+
 bench-workers: host
 	./bench/workers.sh
 
