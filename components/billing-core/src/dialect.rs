@@ -1,7 +1,7 @@
 //! Where SQLite and MariaDB differ, and nowhere else: column types in the
 //! schema, table options, and the increment-or-insert of a counter. Every
 //! other statement of the app is the same text on both (`?` parameters,
-//! `LIKE ... ESCAPE '!'`, `LIMIT n OFFSET m`, `LOWER`, `COUNT`).
+//! `INSTR`, `LIMIT n OFFSET m`, `COUNT`, `UNION ALL` of derived tables).
 
 /// The database the app talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,27 +17,44 @@ pub enum Dialect {
 /// string of at most N characters that can be indexed), `{text}` (a long
 /// string) and `{opts}` (table options) filled in by [`Dialect::render`].
 /// Times are unix milliseconds (BIGINT).
-pub const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE IF NOT EXISTS tariffs (id {id}, name {str 200} NOT NULL, monthly_cents BIGINT NOT NULL, active INT NOT NULL DEFAULT 1){opts}",
-    "CREATE TABLE IF NOT EXISTS dealers (id {id}, name {str 200} NOT NULL, created_at BIGINT NOT NULL){opts}",
-    "CREATE TABLE IF NOT EXISTS users (id {id}, login {str 254} NOT NULL UNIQUE, password_hash {str 200} NOT NULL, role {str 16} NOT NULL, dealer_id BIGINT NULL REFERENCES dealers(id), created_at BIGINT NOT NULL, disabled INT NOT NULL DEFAULT 0){opts}",
-    "CREATE TABLE IF NOT EXISTS clients (id {id}, dealer_id BIGINT NOT NULL REFERENCES dealers(id), name {str 200} NOT NULL, contact_name {str 200} NOT NULL, phone {str 32} NOT NULL, email {str 254} NOT NULL, note {text} NOT NULL, tariff_id BIGINT NOT NULL REFERENCES tariffs(id), registered_at BIGINT NOT NULL, version INT NOT NULL DEFAULT 1, updated_at BIGINT NOT NULL){opts}",
-    "CREATE TABLE IF NOT EXISTS payments (id {id}, client_id BIGINT NOT NULL REFERENCES clients(id), amount_cents BIGINT NOT NULL, currency {str 3} NOT NULL, paid_at BIGINT NOT NULL, reference {str 64} NOT NULL, signature {str 64} NOT NULL){opts}",
-    "CREATE TABLE IF NOT EXISTS sessions (id_hash {str 64} NOT NULL PRIMARY KEY, user_id BIGINT NOT NULL, csrf {str 64} NOT NULL, expires_at BIGINT NOT NULL){opts}",
-    "CREATE TABLE IF NOT EXISTS login_failures (failure_key {str 300} NOT NULL, window_start BIGINT NOT NULL, count INT NOT NULL, PRIMARY KEY (failure_key, window_start)){opts}",
-    "CREATE TABLE IF NOT EXISTS seed_parts (part INT NOT NULL PRIMARY KEY, done_at BIGINT NOT NULL){opts}",
-    "CREATE INDEX IF NOT EXISTS clients_dealer_name ON clients (dealer_id, name)",
-    "CREATE INDEX IF NOT EXISTS clients_dealer_contact ON clients (dealer_id, contact_name)",
-    "CREATE INDEX IF NOT EXISTS clients_dealer_phone ON clients (dealer_id, phone)",
-    "CREATE INDEX IF NOT EXISTS clients_dealer_email ON clients (dealer_id, email)",
-    "CREATE INDEX IF NOT EXISTS clients_dealer_tariff ON clients (dealer_id, tariff_id)",
-    "CREATE INDEX IF NOT EXISTS clients_dealer_registered ON clients (dealer_id, registered_at)",
-    "CREATE INDEX IF NOT EXISTS clients_name ON clients (name)",
-    "CREATE INDEX IF NOT EXISTS clients_registered ON clients (registered_at)",
-    "CREATE INDEX IF NOT EXISTS payments_client_paid ON payments (client_id, paid_at)",
-    "CREATE INDEX IF NOT EXISTS payments_paid ON payments (paid_at)",
-    "CREATE INDEX IF NOT EXISTS sessions_expires ON sessions (expires_at)",
-]];
+pub const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE IF NOT EXISTS tariffs (id {id}, name {str 200} NOT NULL, monthly_cents BIGINT NOT NULL, active INT NOT NULL DEFAULT 1){opts}",
+        "CREATE TABLE IF NOT EXISTS dealers (id {id}, name {str 200} NOT NULL, created_at BIGINT NOT NULL){opts}",
+        "CREATE TABLE IF NOT EXISTS users (id {id}, login {str 254} NOT NULL UNIQUE, password_hash {str 200} NOT NULL, role {str 16} NOT NULL, dealer_id BIGINT NULL REFERENCES dealers(id), created_at BIGINT NOT NULL, disabled INT NOT NULL DEFAULT 0){opts}",
+        "CREATE TABLE IF NOT EXISTS clients (id {id}, dealer_id BIGINT NOT NULL REFERENCES dealers(id), name {str 200} NOT NULL, contact_name {str 200} NOT NULL, phone {str 32} NOT NULL, email {str 254} NOT NULL, note {text} NOT NULL, tariff_id BIGINT NOT NULL REFERENCES tariffs(id), registered_at BIGINT NOT NULL, version INT NOT NULL DEFAULT 1, updated_at BIGINT NOT NULL){opts}",
+        "CREATE TABLE IF NOT EXISTS payments (id {id}, client_id BIGINT NOT NULL REFERENCES clients(id), amount_cents BIGINT NOT NULL, currency {str 3} NOT NULL, paid_at BIGINT NOT NULL, reference {str 64} NOT NULL, signature {str 64} NOT NULL){opts}",
+        "CREATE TABLE IF NOT EXISTS sessions (id_hash {str 64} NOT NULL PRIMARY KEY, user_id BIGINT NOT NULL, csrf {str 64} NOT NULL, expires_at BIGINT NOT NULL){opts}",
+        "CREATE TABLE IF NOT EXISTS login_failures (failure_key {str 300} NOT NULL, window_start BIGINT NOT NULL, count INT NOT NULL, PRIMARY KEY (failure_key, window_start)){opts}",
+        "CREATE TABLE IF NOT EXISTS seed_parts (part INT NOT NULL PRIMARY KEY, done_at BIGINT NOT NULL){opts}",
+        "CREATE INDEX IF NOT EXISTS clients_dealer_name ON clients (dealer_id, name)",
+        "CREATE INDEX IF NOT EXISTS clients_dealer_contact ON clients (dealer_id, contact_name)",
+        "CREATE INDEX IF NOT EXISTS clients_dealer_phone ON clients (dealer_id, phone)",
+        "CREATE INDEX IF NOT EXISTS clients_dealer_email ON clients (dealer_id, email)",
+        "CREATE INDEX IF NOT EXISTS clients_dealer_tariff ON clients (dealer_id, tariff_id)",
+        "CREATE INDEX IF NOT EXISTS clients_dealer_registered ON clients (dealer_id, registered_at)",
+        "CREATE INDEX IF NOT EXISTS clients_name ON clients (name)",
+        "CREATE INDEX IF NOT EXISTS clients_registered ON clients (registered_at)",
+        "CREATE INDEX IF NOT EXISTS payments_client_paid ON payments (client_id, paid_at)",
+        "CREATE INDEX IF NOT EXISTS payments_paid ON payments (paid_at)",
+        "CREATE INDEX IF NOT EXISTS sessions_expires ON sessions (expires_at)",
+    ],
+    &[
+        // Version 2: the search text (`crate::query::search_text`: the four
+        // searched fields, case-folded, one per line) kept by the app on every
+        // write, read from an index beside the dealer instead of folding four
+        // columns of every row per search. Existing rows are filled by the
+        // app after these statements (`SEARCH_BACKFILL`).
+        "ALTER TABLE clients ADD COLUMN search {str 700} NOT NULL DEFAULT ''",
+        "CREATE INDEX IF NOT EXISTS clients_dealer_search ON clients (dealer_id, search)",
+        // Sorting by the tariff's name walks each tariff's clients in order.
+        "CREATE INDEX IF NOT EXISTS clients_dealer_tariff_name ON clients (dealer_id, tariff_id, name)",
+    ],
+];
+
+/// The schema version whose statements are followed by filling
+/// `clients.search` for the rows already there.
+pub const SEARCH_BACKFILL: usize = 2;
 
 /// The schema version table (made before anything else).
 pub const SCHEMA_VERSION_TABLE: &str =

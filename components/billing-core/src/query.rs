@@ -17,7 +17,18 @@ pub const SORT_COLUMNS: &[(&str, &str)] = &[
 ];
 
 /// The client row's columns, in the order [`crate::query`]'s callers read them.
+pub const CLIENT_COLUMNS: &str = "SELECT c.id, c.dealer_id, d.name, c.name, c.contact_name, c.phone, c.email, c.note, c.tariff_id, t.name, c.registered_at, c.version, c.updated_at";
+
+/// The client row's dealer and tariff.
+const CLIENT_JOINS: &str =
+    "JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id";
+
+/// The client rows: [`CLIENT_COLUMNS`] from clients with their dealer and tariff.
 pub const CLIENT_SELECT: &str = "SELECT c.id, c.dealer_id, d.name, c.name, c.contact_name, c.phone, c.email, c.note, c.tariff_id, t.name, c.registered_at, c.version, c.updated_at FROM clients c JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id";
+
+/// Each tariff's id and the dense rank of its name in the database's own
+/// order (equal names, equal ranks), for [`ClientQuery::select_by_tariff`].
+pub const TARIFF_RANKS: &str = "SELECT t.id, (SELECT COUNT(DISTINCT t2.name) FROM tariffs t2 WHERE t2.name < t.name) FROM tariffs t";
 
 /// The longest search string.
 pub const MAX_SEARCH: usize = 200;
@@ -73,20 +84,33 @@ pub fn first<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> 
         .map(|(_, v)| v.as_str())
 }
 
-/// Escapes `LIKE`'s metacharacters with `!` (the statement says `ESCAPE
-/// '!'`, which both SQLite and MariaDB read alike) and wraps the text in
-/// `%` for a substring match.
-pub fn like_substring(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('%');
-    for c in s.chars() {
-        if matches!(c, '!' | '%' | '_') {
-            out.push('!');
-        }
-        out.push(c);
-    }
-    out.push('%');
-    out
+/// Case-folds text for the search: each character that lower-cases to one
+/// character becomes that one (so the length in characters is kept, and
+/// the folded fields fit their column); others stay as they are. Rows
+/// and the search text are folded alike, in the app, so both databases
+/// match alike.
+pub fn fold(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            let mut l = c.to_lowercase();
+            match (l.next(), l.next()) {
+                (Some(one), None) => one,
+                _ => c,
+            }
+        })
+        .collect()
+}
+
+/// What a search looks through, stored with each client (`clients.search`):
+/// the four searched fields folded, one per line. None of them may hold a
+/// line break (they are single-line fields), so a search text without one
+/// is found in it exactly when it is found in one of the fields.
+pub fn search_text(name: &str, contact_name: &str, phone: &str, email: &str) -> String {
+    [name, contact_name, phone, email]
+        .iter()
+        .map(|f| fold(f))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A parsed `GET /api/clients` (and `.csv`) query.
@@ -229,12 +253,15 @@ impl ClientQuery {
             params.push(Param::Int(u));
         }
         if let Some(q) = &self.q {
-            conds.push(
-                "(LOWER(c.name) LIKE LOWER(?) ESCAPE '!' OR LOWER(c.contact_name) LIKE LOWER(?) ESCAPE '!' OR LOWER(c.phone) LIKE LOWER(?) ESCAPE '!' OR LOWER(c.email) LIKE LOWER(?) ESCAPE '!')",
-            );
-            let pattern = like_substring(q);
-            for _ in 0..4 {
-                params.push(Param::Text(pattern.clone()));
+            let q = fold(q);
+            if q.contains(['\n', '\r']) {
+                // No single-line field holds a line break.
+                conds.push("1 = 0");
+            } else {
+                // A plain substring test on the folded text (no pattern
+                // characters to escape), read from (dealer_id, search).
+                conds.push("INSTR(c.search, ?) > 0");
+                params.push(Param::Text(q));
             }
         }
         if conds.is_empty() {
@@ -257,17 +284,120 @@ impl ClientQuery {
         format!(" ORDER BY {}", parts.join(", "))
     }
 
-    /// The page's rows: statement and parameters.
+    /// The page's rows: statement and parameters. The page's ids are found
+    /// first from `clients` alone (its indexes answer the filter, the order
+    /// and the offset without reading the rows skipped), then only those
+    /// rows are read and joined with their dealer and tariff.
     pub fn select(&self, scope: Option<i64>) -> (String, Vec<Param>) {
         let (w, p) = self.where_clause(scope);
+        let tariff = if self
+            .sort
+            .iter()
+            .any(|(i, _)| SORT_COLUMNS[*i].0 == "tariff")
+        {
+            " JOIN tariffs t ON t.id = c.tariff_id"
+        } else {
+            ""
+        };
+        let order = self.order_by();
         (
             format!(
-                "{CLIENT_SELECT}{w}{} LIMIT {} OFFSET {}",
-                self.order_by(),
+                "{CLIENT_COLUMNS} FROM (SELECT c.id FROM clients c{tariff}{w}{order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{order}",
                 self.page.per_page,
                 self.page.offset()
             ),
             p,
+        )
+    }
+
+    /// Whether the first sort key is the tariff('s name): [`Self::select`]
+    /// then wants the tariffs ranked ([`TARIFF_RANKS`]).
+    pub fn sorts_by_tariff_first(&self) -> bool {
+        self.sort
+            .first()
+            .is_some_and(|(i, _)| SORT_COLUMNS[*i].0 == "tariff")
+    }
+
+    /// The page's rows when the first sort key is the tariff's name: the
+    /// tariffs' `ranks` (id and the dense rank of its name, from
+    /// [`TARIFF_RANKS`]) make one group per name, each group's rows come in
+    /// the other keys' order from an index of (dealer_id, tariff_id, ...)
+    /// (at most offset + per_page of each), and the groups follow one
+    /// another in the tariff name's order, instead of sorting every
+    /// matching row by a joined column. The same rows in the same order as
+    /// [`Self::select`].
+    pub fn select_by_tariff(
+        &self,
+        scope: Option<i64>,
+        ranks: &[(i64, i64)],
+    ) -> (String, Vec<Param>) {
+        let (w, p) = self.where_clause(scope);
+        let (first_desc, rest) = match self.sort.split_first() {
+            Some(((_, d), rest)) => (*d, rest),
+            None => (false, &[][..]),
+        };
+        let mut groups: Vec<(i64, Vec<i64>)> = Vec::new();
+        for (id, rank) in ranks {
+            match groups.iter_mut().find(|(r, _)| r == rank) {
+                Some((_, ids)) => ids.push(*id),
+                None => groups.push((*rank, vec![*id])),
+            }
+        }
+        groups.sort_by_key(|(r, _)| *r);
+        if first_desc {
+            groups.reverse();
+        }
+        let keys: Vec<(String, bool)> = rest
+            .iter()
+            .map(|(i, d)| (SORT_COLUMNS[*i].1.to_string(), *d))
+            .chain(
+                (!rest.iter().any(|(i, _)| SORT_COLUMNS[*i].0 == "id"))
+                    .then(|| ("c.id".to_string(), false)),
+            )
+            .collect();
+        let dir = |d: bool| if d { " DESC" } else { "" };
+        let inner_order = keys
+            .iter()
+            .map(|(k, d)| format!("{k}{}", dir(*d)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let picked = keys
+            .iter()
+            .enumerate()
+            .map(|(n, (k, _))| format!(", {k} AS k{n}"))
+            .collect::<String>();
+        let outer_order = keys
+            .iter()
+            .enumerate()
+            .map(|(n, (_, d))| format!(", k{n}{}", dir(*d)))
+            .collect::<String>();
+        let enough = self.page.offset() + self.page.per_page;
+        let mut params = Vec::new();
+        let parts: Vec<String> = groups
+            .iter()
+            .enumerate()
+            .map(|(g, (_, ids))| {
+                params.extend(p.iter().cloned());
+                let ids = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+                let cond = if w.is_empty() { " WHERE" } else { " AND" };
+                format!(
+                    "SELECT * FROM (SELECT c.id AS id, {g} AS g{picked} FROM clients c{w}{cond} c.tariff_id IN ({ids}) ORDER BY {inner_order} LIMIT {enough}) g{g}"
+                )
+            })
+            .collect();
+        if parts.is_empty() {
+            // No tariffs: no row joins one.
+            return (format!("{CLIENT_SELECT} WHERE 1 = 0"), Vec::new());
+        }
+        (
+            format!(
+                "{CLIENT_COLUMNS} FROM (SELECT id FROM ({}) u ORDER BY g{outer_order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{}",
+                parts.join(" UNION ALL "),
+                self.page.per_page,
+                self.page.offset(),
+                self.order_by()
+            ),
+            params,
         )
     }
 
@@ -358,52 +488,48 @@ mod tests {
     }
 
     #[test]
-    fn search_is_bound_and_escaped() {
-        assert_eq!(like_substring("50%_off!"), "%50!%!_off!!%");
+    fn search_is_bound_and_folded() {
         let c = q("q=%25'+OR+1%3D1+--", false).unwrap();
         let (sql, params) = c.where_clause(Some(3));
         assert!(!sql.contains("OR 1=1"));
-        assert!(
-            sql.starts_with(" WHERE c.dealer_id = ? AND (LOWER(c.name) LIKE LOWER(?) ESCAPE '!'")
+        assert_eq!(sql, " WHERE c.dealer_id = ? AND INSTR(c.search, ?) > 0");
+        assert_eq!(
+            params,
+            vec![Param::Int(3), Param::Text("%' or 1=1 --".into())]
         );
-        assert_eq!(params[0], Param::Int(3));
-        assert_eq!(params[1], Param::Text("%!%' OR 1=1 --%".into()));
-        assert_eq!(params.len(), 5);
         assert_eq!(q("q=++", false).unwrap().q, None);
         assert!(q(&format!("q={}", "x".repeat(201)), false).is_err());
-    }
-
-    /// SQL's LIKE with `ESCAPE '!'`, as both databases read it (case
-    /// aside): `%` any run, `_` one character, `!x` the character x.
-    fn like(pattern: &str, text: &str) -> bool {
-        fn go(p: &[char], t: &[char]) -> bool {
-            match p.first() {
-                None => t.is_empty(),
-                Some('%') => (0..=t.len()).any(|i| go(&p[1..], &t[i..])),
-                Some('_') => !t.is_empty() && go(&p[1..], &t[1..]),
-                Some('!') if p.len() > 1 => t.first() == Some(&p[1]) && go(&p[2..], &t[1..]),
-                Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
-            }
-        }
-        let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-        go(&p, &t)
+        // A line break is in no single-line field.
+        let (sql, params) = q("q=a%0Ab", false).unwrap().where_clause(Some(3));
+        assert_eq!(sql, " WHERE c.dealer_id = ? AND 1 = 0");
+        assert_eq!(params, vec![Param::Int(3)]);
+        assert_eq!(fold("Café ZOË İx ẞ"), "café zoë İx ß");
+        assert_eq!(
+            search_text("Acme", "Ann", "+1 (2)", "A@B.test"),
+            "acme\nann\n+1 (2)\na@b.test"
+        );
     }
 
     #[test]
-    fn the_search_pattern_matches_exactly_the_substring() {
-        let alphabet: Vec<char> = "ab%_!'\\ é".chars().collect();
+    fn the_search_text_holds_the_query_exactly_when_a_field_does() {
+        let alphabet: Vec<char> = "aAb%_!'\\ éÉİ".chars().collect();
         let mut r = crate::seed::Rng::new(7);
         let mut word = |n: u64| -> String {
             let len = r.below(n);
             (0..len).map(|_| *r.pick(&alphabet)).collect()
         };
         for _ in 0..3000 {
-            let (q, text) = (word(4), word(9));
+            let q = word(4);
+            let fields = [word(7), word(7), word(7), word(7)];
+            let text = search_text(&fields[0], &fields[1], &fields[2], &fields[3]);
             assert_eq!(
-                like(&like_substring(&q), &text),
-                text.contains(&q),
-                "q={q:?} text={text:?}"
+                text.contains(&fold(&q)),
+                fields.iter().any(|f| fold(f).contains(&fold(&q))),
+                "q={q:?} fields={fields:?}"
             );
+            for f in &fields {
+                assert_eq!(fold(f).chars().count(), f.chars().count());
+            }
         }
     }
 
@@ -471,8 +597,39 @@ mod tests {
     fn statements() {
         let c = q("page=3&per_page=20&sort=-name", true).unwrap();
         let (sql, _) = c.select(None);
-        assert!(sql.starts_with(CLIENT_SELECT));
-        assert!(sql.ends_with(" ORDER BY c.name DESC, c.id LIMIT 20 OFFSET 40"));
+        assert_eq!(
+            sql,
+            format!(
+                "{CLIENT_COLUMNS} FROM (SELECT c.id FROM clients c ORDER BY c.name DESC, c.id LIMIT 20 OFFSET 40) p JOIN clients c ON c.id = p.id {CLIENT_JOINS} ORDER BY c.name DESC, c.id"
+            )
+        );
+        assert_eq!(
+            CLIENT_SELECT,
+            format!("{CLIENT_COLUMNS} FROM clients c {CLIENT_JOINS}")
+        );
+        // Sorted by tariff first: a group per tariff name, in its order.
+        let t = q("page=2&per_page=10&sort=-tariff,name&q=x", false).unwrap();
+        assert!(t.sorts_by_tariff_first());
+        let (sql, p) = t.select_by_tariff(Some(4), &[(1, 1), (2, 0), (3, 1)]);
+        let inner = |g: usize, ids: &str| {
+            format!(
+                "SELECT * FROM (SELECT c.id AS id, {g} AS g, c.name AS k0, c.id AS k1 FROM clients c WHERE c.dealer_id = ? AND INSTR(c.search, ?) > 0 AND c.tariff_id IN ({ids}) ORDER BY c.name, c.id LIMIT 20) g{g}"
+            )
+        };
+        assert_eq!(
+            sql,
+            format!(
+                "{CLIENT_COLUMNS} FROM (SELECT id FROM ({} UNION ALL {}) u ORDER BY g, k0, k1 LIMIT 10 OFFSET 10) p JOIN clients c ON c.id = p.id {CLIENT_JOINS} ORDER BY t.name DESC, c.name, c.id",
+                inner(0, "1, 3"),
+                inner(1, "2")
+            )
+        );
+        assert_eq!(p.len(), 4);
+        assert!(
+            !q("sort=name,tariff", false)
+                .unwrap()
+                .sorts_by_tariff_first()
+        );
         let (sql, p) = c.count(Some(4));
         assert_eq!(sql, "SELECT COUNT(*) FROM clients c WHERE c.dealer_id = ?");
         assert_eq!(p, vec![Param::Int(4)]);

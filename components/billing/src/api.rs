@@ -3,7 +3,9 @@
 use crate::auth::{self, Session};
 use crate::db::{Db, Val};
 use crate::{Config, Req, Resp, json, now_ms};
-use billing_core::query::{CLIENT_SELECT, ClientQuery, first, parse_query};
+use billing_core::query::{
+    CLIENT_SELECT, ClientQuery, TARIFF_RANKS, first, parse_query, search_text,
+};
 use billing_core::validate::{self, MAX_NAME};
 use billing_core::{ApiError, Param, csv, dates, page::Page, sign::Payment};
 use http::Method;
@@ -163,7 +165,17 @@ async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
     let q = ClientQuery::parse(&parse_query(&req.query)?, s.admin)?;
     let (sql, p) = q.count(s.scope());
     let total = db.scalar(&sql, &p).await?;
-    let (sql, p) = q.select(s.scope());
+    let (sql, p) = if q.sorts_by_tariff_first() {
+        let ranks: Vec<(i64, i64)> = db
+            .rows(TARIFF_RANKS, &[])
+            .await?
+            .iter()
+            .map(|r| (r[0].int(), r[1].int()))
+            .collect();
+        q.select_by_tariff(s.scope(), &ranks)
+    } else {
+        q.select(s.scope())
+    };
     let rows: Vec<Value> = db
         .rows(&sql, &p)
         .await?
@@ -360,6 +372,21 @@ async fn client_patch(db: &Db, s: &Session, req: &Req, id: i64) -> Result<Resp, 
             }
         }
     }
+    // The search text from the row as it will be (the name is not
+    // editable here; the version check below makes sure the row the text
+    // is made from is the row changed).
+    let field = |k: &str| match body.get(k) {
+        Some(Value::String(v)) => v.clone(),
+        Some(_) => String::new(),
+        None => current[k].as_str().unwrap_or_default().to_string(),
+    };
+    sets.push("search = ?".into());
+    params.push(Param::Text(search_text(
+        current["name"].as_str().unwrap_or_default(),
+        &field("contact_name"),
+        &field("phone"),
+        &field("email"),
+    )));
     sets.push("version = version + 1".into());
     sets.push("updated_at = ?".into());
     params.push(Param::Int(now_ms()));
@@ -417,20 +444,27 @@ async fn client_create(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError
     let text = |k: &str| -> Result<Param, ApiError> {
         Ok(Param::Text(opt_str(&body, k)?.unwrap_or_default()))
     };
+    let (contact, phone, email) = (
+        opt_str(&body, "contact_name")?.unwrap_or_default(),
+        opt_str(&body, "phone")?.unwrap_or_default(),
+        opt_str(&body, "email")?.unwrap_or_default(),
+    );
+    let search = search_text(&name, &contact, &phone, &email);
     let now = now_ms();
     let id = db
         .insert(
-            "INSERT INTO clients (dealer_id, name, contact_name, phone, email, note, tariff_id, registered_at, version, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
+            "INSERT INTO clients (dealer_id, name, contact_name, phone, email, note, tariff_id, registered_at, version, updated_at, search) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
             &[
                 Param::Int(dealer),
                 Param::Text(name),
-                text("contact_name")?,
-                text("phone")?,
-                text("email")?,
+                Param::Text(contact.clone()),
+                Param::Text(phone.clone()),
+                Param::Text(email.clone()),
                 text("note")?,
                 Param::Int(tariff),
                 Param::Int(now),
                 Param::Int(now),
+                Param::Text(search),
             ],
         )
         .await?;

@@ -4,7 +4,8 @@
 //! text on both (`billing_core::dialect` holds the few that differ).
 
 use billing_core::Param;
-use billing_core::dialect::{Dialect, MIGRATIONS, SCHEMA_VERSION_TABLE};
+use billing_core::dialect::{Dialect, MIGRATIONS, SCHEMA_VERSION_TABLE, SEARCH_BACKFILL};
+use billing_core::query::search_text;
 use spin_sdk::{mysql, sqlite};
 
 /// A value read from either database.
@@ -141,16 +142,52 @@ impl Db {
     }
 
     async fn migrate(&self) -> Result<(), DbError> {
-        let current = match self
+        if self.schema_version().await? >= MIGRATIONS.len() as i64 {
+            return Ok(());
+        }
+        // Behind: one request migrates, others wait for it (SQLite: the
+        // write lock; MariaDB, whose DDL commits by itself: a named lock),
+        // then find the version again.
+        match self.dialect {
+            Dialect::Sqlite => self.exec("BEGIN IMMEDIATE", &[]).await.map(drop)?,
+            Dialect::Mysql => {
+                let got = self
+                    .scalar("SELECT GET_LOCK('billing_migrate', 60)", &[])
+                    .await?;
+                if got != 1 {
+                    return Err(DbError("the schema migration lock was not granted".into()));
+                }
+            }
+        }
+        let r = self.migrate_locked().await;
+        match (self.dialect, &r) {
+            (Dialect::Sqlite, Ok(())) => self.exec("COMMIT", &[]).await.map(drop)?,
+            (Dialect::Sqlite, Err(_)) => self.rollback().await,
+            (Dialect::Mysql, _) => {
+                self.exec("SELECT RELEASE_LOCK('billing_migrate')", &[])
+                    .await
+                    .map(drop)?;
+            }
+        }
+        r
+    }
+
+    /// The schema's version (0 for an empty database).
+    async fn schema_version(&self) -> Result<i64, DbError> {
+        match self
             .rows("SELECT MAX(version) FROM schema_version", &[])
             .await
         {
-            Ok(r) => r.first().and_then(|r| r[0].opt_int()).unwrap_or(0),
+            Ok(r) => Ok(r.first().and_then(|r| r[0].opt_int()).unwrap_or(0)),
             Err(_) => {
                 self.exec(SCHEMA_VERSION_TABLE, &[]).await?;
-                0
+                Ok(0)
             }
-        };
+        }
+    }
+
+    async fn migrate_locked(&self) -> Result<(), DbError> {
+        let current = self.schema_version().await?;
         for (i, statements) in MIGRATIONS.iter().enumerate() {
             let version = i as i64 + 1;
             if version <= current {
@@ -159,6 +196,9 @@ impl Db {
             for s in statements.iter() {
                 self.exec(&self.dialect.render(s), &[]).await?;
             }
+            if version as usize == SEARCH_BACKFILL {
+                self.backfill_search().await?;
+            }
             self.exec(
                 "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
                 &[Param::Int(version), Param::Int(crate::now_ms())],
@@ -166,6 +206,42 @@ impl Db {
             .await?;
         }
         Ok(())
+    }
+
+    /// Fills `clients.search` for the rows made before it existed.
+    async fn backfill_search(&self) -> Result<(), DbError> {
+        let mut after = 0;
+        loop {
+            let rows = self
+                .rows(
+                    "SELECT id, name, contact_name, phone, email FROM clients WHERE id > ? ORDER BY id LIMIT 500",
+                    &[Param::Int(after)],
+                )
+                .await?;
+            let Some(last) = rows.last() else {
+                return Ok(());
+            };
+            after = last[0].int();
+            let mut cases = String::new();
+            let mut params = Vec::with_capacity(rows.len() * 3);
+            for r in &rows {
+                cases.push_str(" WHEN ? THEN ?");
+                params.push(Param::Int(r[0].int()));
+                params.push(Param::Text(search_text(
+                    &r[1].text(),
+                    &r[2].text(),
+                    &r[3].text(),
+                    &r[4].text(),
+                )));
+            }
+            let ids = vec!["?"; rows.len()].join(", ");
+            params.extend(rows.iter().map(|r| Param::Int(r[0].int())));
+            self.exec(
+                &format!("UPDATE clients SET search = CASE id{cases} END WHERE id IN ({ids})"),
+                &params,
+            )
+            .await?;
+        }
     }
 
     /// Rows of a statement.

@@ -7,6 +7,7 @@
 
 use crate::db::{Db, DbError};
 use crate::{Config, Req, Resp, auth, json, now_ms};
+use billing_core::query::search_text;
 use billing_core::seed::{DEALERS, Plan, START_MS, TARIFFS, users};
 use billing_core::{ApiError, Param, ct_eq};
 use serde_json::json;
@@ -192,6 +193,7 @@ async fn insert_part(
     let rows = clients
         .into_iter()
         .map(|c| {
+            let search = search_text(&c.name, &c.contact_name, &c.phone, &c.email);
             vec![
                 Param::Int(c.id),
                 Param::Int(c.dealer_id),
@@ -204,6 +206,7 @@ async fn insert_part(
                 Param::Int(c.registered_at),
                 Param::Int(1),
                 Param::Int(c.registered_at),
+                Param::Text(search),
             ]
         })
         .collect();
@@ -222,6 +225,7 @@ async fn insert_part(
             "registered_at",
             "version",
             "updated_at",
+            "search",
         ],
         rows,
     )
