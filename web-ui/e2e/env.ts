@@ -1,6 +1,7 @@
 // What tests/tests/console.rs hands the browser tests.
 import { request as httpRequest } from "node:http";
-import type { Page } from "@playwright/test";
+import AxeBuilder from "@axe-core/playwright";
+import { expect, type Page } from "@playwright/test";
 
 function need(name: string): string {
   const v = process.env[name];
@@ -43,7 +44,15 @@ export async function login(page: Page, login: string) {
   await page.getByRole("button", { name: "Log in" }).click();
 }
 
-/** Saves a screenshot of a main page under e2e/screenshots/. */
+/**
+ * Saves a screenshot of a main page under e2e/screenshots/, and checks the
+ * page with axe (WCAG 2.1 A and AA): no serious or critical violation.
+ */
 export async function shot(page: Page, name: string) {
   await page.screenshot({ path: `e2e/screenshots/${env.label()}-${name}.png`, fullPage: true });
+  const audit = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]).analyze();
+  const serious = audit.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.id} (${v.impact}): ${v.help}; ${v.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")}`);
+  expect(serious, `accessibility of ${name}`).toEqual([]);
 }
