@@ -17,6 +17,10 @@ pub struct FileMount {
     pub host: PathBuf,
     /// Its absolute path in the guest (`/static/a.css`).
     pub guest: String,
+    /// Its content's digest (`sha256:HEX`) when `host` is a stored,
+    /// immutable file (a control-plane app's): the staged directory is then
+    /// named by the paths and digests alone.
+    pub digest: Option<String>,
 }
 
 /// The files `files` and `exclude_files` give, in guest-path order.
@@ -103,7 +107,11 @@ pub(crate) fn expand(
                 destination.trim_end_matches('/'),
                 under_base.to_string_lossy()
             );
-            out.push(FileMount { host: real, guest });
+            out.push(FileMount {
+                host: real,
+                guest,
+                digest: None,
+            });
         }
     }
     out.sort();

@@ -3,6 +3,10 @@
 //! uploaded is recorded per tenant in the database, so one cannot learn of
 //! the other's.
 //!
+//! Spin apps' files (`files` in a manifest) are kept alike, read-only
+//! (mode 0444), in a sibling store, `DIR/files/sha256/HEX` ([`Blobs::files`]);
+//! a file and a component never share a path, whatever their bytes.
+//!
 //! Several nodes will share artifacts through an OCI registry; this
 //! directory is then each node's pull-through cache, by the same digests,
 //! so the host reads artifacts from here either way.
@@ -15,6 +19,8 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug)]
 pub struct Blobs {
     dir: PathBuf,
+    /// `.wasm` for components; empty for files.
+    ext: &'static str,
 }
 
 /// `sha256:HEX` of `bytes`.
@@ -35,12 +41,23 @@ pub fn digest_hex(digest: &str) -> Option<&str> {
 impl Blobs {
     /// A store in `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            ext: ".wasm",
+        }
+    }
+
+    /// The store of Spin apps' files beside this one (`DIR/files`).
+    pub fn files(&self) -> Self {
+        Self {
+            dir: self.dir.join("files"),
+            ext: "",
+        }
     }
 
     /// Where the artifact with `digest` is (or would be).
     pub fn path(&self, digest: &str) -> Option<PathBuf> {
-        digest_hex(digest).map(|hex| self.dir.join("sha256").join(format!("{hex}.wasm")))
+        digest_hex(digest).map(|hex| self.dir.join("sha256").join(format!("{hex}{}", self.ext)))
     }
 
     /// Stores `bytes` under their digest (once: the same bytes again leave
@@ -49,9 +66,14 @@ impl Blobs {
         let digest = digest(bytes);
         let path = self.path(&digest).expect("a digest this module made");
         if !path.exists() {
-            write_durably(&path, bytes)?;
+            write_durably(&path, bytes, self.read_only())?;
         }
         Ok((digest, path))
+    }
+
+    /// Files are kept read-only; components as they always were.
+    fn read_only(&self) -> bool {
+        self.ext.is_empty()
     }
 }
 
@@ -92,7 +114,7 @@ impl Staged {
             .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a digest"))?;
         if !path.exists() {
             let bytes = std::fs::read(&self.path)?;
-            write_durably(&path, &bytes)?;
+            write_durably(&path, &bytes, self.store.read_only())?;
         }
         Ok(path)
     }
@@ -105,14 +127,20 @@ impl Drop for Staged {
 }
 
 /// Writes to a temporary file, syncs it and renames it into place, so a
-/// reader (or a crash) never sees half an artifact.
-fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// reader (or a crash) never sees half an artifact; `read_only`: mode 0444.
+fn write_durably(path: &Path, bytes: &[u8], read_only: bool) -> std::io::Result<()> {
     let dir = path.parent().expect("artifact paths have a directory");
     std::fs::create_dir_all(dir)?;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let result = (|| {
+        // A read-only leftover of a crash would refuse to be truncated.
+        let _ = std::fs::remove_file(&tmp);
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
+        if read_only {
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(0o444))?;
+        }
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
         std::fs::File::open(dir)?.sync_all()
@@ -140,6 +168,16 @@ mod tests {
         );
         assert_eq!(std::fs::read(&p1).unwrap(), b"abc");
         assert!(blobs.path("sha256:../../etc/passwd").is_none());
+        let files = blobs.files();
+        let (d3, p3) = files.put(b"abc").unwrap();
+        assert_eq!(d3, d1);
+        assert_ne!(p3, p1);
+        assert!(!p3.to_string_lossy().ends_with(".wasm"));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p3).unwrap().permissions().mode() & 0o777,
+            0o444
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

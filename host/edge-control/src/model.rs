@@ -123,6 +123,24 @@ pub struct ComponentSpec {
     /// the version is served.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variables: BTreeMap<String, String>,
+    /// Files it sees, read-only, at their paths (Spin's `files`), each
+    /// stored by content; left out when there are none (versions made
+    /// before files were kept read the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileSpec>,
+}
+
+/// A file of a component (Spin's `files`): where the guest sees it and
+/// its content, a file the tenant uploaded (in a Spin app's archive).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSpec {
+    /// Absolute path in the guest: `/ui/index.html`.
+    pub path: String,
+    /// Its content, `sha256:HEX`.
+    pub digest: String,
+    /// Its size in bytes.
+    pub size: u64,
 }
 
 /// An app variable a version declares (Spin's `[variables]`): a value

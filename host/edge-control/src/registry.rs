@@ -14,6 +14,8 @@ use oci_client::{Client, Reference};
 
 /// The layer's media type (what Spin and wasmCloud publish components as).
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The layer's media type of a Spin app's file (Spin's `files`).
+pub const FILE_MEDIA_TYPE: &str = "application/octet-stream";
 /// The config's media type (CNCF Wasm OCI artifact).
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 
@@ -82,7 +84,17 @@ impl Registry {
 
     /// Pushes the component `bytes` (whose digest is `digest`).
     pub async fn push(&self, digest: &str, bytes: &[u8]) -> Result<(), String> {
-        let layer = ImageLayer::new(bytes.to_vec(), LAYER_MEDIA_TYPE.into(), None);
+        self.push_as(digest, bytes, LAYER_MEDIA_TYPE).await
+    }
+
+    /// Pushes the file `bytes` of a Spin app (whose digest is `digest`),
+    /// tagged as a component is (the same digest is the same bytes).
+    pub async fn push_file(&self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+        self.push_as(digest, bytes, FILE_MEDIA_TYPE).await
+    }
+
+    async fn push_as(&self, digest: &str, bytes: &[u8], media_type: &str) -> Result<(), String> {
+        let layer = ImageLayer::new(bytes.to_vec(), media_type.into(), None);
         let config = Config::new(
             br#"{"architecture":"wasm","os":"wasip2"}"#.to_vec(),
             CONFIG_MEDIA_TYPE.into(),
@@ -95,11 +107,15 @@ impl Registry {
             .map_err(|e| format!("pushing {digest} to {}/{}: {e}", self.host, self.repository))
     }
 
-    /// Pulls the component with `digest`, checked against it.
+    /// Pulls the component or file with `digest`, checked against it.
     pub async fn pull(&self, digest: &str) -> Result<Vec<u8>, String> {
         let image = self
             .client
-            .pull(&self.reference(digest), &self.auth, vec![LAYER_MEDIA_TYPE])
+            .pull(
+                &self.reference(digest),
+                &self.auth,
+                vec![LAYER_MEDIA_TYPE, FILE_MEDIA_TYPE],
+            )
             .await
             .map_err(|e| {
                 format!(

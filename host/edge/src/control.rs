@@ -36,6 +36,7 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
         return config;
     }
     let blobs = edge_control::blobs::Blobs::new(blob_dir(files));
+    let file_blobs = blobs.files();
     let claimed: Vec<HostPattern> = files.tenants.iter().flat_map(|t| t.hosts.clone()).collect();
     for t in &desired.tenants {
         let hosts: Vec<HostPattern> = t
@@ -89,7 +90,19 @@ pub fn merge(files: &Config, desired: &Desired) -> Config {
                             sqlite_databases: c.sqlite_databases.clone(),
                             outbound_templates: Vec::new(),
                             environment: Vec::new(),
-                            files: Vec::new(),
+                            // Spin's `files`: stored files, staged into a
+                            // read-only tree when the app is built.
+                            files: c
+                                .files
+                                .iter()
+                                .filter_map(|f| {
+                                    Some(edge_config::FileMount {
+                                        host: file_blobs.path(&f.digest)?,
+                                        guest: f.path.clone(),
+                                        digest: Some(f.digest.clone()),
+                                    })
+                                })
+                                .collect(),
                             mode: InstanceMode::Declared,
                             memory_bytes: None,
                         },

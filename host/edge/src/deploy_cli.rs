@@ -93,8 +93,89 @@ fn spin_archive(manifest: &Path) -> Result<(String, Vec<u8>)> {
         tar.append_data(&mut header, &path, bytes.as_slice())?;
         added.push(path);
     }
+    // Each component's `files`, resolved as the API resolves them (which
+    // it does again against the archive): excluded files stay here.
+    for (id, decl) in &app.files {
+        let found = app_files(dir, decl)
+            .with_context(|| format!("{}: component.{id}.files", manifest.display()))?;
+        let resolved =
+            edge_control::spin_app::resolve_files(decl, found.iter().map(String::as_str))
+                .map_err(|e| anyhow::anyhow!("{}: component.{id}.{e}", manifest.display()))?;
+        for f in resolved {
+            if added.contains(&f.source) {
+                continue;
+            }
+            let file = dir.join(&f.source);
+            let bytes = std::fs::read(&file).with_context(|| {
+                format!("component {id:?}: reading its file {}", file.display())
+            })?;
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            tar.append_data(&mut header, &f.source, bytes.as_slice())?;
+            added.push(f.source);
+        }
+    }
     let gz = tar.into_inner()?;
     Ok((app.name, gz.finish()?))
+}
+
+/// The app's files (normal paths relative to `dir`) that `decl`'s entries
+/// may name: what each glob finds, every file under each `source`. A file
+/// (or a link) whose real path is outside the app's directory is refused.
+fn app_files(dir: &Path, decl: &edge_control::spin_app::FilesDecl) -> Result<Vec<String>> {
+    use edge_control::spin_app::FileEntry;
+    let root = dir
+        .canonicalize()
+        .with_context(|| format!("the app's directory {}", dir.display()))?;
+    let mut out = std::collections::BTreeSet::new();
+    for entry in &decl.entries {
+        let pattern = match entry {
+            FileEntry::Glob(g) => g.clone(),
+            FileEntry::Dir { source, .. } if source.is_empty() => "**/*".into(),
+            FileEntry::Dir { source, .. } => {
+                if root.join(source).is_file() {
+                    let escaped = glob::Pattern::escape(source);
+                    out.extend(found(&root, &escaped)?);
+                    continue;
+                }
+                format!("{}/**/*", glob::Pattern::escape(source))
+            }
+        };
+        out.extend(found(&root, &pattern)?);
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// The files under `root` matching `pattern`, as relative paths.
+fn found(root: &Path, pattern: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let full = root.join(pattern);
+    for path in glob::glob(&full.to_string_lossy()).with_context(|| format!("{pattern:?}"))? {
+        let path = path?;
+        if !path.is_file() {
+            continue;
+        }
+        let real = path
+            .canonicalize()
+            .with_context(|| format!("{}", path.display()))?;
+        if !real.starts_with(root) {
+            bail!("{} is outside the app's directory", path.display());
+        }
+        let Some(relative) = path
+            .strip_prefix(root)
+            .ok()
+            .and_then(|r| r.to_str())
+            .and_then(edge_control::spin_app::normal_path)
+        else {
+            bail!(
+                "{} is not a path edge can send (UTF-8, inside the app)",
+                path.display()
+            );
+        };
+        out.push(relative);
+    }
+    Ok(out)
 }
 
 /// What `edge deploy PATH` deploys.

@@ -124,16 +124,19 @@ pub async fn version(
     Ok(Json(c.db.version(&a.id, n).await?.ok_or_else(missing)?))
 }
 
-/// Checks a version's spec against the tenant's artifacts (and those
-/// about to be stored, `pending`: digest → imports) and quota. Returns
-/// notes on imports its grants do not cover (linked, refused per call).
+/// Checks a version's spec against the tenant's artifacts and files (and
+/// those about to be stored, `pending`: digest → imports, `pending_files`:
+/// digest → size) and quota. Returns notes on imports its grants do not
+/// cover (linked, refused per call).
 async fn check_version(
     c: &Control,
     t: &TenantRow,
     spec: &VersionSpec,
     pending: &std::collections::BTreeMap<String, Vec<String>>,
+    pending_files: &std::collections::BTreeMap<String, u64>,
 ) -> Result<Vec<String>, ApiError> {
     let mut all_notes = Vec::new();
+    let mut file_bytes = 0u64;
     if spec.components.is_empty() {
         return Err(ApiError::bad(
             Some("components"),
@@ -218,6 +221,7 @@ async fn check_version(
             ApiError::invalid(Some(&at("digest")), format!("component {id:?}: {e}"))
         })?;
         all_notes.extend(notes.into_iter().map(|n| format!("component {id:?}: {n}")));
+        check_files(c, t, id, &comp.files, pending_files, &mut file_bytes).await?;
     }
     for name in spec.variables.keys() {
         if !crate::variables::is_name(name) {
@@ -259,6 +263,79 @@ async fn check_version(
     Ok(all_notes)
 }
 
+/// Checks a component's files: a well-formed list ([`check_file_list`]),
+/// each a file this tenant uploaded (another tenant's digest is unknown
+/// here, as one never uploaded) of the size it says, at most
+/// `max_artifact_bytes` each; `total` adds up the version's files (every
+/// path counted: the node writes each), which may not pass
+/// `max_total_artifact_bytes`.
+///
+/// [`check_file_list`]: crate::spin_app::check_file_list
+async fn check_files(
+    c: &Control,
+    t: &TenantRow,
+    id: &str,
+    files: &[crate::model::FileSpec],
+    pending: &std::collections::BTreeMap<String, u64>,
+    total: &mut u64,
+) -> Result<(), ApiError> {
+    let field = |i: Option<usize>| match i {
+        Some(i) => format!("components.{id}.files[{i}]"),
+        None => format!("components.{id}.files"),
+    };
+    crate::spin_app::check_file_list(files)
+        .map_err(|(i, e)| ApiError::bad(Some(&field(i)), format!("component {id:?}: {e}")))?;
+    let quota = &t.tenant.quota;
+    for (i, f) in files.iter().enumerate() {
+        let size = match pending.get(&f.digest) {
+            Some(size) => Some(*size),
+            None => {
+                c.db.file_size(&t.id, &f.digest)
+                    .await?
+                    .map(|s| s.max(0) as u64)
+            }
+        };
+        let Some(size) = size else {
+            return Err(ApiError::invalid(
+                Some(&field(Some(i))),
+                format!(
+                    "component {id:?}: file {}: no file {} was uploaded by this tenant (files come with a Spin app's archive: edge deploy spin.toml)",
+                    f.path, f.digest
+                ),
+            ));
+        };
+        if size != f.size {
+            return Err(ApiError::bad(
+                Some(&field(Some(i))),
+                format!(
+                    "component {id:?}: file {}: size {} is not the size of {} ({size} bytes)",
+                    f.path, f.size, f.digest
+                ),
+            ));
+        }
+        if size > quota.max_artifact_bytes {
+            return Err(ApiError::too_large(
+                Some(&field(Some(i))),
+                format!(
+                    "component {id:?}: file {} is {size} bytes; this tenant's quota allows {} per file (max_artifact_bytes)",
+                    f.path, quota.max_artifact_bytes
+                ),
+            ));
+        }
+        *total += size;
+        if *total > quota.max_total_artifact_bytes {
+            return Err(ApiError::too_large(
+                Some(&field(Some(i))),
+                format!(
+                    "component {id:?}: file {}: the version's files come to more than {} bytes, this tenant's quota (max_total_artifact_bytes)",
+                    f.path, quota.max_total_artifact_bytes
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Serialize)]
 pub struct CreatedVersion {
     number: i64,
@@ -288,7 +365,7 @@ pub async fn create_version(
             || ["application/gzip", "application/x-tar", "application/x-gtar"]
                 .iter()
                 .any(|t| content_type.starts_with(t));
-        let (spec, uploads) = if archive {
+        let (spec, uploads, files) = if archive {
             super::archive::version(&c, &t, &body)?
         } else {
             let spec = super::json::parse::<VersionSpec>(&body).map_err(|e| {
@@ -298,13 +375,17 @@ pub async fn create_version(
                     ApiError::bad(None, format!("the body is neither a version (JSON) nor a Spin app (a tar or tar.gz archive, sent as application/gzip or application/x-tar): {}", e.message))
                 }
             })?;
-            (spec, Vec::new())
+            (spec, Vec::new(), Vec::new())
         };
         let pending = uploads
             .iter()
             .map(|u| (u.checked.digest.clone(), u.checked.imports.clone()))
             .collect();
-        let notes = check_version(&c, &t, &spec, &pending).await?;
+        let pending_files = files
+            .iter()
+            .map(|f| (f.digest.clone(), f.bytes.len() as u64))
+            .collect();
+        let notes = check_version(&c, &t, &spec, &pending, &pending_files).await?;
         let kept = c.db.version_count(&a.id).await?;
         if kept as u64 >= t.tenant.quota.max_versions {
             return Err(ApiError::invalid(
@@ -312,7 +393,7 @@ pub async fn create_version(
                 format!("app {app:?} keeps {kept} versions, this tenant's quota (max_versions)"),
             ));
         }
-        super::artifacts::store(&c, &t, &uploads).await?;
+        super::artifacts::store(&c, &t, &uploads, &files).await?;
         let number =
             c.db.create_version(&a.id, &spec, Some(&caller.principal.id))
                 .await?;

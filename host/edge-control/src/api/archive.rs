@@ -1,17 +1,28 @@
 //! A Spin app as one upload: a tar archive (gzip or not) with `spin.toml`
 //! at its root and the files it names. Read in memory within the upload
-//! limit; paths that leave the archive, links and devices are refused.
+//! limit; paths that leave the archive, links and devices, and a path
+//! given twice are refused. The components' `files` are resolved here
+//! against the archive's entries, whatever the client resolved.
 
 use super::artifacts::{Upload, check};
 use super::{ApiError, Control};
-use crate::model::VersionSpec;
+use crate::model::{FileSpec, VersionSpec};
 use crate::store::TenantRow;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::io::Read;
 
-/// Most entries an archive may have.
-const MAX_ENTRIES: usize = 1000;
+/// Most entries an archive may have (a component may see
+/// [`crate::spin_app::MAX_FILES`] files).
+const MAX_ENTRIES: usize = 2 * crate::spin_app::MAX_FILES;
+
+/// A file of the app (Spin's `files`), not stored yet.
+pub struct FileUpload {
+    /// `sha256:HEX`.
+    pub digest: String,
+    /// The bytes.
+    pub bytes: Bytes,
+}
 
 /// The files of `bytes` (a tar, or a gzipped tar) by normal path.
 fn files(bytes: &[u8], max: usize) -> Result<BTreeMap<String, Vec<u8>>, ApiError> {
@@ -60,18 +71,20 @@ fn files(bytes: &[u8], max: usize) -> Result<BTreeMap<String, Vec<u8>>, ApiError
                 ),
             ));
         }
-        out.insert(name, data);
+        if out.insert(name, data).is_some() {
+            return Err(bad(format!("{path:?} is in it twice")));
+        }
     }
     Ok(out)
 }
 
-/// The version a Spin app archive describes, and its components checked
-/// (not stored yet): (field, what, upload) each.
+/// The version a Spin app archive describes, its components checked and
+/// its files (each distinct content once), none stored yet.
 pub fn version(
     c: &Control,
     t: &TenantRow,
     bytes: &[u8],
-) -> Result<(VersionSpec, Vec<Upload>), ApiError> {
+) -> Result<(VersionSpec, Vec<Upload>, Vec<FileUpload>), ApiError> {
     let mut files = files(bytes, c.max_upload_bytes)?;
     let manifest = files.remove("spin.toml").ok_or_else(|| {
         ApiError::invalid(
@@ -118,7 +131,47 @@ pub fn version(
             checked,
         });
     }
-    Ok((spec, uploads))
+    let mut file_uploads: BTreeMap<String, Bytes> = BTreeMap::new();
+    for (id, decl) in &app.files {
+        let field = format!("component.{id}.files");
+        let resolved = crate::spin_app::resolve_files(decl, files.keys().map(String::as_str))
+            .map_err(|e| {
+                ApiError::invalid(Some(&field), format!("spin.toml: component.{id}.{e}"))
+            })?;
+        let mut list = Vec::new();
+        for f in resolved {
+            let data = &files[&f.source];
+            let max = t.tenant.quota.max_artifact_bytes;
+            if data.len() as u64 > max {
+                return Err(ApiError::too_large(
+                    Some(&field),
+                    format!(
+                        "component {id:?}: file {} ({}) is {} bytes; this tenant's quota allows {max} per file (max_artifact_bytes)",
+                        f.guest,
+                        f.source,
+                        data.len()
+                    ),
+                ));
+            }
+            let digest = crate::blobs::digest(data);
+            file_uploads
+                .entry(digest.clone())
+                .or_insert_with(|| Bytes::copy_from_slice(data));
+            list.push(FileSpec {
+                path: f.guest,
+                digest,
+                size: data.len() as u64,
+            });
+        }
+        if let Some(c) = spec.components.get_mut(id) {
+            c.files = list;
+        }
+    }
+    let file_uploads = file_uploads
+        .into_iter()
+        .map(|(digest, bytes)| FileUpload { digest, bytes })
+        .collect();
+    Ok((spec, uploads, file_uploads))
 }
 
 fn list(files: &BTreeMap<String, Vec<u8>>) -> String {
@@ -130,4 +183,74 @@ fn list(files: &BTreeMap<String, Vec<u8>>) -> String {
         names.push("...");
     }
     names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tar of `entries`: (name, kind, bytes), names written as given.
+    fn tar_of(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (name, kind, bytes) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_entry_type(*kind);
+            h.set_size(bytes.len() as u64);
+            h.set_mode(0o644);
+            if kind.is_symlink() || kind.is_hard_link() {
+                h.set_link_name("/etc/passwd").unwrap();
+            }
+            h.set_cksum();
+            tar.append(&h, *bytes).unwrap();
+        }
+        tar.into_inner().unwrap()
+    }
+
+    #[test]
+    fn archives_hold_plain_files_inside_once() {
+        use tar::EntryType as E;
+        let ok = tar_of(&[
+            ("spin.toml", E::Regular, b"x"),
+            ("./static/", E::Directory, b""),
+            ("./static/a.css", E::Regular, b"a"),
+        ]);
+        let got = files(&ok, 1 << 20).unwrap();
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            ["spin.toml", "static/a.css"]
+        );
+        for (entries, why) in [
+            (
+                vec![("static/link", E::Symlink, &b""[..])],
+                "\"static/link\" is not a regular file (links and devices are refused)",
+            ),
+            (
+                vec![("hard", E::Link, b"")],
+                "\"hard\" is not a regular file",
+            ),
+            (vec![("dev", E::Char, b"")], "\"dev\" is not a regular file"),
+            (
+                vec![("fifo", E::Fifo, b"")],
+                "\"fifo\" is not a regular file",
+            ),
+            (
+                vec![("../x", E::Regular, b"x")],
+                "\"../x\" leaves the archive",
+            ),
+            (
+                vec![("/etc/x", E::Regular, b"x")],
+                "\"/etc/x\" leaves the archive",
+            ),
+            (
+                vec![("a/b", E::Regular, b"1"), ("./a//b", E::Regular, b"2")],
+                "\"./a//b\" is in it twice",
+            ),
+        ] {
+            let e = files(&tar_of(&entries), 1 << 20).unwrap_err();
+            assert!(e.message.contains(why), "{why}: {}", e.message);
+        }
+        // Past the unpacked limit: refused, whatever the tar says.
+        assert!(files(&tar_of(&[("big", E::Regular, &[0u8; 2000])]), 1000).is_err());
+    }
 }

@@ -77,9 +77,15 @@ pub fn check(
     })
 }
 
-/// Compiles and stores `items` for the tenant, if together they fit its
-/// total quota; nothing is stored unless all compile.
-pub async fn store(c: &Control, t: &TenantRow, items: &[Upload]) -> Result<(), ApiError> {
+/// Compiles and stores `items` for the tenant, if together with `files`
+/// (a Spin app's) they fit its total quota; nothing is stored unless all
+/// compile. The files are stored after the components.
+pub async fn store(
+    c: &Control,
+    t: &TenantRow,
+    items: &[Upload],
+    files: &[super::archive::FileUpload],
+) -> Result<(), ApiError> {
     let mut new_bytes = 0u64;
     let mut new: Vec<&Upload> = Vec::new();
     for item in items {
@@ -92,13 +98,20 @@ pub async fn store(c: &Control, t: &TenantRow, items: &[Upload]) -> Result<(), A
             new.push(item);
         }
     }
+    let mut new_files = Vec::new();
+    for f in files {
+        if c.db.file_size(&t.id, &f.digest).await?.is_none() {
+            new_bytes += f.bytes.len() as u64;
+            new_files.push(f);
+        }
+    }
     let quota = &t.tenant.quota;
     let used = c.db.artifact_bytes(&t.id).await?.max(0) as u64;
     if new_bytes > 0 && used + new_bytes > quota.max_total_artifact_bytes {
         return Err(ApiError::too_large(
             None,
             format!(
-                "this tenant's components take {used} bytes; {new_bytes} more would pass its quota of {} (max_total_artifact_bytes)",
+                "this tenant's components and files take {used} bytes; {new_bytes} more would pass its quota of {} (max_total_artifact_bytes)",
                 quota.max_total_artifact_bytes
             ),
         ));
@@ -131,6 +144,21 @@ pub async fn store(c: &Control, t: &TenantRow, items: &[Upload]) -> Result<(), A
         c.db.add_artifact(&t.id, &item.digest, item.bytes.len() as i64, &item.imports)
             .await?;
     }
+    let store = c.blobs.files();
+    for f in new_files {
+        if let Some(registry) = &c.registry {
+            registry
+                .push_file(&f.digest, &f.bytes)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "control API: registry push failed");
+                    ApiError::new(StatusCode::BAD_GATEWAY, None, "the artifact registry did not take the app's files; the version was not made (the operator's log has the detail)")
+                })?;
+        }
+        store.put(&f.bytes).map_err(ApiError::internal)?;
+        c.db.add_file(&t.id, &f.digest, f.bytes.len() as i64)
+            .await?;
+    }
     Ok(())
 }
 
@@ -152,7 +180,7 @@ pub async fn upload(
             checked: check(&t, bytes, None, "the component")?,
         };
         target = upload.checked.digest.clone();
-        store(&c, &t, std::slice::from_ref(&upload)).await?;
+        store(&c, &t, std::slice::from_ref(&upload), &[]).await?;
         let checked = upload.checked;
         Ok((
             StatusCode::CREATED,

@@ -196,6 +196,39 @@ impl Control {
                 .map_err(|e| format!("storing {digest}: {e}"))?;
             tracing::info!(digest, "artifact pulled from the registry");
         }
+        // Spin apps' files alike, into their own store.
+        let files = self.blobs.files();
+        let wanted = desired
+            .tenants
+            .iter()
+            .flat_map(|t| &t.apps)
+            .flat_map(|a| &a.versions)
+            .flat_map(|(_, _, spec)| spec.components.values())
+            .flat_map(|c| &c.files);
+        for f in wanted {
+            let path = files
+                .path(&f.digest)
+                .ok_or("a stored file digest is malformed")?;
+            if path.exists() {
+                continue;
+            }
+            let Some(registry) = &self.registry else {
+                return Err(format!(
+                    "file {} ({}) is not in {} and no registry is configured ([control] registry)",
+                    f.path,
+                    f.digest,
+                    path.display()
+                ));
+            };
+            let bytes = registry
+                .pull(&f.digest)
+                .await
+                .map_err(|e| format!("file {}: {e}", f.path))?;
+            files
+                .put(&bytes)
+                .map_err(|e| format!("storing file {}: {e}", f.digest))?;
+            tracing::info!(digest = %f.digest, "file pulled from the registry");
+        }
         Ok(())
     }
 

@@ -230,6 +230,7 @@ impl Db {
             "DELETE FROM versions WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
             "DELETE FROM apps WHERE tenant_id = ?",
             "DELETE FROM artifacts WHERE tenant_id = ?",
+            "DELETE FROM app_files WHERE tenant_id = ?",
             "DELETE FROM site_deployments WHERE site_id IN (SELECT id FROM sites WHERE tenant_id = ?)",
             "DELETE FROM rule_sets WHERE site_id IN (SELECT id FROM sites WHERE tenant_id = ?)",
             "DELETE FROM site_hosts WHERE site_id IN (SELECT id FROM sites WHERE tenant_id = ?)",
@@ -436,17 +437,51 @@ impl Db {
             .collect()
     }
 
-    /// Bytes of everything the tenant uploaded.
+    /// Bytes of everything the tenant uploaded: components and files.
     pub async fn artifact_bytes(&self, tenant_id: &str) -> R<i64> {
         // SUM is a DECIMAL in MariaDB, which the Any driver cannot read;
         // SIGNED is a BIGINT there and an integer in SQLite.
         let row = sqlx::query(
-            "SELECT CAST(COALESCE(SUM(size), 0) AS SIGNED) FROM artifacts WHERE tenant_id = ?",
+            "SELECT CAST(COALESCE(SUM(size), 0) AS SIGNED) FROM (SELECT size FROM artifacts WHERE tenant_id = ? UNION ALL SELECT size FROM app_files WHERE tenant_id = ?) AS uploaded",
         )
+        .bind(tenant_id)
         .bind(tenant_id)
         .fetch_one(self.pool())
         .await?;
         Ok(row.try_get::<i64, _>(0)?)
+    }
+
+    /// Records that a tenant uploaded the file `digest` (again is no
+    /// change).
+    pub async fn add_file(&self, tenant_id: &str, digest: &str, size: i64) -> R<()> {
+        let result = sqlx::query(
+            "INSERT INTO app_files (tenant_id, digest, size, created_at) VALUES (?, ?, ?, ?)",
+        )
+        .bind(tenant_id)
+        .bind(digest)
+        .bind(size)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await
+        .map_err(conflict_or);
+        match result {
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The size of the file `digest` if this tenant uploaded it (another
+    /// tenant's is `None`, as one never uploaded).
+    pub async fn file_size(&self, tenant_id: &str, digest: &str) -> R<Option<i64>> {
+        let row = sqlx::query("SELECT size FROM app_files WHERE tenant_id = ? AND digest = ?")
+            .bind(tenant_id)
+            .bind(digest)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(match row {
+            Some(r) => Some(r.try_get::<i64, _>(0)?),
+            None => None,
+        })
     }
 
     // ---- versions ------------------------------------------------------
