@@ -62,6 +62,7 @@ on_both!(
     users_log_in_with_a_session_cookie_and_csrf_token,
     tenant_shares_apply_at_once,
     spin_apps_deploy_whole_with_their_variables,
+    spin_apps_deploy_with_their_files,
     sites_rules_validate_preview_deploy_and_roll_back,
     tenants_cannot_reach_each_other,
     bad_input_is_refused_and_changes_nothing,
@@ -1469,6 +1470,172 @@ fn spin_apps_deploy_whole_with_their_variables(backend: Backend) {
     assert!(
         err.contains("imports edge:platform/process@0.1.0, but this tenant may run no programs"),
         "{err}"
+    );
+}
+
+const FILES_APP: &str = r#"spin_manifest_version = 2
+[application]
+name = "Files"
+[[trigger.http]]
+route = "/..."
+component = "features"
+[component.features]
+source = "features.wasm"
+files = ["static/**/*", { source = "assets", destination = "/img" }]
+exclude_files = ["**/*.key"]
+"#;
+
+/// A Spin app's `files` deployed through the control plane, as `edge up`
+/// mounts them: listed files at their paths, excluded and unlisted ones
+/// absent; a redeploy with changed files serves the new bytes, a rollback
+/// the old ones, a restart the same; another tenant cannot name the
+/// first one's files by digest.
+fn spin_apps_deploy_with_their_files(backend: Backend) {
+    let node = Node::start(backend, "");
+    let rt = runtime();
+    let acme = rt.block_on(node.tenant("acme", "acme.test", json!({})));
+    let beta = rt.block_on(node.tenant("beta", "beta.test", json!({})));
+    let built = edge_tests::repo()
+        .join("tests/spin-apps/rust-features/target/wasm32-wasip2/release/rust_features.wasm");
+    let dir = TempDir::new("spin-files-app");
+    let manifest = dir.write("spin.toml", FILES_APP);
+    std::fs::copy(&built, dir.path().join("features.wasm")).unwrap();
+    for sub in ["static/css", "assets", "notes"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    dir.write("static/index.html", "version one");
+    dir.write("static/css/site.css", "body {}");
+    dir.write("static/server.key", "do not ship");
+    dir.write("assets/logo.svg", "<svg/>");
+    dir.write("notes/private.txt", "not listed");
+    let manifest = manifest.to_str().unwrap();
+    let get = |path: &str| rt.block_on(node.serve("acme.test", path));
+
+    let (code, out, err) = node.cli(&acme, &["deploy", manifest]);
+    assert_eq!(code, 0, "{err}; log: {}", node.edge.log());
+    assert!(out.contains("deployed files version 1"), "{out}");
+    assert_eq!(get("/file/static/index.html"), (200, "version one".into()));
+    assert_eq!(get("/file/static/css/site.css"), (200, "body {}".into()));
+    assert_eq!(get("/file/img/logo.svg"), (200, "<svg/>".into()));
+    // Excluded, unlisted, outside the destinations: not there.
+    for absent in [
+        "/file/static/server.key",
+        "/file/notes/private.txt",
+        "/file/assets/logo.svg",
+        "/file/spin.toml",
+        "/file/features.wasm",
+    ] {
+        assert_eq!(get(absent), (404, "NotFound".into()), "{absent}");
+    }
+    // The version lists what it sees.
+    let (s, v) = rt.block_on(node.get("/v1/tenants/acme/apps/files/versions/1", &acme));
+    assert_eq!(s, 200, "{v}");
+    let files = v["spec"]["components"]["features"]["files"].clone();
+    let paths: Vec<&str> = files
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/img/logo.svg",
+            "/static/css/site.css",
+            "/static/index.html"
+        ]
+    );
+    assert_eq!(files[2]["size"], 11);
+    let index_v1 = files[2]["digest"].as_str().unwrap().to_string();
+    // The excluded file never left the developer's directory: nothing
+    // stored holds it.
+    let stored = node.data.path().join("blobs/files/sha256");
+    assert!(stored.join(&index_v1[7..]).exists());
+    for f in std::fs::read_dir(&stored).unwrap() {
+        assert_ne!(std::fs::read(f.unwrap().path()).unwrap(), b"do not ship");
+    }
+
+    // New bytes in a new version; the old version keeps its own.
+    dir.write("static/index.html", "version two");
+    let (code, _, err) = node.cli(&acme, &["deploy", manifest]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(get("/file/static/index.html"), (200, "version two".into()));
+    let (code, _, err) = node.cli(&acme, &["rollback", "--app", "files"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(get("/file/static/index.html"), (200, "version one".into()));
+
+    // The staged trees: read-only files, found again after a restart.
+    let node = node.restart();
+    let get = |path: &str| rt.block_on(node.serve("acme.test", path));
+    assert_eq!(get("/file/static/index.html"), (200, "version one".into()));
+    assert_eq!(get("/file/img/logo.svg"), (200, "<svg/>".into()));
+    let trees: Vec<_> = std::fs::read_dir(node.data.path().join("files"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("static/index.html").exists())
+        .collect();
+    assert_eq!(trees.len(), 2, "{trees:?}");
+    use std::os::unix::fs::PermissionsExt;
+    for t in &trees {
+        let mode = std::fs::metadata(t.join("static/index.html"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o444, "{}", t.display());
+    }
+
+    // A version from JSON may name the tenant's own files by digest...
+    let (_, v1) = rt.block_on(node.get("/v1/tenants/acme/apps/files/versions/1", &acme));
+    let mut spec = v1["spec"].clone();
+    spec["components"]["features"]["files"] =
+        json!([{"path": "/www/index.html", "digest": index_v1, "size": 11}]);
+    let (s, v) =
+        rt.block_on(node.post("/v1/tenants/acme/apps/files/versions", &acme, spec.clone()));
+    assert_eq!(s, 201, "{v}");
+    // ...with its true size, at a normal path...
+    let mut wrong = spec.clone();
+    wrong["components"]["features"]["files"][0]["size"] = json!(12);
+    let (s, v) = rt.block_on(node.post("/v1/tenants/acme/apps/files/versions", &acme, wrong));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (400, Some("components.features.files[0]")),
+        "{v}"
+    );
+    let mut escape = spec.clone();
+    escape["components"]["features"]["files"][0]["path"] = json!("/www/../../etc/passwd");
+    let (s, v) = rt.block_on(node.post("/v1/tenants/acme/apps/files/versions", &acme, escape));
+    assert_eq!(s, 400, "{v}");
+    // ...but another tenant cannot name them: to it they do not exist.
+    let (code, _, err) = node.cli(
+        &beta,
+        &["deploy", built.to_str().unwrap(), "--app", "thief"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, bv) = rt.block_on(node.get("/v1/tenants/beta/apps/thief/versions/1", &beta));
+    let mut steal = bv["spec"].clone();
+    let cid = steal["components"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    steal["components"][&cid]["files"] =
+        json!([{"path": "/loot.html", "digest": index_v1, "size": 11}]);
+    let (s, v) = rt.block_on(node.post("/v1/tenants/beta/apps/thief/versions", &beta, steal));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (422, Some(format!("components.{cid}.files[0]").as_str())),
+        "{v}"
+    );
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("no file {index_v1} was uploaded by this tenant")),
+        "{message}"
+    );
+    assert_eq!(
+        rt.block_on(node.serve("beta.test", "/file/loot.html")).0,
+        404
     );
 }
 
