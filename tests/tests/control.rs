@@ -1637,6 +1637,118 @@ fn spin_apps_deploy_with_their_files(backend: Backend) {
         rt.block_on(node.serve("beta.test", "/file/loot.html")).0,
         404
     );
+
+    // Hostile archives: refused precisely, nothing stored.
+    let gamma = rt.block_on(node.tenant(
+        "gamma",
+        "gamma.test",
+        json!({"max_artifact_bytes": 60_000, "max_total_artifact_bytes": 120_000}),
+    ));
+    let (s, v) = rt.block_on(node.post("/v1/tenants/gamma/apps", &gamma, json!({"name": "web"})));
+    assert_eq!(s, 201, "{v}");
+    let echo = std::fs::read(wasm("echo")).unwrap();
+    let app = |files: &str| {
+        format!(
+            "spin_manifest_version = 2\n[application]\nname = \"web\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"web\"\n[component.web]\nsource = \"web.wasm\"\n{files}\n"
+        )
+    };
+    let with = |files: &str, entries: &[(&str, &[u8])]| {
+        let manifest = app(files);
+        let mut all: Vec<(&str, &[u8])> =
+            vec![("spin.toml", manifest.as_bytes()), ("web.wasm", &echo)];
+        all.extend_from_slice(entries);
+        archive(&all)
+    };
+    let symlinked = {
+        let manifest = app("files = [\"ui/**/*\"]");
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut tar = tar::Builder::new(gz);
+        for (name, bytes) in [("spin.toml", manifest.as_bytes()), ("web.wasm", &echo)] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(bytes.len() as u64);
+            h.set_mode(0o644);
+            tar.append_data(&mut h, name, bytes).unwrap();
+        }
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        tar.append_link(&mut h, "ui/passwd", "/etc/passwd").unwrap();
+        tar.into_inner().unwrap().finish().unwrap()
+    };
+    let big = vec![7u8; 70_000];
+    let (a, b) = (vec![1u8; 40_000], vec![2u8; 40_000]);
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (
+            "a link",
+            symlinked,
+            400,
+            "\"ui/passwd\" is not a regular file (links and devices are refused)",
+        ),
+        (
+            "a path twice",
+            with(
+                "files = [\"ui/*\"]",
+                &[("ui/i.html", b"one"), ("./ui/i.html", b"two")],
+            ),
+            400,
+            "\"./ui/i.html\" is in it twice",
+        ),
+        (
+            "a glob leaving the app",
+            with("files = [\"../*\"]", &[]),
+            422,
+            "spin.toml: component.web.files[0]: \"../*\" leaves the app's directory",
+        ),
+        (
+            "two files at one destination",
+            with(
+                "files = [{ source = \"a\", destination = \"/x\" }, { source = \"b\", destination = \"/x\" }]",
+                &[("a/i.html", b"a"), ("b/i.html", b"b")],
+            ),
+            422,
+            "/x/i.html would be both \"a/i.html\" and \"b/i.html\"",
+        ),
+        (
+            "a file over its limit",
+            with("files = [\"*.bin\"]", &[("big.bin", &big)]),
+            413,
+            "component \"web\": file /big.bin (big.bin) is 70000 bytes; this tenant's quota allows 60000 per file (max_artifact_bytes)",
+        ),
+        (
+            "files past the tenant's quota",
+            with("files = [\"*.bin\"]", &[("a.bin", &a), ("b.bin", &b)]),
+            413,
+            "more would pass its quota of 120000 (max_total_artifact_bytes)",
+        ),
+    ];
+    let stored_files = || {
+        std::fs::read_dir(node.data.path().join("blobs/files/sha256"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    for (what, body, status, message) in cases {
+        let before = (
+            rt.block_on(node.state("gamma", &gamma, &["web"])),
+            stored_files(),
+        );
+        let (s, v) = rt.block_on(node.call(
+            "POST",
+            "/v1/tenants/gamma/apps/web/versions",
+            &gamma,
+            Bytes::from(body),
+        ));
+        assert_eq!(s, status, "{what}: {v}");
+        let m = v["error"]["message"].as_str().unwrap();
+        assert!(m.contains(message), "{what}: {m:?} lacks {message:?}");
+        assert_eq!(
+            before,
+            (
+                rt.block_on(node.state("gamma", &gamma, &["web"])),
+                stored_files()
+            ),
+            "{what} changed something"
+        );
+    }
 }
 
 fn tenant_shares_apply_at_once(backend: Backend) {
