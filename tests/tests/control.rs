@@ -2046,16 +2046,41 @@ fn artifacts_are_shared_through_an_oci_registry(backend: Backend) {
         .unwrap()
         .to_string();
     assert!(tags.contains(&digest.replace(':', "-")), "{tags}");
+    // A Spin app's files go there too.
+    let beta = rt.block_on(node.tenant("beta", "beta.test", json!({})));
+    let dir = TempDir::new("spin-files-registry");
+    let manifest = dir.write("spin.toml", FILES_APP);
+    std::fs::copy(
+        edge_tests::repo()
+            .join("tests/spin-apps/rust-features/target/wasm32-wasip2/release/rust_features.wasm"),
+        dir.path().join("features.wasm"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("static")).unwrap();
+    dir.write("static/index.html", "shared");
+    let (code, _, err) = node.cli(&beta, &["deploy", manifest.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        rt.block_on(node.serve("beta.test", "/file/static/index.html")),
+        (200, "shared".to_string())
+    );
 
-    // A node whose local store lost the component pulls it back.
+    // A node whose local store lost the component and the files (and
+    // their staged trees) pulls them back.
     let node = node.restart_after(|data| {
         std::fs::remove_dir_all(data.join("blobs")).unwrap();
+        std::fs::remove_dir_all(data.join("files")).unwrap();
     });
     let rt = runtime();
     assert_eq!(
         rt.block_on(node.serve("acme.test", "/x")),
         (200, "hello from edge: /x\n".to_string())
     );
+    assert_eq!(
+        rt.block_on(node.serve("beta.test", "/file/static/index.html")),
+        (200, "shared".to_string())
+    );
+    assert!(node.edge.log().contains("file pulled from the registry"));
     assert!(
         node.edge
             .log()
