@@ -7,6 +7,8 @@ use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::limits::Limit;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// A value crossing the boundary, as Spin's interfaces type it.
@@ -73,9 +75,23 @@ const PRAGMAS: &[&str] = &[
     "user_version",
 ];
 
+/// Address space a connection may map its file into (reads from the map
+/// skip a copy and a system call per page; the pages are the OS's, shared
+/// by every connection to the file).
+const MMAP_BYTES: u64 = 1 << 30;
+
 /// An open database.
 pub struct Database {
     conn: rusqlite::Connection,
+    /// Set (by the authorizer) when a statement changed something that
+    /// lasts with the connection rather than the file: a pragma's value or
+    /// a TEMP object. Such a connection is not reused.
+    tainted: Arc<AtomicBool>,
+    /// No statement since the connection was (re)opened for a guest: the
+    /// counters answer 0, as a new connection's do.
+    fresh: bool,
+    /// The file's identity when it was opened (device, inode).
+    identity: Option<(u64, u64)>,
 }
 
 impl Database {
@@ -107,8 +123,48 @@ impl Database {
         conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0);
         conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES);
         conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES);
-        conn.authorizer(Some(authorize));
-        Ok(Self { conn })
+        // Reads through a map of the file (set before the guest's
+        // authorizer, which refuses the pragma).
+        conn.execute_batch(&format!("PRAGMA mmap_size = {}", MMAP_BYTES.min(max_bytes)))
+            .map_err(|e| SqlError::host(e.to_string()))?;
+        let tainted = Arc::new(AtomicBool::new(false));
+        let flag = tainted.clone();
+        conn.authorizer(Some(move |ctx: AuthContext<'_>| {
+            let answer = authorize(&ctx);
+            if answer == Authorization::Allow && lasts_with_connection(&ctx) {
+                flag.store(true, Ordering::Relaxed);
+            }
+            answer
+        }));
+        Ok(Self {
+            conn,
+            tainted,
+            fresh: true,
+            identity: identity(path),
+        })
+    }
+
+    /// Whether the connection can serve another guest as a new one would:
+    /// no transaction left open, no pragma set, no TEMP object made, and
+    /// its file still the one at `path`.
+    pub fn reusable(&self, path: &Path) -> bool {
+        self.clean() && self.identity.is_some() && identity(path) == self.identity
+    }
+
+    /// No transaction left open, no pragma set, no TEMP object made.
+    pub fn clean(&self) -> bool {
+        self.conn.is_autocommit() && !self.tainted.load(Ordering::Relaxed)
+    }
+
+    /// The SQLite connection's address (tests tell connections apart by it).
+    #[cfg(test)]
+    pub(crate) fn handle(&self) -> *const () {
+        unsafe { self.conn.handle() as *const () }
+    }
+
+    /// Marks the connection as new for its next guest.
+    pub fn reset(&mut self) {
+        self.fresh = true;
     }
 
     /// Runs `sql` with `params`, stopping at `deadline`.
@@ -118,6 +174,7 @@ impl Database {
         params: &[Value],
         deadline: Instant,
     ) -> Result<QueryResult, SqlError> {
+        self.fresh = false;
         self.conn
             .progress_handler(1000, Some(move || Instant::now() >= deadline));
         let result = self.run(sql, params);
@@ -155,16 +212,46 @@ impl Database {
 
     /// The rowid of the last insert on this connection.
     pub fn last_insert_rowid(&self) -> i64 {
-        self.conn.last_insert_rowid()
+        if self.fresh {
+            0
+        } else {
+            self.conn.last_insert_rowid()
+        }
     }
 
     /// Rows changed by the last statement.
     pub fn changes(&self) -> u64 {
-        self.conn.changes()
+        if self.fresh { 0 } else { self.conn.changes() }
     }
 }
 
-fn authorize(ctx: AuthContext<'_>) -> Authorization {
+/// A file's device and inode.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether an action leaves state on the connection (not in the file): a
+/// pragma set, anything made or changed in the TEMP schema.
+fn lasts_with_connection(ctx: &AuthContext<'_>) -> bool {
+    let temp = ctx.database_name == Some("temp")
+        && !matches!(
+            ctx.action,
+            AuthAction::Read { .. } | AuthAction::Select | AuthAction::Function { .. }
+        );
+    temp || matches!(
+        ctx.action,
+        AuthAction::Pragma {
+            pragma_value: Some(_),
+            ..
+        } | AuthAction::CreateTempTable { .. }
+            | AuthAction::CreateTempIndex { .. }
+            | AuthAction::CreateTempTrigger { .. }
+            | AuthAction::CreateTempView { .. }
+    )
+}
+
+fn authorize(ctx: &AuthContext<'_>) -> Authorization {
     match ctx.action {
         AuthAction::Attach { .. } | AuthAction::Detach { .. } => Authorization::Deny,
         AuthAction::Pragma { pragma_name, .. } => {

@@ -7,7 +7,9 @@
 //! configuration); any other label is `access-denied`. Each database is
 //! capped in size (`database-full` past it), statements stop at the
 //! request's deadline, and nothing a statement says reaches another file.
-//! Statements run on the blocking pool, never on a serving thread.
+//! Statements run on the blocking pool, never on a serving thread. A
+//! connection the guest is done with is kept for the next open of the same
+//! file when nothing the guest did lasts with it (see [`Connection`]).
 #![deny(missing_docs)]
 
 mod db;
@@ -128,9 +130,78 @@ impl Grant {
     }
 }
 
-/// An open connection: a guest's handle.
+/// An open connection: a guest's handle. When the guest drops it (or its
+/// instance ends), the database goes back to [`POOL`] if it can serve the
+/// next guest as a new connection would ([`Database::reusable`]).
 pub struct Connection {
-    db: Arc<Mutex<Database>>,
+    db: Option<Arc<Mutex<Database>>>,
+    key: (PathBuf, u64),
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Not while a statement still runs (its task holds the other
+        // reference): the database then closes when it is done.
+        if let Some(Ok(db)) = self.db.take().map(Arc::try_unwrap) {
+            let db = db.into_inner().unwrap_or_else(|e| e.into_inner());
+            if db.clean() {
+                POOL.put(std::mem::take(&mut self.key), db);
+            }
+        }
+    }
+}
+
+/// Idle connections, per file and cap, reused by the next open of the
+/// same file: a request then finds the schema parsed and the settings
+/// made, instead of opening the file, reading its schema and setting
+/// WAL, the cap and the limits again. At most [`POOL_IDLE`] per file,
+/// none older than [`POOL_IDLE_FOR`].
+static POOL: Pool = Pool {
+    idle: Mutex::new(None),
+};
+
+/// Idle connections kept per file.
+const POOL_IDLE: usize = 16;
+
+/// How long an idle connection is kept.
+const POOL_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+type Idle = BTreeMap<(PathBuf, u64), Vec<(Instant, Database)>>;
+
+struct Pool {
+    idle: Mutex<Option<Idle>>,
+}
+
+impl Pool {
+    /// An idle connection to `key`'s file, if one is still good for it
+    /// (checked off the serving thread by the caller).
+    fn take(&self, key: &(PathBuf, u64)) -> Option<Database> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = idle.as_mut()?.get_mut(key)?;
+        let now = Instant::now();
+        while let Some((since, db)) = list.pop() {
+            if now.duration_since(since) < POOL_IDLE_FOR {
+                return Some(db);
+            }
+        }
+        None
+    }
+
+    fn put(&self, key: (PathBuf, u64), db: Database) {
+        let now = Instant::now();
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let idle = idle.get_or_insert_with(BTreeMap::new);
+        // Old connections of every file go (closed here, outside the
+        // lock would be nicer, but closing an idle connection is quick).
+        idle.retain(|_, list| {
+            list.retain(|(since, _)| now.duration_since(*since) < POOL_IDLE_FOR);
+            !list.is_empty()
+        });
+        let list = idle.entry(key).or_default();
+        if list.len() < POOL_IDLE {
+            list.push((now, db));
+        }
+    }
 }
 
 /// What the linked functions see of the store data.
@@ -176,17 +247,30 @@ impl Sqlite<'_> {
     ) -> Result<Arc<Mutex<Database>>, SqlError> {
         self.table
             .get(conn)
-            .map(|c| c.db.clone())
-            .map_err(|_| SqlError::InvalidConnection)
+            .ok()
+            .and_then(|c| c.db.clone())
+            .ok_or(SqlError::InvalidConnection)
     }
 }
 
-/// Opens `file` on the blocking pool.
+/// Opens `file` on the blocking pool: an idle connection to it if one is
+/// reusable, else a new one.
 async fn open(file: Result<(PathBuf, u64), SqlError>) -> Result<Connection, SqlError> {
-    let (path, max_bytes) = file?;
-    let db = blocking(move || Database::open(&path, max_bytes)).await?;
+    let key = file?;
+    let k = key.clone();
+    let db = blocking(move || {
+        while let Some(mut db) = POOL.take(&k) {
+            if db.reusable(&k.0) {
+                db.reset();
+                return Ok(db);
+            }
+        }
+        Database::open(&k.0, k.1)
+    })
+    .await?;
     Ok(Connection {
-        db: Arc::new(Mutex::new(db)),
+        db: Some(Arc::new(Mutex::new(db))),
+        key,
     })
 }
 
@@ -204,4 +288,125 @@ async fn execute(
         db.execute(&sql, &params, deadline)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn file(name: &str) -> (PathBuf, u64) {
+        let dir =
+            std::env::temp_dir().join(format!("edge-sqlite-pool-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        (dir.join("t.db"), 1 << 20)
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    async fn run(c: &Connection, sql: &str) -> Result<QueryResult, SqlError> {
+        execute(
+            c.db.clone().ok_or(SqlError::InvalidConnection),
+            sql.into(),
+            vec![],
+            later(),
+        )
+        .await
+    }
+
+    fn counters(c: &Connection) -> (i64, u64) {
+        let db = c.db.as_ref().unwrap().lock().unwrap();
+        (db.last_insert_rowid(), db.changes())
+    }
+
+    fn same(a: &Connection, b: &Connection) -> bool {
+        let (a, b) = (
+            a.db.as_ref().unwrap().lock().unwrap(),
+            b.db.as_ref().unwrap().lock().unwrap(),
+        );
+        std::ptr::eq(a.handle(), b.handle())
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_clean_connection_is_reused_as_a_new_one() {
+        let key = file("reuse");
+        let a = open(Ok(key.clone())).await.unwrap();
+        run(&a, "CREATE TABLE t (v)").await.unwrap();
+        run(&a, "INSERT INTO t VALUES (1)").await.unwrap();
+        assert_eq!(counters(&a), (1, 1));
+        let handle = a.db.as_ref().unwrap().lock().unwrap().handle();
+        drop(a);
+        let b = open(Ok(key.clone())).await.unwrap();
+        assert!(std::ptr::eq(
+            b.db.as_ref().unwrap().lock().unwrap().handle(),
+            handle
+        ));
+        // A new connection's counters, whatever the last guest did.
+        assert_eq!(counters(&b), (0, 0));
+        assert_eq!(
+            run(&b, "SELECT v FROM t").await.unwrap().rows,
+            [[Value::Integer(1)]]
+        );
+        // Two at once are two connections.
+        let c = open(Ok(key.clone())).await.unwrap();
+        assert!(!same(&b, &c));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn connection_state_is_never_handed_on() {
+        for (name, sql, check, answer) in [
+            (
+                "pragma",
+                // (On by default in the SQLite linked.)
+                "PRAGMA foreign_keys = OFF",
+                "PRAGMA foreign_keys",
+                Some(Value::Integer(1)),
+            ),
+            (
+                "temp",
+                "CREATE TEMP TABLE x (v)",
+                "SELECT * FROM temp.x",
+                None,
+            ),
+            (
+                "temp2",
+                "CREATE TABLE temp.y (v)",
+                "SELECT * FROM temp.y",
+                None,
+            ),
+            (
+                "view",
+                "CREATE TEMP VIEW z AS SELECT 1",
+                "SELECT * FROM z",
+                None,
+            ),
+            ("tx", "BEGIN", "BEGIN", Some(Value::Null)),
+        ] {
+            let key = file(name);
+            let a = open(Ok(key.clone())).await.unwrap();
+            run(&a, sql).await.unwrap();
+            drop(a);
+            let b = open(Ok(key.clone())).await.unwrap();
+            let r = run(&b, check).await;
+            match answer {
+                None => assert!(r.is_err(), "{sql}: {r:?}"),
+                Some(Value::Null) => assert!(r.is_ok(), "{sql}: {r:?}"),
+                Some(v) => assert_eq!(r.unwrap().rows, [[v]], "{sql}"),
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_replaced_file_is_opened_anew() {
+        let key = file("replaced");
+        let a = open(Ok(key.clone())).await.unwrap();
+        run(&a, "CREATE TABLE old (v)").await.unwrap();
+        drop(a);
+        std::fs::remove_dir_all(key.0.parent().unwrap()).unwrap();
+        let b = open(Ok(key.clone())).await.unwrap();
+        assert!(run(&b, "SELECT * FROM old").await.is_err());
+        run(&b, "CREATE TABLE old (v)").await.unwrap();
+    }
 }
