@@ -1,7 +1,8 @@
 //! Where SQLite and MariaDB differ, and nowhere else: column types in the
 //! schema, table options, and the increment-or-insert of a counter. Every
 //! other statement of the app is the same text on both (`?` parameters,
-//! `INSTR`, `LIMIT n OFFSET m`, `COUNT`, `UNION ALL` of derived tables).
+//! `LIKE ... ESCAPE '!'`, `LIMIT n OFFSET m`, `COUNT`, `UNION ALL` of
+//! derived tables).
 
 /// The database the app talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

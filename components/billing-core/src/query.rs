@@ -113,6 +113,24 @@ pub fn search_text(name: &str, contact_name: &str, phone: &str, email: &str) -> 
         .join("\n")
 }
 
+/// Escapes `LIKE`'s metacharacters with `!` (the statement says `ESCAPE
+/// '!'`, which both SQLite and MariaDB read alike) and wraps the text in
+/// `%` for a substring match. The text is folded ([`fold`]) and so is the
+/// column, so SQLite's ASCII case-insensitive LIKE and MariaDB's binary
+/// one find the same rows.
+pub fn like_substring(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('%');
+    for c in s.chars() {
+        if matches!(c, '!' | '%' | '_') {
+            out.push('!');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
 /// A parsed `GET /api/clients` (and `.csv`) query.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientQuery {
@@ -258,10 +276,11 @@ impl ClientQuery {
                 // No single-line field holds a line break.
                 conds.push("1 = 0");
             } else {
-                // A plain substring test on the folded text (no pattern
-                // characters to escape), read from (dealer_id, search).
-                conds.push("INSTR(c.search, ?) > 0");
-                params.push(Param::Text(q));
+                // A substring of the folded text (its LIKE metacharacters
+                // escaped; LIKE scans faster than INSTR on both), read from
+                // (dealer_id, search).
+                conds.push("c.search LIKE ? ESCAPE '!'");
+                params.push(Param::Text(like_substring(&q)));
             }
         }
         if conds.is_empty() {
@@ -492,11 +511,12 @@ mod tests {
         let c = q("q=%25'+OR+1%3D1+--", false).unwrap();
         let (sql, params) = c.where_clause(Some(3));
         assert!(!sql.contains("OR 1=1"));
-        assert_eq!(sql, " WHERE c.dealer_id = ? AND INSTR(c.search, ?) > 0");
+        assert_eq!(sql, " WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!'");
         assert_eq!(
             params,
-            vec![Param::Int(3), Param::Text("%' or 1=1 --".into())]
+            vec![Param::Int(3), Param::Text("%!%' or 1=1 --%".into())]
         );
+        assert_eq!(like_substring("50%_off!"), "%50!%!_off!!%");
         assert_eq!(q("q=++", false).unwrap().q, None);
         assert!(q(&format!("q={}", "x".repeat(201)), false).is_err());
         // A line break is in no single-line field.
@@ -508,6 +528,40 @@ mod tests {
             search_text("Acme", "Ann", "+1 (2)", "A@B.test"),
             "acme\nann\n+1 (2)\na@b.test"
         );
+    }
+
+    /// SQL's LIKE with `ESCAPE '!'`, as both databases read it on folded
+    /// text: `%` any run, `_` one character, `!x` the character x.
+    fn like(pattern: &str, text: &str) -> bool {
+        fn go(p: &[char], t: &[char]) -> bool {
+            match p.first() {
+                None => t.is_empty(),
+                Some('%') => (0..=t.len()).any(|i| go(&p[1..], &t[i..])),
+                Some('_') => !t.is_empty() && go(&p[1..], &t[1..]),
+                Some('!') if p.len() > 1 => t.first() == Some(&p[1]) && go(&p[2..], &t[1..]),
+                Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
+            }
+        }
+        let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+        go(&p, &t)
+    }
+
+    #[test]
+    fn the_search_pattern_matches_exactly_the_substring() {
+        let alphabet: Vec<char> = "ab%_!'\\ é".chars().collect();
+        let mut r = crate::seed::Rng::new(7);
+        let mut word = |n: u64| -> String {
+            let len = r.below(n);
+            (0..len).map(|_| *r.pick(&alphabet)).collect()
+        };
+        for _ in 0..3000 {
+            let (q, text) = (word(4), word(9));
+            assert_eq!(
+                like(&like_substring(&q), &text),
+                text.contains(&q),
+                "q={q:?} text={text:?}"
+            );
+        }
     }
 
     #[test]
@@ -613,7 +667,7 @@ mod tests {
         let (sql, p) = t.select_by_tariff(Some(4), &[(1, 1), (2, 0), (3, 1)]);
         let inner = |g: usize, ids: &str| {
             format!(
-                "SELECT * FROM (SELECT c.id AS id, {g} AS g, c.name AS k0, c.id AS k1 FROM clients c WHERE c.dealer_id = ? AND INSTR(c.search, ?) > 0 AND c.tariff_id IN ({ids}) ORDER BY c.name, c.id LIMIT 20) g{g}"
+                "SELECT * FROM (SELECT c.id AS id, {g} AS g, c.name AS k0, c.id AS k1 FROM clients c WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!' AND c.tariff_id IN ({ids}) ORDER BY c.name, c.id LIMIT 20) g{g}"
             )
         };
         assert_eq!(
