@@ -131,8 +131,9 @@ impl Grant {
 }
 
 /// An open connection: a guest's handle. When the guest drops it (or its
-/// instance ends), the database goes back to [`POOL`] if it can serve the
-/// next guest as a new connection would ([`Database::reusable`]).
+/// instance ends), the database goes back to the pool if it can serve the
+/// next guest as a new connection would ([`Database::reusable`]), into
+/// an idle pool per file.
 pub struct Connection {
     db: Option<Arc<Mutex<Database>>>,
     key: (PathBuf, u64),
