@@ -763,3 +763,73 @@ pub fn tokens(cmd: &TokensCommand) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The archive's entry names.
+    fn names(gz: &[u8]) -> Vec<String> {
+        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(gz));
+        let mut out: Vec<String> = tar
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn spin_archives_carry_the_files_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("edge-pack-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (f, text) in [
+            ("app.wasm", "wasm"),
+            ("static/index.html", "i"),
+            ("static/sub/a.css", "a"),
+            ("static/server.key", "secret"),
+            ("assets/logo.svg", "svg"),
+            ("private/notes.txt", "no"),
+        ] {
+            let p = dir.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let manifest = |files: &str| {
+            let m = dir.join("spin.toml");
+            std::fs::write(
+                &m,
+                format!(
+                    "spin_manifest_version = 2\n[application]\nname = \"a\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"c\"\n[component.c]\nsource = \"app.wasm\"\n{files}\n"
+                ),
+            )
+            .unwrap();
+            m
+        };
+        let m = manifest(
+            "files = [\"static/**/*\", { source = \"assets\", destination = \"/img\" }]\nexclude_files = [\"**/*.key\"]",
+        );
+        let (_, gz) = spin_archive(&m).unwrap();
+        assert_eq!(
+            names(&gz),
+            [
+                "app.wasm",
+                "assets/logo.svg",
+                "spin.toml",
+                "static/index.html",
+                "static/sub/a.css"
+            ]
+        );
+        // A link out of the app's directory is refused, not followed.
+        std::os::unix::fs::symlink("/etc/hostname", dir.join("static/host")).unwrap();
+        let m = manifest("files = [\"static/*\"]");
+        let e = format!("{:#}", spin_archive(&m).unwrap_err());
+        assert!(e.contains("is outside the app's directory"), "{e}");
+        // And so is a glob or a source that leaves it.
+        let m = manifest("files = [\"../*\"]");
+        let e = format!("{:#}", spin_archive(&m).unwrap_err());
+        assert!(e.contains("component.c.files[0]"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -108,3 +108,62 @@ fn fill(tmp: &Path, files: &[FileMount], stored: bool) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn stored_files_stage_once_read_only_or_not_at_all() {
+        let root = std::env::temp_dir().join(format!("edge-stage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let store = edge_control::blobs::Blobs::new(root.join("blobs")).files();
+        let (d1, p1) = store.put(b"<h1>hi</h1>").unwrap();
+        let (d2, p2) = store.put(b"body {}").unwrap();
+        let mount = |guest: &str, digest: &str, host: &Path| FileMount {
+            host: host.to_path_buf(),
+            guest: guest.into(),
+            digest: Some(digest.into()),
+        };
+        let list = vec![
+            mount("/ui/index.html", &d1, &p1),
+            mount("/ui/css/site.css", &d2, &p2),
+        ];
+        let trees = root.join("files");
+        let dir = stage(&trees, &list).unwrap();
+        assert_eq!(
+            std::fs::read(dir.join("ui/index.html")).unwrap(),
+            b"<h1>hi</h1>"
+        );
+        let mode = std::fs::metadata(dir.join("ui/css/site.css"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o444);
+        // The same list is the same tree, wherever its blobs are.
+        assert_eq!(stage(&trees, &list).unwrap(), dir);
+        // A file the store lacks fails the whole tree, leaving nothing.
+        let gone = format!("sha256:{}", "0".repeat(64));
+        let missing = vec![
+            mount("/a", &d1, &p1),
+            mount("/b", &gone, &root.join("nowhere")),
+        ];
+        let e = stage(&trees, &missing).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("file /b ({gone}) is not in the node's store")),
+            "{e}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&trees)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [dir.file_name().unwrap().to_owned()]);
+        // A path that would leave the tree is refused.
+        let e = stage(&trees, &[mount("/../escape", &d1, &p1)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a path inside"), "{e}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
