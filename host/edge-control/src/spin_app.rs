@@ -33,6 +33,27 @@ pub const MAX_FILES: usize = 10_000;
 /// Longest path a file may have in the guest, in bytes.
 pub const MAX_FILE_PATH: usize = 1024;
 
+/// Most entries a component's `files` (and, apart, its `exclude_files`)
+/// may have: each is matched against every file of the app.
+pub const MAX_FILE_ENTRIES: usize = 64;
+
+/// Longest glob (or `source`) of `files` and `exclude_files`, in bytes,
+/// and most `*` in one: matching costs grow with both.
+const MAX_GLOB: usize = 256;
+const MAX_STARS: usize = 8;
+
+/// `glob` within [`MAX_GLOB`] bytes and [`MAX_STARS`] `*`, and a glob.
+fn check_glob(glob: &str) -> Result<(), String> {
+    if glob.len() > MAX_GLOB || glob.matches('*').count() > MAX_STARS {
+        return Err(format!(
+            "{glob:?} is longer than {MAX_GLOB} bytes or has more than {MAX_STARS} '*'"
+        ));
+    }
+    glob::Pattern::new(glob)
+        .map(|_| ())
+        .map_err(|e| format!("{glob:?} is not a glob: {e}"))
+}
+
 /// A component's `files` and `exclude_files`, checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FilesDecl {
@@ -198,6 +219,18 @@ fn files_decl(
     let list = files
         .as_array()
         .ok_or("files: a list of globs and { source, destination } tables")?;
+    if list.len() > MAX_FILE_ENTRIES {
+        return Err(format!(
+            "files: {} entries; at most {MAX_FILE_ENTRIES}",
+            list.len()
+        ));
+    }
+    if exclude.len() > MAX_FILE_ENTRIES {
+        return Err(format!(
+            "exclude_files: {} entries; at most {MAX_FILE_ENTRIES}",
+            exclude.len()
+        ));
+    }
     let mut entries = Vec::new();
     for (i, entry) in list.iter().enumerate() {
         let at = format!("files[{i}]");
@@ -206,7 +239,7 @@ fn files_decl(
                 let g = normal_glob(glob).ok_or_else(|| {
                     format!("{at}: {glob:?} leaves the app's directory (globs are relative to it, without '..')")
                 })?;
-                glob::Pattern::new(&g).map_err(|e| format!("{at}: {glob:?} is not a glob: {e}"))?;
+                check_glob(&g).map_err(|e| format!("{at}: {e}"))?;
                 FileEntry::Glob(g)
             }
             toml::Value::Table(t) => {
@@ -243,6 +276,9 @@ fn files_decl(
                     .ok_or_else(|| {
                         format!("{at}.destination: {dest:?} is not an absolute path without '..'")
                     })?;
+                if source.len() > MAX_GLOB || destination.len() > MAX_FILE_PATH {
+                    return Err(format!("{at}: a source longer than {MAX_GLOB} bytes or a destination longer than {MAX_FILE_PATH}"));
+                }
                 FileEntry::Dir {
                     source,
                     destination,
@@ -257,8 +293,7 @@ fn files_decl(
     }
     let mut excludes = Vec::new();
     for (i, x) in exclude.iter().enumerate() {
-        glob::Pattern::new(x)
-            .map_err(|e| format!("exclude_files[{i}]: {x:?} is not a glob: {e}"))?;
+        check_glob(x).map_err(|e| format!("exclude_files[{i}]: {e}"))?;
         excludes.push(x.trim_start_matches("./").to_string());
     }
     Ok(Some(FilesDecl {
@@ -602,6 +637,26 @@ command = "cargo build"
             decl("[]", r#"["[x"]"#)
                 .unwrap_err()
                 .contains("exclude_files[0]")
+        );
+        // Bounded work: entries, glob lengths and wildcards.
+        let many = format!("[{}]", vec!["\"a\""; MAX_FILE_ENTRIES + 1].join(","));
+        assert!(
+            decl(&many, "[]")
+                .unwrap_err()
+                .contains("files: 65 entries; at most 64")
+        );
+        assert!(
+            decl("[]", &many)
+                .unwrap_err()
+                .contains("exclude_files: 65 entries")
+        );
+        let stars = format!("[\"{}\"]", "*a".repeat(MAX_STARS + 1));
+        assert!(decl(&stars, "[]").unwrap_err().contains("more than 8 '*'"));
+        let long = format!("[\"{}\"]", "a".repeat(MAX_GLOB + 1));
+        assert!(
+            decl(&long, "[]")
+                .unwrap_err()
+                .contains("longer than 256 bytes")
         );
         // Two files at one destination.
         let d = decl(
