@@ -126,7 +126,10 @@ conversions!(v3);
 
 impl Mysql<'_> {
     fn shared(&self, c: &Resource<Connection>) -> wasmtime::Result<crate::Shared> {
-        Ok(self.table.get(c)?.shared())
+        self.table
+            .get(c)?
+            .shared()
+            .ok_or_else(|| wasmtime::format_err!("the connection is closed"))
     }
 }
 

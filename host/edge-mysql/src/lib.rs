@@ -5,7 +5,9 @@
 //! tenant's address policy refuses) is
 //! `connection-failed("address ADDRESS is not permitted")`, Spin's words.
 //! The client connects to the address the host checked, not to the name
-//! again. Values map by column type and flags as Spin maps them.
+//! again. Values map by column type and flags as Spin maps them. A
+//! connection the guest drops is reset and kept for the next open of the
+//! same address by the same component (see [`Connection`]).
 #![deny(missing_docs)]
 
 mod host;
@@ -25,10 +27,117 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Host memory one query's rows may take.
 pub const MAX_RESULT_BYTES: usize = 16 << 20;
 
-/// An open connection: a guest's handle. One statement at a time.
+/// An open connection: a guest's handle. One statement at a time. When
+/// the guest drops it (or its instance ends), the server connection is
+/// reset (`COM_RESET_CONNECTION`: transactions rolled back, locks, TEMP
+/// tables, variables and prepared statements gone) off the request's path
+/// and kept for the next open of the same address by the same component
+/// (an idle pool), if its database and character sets are again a new
+/// connection's.
 pub struct Connection {
-    conn: std::sync::Arc<tokio::sync::Mutex<mysql_async::Conn>>,
+    conn: Option<Shared>,
+    key: PoolKey,
+    /// The session as a new connection had it ([`session`]).
+    session: String,
     _permit: edge_outbound_http::limit::Permit,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let Some(Ok(conn)) = self.conn.take().map(std::sync::Arc::try_unwrap) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let key = std::mem::take(&mut self.key);
+        let fingerprint = std::mem::take(&mut self.session);
+        runtime.spawn(async move {
+            let mut conn = conn.into_inner();
+            let reset = tokio::time::timeout(CONNECT_TIMEOUT, async {
+                conn.reset().await.ok() == Some(true)
+                    && session(&mut conn).await.as_ref() == Some(&fingerprint)
+            })
+            .await;
+            if reset == Ok(true) {
+                POOL.put(key, (fingerprint, conn));
+            } else {
+                let _ = tokio::time::timeout(CONNECT_TIMEOUT, conn.disconnect()).await;
+            }
+        });
+    }
+}
+
+/// What a reset must give back as a new connection had it: the database
+/// and the character sets (a reset sets session variables to the server's
+/// defaults; the handshake may have chosen others).
+async fn session(conn: &mut mysql_async::Conn) -> Option<String> {
+    conn.query_first::<Option<String>, _>(
+        "SELECT CONCAT_WS(',', IFNULL(DATABASE(), ''), @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection)",
+    )
+    .await
+    .ok()
+    .flatten()
+    .flatten()
+}
+
+/// Who connects where: the component (`tenant/component`), the address as
+/// the guest gave it (credentials and database included), and the address
+/// the host checked and connected to.
+type PoolKey = (String, String, String);
+
+/// Idle server connections, reset, per [`PoolKey`]: an open finds one
+/// instead of connecting and authenticating again (the address is still
+/// checked against the policy, and the tenant's cap counts it, at every
+/// open). At most [`POOL_IDLE`] per key, none idle longer than
+/// [`POOL_IDLE_FOR`].
+static POOL: Pool = Pool {
+    idle: std::sync::Mutex::new(None),
+};
+
+/// Idle connections kept per key.
+const POOL_IDLE: usize = 16;
+
+/// How long an idle connection is kept.
+const POOL_IDLE_FOR: Duration = Duration::from_secs(30);
+
+type Idle = std::collections::HashMap<PoolKey, Vec<(std::time::Instant, Pooled)>>;
+
+/// An idle connection and its [`session`].
+type Pooled = (String, mysql_async::Conn);
+
+struct Pool {
+    idle: std::sync::Mutex<Option<Idle>>,
+}
+
+impl Pool {
+    fn take(&self, key: &PoolKey) -> Option<Pooled> {
+        let now = std::time::Instant::now();
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = idle.as_mut()?.get_mut(key)?;
+        while let Some((since, conn)) = list.pop() {
+            if now.duration_since(since) < POOL_IDLE_FOR {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn put(&self, key: PoolKey, conn: Pooled) {
+        let now = std::time::Instant::now();
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let idle = idle.get_or_insert_with(Default::default);
+        // Connections idle too long, of every key, are dropped (closing
+        // the socket without a goodbye; the server ends the session).
+        idle.retain(|_, list| {
+            list.retain(|(since, _)| now.duration_since(*since) < POOL_IDLE_FOR);
+            !list.is_empty()
+        });
+        let list = idle.entry(key).or_default();
+        if list.len() < POOL_IDLE {
+            list.push((now, conn));
+        }
+    }
 }
 
 /// What the linked functions see of the store data.
@@ -124,6 +233,19 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
             TcpError::TooMany => Error::ConnectionFailed("too many connections".into()),
             TcpError::Connect(..) => Error::ConnectionFailed(e.to_string()),
         })?;
+    let key = (
+        outbound.who().to_string(),
+        address.to_string(),
+        checked.addr.to_string(),
+    );
+    if let Some((session, conn)) = POOL.take(&key) {
+        return Ok(Connection {
+            conn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(conn))),
+            key,
+            session,
+            _permit: checked.permit,
+        });
+    }
     // Connect to the address checked; no socket file, no LOCAL INFILE.
     let opts = mysql_async::OptsBuilder::from_opts(opts)
         .ip_or_hostname(checked.addr.ip().to_string())
@@ -134,8 +256,13 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
         .await
         .map_err(|_| Error::ConnectionFailed("the server did not answer in time".into()))?
         .map_err(|e| Error::ConnectionFailed(e.to_string()))?;
+    let mut conn = conn;
+    // (None: never pooled; compared with a reset's, it never matches.)
+    let session = session(&mut conn).await.unwrap_or_else(|| "\0".into());
     Ok(Connection {
-        conn: std::sync::Arc::new(tokio::sync::Mutex::new(conn)),
+        conn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(conn))),
+        key,
+        session,
         _permit: checked.permit,
     })
 }
@@ -143,7 +270,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
 type Shared = std::sync::Arc<tokio::sync::Mutex<mysql_async::Conn>>;
 
 impl Connection {
-    fn shared(&self) -> Shared {
+    fn shared(&self) -> Option<Shared> {
         self.conn.clone()
     }
 }

@@ -93,6 +93,11 @@ impl OutboundPolicy {
         }
     }
 
+    /// Who the policy is for (`tenant/component`), as logs name it.
+    pub fn who(&self) -> &str {
+        &self.who
+    }
+
     /// The same with `addresses` as the address policy.
     pub fn with_addresses(mut self, addresses: AddressPolicy) -> Self {
         self.addresses = addresses;
