@@ -1587,11 +1587,13 @@ fn spin_apps_deploy_with_their_files(backend: Backend) {
     // A version from JSON may name the tenant's own files by digest...
     let (_, v1) = rt.block_on(node.get("/v1/tenants/acme/apps/files/versions/1", &acme));
     let mut spec = v1["spec"].clone();
-    spec["components"]["features"]["files"] =
-        json!([{"path": "/www/index.html", "digest": index_v1, "size": 11}]);
+    // (a thousand paths to one content: more than MariaDB's TEXT holds)
+    spec["components"]["features"]["files"] = (0..1000)
+        .map(|i| json!({"path": format!("/www/{i}/index.html"), "digest": index_v1, "size": 11}))
+        .collect();
     let (s, v) =
         rt.block_on(node.post("/v1/tenants/acme/apps/files/versions", &acme, spec.clone()));
-    assert_eq!(s, 201, "{v}");
+    assert_eq!(s, 201, "{v}; log: {}", node.edge.log());
     // ...with its true size, at a normal path...
     let mut wrong = spec.clone();
     wrong["components"]["features"]["files"][0]["size"] = json!(12);

@@ -113,7 +113,30 @@ impl Db {
         MIGRATOR
             .run(&pool)
             .await
-            .map_err(|source| OpenError::Migrate { url: shown, source })?;
+            .map_err(|source| OpenError::Migrate {
+                url: shown.clone(),
+                source,
+            })?;
+        if backend == Backend::Mysql {
+            // A version's spec lists its components' files: MariaDB's TEXT
+            // (64 KiB) is too small for it (SQLite's TEXT has no such
+            // limit, and the migrations are the same for both).
+            let narrow: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'versions' AND COLUMN_NAME = 'spec' AND DATA_TYPE = 'text'",
+            )
+            .fetch_one(&pool)
+            .await
+            .map_err(|source| OpenError::Sql {
+                url: shown.clone(),
+                source,
+            })?;
+            if narrow > 0 {
+                sqlx::query("ALTER TABLE versions MODIFY spec MEDIUMTEXT NOT NULL")
+                    .execute(&pool)
+                    .await
+                    .map_err(|source| OpenError::Sql { url: shown, source })?;
+            }
+        }
         Ok(Self { pool, backend })
     }
 

@@ -336,6 +336,10 @@ async fn check_files(
     Ok(())
 }
 
+/// Most bytes a version's spec may take as JSON (stored whole; MariaDB's
+/// MEDIUMTEXT holds 16 MiB).
+pub const MAX_SPEC_BYTES: usize = 8 << 20;
+
 #[derive(Serialize)]
 pub struct CreatedVersion {
     number: i64,
@@ -386,6 +390,15 @@ pub async fn create_version(
             .map(|f| (f.digest.clone(), f.bytes.len() as u64))
             .collect();
         let notes = check_version(&c, &t, &spec, &pending, &pending_files).await?;
+        let described = serde_json::to_vec(&spec).map_err(ApiError::internal)?.len();
+        if described > MAX_SPEC_BYTES {
+            return Err(ApiError::too_large(
+                None,
+                format!(
+                    "the version is {described} bytes as JSON (its files' paths and digests, mostly); at most {MAX_SPEC_BYTES}"
+                ),
+            ));
+        }
         let kept = c.db.version_count(&a.id).await?;
         if kept as u64 >= t.tenant.quota.max_versions {
             return Err(ApiError::invalid(
