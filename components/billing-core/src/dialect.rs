@@ -51,6 +51,18 @@ pub const MIGRATIONS: &[&[&str]] = &[
         // Sorting by the tariff's name walks each tariff's clients in order.
         "CREATE INDEX IF NOT EXISTS clients_dealer_tariff_name ON clients (dealer_id, tariff_id, name)",
     ],
+    &[
+        // Version 3, MariaDB only: descending twins of the dealer's sort
+        // indexes. A descending sort is `col DESC, c.id` (ties by id, up):
+        // SQLite reads (dealer_id, col) backwards and sorts each run of
+        // equal values; MariaDB sorts every row unless an index holds
+        // that order.
+        "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_name_desc ON clients (dealer_id, name DESC)",
+        "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_contact_desc ON clients (dealer_id, contact_name DESC)",
+        "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_phone_desc ON clients (dealer_id, phone DESC)",
+        "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_email_desc ON clients (dealer_id, email DESC)",
+        "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_registered_desc ON clients (dealer_id, registered_at DESC)",
+    ],
 ];
 
 /// The schema version whose statements are followed by filling
@@ -62,8 +74,14 @@ pub const SCHEMA_VERSION_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS schema_version (version INT NOT NULL, applied_at BIGINT NOT NULL)";
 
 impl Dialect {
-    /// A statement of [`MIGRATIONS`] for this database.
+    /// A statement of [`MIGRATIONS`] for this database (empty: none here;
+    /// `{mysql} ...` is a statement for MariaDB only).
     pub fn render(self, template: &str) -> String {
+        let template = match (self, template.strip_prefix("{mysql} ")) {
+            (Dialect::Sqlite, Some(_)) => return String::new(),
+            (Dialect::Mysql, Some(t)) => t,
+            (_, None) => template,
+        };
         let mut out = String::with_capacity(template.len() + 64);
         let mut rest = template;
         while let Some(start) = rest.find('{') {
@@ -143,6 +161,9 @@ mod tests {
                 assert!(!r.contains('{') && !r.contains('}'), "{r}");
             }
         }
+        let t = MIGRATIONS[2][0];
+        assert_eq!(Dialect::Sqlite.render(t), "");
+        assert!(Dialect::Mysql.render(t).starts_with("CREATE INDEX"));
     }
 
     #[test]

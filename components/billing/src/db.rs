@@ -194,7 +194,10 @@ impl Db {
                 continue;
             }
             for s in statements.iter() {
-                self.exec(&self.dialect.render(s), &[]).await?;
+                let s = self.dialect.render(s);
+                if !s.is_empty() {
+                    self.exec(&s, &[]).await?;
+                }
             }
             if version as usize == SEARCH_BACKFILL {
                 self.backfill_search().await?;
