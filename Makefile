@@ -30,14 +30,11 @@ host: setup
 
 # The billing app (components/billing, a Spin app on spin-sdk 7) as
 # `edge deploy` takes it: build/billing/spin.toml, billing.wasm and ui/
-# (web-ui/build when ./scripts/web-ui.sh has built it, else a placeholder
-# page). ui/ is also embedded in the component (BILLING_UI_DIR): the control
-# plane deploys a Spin app's components, not its `files`.
+# (the web workspace's build, which the manifest mounts at /ui).
 billing: setup web-ui
 	@rm -rf build/billing && mkdir -p build/billing/ui
-	@if [ -f web-ui/build/index.html ]; then cp -Rp web-ui/build/. build/billing/ui/; \
-	else printf '<!doctype html><title>billing</title><p>The web workspace is not built: run ./scripts/web-ui.sh, then make billing.\n' > build/billing/ui/index.html; fi
-	BILLING_UI_DIR=$(CURDIR)/build/billing/ui $(CARGO) build --profile wasm --target wasm32-wasip2 -p billing
+	@cp -Rp web-ui/build/. build/billing/ui/
+	$(CARGO) build --profile wasm --target wasm32-wasip2 -p billing
 	@cp -f components/billing/spin.toml build/billing/spin.toml
 	@cp -f $(WASM_DIR)/billing.wasm build/billing/billing.wasm
 

@@ -321,7 +321,7 @@ async fn run(backend: Backend) {
     queries(&app, &admin, &d1, all.len()).await;
     editing(&app, &d1, c1).await;
     csv_export(&app, &admin, &d1).await;
-    // The web workspace's files, from the copy built into the component.
+    // The web workspace's files, deployed with the app (Spin `files`).
     statics(&app, &edge_tests::repo().join("build/billing/ui")).await;
 
     // A payment changed behind the app's back reads back unverified.
@@ -1233,8 +1233,8 @@ async fn rate_limits(app: &App<'_>) {
 /// the directory Spin's `files` mounts.
 #[test]
 fn static_files_under_edge_up() {
-    // The app as built, its index page changed: the mounted files win over
-    // the copy in the component.
+    // The app as built, its index page changed: the mounted files are
+    // what is served.
     let dir = TempDir::new("billing-app");
     let built = manifest().parent().unwrap().to_path_buf();
     let out = Command::new("cp")

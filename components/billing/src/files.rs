@@ -1,6 +1,5 @@
-//! The web workspace's files: mounted with Spin `files` at the `ui_dir`
-//! variable (`/ui`), or else the copy embedded at build time (`build.rs`;
-//! the control plane deploys components, not `files`). GET or HEAD of a
+//! The web workspace's files, mounted with Spin `files` at the `ui_dir`
+//! variable (`/ui`), under `edge up`, Spin, or the control plane. GET or HEAD of a
 //! path outside `/api` is the file, its `.br` (or `.gz`) sibling when the
 //! client takes it, or else `index.html` (the single-page app's own
 //! routes); a missing `/_app/` asset is 404. No `.`/`..` segments or
@@ -12,45 +11,13 @@ use billing_core::files::{SECURITY_HEADERS, accepts, cache_control, content_type
 use bytes::Bytes;
 use spin_sdk::http::FullBody;
 
-mod embedded {
-    include!(concat!(env!("OUT_DIR"), "/ui.rs"));
+/// The mounted directory's file `rel`, if it is one.
+fn has(dir: &str, rel: &str) -> bool {
+    std::fs::metadata(format!("{dir}/{rel}")).is_ok_and(|m| m.is_file())
 }
 
-/// Where the files come from.
-enum Source<'a> {
-    /// A mounted directory.
-    Dir(&'a str),
-    /// The build's copy.
-    Embedded,
-}
-
-impl Source<'_> {
-    fn pick(config: &Config) -> Source<'_> {
-        if std::fs::metadata(format!("{}/index.html", config.ui_dir)).is_ok_and(|m| m.is_file()) {
-            Source::Dir(&config.ui_dir)
-        } else {
-            Source::Embedded
-        }
-    }
-
-    fn has(&self, rel: &str) -> bool {
-        match self {
-            Source::Dir(d) => std::fs::metadata(format!("{d}/{rel}")).is_ok_and(|m| m.is_file()),
-            Source::Embedded => embedded::EMBEDDED
-                .binary_search_by(|(p, _)| (*p).cmp(rel))
-                .is_ok(),
-        }
-    }
-
-    fn read(&self, rel: &str) -> Option<Bytes> {
-        match self {
-            Source::Dir(d) => std::fs::read(format!("{d}/{rel}")).ok().map(Bytes::from),
-            Source::Embedded => embedded::EMBEDDED
-                .binary_search_by(|(p, _)| (*p).cmp(rel))
-                .ok()
-                .map(|i| Bytes::from_static(embedded::EMBEDDED[i].1)),
-        }
-    }
+fn read(dir: &str, rel: &str) -> Option<Bytes> {
+    std::fs::read(format!("{dir}/{rel}")).ok().map(Bytes::from)
 }
 
 pub fn serve(config: &Config, req: &Req) -> Resp {
@@ -60,27 +27,27 @@ pub fn serve(config: &Config, req: &Req) -> Resp {
     let Some(mut rel) = relative_path(&req.path) else {
         return error(&ApiError::not_found("file"));
     };
-    let source = Source::pick(config);
-    if !source.has(&rel) {
+    let dir = config.ui_dir.as_str();
+    if !has(dir, &rel) {
         if rel.starts_with("_app/") {
             return error(&ApiError::not_found("file"));
         }
         rel = "index.html".into();
-        if !source.has(&rel) {
+        if !has(dir, &rel) {
             return error(&ApiError::not_found(
                 "file (the web workspace is not built)",
             ));
         }
     }
     let accept = req.header("accept-encoding").unwrap_or("");
-    let (path, encoding) = if accepts(accept, "br") && source.has(&format!("{rel}.br")) {
+    let (path, encoding) = if accepts(accept, "br") && has(dir, &format!("{rel}.br")) {
         (format!("{rel}.br"), Some("br"))
-    } else if accepts(accept, "gzip") && source.has(&format!("{rel}.gz")) {
+    } else if accepts(accept, "gzip") && has(dir, &format!("{rel}.gz")) {
         (format!("{rel}.gz"), Some("gzip"))
     } else {
         (rel.clone(), None)
     };
-    let Some(body) = source.read(&path) else {
+    let Some(body) = read(dir, &path) else {
         return error(&ApiError::not_found("file"));
     };
     let mut b = http::Response::builder()
