@@ -42,6 +42,17 @@ pub fn component(name: &str) -> String {
     path.display().to_string()
 }
 
+/// The manifest of the node the control-plane tests start: its own
+/// tenant serves echo on every path, and has the rewriter component that
+/// tenants' sites run on.
+pub fn operator_spin() -> String {
+    format!(
+        "spin_manifest_version = 2\n[application]\nname = \"operator\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"echo\"\n[component.echo]\nsource = \"{}\"\n[component.rewriter]\nsource = \"{}\"\n",
+        component("echo"),
+        component("rewriter")
+    )
+}
+
 /// The `edge` binary under test.
 pub fn edge_bin() -> PathBuf {
     if let Ok(p) = std::env::var("EDGE_BIN") {

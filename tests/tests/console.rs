@@ -7,23 +7,11 @@
 
 use bytes::Bytes;
 use edge_tests::mariadb::Mariadb;
-use edge_tests::{Edge, TempDir, client, component, repo, request, shared_cache};
+use edge_tests::{Edge, TempDir, client, repo, request, shared_cache};
 use serde_json::{Value, json};
 use std::process::Command;
 
 const PASSWORD: &str = "a long enough password";
-
-const SPIN: &str = r#"spin_manifest_version = 2
-[application]
-name = "operator"
-[[trigger.http]]
-route = "/..."
-component = "echo"
-[component.echo]
-source = "SOURCE"
-[component.rewriter]
-source = "REWRITER"
-"#;
 
 struct Node {
     edge: Edge,
@@ -44,9 +32,7 @@ impl Node {
             "app = \"spin.toml\"\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[control]\nlisten = \"127.0.0.1:0\"\nconsole = \"{}\"\n{database}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\", \"*\"]\ncomponents = [\"*\"]\n",
             repo().join("web-ui/build").display()
         );
-        let spin = SPIN
-            .replace("SOURCE", &component("echo"))
-            .replace("REWRITER", &component("rewriter"));
+        let spin = edge_tests::operator_spin();
         // Samples of traffic often enough for the metrics page to fill.
         let edge = Edge::start_env(
             &spin,

@@ -68,18 +68,6 @@ on_both!(
     bad_input_is_refused_and_changes_nothing,
 );
 
-const SPIN: &str = r#"spin_manifest_version = 2
-[application]
-name = "operator"
-[[trigger.http]]
-route = "/..."
-component = "echo"
-[component.echo]
-source = "SOURCE"
-[component.rewriter]
-source = "REWRITER"
-"#;
-
 /// A node running the control plane: its own data directory (the compile
 /// cache shared with the other tests), `extra` appended to its config.
 struct Node {
@@ -103,7 +91,7 @@ impl Node {
             "app = \"spin.toml\"\n{}\n{extra}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\", \"*\"]\ncomponents = [\"*\"]\n",
             backend.control_section()
         );
-        let edge = Edge::start_env(&spin(), &edge_toml, data.path(), env);
+        let edge = Edge::start_env(&edge_tests::operator_spin(), &edge_toml, data.path(), env);
         Self {
             edge,
             data,
@@ -131,7 +119,7 @@ impl Node {
             "edge did not stop"
         );
         between(data.path());
-        let edge = Edge::start_with(&spin(), &edge_toml, data.path());
+        let edge = Edge::start_with(&edge_tests::operator_spin(), &edge_toml, data.path());
         Node {
             edge,
             data,
@@ -240,11 +228,6 @@ impl Node {
         }
         out
     }
-}
-
-fn spin() -> String {
-    SPIN.replace("SOURCE", &component("echo"))
-        .replace("REWRITER", &component("rewriter"))
 }
 
 fn wasm(name: &str) -> PathBuf {
