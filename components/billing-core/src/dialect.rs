@@ -15,7 +15,8 @@ pub enum Dialect {
 
 /// The schema, one list of statements per version; written once for both
 /// databases with `{id}` (an auto-increment primary key), `{str N}` (a
-/// string of at most N characters that can be indexed), `{text}` (a long
+/// string of at most N characters that can be indexed), `{bytes N}` (text
+/// compared as its UTF-8 bytes, at most N of them, that can be indexed), `{text}` (a long
 /// string) and `{opts}` (table options) filled in by [`Dialect::render`].
 /// Times are unix milliseconds (BIGINT).
 pub const MIGRATIONS: &[&[&str]] = &[
@@ -46,7 +47,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
         // write, read from an index beside the dealer instead of folding four
         // columns of every row per search. Existing rows are filled by the
         // app after these statements (`SEARCH_BACKFILL`).
-        "ALTER TABLE clients ADD COLUMN search {str 700} NOT NULL DEFAULT ''",
+        "ALTER TABLE clients ADD COLUMN search {bytes 2800} NOT NULL DEFAULT ''",
         "CREATE INDEX IF NOT EXISTS clients_dealer_search ON clients (dealer_id, search)",
         // Sorting by the tariff's name walks each tariff's clients in order.
         "CREATE INDEX IF NOT EXISTS clients_dealer_tariff_name ON clients (dealer_id, tariff_id, name)",
@@ -57,6 +58,11 @@ pub const MIGRATIONS: &[&[&str]] = &[
         // SQLite reads (dealer_id, col) backwards and sorts each run of
         // equal values; MariaDB sorts every row unless an index holds
         // that order.
+        // (And the search text as bytes, for a database that took
+        // version 2 when it was a VARCHAR: MariaDB's LIKE over utf8mb4
+        // costs several times its LIKE over bytes, and the pattern's only
+        // wildcards are its ends, so bytes match alike.)
+        "{mysql} ALTER TABLE clients MODIFY search {bytes 2800} NOT NULL DEFAULT ''",
         "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_name_desc ON clients (dealer_id, name DESC)",
         "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_contact_desc ON clients (dealer_id, contact_name DESC)",
         "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_phone_desc ON clients (dealer_id, phone DESC)",
@@ -96,6 +102,8 @@ impl Dialect {
                     out.push_str("BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY")
                 }
                 (Dialect::Sqlite, Some(("str", _))) => out.push_str("TEXT"),
+                (Dialect::Sqlite, Some(("bytes", _))) => out.push_str("TEXT"),
+                (Dialect::Mysql, Some(("bytes", n))) => out.push_str(&format!("VARBINARY({n})")),
                 (Dialect::Mysql, Some(("str", n))) => out.push_str(&format!("VARCHAR({n})")),
                 (Dialect::Sqlite, _) if word == "text" => out.push_str("TEXT"),
                 (Dialect::Mysql, _) if word == "text" => out.push_str("TEXT"),
@@ -161,7 +169,7 @@ mod tests {
                 assert!(!r.contains('{') && !r.contains('}'), "{r}");
             }
         }
-        let t = MIGRATIONS[2][0];
+        let t = MIGRATIONS[2][1];
         assert_eq!(Dialect::Sqlite.render(t), "");
         assert!(Dialect::Mysql.render(t).starts_with("CREATE INDEX"));
     }
