@@ -69,6 +69,16 @@ pub const MIGRATIONS: &[&[&str]] = &[
         "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_email_desc ON clients (dealer_id, email DESC)",
         "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_registered_desc ON clients (dealer_id, registered_at DESC)",
     ],
+    &[
+        // Version 4: how many clients each dealer has of each tariff,
+        // changed in the same transaction as every insert, reassignment
+        // and change of tariff (`Dialect::add_count`): a listing's total
+        // without a search or dates is a sum of a few rows instead of a
+        // count of every client of the dealer.
+        "CREATE TABLE IF NOT EXISTS client_counts (dealer_id BIGINT NOT NULL, tariff_id BIGINT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (dealer_id, tariff_id)){opts}",
+        "DELETE FROM client_counts",
+        "INSERT INTO client_counts (dealer_id, tariff_id, n) SELECT dealer_id, tariff_id, COUNT(*) FROM clients GROUP BY dealer_id, tariff_id",
+    ],
 ];
 
 /// The schema version whose statements are followed by filling
@@ -129,6 +139,28 @@ impl Dialect {
             Dialect::Mysql => {
                 "INSERT INTO login_failures (failure_key, window_start, count) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE count = count + 1"
             }
+        }
+    }
+
+    /// Adds to a dealer's count of clients of a tariff, making it if absent
+    /// (parameters: dealer, tariff, the number to add).
+    pub fn add_count(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => {
+                "INSERT INTO client_counts (dealer_id, tariff_id, n) VALUES (?, ?, ?) ON CONFLICT (dealer_id, tariff_id) DO UPDATE SET n = n + excluded.n"
+            }
+            Dialect::Mysql => {
+                "INSERT INTO client_counts (dealer_id, tariff_id, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)"
+            }
+        }
+    }
+
+    /// What a SELECT in a transaction ends with to lock the rows it reads
+    /// until the end (SQLite's `BEGIN IMMEDIATE` holds the write lock).
+    pub fn for_update(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::Mysql => " FOR UPDATE",
         }
     }
 

@@ -420,8 +420,31 @@ impl ClientQuery {
         )
     }
 
-    /// The count of every matching row.
+    /// The count of every matching row: without a search or dates, the
+    /// sum of the dealers' counts per tariff (`client_counts`), else a
+    /// count of the rows.
     pub fn count(&self, scope: Option<i64>) -> (String, Vec<Param>) {
+        if self.q.is_none() && self.from_ms.is_none() && self.until_ms.is_none() {
+            let mut conds = Vec::new();
+            let mut params = Vec::new();
+            if let Some(d) = scope.or(self.dealer) {
+                conds.push("dealer_id = ?");
+                params.push(Param::Int(d));
+            }
+            if let Some(t) = self.tariff {
+                conds.push("tariff_id = ?");
+                params.push(Param::Int(t));
+            }
+            let w = if conds.is_empty() {
+                String::new()
+            } else {
+                format!(" WHERE {}", conds.join(" AND "))
+            };
+            return (
+                format!("SELECT COALESCE(SUM(n), 0) FROM client_counts{w}"),
+                params,
+            );
+        }
         let (w, p) = self.where_clause(scope);
         (format!("SELECT COUNT(*) FROM clients c{w}"), p)
     }
@@ -685,8 +708,22 @@ mod tests {
                 .sorts_by_tariff_first()
         );
         let (sql, p) = c.count(Some(4));
-        assert_eq!(sql, "SELECT COUNT(*) FROM clients c WHERE c.dealer_id = ?");
+        assert_eq!(
+            sql,
+            "SELECT COALESCE(SUM(n), 0) FROM client_counts WHERE dealer_id = ?"
+        );
         assert_eq!(p, vec![Param::Int(4)]);
+        let (sql, p) = q("tariff=2", true).unwrap().count(None);
+        assert_eq!(
+            sql,
+            "SELECT COALESCE(SUM(n), 0) FROM client_counts WHERE tariff_id = ?"
+        );
+        assert_eq!(p, vec![Param::Int(2)]);
+        let (sql, _) = q("q=x", true).unwrap().count(Some(4));
+        assert_eq!(
+            sql,
+            "SELECT COUNT(*) FROM clients c WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!'"
+        );
         assert!(
             c.export_chunk(None, 5000, 5000)
                 .0

@@ -1,7 +1,7 @@
 //! The JSON API's routes.
 
 use crate::auth::{self, Session};
-use crate::db::{Db, Val};
+use crate::db::{Db, DbError, Val};
 use crate::{Config, Req, Resp, json, now_ms};
 use billing_core::query::{
     CLIENT_SELECT, ClientQuery, TARIFF_RANKS, first, parse_query, search_text,
@@ -392,15 +392,31 @@ async fn client_patch(db: &Db, s: &Session, req: &Req, id: i64) -> Result<Resp, 
     params.push(Param::Int(now_ms()));
     params.push(Param::Int(id));
     params.push(Param::Int(version));
-    let changed = db
-        .exec(
-            &format!(
-                "UPDATE clients SET {} WHERE id = ? AND version = ?",
-                sets.join(", ")
-            ),
-            &params,
-        )
-        .await?;
+    let update = format!(
+        "UPDATE clients SET {} WHERE id = ? AND version = ?",
+        sets.join(", ")
+    );
+    let old_tariff = current["tariff_id"].as_i64().unwrap_or_default();
+    let new_tariff = opt_int(&body, "tariff_id")?.unwrap_or(old_tariff);
+    let changed = if new_tariff == old_tariff {
+        db.exec(&update, &params).await?
+    } else {
+        // The counts move with the tariff, in the same transaction. The
+        // version makes sure the row is still the dealer's read above.
+        let dealer = current["dealer_id"]
+            .as_i64()
+            .or(s.scope())
+            .unwrap_or_default();
+        db.transaction(async || {
+            let changed = db.exec(&update, &params).await?;
+            if changed > 0 {
+                db.add_count(dealer, old_tariff, -1).await?;
+                db.add_count(dealer, new_tariff, 1).await?;
+            }
+            Ok::<_, DbError>(changed)
+        })
+        .await?
+    };
     let row = client_row(db, s, id).await?;
     if changed == 0 {
         return Err(conflict(row));
@@ -451,8 +467,10 @@ async fn client_create(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError
     );
     let search = search_text(&name, &contact, &phone, &email);
     let now = now_ms();
+    let note = text("note")?;
     let id = db
-        .insert(
+        .transaction(async || {
+        let id = db.insert(
             "INSERT INTO clients (dealer_id, name, contact_name, phone, email, note, tariff_id, registered_at, version, updated_at, search) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
             &[
                 Param::Int(dealer),
@@ -460,13 +478,17 @@ async fn client_create(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError
                 Param::Text(contact.clone()),
                 Param::Text(phone.clone()),
                 Param::Text(email.clone()),
-                text("note")?,
+                note,
                 Param::Int(tariff),
                 Param::Int(now),
                 Param::Int(now),
                 Param::Text(search),
             ],
         )
+        .await?;
+        db.add_count(dealer, tariff, 1).await?;
+        Ok::<_, ApiError>(id)
+        })
         .await?;
     Ok(json(201, &client_row(db, s, id).await?))
 }
@@ -477,10 +499,24 @@ async fn reassign(db: &Db, s: &Session, req: &Req, id: i64) -> Result<Resp, ApiE
         opt_int(&body, "dealer_id")?.ok_or_else(|| ApiError::bad("dealer_id", "required"))?;
     client_row(db, s, id).await?;
     check_dealer(db, dealer).await?;
-    db.exec(
-        "UPDATE clients SET dealer_id = ?, version = version + 1, updated_at = ? WHERE id = ?",
-        &[Param::Int(dealer), Param::Int(now_ms()), Param::Int(id)],
-    )
+    db.transaction(async || {
+        // The row's dealer and tariff as the transaction sees them, locked.
+        let sql = format!(
+            "SELECT dealer_id, tariff_id FROM clients WHERE id = ?{}",
+            db.dialect.for_update()
+        );
+        let Some(r) = db.row(&sql, &[Param::Int(id)]).await? else {
+            return Err(ApiError::not_found("client"));
+        };
+        db.exec(
+            "UPDATE clients SET dealer_id = ?, version = version + 1, updated_at = ? WHERE id = ?",
+            &[Param::Int(dealer), Param::Int(now_ms()), Param::Int(id)],
+        )
+        .await?;
+        db.add_count(r[0].int(), r[1].int(), -1).await?;
+        db.add_count(dealer, r[1].int(), 1).await?;
+        Ok(())
+    })
     .await?;
     Ok(json(200, &client_row(db, s, id).await?))
 }

@@ -329,6 +329,35 @@ impl Db {
         }
     }
 
+    /// Adds `n` to `dealer`'s count of clients of `tariff` (in the
+    /// transaction of the change that makes it so).
+    pub async fn add_count(&self, dealer: i64, tariff: i64, n: i64) -> Result<(), DbError> {
+        self.exec(
+            self.dialect.add_count(),
+            &[Param::Int(dealer), Param::Int(tariff), Param::Int(n)],
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Runs `f` in a transaction: committed if it answers Ok, else rolled back.
+    pub async fn transaction<T, E: From<DbError>>(
+        &self,
+        f: impl AsyncFnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.begin().await?;
+        match f().await {
+            Ok(v) => {
+                self.commit().await?;
+                Ok(v)
+            }
+            Err(e) => {
+                self.rollback().await;
+                Err(e)
+            }
+        }
+    }
+
     /// Starts a transaction.
     pub async fn begin(&self) -> Result<(), DbError> {
         self.exec(self.dialect.begin(), &[]).await.map(drop)

@@ -190,6 +190,16 @@ async fn insert_part(
         }
     }
     let (nc, np) = (clients.len(), payments.len());
+    let mut counts: Vec<((i64, i64), i64)> = Vec::new();
+    for c in &clients {
+        match counts
+            .iter_mut()
+            .find(|(k, _)| *k == (c.dealer_id, c.tariff_id))
+        {
+            Some((_, n)) => *n += 1,
+            None => counts.push(((c.dealer_id, c.tariff_id), 1)),
+        }
+    }
     let rows = clients
         .into_iter()
         .map(|c| {
@@ -230,6 +240,9 @@ async fn insert_part(
         rows,
     )
     .await?;
+    for ((dealer, tariff), n) in counts {
+        db.add_count(dealer, tariff, n).await?;
+    }
     insert_rows(
         db,
         "payments",
