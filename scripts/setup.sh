@@ -30,6 +30,7 @@ command -v losetup >/dev/null || missing+=(mount)
 for tool in fsfreeze setpriv; do command -v "$tool" >/dev/null || { missing+=(util-linux); break; }; done
 command -v chromium >/dev/null || missing+=(chromium)
 command -v npm >/dev/null || missing+=(nodejs npm)
+command -v curl >/dev/null || missing+=(curl)  # make run's scripts (billing deploy and seeding)
 if [ ${#missing[@]} -gt 0 ]; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
