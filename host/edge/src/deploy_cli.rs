@@ -609,12 +609,6 @@ pub enum TokensCommand {
     },
 }
 
-/// The tokens path of `tenant`, or of the caller's tenant, or the
-/// operators'.
-fn tokens_path(api: &Api, tenant: &Option<String>) -> Result<String> {
-    principals_path(api, tenant, "tokens")
-}
-
 /// `/v1/tenants/{tenant}/{kind}` for `tenant` or the caller's tenant, or
 /// the operators' `/v1/{kind}`.
 fn principals_path(api: &Api, tenant: &Option<String>, kind: &str) -> Result<String> {
@@ -626,6 +620,29 @@ fn principals_path(api: &Api, tenant: &Option<String>, kind: &str) -> Result<Str
         Some(t) => format!("/v1/tenants/{t}/{kind}"),
         None => format!("/v1/{kind}"),
     })
+}
+
+/// Tokens or users as lines: id, `live` or `ended` (once revoked), and
+/// the `label` field (a token's name, a user's login).
+fn principal_lines(list: &Value, label: &str, ended: &str) -> String {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let state = if p["revoked_at"].is_null() {
+                "live"
+            } else {
+                ended
+            };
+            format!(
+                "{} {:<8} {}",
+                p["id"].as_str().unwrap_or("?"),
+                state,
+                p[label].as_str().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `edge users`: who logs in to the web console.
@@ -681,26 +698,7 @@ pub fn users(cmd: &UsersCommand) -> Result<()> {
         UsersCommand::List { tenant, api } => {
             let api = Api::new(api)?;
             let list = api.get(&principals_path(&api, tenant, "users")?)?;
-            api.print(&list, || {
-                list.as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|u| {
-                        let state = if u["revoked_at"].is_null() {
-                            "live"
-                        } else {
-                            "removed"
-                        };
-                        format!(
-                            "{} {:<8} {}",
-                            u["id"].as_str().unwrap_or("?"),
-                            state,
-                            u["login"].as_str().unwrap_or("")
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+            api.print(&list, || principal_lines(&list, "login", "removed"));
         }
     }
     Ok(())
@@ -716,7 +714,7 @@ pub fn tokens(cmd: &TokensCommand) -> Result<()> {
             api,
         } => {
             let api = Api::new(api)?;
-            let path = tokens_path(&api, tenant)?;
+            let path = principals_path(&api, tenant, "tokens")?;
             let mut body = json!({"name": name});
             if let Some(s) = expires_in_s {
                 body["expires_in_s"] = json!(s);
@@ -732,31 +730,12 @@ pub fn tokens(cmd: &TokensCommand) -> Result<()> {
         }
         TokensCommand::List { tenant, api } => {
             let api = Api::new(api)?;
-            let list = api.get(&tokens_path(&api, tenant)?)?;
-            api.print(&list, || {
-                list.as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|t| {
-                        let state = if !t["revoked_at"].is_null() {
-                            "revoked"
-                        } else {
-                            "live"
-                        };
-                        format!(
-                            "{} {:<8} {}",
-                            t["id"].as_str().unwrap_or("?"),
-                            state,
-                            t["name"].as_str().unwrap_or("")
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+            let list = api.get(&principals_path(&api, tenant, "tokens")?)?;
+            api.print(&list, || principal_lines(&list, "name", "revoked"));
         }
         TokensCommand::Revoke { id, tenant, api } => {
             let api = Api::new(api)?;
-            let path = format!("{}/{id}", tokens_path(&api, tenant)?);
+            let path = format!("{}/{id}", principals_path(&api, tenant, "tokens")?);
             api.delete(&path)?;
             api.print(&Value::Null, || format!("revoked {id}"));
         }
@@ -767,6 +746,19 @@ pub fn tokens(cmd: &TokensCommand) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn principals_list_one_per_line() {
+        let list = json!([
+            {"id": "kA", "name": "ci", "revoked_at": null},
+            {"id": "kB", "name": "old", "revoked_at": 5},
+        ]);
+        assert_eq!(
+            principal_lines(&list, "name", "revoked"),
+            "kA live     ci\nkB revoked  old"
+        );
+        assert_eq!(principal_lines(&json!([]), "login", "removed"), "");
+    }
 
     /// The archive's entry names.
     fn names(gz: &[u8]) -> Vec<String> {
