@@ -1,5 +1,4 @@
 // The console's session (the control plane's users).
-import { transport } from "./api/client";
 import { api, type WhoAmI } from "./api/control";
 import { SessionOf } from "./session-of.svelte";
 
@@ -21,4 +20,3 @@ export class Session extends SessionOf<WhoAmI> {
 }
 
 export const session = new Session();
-transport.onUnauthorized = () => session.expired();
