@@ -1005,6 +1005,36 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_flood_of_fetches_stops_at_the_tenants_outbound_cap() {
+        // The tenant may have 4 outbound requests in flight (`policy`):
+        // four slow fetches hold them, the fifth is refused (not queued).
+        let (url, _) = origin(0, Duration::from_secs(2)).await;
+        let p = policy(&url, &["127.0.0.1/32"]);
+        let held: Vec<_> = (0..4)
+            .map(|_| {
+                let (p, url) = (p.clone(), url.clone());
+                tokio::spawn(async move {
+                    fetch_page(&p, &url, "h", "/", Duration::from_secs(10)).await
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let e = fetch_page(&p, &url, "h", "/", Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, OriginError::Busy(_)), "{e:?}");
+        for h in held {
+            assert_eq!(h.await.unwrap().unwrap().status, 200);
+        }
+        // The places are given back: the next fetch goes through.
+        assert!(
+            fetch_page(&p, &url, "h", "/", Duration::from_secs(10))
+                .await
+                .is_ok()
+        );
+    }
+
     #[test]
     fn only_a_cut_character_at_the_end_is_dropped() {
         let e = "é".as_bytes();
