@@ -320,6 +320,21 @@ async fn run(backend: Backend) {
     role_matrix(&app, &admin, &d1, &d2, c1, c2).await;
     queries(&app, &admin, &d1, all.len()).await;
     editing(&app, &d1, c1).await;
+    let sql = |stmt: &str| -> String {
+        match &backend {
+            Backend::Sqlite => {
+                let out = Command::new("sqlite3")
+                    .arg(sqlite_file(node.data.path()))
+                    .arg(stmt)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{out:?}");
+                String::from_utf8(out.stdout).unwrap().trim().to_string()
+            }
+            Backend::Mariadb(db) => db.client(Some("billing"), stmt).unwrap().trim().to_string(),
+        }
+    };
+    remembered_totals(&app, &admin, &d1, &d2, &sql).await;
     csv_export(&app, &admin, &d1).await;
     // The web workspace's files, deployed with the app (Spin `files`).
     statics(&app, &edge_tests::repo().join("build/billing/ui")).await;
@@ -1063,6 +1078,107 @@ async fn editing(app: &App<'_>, d1: &Session, c1: i64) {
             assert_eq!(a.json(), last);
         }
     }
+}
+
+/// Totals of searched or dated listings are remembered (`count_cache`),
+/// yet never stale after the app's own changes: registering, editing a
+/// searched field, reassigning. The table keeps a bounded number of
+/// slots per dealer.
+async fn remembered_totals(
+    app: &App<'_>,
+    admin: &Session,
+    d1: &Session,
+    d2: &Session,
+    sql: &dyn Fn(&str) -> String,
+) {
+    let total = async |who: &Session, query: &str| {
+        app.get(who, &format!("/api/clients?per_page=1&{query}"))
+            .await["total"]
+            .as_i64()
+            .unwrap()
+    };
+    let q = "q=zz+remembered";
+    assert_eq!(total(d1, q).await, 0);
+    assert_eq!(total(d1, q).await, 0);
+    let a = app
+        .call(
+            Some(d1),
+            "POST",
+            "/api/clients",
+            &json!({"name": "ZZ Remembered Ltd", "tariff_id": 1}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    let id = a.json()["id"].as_i64().unwrap();
+    let version = a.json()["version"].as_i64().unwrap();
+    assert_eq!(total(d1, q).await, 1);
+    // Another page and sort of the same filter: the same total.
+    assert_eq!(total(d1, &format!("{q}&sort=-phone&page=3")).await, 1);
+    assert_eq!(total(d1, &format!("{q}&tariff=1")).await, 1);
+    assert_eq!(total(d1, &format!("{q}&tariff=2")).await, 0);
+    assert_eq!(
+        total(d1, &format!("{q}&registered_from=2000-01-01")).await,
+        1
+    );
+    // Editing a searched field.
+    let q2 = "q=zz+contact+now";
+    assert_eq!(total(d1, q2).await, 0);
+    let a = app
+        .call(
+            Some(d1),
+            "PATCH",
+            &format!("/api/clients/{id}"),
+            &json!({"version": version, "contact_name": "ZZ Contact Now"}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(total(d1, q2).await, 1);
+    // Moving the tariff.
+    let a = app
+        .call(
+            Some(d1),
+            "PATCH",
+            &format!("/api/clients/{id}"),
+            &json!({"version": version + 1, "tariff_id": 2}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(total(d1, &format!("{q}&tariff=1")).await, 0);
+    assert_eq!(total(d1, &format!("{q}&tariff=2")).await, 1);
+    // Reassigning: the old dealer's total and the new one's.
+    assert_eq!(total(d2, q).await, 0);
+    assert_eq!(total(admin, &format!("{q}&dealer=2")).await, 0);
+    let a = app
+        .call(
+            Some(admin),
+            "POST",
+            &format!("/api/clients/{id}/reassign"),
+            &json!({"dealer_id": 2}).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(total(d1, q).await, 0);
+    assert_eq!(total(d2, q).await, 1);
+    assert_eq!(total(admin, &format!("{q}&dealer=1")).await, 0);
+    assert_eq!(total(admin, &format!("{q}&dealer=2")).await, 1);
+    assert_eq!(total(admin, q).await, 1);
+    // A slot per filter's hash (512 per dealer): each new search takes
+    // one, but for the odd collision.
+    let slots = || {
+        let v = sql("SELECT COUNT(*), MAX(slot) FROM count_cache WHERE dealer_id = 1");
+        let n: Vec<i64> = v
+            .split(['|', '\t'])
+            .map(|n| n.trim().parse().unwrap())
+            .collect();
+        assert!(n[1] < 512, "{v}");
+        n[0]
+    };
+    let before = slots();
+    for i in 0..40 {
+        total(d1, &format!("q=zz+probe+{i}")).await;
+    }
+    let taken = slots() - before;
+    assert!((30..=40).contains(&taken), "{taken}");
 }
 
 async fn csv_export(app: &App<'_>, admin: &Session, d1: &Session) {

@@ -79,6 +79,36 @@ pub const MIGRATIONS: &[&[&str]] = &[
         "DELETE FROM client_counts",
         "INSERT INTO client_counts (dealer_id, tariff_id, n) SELECT dealer_id, tariff_id, COUNT(*) FROM clients GROUP BY dealer_id, tariff_id",
     ],
+    &[
+        // Version 5: the totals of listings that count rows (a search or
+        // dates) remembered per dealer (`crate::counts`): a slot per
+        // filter's hash, valid while the dealer's generation, bumped in
+        // the transaction of every change to the dealer's clients
+        // (`Dialect::bump_generation`), is the one it was counted at, and
+        // for `counts::TTL_MS` at most (changes made outside the app).
+        "CREATE TABLE IF NOT EXISTS client_generations (dealer_id BIGINT NOT NULL PRIMARY KEY, generation BIGINT NOT NULL){opts}",
+        "CREATE TABLE IF NOT EXISTS count_cache (dealer_id BIGINT NOT NULL, slot INT NOT NULL, filter {bytes 1024} NOT NULL, generation BIGINT NOT NULL, total BIGINT NOT NULL, made_at BIGINT NOT NULL, PRIMARY KEY (dealer_id, slot)){opts}",
+        // SQLite: the dealer's sort indexes hold every filtered column, so
+        // a searched or filtered page walks one index in order and reads
+        // no row it does not show (`c.id` right after the sort column
+        // keeps `ORDER BY col, c.id` the index's order). MariaDB cannot
+        // (an index key is at most 3,072 bytes; the search text alone may
+        // be 2,800).
+        "{sqlite} DROP INDEX IF EXISTS clients_dealer_name",
+        "{sqlite} DROP INDEX IF EXISTS clients_dealer_contact",
+        "{sqlite} DROP INDEX IF EXISTS clients_dealer_phone",
+        "{sqlite} DROP INDEX IF EXISTS clients_dealer_email",
+        "{sqlite} DROP INDEX IF EXISTS clients_dealer_registered",
+        "{sqlite} DROP INDEX IF EXISTS clients_dealer_tariff",
+        "{sqlite} DROP INDEX IF EXISTS clients_dealer_search",
+        "{sqlite} DROP INDEX IF EXISTS clients_dealer_tariff_name",
+        "{sqlite} CREATE INDEX IF NOT EXISTS clients_dealer_name_all ON clients (dealer_id, name, id, tariff_id, registered_at, search)",
+        "{sqlite} CREATE INDEX IF NOT EXISTS clients_dealer_contact_all ON clients (dealer_id, contact_name, id, tariff_id, registered_at, search)",
+        "{sqlite} CREATE INDEX IF NOT EXISTS clients_dealer_phone_all ON clients (dealer_id, phone, id, tariff_id, registered_at, search)",
+        "{sqlite} CREATE INDEX IF NOT EXISTS clients_dealer_email_all ON clients (dealer_id, email, id, tariff_id, registered_at, search)",
+        "{sqlite} CREATE INDEX IF NOT EXISTS clients_dealer_registered_all ON clients (dealer_id, registered_at, id, tariff_id, search)",
+        "{sqlite} CREATE INDEX IF NOT EXISTS clients_dealer_tariff_all ON clients (dealer_id, tariff_id, name, id, registered_at, search)",
+    ],
 ];
 
 /// The schema version whose statements are followed by filling
@@ -91,12 +121,17 @@ pub const SCHEMA_VERSION_TABLE: &str =
 
 impl Dialect {
     /// A statement of [`MIGRATIONS`] for this database (empty: none here;
-    /// `{mysql} ...` is a statement for MariaDB only).
+    /// `{mysql} ...` is a statement for MariaDB only, `{sqlite} ...` for
+    /// SQLite only).
     pub fn render(self, template: &str) -> String {
-        let template = match (self, template.strip_prefix("{mysql} ")) {
-            (Dialect::Sqlite, Some(_)) => return String::new(),
-            (Dialect::Mysql, Some(t)) => t,
-            (_, None) => template,
+        let template = match (
+            self,
+            template.strip_prefix("{mysql} "),
+            template.strip_prefix("{sqlite} "),
+        ) {
+            (Dialect::Sqlite, Some(_), _) | (Dialect::Mysql, _, Some(_)) => return String::new(),
+            (Dialect::Mysql, Some(t), _) | (Dialect::Sqlite, _, Some(t)) => t,
+            (_, None, None) => template,
         };
         let mut out = String::with_capacity(template.len() + 64);
         let mut rest = template;
@@ -155,6 +190,32 @@ impl Dialect {
         }
     }
 
+    /// Bumps a dealer's generation (parameter: the dealer), making it if
+    /// absent: every total remembered for the dealer is then stale.
+    pub fn bump_generation(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => {
+                "INSERT INTO client_generations (dealer_id, generation) VALUES (?, 1) ON CONFLICT (dealer_id) DO UPDATE SET generation = generation + 1"
+            }
+            Dialect::Mysql => {
+                "INSERT INTO client_generations (dealer_id, generation) VALUES (?, 1) ON DUPLICATE KEY UPDATE generation = generation + 1"
+            }
+        }
+    }
+
+    /// Remembers a total in its slot, replacing what was there
+    /// (parameters: dealer, slot, filter, generation, total, now).
+    pub fn store_count(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => {
+                "INSERT INTO count_cache (dealer_id, slot, filter, generation, total, made_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (dealer_id, slot) DO UPDATE SET filter = excluded.filter, generation = excluded.generation, total = excluded.total, made_at = excluded.made_at"
+            }
+            Dialect::Mysql => {
+                "INSERT INTO count_cache (dealer_id, slot, filter, generation, total, made_at) VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE filter = VALUES(filter), generation = VALUES(generation), total = VALUES(total), made_at = VALUES(made_at)"
+            }
+        }
+    }
+
     /// What a SELECT in a transaction ends with to lock the rows it reads
     /// until the end (SQLite's `BEGIN IMMEDIATE` holds the write lock).
     pub fn for_update(self) -> &'static str {
@@ -208,19 +269,27 @@ mod tests {
 
     #[test]
     fn every_sortable_column_has_a_dealer_index() {
-        let all = MIGRATIONS.concat().join("\n");
-        for col in [
-            "name",
-            "contact_name",
-            "phone",
-            "email",
-            "tariff_id",
-            "registered_at",
-        ] {
-            assert!(
-                all.contains(&format!("ON clients (dealer_id, {col})")),
-                "{col}"
-            );
+        for d in [Dialect::Sqlite, Dialect::Mysql] {
+            let all = MIGRATIONS
+                .concat()
+                .iter()
+                .map(|s| d.render(s))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for col in [
+                "name",
+                "contact_name",
+                "phone",
+                "email",
+                "tariff_id",
+                "registered_at",
+            ] {
+                assert!(
+                    all.contains(&format!("ON clients (dealer_id, {col})"))
+                        || all.contains(&format!("ON clients (dealer_id, {col}, ")),
+                    "{d:?} {col}"
+                );
+            }
         }
     }
 }

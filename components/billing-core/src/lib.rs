@@ -4,6 +4,7 @@
 //! thin layer that reads requests, runs the SQL this crate builds and
 //! writes the answers.
 
+pub mod counts;
 pub mod csv;
 pub mod dates;
 pub mod dialect;

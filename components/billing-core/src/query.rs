@@ -420,11 +420,17 @@ impl ClientQuery {
         )
     }
 
+    /// Whether the total is a count of the rows (a search or dates), not
+    /// a sum of `client_counts`.
+    pub fn counts_rows(&self) -> bool {
+        self.q.is_some() || self.from_ms.is_some() || self.until_ms.is_some()
+    }
+
     /// The count of every matching row: without a search or dates, the
     /// sum of the dealers' counts per tariff (`client_counts`), else a
     /// count of the rows.
     pub fn count(&self, scope: Option<i64>) -> (String, Vec<Param>) {
-        if self.q.is_none() && self.from_ms.is_none() && self.until_ms.is_none() {
+        if !self.counts_rows() {
             let mut conds = Vec::new();
             let mut params = Vec::new();
             if let Some(d) = scope.or(self.dealer) {

@@ -7,8 +7,9 @@ use billing_core::query::{
     CLIENT_SELECT, ClientQuery, TARIFF_RANKS, first, parse_query, search_text,
 };
 use billing_core::validate::{self, MAX_NAME};
-use billing_core::{ApiError, Param, csv, dates, page::Page, sign::Payment};
+use billing_core::{ApiError, Param, counts, csv, dates, page::Page, sign::Payment};
 use http::Method;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 /// Most rows of a CSV export.
@@ -146,6 +147,55 @@ fn client_json(r: &[Val], admin: bool) -> Value {
     v
 }
 
+/// A client row of a listing, serialized straight from the row read (a
+/// page is 50 to 100 of them: no JSON tree is built). The same fields,
+/// in the same order, as [`client_json`].
+#[derive(Serialize)]
+struct ClientOut<'a> {
+    contact_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dealer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dealer_id: Option<i64>,
+    email: &'a str,
+    id: i64,
+    name: &'a str,
+    note: &'a str,
+    phone: &'a str,
+    registered_at: i64,
+    tariff: &'a str,
+    tariff_id: i64,
+    version: i64,
+}
+
+impl<'a> ClientOut<'a> {
+    fn of(r: &'a [Val], admin: bool) -> Self {
+        ClientOut {
+            contact_name: r[4].str(),
+            dealer: admin.then(|| r[2].str()),
+            dealer_id: admin.then(|| r[1].int()),
+            email: r[6].str(),
+            id: r[0].int(),
+            name: r[3].str(),
+            note: r[7].str(),
+            phone: r[5].str(),
+            registered_at: r[10].int(),
+            tariff: r[9].str(),
+            tariff_id: r[8].int(),
+            version: r[11].int(),
+        }
+    }
+}
+
+/// A page of a listing.
+#[derive(Serialize)]
+struct Listing<'a> {
+    page: i64,
+    per_page: i64,
+    rows: Vec<ClientOut<'a>>,
+    total: i64,
+}
+
 /// The client `id` as the session may see it, or 404 (another dealer's
 /// client is "not there").
 async fn client_row(db: &Db, s: &Session, id: i64) -> Result<Value, ApiError> {
@@ -163,8 +213,13 @@ async fn client_row(db: &Db, s: &Session, id: i64) -> Result<Value, ApiError> {
 
 async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
     let q = ClientQuery::parse(&parse_query(&req.query)?, s.admin)?;
-    let (sql, p) = q.count(s.scope());
-    let total = db.scalar(&sql, &p).await?;
+    let total = match counts::key(&q, s.scope()) {
+        Some(key) => db.remembered_count(&key, q.count(s.scope())).await?,
+        None => {
+            let (sql, p) = q.count(s.scope());
+            db.scalar(&sql, &p).await?
+        }
+    };
     let (sql, p) = if q.sorts_by_tariff_first() {
         let ranks: Vec<(i64, i64)> = db
             .rows(TARIFF_RANKS, &[])
@@ -176,15 +231,15 @@ async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
     } else {
         q.select(s.scope())
     };
-    let rows: Vec<Value> = db
-        .rows(&sql, &p)
-        .await?
-        .iter()
-        .map(|r| client_json(r, s.admin))
-        .collect();
-    Ok(json(
+    let rows = db.rows(&sql, &p).await?;
+    Ok(crate::json_of(
         200,
-        &json!({"total": total, "page": q.page.page, "per_page": q.page.per_page, "rows": rows}),
+        &Listing {
+            page: q.page.page,
+            per_page: q.page.per_page,
+            rows: rows.iter().map(|r| ClientOut::of(r, s.admin)).collect(),
+            total,
+        },
     ))
 }
 
@@ -398,7 +453,12 @@ async fn client_patch(db: &Db, s: &Session, req: &Req, id: i64) -> Result<Resp, 
     );
     let old_tariff = current["tariff_id"].as_i64().unwrap_or_default();
     let new_tariff = opt_int(&body, "tariff_id")?.unwrap_or(old_tariff);
-    let changed = if new_tariff == old_tariff {
+    // A change to what a search or a tariff filter reads makes the
+    // dealer's remembered totals stale.
+    let filtered = ["contact_name", "phone", "email", "tariff_id"]
+        .iter()
+        .any(|k| body.contains_key(*k));
+    let changed = if !filtered {
         db.exec(&update, &params).await?
     } else {
         // The counts move with the tariff, in the same transaction. The
@@ -410,8 +470,11 @@ async fn client_patch(db: &Db, s: &Session, req: &Req, id: i64) -> Result<Resp, 
         db.transaction(async || {
             let changed = db.exec(&update, &params).await?;
             if changed > 0 {
-                db.add_count(dealer, old_tariff, -1).await?;
-                db.add_count(dealer, new_tariff, 1).await?;
+                if new_tariff != old_tariff {
+                    db.add_count(dealer, old_tariff, -1).await?;
+                    db.add_count(dealer, new_tariff, 1).await?;
+                }
+                db.bump_generation(dealer).await?;
             }
             Ok::<_, DbError>(changed)
         })
@@ -487,6 +550,7 @@ async fn client_create(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError
         )
         .await?;
         db.add_count(dealer, tariff, 1).await?;
+        db.bump_generation(dealer).await?;
         Ok::<_, ApiError>(id)
         })
         .await?;
@@ -515,6 +579,8 @@ async fn reassign(db: &Db, s: &Session, req: &Req, id: i64) -> Result<Resp, ApiE
         .await?;
         db.add_count(r[0].int(), r[1].int(), -1).await?;
         db.add_count(dealer, r[1].int(), 1).await?;
+        db.bump_generation(r[0].int()).await?;
+        db.bump_generation(dealer).await?;
         Ok(())
     })
     .await?;

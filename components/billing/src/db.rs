@@ -4,6 +4,7 @@
 //! text on both (`billing_core::dialect` holds the few that differ).
 
 use billing_core::Param;
+use billing_core::counts::{self, CacheKey};
 use billing_core::dialect::{Dialect, MIGRATIONS, SCHEMA_VERSION_TABLE, SEARCH_BACKFILL};
 use billing_core::query::search_text;
 use spin_sdk::{mysql, sqlite};
@@ -33,6 +34,14 @@ impl Val {
         match self {
             Val::Null => None,
             v => Some(v.int()),
+        }
+    }
+
+    /// The text, borrowed ("" for anything but text).
+    pub fn str(&self) -> &str {
+        match self {
+            Val::Text(t) => t,
+            _ => "",
         }
     }
 
@@ -338,6 +347,41 @@ impl Db {
         )
         .await
         .map(drop)
+    }
+
+    /// Makes every total remembered for `dealer` stale (in the
+    /// transaction of the change to the dealer's clients).
+    pub async fn bump_generation(&self, dealer: i64) -> Result<(), DbError> {
+        self.exec(self.dialect.bump_generation(), &[Param::Int(dealer)])
+            .await
+            .map(drop)
+    }
+
+    /// The total `count` (statement and parameters) answers, from where
+    /// `key` remembers it if that is still valid, else counted and
+    /// remembered there (a failure to remember is logged, not answered:
+    /// the total is right either way). The generation is read before the
+    /// count, so a change committed in between leaves a stale entry, never
+    /// a wrong one.
+    pub async fn remembered_count(
+        &self,
+        key: &CacheKey,
+        count: (String, Vec<Param>),
+    ) -> Result<i64, DbError> {
+        let now = crate::now_ms();
+        let found = self
+            .row(counts::LOOKUP, &counts::lookup_params(key, now))
+            .await?;
+        if let Some(total) = found.as_ref().and_then(|r| r[1].opt_int()) {
+            return Ok(total);
+        }
+        let generation = found.map(|r| r[0].int()).unwrap_or(0);
+        let total = self.scalar(&count.0, &count.1).await?;
+        let store = counts::store_params(key, generation, total, now);
+        if let Err(e) = self.exec(self.dialect.store_count(), &store).await {
+            eprintln!("billing: a total was not remembered: {}", e.0);
+        }
+        Ok(total)
     }
 
     /// Runs `f` in a transaction: committed if it answers Ok, else rolled back.

@@ -107,12 +107,18 @@ impl Req {
 
 /// A JSON answer.
 pub fn json(status: u16, v: &Value) -> Resp {
+    json_of(status, v)
+}
+
+/// A JSON answer of anything serializable.
+pub fn json_of<T: serde::Serialize + ?Sized>(status: u16, v: &T) -> Resp {
+    let body = serde_json::to_vec(v).expect("values serialize");
     http::Response::builder()
         .status(status)
         .header("content-type", "application/json")
         .header("cache-control", "no-store")
         .header("x-content-type-options", "nosniff")
-        .body(FullBody::new(Bytes::from(v.to_string())))
+        .body(FullBody::new(Bytes::from(body)))
         .expect("a valid response")
 }
 

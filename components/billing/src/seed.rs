@@ -240,8 +240,14 @@ async fn insert_part(
         rows,
     )
     .await?;
-    for ((dealer, tariff), n) in counts {
-        db.add_count(dealer, tariff, n).await?;
+    for ((dealer, tariff), n) in &counts {
+        db.add_count(*dealer, *tariff, *n).await?;
+    }
+    let mut dealers: Vec<i64> = counts.iter().map(|((d, _), _)| *d).collect();
+    dealers.sort_unstable();
+    dealers.dedup();
+    for dealer in dealers {
+        db.bump_generation(dealer).await?;
     }
     insert_rows(
         db,
