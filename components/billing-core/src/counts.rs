@@ -7,6 +7,13 @@
 //! of every change to the dealer's clients) and at most [`TTL_MS`] ago (a
 //! change made outside the app is seen within that). Slots per dealer are
 //! fixed ([`SLOTS`]), so the table stays small whatever is searched.
+//!
+//! On MariaDB a searched total comes with the matching ids when they are
+//! few ([`MAX_IDS`], and at most an eighth of the dealer's clients): the
+//! pages of that search (the next page, another sort) are then read by id
+//! instead of scanning the dealer's search index again (see
+//! `ClientQuery::matches_first_is_cheaper` for why MariaDB does not walk
+//! its sort indexes for a search).
 
 use crate::Param;
 use crate::query::{ClientQuery, fold};
@@ -16,6 +23,10 @@ pub const SLOTS: u64 = 512;
 
 /// How long a remembered total is used, at most.
 pub const TTL_MS: i64 = 60_000;
+
+/// The most matching ids remembered with a total (their text stays under
+/// MariaDB's 64 KiB TEXT).
+pub const MAX_IDS: usize = 4_000;
 
 /// Where a listing's total is remembered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,10 +39,11 @@ pub struct CacheKey {
     pub filter: String,
 }
 
-/// The dealer's generation and the total remembered for `key`, if valid
-/// (parameters from [`lookup_params`]): one row, its second column NULL
-/// when there is none.
-pub const LOOKUP: &str = "SELECT COALESCE(g.generation, 0), cc.total FROM (SELECT ? AS dealer_id) x LEFT JOIN client_generations g ON g.dealer_id = x.dealer_id LEFT JOIN count_cache cc ON cc.dealer_id = x.dealer_id AND cc.slot = ? AND cc.filter = ? AND cc.generation = COALESCE(g.generation, 0) AND cc.made_at > ?";
+/// The dealer's generation, the total remembered for `key` if valid, the
+/// dealer's count of clients and the matching ids remembered with the
+/// total, if any (parameters from [`lookup_params`]): one row, its second
+/// column NULL when no total is remembered.
+pub const LOOKUP: &str = "SELECT COALESCE(g.generation, 0), cc.total, (SELECT COALESCE(SUM(n), 0) FROM client_counts n WHERE n.dealer_id = x.dealer_id), cc.ids FROM (SELECT ? AS dealer_id) x LEFT JOIN client_generations g ON g.dealer_id = x.dealer_id LEFT JOIN count_cache cc ON cc.dealer_id = x.dealer_id AND cc.slot = ? AND cc.filter = ? AND cc.generation = COALESCE(g.generation, 0) AND cc.made_at > ?";
 
 /// [`LOOKUP`]'s parameters at `now_ms`.
 pub fn lookup_params(key: &CacheKey, now_ms: i64) -> Vec<Param> {
@@ -43,16 +55,38 @@ pub fn lookup_params(key: &CacheKey, now_ms: i64) -> Vec<Param> {
     ]
 }
 
-/// `Dialect::store_count`'s parameters.
-pub fn store_params(key: &CacheKey, generation: i64, total: i64, now_ms: i64) -> Vec<Param> {
+/// `Dialect::store_count`'s parameters: the total, and the matching ids
+/// if they are kept.
+pub fn store_params(
+    key: &CacheKey,
+    generation: i64,
+    total: i64,
+    ids: Option<&[i64]>,
+    now_ms: i64,
+) -> Vec<Param> {
     vec![
         Param::Int(key.dealer),
         Param::Int(key.slot),
         Param::Text(key.filter.clone()),
         Param::Int(generation),
         Param::Int(total),
+        ids.map(|ids| Param::Text(ids_text(ids)))
+            .unwrap_or(Param::Null),
         Param::Int(now_ms),
     ]
+}
+
+/// Ids as stored: decimal, comma-separated.
+pub fn ids_text(ids: &[i64]) -> String {
+    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Ids from their stored text (`None` if it is not that).
+pub fn parse_ids(text: &str) -> Option<Vec<i64>> {
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    text.split(',').map(|n| n.parse().ok()).collect()
 }
 
 /// Where `q`'s total is remembered, for a session scoped to `scope`;
@@ -131,6 +165,20 @@ mod tests {
         let d = key(&q("registered_from=2025-01-01", false), Some(1)).unwrap();
         assert_eq!(d.filter, "\n\n1735689600000\n");
         assert!((0..SLOTS as i64).contains(&d.slot));
+    }
+
+    #[test]
+    fn ids_round_trip() {
+        for ids in [vec![], vec![7], vec![1, 22, 333]] {
+            assert_eq!(parse_ids(&ids_text(&ids)), Some(ids));
+        }
+        assert_eq!(parse_ids("1,x"), None);
+        let k = key(&q("q=anna", false), Some(1)).unwrap();
+        assert_eq!(
+            store_params(&k, 3, 2, Some(&[4, 5]), 9)[5],
+            Param::Text("4,5".into())
+        );
+        assert_eq!(store_params(&k, 3, 2, None, 9)[5], Param::Null);
     }
 
     #[test]

@@ -329,6 +329,140 @@ impl ClientQuery {
         )
     }
 
+    /// Whether, on MariaDB, a searched page is better found from its
+    /// matches ([`Self::select_matches_first`]) than by walking the sort
+    /// column's index: `total` rows match of the dealer's `rows`. Walking
+    /// looks up each row passed for its search text (MariaDB's sort
+    /// indexes cannot hold it: an index key is at most 3,072 bytes), and
+    /// how many it passes depends on where the matches lie in the sort
+    /// order: searched names sorted by name lie together, maybe at the far
+    /// end (a full walk, every row looked up). From the matches, the
+    /// dealer's (dealer_id, search) index is scanned (an entry costs a
+    /// small part of a lookup) and only the matches are looked up and
+    /// sorted: bounded, and the better way while they are at most an
+    /// eighth of the dealer's rows.
+    pub fn matches_first_is_cheaper(&self, total: i64, rows: i64) -> bool {
+        self.q.is_some() && rows > 0 && total.saturating_mul(8) <= rows
+    }
+
+    /// The page's rows, for a search on MariaDB, found from the matches:
+    /// the dealer's (dealer_id, search) index read first (forced: the
+    /// optimizer would walk the sort index), then only the matching rows
+    /// looked up, filtered and sorted. The same rows in the same order as
+    /// [`Self::select`]. `None` without a search or a dealer.
+    pub fn select_matches_first(&self, scope: Option<i64>) -> Option<(String, Vec<Param>)> {
+        let dealer = scope.or(self.dealer)?;
+        let q = fold(self.q.as_deref()?);
+        if q.contains(['\n', '\r']) {
+            return None;
+        }
+        let (w, p) = self.where_clause(scope);
+        let tariff = if self
+            .sort
+            .iter()
+            .any(|(i, _)| SORT_COLUMNS[*i].0 == "tariff")
+        {
+            " JOIN tariffs t ON t.id = c.tariff_id"
+        } else {
+            ""
+        };
+        let order = self.order_by();
+        let mut params = vec![Param::Int(dealer), Param::Text(like_substring(&q))];
+        params.extend(p);
+        Some((
+            format!(
+                "{CLIENT_COLUMNS} FROM (SELECT STRAIGHT_JOIN c.id FROM (SELECT s.id FROM clients s FORCE INDEX (clients_dealer_search) WHERE s.dealer_id = ? AND s.search LIKE ? ESCAPE '!') m JOIN clients c ON c.id = m.id{tariff}{w}{order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{order}",
+                self.page.per_page,
+                self.page.offset()
+            ),
+            params,
+        ))
+    }
+
+    /// Every matching id, in no order: one read of the index that answers
+    /// the filter (the dealer's search index, with the tariff when one is
+    /// asked), for [`Self::select_ids`].
+    pub fn matching_ids(&self, scope: Option<i64>) -> (String, Vec<Param>) {
+        let (w, p) = self.where_clause(scope);
+        (format!("SELECT c.id FROM clients c{w}"), p)
+    }
+
+    /// The page's rows among `ids` (what [`Self::matching_ids`] gave, at
+    /// most `counts::MAX_IDS`), in the same order as [`Self::select`], on
+    /// MariaDB. Sorted by one column, the dealer's index of that column
+    /// (ascending or its descending twin) is walked in order and each entry
+    /// kept if its id is one of `ids`: no row is read but the page's, and
+    /// where the matches lie in the order no longer matters. Otherwise the
+    /// matching rows are looked up and sorted. The page's rows are checked
+    /// against the filter again (a row changed outside the app since).
+    pub fn select_ids(&self, scope: Option<i64>, ids: &[i64]) -> (String, Vec<Param>) {
+        let (w, p) = self.where_clause(scope);
+        // Integers written out, not text: no quoting to get wrong.
+        let list = if ids.is_empty() {
+            "0".to_string()
+        } else {
+            crate::counts::ids_text(ids)
+        };
+        let order = self.order_by();
+        let page = format!("LIMIT {} OFFSET {}", self.page.per_page, self.page.offset());
+        let dealer = scope.or(self.dealer);
+        let (inner, mut params) = match (self.sort_index(), dealer) {
+            (Some(index), Some(d)) => (
+                format!(
+                    "SELECT c.id FROM clients c FORCE INDEX ({index}) WHERE c.dealer_id = ? AND c.id IN ({list}){order} {page}"
+                ),
+                vec![Param::Int(d)],
+            ),
+            _ => {
+                let tariff = if self
+                    .sort
+                    .iter()
+                    .any(|(i, _)| SORT_COLUMNS[*i].0 == "tariff")
+                {
+                    " JOIN tariffs t ON t.id = c.tariff_id"
+                } else {
+                    ""
+                };
+                (
+                    format!(
+                        "SELECT c.id FROM clients c{tariff} WHERE c.id IN ({list}){order} {page}"
+                    ),
+                    Vec::new(),
+                )
+            }
+        };
+        params.extend(p);
+        (
+            format!(
+                "{CLIENT_COLUMNS} FROM ({inner}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{w}{order}"
+            ),
+            params,
+        )
+    }
+
+    /// MariaDB's index of the dealer's clients in this listing's order,
+    /// when it is one column's (then the id, as every index ends): the
+    /// schema's `clients_dealer_*` and their descending twins.
+    fn sort_index(&self) -> Option<&'static str> {
+        let [(i, desc)] = self.sort[..] else {
+            return None;
+        };
+        let name = match (SORT_COLUMNS[i].0, desc) {
+            ("name", false) => "clients_dealer_name",
+            ("name", true) => "clients_dealer_name_desc",
+            ("contact_name", false) => "clients_dealer_contact",
+            ("contact_name", true) => "clients_dealer_contact_desc",
+            ("phone", false) => "clients_dealer_phone",
+            ("phone", true) => "clients_dealer_phone_desc",
+            ("email", false) => "clients_dealer_email",
+            ("email", true) => "clients_dealer_email_desc",
+            ("registered_at", false) => "clients_dealer_registered",
+            ("registered_at", true) => "clients_dealer_registered_desc",
+            _ => return None,
+        };
+        Some(name)
+    }
+
     /// Whether the first sort key is the tariff('s name): [`Self::select`]
     /// then wants the tariffs ranked ([`TARIFF_RANKS`]).
     pub fn sorts_by_tariff_first(&self) -> bool {
@@ -502,6 +636,91 @@ mod tests {
         assert_eq!(
             parse_query("q=%FF").unwrap_err().field.as_deref(),
             Some("q")
+        );
+    }
+
+    #[test]
+    fn matches_first_for_a_search_of_few_rows() {
+        let c = q("q=Anna&tariff=2&sort=-phone&page=2", false).unwrap();
+        assert!(c.matches_first_is_cheaper(100, 30_000));
+        assert!(c.matches_first_is_cheaper(3_750, 30_000));
+        assert!(!c.matches_first_is_cheaper(3_751, 30_000));
+        assert!(!c.matches_first_is_cheaper(0, 0));
+        assert!(
+            !q("tariff=2", false)
+                .unwrap()
+                .matches_first_is_cheaper(1, 30_000)
+        );
+        let (sql, p) = c.select_matches_first(Some(7)).unwrap();
+        assert!(sql.contains("FROM (SELECT s.id FROM clients s FORCE INDEX (clients_dealer_search) WHERE s.dealer_id = ? AND s.search LIKE ? ESCAPE '!') m JOIN clients c ON c.id = m.id WHERE c.dealer_id = ? AND c.tariff_id = ? AND c.search LIKE ? ESCAPE '!' ORDER BY c.phone DESC, c.id LIMIT 50 OFFSET 50"), "{sql}");
+        assert_eq!(
+            p,
+            vec![
+                Param::Int(7),
+                Param::Text("%anna%".into()),
+                Param::Int(7),
+                Param::Int(2),
+                Param::Text("%anna%".into()),
+            ]
+        );
+        // An admin's listing of every dealer, or no search: not this way.
+        assert!(
+            q("q=anna", true)
+                .unwrap()
+                .select_matches_first(None)
+                .is_none()
+        );
+        assert!(
+            q("q=anna&dealer=3", true)
+                .unwrap()
+                .select_matches_first(None)
+                .is_some()
+        );
+        assert!(
+            q("tariff=1", false)
+                .unwrap()
+                .select_matches_first(Some(1))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn pages_of_remembered_ids() {
+        let c = q("q=anna&sort=tariff&page=3&per_page=10", false).unwrap();
+        let (sql, p) = c.matching_ids(Some(2));
+        assert_eq!(
+            sql,
+            "SELECT c.id FROM clients c WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!'"
+        );
+        assert_eq!(p.len(), 2);
+        let (sql, p) = c.select_ids(Some(2), &[5, 9, 12]);
+        assert!(sql.contains("FROM (SELECT c.id FROM clients c JOIN tariffs t ON t.id = c.tariff_id WHERE c.id IN (5,9,12) ORDER BY t.name, c.id LIMIT 10 OFFSET 20) p JOIN clients c ON c.id = p.id JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!' ORDER BY t.name, c.id"), "{sql}");
+        assert_eq!(p.len(), 2);
+        assert!(c.select_ids(Some(2), &[]).0.contains("c.id IN (0)"));
+        // One column: its index walked, the ids kept.
+        let c = q("q=anna&sort=-email", false).unwrap();
+        let (sql, p) = c.select_ids(Some(2), &[5]);
+        assert!(sql.contains("FROM (SELECT c.id FROM clients c FORCE INDEX (clients_dealer_email_desc) WHERE c.dealer_id = ? AND c.id IN (5) ORDER BY c.email DESC, c.id LIMIT 50 OFFSET 0) p"), "{sql}");
+        assert_eq!(
+            p,
+            vec![Param::Int(2), Param::Int(2), Param::Text("%anna%".into())]
+        );
+        // Every sortable column but the tariff's and the id has one.
+        for (col, _) in SORT_COLUMNS {
+            for dir in ["", "-"] {
+                let c = q(&format!("q=a&sort={dir}{col}"), false).unwrap();
+                assert_eq!(
+                    c.sort_index().is_some(),
+                    !matches!(*col, "tariff" | "id"),
+                    "{dir}{col}"
+                );
+            }
+        }
+        assert!(
+            q("q=a&sort=name,phone", false)
+                .unwrap()
+                .sort_index()
+                .is_none()
         );
     }
 

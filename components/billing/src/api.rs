@@ -1,8 +1,9 @@
 //! The JSON API's routes.
 
 use crate::auth::{self, Session};
-use crate::db::{Db, DbError, Val};
+use crate::db::{Db, DbError, Total, Val};
 use crate::{Config, Req, Resp, json, now_ms};
+use billing_core::dialect::Dialect;
 use billing_core::query::{
     CLIENT_SELECT, ClientQuery, TARIFF_RANKS, first, parse_query, search_text,
 };
@@ -213,14 +214,28 @@ async fn client_row(db: &Db, s: &Session, id: i64) -> Result<Value, ApiError> {
 
 async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
     let q = ClientQuery::parse(&parse_query(&req.query)?, s.admin)?;
-    let total = match counts::key(&q, s.scope()) {
-        Some(key) => db.remembered_count(&key, q.count(s.scope())).await?,
+    let t = match counts::key(&q, s.scope()) {
+        Some(key) => db.remembered_total(&key, &q, s.scope()).await?,
         None => {
             let (sql, p) = q.count(s.scope());
-            db.scalar(&sql, &p).await?
+            Total {
+                total: db.scalar(&sql, &p).await?,
+                rows: 0,
+                ids: None,
+            }
         }
     };
-    let (sql, p) = if q.sorts_by_tariff_first() {
+    let total = t.total;
+    let (sql, p) = if let Some(ids) = &t.ids {
+        q.select_ids(s.scope(), ids)
+    } else if let Some(plan) = (db.dialect == Dialect::Mysql
+        && q.matches_first_is_cheaper(t.total, t.rows))
+    .then(|| q.select_matches_first(s.scope()))
+    .flatten()
+    {
+        plan
+    } else if q.sorts_by_tariff_first() && !q.counts_rows() {
+        // (A search or dates leave few enough rows to sort as they are.)
         let ranks: Vec<(i64, i64)> = db
             .rows(TARIFF_RANKS, &[])
             .await?

@@ -6,6 +6,7 @@
 use billing_core::Param;
 use billing_core::counts::{self, CacheKey};
 use billing_core::dialect::{Dialect, MIGRATIONS, SCHEMA_VERSION_TABLE, SEARCH_BACKFILL};
+use billing_core::query::ClientQuery;
 use billing_core::query::search_text;
 use spin_sdk::{mysql, sqlite};
 
@@ -54,6 +55,16 @@ impl Val {
             Val::Null => String::new(),
         }
     }
+}
+
+/// A listing's total, as [`Db::remembered_total`] finds it.
+pub struct Total {
+    /// The matching rows.
+    pub total: i64,
+    /// The dealer's clients.
+    pub rows: i64,
+    /// The matching ids, when they were few enough to keep.
+    pub ids: Option<Vec<i64>>,
 }
 
 /// A database failure: the detail is logged, the client gets fixed words.
@@ -357,31 +368,64 @@ impl Db {
             .map(drop)
     }
 
-    /// The total `count` (statement and parameters) answers, from where
-    /// `key` remembers it if that is still valid, else counted and
-    /// remembered there (a failure to remember is logged, not answered:
-    /// the total is right either way). The generation is read before the
-    /// count, so a change committed in between leaves a stale entry, never
-    /// a wrong one.
-    pub async fn remembered_count(
+    /// The total of the listing `q` (for a session scoped to `scope`),
+    /// from where `key` remembers it if that is still valid, else counted
+    /// and remembered there (a failure to remember is logged, not
+    /// answered: the total is right either way). The generation is read
+    /// before the count, so a change committed in between leaves a stale
+    /// entry, never a wrong one.
+    pub async fn remembered_total(
         &self,
         key: &CacheKey,
-        count: (String, Vec<Param>),
-    ) -> Result<i64, DbError> {
+        q: &ClientQuery,
+        scope: Option<i64>,
+    ) -> Result<Total, DbError> {
         let now = crate::now_ms();
         let found = self
             .row(counts::LOOKUP, &counts::lookup_params(key, now))
-            .await?;
-        if let Some(total) = found.as_ref().and_then(|r| r[1].opt_int()) {
-            return Ok(total);
+            .await?
+            .unwrap_or_default();
+        let (generation, rows) = (
+            found.first().map(Val::int).unwrap_or(0),
+            found.get(2).map(Val::int).unwrap_or(0),
+        );
+        if let Some(total) = found.get(1).and_then(Val::opt_int) {
+            let ids = match found.get(3) {
+                Some(Val::Text(t)) => counts::parse_ids(t),
+                _ => None,
+            };
+            return Ok(Total { total, rows, ids });
         }
-        let generation = found.map(|r| r[0].int()).unwrap_or(0);
-        let total = self.scalar(&count.0, &count.1).await?;
-        let store = counts::store_params(key, generation, total, now);
+        let (total, ids) = if self.dialect == Dialect::Mysql && q.q.is_some() {
+            // A search on MariaDB: its matches, if few, read once for the
+            // total and for every page of it.
+            let (sql, p) = q.matching_ids(scope);
+            let sql = format!("{sql} LIMIT {}", counts::MAX_IDS + 1);
+            let ids: Vec<i64> = self
+                .rows(&sql, &p)
+                .await?
+                .iter()
+                .map(|r| r[0].int())
+                .collect();
+            if ids.len() > counts::MAX_IDS {
+                let (sql, p) = q.count(scope);
+                (self.scalar(&sql, &p).await?, None)
+            } else {
+                let total = ids.len() as i64;
+                (
+                    total,
+                    q.matches_first_is_cheaper(total, rows).then_some(ids),
+                )
+            }
+        } else {
+            let (sql, p) = q.count(scope);
+            (self.scalar(&sql, &p).await?, None)
+        };
+        let store = counts::store_params(key, generation, total, ids.as_deref(), now);
         if let Err(e) = self.exec(self.dialect.store_count(), &store).await {
             eprintln!("billing: a total was not remembered: {}", e.0);
         }
-        Ok(total)
+        Ok(Total { total, rows, ids })
     }
 
     /// Runs `f` in a transaction: committed if it answers Ok, else rolled back.
