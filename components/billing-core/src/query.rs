@@ -388,14 +388,17 @@ impl ClientQuery {
     }
 
     /// The page's rows among `ids` (what [`Self::matching_ids`] gave, at
-    /// most `counts::MAX_IDS`), in the same order as [`Self::select`], on
-    /// MariaDB. Sorted by one column, the dealer's index of that column
-    /// (ascending or its descending twin) is walked in order and each entry
-    /// kept if its id is one of `ids`: no row is read but the page's, and
-    /// where the matches lie in the order no longer matters. Otherwise the
-    /// matching rows are looked up and sorted. The page's rows are checked
-    /// against the filter again (a row changed outside the app since).
-    pub fn select_ids(&self, scope: Option<i64>, ids: &[i64]) -> (String, Vec<Param>) {
+    /// most `counts::MAX_IDS`, of the dealer's `rows`), in the same order
+    /// as [`Self::select`], on MariaDB. Sorted by one column, and unless
+    /// the ids are so few that looking each up costs less than a walk of
+    /// the dealer's whole index (a lookup costs about twenty index
+    /// entries), the dealer's index of that column (ascending or its
+    /// descending twin) is walked in order and each entry kept if its id
+    /// is one of `ids`: no row is read but the page's, and where the
+    /// matches lie in the order no longer matters. Otherwise the matching
+    /// rows are looked up and sorted. The page's rows are checked against
+    /// the filter again (a row changed outside the app since).
+    pub fn select_ids(&self, scope: Option<i64>, ids: &[i64], rows: i64) -> (String, Vec<Param>) {
         let (w, p) = self.where_clause(scope);
         // Integers written out, not text: no quoting to get wrong.
         let list = if ids.is_empty() {
@@ -406,7 +409,8 @@ impl ClientQuery {
         let order = self.order_by();
         let page = format!("LIMIT {} OFFSET {}", self.page.per_page, self.page.offset());
         let dealer = scope.or(self.dealer);
-        let (inner, mut params) = match (self.sort_index(), dealer) {
+        let walk = (ids.len() as i64).saturating_mul(20) > rows;
+        let (inner, mut params) = match (self.sort_index().filter(|_| walk), dealer) {
             (Some(index), Some(d)) => (
                 format!(
                     "SELECT c.id FROM clients c FORCE INDEX ({index}) WHERE c.dealer_id = ? AND c.id IN ({list}){order} {page}"
@@ -693,14 +697,17 @@ mod tests {
             "SELECT c.id FROM clients c WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!'"
         );
         assert_eq!(p.len(), 2);
-        let (sql, p) = c.select_ids(Some(2), &[5, 9, 12]);
+        let (sql, p) = c.select_ids(Some(2), &[5, 9, 12], 100);
         assert!(sql.contains("FROM (SELECT c.id FROM clients c JOIN tariffs t ON t.id = c.tariff_id WHERE c.id IN (5,9,12) ORDER BY t.name, c.id LIMIT 10 OFFSET 20) p JOIN clients c ON c.id = p.id JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!' ORDER BY t.name, c.id"), "{sql}");
         assert_eq!(p.len(), 2);
-        assert!(c.select_ids(Some(2), &[]).0.contains("c.id IN (0)"));
+        assert!(c.select_ids(Some(2), &[], 100).0.contains("c.id IN (0)"));
         // One column: its index walked, the ids kept.
         let c = q("q=anna&sort=-email", false).unwrap();
-        let (sql, p) = c.select_ids(Some(2), &[5]);
-        assert!(sql.contains("FROM (SELECT c.id FROM clients c FORCE INDEX (clients_dealer_email_desc) WHERE c.dealer_id = ? AND c.id IN (5) ORDER BY c.email DESC, c.id LIMIT 50 OFFSET 0) p"), "{sql}");
+        let (sql, _) = c.select_ids(Some(2), &[5, 6], 40);
+        // (So few that each is looked up.)
+        assert!(sql.contains("FROM (SELECT c.id FROM clients c WHERE c.id IN (5,6) ORDER BY c.email DESC, c.id LIMIT 50 OFFSET 0) p"), "{sql}");
+        let (sql, p) = c.select_ids(Some(2), &[5, 6], 39);
+        assert!(sql.contains("FROM (SELECT c.id FROM clients c FORCE INDEX (clients_dealer_email_desc) WHERE c.dealer_id = ? AND c.id IN (5,6) ORDER BY c.email DESC, c.id LIMIT 50 OFFSET 0) p"), "{sql}");
         assert_eq!(
             p,
             vec![Param::Int(2), Param::Int(2), Param::Text("%anna%".into())]

@@ -227,7 +227,7 @@ async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
     };
     let total = t.total;
     let (sql, p) = if let Some(ids) = &t.ids {
-        q.select_ids(s.scope(), ids)
+        q.select_ids(s.scope(), ids, t.rows)
     } else if let Some(plan) = (db.dialect == Dialect::Mysql
         && q.matches_first_is_cheaper(t.total, t.rows))
     .then(|| q.select_matches_first(s.scope()))
