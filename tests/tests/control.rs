@@ -63,6 +63,7 @@ on_both!(
     tenant_shares_apply_at_once,
     spin_apps_deploy_whole_with_their_variables,
     spin_apps_deploy_with_their_files,
+    spin_apps_reach_outbound_hosts_their_variables_name,
     sites_rules_validate_preview_deploy_and_roll_back,
     tenants_cannot_reach_each_other,
     bad_input_is_refused_and_changes_nothing,
@@ -1227,6 +1228,124 @@ key = "{{ key }}"
 [component.probe.build]
 command = "cargo build --target wasm32-wasip2"
 "#;
+
+/// A loopback HTTP server answering every request with `body`; its address.
+fn upstream(body: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
+/// Spin's templates in `allowed_outbound_hosts` (`"http://{{ upstream }}"`)
+/// render with the app's variables, as Spin renders them: the host the
+/// variable names is reached and no other; a new value moves the grant at
+/// once; a template of an undeclared variable, or a value that would not
+/// make a rule, is refused with its field.
+fn spin_apps_reach_outbound_hosts_their_variables_name(backend: Backend) {
+    let node = Node::start(
+        backend,
+        "[sidecar]\nallow = [\"/bin/echo\"]\n[outbound]\nallow_ranges = [\"127.0.0.0/8\"]\n",
+    );
+    let rt = runtime();
+    let op = node.operator_token();
+    // (The probe imports the sidecar's process interface.)
+    let (s, v) = rt.block_on(node.post(
+        "/v1/tenants",
+        &op,
+        json!({"name": "acme", "hosts": ["acme.test"], "programs": ["/bin/echo"]}),
+    ));
+    assert_eq!(s, 201, "{v}");
+    let (_, t) = rt.block_on(node.post("/v1/tenants/acme/tokens", &op, json!({"name": "ci"})));
+    let token = t["token"].as_str().unwrap().to_string();
+    let (a, b) = (upstream("from A"), upstream("from B"));
+    let fetch = |addr: &str| {
+        rt.block_on(node.serve(
+            "acme.test",
+            &format!(
+                "/probe/fetch?url=http%3A%2F%2F{}%2Fx",
+                addr.replace(':', "%3A")
+            ),
+        ))
+    };
+
+    let dir = TempDir::new("spin-app");
+    std::fs::create_dir_all(dir.path().join("target")).unwrap();
+    std::fs::copy(wasm("probe"), dir.path().join("target/probe.wasm")).unwrap();
+    let app = |hosts: &str| {
+        format!(
+            "spin_manifest_version = 2\n[application]\nname = \"fetcher\"\n[variables]\nupstream = {{ required = true }}\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"probe\"\n[component.probe]\nsource = \"target/probe.wasm\"\nallowed_outbound_hosts = {hosts}\n"
+        )
+    };
+    // A template of a variable the app does not declare.
+    let manifest = dir.write("spin.toml", &app(r#"["http://{{ elsewhere }}"]"#));
+    let (code, _, err) = node.cli(&token, &["deploy", manifest.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("allowed_outbound_hosts[0]")
+            && err.contains("\"elsewhere\", which the version does not declare"),
+        "{err}"
+    );
+
+    let manifest = dir.write("spin.toml", &app(r#"["http://{{ upstream }}"]"#));
+    let (code, out, err) = node.cli(
+        &token,
+        &[
+            "deploy",
+            manifest.to_str().unwrap(),
+            "--var",
+            &format!("upstream={a}"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(fetch(&a), (200, "200\nfrom A".to_string()));
+    let (status, body) = fetch(&b);
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("HttpRequestDenied"), "{body}");
+
+    // A new value moves the grant at once.
+    let var = "/v1/tenants/acme/apps/fetcher/variables/upstream";
+    let (s, v) = rt.block_on(node.call(
+        "PUT",
+        var,
+        &token,
+        Bytes::from(json!({"value": b}).to_string()),
+    ));
+    assert_eq!(s, 204, "{v}");
+    assert_eq!(fetch(&b), (200, "200\nfrom B".to_string()));
+    assert_eq!(fetch(&a).0, 502);
+    // A value that would not make a rule is refused; the grant stays.
+    let (s, v) = rt.block_on(node.call(
+        "PUT",
+        var,
+        &token,
+        Bytes::from(json!({"value": "h/x"}).to_string()),
+    ));
+    assert_eq!(
+        (s, v["error"]["field"].as_str()),
+        (422, Some("value")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("renders to \"http://h/x\""),
+        "{v}"
+    );
+    assert_eq!(fetch(&b), (200, "200\nfrom B".to_string()));
+}
 
 fn spin_apps_deploy_whole_with_their_variables(backend: Backend) {
     let node = Node::start(backend, "[sidecar]\nallow = [\"/bin/echo\"]\n");

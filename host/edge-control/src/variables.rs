@@ -62,9 +62,10 @@ pub fn render(
     Ok(out)
 }
 
-/// Renders every component variable of `spec` in place; the first
-/// failure as `(component, variable, why)`. Required variables must
-/// have a value even if no template uses them.
+/// Renders every component variable and templated outbound rule of
+/// `spec` in place; the first failure as `(component, variable or
+/// `allowed_outbound_hosts[i]`, why)`. Required variables must have a
+/// value even if no template uses them.
 pub fn render_spec(
     spec: &mut VersionSpec,
     set: &BTreeMap<String, String>,
@@ -85,6 +86,31 @@ pub fn render_spec(
         for (var, value) in c.variables.iter_mut() {
             *value = render(value, set, &declared).map_err(|e| (id.clone(), var.clone(), e))?;
         }
+        let mut rules = Vec::with_capacity(c.allowed_outbound_hosts.len());
+        for (i, rule) in c.allowed_outbound_hosts.iter().enumerate() {
+            if !rule.contains("{{") {
+                rules.push(rule.clone());
+                continue;
+            }
+            let field = format!("allowed_outbound_hosts[{i}]");
+            let rendered =
+                render(rule, set, &declared).map_err(|e| (id.clone(), field.clone(), e))?;
+            let rendered = rendered.trim();
+            // As Spin: a template that renders to nothing (or to a bare
+            // scheme) allows nothing, and is no error.
+            if rendered.is_empty() || rendered.ends_with("://") {
+                continue;
+            }
+            edge_config::OutboundRule::parse(rendered).map_err(|e| {
+                (
+                    id.clone(),
+                    field,
+                    format!("{rule:?} renders to {rendered:?}: {e}"),
+                )
+            })?;
+            rules.push(rendered.to_string());
+        }
+        c.allowed_outbound_hosts = rules;
     }
     Ok(())
 }
@@ -130,5 +156,57 @@ mod tests {
         assert_eq!(references("a {{ b }} {{c_1}}").unwrap(), ["b", "c_1"]);
         assert!(references("{{ B }}").is_err());
         assert!(references("{{ open").is_err());
+    }
+
+    #[test]
+    fn outbound_templates_render_and_must_make_rules() {
+        use crate::model::ComponentSpec;
+        let spec = |rules: &[&str]| VersionSpec {
+            components: BTreeMap::from([(
+                "api".to_string(),
+                ComponentSpec {
+                    digest: "sha256:00".into(),
+                    key_value_stores: Vec::new(),
+                    sqlite_databases: Vec::new(),
+                    allowed_outbound_hosts: rules.iter().map(|r| r.to_string()).collect(),
+                    variables: BTreeMap::new(),
+                    files: Vec::new(),
+                },
+            )]),
+            routes: Vec::new(),
+            variables: BTreeMap::from([
+                ("db_host".to_string(), VariableDecl::default()),
+                (
+                    "extra".to_string(),
+                    VariableDecl {
+                        default: Some(String::new()),
+                        ..Default::default()
+                    },
+                ),
+            ]),
+        };
+        let set = BTreeMap::from([("db_host".to_string(), "10.0.0.5".to_string())]);
+        let mut s = spec(&[
+            "https://fixed.example",
+            "mysql://{{ db_host }}:3306",
+            "{{ extra }}",
+            "https://{{extra}}",
+        ]);
+        render_spec(&mut s, &set).unwrap();
+        assert_eq!(
+            s.components["api"].allowed_outbound_hosts,
+            ["https://fixed.example", "mysql://10.0.0.5:3306"]
+        );
+        let bad = BTreeMap::from([("db_host".to_string(), "h/x".to_string())]);
+        let mut s = spec(&["mysql://{{ db_host }}:3306"]);
+        let (component, field, why) = render_spec(&mut s, &bad).unwrap_err();
+        assert_eq!(
+            (component.as_str(), field.as_str()),
+            ("api", "allowed_outbound_hosts[0]")
+        );
+        assert!(why.contains("renders to \"mysql://h/x:3306\""), "{why}");
+        let mut s = spec(&["mysql://{{ db_host }}:3306"]);
+        let (_, _, why) = render_spec(&mut s, &BTreeMap::new()).unwrap_err();
+        assert!(why.contains("has no value"), "{why}");
     }
 }

@@ -176,9 +176,24 @@ async fn check_version(
             check_name(&at(&format!("sqlite_databases[{i}]")), label)?;
         }
         for (i, rule) in comp.allowed_outbound_hosts.iter().enumerate() {
-            edge_config::OutboundRule::parse(rule).map_err(|e| {
-                ApiError::bad(Some(&at(&format!("allowed_outbound_hosts[{i}]"))), e)
-            })?;
+            let field = at(&format!("allowed_outbound_hosts[{i}]"));
+            if rule.contains("{{") {
+                // A template of the app's variables (Spin's
+                // `"https://{{ api_host }}"`), rendered when the version
+                // is served: its variables must be declared.
+                let refs = crate::variables::references(rule)
+                    .map_err(|e| ApiError::bad(Some(&field), e))?;
+                if let Some(undeclared) = refs.iter().find(|r| !spec.variables.contains_key(**r)) {
+                    return Err(ApiError::bad(
+                        Some(&field),
+                        format!(
+                            "{rule:?} uses variable {undeclared:?}, which the version does not declare (add it to `variables`)"
+                        ),
+                    ));
+                }
+                continue;
+            }
+            edge_config::OutboundRule::parse(rule).map_err(|e| ApiError::bad(Some(&field), e))?;
         }
         for name in comp.variables.keys() {
             let ok = name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
@@ -210,10 +225,14 @@ async fn check_version(
         let grants = Grants {
             key_value: !comp.key_value_stores.is_empty(),
             sqlite: !comp.sqlite_databases.is_empty(),
+            // (A templated scheme may render to any.)
             schemes: comp
                 .allowed_outbound_hosts
                 .iter()
-                .filter_map(|r| r.split_once("://").map(|(s, _)| s.to_string()))
+                .map(|r| match r.split_once("://") {
+                    Some((s, _)) if !s.contains("{{") => s.to_string(),
+                    _ => "*".to_string(),
+                })
                 .collect(),
             process: !t.tenant.programs.is_empty(),
         };

@@ -34,6 +34,7 @@ async fn app_id(c: &Control, t: &TenantRow, app: &str) -> Result<String, ApiErro
 
 async fn set(
     c: &Control,
+    t: &TenantRow,
     scope: VarScope<'_>,
     name: &str,
     body: Result<JsonBody<SetVariable>, ApiError>,
@@ -56,9 +57,58 @@ async fn set(
             ),
         ));
     }
+    // A value the serving versions cannot render with (an outbound
+    // template that would not make a rule) is refused, not served.
+    if let Err((version, why)) = render_serving(c, t, scope, name, Some(&v.value)).await? {
+        return Err(ApiError::invalid(
+            Some("value"),
+            format!("version {version} of an app serves and could not use it: {why}"),
+        ));
+    }
     c.db.set_variable(scope, name, &v.value, v.secret).await?;
     c.apply_stored().await.map_err(ApiError::internal)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Whether the serving versions of the apps `scope` reaches render with
+/// `name` set to `value` (`None`: removed) in `scope`: the first that
+/// does not, as its number and why.
+async fn render_serving(
+    c: &Control,
+    t: &TenantRow,
+    scope: VarScope<'_>,
+    name: &str,
+    value: Option<&str>,
+) -> Result<Result<(), (i64, String)>, ApiError> {
+    let apps = match scope {
+        VarScope::App(id) => vec![id.to_string()],
+        VarScope::Tenant(_) => c.db.apps(&t.id).await?.into_iter().map(|a| a.id).collect(),
+    };
+    for app in apps {
+        // What the app renders from after the change.
+        let mut after = c.db.variable_values(VarScope::Tenant(&t.id)).await?;
+        let mut own = c.db.variable_values(VarScope::App(&app)).await?;
+        let changed = match scope {
+            VarScope::App(_) => &mut own,
+            VarScope::Tenant(_) => &mut after,
+        };
+        match value {
+            Some(v) => changed.insert(name.to_string(), v.to_string()),
+            None => changed.remove(name),
+        };
+        after.extend(own);
+        let Some(d) = c.db.deployments(&app, 1).await?.into_iter().next() else {
+            continue;
+        };
+        for w in d.versions {
+            if let Some(mut v) = c.db.version(&app, w.version).await?
+                && let Err((_, _, why)) = crate::variables::render_spec(&mut v.spec, &after)
+            {
+                return Ok(Err((w.version, why)));
+            }
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Removes `name` from `scope` unless a serving version of an app it
@@ -74,32 +124,11 @@ async fn delete(
             "no variable {name:?} is set here"
         )));
     }
-    let apps = match scope {
-        VarScope::App(id) => vec![id.to_string()],
-        VarScope::Tenant(_) => c.db.apps(&t.id).await?.into_iter().map(|a| a.id).collect(),
-    };
-    for app in apps {
-        // What the app renders from once `name` is gone from `scope`.
-        let mut after = c.db.variable_values(VarScope::Tenant(&t.id)).await?;
-        let mut own = c.db.variable_values(VarScope::App(&app)).await?;
-        match scope {
-            VarScope::App(_) => own.remove(name),
-            VarScope::Tenant(_) => after.remove(name),
-        };
-        after.extend(own);
-        let Some(d) = c.db.deployments(&app, 1).await?.into_iter().next() else {
-            continue;
-        };
-        for w in d.versions {
-            if let Some(mut v) = c.db.version(&app, w.version).await?
-                && let Err((_, _, why)) = crate::variables::render_spec(&mut v.spec, &after)
-            {
-                return Err(ApiError::conflict(
-                    None,
-                    format!("version {} of an app serves and needs it: {why}", w.version),
-                ));
-            }
-        }
+    if let Err((version, why)) = render_serving(c, t, scope, name, None).await? {
+        return Err(ApiError::conflict(
+            None,
+            format!("version {version} of an app serves and needs it: {why}"),
+        ));
     }
     c.db.delete_variable(scope, name).await?;
     c.apply_stored().await.map_err(ApiError::internal)?;
@@ -127,7 +156,7 @@ pub async fn app_set(
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
         let id = app_id(&c, &t, &app).await?;
-        set(&c, VarScope::App(&id), &name, body).await
+        set(&c, &t, VarScope::App(&id), &name, body).await
     }
     .await;
     c.record(
@@ -184,7 +213,7 @@ pub async fn tenant_set(
     let result = async {
         let t = caller.tenant(&c, &tenant).await?;
         tenant_id = Some(t.id.clone());
-        set(&c, VarScope::Tenant(&t.id), &name, body).await
+        set(&c, &t, VarScope::Tenant(&t.id), &name, body).await
     }
     .await;
     c.record(

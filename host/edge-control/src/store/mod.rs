@@ -614,6 +614,8 @@ impl Db {
                             tracing::error!(tenant = %t.tenant.name, app = %app.name, component, variable = var, error = %why, "a variable does not render");
                             for c in v.spec.components.values_mut() {
                                 c.variables.retain(|_, value| !value.contains("{{"));
+                                // (A templated outbound rule allows nothing.)
+                                c.allowed_outbound_hosts.retain(|r| !r.contains("{{"));
                             }
                         }
                         versions.push((w.version, w.percent, v.spec));
