@@ -303,13 +303,9 @@ impl ClientQuery {
         format!(" ORDER BY {}", parts.join(", "))
     }
 
-    /// The page's rows: statement and parameters. The page's ids are found
-    /// first from `clients` alone (its indexes answer the filter, the order
-    /// and the offset without reading the rows skipped), then only those
-    /// rows are read and joined with their dealer and tariff.
-    pub fn select(&self, scope: Option<i64>) -> (String, Vec<Param>) {
-        let (w, p) = self.where_clause(scope);
-        let tariff = if self
+    /// The join a sort by the tariff's name needs (else nothing).
+    fn tariff_join(&self) -> &'static str {
+        if self
             .sort
             .iter()
             .any(|(i, _)| SORT_COLUMNS[*i].0 == "tariff")
@@ -317,7 +313,16 @@ impl ClientQuery {
             " JOIN tariffs t ON t.id = c.tariff_id"
         } else {
             ""
-        };
+        }
+    }
+
+    /// The page's rows: statement and parameters. The page's ids are found
+    /// first from `clients` alone (its indexes answer the filter, the order
+    /// and the offset without reading the rows skipped), then only those
+    /// rows are read and joined with their dealer and tariff.
+    pub fn select(&self, scope: Option<i64>) -> (String, Vec<Param>) {
+        let (w, p) = self.where_clause(scope);
+        let tariff = self.tariff_join();
         let order = self.order_by();
         (
             format!(
@@ -357,15 +362,7 @@ impl ClientQuery {
             return None;
         }
         let (w, p) = self.where_clause(scope);
-        let tariff = if self
-            .sort
-            .iter()
-            .any(|(i, _)| SORT_COLUMNS[*i].0 == "tariff")
-        {
-            " JOIN tariffs t ON t.id = c.tariff_id"
-        } else {
-            ""
-        };
+        let tariff = self.tariff_join();
         let order = self.order_by();
         let mut params = vec![Param::Int(dealer), Param::Text(like_substring(&q))];
         params.extend(p);
@@ -418,15 +415,7 @@ impl ClientQuery {
                 vec![Param::Int(d)],
             ),
             _ => {
-                let tariff = if self
-                    .sort
-                    .iter()
-                    .any(|(i, _)| SORT_COLUMNS[*i].0 == "tariff")
-                {
-                    " JOIN tariffs t ON t.id = c.tariff_id"
-                } else {
-                    ""
-                };
+                let tariff = self.tariff_join();
                 (
                     format!(
                         "SELECT c.id FROM clients c{tariff} WHERE c.id IN ({list}){order} {page}"
