@@ -429,6 +429,13 @@ impl App {
                 }
             }
         }
+        let swept = crate::files::sweep(&rt.files, crate::files::UNUSED_FOR);
+        if swept > 0 {
+            tracing::info!(
+                directories = swept,
+                "staged files no version used for a day removed"
+            );
+        }
     }
 
     /// Ids of components that failed to load.

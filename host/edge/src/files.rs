@@ -9,15 +9,61 @@
 //! alone, so it is built once and found again after a restart; its files
 //! are hard links to the stored ones (copies across filesystems), mode
 //! 0444 either way. A directory is made under a temporary name and renamed
-//! into place, so a crash never leaves half of one. Directories no
-//! longer used stay (they are mostly links; removing them while an older
-//! version's instances may still read them is left to the operator).
+//! into place, so a crash never leaves half of one. Each build touches the
+//! directories it uses; once an app is in place, directories no build has
+//! used for [`UNUSED_FOR`] (a day: an older version's instances are long
+//! gone) are removed, and so are stagings a crash left ([`sweep`]).
 
 use anyhow::{Context, Result};
 use edge_config::FileMount;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How long a staged directory no build uses is kept.
+pub const UNUSED_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// Marks `dir` as used now (its modification time).
+fn touch(dir: &Path) {
+    if let Ok(f) = std::fs::File::open(dir) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
+/// Removes, under `root`, the staged directories not used for
+/// `unused_for` and the temporary ones as old (a staging a crash
+/// interrupted); the number removed. Failures are logged.
+pub fn sweep(root: &Path, unused_for: Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let staged = name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit());
+        if !staged && !name.starts_with(".staging-") {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= unused_for);
+        if !old {
+            continue;
+        }
+        match std::fs::remove_dir_all(e.path()) {
+            Ok(()) => removed += 1,
+            Err(err) => {
+                tracing::warn!(dir = %e.path().display(), error = %err, "an unused staged files directory was not removed")
+            }
+        }
+    }
+    removed
+}
 
 /// The staged directory of `files` under `root`, making it if needed.
 pub fn stage(root: &Path, files: &[FileMount]) -> Result<Arc<Path>> {
@@ -53,6 +99,7 @@ pub fn stage(root: &Path, files: &[FileMount]) -> Result<Arc<Path>> {
     }
     let dir = root.join(hex::encode(&h.finalize()[..16]));
     if dir.is_dir() {
+        touch(&dir);
         return Ok(dir.into());
     }
     let tmp: PathBuf = root.join(format!(
@@ -164,6 +211,49 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a path inside"), "{e}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn unused_stagings_are_swept_used_ones_kept() {
+        let root = std::env::temp_dir().join(format!("edge-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let store = edge_control::blobs::Blobs::new(root.join("blobs")).files();
+        let (d, p) = store.put(b"x").unwrap();
+        let trees = root.join("files");
+        let list = |guest: &str| {
+            vec![FileMount {
+                host: p.clone(),
+                guest: guest.into(),
+                digest: Some(d.clone()),
+            }]
+        };
+        let (a, b) = (
+            stage(&trees, &list("/a")).unwrap(),
+            stage(&trees, &list("/b")).unwrap(),
+        );
+        let crashed = trees.join(".staging-1-ThreadId(9)");
+        std::fs::create_dir_all(crashed.join("x")).unwrap();
+        let other = trees.join("not-a-staging");
+        std::fs::create_dir_all(&other).unwrap();
+        let age = |dir: &Path, ago: Duration| {
+            std::fs::File::open(dir)
+                .unwrap()
+                .set_modified(SystemTime::now() - ago)
+                .unwrap()
+        };
+        let day = Duration::from_secs(24 * 3600);
+        for dir in [&*a, &*b, &*crashed, &*other] {
+            age(dir, day * 2);
+        }
+        // A build uses `a` again: touched, kept.
+        assert_eq!(stage(&trees, &list("/a")).unwrap(), a);
+        assert_eq!(sweep(&trees, day), 2);
+        assert!(a.join("a").is_file());
+        assert!(!b.exists() && !crashed.exists());
+        assert!(other.exists(), "only stagings are swept");
+        // Nothing younger than the limit goes.
+        assert_eq!(sweep(&trees, day), 0);
         let _ = std::fs::remove_dir_all(&root);
     }
 }
