@@ -7,8 +7,8 @@
 #     one dealer's browser each, DURATION s; bench/web-ui/clients.lua):
 #     each opens a view (no filter, a tariff, a month, a search as typed,
 #     a search and a tariff; a sort), then its page 2, then another sort,
-#     pausing THINK_MS (300: the workspace's search debounce, so no dealer
-#     sends faster) between requests: p50/p95/p99 (target: p95 <= 30 ms);
+#     pausing 200-400 ms (THINK_MS=300 on average: the workspace's search
+#     debounce) between requests: p50/p95/p99 (target: p95 <= 30 ms);
 #     then the same with no pause (closed loop: the app's capacity);
 #  2. inline edits (PATCH with the row's version) one after another on a
 #     kept-alive connection, EDITS of them: p95 (target <= 50 ms);

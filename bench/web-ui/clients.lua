@@ -9,10 +9,12 @@
 -- phone number, so some come back (the app may remember their totals) and
 -- many are new.
 --
--- THINK_MS: the pause between a dealer's requests. The workspace sends a
--- search 300 ms after the last key press, so no dealer sends faster than
--- that through it; 0 is the closed loop (every connection sends its next
--- request at once: the app's capacity, not a dealer's pace).
+-- THINK_MS: a dealer's pause between requests, on average: each pause is
+-- drawn between 2/3 and 4/3 of it, so the 50 dealers do not act in
+-- lockstep (a fixed pause makes them send in bursts of 50). The workspace
+-- sends a search 300 ms after the last key press, hence 300. 0 is the
+-- closed loop (every connection sends its next request at once: the
+-- app's capacity, not a dealer's pace).
 --
 -- done() prints the latency p50/p95/p99 in ms and the request rate.
 local cookies = {}
@@ -95,7 +97,8 @@ function request()
 end
 
 function delay()
-  return think
+  if think == 0 then return 0 end
+  return math.random(math.floor(think * 2 / 3), math.floor(think * 4 / 3))
 end
 
 local bad = 0

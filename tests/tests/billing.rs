@@ -335,6 +335,24 @@ async fn run(backend: Backend) {
         }
     };
     remembered_totals(&app, &admin, &d1, &d2, &sql).await;
+    // The schema's version is read with the session: a schema found
+    // behind (here: its last version's row gone) is migrated again by the
+    // request (every migration is idempotent), which then answers.
+    sql(
+        "DELETE FROM schema_version WHERE version = (SELECT v FROM (SELECT MAX(version) AS v FROM schema_version) m)",
+    );
+    let behind = sql("SELECT MAX(version) FROM schema_version");
+    app.get(&d1, "/api/clients?per_page=1&q=pick").await;
+    let now = sql("SELECT MAX(version) FROM schema_version");
+    assert_eq!(
+        now.parse::<i64>().unwrap(),
+        behind.parse::<i64>().unwrap() + 1
+    );
+    // A disabled user's session is no session.
+    sql("UPDATE users SET disabled = 1 WHERE login = 'dealer2@billing.test'");
+    assert_eq!(app.call(Some(&d2), "GET", "/api/me", "").await.status, 401);
+    sql("UPDATE users SET disabled = 0 WHERE login = 'dealer2@billing.test'");
+    assert_eq!(app.call(Some(&d2), "GET", "/api/me", "").await.status, 200);
     csv_export(&app, &admin, &d1).await;
     // The web workspace's files, deployed with the app (Spin `files`).
     statics(&app, &edge_tests::repo().join("build/billing/ui")).await;

@@ -58,14 +58,15 @@ pub async fn serve(config: &Config, req: &Req) -> Result<Resp, ApiError> {
     if !known {
         return Err(ApiError::new(404, None, "no such endpoint"));
     }
-    let db = Db::open(&config.db_url).await?;
     if segs == ["login"] {
         return if m == Method::POST {
-            auth::login(&db, req).await
+            auth::login(&Db::open(&config.db_url).await?, req).await
         } else {
             Err(method_not_allowed())
         };
     }
+    // The schema is checked with the session (`auth::session`).
+    let db = Db::connect(&config.db_url).await?;
     let s = auth::require(&db, req).await?;
     let get = m == Method::GET || m == Method::HEAD;
     match (segs.as_slice(), m.clone()) {

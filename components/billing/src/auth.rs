@@ -3,8 +3,9 @@
 //! CSRF token per session, and failed logins counted in the database per
 //! login and per client address.
 
-use crate::db::Db;
+use crate::db::{Db, Val};
 use crate::{Req, Resp, json, now_ms, random};
+use billing_core::dialect::MIGRATIONS;
 use billing_core::{ApiError, Param, ct_eq, password, sha256_hex};
 use serde_json::{Value, json};
 
@@ -73,24 +74,38 @@ fn cookie_secret(req: &Req) -> Option<String> {
     None
 }
 
-/// The session the request's cookie names, if it is live.
+/// The schema's version and the live session of an id hash, in one
+/// statement (one row; the session's columns NULL when there is none).
+const SESSION: &str = "SELECT (SELECT MAX(version) FROM schema_version), s.user_id, s.csrf, u.login, u.role, u.dealer_id, d.name FROM (SELECT 1 AS one) x LEFT JOIN sessions s ON s.id_hash = ? AND s.expires_at > ? LEFT JOIN users u ON u.id = s.user_id AND u.disabled = 0 LEFT JOIN dealers d ON d.id = u.dealer_id";
+
+/// The session the request's cookie names, if it is live. `db` may be
+/// behind the app's schema (`Db::connect`): the statement that finds the
+/// session reads the schema's version too, and a schema behind (or not
+/// there) is migrated first.
 pub async fn session(db: &Db, req: &Req) -> Result<Option<Session>, ApiError> {
     let Some(secret) = cookie_secret(req) else {
         return Ok(None);
     };
     let id_hash = sha256_hex(&secret);
-    let row = db
-        .row(
-            "SELECT s.user_id, s.csrf, u.login, u.role, u.dealer_id, d.name FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN dealers d ON d.id = u.dealer_id WHERE s.id_hash = ? AND s.expires_at > ? AND u.disabled = 0",
-            &[Param::Text(id_hash.clone()), Param::Int(now_ms())],
-        )
-        .await?;
-    Ok(row.map(|r| Session {
+    let params = [Param::Text(id_hash.clone()), Param::Int(now_ms())];
+    let current = MIGRATIONS.len() as i64;
+    let row = match db.row(SESSION, &params).await {
+        Ok(Some(r)) if r[0].int() >= current => r,
+        _ => {
+            db.migrate().await?;
+            db.row(SESSION, &params).await?.unwrap_or_default()
+        }
+    };
+    // (A session of a user since disabled finds no user.)
+    if row.len() < 7 || row[3] == Val::Null {
+        return Ok(None);
+    }
+    Ok(Some(Session {
         id_hash,
-        csrf: r[1].text(),
-        login: r[2].text(),
-        admin: r[3].text() == "admin",
-        dealer: r[4].opt_int().map(|id| (id, r[5].text())),
+        csrf: row[2].text(),
+        login: row[3].text(),
+        admin: row[4].text() == "admin",
+        dealer: row[5].opt_int().map(|id| (id, row[6].text())),
     }))
 }
 

@@ -140,6 +140,15 @@ impl Db {
     /// Opens the database `db_url` names (`mysql://...`), or SQLite's
     /// default one when it is empty, and brings its schema up to date.
     pub async fn open(db_url: &str) -> Result<Db, DbError> {
+        let db = Self::connect(db_url).await?;
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// Opens the database without looking at its schema: the caller's
+    /// first statement does (`auth::session` reads the schema's version
+    /// with the session, and migrates when it is behind).
+    pub async fn connect(db_url: &str) -> Result<Db, DbError> {
         let db = if db_url.is_empty() {
             let c = sqlite::Connection::open_default()
                 .await
@@ -157,11 +166,11 @@ impl Db {
                 dialect: Dialect::Mysql,
             }
         };
-        db.migrate().await?;
         Ok(db)
     }
 
-    async fn migrate(&self) -> Result<(), DbError> {
+    /// Brings the schema up to date (nothing when it is).
+    pub async fn migrate(&self) -> Result<(), DbError> {
         if self.schema_version().await? >= MIGRATIONS.len() as i64 {
             return Ok(());
         }
