@@ -498,3 +498,24 @@ pub fn python(script: &str, input: &serde_json::Value) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).expect("python printed JSON")
 }
+
+/// An HTTP server on loopback answering every request with `body`;
+/// returns its port.
+pub fn upstream(body: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}

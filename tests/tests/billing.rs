@@ -365,22 +365,9 @@ async fn run(backend: Backend) {
     let rows = pays["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["verified"] == true), "{pays}");
     let victim = rows[3]["id"].as_i64().unwrap();
-    let tamper =
-        format!("UPDATE payments SET amount_cents = amount_cents + 100 WHERE id = {victim}");
-    match &backend {
-        Backend::Sqlite => {
-            let file = sqlite_file(node.data.path());
-            let out = Command::new("sqlite3")
-                .arg(&file)
-                .arg(&tamper)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        }
-        Backend::Mariadb(db) => {
-            db.client(Some("billing"), &tamper).unwrap();
-        }
-    }
+    sql(&format!(
+        "UPDATE payments SET amount_cents = amount_cents + 100 WHERE id = {victim}"
+    ));
     let pays = app
         .get(&d1, &format!("/api/clients/{c1}/payments?per_page=200"))
         .await;

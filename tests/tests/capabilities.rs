@@ -4,9 +4,7 @@
 //! that a capability not granted is refused.
 
 use bytes::Bytes;
-use edge_tests::{Edge, TempDir, client, component, get, get_host, request};
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use edge_tests::{Edge, TempDir, client, component, get, get_host, request, upstream};
 
 /// A manifest with the probe under `/probe/...`; `extra` goes into its
 /// component table.
@@ -218,25 +216,6 @@ async fn capabilities_not_granted_are_refused_at_the_call() {
             && log.contains("list the stores it opens in `key_value_stores`"),
         "{log}"
     );
-}
-
-/// A one-shot HTTP server on loopback answering `body`; returns its port.
-fn upstream(body: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
 }
 
 #[tokio::test]

@@ -1229,25 +1229,6 @@ key = "{{ key }}"
 command = "cargo build --target wasm32-wasip2"
 "#;
 
-/// A loopback HTTP server answering every request with `body`; its address.
-fn upstream(body: &'static str) -> String {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for mut s in listener.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    addr
-}
-
 /// Spin's templates in `allowed_outbound_hosts` (`"http://{{ upstream }}"`)
 /// render with the app's variables, as Spin renders them: the host the
 /// variable names is reached and no other; a new value moves the grant at
@@ -1269,7 +1250,10 @@ fn spin_apps_reach_outbound_hosts_their_variables_name(backend: Backend) {
     assert_eq!(s, 201, "{v}");
     let (_, t) = rt.block_on(node.post("/v1/tenants/acme/tokens", &op, json!({"name": "ci"})));
     let token = t["token"].as_str().unwrap().to_string();
-    let (a, b) = (upstream("from A"), upstream("from B"));
+    let (a, b) = (
+        format!("127.0.0.1:{}", edge_tests::upstream("from A")),
+        format!("127.0.0.1:{}", edge_tests::upstream("from B")),
+    );
     let fetch = |addr: &str| {
         rt.block_on(node.serve(
             "acme.test",
@@ -1314,6 +1298,25 @@ fn spin_apps_reach_outbound_hosts_their_variables_name(backend: Backend) {
     assert_eq!(status, 502, "{body}");
     assert!(body.contains("HttpRequestDenied"), "{body}");
 
+    // Another tenant's value of the same name reaches only its own apps;
+    // nor can it touch acme's.
+    let other = rt.block_on(node.tenant("other", "other.test", json!({})));
+    let (s, _) = rt.block_on(node.call(
+        "PUT",
+        "/v1/tenants/other/variables/upstream",
+        &other,
+        Bytes::from(json!({"value": b}).to_string()),
+    ));
+    assert_eq!(s, 204);
+    let (s, _) = rt.block_on(node.call(
+        "PUT",
+        "/v1/tenants/acme/apps/fetcher/variables/upstream",
+        &other,
+        Bytes::from(json!({"value": b}).to_string()),
+    ));
+    assert!(s == 403 || s == 404, "{s}");
+    assert_eq!(fetch(&a), (200, "200\nfrom A".to_string()));
+    assert_eq!(fetch(&b).0, 502);
     // A new value moves the grant at once.
     let var = "/v1/tenants/acme/apps/fetcher/variables/upstream";
     let (s, v) = rt.block_on(node.call(

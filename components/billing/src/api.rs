@@ -1,14 +1,14 @@
 //! The JSON API's routes.
 
 use crate::auth::{self, Session};
-use crate::db::{Db, DbError, Total, Val};
+use crate::db::{Db, DbError, Val};
 use crate::{Config, Req, Resp, json, now_ms};
 use billing_core::dialect::Dialect;
 use billing_core::query::{
     CLIENT_SELECT, ClientQuery, TARIFF_RANKS, first, parse_query, search_text,
 };
 use billing_core::validate::{self, MAX_NAME};
-use billing_core::{ApiError, Param, counts, csv, dates, page::Page, sign::Payment};
+use billing_core::{ApiError, Param, csv, dates, page::Page, sign::Payment};
 use http::Method;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -129,29 +129,14 @@ pub async fn serve(config: &Config, req: &Req) -> Result<Resp, ApiError> {
 
 // ---- clients ----
 
+/// A client row as JSON (what [`ClientOut`] writes).
 fn client_json(r: &[Val], admin: bool) -> Value {
-    let mut v = json!({
-        "id": r[0].int(),
-        "name": r[3].text(),
-        "contact_name": r[4].text(),
-        "phone": r[5].text(),
-        "email": r[6].text(),
-        "note": r[7].text(),
-        "tariff_id": r[8].int(),
-        "tariff": r[9].text(),
-        "registered_at": r[10].int(),
-        "version": r[11].int(),
-    });
-    if admin {
-        v["dealer_id"] = json!(r[1].int());
-        v["dealer"] = json!(r[2].text());
-    }
-    v
+    serde_json::to_value(ClientOut::of(r, admin)).expect("a client row serializes")
 }
 
-/// A client row of a listing, serialized straight from the row read (a
-/// page is 50 to 100 of them: no JSON tree is built). The same fields,
-/// in the same order, as [`client_json`].
+/// A client row as the API shows it, serialized straight from the row
+/// read (a listing's page is 50 to 100 of them: no JSON tree is built);
+/// the dealer for admins only.
 #[derive(Serialize)]
 struct ClientOut<'a> {
     contact_name: &'a str,
@@ -215,24 +200,12 @@ async fn client_row(db: &Db, s: &Session, id: i64) -> Result<Value, ApiError> {
 
 async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
     let q = ClientQuery::parse(&parse_query(&req.query)?, s.admin)?;
-    let t = match counts::key(&q, s.scope()) {
-        Some(key) => db.remembered_total(&key, &q, s.scope()).await?,
-        None => {
-            let (sql, p) = q.count(s.scope());
-            Total {
-                total: db.scalar(&sql, &p).await?,
-                rows: 0,
-                ids: None,
-            }
-        }
-    };
-    let total = t.total;
+    let t = db.listing_total(&q, s.scope()).await?;
     let (sql, p) = if let Some(ids) = &t.ids {
         q.select_ids(s.scope(), ids, t.rows)
-    } else if let Some(plan) = (db.dialect == Dialect::Mysql
-        && q.matches_first_is_cheaper(t.total, t.rows))
-    .then(|| q.select_matches_first(s.scope()))
-    .flatten()
+    } else if db.dialect == Dialect::Mysql
+        && q.matches_first_is_cheaper(t.total, t.rows)
+        && let Some(plan) = q.select_matches_first(s.scope())
     {
         plan
     } else if q.sorts_by_tariff_first() && !q.counts_rows() {
@@ -254,7 +227,7 @@ async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
             page: q.page.page,
             per_page: q.page.per_page,
             rows: rows.iter().map(|r| ClientOut::of(r, s.admin)).collect(),
-            total,
+            total: t.total,
         },
     ))
 }
@@ -577,7 +550,6 @@ async fn reassign(db: &Db, s: &Session, req: &Req, id: i64) -> Result<Resp, ApiE
     let body = req.json()?;
     let dealer =
         opt_int(&body, "dealer_id")?.ok_or_else(|| ApiError::bad("dealer_id", "required"))?;
-    client_row(db, s, id).await?;
     check_dealer(db, dealer).await?;
     db.transaction(async || {
         // The row's dealer and tariff as the transaction sees them, locked.

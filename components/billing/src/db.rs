@@ -178,7 +178,7 @@ impl Db {
         // write lock; MariaDB, whose DDL commits by itself: a named lock),
         // then find the version again.
         match self.dialect {
-            Dialect::Sqlite => self.exec("BEGIN IMMEDIATE", &[]).await.map(drop)?,
+            Dialect::Sqlite => self.begin().await?,
             Dialect::Mysql => {
                 let got = self
                     .scalar("SELECT GET_LOCK('billing_migrate', 60)", &[])
@@ -190,7 +190,7 @@ impl Db {
         }
         let r = self.migrate_locked().await;
         match (self.dialect, &r) {
-            (Dialect::Sqlite, Ok(())) => self.exec("COMMIT", &[]).await.map(drop)?,
+            (Dialect::Sqlite, Ok(())) => self.commit().await?,
             (Dialect::Sqlite, Err(_)) => self.rollback().await,
             (Dialect::Mysql, _) => {
                 self.exec("SELECT RELEASE_LOCK('billing_migrate')", &[])
@@ -377,13 +377,32 @@ impl Db {
             .map(drop)
     }
 
+    /// The total of the listing `q` for a session scoped to `scope`:
+    /// remembered ([`Self::remembered_total`]) where `counts::key` keeps
+    /// it, else counted (a sum of `client_counts`, or every dealer's rows).
+    pub async fn listing_total(
+        &self,
+        q: &ClientQuery,
+        scope: Option<i64>,
+    ) -> Result<Total, DbError> {
+        if let Some(key) = counts::key(q, scope) {
+            return self.remembered_total(&key, q, scope).await;
+        }
+        let (sql, p) = q.count(scope);
+        Ok(Total {
+            total: self.scalar(&sql, &p).await?,
+            rows: 0,
+            ids: None,
+        })
+    }
+
     /// The total of the listing `q` (for a session scoped to `scope`),
     /// from where `key` remembers it if that is still valid, else counted
     /// and remembered there (a failure to remember is logged, not
     /// answered: the total is right either way). The generation is read
     /// before the count, so a change committed in between leaves a stale
     /// entry, never a wrong one.
-    pub async fn remembered_total(
+    async fn remembered_total(
         &self,
         key: &CacheKey,
         q: &ClientQuery,

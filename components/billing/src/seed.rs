@@ -81,18 +81,10 @@ pub async fn serve(config: &Config, req: &Req) -> Result<Resp, ApiError> {
     } else {
         Vec::new()
     };
-    db.begin().await?;
-    let result = insert_part(&db, &plan, part, key, &hashes).await;
-    match result {
-        Ok((c, p)) => {
-            db.commit().await?;
-            Ok(answer(false, c, p))
-        }
-        Err(e) => {
-            db.rollback().await;
-            Err(e.into())
-        }
-    }
+    let (c, p) = db
+        .transaction(async || insert_part(&db, &plan, part, key, &hashes).await)
+        .await?;
+    Ok(answer(false, c, p))
 }
 
 async fn insert_part(
@@ -190,15 +182,9 @@ async fn insert_part(
         }
     }
     let (nc, np) = (clients.len(), payments.len());
-    let mut counts: Vec<((i64, i64), i64)> = Vec::new();
+    let mut counts: std::collections::BTreeMap<(i64, i64), i64> = Default::default();
     for c in &clients {
-        match counts
-            .iter_mut()
-            .find(|(k, _)| *k == (c.dealer_id, c.tariff_id))
-        {
-            Some((_, n)) => *n += 1,
-            None => counts.push(((c.dealer_id, c.tariff_id), 1)),
-        }
+        *counts.entry((c.dealer_id, c.tariff_id)).or_default() += 1;
     }
     let rows = clients
         .into_iter()
@@ -243,8 +229,8 @@ async fn insert_part(
     for ((dealer, tariff), n) in &counts {
         db.add_count(*dealer, *tariff, *n).await?;
     }
-    let mut dealers: Vec<i64> = counts.iter().map(|((d, _), _)| *d).collect();
-    dealers.sort_unstable();
+    // (The keys are in dealer order.)
+    let mut dealers: Vec<i64> = counts.keys().map(|(d, _)| *d).collect();
     dealers.dedup();
     for dealer in dealers {
         db.bump_generation(dealer).await?;
