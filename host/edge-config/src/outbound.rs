@@ -175,6 +175,26 @@ impl OutboundRule {
         })
     }
 
+    /// An entry rendered from a template (`"https://{{ api_host }}"`) with
+    /// a tenant's values: as Spin, one that renders to nothing (or to a
+    /// bare scheme) allows nothing and is no error (`None`).
+    pub fn parse_rendered(rendered: &str) -> Result<Option<Self>, String> {
+        let rendered = rendered.trim();
+        if rendered.is_empty() || rendered == "http://" || rendered == "https://" {
+            return Ok(None);
+        }
+        Self::parse(rendered).map(Some)
+    }
+
+    /// The scheme an entry as written may reach: its own, or `*` (any)
+    /// when a template may render it.
+    pub fn written_scheme(entry: &str) -> &str {
+        match entry.split_once("://") {
+            Some((scheme, _)) if !scheme.contains("{{") => scheme,
+            _ => "*",
+        }
+    }
+
     /// The entry as written.
     pub fn as_str(&self) -> &str {
         &self.source

@@ -1139,20 +1139,17 @@ impl Resolver<'_> {
                             format!("{e} (for tenant {name:?})"),
                         )
                     })?;
-                    let rendered = rendered.trim();
-                    // As Spin: a template that renders to nothing (or to a
-                    // bare scheme) allows nothing, and is no error.
-                    if rendered.is_empty() || rendered == "http://" || rendered == "https://" {
-                        continue;
-                    }
-                    let rule = OutboundRule::parse(rendered).map_err(|e| {
+                    let rule = OutboundRule::parse_rendered(&rendered).map_err(|e| {
                         self.app_src.error(
                             Some(h.span()),
                             Some(at()),
-                            format!("with tenant {name:?}'s values it is {rendered:?}: {e}"),
+                            format!(
+                                "with tenant {name:?}'s values it is {:?}: {e}",
+                                rendered.trim()
+                            ),
                         )
                     })?;
-                    rules.push(rule);
+                    rules.extend(rule);
                 }
                 if !rules.is_empty() {
                     outbound.insert(cid.get_ref().clone(), rules);

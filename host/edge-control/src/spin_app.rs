@@ -236,7 +236,7 @@ fn files_decl(
         let at = format!("files[{i}]");
         entries.push(match entry {
             toml::Value::String(glob) => {
-                let g = normal_glob(glob).ok_or_else(|| {
+                let g = normal_path(glob).ok_or_else(|| {
                     format!("{at}: {glob:?} leaves the app's directory (globs are relative to it, without '..')")
                 })?;
                 check_glob(&g).map_err(|e| format!("{at}: {e}"))?;
@@ -300,12 +300,6 @@ fn files_decl(
         entries,
         exclude: excludes,
     }))
-}
-
-/// A glob as a normal relative one (`./static/*` → `static/*`), or `None`
-/// if it is absolute or has a `..` segment.
-fn normal_glob(glob: &str) -> Option<String> {
-    normal_path(glob)
 }
 
 /// The files `decl` gives of the app's files `names` (normal relative

@@ -95,20 +95,15 @@ pub fn render_spec(
             let field = format!("allowed_outbound_hosts[{i}]");
             let rendered =
                 render(rule, set, &declared).map_err(|e| (id.clone(), field.clone(), e))?;
-            let rendered = rendered.trim();
-            // As Spin: a template that renders to nothing (or to a bare
-            // scheme) allows nothing, and is no error.
-            if rendered.is_empty() || rendered.ends_with("://") {
-                continue;
-            }
-            edge_config::OutboundRule::parse(rendered).map_err(|e| {
+            let parsed = edge_config::OutboundRule::parse_rendered(&rendered).map_err(|e| {
+                let shown = rendered.trim();
                 (
                     id.clone(),
                     field,
-                    format!("{rule:?} renders to {rendered:?}: {e}"),
+                    format!("{rule:?} renders to {shown:?}: {e}"),
                 )
             })?;
-            rules.push(rendered.to_string());
+            rules.extend(parsed.map(|r| r.as_str().to_string()));
         }
         c.allowed_outbound_hosts = rules;
     }

@@ -828,13 +828,10 @@ fn covers(component: &edge_config::Component, scheme: &str) -> bool {
         .allowed_outbound_hosts
         .iter()
         .any(|r| r.covers_scheme(scheme))
-        || component
-            .outbound_templates
-            .iter()
-            .any(|t| match t.split_once("://") {
-                Some((s, _)) if !s.contains("{{") => s == scheme || s == "*",
-                _ => true,
-            })
+        || component.outbound_templates.iter().any(|t| {
+            let s = edge_config::OutboundRule::written_scheme(t);
+            s == scheme || s == "*"
+        })
 }
 
 /// The interfaces `compiled` imports that `component`'s manifest does not

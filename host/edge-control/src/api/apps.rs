@@ -225,14 +225,10 @@ async fn check_version(
         let grants = Grants {
             key_value: !comp.key_value_stores.is_empty(),
             sqlite: !comp.sqlite_databases.is_empty(),
-            // (A templated scheme may render to any.)
             schemes: comp
                 .allowed_outbound_hosts
                 .iter()
-                .map(|r| match r.split_once("://") {
-                    Some((s, _)) if !s.contains("{{") => s.to_string(),
-                    _ => "*".to_string(),
-                })
+                .map(|r| edge_config::OutboundRule::written_scheme(r).to_string())
                 .collect(),
             process: !t.tenant.programs.is_empty(),
         };

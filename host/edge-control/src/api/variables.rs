@@ -84,9 +84,10 @@ async fn render_serving(
         VarScope::App(id) => vec![id.to_string()],
         VarScope::Tenant(_) => c.db.apps(&t.id).await?.into_iter().map(|a| a.id).collect(),
     };
+    let tenant_values = c.db.variable_values(VarScope::Tenant(&t.id)).await?;
     for app in apps {
         // What the app renders from after the change.
-        let mut after = c.db.variable_values(VarScope::Tenant(&t.id)).await?;
+        let mut after = tenant_values.clone();
         let mut own = c.db.variable_values(VarScope::App(&app)).await?;
         let changed = match scope {
             VarScope::App(_) => &mut own,

@@ -40,6 +40,14 @@ pub(crate) fn conflict_or(e: sqlx::Error) -> StoreError {
 
 pub(crate) type R<T> = Result<T, StoreError>;
 
+/// An insert of a row that may be there already (no change then).
+fn inserted_once<T>(r: Result<T, sqlx::Error>) -> R<()> {
+    match r.map_err(conflict_or) {
+        Ok(_) | Err(StoreError::Conflict) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A tenant's row.
 #[derive(Clone, Debug)]
 pub struct TenantRow {
@@ -390,19 +398,14 @@ impl Db {
         size: i64,
         imports: &[String],
     ) -> R<()> {
-        let result = sqlx::query("INSERT INTO artifacts (tenant_id, digest, size, imports, created_at) VALUES (?, ?, ?, ?, ?)")
+        inserted_once(sqlx::query("INSERT INTO artifacts (tenant_id, digest, size, imports, created_at) VALUES (?, ?, ?, ?, ?)")
             .bind(tenant_id)
             .bind(digest)
             .bind(size)
             .bind(serde_json::to_string(imports)?)
             .bind(now_ms())
             .execute(self.pool())
-            .await
-            .map_err(conflict_or);
-        match result {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(e) => Err(e),
-        }
+            .await)
     }
 
     /// The imports of an artifact the tenant uploaded, if it did.
@@ -454,20 +457,17 @@ impl Db {
     /// Records that a tenant uploaded the file `digest` (again is no
     /// change).
     pub async fn add_file(&self, tenant_id: &str, digest: &str, size: i64) -> R<()> {
-        let result = sqlx::query(
-            "INSERT INTO app_files (tenant_id, digest, size, created_at) VALUES (?, ?, ?, ?)",
+        inserted_once(
+            sqlx::query(
+                "INSERT INTO app_files (tenant_id, digest, size, created_at) VALUES (?, ?, ?, ?)",
+            )
+            .bind(tenant_id)
+            .bind(digest)
+            .bind(size)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await,
         )
-        .bind(tenant_id)
-        .bind(digest)
-        .bind(size)
-        .bind(now_ms())
-        .execute(self.pool())
-        .await
-        .map_err(conflict_or);
-        match result {
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(e) => Err(e),
-        }
     }
 
     /// The size of the file `digest` if this tenant uploaded it (another
