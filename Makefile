@@ -109,10 +109,11 @@ bench-hostile: components host
 bench-spin: host
 	./bench/spin.sh
 
-# Workers on edge beside workerd, and memory per deployed Worker.
-bench-web-ui: components host web-ui billing
+# The billing app's clients API (50 dealers), inline edits, first load.
+bench-web-ui: components host billing
 	./bench/web-ui.sh
 
+# Workers on edge beside workerd, and memory per deployed Worker.
 bench-workers: host
 	./bench/workers.sh
 

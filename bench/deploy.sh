@@ -34,43 +34,11 @@ if ! wasmtime --version 2>/dev/null | grep -q "$WASMTIME_VERSION"; then
 fi
 cargo build --release -q -p hostile-load
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+. bench/lib.sh
+bench_workdir
 
-cat > "$work/spin.toml" <<TOML
-spin_manifest_version = 2
-[application]
-name = "operator"
-[[trigger.http]]
-route = "/..."
-component = "echo"
-[component.echo]
-source = "$PWD/build/components/echo.wasm"
-TOML
-cat > "$work/edge.toml" <<TOML
-app = "spin.toml"
-[server]
-listen = "127.0.0.1:$PORT"
-data_dir = "$work/data"
-watch_interval_ms = 0
-[control]
-listen = "127.0.0.1:$CONTROL"
-[[tenant]]
-name = "operator"
-hosts = ["operator.test"]
-components = ["*"]
-TOML
-EDGE_LOG=warn "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge.log" &
-epid=$!
-pids+=("$epid")
-for _ in $(seq 300); do [ -s "$work/data/control/operator.token" ] && curl -s -o /dev/null "http://127.0.0.1:$CONTROL/v1/openapi.json" && break; sleep 0.1; done
-export EDGE_API_URL="http://127.0.0.1:$CONTROL" EDGE_API_TOKEN_FILE="$work/data/control/operator.token"
+control_node "$PORT" "$CONTROL"
+epid=$node_pid
 "$edge" tenants create bench --host bench.test >/dev/null
 echo "edge pid $epid up; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 

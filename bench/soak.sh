@@ -32,15 +32,9 @@ edge="$CARGO_TARGET_DIR/release/edge"
 load="$CARGO_TARGET_DIR/release/hostile-load"
 
 cargo build --release -q -p hostile-load
-work=$(mktemp -d)
-pids=()
 # KEEP=1 keeps the configs, the host's log and the windows in $work.
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+. bench/lib.sh
+bench_workdir
 
 cat > "$work/spin.toml" <<TOML
 spin_manifest_version = 2

@@ -30,14 +30,8 @@ password="bench password 2026"
 seed_token="bench-seed-token"
 row_key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+. bench/lib.sh
+bench_workdir
 
 # MariaDB for the app's second run.
 mkdir -p "$work/mysql" "$work/mysql-tmp"
@@ -48,37 +42,8 @@ pids+=($!)
 for _ in $(seq 200); do mariadb --socket="$work/mysql.sock" -u root -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.1; done
 mariadb --socket="$work/mysql.sock" -u root -e "CREATE DATABASE billing; CREATE USER 'billing'@'127.0.0.1' IDENTIFIED BY 'pw'; GRANT ALL ON billing.* TO 'billing'@'127.0.0.1'"
 
-cat > "$work/spin.toml" <<TOML
-spin_manifest_version = 2
-[application]
-name = "operator"
-[[trigger.http]]
-route = "/..."
-component = "echo"
-[component.echo]
-source = "$PWD/build/components/echo.wasm"
-TOML
-cat > "$work/edge.toml" <<TOML
-app = "spin.toml"
-[server]
-listen = "127.0.0.1:$PORT"
-admin_listen = "127.0.0.1:0"
-data_dir = "$work/data"
-watch_interval_ms = 0
-[outbound]
-allow_ranges = ["127.0.0.1/32"]
-[control]
-listen = "127.0.0.1:$CONTROL"
-console = "$PWD/web-ui/build"
-[[tenant]]
-name = "operator"
-hosts = ["operator.test"]
-components = ["*"]
-TOML
-EDGE_LOG=warn "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge.log" &
-pids+=($!)
-for _ in $(seq 300); do [ -s "$work/data/control/operator.token" ] && curl -s -o /dev/null "http://127.0.0.1:$CONTROL/v1/openapi.json" && break; sleep 0.1; done
-export EDGE_API_URL="http://127.0.0.1:$CONTROL" EDGE_API_TOKEN_FILE="$work/data/control/operator.token"
+control_node "$PORT" "$CONTROL" 'admin_listen = "127.0.0.1:0"' "console = \"$PWD/web-ui/build\"" '[outbound]
+allow_ranges = ["127.0.0.1/32"]'
 echo "$(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 # The app twice: tenant billing-sqlite on sqlite.billing.localhost, tenant
