@@ -20,23 +20,12 @@ if ! wasmtime --version 2>/dev/null | grep -q "$WASMTIME_VERSION"; then
   cargo install wasmtime-cli --version "$WASMTIME_VERSION" --locked >&2
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. bench/lib.sh
+bench_workdir
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 did not open" >&2; return 1; }
 
 # edge: the echo component alone, admin off.
-cat > "$work/spin.toml" <<TOML
-spin_manifest_version = 2
-[application]
-name = "bench"
-[[trigger.http]]
-route = "/..."
-component = "echo"
-[component.echo]
-source = "$PWD/build/components/echo.wasm"
-TOML
+echo_app "$work/spin.toml" bench
 cat > "$work/edge.toml" <<TOML
 app = "spin.toml"
 [server]
