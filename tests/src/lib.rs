@@ -109,6 +109,15 @@ pub fn shared_cache() -> PathBuf {
     dir
 }
 
+/// Links `DATA/cache` to the shared compile cache ([`shared_cache`]),
+/// made first: a link to nothing is no directory (on a fresh machine the
+/// test may be the first to run).
+pub fn link_shared_cache(data: &Path) {
+    let cache = shared_cache().join("cache");
+    std::fs::create_dir_all(&cache).expect("shared compile cache");
+    std::os::unix::fs::symlink(cache, data.join("cache")).expect("linking the compile cache");
+}
+
 /// Runs `edge check` on `spin` and `edge` written to a fresh directory:
 /// its exit code (-1 if killed) and stderr, the directory shown as `DIR`.
 pub fn edge_check(spin: &str, edge: &str) -> (i32, String) {

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use edge_tests::mariadb::Mariadb;
-use edge_tests::{Edge, TempDir, client, repo, request, shared_cache};
+use edge_tests::{Edge, TempDir, client, link_shared_cache, repo, request};
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -22,8 +22,7 @@ struct Node {
 impl Node {
     fn start(db: Option<Mariadb>) -> Self {
         let data = TempDir::new("console-data");
-        std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache"))
-            .unwrap();
+        link_shared_cache(data.path());
         let database = db
             .as_ref()
             .map(|d| format!("database = \"{}\"\n", d.url("edge")))

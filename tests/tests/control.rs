@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use edge_tests::mariadb::Mariadb;
-use edge_tests::{Edge, TempDir, client, component, edge_bin, request, shared_cache};
+use edge_tests::{Edge, TempDir, client, component, edge_bin, link_shared_cache, request};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Command;
@@ -86,8 +86,7 @@ impl Node {
     /// Like [`Node::start`] with extra environment variables.
     fn start_env(backend: Backend, extra: &str, env: &[(&str, &str)]) -> Self {
         let data = TempDir::new("control-data");
-        std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache"))
-            .unwrap();
+        link_shared_cache(data.path());
         let edge_toml = format!(
             "app = \"spin.toml\"\n{}\n{extra}\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\", \"*\"]\ncomponents = [\"*\"]\n",
             backend.control_section()

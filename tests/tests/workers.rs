@@ -425,9 +425,9 @@ async fn request_cf_names_the_pop() {
 /// keeps serving what it served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edge_deploy_makes_a_worker_live_through_the_control_plane() {
-    use edge_tests::{TempDir, edge_bin, repo, shared_cache};
+    use edge_tests::{TempDir, edge_bin, link_shared_cache, repo};
     let data = TempDir::new("workers-control");
-    std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache")).unwrap();
+    link_shared_cache(data.path());
     let spin = format!(
         "spin_manifest_version = 2\n[application]\nname = \"operator\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"cf\"\n[component.cf]\nsource = {:?}\n",
         CorpusWorker::load("cf").component().display().to_string()
