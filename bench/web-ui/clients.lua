@@ -1,6 +1,10 @@
--- wrk script: dealers working in the clients table. Each wrk connection is
--- a dealer's browser (COOKIES: a file of `billing_session=...` lines, one
--- session per dealer login; HOST: the app's host). A dealer opens a view
+-- wrk script: dealers working in the clients table. Run with as many
+-- threads as connections (`-t50 -c50`): each thread is one connection and
+-- one dealer's browser (COOKIES: a file of `billing_session=...` lines,
+-- one session per dealer login, the Nth thread the Nth; HOST: the app's
+-- host). wrk shares a thread's script state among its connections, so
+-- with more connections than threads a view's requests would go out
+-- at once on different connections instead of one after another. A dealer opens a view
 -- (a filter: none, a tariff, a month of registrations, a search as typed,
 -- or a search and a tariff; and a sort) at page 1, then looks at page 2,
 -- then sorts it another way: three GET /api/clients per view, the
@@ -73,7 +77,7 @@ end
 local queue = {}
 
 local function open_view()
-  local cookie = cookies[math.random(#cookies)]
+  local cookie = cookies[(browser - 1) % #cookies + 1]
   local f = filter()
   local s1, s2 = sorts[math.random(#sorts)], sorts[math.random(#sorts)]
   local base = "/api/clients?per_page=50" .. f
@@ -82,6 +86,13 @@ local function open_view()
     { cookie, base .. "&sort=" .. s1 .. "&page=2" },
     { cookie, base .. "&sort=" .. s2 .. "&page=1" },
   }
+end
+
+-- Each thread its browser's number (1, 2, ...).
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("browser", threads)
 end
 
 function init(args)
