@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 use edge_tests::mariadb::Mariadb;
-use edge_tests::{Edge, TempDir, client, component, edge_bin, shared_cache};
+use edge_tests::{Edge, TempDir, client, component, edge_bin, link_shared_cache};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -50,8 +50,7 @@ struct Node {
 impl Node {
     fn start() -> Self {
         let data = TempDir::new("billing-data");
-        std::os::unix::fs::symlink(shared_cache().join("cache"), data.path().join("cache"))
-            .unwrap();
+        link_shared_cache(data.path());
         let spin = format!(
             "spin_manifest_version = 2\n[application]\nname = \"operator\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"echo\"\n[component.echo]\nsource = \"{}\"\n",
             component("echo")
@@ -1076,6 +1075,46 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
             )
             .await;
         assert_eq!(ids(&dated), ids(&plain), "sort={sort} dated");
+    }
+    // Page by page, the six picks among many more clients: on MariaDB each
+    // page walks the sort column's index keeping the remembered ids, up to
+    // 16 entries per id; sorted by name the picks lie after every filler,
+    // beyond that, so the walk stops short and the ids are looked up;
+    // sorted by -name they come first and the walk finds them.
+    for i in 0..150 {
+        let a = app
+            .call(
+                Some(d1),
+                "POST",
+                "/api/clients",
+                &json!({"name": format!("Filler B {i:03}"), "tariff_id": 1 + i % 4}).to_string(),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+    for sort in ["name", "-name", "-email", "registered_at"] {
+        let all = app
+            .get(d1, &format!("/api/clients?per_page=200&sort={sort}&q=pick"))
+            .await;
+        assert_eq!(ids(&all).len(), 6, "sort={sort}");
+        for page in 1..=7 {
+            let one = app
+                .get(
+                    d1,
+                    &format!("/api/clients?per_page=1&page={page}&sort={sort}&q=pick"),
+                )
+                .await;
+            assert_eq!(total(&one), 6, "sort={sort} page={page}");
+            assert_eq!(
+                ids(&one),
+                ids(&all)
+                    .get(page - 1)
+                    .into_iter()
+                    .copied()
+                    .collect::<Vec<_>>(),
+                "sort={sort} page={page}"
+            );
+        }
     }
 }
 

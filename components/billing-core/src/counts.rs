@@ -9,11 +9,12 @@
 //! fixed ([`SLOTS`]), so the table stays small whatever is searched.
 //!
 //! On MariaDB a searched total comes with the matching ids when they are
-//! few ([`MAX_IDS`], and at most an eighth of the dealer's clients): the
-//! pages of that search (the next page, another sort) are then read by id
-//! instead of scanning the dealer's search index again (see
-//! `ClientQuery::matches_first_is_cheaper` for why MariaDB does not walk
-//! its sort indexes for a search).
+//! at most [`MAX_IDS`]: the pages of that search (the next page, another
+//! sort) are then read by walking the sort column's index and keeping
+//! those ids (`ClientQuery::walk_ids`), or by looking them up, instead of
+//! scanning the dealer's search index again or looking up every row a
+//! walk passes for its search text (MariaDB's sort indexes cannot hold
+//! it: see `ClientQuery::matches_first_is_cheaper`).
 
 use crate::Param;
 use crate::query::{ClientQuery, fold};

@@ -111,6 +111,26 @@ pub const MIGRATIONS: &[&[&str]] = &[
         // MariaDB: a tariff's searched total read from one index.
         "{mysql} CREATE INDEX IF NOT EXISTS clients_dealer_tariff_search ON clients (dealer_id, tariff_id, search)",
     ],
+    &[
+        // Version 6, MariaDB: the dealer's sort indexes (and their
+        // descending twins) hold the tariff and the registration time
+        // after the id, as SQLite's do (all but the search text, which
+        // does not fit a key): a page of a tariff or of a month walks one
+        // index in order and reads no row it does not show, where it
+        // looked up every row it passed (a month sorted by name: ~1,500
+        // lookups, 5 ms). One statement: the table is rebuilt once.
+        "{mysql} ALTER TABLE clients \
+         DROP INDEX IF EXISTS clients_dealer_name, ADD INDEX clients_dealer_name (dealer_id, name, id, tariff_id, registered_at), \
+         DROP INDEX IF EXISTS clients_dealer_name_desc, ADD INDEX clients_dealer_name_desc (dealer_id, name DESC, id, tariff_id, registered_at), \
+         DROP INDEX IF EXISTS clients_dealer_contact, ADD INDEX clients_dealer_contact (dealer_id, contact_name, id, tariff_id, registered_at), \
+         DROP INDEX IF EXISTS clients_dealer_contact_desc, ADD INDEX clients_dealer_contact_desc (dealer_id, contact_name DESC, id, tariff_id, registered_at), \
+         DROP INDEX IF EXISTS clients_dealer_phone, ADD INDEX clients_dealer_phone (dealer_id, phone, id, tariff_id, registered_at), \
+         DROP INDEX IF EXISTS clients_dealer_phone_desc, ADD INDEX clients_dealer_phone_desc (dealer_id, phone DESC, id, tariff_id, registered_at), \
+         DROP INDEX IF EXISTS clients_dealer_email, ADD INDEX clients_dealer_email (dealer_id, email, id, tariff_id, registered_at), \
+         DROP INDEX IF EXISTS clients_dealer_email_desc, ADD INDEX clients_dealer_email_desc (dealer_id, email DESC, id, tariff_id, registered_at), \
+         DROP INDEX IF EXISTS clients_dealer_registered, ADD INDEX clients_dealer_registered (dealer_id, registered_at, id, tariff_id), \
+         DROP INDEX IF EXISTS clients_dealer_registered_desc, ADD INDEX clients_dealer_registered_desc (dealer_id, registered_at DESC, id, tariff_id)",
+    ],
 ];
 
 /// The schema version whose statements are followed by filling

@@ -33,6 +33,12 @@ pub const TARIFF_RANKS: &str = "SELECT t.id, (SELECT COUNT(DISTINCT t2.name) FRO
 /// The longest search string.
 pub const MAX_SEARCH: usize = 200;
 
+/// How many index entries a walk of a sort index may pass per remembered
+/// id ([`ClientQuery::walk_ids`]): about what looking one id up costs on
+/// MariaDB (measured on a dealer's 20,000: an entry walked 0.26 µs, an id
+/// looked up 3-5 µs).
+pub const WALK_PER_LOOKUP: i64 = 16;
+
 /// Decodes `application/x-www-form-urlencoded` text (a URL's query): pairs
 /// in order, `+` as a space, `%XX` escapes; text that is not UTF-8 once
 /// decoded is refused, naming its parameter.
@@ -386,50 +392,72 @@ impl ClientQuery {
 
     /// The page's rows among `ids` (what [`Self::matching_ids`] gave, at
     /// most `counts::MAX_IDS`, of the dealer's `rows`), in the same order
-    /// as [`Self::select`], on MariaDB. Sorted by one column, and unless
-    /// the ids are so few that looking each up costs less than a walk of
-    /// the dealer's whole index (a lookup costs about twenty index
-    /// entries), the dealer's index of that column (ascending or its
-    /// descending twin) is walked in order and each entry kept if its id
-    /// is one of `ids`: no row is read but the page's, and where the
-    /// matches lie in the order no longer matters. Otherwise the matching
-    /// rows are looked up and sorted. The page's rows are checked against
-    /// the filter again (a row changed outside the app since).
-    pub fn select_ids(&self, scope: Option<i64>, ids: &[i64], rows: i64) -> (String, Vec<Param>) {
+    /// as [`Self::select`], on MariaDB, by walking the dealer's index of
+    /// the sort column (ascending or its descending twin) in order and
+    /// keeping each entry whose id is one of `ids`: no row is read but the
+    /// page's. With the statement comes how many rows the page has: a
+    /// walk examines at most [`WALK_PER_LOOKUP`] entries per id (about
+    /// what looking each id up costs; `LIMIT ... ROWS EXAMINED`), so when
+    /// the matches lie further along the order than that (a name searched
+    /// and sorted by name, at the far end) it stops early, answers fewer
+    /// rows, and the page is read by [`Self::select_ids`] instead. `None`
+    /// when the walk is not expected to pay, the ids spread evenly in the
+    /// order (few ids, or a page far along), or there is no such index
+    /// (a sort by several columns, the tariff or the id).
+    pub fn walk_ids(
+        &self,
+        scope: Option<i64>,
+        ids: &[i64],
+        rows: i64,
+    ) -> Option<(String, Vec<Param>, usize)> {
+        let index = self.sort_index()?;
+        let dealer = scope.or(self.dealer)?;
+        let k = ids.len() as i64;
+        let budget = WALK_PER_LOOKUP.saturating_mul(k);
+        let needed = self.page.offset().saturating_add(self.page.per_page);
+        // Entries passed to reach the page's last row, with the matches
+        // spread evenly: rows * needed / k.
+        if k == 0 || rows.saturating_mul(needed) > budget.saturating_mul(k) {
+            return None;
+        }
         let (w, p) = self.where_clause(scope);
-        // Integers written out, not text: no quoting to get wrong.
-        let list = if ids.is_empty() {
-            "0".to_string()
-        } else {
-            crate::counts::ids_text(ids)
-        };
         let order = self.order_by();
-        let page = format!("LIMIT {} OFFSET {}", self.page.per_page, self.page.offset());
-        let dealer = scope.or(self.dealer);
-        let walk = (ids.len() as i64).saturating_mul(20) > rows;
-        let (inner, mut params) = match (self.sort_index().filter(|_| walk), dealer) {
-            (Some(index), Some(d)) => (
-                format!(
-                    "SELECT c.id FROM clients c FORCE INDEX ({index}) WHERE c.dealer_id = ? AND c.id IN ({list}){order} {page}"
-                ),
-                vec![Param::Int(d)],
-            ),
-            _ => {
-                let tariff = self.tariff_join();
-                (
-                    format!(
-                        "SELECT c.id FROM clients c{tariff} WHERE c.id IN ({list}){order} {page}"
-                    ),
-                    Vec::new(),
-                )
-            }
-        };
+        let list = crate::counts::ids_text(ids);
+        let mut params = vec![Param::Int(dealer)];
         params.extend(p);
-        (
+        // What the page's join reads besides the walk: each row, its
+        // dealer and tariff, the derived table (written and read).
+        let examined = budget.saturating_add(self.page.per_page.saturating_mul(8));
+        Some((
             format!(
-                "{CLIENT_COLUMNS} FROM ({inner}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{w}{order}"
+                "{CLIENT_COLUMNS} FROM (SELECT c.id FROM clients c FORCE INDEX ({index}) WHERE c.dealer_id = ? AND c.id IN ({list}){order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{w}{order} LIMIT {} ROWS EXAMINED {examined}",
+                self.page.per_page,
+                self.page.offset(),
+                self.page.per_page,
             ),
             params,
+            (k - self.page.offset()).clamp(0, self.page.per_page) as usize,
+        ))
+    }
+
+    /// The page's rows among `ids` (see [`Self::walk_ids`]), each looked
+    /// up and the matches sorted. The page's rows are checked against the
+    /// filter again (a row changed outside the app since).
+    pub fn select_ids(&self, scope: Option<i64>, ids: &[i64]) -> (String, Vec<Param>) {
+        let (w, p) = self.where_clause(scope);
+        let order = self.order_by();
+        let tariff = self.tariff_join();
+        // The ids as a table (a JSON array of integers written out: no
+        // quoting to get wrong), joined in that order: MariaDB turns a
+        // long `IN (...)` list into a table of its own, slower.
+        (
+            format!(
+                "{CLIENT_COLUMNS} FROM (SELECT c.id FROM JSON_TABLE('[{}]', '$[*]' COLUMNS (id BIGINT PATH '$')) m STRAIGHT_JOIN clients c ON c.id = m.id{tariff}{order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{w}{order}",
+                crate::counts::ids_text(ids),
+                self.page.per_page,
+                self.page.offset()
+            ),
+            p,
         )
     }
 
@@ -686,20 +714,38 @@ mod tests {
             "SELECT c.id FROM clients c WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!'"
         );
         assert_eq!(p.len(), 2);
-        let (sql, p) = c.select_ids(Some(2), &[5, 9, 12], 100);
-        assert!(sql.contains("FROM (SELECT c.id FROM clients c JOIN tariffs t ON t.id = c.tariff_id WHERE c.id IN (5,9,12) ORDER BY t.name, c.id LIMIT 10 OFFSET 20) p JOIN clients c ON c.id = p.id JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!' ORDER BY t.name, c.id"), "{sql}");
+        let (sql, p) = c.select_ids(Some(2), &[5, 9, 12]);
+        assert!(sql.contains("FROM (SELECT c.id FROM JSON_TABLE('[5,9,12]', '$[*]' COLUMNS (id BIGINT PATH '$')) m STRAIGHT_JOIN clients c ON c.id = m.id JOIN tariffs t ON t.id = c.tariff_id ORDER BY t.name, c.id LIMIT 10 OFFSET 20) p JOIN clients c ON c.id = p.id JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!' ORDER BY t.name, c.id"), "{sql}");
         assert_eq!(p.len(), 2);
-        assert!(c.select_ids(Some(2), &[], 100).0.contains("c.id IN (0)"));
-        // One column: its index walked, the ids kept.
-        let c = q("q=anna&sort=-email", false).unwrap();
-        let (sql, _) = c.select_ids(Some(2), &[5, 6], 40);
-        // (So few that each is looked up.)
-        assert!(sql.contains("FROM (SELECT c.id FROM clients c WHERE c.id IN (5,6) ORDER BY c.email DESC, c.id LIMIT 50 OFFSET 0) p"), "{sql}");
-        let (sql, p) = c.select_ids(Some(2), &[5, 6], 39);
-        assert!(sql.contains("FROM (SELECT c.id FROM clients c FORCE INDEX (clients_dealer_email_desc) WHERE c.dealer_id = ? AND c.id IN (5,6) ORDER BY c.email DESC, c.id LIMIT 50 OFFSET 0) p"), "{sql}");
+        assert!(c.select_ids(Some(2), &[]).0.contains("JSON_TABLE('[]'"));
+        // A sort by the tariff has no index to walk.
+        assert!(c.walk_ids(Some(2), &[5, 9, 12], 3).is_none());
+        // One column: its index walked, the ids kept, while the walk is
+        // expected to reach the page within 16 entries per id: rows *
+        // (offset + per_page) <= 16 * ids^2.
+        let ids: Vec<i64> = (1..=100).collect();
+        let c = q("q=anna&sort=-email&per_page=10&page=3", false).unwrap();
+        let (sql, p, page) = c.walk_ids(Some(2), &ids, 5333).unwrap();
+        assert!(sql.contains("FROM (SELECT c.id FROM clients c FORCE INDEX (clients_dealer_email_desc) WHERE c.dealer_id = ? AND c.id IN (1,2,3,"), "{sql}");
+        assert!(sql.ends_with(",100) ORDER BY c.email DESC, c.id LIMIT 10 OFFSET 20) p JOIN clients c ON c.id = p.id JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!' ORDER BY c.email DESC, c.id LIMIT 10 ROWS EXAMINED 1680"), "{sql}");
         assert_eq!(
             p,
             vec![Param::Int(2), Param::Int(2), Param::Text("%anna%".into())]
+        );
+        assert_eq!(page, 10);
+        assert!(c.walk_ids(Some(2), &ids, 5334).is_none());
+        // The last page has what is left; past it, nothing.
+        let c = q("q=anna&sort=name&per_page=30&page=4", false).unwrap();
+        assert_eq!(c.walk_ids(Some(2), &ids, 100).unwrap().2, 10);
+        let c = q("q=anna&sort=name&per_page=30&page=5", false).unwrap();
+        assert_eq!(c.walk_ids(Some(2), &ids, 100).unwrap().2, 0);
+        assert!(c.walk_ids(Some(2), &[], 100).is_none());
+        // No dealer (an admin's listing of every dealer): no walk.
+        assert!(
+            q("q=anna&sort=name", true)
+                .unwrap()
+                .walk_ids(None, &ids, 100)
+                .is_none()
         );
         // Every sortable column but the tariff's and the id has one.
         for (col, _) in SORT_COLUMNS {

@@ -201,8 +201,19 @@ async fn client_row(db: &Db, s: &Session, id: i64) -> Result<Value, ApiError> {
 async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
     let q = ClientQuery::parse(&parse_query(&req.query)?, s.admin)?;
     let t = db.listing_total(&q, s.scope()).await?;
+    if let Some(ids) = &t.ids
+        && let Some((sql, p, page)) = q.walk_ids(s.scope(), ids, t.rows)
+    {
+        // A walk that ran out of entries answers fewer rows than the
+        // page has: the ids are then looked up.
+        match db.rows(&sql, &p).await {
+            Ok(rows) if rows.len() >= page => return Ok(listing(&q, s, &rows, t.total)),
+            Ok(_) => {}
+            Err(e) => eprintln!("billing: walking a sort index failed: {}", e.0),
+        }
+    }
     let (sql, p) = if let Some(ids) = &t.ids {
-        q.select_ids(s.scope(), ids, t.rows)
+        q.select_ids(s.scope(), ids)
     } else if db.dialect == Dialect::Mysql
         && q.matches_first_is_cheaper(t.total, t.rows)
         && let Some(plan) = q.select_matches_first(s.scope())
@@ -221,15 +232,20 @@ async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
         q.select(s.scope())
     };
     let rows = db.rows(&sql, &p).await?;
-    Ok(crate::json_of(
+    Ok(listing(&q, s, &rows, t.total))
+}
+
+/// A page of the clients listing `q`, its `rows` and the listing's `total`.
+fn listing(q: &ClientQuery, s: &Session, rows: &[Vec<Val>], total: i64) -> Resp {
+    crate::json_of(
         200,
         &Listing {
             page: q.page.page,
             per_page: q.page.per_page,
             rows: rows.iter().map(|r| ClientOut::of(r, s.admin)).collect(),
-            total: t.total,
+            total,
         },
-    ))
+    )
 }
 
 async fn clients_csv(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {

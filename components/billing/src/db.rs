@@ -439,11 +439,7 @@ impl Db {
                 let (sql, p) = q.count(scope);
                 (self.scalar(&sql, &p).await?, None)
             } else {
-                let total = ids.len() as i64;
-                (
-                    total,
-                    q.matches_first_is_cheaper(total, rows).then_some(ids),
-                )
+                (ids.len() as i64, Some(ids))
             }
         } else {
             let (sql, p) = q.count(scope);
