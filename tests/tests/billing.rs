@@ -1080,7 +1080,8 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
     // page walks the sort column's index keeping the remembered ids, up to
     // 16 entries per id; sorted by name the picks lie after every filler,
     // beyond that, so the walk stops short and the ids are looked up;
-    // sorted by -name they come first and the walk finds them.
+    // sorted by -name they come first and the walk finds them. A hundred
+    // fillers: walked (sorted by the tariff first: looked up).
     for i in 0..150 {
         let a = app
             .call(
@@ -1092,19 +1093,27 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
             .await;
         assert_eq!(a.status, 201, "{}", a.body);
     }
-    for sort in ["name", "-name", "-email", "registered_at"] {
+    for (q, sort, n) in [
+        ("pick", "name", 6),
+        ("pick", "-name", 6),
+        ("pick", "-email", 6),
+        ("pick", "registered_at", 6),
+        ("filler%20b%200", "-tariff,name", 100),
+        ("filler%20b%200", "tariff,name", 100),
+        ("filler%20b%200", "-name", 100),
+    ] {
         let all = app
-            .get(d1, &format!("/api/clients?per_page=200&sort={sort}&q=pick"))
+            .get(d1, &format!("/api/clients?per_page=200&sort={sort}&q={q}"))
             .await;
-        assert_eq!(ids(&all).len(), 6, "sort={sort}");
+        assert_eq!(ids(&all).len(), n, "q={q} sort={sort}");
         for page in 1..=7 {
             let one = app
                 .get(
                     d1,
-                    &format!("/api/clients?per_page=1&page={page}&sort={sort}&q=pick"),
+                    &format!("/api/clients?per_page=1&page={page}&sort={sort}&q={q}"),
                 )
                 .await;
-            assert_eq!(total(&one), 6, "sort={sort} page={page}");
+            assert_eq!(total(&one), n as i64, "q={q} sort={sort} page={page}");
             assert_eq!(
                 ids(&one),
                 ids(&all)
@@ -1112,7 +1121,7 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
                     .into_iter()
                     .copied()
                     .collect::<Vec<_>>(),
-                "sort={sort} page={page}"
+                "q={q} sort={sort} page={page}"
             );
         }
     }
