@@ -26,6 +26,16 @@ const CLIENT_JOINS: &str =
 /// The client rows: [`CLIENT_COLUMNS`] from clients with their dealer and tariff.
 pub const CLIENT_SELECT: &str = "SELECT c.id, c.dealer_id, d.name, c.name, c.contact_name, c.phone, c.email, c.note, c.tariff_id, t.name, c.registered_at, c.version, c.updated_at FROM clients c JOIN dealers d ON d.id = c.dealer_id JOIN tariffs t ON t.id = c.tariff_id";
 
+/// A page's rows: `ids` (a `SELECT` of the page's ids, in order, at most a
+/// page of them) read from `clients` and joined with their dealer and
+/// tariff, kept where `w` holds (empty: `ids` checked the filter), in
+/// `order`.
+fn rows_of(ids: &str, w: &str, order: &str) -> String {
+    format!(
+        "{CLIENT_COLUMNS} FROM ({ids}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{w}{order}"
+    )
+}
+
 /// Each tariff's id and the dense rank of its name in the database's own
 /// order (equal names, equal ranks), for [`ClientQuery::select_by_tariff`].
 pub const TARIFF_RANKS: &str = "SELECT t.id, (SELECT COUNT(DISTINCT t2.name) FROM tariffs t2 WHERE t2.name < t.name) FROM tariffs t";
@@ -309,6 +319,15 @@ impl ClientQuery {
         format!(" ORDER BY {}", parts.join(", "))
     }
 
+    /// ` LIMIT per_page OFFSET offset`: the page.
+    fn page_limit(&self) -> String {
+        format!(
+            " LIMIT {} OFFSET {}",
+            self.page.per_page,
+            self.page.offset()
+        )
+    }
+
     /// The join a sort by the tariff's name needs (else nothing).
     fn tariff_join(&self) -> &'static str {
         if self
@@ -330,11 +349,12 @@ impl ClientQuery {
         let (w, p) = self.where_clause(scope);
         let tariff = self.tariff_join();
         let order = self.order_by();
+        let page = self.page_limit();
         (
-            format!(
-                "{CLIENT_COLUMNS} FROM (SELECT c.id FROM clients c{tariff}{w}{order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{order}",
-                self.page.per_page,
-                self.page.offset()
+            rows_of(
+                &format!("SELECT c.id FROM clients c{tariff}{w}{order}{page}"),
+                "",
+                &order,
             ),
             p,
         )
@@ -372,11 +392,14 @@ impl ClientQuery {
         let order = self.order_by();
         let mut params = vec![Param::Int(dealer), Param::Text(like_substring(&q))];
         params.extend(p);
+        let page = self.page_limit();
         Some((
-            format!(
-                "{CLIENT_COLUMNS} FROM (SELECT STRAIGHT_JOIN c.id FROM (SELECT s.id FROM clients s FORCE INDEX (clients_dealer_search) WHERE s.dealer_id = ? AND s.search LIKE ? ESCAPE '!') m JOIN clients c ON c.id = m.id{tariff}{w}{order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{order}",
-                self.page.per_page,
-                self.page.offset()
+            rows_of(
+                &format!(
+                    "SELECT STRAIGHT_JOIN c.id FROM (SELECT s.id FROM clients s FORCE INDEX (clients_dealer_search) WHERE s.dealer_id = ? AND s.search LIKE ? ESCAPE '!') m JOIN clients c ON c.id = m.id{tariff}{w}{order}{page}"
+                ),
+                "",
+                &order,
             ),
             params,
         ))
@@ -428,12 +451,15 @@ impl ClientQuery {
         // What the page's join reads besides the walk: each row, its
         // dealer and tariff, the derived table (written and read).
         let examined = budget.saturating_add(self.page.per_page.saturating_mul(8));
+        let page = self.page_limit();
+        let walk = format!(
+            "SELECT c.id FROM clients c FORCE INDEX ({index}) WHERE c.dealer_id = ? AND c.id IN ({list}){order}{page}"
+        );
         Some((
             format!(
-                "{CLIENT_COLUMNS} FROM (SELECT c.id FROM clients c FORCE INDEX ({index}) WHERE c.dealer_id = ? AND c.id IN ({list}){order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{w}{order} LIMIT {} ROWS EXAMINED {examined}",
-                self.page.per_page,
-                self.page.offset(),
-                self.page.per_page,
+                "{} LIMIT {} ROWS EXAMINED {examined}",
+                rows_of(&walk, &w, &order),
+                self.page.per_page
             ),
             params,
             (k - self.page.offset()).clamp(0, self.page.per_page) as usize,
@@ -450,12 +476,14 @@ impl ClientQuery {
         // The ids as a table (a JSON array of integers written out: no
         // quoting to get wrong), joined in that order: MariaDB turns a
         // long `IN (...)` list into a table of its own, slower.
+        let (list, page) = (crate::counts::ids_text(ids), self.page_limit());
         (
-            format!(
-                "{CLIENT_COLUMNS} FROM (SELECT c.id FROM JSON_TABLE('[{}]', '$[*]' COLUMNS (id BIGINT PATH '$')) m STRAIGHT_JOIN clients c ON c.id = m.id{tariff}{order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{w}{order}",
-                crate::counts::ids_text(ids),
-                self.page.per_page,
-                self.page.offset()
+            rows_of(
+                &format!(
+                    "SELECT c.id FROM JSON_TABLE('[{list}]', '$[*]' COLUMNS (id BIGINT PATH '$')) m STRAIGHT_JOIN clients c ON c.id = m.id{tariff}{order}{page}"
+                ),
+                &w,
+                &order,
             ),
             p,
         )
@@ -563,16 +591,12 @@ impl ClientQuery {
             // No tariffs: no row joins one.
             return (format!("{CLIENT_SELECT} WHERE 1 = 0"), Vec::new());
         }
-        (
-            format!(
-                "{CLIENT_COLUMNS} FROM (SELECT id FROM ({}) u ORDER BY g{outer_order} LIMIT {} OFFSET {}) p JOIN clients c ON c.id = p.id {CLIENT_JOINS}{}",
-                parts.join(" UNION ALL "),
-                self.page.per_page,
-                self.page.offset(),
-                self.order_by()
-            ),
-            params,
-        )
+        let ids = format!(
+            "SELECT id FROM ({}) u ORDER BY g{outer_order}{}",
+            parts.join(" UNION ALL "),
+            self.page_limit()
+        );
+        (rows_of(&ids, "", &self.order_by()), params)
     }
 
     /// Whether the total is a count of the rows (a search or dates), not
