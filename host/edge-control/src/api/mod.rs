@@ -167,68 +167,56 @@ impl Control {
 
     /// Pulls from the registry every artifact `desired` needs that is not
     /// in the local store (another node accepted it, or this node's cache
-    /// was emptied).
+    /// was emptied), and the Spin app files each mounts, into theirs.
     pub async fn fetch_missing(&self, desired: &Desired) -> Result<(), String> {
-        let digests = desired
-            .tenants
-            .iter()
-            .flat_map(|t| &t.apps)
-            .flat_map(|a| &a.versions)
-            .flat_map(|(_, _, spec)| spec.components.values())
-            .map(|c| c.digest.as_str());
-        for digest in digests {
-            let path = self
-                .blobs
-                .path(digest)
-                .ok_or("a stored digest is malformed")?;
-            if path.exists() {
-                continue;
-            }
-            let Some(registry) = &self.registry else {
-                return Err(format!(
-                    "artifact {digest} is not in {} and no registry is configured ([control] registry)",
-                    path.display()
-                ));
-            };
-            let bytes = registry.pull(digest).await?;
-            self.blobs
-                .put(&bytes)
-                .map_err(|e| format!("storing {digest}: {e}"))?;
-            tracing::info!(digest, "artifact pulled from the registry");
-        }
-        // Spin apps' files alike, into their own store.
         let files = self.blobs.files();
-        let wanted = desired
+        let components = desired
             .tenants
             .iter()
             .flat_map(|t| &t.apps)
             .flat_map(|a| &a.versions)
-            .flat_map(|(_, _, spec)| spec.components.values())
-            .flat_map(|c| &c.files);
-        for f in wanted {
-            let path = files
-                .path(&f.digest)
-                .ok_or("a stored file digest is malformed")?;
-            if path.exists() {
-                continue;
+            .flat_map(|(_, _, spec)| spec.components.values());
+        for c in components {
+            let what = format!("artifact {}", c.digest);
+            self.fetch_into(&self.blobs, "artifact", &c.digest, &what)
+                .await?;
+            for f in &c.files {
+                let what = format!("file {} ({})", f.path, f.digest);
+                self.fetch_into(&files, "file", &f.digest, &what).await?;
             }
-            let Some(registry) = &self.registry else {
-                return Err(format!(
-                    "file {} ({}) is not in {} and no registry is configured ([control] registry)",
-                    f.path,
-                    f.digest,
-                    path.display()
-                ));
-            };
-            let bytes = registry
-                .pull(&f.digest)
-                .await
-                .map_err(|e| format!("file {}: {e}", f.path))?;
-            files
-                .put(&bytes)
-                .map_err(|e| format!("storing file {}: {e}", f.digest))?;
-            tracing::info!(digest = %f.digest, "file pulled from the registry");
         }
+        Ok(())
+    }
+
+    /// Pulls `digest` (a `kind`, described as `what` in errors) from the
+    /// registry into `store`, unless it is there.
+    async fn fetch_into(
+        &self,
+        store: &Blobs,
+        kind: &str,
+        digest: &str,
+        what: &str,
+    ) -> Result<(), String> {
+        let path = store
+            .path(digest)
+            .ok_or_else(|| format!("a stored {kind} digest is malformed"))?;
+        if path.exists() {
+            return Ok(());
+        }
+        let Some(registry) = &self.registry else {
+            return Err(format!(
+                "{what} is not in {} and no registry is configured ([control] registry)",
+                path.display()
+            ));
+        };
+        let bytes = registry
+            .pull(digest)
+            .await
+            .map_err(|e| format!("{what}: {e}"))?;
+        store
+            .put(&bytes)
+            .map_err(|e| format!("storing {what}: {e}"))?;
+        tracing::info!(digest, "{kind} pulled from the registry");
         Ok(())
     }
 
