@@ -301,15 +301,19 @@ async fn check_files(
     crate::spin_app::check_file_list(files)
         .map_err(|(i, e)| ApiError::bad(Some(&field(i)), format!("component {id:?}: {e}")))?;
     let quota = &t.tenant.quota;
+    let stored = {
+        let digests: Vec<&str> = files
+            .iter()
+            .filter(|f| !pending.contains_key(&f.digest))
+            .map(|f| f.digest.as_str())
+            .collect();
+        c.db.file_sizes(&t.id, &digests).await?
+    };
     for (i, f) in files.iter().enumerate() {
-        let size = match pending.get(&f.digest) {
-            Some(size) => Some(*size),
-            None => {
-                c.db.file_size(&t.id, &f.digest)
-                    .await?
-                    .map(|s| s.max(0) as u64)
-            }
-        };
+        let size = pending
+            .get(&f.digest)
+            .copied()
+            .or_else(|| stored.get(&f.digest).map(|s| (*s).max(0) as u64));
         let Some(size) = size else {
             return Err(ApiError::invalid(
                 Some(&field(Some(i))),

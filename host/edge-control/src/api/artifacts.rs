@@ -98,9 +98,13 @@ pub async fn store(
             new.push(item);
         }
     }
+    let stored = {
+        let digests: Vec<&str> = files.iter().map(|f| f.digest.as_str()).collect();
+        c.db.file_sizes(&t.id, &digests).await?
+    };
     let mut new_files = Vec::new();
     for f in files {
-        if c.db.file_size(&t.id, &f.digest).await?.is_none() {
+        if !stored.contains_key(&f.digest) {
             new_bytes += f.bytes.len() as u64;
             new_files.push(f);
         }

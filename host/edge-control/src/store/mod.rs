@@ -40,6 +40,10 @@ pub(crate) fn conflict_or(e: sqlx::Error) -> StoreError {
 
 pub(crate) type R<T> = Result<T, StoreError>;
 
+/// Digests per query of [`Db::file_sizes`] (bound parameters: SQLite
+/// takes 32,766 in one statement, MariaDB 65,535).
+const FILE_SIZES_PER_QUERY: usize = 500;
+
 /// An insert of a row that may be there already (no change then).
 fn inserted_once<T>(r: Result<T, sqlx::Error>) -> R<()> {
     match r.map_err(conflict_or) {
@@ -470,18 +474,31 @@ impl Db {
         )
     }
 
-    /// The size of the file `digest` if this tenant uploaded it (another
-    /// tenant's is `None`, as one never uploaded).
-    pub async fn file_size(&self, tenant_id: &str, digest: &str) -> R<Option<i64>> {
-        let row = sqlx::query("SELECT size FROM app_files WHERE tenant_id = ? AND digest = ?")
-            .bind(tenant_id)
-            .bind(digest)
-            .fetch_optional(self.pool())
-            .await?;
-        Ok(match row {
-            Some(r) => Some(r.try_get::<i64, _>(0)?),
-            None => None,
-        })
+    /// The sizes of the files among `digests` this tenant uploaded, by
+    /// digest (another tenant's are missing, as never uploaded): one
+    /// query per [`FILE_SIZES_PER_QUERY`] digests, not one per file (an
+    /// upload may list 10,000).
+    pub async fn file_sizes(
+        &self,
+        tenant_id: &str,
+        digests: &[&str],
+    ) -> R<std::collections::HashMap<String, i64>> {
+        let mut sizes = std::collections::HashMap::new();
+        for chunk in digests.chunks(FILE_SIZES_PER_QUERY) {
+            let mut q = sqlx::QueryBuilder::<sqlx::Any>::new(
+                "SELECT digest, size FROM app_files WHERE tenant_id = ",
+            );
+            q.push_bind(tenant_id).push(" AND digest IN (");
+            let mut list = q.separated(", ");
+            for digest in chunk {
+                list.push_bind(*digest);
+            }
+            list.push_unseparated(")");
+            for row in q.build().fetch_all(self.pool()).await? {
+                sizes.insert(row.try_get::<String, _>(0)?, row.try_get::<i64, _>(1)?);
+            }
+        }
+        Ok(sizes)
     }
 
     // ---- versions ------------------------------------------------------
@@ -811,4 +828,52 @@ fn version_row(r: AnyRow) -> R<Version> {
         spec: serde_json::from_str(&text(&r, "spec")?)?,
         created_at: r.try_get("created_at")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn file_sizes_are_the_tenants_own_in_chunks() {
+        let dir = std::env::temp_dir().join(format!("edge-control-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = Db::open(&format!("sqlite://{}", dir.join("c.db").display()))
+            .await
+            .unwrap();
+        let quota = Quota::default();
+        let a = db.create_tenant("a", &[], &quota, &[]).await.unwrap();
+        let b = db.create_tenant("b", &[], &quota, &[]).await.unwrap();
+        // More than a query's worth, so the answer comes from several.
+        let n = FILE_SIZES_PER_QUERY * 2 + 7;
+        let digests: Vec<String> = (0..n).map(|i| format!("sha256:{i:064x}")).collect();
+        for (i, d) in digests.iter().enumerate() {
+            db.add_file(&a.id, d, i as i64).await.unwrap();
+        }
+        db.add_file(&b.id, "sha256:b-only", 9).await.unwrap();
+        let mut asked: Vec<&str> = digests.iter().map(String::as_str).collect();
+        asked.push("sha256:b-only");
+        asked.push("sha256:never");
+        let sizes = db.file_sizes(&a.id, &asked).await.unwrap();
+        assert_eq!(sizes.len(), n);
+        assert!(
+            digests
+                .iter()
+                .enumerate()
+                .all(|(i, d)| sizes[d] == i as i64)
+        );
+        // Another tenant's file is not this one's.
+        assert!(!sizes.contains_key("sha256:b-only"));
+        assert_eq!(
+            db.file_sizes(&b.id, &asked)
+                .await
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            vec![("sha256:b-only".to_string(), 9)]
+        );
+        assert!(db.file_sizes(&a.id, &[]).await.unwrap().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
