@@ -987,17 +987,7 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
     // (A search of a few rows among many, each sort ordering them
     // differently: on MariaDB, its ids are remembered and pages read by
     // walking the sort column's index.)
-    for i in 0..60 {
-        let a = app
-            .call(
-                Some(d1),
-                "POST",
-                "/api/clients",
-                &json!({"name": format!("Filler {i:02}"), "tariff_id": 1 + i % 4}).to_string(),
-            )
-            .await;
-        assert_eq!(a.status, 201, "{}", a.body);
-    }
+    register_fillers(app, d1, 60, |i| format!("Filler {i:02}")).await;
     for (i, contact) in ["Mia", "Bo", "Zed", "Al", "Kai", "Eve"].iter().enumerate() {
         let a = app
             .call(
@@ -1082,17 +1072,7 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
     // beyond that, so the walk stops short and the ids are looked up;
     // sorted by -name they come first and the walk finds them. A hundred
     // fillers: walked (sorted by the tariff first: looked up).
-    for i in 0..150 {
-        let a = app
-            .call(
-                Some(d1),
-                "POST",
-                "/api/clients",
-                &json!({"name": format!("Filler B {i:03}"), "tariff_id": 1 + i % 4}).to_string(),
-            )
-            .await;
-        assert_eq!(a.status, 201, "{}", a.body);
-    }
+    register_fillers(app, d1, 150, |i| format!("Filler B {i:03}")).await;
     for (q, sort, n) in [
         ("pick", "name", 6),
         ("pick", "-name", 6),
@@ -1124,6 +1104,22 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
                 "q={q} sort={sort} page={page}"
             );
         }
+    }
+}
+
+/// Registers `n` clients for the dealer of `d`, the `i`th named `name(i)`,
+/// of the four tariffs in turn.
+async fn register_fillers(app: &App<'_>, d: &Session, n: usize, name: impl Fn(usize) -> String) {
+    for i in 0..n {
+        let a = app
+            .call(
+                Some(d),
+                "POST",
+                "/api/clients",
+                &json!({"name": name(i), "tariff_id": 1 + i % 4}).to_string(),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
     }
 }
 
