@@ -118,6 +118,32 @@ pub fn link_shared_cache(data: &Path) {
     std::os::unix::fs::symlink(cache, data.join("cache")).expect("linking the compile cache");
 }
 
+/// The first operator's API token, written by a node with the control
+/// plane into its data directory `data`.
+pub fn operator_token(data: &Path) -> String {
+    std::fs::read_to_string(data.join("control/operator.token"))
+        .expect("the bootstrap operator token")
+        .trim()
+        .to_string()
+}
+
+/// Runs `edge ARGS` against the control API at `api` with `token` (HOME
+/// set to `home`): its exit code (-1 if killed), stdout and stderr.
+pub fn edge_cli(api: &str, token: &str, home: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(edge_bin())
+        .args(args)
+        .env("EDGE_API_URL", api)
+        .env("EDGE_API_TOKEN", token)
+        .env("HOME", home)
+        .output()
+        .expect("edge");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs `edge check` on `spin` and `edge` written to a fresh directory:
 /// its exit code (-1 if killed) and stderr, the directory shown as `DIR`.
 pub fn edge_check(spin: &str, edge: &str) -> (i32, String) {

@@ -63,10 +63,7 @@ impl Node {
     }
 
     fn operator_token(&self) -> String {
-        std::fs::read_to_string(self.data.path().join("control/operator.token"))
-            .unwrap()
-            .trim()
-            .to_string()
+        edge_tests::operator_token(self.data.path())
     }
 
     async fn api(&self, method: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
@@ -82,17 +79,11 @@ impl Node {
     }
 
     fn cli(&self, token: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(edge_bin())
-            .args(args)
-            .env("EDGE_API_URL", self.edge.control.clone().unwrap())
-            .env("EDGE_API_TOKEN", token)
-            .env("HOME", self.data.path())
-            .output()
-            .expect("edge");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        edge_tests::edge_cli(
+            self.edge.control.as_deref().unwrap(),
+            token,
+            self.data.path(),
+            args,
         )
     }
 }

@@ -54,9 +54,7 @@ impl Node {
     }
 
     async fn post(&self, path: &str, body: Value) -> Value {
-        let token = std::fs::read_to_string(self.data.path().join("control/operator.token"))
-            .expect("the bootstrap operator token");
-        let auth = format!("Bearer {}", token.trim());
+        let auth = format!("Bearer {}", edge_tests::operator_token(self.data.path()));
         let (status, text) = request(
             &client(),
             "POST",

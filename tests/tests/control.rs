@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use edge_tests::mariadb::Mariadb;
-use edge_tests::{Edge, TempDir, client, component, edge_bin, link_shared_cache, request};
+use edge_tests::{Edge, TempDir, client, component, link_shared_cache, request};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Command;
@@ -136,10 +136,7 @@ impl Node {
     }
 
     fn operator_token(&self) -> String {
-        std::fs::read_to_string(self.data.path().join("control/operator.token"))
-            .expect("the bootstrap operator token")
-            .trim()
-            .to_string()
+        edge_tests::operator_token(self.data.path())
     }
 
     /// Calls the API; (status, JSON or Null).
@@ -189,18 +186,7 @@ impl Node {
 
     /// Runs `edge ARGS` against this node's API with `token`.
     fn cli(&self, token: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(edge_bin())
-            .args(args)
-            .env("EDGE_API_URL", self.api())
-            .env("EDGE_API_TOKEN", token)
-            .env("HOME", self.data.path())
-            .output()
-            .expect("edge");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        edge_tests::edge_cli(&self.api(), token, self.data.path(), args)
     }
 
     /// GET `path` on `host` through the application listener.
