@@ -1182,6 +1182,11 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
 /// A gzipped tar of `files` (name, bytes), names written as given (even
 /// ones a careful archiver would refuse).
 fn archive(files: &[(&str, &[u8])]) -> Vec<u8> {
+    archive_with_links(files, &[])
+}
+
+/// [`archive`], then symbolic `links` (name, target).
+fn archive_with_links(files: &[(&str, &[u8])], links: &[(&str, &str)]) -> Vec<u8> {
     let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let mut tar = tar::Builder::new(gz);
     for (name, bytes) in files {
@@ -1191,6 +1196,12 @@ fn archive(files: &[(&str, &[u8])]) -> Vec<u8> {
         header.set_mode(0o644);
         header.set_cksum();
         tar.append(&header, *bytes).unwrap();
+    }
+    for (name, target) in links {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        tar.append_link(&mut header, name, target).unwrap();
     }
     tar.into_inner().unwrap().finish().unwrap()
 }
@@ -1753,19 +1764,10 @@ fn spin_apps_deploy_with_their_files(backend: Backend) {
     };
     let symlinked = {
         let manifest = app("files = [\"ui/**/*\"]");
-        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        let mut tar = tar::Builder::new(gz);
-        for (name, bytes) in [("spin.toml", manifest.as_bytes()), ("web.wasm", &echo)] {
-            let mut h = tar::Header::new_gnu();
-            h.set_size(bytes.len() as u64);
-            h.set_mode(0o644);
-            tar.append_data(&mut h, name, bytes).unwrap();
-        }
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(tar::EntryType::Symlink);
-        h.set_size(0);
-        tar.append_link(&mut h, "ui/passwd", "/etc/passwd").unwrap();
-        tar.into_inner().unwrap().finish().unwrap()
+        archive_with_links(
+            &[("spin.toml", manifest.as_bytes()), ("web.wasm", &echo)],
+            &[("ui/passwd", "/etc/passwd")],
+        )
     };
     let big = vec![7u8; 70_000];
     let (a, b) = (vec![1u8; 40_000], vec![2u8; 40_000]);
