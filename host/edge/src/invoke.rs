@@ -137,17 +137,10 @@ pub fn new_store(target: &Target, deadline: Instant, clock: CallClock) -> Store<
         } else {
             // tokio's yield_now, not wasmtime's plain yield: it runs again
             // only after the scheduler has polled for I/O, so connections
-            // on this thread get their turn (a turn the clock is told
-            // about: waiting for it is not running).
-            let clock = data.call_clock.clone();
+            // on this thread get their turn.
             Ok(UpdateDeadline::YieldCustom(
                 1,
-                Box::pin(async move {
-                    tokio::task::yield_now().await;
-                    if let Some(clock) = clock {
-                        clock.resumed();
-                    }
-                }),
+                Box::pin(tokio::task::yield_now()),
             ))
         }
     });

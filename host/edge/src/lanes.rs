@@ -42,14 +42,10 @@ use std::time::{Duration, Instant};
 pub const WINDOW: Duration = Duration::from_millis(100);
 
 /// The epoch ticks one call may run through in the front lane (about a
-/// millisecond each: [`crate::engine::EPOCH_TICK`]). Ticks of running,
-/// not time: see [`CallClock::tick`].
+/// millisecond each: [`crate::engine::EPOCH_TICK`]). Ticks, not time: a
+/// guest ticks only while it runs Wasm, so a short call that was preempted
+/// or waited on a lock in a host call is not taken for a long one.
 pub const CALL_BUDGET_TICKS: u64 = 2;
-
-/// The longest a guest may have been away since it last ran (its call
-/// began, it resumed from a tick's yield, or it ticked) for its next tick
-/// to count as one of running ([`CallClock::tick`]).
-const RUN_GAP: Duration = Duration::from_millis(2);
 
 /// The least CPU share a tenant has, as a fraction of the serving threads'
 /// time, however many tenants are active.
@@ -383,16 +379,7 @@ impl Pace for GuestCall {
 #[derive(Clone)]
 pub struct CallClock {
     ticks: Arc<AtomicU64>,
-    /// When the guest last ran for sure ([`clock_ns`]): its call began, it
-    /// resumed from a tick's yield, or it ticked.
-    ran_at: Arc<AtomicU64>,
     share: Arc<crate::share::TenantShare>,
-}
-
-/// Nanoseconds since the first call of this process.
-fn clock_ns() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 impl CallClock {
@@ -400,7 +387,6 @@ impl CallClock {
     pub fn new(share: Arc<crate::share::TenantShare>) -> Self {
         Self {
             ticks: Arc::default(),
-            ran_at: Arc::default(),
             share,
         }
     }
@@ -408,31 +394,12 @@ impl CallClock {
     /// A call begins: its budget is whole again, and its tenant counts it.
     pub fn begin(&self) {
         self.ticks.store(0, Relaxed);
-        self.ran_at.store(clock_ns(), Relaxed);
         SHARD.with(|&i| self.share.cpu.calls[i].0.fetch_add(1, Relaxed));
     }
 
-    /// The guest runs again after a tick's yield (the time it waited for
-    /// its turn was not its).
-    pub fn resumed(&self) {
-        self.ran_at.store(clock_ns(), Relaxed);
-    }
-
-    /// The store's epoch callback ran. It counts as a tick of running if
-    /// the guest ran within [`RUN_GAP`] before it: the callback fires at
-    /// the guest's first epoch check once the epoch has moved, and after a
-    /// wait in a host call (a database's answer) it always has, so the
-    /// first callback after a wait is where the guest resumed, not a
-    /// tick it ran through (counting those made a call that waited a few
-    /// times on a slow database a long one).
-    /// The tick that takes the call past its budget counts it as a long
-    /// call of its tenant.
+    /// The call ran through an epoch tick; the one that takes it past its
+    /// budget counts it as a long call of its tenant.
     pub fn tick(&self) {
-        let now = clock_ns();
-        let ran_at = self.ran_at.swap(now, Relaxed);
-        if now.saturating_sub(ran_at) > RUN_GAP.as_nanos() as u64 {
-            return;
-        }
         if self.ticks.fetch_add(1, Relaxed) + 1 == CALL_BUDGET_TICKS + 1 {
             self.share.cpu.long_calls.fetch_add(1, Relaxed);
         }
@@ -794,34 +761,6 @@ mod tests {
         assert_eq!(meter.cpu.long_calls.load(Relaxed), 0);
         assert_eq!(run(CALL_BUDGET_TICKS as u32 + 3), "edge-background");
         assert_eq!(meter.cpu.long_calls.load(Relaxed), 1);
-    }
-
-    #[test]
-    fn ticks_after_a_wait_are_not_ticks_of_running() {
-        let meter: Arc<crate::share::TenantShare> = Arc::default();
-        let clock = CallClock::new(meter.clone());
-        clock.begin();
-        // A guest waiting on its database between short runs: each
-        // callback after a wait is where it resumed.
-        for _ in 0..5 {
-            std::thread::sleep(RUN_GAP * 2);
-            clock.tick();
-        }
-        assert!(!clock.over());
-        // Ticks back to back (a guest spinning): each counts.
-        for _ in 0..CALL_BUDGET_TICKS + 1 {
-            clock.tick();
-        }
-        assert!(clock.over());
-        assert_eq!(meter.cpu.long_calls.load(Relaxed), 1);
-        // A wait for its turn after a yield is not the guest's either.
-        clock.begin();
-        for _ in 0..5 {
-            std::thread::sleep(RUN_GAP * 2);
-            clock.resumed();
-            clock.tick();
-        }
-        assert!(clock.over());
     }
 
     #[test]
