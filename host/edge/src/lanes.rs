@@ -42,9 +42,11 @@ use std::time::{Duration, Instant};
 pub const WINDOW: Duration = Duration::from_millis(100);
 
 /// The epoch ticks one call may run through in the front lane (about a
-/// millisecond each: [`crate::engine::EPOCH_TICK`]). Ticks, not time: a
-/// guest ticks only while it runs Wasm, so a short call that was preempted
-/// or waited on a lock in a host call is not taken for a long one.
+/// millisecond each: [`crate::engine::EPOCH_TICK`]). Ticks, not time: the
+/// store's epoch callback fires at the guest's first epoch check once the
+/// epoch has moved, so a call preempted between two checks counts one
+/// tick, not the time it lost; a wait in an async host call longer than a
+/// tick counts one too (the callback fires when the guest resumes).
 pub const CALL_BUDGET_TICKS: u64 = 2;
 
 /// The least CPU share a tenant has, as a fraction of the serving threads'
