@@ -72,7 +72,7 @@ for backend in sqlite mariadb; do
   csrf=$(sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p' "$work/login.json")
   last_cookie=$(tail -1 "$work/cookies-$backend")
   # Warm: every query once.
-  COOKIES="$work/cookies-$backend" HOST="$host" wrk -t1 -c5 -d2s -s bench/web-ui/clients.lua "http://127.0.0.1:$PORT" >/dev/null
+  COOKIES="$work/cookies-$backend" HOST="$host" wrk -t5 -c5 -d2s -s bench/web-ui/clients.lua "http://127.0.0.1:$PORT" >/dev/null
   read_line=$(COOKIES="$work/cookies-$backend" HOST="$host" THINK_MS=${THINK_MS:-300} wrk -t50 -c50 -d"${DURATION}s" --timeout 10s -s bench/web-ui/clients.lua "http://127.0.0.1:$PORT" | grep '^RESULT')
   closed_line=$(COOKIES="$work/cookies-$backend" HOST="$host" THINK_MS=0 wrk -t50 -c50 -d"${DURATION}s" --timeout 10s -s bench/web-ui/clients.lua "http://127.0.0.1:$PORT" | grep '^RESULT' | sed 's/RESULT/CLOSED/; s/ \([a-z0-9]*\)=/ closed_\1=/g')
   edit_line=$(EDITS=$EDITS /usr/bin/python3 bench/web-ui/edits.py "$PORT" "$host" "$last_cookie" "$csrf" | grep '^RESULT')

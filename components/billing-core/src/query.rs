@@ -419,7 +419,7 @@ impl ClientQuery {
     /// the sort column (ascending or its descending twin) in order and
     /// keeping each entry whose id is one of `ids`: no row is read but the
     /// page's. With the statement comes how many rows the page has: a
-    /// walk examines at most [`WALK_PER_LOOKUP`] entries per id (about
+    /// walk's budget is [`WALK_PER_LOOKUP`] examined rows per id (about
     /// what looking each id up costs; `LIMIT ... ROWS EXAMINED`), so when
     /// the matches lie further along the order than that (a name searched
     /// and sorted by name, at the far end) it stops early, answers fewer
