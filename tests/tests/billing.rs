@@ -1027,17 +1027,7 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
             ("pick", "pick"),
             ("zz-none", "zz-none"),
         ] {
-            let want: Vec<i64> = plain["rows"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|r| {
-                    ["name", "contact_name", "phone", "email"]
-                        .iter()
-                        .any(|f| r[*f].as_str().unwrap().to_lowercase().contains(q))
-                })
-                .map(|r| r["id"].as_i64().unwrap())
-                .collect();
+            let want = searched(plain["rows"].as_array().unwrap(), q);
             let got = app
                 .get(
                     d1,
@@ -1088,15 +1078,7 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
             assert!((200..=288).contains(&total(&v)), "{}", total(&v));
             everything.extend(v["rows"].as_array().unwrap().clone());
         }
-        let want: Vec<i64> = everything
-            .iter()
-            .filter(|r| {
-                ["name", "contact_name", "phone", "email"]
-                    .iter()
-                    .any(|f| r[*f].as_str().unwrap().to_lowercase().contains(q))
-            })
-            .map(|r| r["id"].as_i64().unwrap())
-            .collect();
+        let want = searched(&everything, q);
         assert_eq!(want.len(), n, "q={q} sort={sort}");
         for page in 1..=7 {
             let one = app
@@ -1113,6 +1095,19 @@ async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {
             );
         }
     }
+}
+
+/// The ids of the listing `rows` a search for `q` (lower case) matches:
+/// those with a searched field that holds it, in their order.
+fn searched(rows: &[Value], q: &str) -> Vec<i64> {
+    rows.iter()
+        .filter(|r| {
+            ["name", "contact_name", "phone", "email"]
+                .iter()
+                .any(|f| r[*f].as_str().unwrap().to_lowercase().contains(q))
+        })
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect()
 }
 
 /// Registers `n` clients for the dealer of `d`, the `i`th named `name(i)`,
