@@ -672,11 +672,7 @@ fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
         &token,
         json!({"components": {"w": {"digest": "sha256:0"}}, "routes": []}),
     ));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (400, Some("components.w.digest")),
-        "{v}"
-    );
+    refused_on(s, &v, 400, "components.w.digest");
 
     // A component importing what its version does not grant: probe uses
     // key-value without naming a store.
@@ -789,11 +785,7 @@ fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
     );
     assert!(!uploads.as_array().unwrap().is_empty());
     let (s, v) = rt.block_on(node.get("/v1/tenants/acme/audit?outcome=maybe", &op));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (400, Some("outcome")),
-        "{v}"
-    );
+    refused_on(s, &v, 400, "outcome");
     let (s, v) = rt.block_on(node.get("/v1/tenants/acme/audit?colour=red", &op));
     assert_eq!(s, 400, "{v}");
     assert!(
@@ -961,11 +953,7 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
         &token,
         json!({"name": "mirror", "hosts": ["www.acme.test"], "origin": "ftp://x"}),
     ));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (400, Some("origin")),
-        "{v}"
-    );
+    refused_on(s, &v, 400, "origin");
     let (s, v) = rt.block_on(node.post(
         base,
         &token,
@@ -1001,21 +989,13 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
         &token,
         json!({"rules": [{"pattern": "a", "replacement": "b", "flags": "gz"}]}),
     ));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (400, Some("rules[0].flags")),
-        "{v}"
-    );
+    refused_on(s, &v, 400, "rules[0].flags");
     let (s, v) = rt.block_on(node.post(
         &rules,
         &token,
         json!({"nginx": "subs_filter 'unterminated;"}),
     ));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (422, Some("nginx")),
-        "{v}"
-    );
+    refused_on(s, &v, 422, "nginx");
     assert_eq!(
         rt.block_on(node.get(&rules, &token)).1,
         json!([]),
@@ -1172,11 +1152,19 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
         &token,
         Bytes::from(r#"{"origin": "ftp://x"}"#),
     ));
+    refused_on(s, &v, 400, "origin");
+}
+
+/// Asserts the API answered `status` naming `field` as the bad one; the
+/// error's message.
+#[track_caller]
+fn refused_on<'a>(s: u16, v: &'a Value, status: u16, field: &str) -> &'a str {
     assert_eq!(
         (s, v["error"]["field"].as_str()),
-        (400, Some("origin")),
+        (status, Some(field)),
         "{v}"
     );
+    v["error"]["message"].as_str().unwrap_or_default()
 }
 
 /// A gzipped tar of `files` (name, bytes), names written as given (even
@@ -1331,16 +1319,8 @@ fn spin_apps_reach_outbound_hosts_their_variables_name(backend: Backend) {
         &token,
         Bytes::from(json!({"value": "h/x"}).to_string()),
     ));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (422, Some("value")),
-        "{v}"
-    );
     assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("renders to \"http://h/x\""),
+        refused_on(s, &v, 422, "value").contains("renders to \"http://h/x\""),
         "{v}"
     );
     assert_eq!(fetch(&b), (200, "200\nfrom B".to_string()));
@@ -1356,11 +1336,7 @@ fn spin_apps_deploy_whole_with_their_variables(backend: Backend) {
         &op,
         json!({"name": "acme", "hosts": ["acme.test"], "programs": ["/bin/sh"]}),
     ));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (422, Some("programs[0]")),
-        "{v}"
-    );
+    refused_on(s, &v, 422, "programs[0]");
     let (s, v) = rt.block_on(node.post(
         "/v1/tenants",
         &op,
@@ -1699,11 +1675,7 @@ fn spin_apps_deploy_with_their_files(backend: Backend) {
     let mut wrong = spec.clone();
     wrong["components"]["features"]["files"][0]["size"] = json!(12);
     let (s, v) = rt.block_on(node.post("/v1/tenants/acme/apps/files/versions", &acme, wrong));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (400, Some("components.features.files[0]")),
-        "{v}"
-    );
+    refused_on(s, &v, 400, "components.features.files[0]");
     let mut escape = spec.clone();
     escape["components"]["features"]["files"][0]["path"] = json!("/www/../../etc/passwd");
     let (s, v) = rt.block_on(node.post("/v1/tenants/acme/apps/files/versions", &acme, escape));
@@ -1726,12 +1698,7 @@ fn spin_apps_deploy_with_their_files(backend: Backend) {
     steal["components"][&cid]["files"] =
         json!([{"path": "/loot.html", "digest": index_v1, "size": 11}]);
     let (s, v) = rt.block_on(node.post("/v1/tenants/beta/apps/thief/versions", &beta, steal));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (422, Some(format!("components.{cid}.files[0]").as_str())),
-        "{v}"
-    );
-    let message = v["error"]["message"].as_str().unwrap();
+    let message = refused_on(s, &v, 422, &format!("components.{cid}.files[0]"));
     assert!(
         message.contains(&format!("no file {index_v1} was uploaded by this tenant")),
         "{message}"
@@ -1851,16 +1818,8 @@ fn tenant_shares_apply_at_once(backend: Backend) {
     let op = node.operator_token();
     // Shares stay within the node.
     let (s, v) = rt.block_on(node.post("/v1/tenants", &op, json!({"name": "acme", "hosts": ["acme.test"], "quota": {"shares": {"memory_bytes": 1u64 << 40}}})));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (422, Some("quota.shares.memory_bytes")),
-        "{v}"
-    );
     assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("[pool] max_memory_bytes"),
+        refused_on(s, &v, 422, "quota.shares.memory_bytes").contains("[pool] max_memory_bytes"),
         "{v}"
     );
     let token = rt.block_on(node.tenant("acme", "acme.test", json!({})));
@@ -1936,11 +1895,7 @@ fn users_log_in_with_a_session_cookie_and_csrf_token(backend: Backend) {
         &op,
         json!({"login": "alice@acme", "password": "short"}),
     ));
-    assert_eq!(
-        (s, v["error"]["field"].as_str()),
-        (400, Some("password")),
-        "{v}"
-    );
+    refused_on(s, &v, 400, "password");
     let (s, v) = rt.block_on(node.post(
         users,
         &op,
