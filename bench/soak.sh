@@ -18,7 +18,7 @@
 # Loopback only. bench/hostile-load is the generator.
 #
 #   bench/soak.sh [MINUTES]   (default 30; make soak SOAK_MIN=30)
-#   WINDOW_S=30 FRACTION=0.7 CONCURRENCY=32 to change the rest.
+#   WINDOW_S=30 FRACTION=0.7 CONCURRENCY=32 RELOAD_S=60 to change the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
@@ -27,6 +27,7 @@ MINUTES=${1:-30}
 WINDOW_S=${WINDOW_S:-30}
 FRACTION=${FRACTION:-0.7}
 CONCURRENCY=${CONCURRENCY:-32}
+RELOAD_S=${RELOAD_S:-60}
 PORT=18680 ADMIN=18689
 edge="$CARGO_TARGET_DIR/release/edge"
 load="$CARGO_TARGET_DIR/release/hostile-load"
@@ -127,7 +128,7 @@ TOML
 }
 write_config A
 
-EDGE_LOG=warn "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge.log" &
+EDGE_LOG=${EDGE_LOG:-warn} "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge.log" &
 epid=$!
 pids+=($epid)
 for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$PORT/hello" && break; sleep 0.1; done
@@ -151,10 +152,10 @@ routes=(
 rate=$(/usr/bin/python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['req_per_s'] * $FRACTION))" "$work/capacity.json")
 echo "soak: $MINUTES min at $rate req/s ($FRACTION of capacity), a reload every minute" >&2
 
-# Reloads: every 60 s flip the rule and SIGHUP the host.
+# Reloads: every RELOAD_S flip the rule and SIGHUP the host.
 (
   flip=B
-  while sleep 60; do
+  while sleep "$RELOAD_S"; do
     write_config "$flip"
     kill -HUP "$epid" 2>/dev/null || exit 0
     flip=$([ "$flip" = A ] && echo B || echo A)

@@ -166,6 +166,14 @@ async fn health_and_metrics() {
     ] {
         assert!(m.contains(line), "missing {line:?} in:\n{m}");
     }
+    // The four instances are gone; their memories' slots stay warm.
+    let warm: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("edge_pool_unused_warm_slots{kind=\"memories\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no warm memories gauge in:\n{m}"));
+    assert!(warm >= 1, "{m}");
+    assert!(m.contains("edge_pool_unused_resident_bytes{kind=\"memories\"} "));
     assert!(m.contains(
         "edge_request_duration_seconds_bucket{tenant=\"t\",component=\"echo\",le=\"+Inf\"} 3"
     ));

@@ -165,6 +165,7 @@ enum RulesCommand {
 }
 
 fn main() {
+    no_transparent_huge_pages();
     let cli = Cli::parse();
     init_logging(cli.log_format);
     let code = match cli.command {
@@ -274,6 +275,26 @@ fn api_result(result: Result<()>) -> i32 {
             eprintln!("edge: {e:#}");
             1
         }
+    }
+}
+
+/// Turns transparent huge pages off for this process (as mimalloc's
+/// `allow_thp=0` would, but that option is read before `main`). mimalloc
+/// asks for huge pages on its arenas, and a 2 MiB page stays resident
+/// while any of it is in use: under a soak the heap was 80 of 127 MiB in
+/// huge pages, RSS 45 MiB higher than without them at the same
+/// throughput, and it only grew in 2 MiB steps. Linear memories, stacks
+/// and code never asked for huge pages, so nothing else changes.
+fn no_transparent_huge_pages() {
+    // SAFETY: prctl with integer arguments touches no memory of ours.
+    let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    if rc != 0 {
+        // Before logging starts: said on stderr once, then ignored (the
+        // host serves either way, with a larger heap).
+        eprintln!(
+            "edge: could not turn transparent huge pages off: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 

@@ -361,34 +361,87 @@ impl Metrics {
             }
         }
         // Both engines' pools together (the concurrent one once built).
-        let mut slots: [(&str, u64); 5] = [
-            ("component_instances", 0),
-            ("core_instances", 0),
-            ("memories", 0),
-            ("tables", 0),
-            ("stacks", 0),
-        ];
+        let mut pool = PoolFigures::default();
         let mut any = false;
         for p in pools {
             any = true;
-            let counts = [
-                p.component_instances(),
-                p.core_instances(),
-                p.memories() as u64,
-                p.tables() as u64,
-                p.stacks() as u64,
-            ];
-            for ((_, total), n) in slots.iter_mut().zip(counts) {
-                *total += n;
-            }
+            pool.add(&p);
         }
         if any {
-            out.push_str("# HELP edge_pool_slots_in_use Pooling allocator slots in use.\n# TYPE edge_pool_slots_in_use gauge\n");
-            for (kind, v) in slots {
-                let _ = writeln!(out, "edge_pool_slots_in_use{{kind=\"{kind}\"}} {v}");
-            }
+            pool.render(&mut out);
         }
         out
+    }
+}
+
+/// The pooling allocator's figures, summed over the engines' pools.
+#[derive(Default)]
+struct PoolFigures {
+    /// Slots in use: component instances, core instances, memories,
+    /// tables, stacks.
+    in_use: [u64; 5],
+    /// Slots used before and free now (memories, tables, stacks): what
+    /// a burst of concurrency leaves behind.
+    unused_warm: [u64; 3],
+    /// Bytes those unused slots keep resident (memories, tables; stacks
+    /// are not counted by Wasmtime unless it zeroes them).
+    unused_resident: [u64; 2],
+}
+
+impl PoolFigures {
+    const IN_USE: [&str; 5] = [
+        "component_instances",
+        "core_instances",
+        "memories",
+        "tables",
+        "stacks",
+    ];
+    const WARM: [&str; 3] = ["memories", "tables", "stacks"];
+
+    fn add(&mut self, p: &wasmtime::PoolingAllocatorMetrics) {
+        let in_use = [
+            p.component_instances(),
+            p.core_instances(),
+            p.memories() as u64,
+            p.tables() as u64,
+            p.stacks() as u64,
+        ];
+        let warm = [
+            p.unused_warm_memories(),
+            p.unused_warm_tables(),
+            p.unused_warm_stacks(),
+        ];
+        let resident = [
+            p.unused_memory_bytes_resident(),
+            p.unused_table_bytes_resident(),
+        ];
+        for (total, n) in self.in_use.iter_mut().zip(in_use) {
+            *total += n;
+        }
+        for (total, n) in self.unused_warm.iter_mut().zip(warm) {
+            *total += u64::from(n);
+        }
+        for (total, n) in self.unused_resident.iter_mut().zip(resident) {
+            *total += n as u64;
+        }
+    }
+
+    fn render(&self, out: &mut String) {
+        out.push_str("# HELP edge_pool_slots_in_use Pooling allocator slots in use.\n# TYPE edge_pool_slots_in_use gauge\n");
+        for (kind, v) in Self::IN_USE.iter().zip(self.in_use) {
+            let _ = writeln!(out, "edge_pool_slots_in_use{{kind=\"{kind}\"}} {v}");
+        }
+        out.push_str("# HELP edge_pool_unused_warm_slots Pooling allocator slots used before and free now.\n# TYPE edge_pool_unused_warm_slots gauge\n");
+        for (kind, v) in Self::WARM.iter().zip(self.unused_warm) {
+            let _ = writeln!(out, "edge_pool_unused_warm_slots{{kind=\"{kind}\"}} {v}");
+        }
+        out.push_str("# HELP edge_pool_unused_resident_bytes Bytes that free slots keep resident (reset in place, keep_resident_bytes).\n# TYPE edge_pool_unused_resident_bytes gauge\n");
+        for (kind, v) in Self::WARM.iter().zip(self.unused_resident) {
+            let _ = writeln!(
+                out,
+                "edge_pool_unused_resident_bytes{{kind=\"{kind}\"}} {v}"
+            );
+        }
     }
 }
 
