@@ -169,7 +169,12 @@ pids+=($!)
 alive=no
 if kill -0 "$epid" 2>/dev/null && [ "$(awk '{print $22}' "/proc/$epid/stat")" = "$started" ] \
   && curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/health"; then alive=yes; fi
-reloads=$(curl -s "http://127.0.0.1:$ADMIN/metrics" | awk '/^edge_reloads_total/{s+=$2} END{print s+0}')
+curl -s -o "$work/metrics.txt" "http://127.0.0.1:$ADMIN/metrics" || true
+reloads=$(awk '/^edge_reloads_total/{s+=$2} END{print s+0}' "$work/metrics.txt")
+# Where the RSS is: the heap (mimalloc's arena) against the pool's free
+# slots that stay warm (what bursts of concurrency left behind).
+heap_kib=$(awk '/^[0-9a-f]+-[0-9a-f]+ /{split($1,a,"-"); big=(strtonum("0x" a[2]) - strtonum("0x" a[1]) == 1073741824 && $6 == "")} big && /^Rss:/{s+=$2} END{print s+0}' "/proc/$epid/smaps" 2>/dev/null || echo 0)
+echo "heap (mimalloc arena) resident: $((heap_kib / 1024)) MiB; the pool's free slots: $(awk '/^edge_pool_unused_warm_slots\{kind="memories"\}/{w=$2} /^edge_pool_unused_resident_bytes\{kind="memories"\}/{r=$2} END{printf "%d warm memories keeping %.0f MiB", w, r/1048576}' "$work/metrics.txt")" >&2
 refused=$(grep -c 'reload refused\|reload failed' "$work/edge.log" || true)
 panics=$(grep -ci 'panic' "$work/edge.log" || true)
 

@@ -285,7 +285,12 @@ fn api_result(result: Result<()>) -> i32 {
 /// huge pages, RSS 45 MiB higher than without them at the same
 /// throughput, and it only grew in 2 MiB steps. Linear memories, stacks
 /// and code never asked for huge pages, so nothing else changes.
+/// `MIMALLOC_ALLOW_THP=1` keeps them (mimalloc's own switch, for
+/// comparing).
 fn no_transparent_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some_and(|v| v == "1") {
+        return;
+    }
     // SAFETY: prctl with integer arguments touches no memory of ours.
     let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
     if rc != 0 {
