@@ -19,7 +19,7 @@
 #    the one started (same pid and start time) and answers /health.
 # Loopback only. bench/hostile-load is the generator (both sides).
 #
-#   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 FLOOR=1
+#   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 FLOOR=1 PHASES=
 #                         MAX_INSTANCES= HOSTILE_PRIORITY=idle KEEP=0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -116,6 +116,8 @@ phases=(all)
 # the healthy tenant whatever one host does.
 [ "$FLOOR" = 1 ] && phases+=(floor)
 [ "$PER_CLASS" = 1 ] && phases+=(trap spin hog fields slow-stream outbound session-flood)
+# PHASES="hog outbound" runs only those.
+[ -n "${PHASES:-}" ] && read -r -a phases <<< "$PHASES"
 : > "$work/phases.jsonl"
 : > "$work/hosts.txt"
 for phase in "${phases[@]}"; do

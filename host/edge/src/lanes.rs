@@ -8,9 +8,11 @@
 //! A guest call runs in the front lane unless it has run past
 //! [`CALL_BUDGET_TICKS`] of CPU, or its tenant is in the background: because its
 //! guests use more than their share of the serving threads' time, because
-//! one of its calls ran past the budget lately, or because they keep
-//! failing or being refused (traps, deadline and memory kills, requests
-//! over the tenant's share: [`FAULT_LIMIT`] in a window).
+//! one of its calls ran past the budget lately, because one poll of its
+//! held a thread past [`LONG_POLL`] (a guest's `memory.fill` over 64 MiB of
+//! fresh pages is one instruction: no epoch check ends it), or because
+//! they keep failing or being refused (traps, deadline and memory kills,
+//! requests over the tenant's share: [`FAULT_LIMIT`] in a window).
 //! A connection follows the tenant of its latest request, so the parsing
 //! and refusing of a flood's requests goes to the background too. So a
 //! tenant that spins, floods or allocates gets the CPU that others leave,
@@ -70,6 +72,21 @@ pub const RETURN_BELOW: f64 = 0.75;
 /// Long calls in a window that can put a tenant in the background.
 pub const LONG_CALLS_MIN: u64 = 2;
 
+/// One poll of a guest call that holds its thread this long puts the
+/// tenant in the background, however rarely it happens: the thread's other
+/// connections waited all that time. Polls end at every epoch tick, so
+/// only work the guest cannot be interrupted in gets here: a bulk memory
+/// instruction over fresh pages, a synchronous host call. Front-lane
+/// polls by the clock; background ones by the thread's CPU time (the
+/// kernel preempts that lane whenever a serving thread wants the core,
+/// which is no fault of the guest's).
+pub const LONG_POLL: Duration = Duration::from_millis(5);
+
+/// The windows a tenant stays in the background after a long poll (5 s),
+/// however clean its windows: a memory bomb's calls come a few a second,
+/// each one a long poll, and must not get a turn in front between them.
+pub const LONG_POLL_HOLD: u64 = 50;
+
 /// The part of a tenant's calls in a window that must run long to put it
 /// in the background.
 pub const LONG_CALLS_PART: f64 = 0.25;
@@ -109,6 +126,10 @@ pub struct CpuMeter {
     calls: [Padded; SHARDS],
     /// Calls that ran past [`CALL_BUDGET_TICKS`] since the keeper last looked.
     long_calls: AtomicU64,
+    /// Polls past [`LONG_POLL`] since the keeper last looked.
+    long_polls: AtomicU64,
+    /// Windows left of the stay a long poll began; the keeper's.
+    hold: AtomicU64,
     /// Whether the tenant's guests run in the background lane.
     background: AtomicBool,
     /// Windows in its lane so far; the keeper's.
@@ -153,6 +174,10 @@ pub struct Use {
     pub calls: u64,
     /// Calls that ran past [`CALL_BUDGET_TICKS`] in the window.
     pub long_calls: u64,
+    /// Polls past [`LONG_POLL`] in the window.
+    pub long_polls: u64,
+    /// Windows of [`LONG_POLL_HOLD`] left after this one.
+    pub hold: u64,
     /// Whether it is in the background lane now.
     pub background: bool,
     /// Windows it has spent in its lane so far.
@@ -178,9 +203,12 @@ impl Use {
 /// `capacity_ns` (an equal part among the active ones, at least
 /// [`MIN_SHARE`]).
 ///
+/// Also in: those with a poll past [`LONG_POLL`], for [`LONG_POLL_HOLD`]
+/// windows.
+///
 /// Out only once it has stayed [`MIN_STAY`] windows and the last one was
 /// clean: at most one fault, no long call, under [`RETURN_BELOW`] of its
-/// share. A flood slowed by the background lane makes fewer faults there
+/// share, no hold left. A flood slowed by the background lane makes fewer faults there
 /// than it would in front; without the stay it would come back every other
 /// window and flood the front lane again.
 pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
@@ -196,10 +224,11 @@ pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
         .map(|u| {
             let r = u.recent_ns as f64;
             if u.background {
-                let clean = u.faults <= 1 && !u.runs_long() && r < share * RETURN_BELOW;
+                let clean =
+                    u.faults <= 1 && !u.runs_long() && r < share * RETURN_BELOW && u.hold == 0;
                 !(clean && u.windows >= MIN_STAY)
             } else {
-                r > share || u.faults >= FAULT_LIMIT || u.runs_long()
+                r > share || u.faults >= FAULT_LIMIT || u.runs_long() || u.hold > 0
             }
         })
         .collect()
@@ -245,11 +274,20 @@ impl Keeper {
                 // steady use converges to its per-window amount.
                 let recent_ns = (m.recent_ns.load(Relaxed) + used) / 2;
                 m.recent_ns.store(recent_ns, Relaxed);
+                let long_polls = m.long_polls.swap(0, Relaxed);
+                let hold = if long_polls > 0 {
+                    LONG_POLL_HOLD
+                } else {
+                    m.hold.load(Relaxed).saturating_sub(1)
+                };
+                m.hold.store(hold, Relaxed);
                 Use {
                     recent_ns,
                     faults: m.faults.swap(0, Relaxed),
                     calls: m.calls.iter().map(|c| c.0.swap(0, Relaxed)).sum(),
                     long_calls: m.long_calls.swap(0, Relaxed),
+                    long_polls,
+                    hold,
                     background: m.in_background(),
                     windows: m.windows.load(Relaxed),
                 }
@@ -348,6 +386,8 @@ pub trait Pace: Clone + Unpin + Send + Sync + 'static {
     fn belongs_back(&self) -> bool;
     /// Takes the time one poll took.
     fn charge(&self, ns: u64);
+    /// One poll held its thread past [`LONG_POLL`].
+    fn long_poll(&self) {}
 }
 
 /// A guest call (or a session's run of them) of one tenant: charged to the
@@ -372,6 +412,10 @@ impl Pace for GuestCall {
 
     fn charge(&self, ns: u64) {
         self.0.share.cpu.charge(ns);
+    }
+
+    fn long_poll(&self) {
+        self.0.share.cpu.long_polls.fetch_add(1, Relaxed);
     }
 }
 
@@ -492,10 +536,31 @@ fn timed_poll<F: Future + Unpin, P: Pace>(
     if !P::TIMED {
         return Pin::new(future).poll(cx);
     }
+    let background = on_background_thread();
+    let cpu = background.then(thread_cpu_ns);
     let start = Instant::now();
     let poll = Pin::new(future).poll(cx);
-    pace.charge(start.elapsed().as_nanos() as u64);
+    let ns = start.elapsed().as_nanos() as u64;
+    pace.charge(ns);
+    let held = match cpu {
+        Some(before) => thread_cpu_ns().saturating_sub(before),
+        None => ns,
+    };
+    if held >= LONG_POLL.as_nanos() as u64 {
+        pace.long_poll();
+    }
     poll
+}
+
+/// The calling thread's CPU time (ns).
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the calling thread's CPU clock into `t`.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 impl<F, P> Future for Paced<F, P>
@@ -606,9 +671,29 @@ mod tests {
             faults: 0,
             calls: 100,
             long_calls: 0,
+            long_polls: 0,
+            hold: 0,
             background,
             windows: MIN_STAY,
         }
+    }
+
+    #[test]
+    fn a_long_poll_holds_its_tenant_in_the_background() {
+        // One poll past LONG_POLL among a hundred calls: behind at once.
+        let bomb = Use {
+            long_polls: 1,
+            hold: LONG_POLL_HOLD,
+            ..at(1_000_000, false)
+        };
+        assert_eq!(judge(&[bomb, at(1_000_000, false)], CAP), [true, false]);
+        // Clean windows do not bring it back while the hold lasts.
+        let held = Use {
+            hold: 1,
+            ..at(1_000_000, true)
+        };
+        assert_eq!(judge(&[held], CAP), [true]);
+        assert_eq!(judge(&[at(1_000_000, true)], CAP), [false]);
     }
 
     #[test]
