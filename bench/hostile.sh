@@ -122,7 +122,7 @@ phases=(all)
 : > "$work/hosts.txt"
 for phase in "${phases[@]}"; do
   rm -rf "$work/data"
-  EDGE_LOG=warn "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge-$phase.log" &
+  EDGE_LOG=${EDGE_LOG:-warn} "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge-$phase.log" &
   epid=$!
   pids+=($epid)
   for _ in $(seq 300); do curl -s -o /dev/null -H 'host: healthy.test' "http://127.0.0.1:$PORT/hello" && break; sleep 0.1; done
