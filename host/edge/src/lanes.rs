@@ -72,20 +72,15 @@ pub const RETURN_BELOW: f64 = 0.75;
 /// Long calls in a window that can put a tenant in the background.
 pub const LONG_CALLS_MIN: u64 = 2;
 
-/// One poll of a guest call that holds a serving thread this long (by the
-/// clock) puts the tenant in the background, however rarely it happens:
-/// the thread's other connections waited all that time. Polls end at every
-/// epoch tick, so only work the guest cannot be interrupted in gets here:
-/// a bulk memory instruction over fresh pages, a synchronous host call.
-/// Above the epoch tick with room for the kernel's preemptions.
+/// One poll of a guest call that holds its thread this long puts the
+/// tenant in the background, however rarely it happens: the thread's other
+/// connections waited all that time. Polls end at every epoch tick, so
+/// only work the guest cannot be interrupted in gets here: a bulk memory
+/// instruction over fresh pages, a synchronous host call. Front-lane
+/// polls by the clock; background ones by the thread's CPU time (the
+/// kernel preempts that lane whenever a serving thread wants the core,
+/// which is no fault of the guest's).
 pub const LONG_POLL: Duration = Duration::from_millis(5);
-
-/// The same in the background lane, by the thread's CPU time (the kernel
-/// preempts that lane whenever a serving thread wants the core, which is
-/// no fault of the guest's): what keeps a tenant there. Lower than
-/// [`LONG_POLL`], which the clock's preemptions pad: a memory bomb's
-/// biggest copy under a 64 MiB cap, 16 MiB into fresh pages, is 3–5 ms.
-pub const LONG_POLL_CPU: Duration = Duration::from_millis(2);
 
 /// The windows a tenant stays in the background after a long poll (5 s),
 /// however clean its windows: a memory bomb's calls come a few a second,
@@ -98,27 +93,6 @@ pub const LONG_CALLS_PART: f64 = 0.25;
 
 /// The fewest windows a tenant stays in the background lane.
 pub const MIN_STAY: u64 = 5;
-
-/// A tenant sent back within this many windows of returning to the front
-/// stays twice as long as last time, up to [`MIN_STAY`] × 2^[`MAX_STRIKES`]
-/// (32 s); one that kept in front longer starts again from [`MIN_STAY`].
-/// A flood that behaves only while slowed otherwise comes back every
-/// sixth window and spends it on the serving threads (traps, fields bombs
-/// and session floods did, 400–500 times in a 30 s run).
-pub const REOFFEND_WINDOWS: u64 = 50;
-
-/// The most a tenant's stay doubles ([`REOFFEND_WINDOWS`]).
-pub const MAX_STRIKES: u64 = 6;
-
-/// Strikes after a tenant that spent `front_windows` in front is sent
-/// back with `strikes` ([`REOFFEND_WINDOWS`]).
-fn next_strikes(strikes: u64, front_windows: u64) -> u64 {
-    if front_windows < REOFFEND_WINDOWS {
-        (strikes + 1).min(MAX_STRIKES)
-    } else {
-        0
-    }
-}
 
 /// A counter on a cache line of its own.
 #[derive(Default)]
@@ -160,8 +134,6 @@ pub struct CpuMeter {
     background: AtomicBool,
     /// Windows in its lane so far; the keeper's.
     windows: AtomicU64,
-    /// Times it was sent back soon after returning; the keeper's.
-    strikes: AtomicU64,
 }
 
 impl CpuMeter {
@@ -210,9 +182,6 @@ pub struct Use {
     pub background: bool,
     /// Windows it has spent in its lane so far.
     pub windows: u64,
-    /// Windows it must stay in the background ([`MIN_STAY`], doubled per
-    /// strike: [`REOFFEND_WINDOWS`]).
-    pub stay: u64,
 }
 
 impl Use {
@@ -237,8 +206,7 @@ impl Use {
 /// Also in: those with a poll past [`LONG_POLL`], for [`LONG_POLL_HOLD`]
 /// windows.
 ///
-/// Out only once it has stayed its `stay` ([`MIN_STAY`], more for one
-/// that keeps coming back to be sent back) and the last window was
+/// Out only once it has stayed [`MIN_STAY`] windows and the last one was
 /// clean: at most one fault, no long call, under [`RETURN_BELOW`] of its
 /// share, no hold left. A flood slowed by the background lane makes fewer faults there
 /// than it would in front; without the stay it would come back every other
@@ -258,7 +226,7 @@ pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
             if u.background {
                 let clean =
                     u.faults <= 1 && !u.runs_long() && r < share * RETURN_BELOW && u.hold == 0;
-                !(clean && u.windows >= u.stay)
+                !(clean && u.windows >= MIN_STAY)
             } else {
                 r > share || u.faults >= FAULT_LIMIT || u.runs_long() || u.hold > 0
             }
@@ -322,17 +290,11 @@ impl Keeper {
                     hold,
                     background: m.in_background(),
                     windows: m.windows.load(Relaxed),
-                    stay: MIN_STAY << m.strikes.load(Relaxed),
                 }
             })
             .collect();
         for ((name, s), background) in all.iter().zip(judge(&uses, capacity_ns)) {
             if s.cpu.background.swap(background, Relaxed) != background {
-                if background {
-                    let front = s.cpu.windows.load(Relaxed);
-                    let strikes = next_strikes(s.cpu.strikes.load(Relaxed), front);
-                    s.cpu.strikes.store(strikes, Relaxed);
-                }
                 s.cpu.windows.store(1, Relaxed);
                 tracing::debug!(tenant = %name, background, "tenant changed CPU lane");
             } else {
@@ -424,7 +386,7 @@ pub trait Pace: Clone + Unpin + Send + Sync + 'static {
     fn belongs_back(&self) -> bool;
     /// Takes the time one poll took.
     fn charge(&self, ns: u64);
-    /// One poll held its thread past [`LONG_POLL`] ([`LONG_POLL_CPU`]).
+    /// One poll held its thread past [`LONG_POLL`].
     fn long_poll(&self) {}
 }
 
@@ -580,11 +542,11 @@ fn timed_poll<F: Future + Unpin, P: Pace>(
     let poll = Pin::new(future).poll(cx);
     let ns = start.elapsed().as_nanos() as u64;
     pace.charge(ns);
-    let long = match cpu {
-        Some(before) => thread_cpu_ns().saturating_sub(before) >= LONG_POLL_CPU.as_nanos() as u64,
-        None => ns >= LONG_POLL.as_nanos() as u64,
+    let held = match cpu {
+        Some(before) => thread_cpu_ns().saturating_sub(before),
+        None => ns,
     };
-    if long {
+    if held >= LONG_POLL.as_nanos() as u64 {
         pace.long_poll();
     }
     poll
@@ -713,28 +675,7 @@ mod tests {
             hold: 0,
             background,
             windows: MIN_STAY,
-            stay: MIN_STAY,
         }
-    }
-
-    #[test]
-    fn a_tenant_sent_back_soon_after_returning_stays_longer() {
-        assert_eq!(next_strikes(0, 3), 1);
-        assert_eq!(next_strikes(1, REOFFEND_WINDOWS - 1), 2);
-        assert_eq!(next_strikes(MAX_STRIKES, 1), MAX_STRIKES);
-        // Long enough in front: forgiven.
-        assert_eq!(next_strikes(4, REOFFEND_WINDOWS), 0);
-        // A clean window after MIN_STAY is not enough with a strike.
-        let struck = Use {
-            stay: MIN_STAY << 2,
-            ..at(1_000_000, true)
-        };
-        assert_eq!(judge(&[struck], CAP), [true]);
-        let served = Use {
-            windows: MIN_STAY << 2,
-            ..struck
-        };
-        assert_eq!(judge(&[served], CAP), [false]);
     }
 
     #[test]
