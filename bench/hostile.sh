@@ -120,9 +120,12 @@ phases=(all)
 [ -n "${PHASES:-}" ] && read -r -a phases <<< "$PHASES"
 : > "$work/phases.jsonl"
 : > "$work/hosts.txt"
+# Files are named by the run's number: a phase may be run more than once.
+n=0
 for phase in "${phases[@]}"; do
+  n=$((n + 1))
   rm -rf "$work/data"
-  EDGE_LOG=${EDGE_LOG:-warn} "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge-$phase.log" &
+  EDGE_LOG=${EDGE_LOG:-warn} "$edge" serve --config "$work/edge.toml" >/dev/null 2>"$work/edge-$n-$phase.log" &
   epid=$!
   pids+=($epid)
   for _ in $(seq 300); do curl -s -o /dev/null -H 'host: healthy.test' "http://127.0.0.1:$PORT/hello" && break; sleep 0.1; done
@@ -134,7 +137,7 @@ for phase in "${phases[@]}"; do
   if [ "$phase" = floor ]; then
     rm -rf "$work/data2"
     sed -e "s/:$PORT\"/:$((PORT + 100))\"/; s/:$ADMIN\"/:$((ADMIN + 100))\"/; s|/data\"|/data2\"|" "$work/edge.toml" > "$work/edge-floor.toml"
-    EDGE_LOG=warn chrt --idle 0 "$edge" serve --config "$work/edge-floor.toml" >/dev/null 2>"$work/edge-floor-hostile.log" &
+    EDGE_LOG=${EDGE_LOG:-warn} chrt --idle 0 "$edge" serve --config "$work/edge-floor.toml" >/dev/null 2>"$work/edge-$n-floor-hostile.log" &
     fpid=$!
     pids+=($fpid)
     hostile_addr=127.0.0.1:$((PORT + 100))
@@ -148,8 +151,8 @@ for phase in "${phases[@]}"; do
   if kill -0 "$epid" 2>/dev/null && [ "$(awk '{print $22}' "/proc/$epid/stat")" = "$started" ] \
     && curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/health"; then alive=yes; fi
   rss_after=$(awk '/VmRSS/{print $2}' "/proc/$epid/status" 2>/dev/null || echo 0)
-  curl -s "http://127.0.0.1:$ADMIN/metrics" > "$work/metrics-$phase.txt" || true
-  panics=$(grep -ci 'panic' "$work/edge-$phase.log" || true)
+  curl -s -o "$work/metrics-$n.txt" "http://127.0.0.1:$ADMIN/metrics" || : > "$work/metrics-$n.txt"
+  panics=$(grep -ci 'panic' "$work/edge-$n-$phase.log" || true)
   cat "$work/phase.jsonl" >> "$work/phases.jsonl"
   echo "$phase $alive $rss_before $rss_after $panics" >> "$work/hosts.txt"
   kill "$epid" 2>/dev/null || true
@@ -161,28 +164,29 @@ done
 import json, sys, re, collections
 w = sys.argv[1]
 lines = [json.loads(l) for l in open(f"{w}/phases.jsonl") if l.startswith("{")]
-hosts = {l.split()[0]: l.split()[1:] for l in open(f"{w}/hosts.txt")}
+# One line per run, in order, as the runs' JSON lines are.
+hosts = [l.split()[1:] for l in open(f"{w}/hosts.txt")]
 # Pairs: each host's baseline, then its phase.
 runs = [(lines[i], lines[i + 1]) for i in range(0, len(lines) - 1, 2)]
 print()
 print("| phase | hostile tenants | healthy sent | healthy errors | p50 ms | p99 ms | p99.9 ms | max ms | baseline p99 ms (same host) | p99 / baseline | host RSS before → after MiB |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 ok = []
-for base, p in runs:
+for i, (base, p) in enumerate(runs):
     ratio = p["p99_us"] / base["p99_us"] if base["p99_us"] else float("inf")
     errs = p["errors"] if not p["error_kinds"] else f'{p["errors"]} {p["error_kinds"]}'
-    alive, rss0, rss1, panics = hosts[p["phase"]]
+    alive, rss0, rss1, panics = hosts[i]
     print(f'| {p["phase"]} | {p["hostile_tenants"]} | {p["sent"]} | {errs} | {p["p50_us"]/1000:.2f} | {p["p99_us"]/1000:.2f} | {p["p999_us"]/1000:.2f} | {p["max_us"]/1000:.1f} | {base["p99_us"]/1000:.2f} ({base["errors"]} errors) | {ratio:.2f}x | {int(rss0)//1024} → {int(rss1 or 0)//1024} |')
     if p["phase"] != "floor":  # another host's doing: for comparison only
         ok.append((p["phase"], base["errors"] + p["errors"] == 0, ratio <= 1.2, alive == "yes" and panics == "0"))
-for base, p in runs:
+for i, (base, p) in enumerate(runs):
     print(f'\nWhat the hostile tenants got ("{p["phase"]}"; status, or how the slow stream ended: count):')
     for c, t in p["hostile"].items():
         print(f"  {c:14} {', '.join(f'{k}: {v}' for k, v in t.items())}")
     if "outbound" in p["hostile"]:
         print(f'  outbound origin: {p["origin_accepted"]} connections in all, at most {p["origin_most_open"]} open at once')
     sums = collections.Counter()
-    for line in open(f'{w}/metrics-{p["phase"]}.txt'):
+    for line in open(f'{w}/metrics-{i + 1}.txt'):
         m = re.match(r'(edge_(?:share_refusals|deadline_kills|memory_cap_kills|traps|sessions_rejected|outbound_refused|body_timeouts)_total)\{([^}]*)\} ([0-9.e+]+)', line)
         if m:
             label = re.search(r'(limit|reason)="([^"]*)"', m.group(2))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Soak (issue 33): one host serving mixed routes at 70 % of its measured
-# capacity for a bounded time, reloaded every minute, with its RSS and the
+# capacity for a bounded time, reloaded every minute (RELOAD_S), with its RSS and the
 # p99 reported per window.
 #  - routes, in turn: echo; a 64 KiB streamed body (fixtures); a pinned
 #    session counter over 50 keys (fixtures, session mode); the rewriter
@@ -10,7 +10,7 @@
 #  - capacity: closed loop, 32 connections, 10 s, the same mix; the soak
 #    then runs open loop at 70 % of it (latency from the scheduled send
 #    time);
-#  - every minute the site's rule changes (A <-> B) and the host gets
+#  - every RELOAD_S seconds (60) the site's rule changes (A <-> B) and the host gets
 #    SIGHUP: a reload that replaces the rewriter's session pool;
 #  - pass: no errors, the host never restarted, and its RSS stays within
 #    10 % of its RSS at the first window after the first reload (warm pool
@@ -150,7 +150,7 @@ routes=(
 )
 "$load" capacity --addr "127.0.0.1:$PORT" "${routes[@]}" --concurrency "$CONCURRENCY" --duration-s 10 > "$work/capacity.json"
 rate=$(/usr/bin/python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['req_per_s'] * $FRACTION))" "$work/capacity.json")
-echo "soak: $MINUTES min at $rate req/s ($FRACTION of capacity), a reload every minute" >&2
+echo "soak: $MINUTES min at $rate req/s ($FRACTION of capacity), a reload every $RELOAD_S s" >&2
 
 # Reloads: every RELOAD_S flip the rule and SIGHUP the host.
 (
@@ -169,18 +169,19 @@ pids+=($!)
 alive=no
 if kill -0 "$epid" 2>/dev/null && [ "$(awk '{print $22}' "/proc/$epid/stat")" = "$started" ] \
   && curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/health"; then alive=yes; fi
-curl -s -o "$work/metrics.txt" "http://127.0.0.1:$ADMIN/metrics" || true
+curl -s -o "$work/metrics.txt" "http://127.0.0.1:$ADMIN/metrics" || : > "$work/metrics.txt"
 reloads=$(awk '/^edge_reloads_total/{s+=$2} END{print s+0}' "$work/metrics.txt")
 # Where the RSS is: the heap (mimalloc's arena) against the pool's free
 # slots that stay warm (what bursts of concurrency left behind).
-heap_kib=$(awk '/^[0-9a-f]+-[0-9a-f]+ /{split($1,a,"-"); big=(strtonum("0x" a[2]) - strtonum("0x" a[1]) == 1073741824 && $6 == "")} big && /^Rss:/{s+=$2} END{print s+0}' "/proc/$epid/smaps" 2>/dev/null || echo 0)
+heap_kib=$(awk '/^[0-9a-f]+-[0-9a-f]+ /{anon=($6 == "")} /^Size:/{big=(anon && $2 == 1048576)} big && /^Rss:/{s+=$2} END{print s+0}' "/proc/$epid/smaps" 2>/dev/null || echo 0)
 echo "heap (mimalloc arena) resident: $((heap_kib / 1024)) MiB; the pool's free slots: $(awk '/^edge_pool_unused_warm_slots\{kind="memories"\}/{w=$2} /^edge_pool_unused_resident_bytes\{kind="memories"\}/{r=$2} END{printf "%d warm memories keeping %.0f MiB", w, r/1048576}' "$work/metrics.txt")" >&2
 refused=$(grep -c 'reload refused\|reload failed' "$work/edge.log" || true)
 panics=$(grep -ci 'panic' "$work/edge.log" || true)
 
-/usr/bin/python3 - "$work" "$alive" "$reloads" "$refused" "$panics" "$rate" <<'PY'
+/usr/bin/python3 - "$work" "$alive" "$reloads" "$refused" "$panics" "$rate" "$RELOAD_S" <<'PY'
 import json, sys
-w, alive, reloads, refused, panics, rate = sys.argv[1:7]
+w, alive, reloads, refused, panics, rate, reload_s = sys.argv[1:8]
+reload_s = float(reload_s)
 cap = json.load(open(f"{w}/capacity.json"))
 rows = [json.loads(l) for l in open(f"{w}/windows.jsonl") if l.startswith("{")]
 print()
@@ -193,7 +194,7 @@ for r in rows:
     errs = r["errors"] if not r["error_kinds"] else f"{r['errors']} {r['error_kinds']}"
     span = rows[0]["t_s"] if r is rows[0] else r["t_s"] - rows[rows.index(r) - 1]["t_s"]
     print(f"| {r['t_s']} | {rss} | {r['sent'] / span:.0f} | {r['p50_us']/1000:.2f} | {r['p99_us']/1000:.2f} | {r['max_us']/1000:.1f} | {errs} |")
-warm = [r for r in rows if r["t_s"] > 60 and r["rss_kib"]]
+warm = [r for r in rows if r["t_s"] > reload_s and r["rss_kib"]]
 errors = sum(r["errors"] for r in rows)
 ok = []
 if warm:
@@ -209,7 +210,7 @@ if warm:
     if len(calm) >= 2:
         print(f"RSS in calm windows only (p99 < 50 ms; {len(calm)} of {len(warm)}): first {calm[0]['rss_kib']/1024:.0f} MiB at {calm[0]['t_s']} s, last {calm[-1]['rss_kib']/1024:.0f} MiB at {calm[-1]['t_s']} s ({(calm[-1]['rss_kib']-calm[0]['rss_kib'])/calm[0]['rss_kib']:+.1%})")
 else:
-    ok.append(("RSS flat: the run was too short to judge (no window after 60 s)", False))
+    ok.append(("RSS flat: the run was too short to judge (no window after the first reload)", False))
 print(f"reloads applied: {reloads}, refused: {refused}; panics in the host's log: {panics}")
 ok.append((f"no errors ({errors})", errors == 0))
 ok.append(("host never restarted (same pid and start time, /health answers)", alive == "yes"))

@@ -9,7 +9,7 @@
 //! [`CALL_BUDGET_TICKS`] of CPU, or its tenant is in the background: because its
 //! guests use more than their share of the serving threads' time, because
 //! one of its calls ran past the budget lately, because one poll of its
-//! held a thread past [`LONG_POLL`] (a guest's `memory.fill` over 64 MiB of
+//! held a thread past [`LONG_POLL`] (a guest's `memory.copy` of 16 MiB into
 //! fresh pages is one instruction: no epoch check ends it), or because
 //! they keep failing or being refused (traps, deadline and memory kills,
 //! requests over the tenant's share: [`FAULT_LIMIT`] in a window).
@@ -75,11 +75,16 @@ pub const LONG_CALLS_MIN: u64 = 2;
 /// One poll of a guest call that holds its thread this long puts the
 /// tenant in the background, however rarely it happens: the thread's other
 /// connections waited all that time. Polls end at every epoch tick, so
-/// only work the guest cannot be interrupted in gets here: a bulk memory
-/// instruction over fresh pages, a synchronous host call. Front-lane
-/// polls by the clock; background ones by the thread's CPU time (the
-/// kernel preempts that lane whenever a serving thread wants the core,
-/// which is no fault of the guest's).
+/// what gets here is work no tick interrupts: a bulk memory instruction
+/// over fresh pages, a synchronous host call, an instantiation or a
+/// store's reset (first and last polls), and waits (a memory-map lock,
+/// the kernel preempting the thread). Front-lane polls by the clock, so a
+/// well-behaved tenant can be sent behind for a poll the machine made
+/// long (only slower while the cores are busy); background ones by the
+/// thread's CPU time (the kernel preempts that lane whenever a serving
+/// thread wants the core, which is no fault of the guest's). A bomb whose
+/// polls stay under this in CPU time comes back after the hold and costs
+/// a serving thread one such poll per hold.
 pub const LONG_POLL: Duration = Duration::from_millis(5);
 
 /// The windows a tenant stays in the background after a long poll (5 s),

@@ -284,9 +284,11 @@ fn api_result(result: Result<()>) -> i32 {
 /// while any of it is in use: under a soak the heap was 80 of 127 MiB in
 /// huge pages, RSS 45 MiB higher than without them at the same
 /// throughput, and it only grew in 2 MiB steps. Linear memories, stacks
-/// and code never asked for huge pages, so nothing else changes.
-/// `MIMALLOC_ALLOW_THP=1` keeps them (mimalloc's own switch, for
-/// comparing).
+/// and code never ask for huge pages, so with the kernel's THP set to
+/// `madvise` (Debian's default) nothing else changes; with `always` they
+/// lose them too. Processes the host starts (the compile worker, `node`)
+/// inherit the setting. `MIMALLOC_ALLOW_THP=1` keeps them (mimalloc's own
+/// switch, for comparing).
 fn no_transparent_huge_pages() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some_and(|v| v == "1") {
         return;

@@ -397,6 +397,7 @@ impl PoolFigures {
         "stacks",
     ];
     const WARM: [&str; 3] = ["memories", "tables", "stacks"];
+    const RESIDENT: [&str; 2] = ["memories", "tables"];
 
     fn add(&mut self, p: &wasmtime::PoolingAllocatorMetrics) {
         let in_use = [
@@ -436,7 +437,7 @@ impl PoolFigures {
             let _ = writeln!(out, "edge_pool_unused_warm_slots{{kind=\"{kind}\"}} {v}");
         }
         out.push_str("# HELP edge_pool_unused_resident_bytes Bytes that free slots keep resident (reset in place, keep_resident_bytes).\n# TYPE edge_pool_unused_resident_bytes gauge\n");
-        for (kind, v) in Self::WARM.iter().zip(self.unused_resident) {
+        for (kind, v) in Self::RESIDENT.iter().zip(self.unused_resident) {
             let _ = writeln!(
                 out,
                 "edge_pool_unused_resident_bytes{{kind=\"{kind}\"}} {v}"
