@@ -179,8 +179,6 @@ pub struct Use {
     pub calls: u64,
     /// Calls that ran past [`CALL_BUDGET_TICKS`] in the window.
     pub long_calls: u64,
-    /// Polls past [`LONG_POLL`] in the window.
-    pub long_polls: u64,
     /// Windows of [`LONG_POLL_HOLD`] left after this one.
     pub hold: u64,
     /// Whether it is in the background lane now.
@@ -213,9 +211,9 @@ impl Use {
 ///
 /// Out only once it has stayed [`MIN_STAY`] windows and the last one was
 /// clean: at most one fault, no long call, under [`RETURN_BELOW`] of its
-/// share, no hold left. A flood slowed by the background lane makes fewer faults there
-/// than it would in front; without the stay it would come back every other
-/// window and flood the front lane again.
+/// share, no hold left. A flood slowed by the background lane makes fewer
+/// faults there than it would in front; without the stay it would come
+/// back every other window and flood the front lane again.
 pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
     let active = tenants
         .iter()
@@ -291,7 +289,6 @@ impl Keeper {
                     faults: m.faults.swap(0, Relaxed),
                     calls: m.calls.iter().map(|c| c.0.swap(0, Relaxed)).sum(),
                     long_calls: m.long_calls.swap(0, Relaxed),
-                    long_polls,
                     hold,
                     background: m.in_background(),
                     windows: m.windows.load(Relaxed),
@@ -676,7 +673,6 @@ mod tests {
             faults: 0,
             calls: 100,
             long_calls: 0,
-            long_polls: 0,
             hold: 0,
             background,
             windows: MIN_STAY,
@@ -687,7 +683,6 @@ mod tests {
     fn a_long_poll_holds_its_tenant_in_the_background() {
         // One poll past LONG_POLL among a hundred calls: behind at once.
         let bomb = Use {
-            long_polls: 1,
             hold: LONG_POLL_HOLD,
             ..at(1_000_000, false)
         };
