@@ -20,7 +20,8 @@
 # Loopback only. bench/hostile-load is the generator (both sides).
 #
 #   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 FLOOR=1 PHASES=
-#                         MAX_INSTANCES= HOSTILE_PRIORITY=idle KEEP=0)
+#                         MAX_INSTANCES= HOSTILE_PRIORITY=idle KEEP=0 EDGE_LOG=warn
+#                         EDGE_BIN=path/to/edge, to compare builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
@@ -36,7 +37,7 @@ DEADLINE_MS=${DEADLINE_MS:-10000}
 # machines) or normal (competing with the host for these cores).
 HOSTILE_PRIORITY=${HOSTILE_PRIORITY:-idle}
 PORT=18580 ADMIN=18589
-edge="$CARGO_TARGET_DIR/release/edge"
+edge=${EDGE_BIN:-$CARGO_TARGET_DIR/release/edge}
 load="$CARGO_TARGET_DIR/release/hostile-load"
 
 cargo build --release -q -p hostile-load

@@ -72,20 +72,20 @@ pub const RETURN_BELOW: f64 = 0.75;
 /// Long calls in a window that can put a tenant in the background.
 pub const LONG_CALLS_MIN: u64 = 2;
 
-/// One poll of a guest call that holds its thread this long puts the
-/// tenant in the background, however rarely it happens: the thread's other
-/// connections waited all that time. Polls end at every epoch tick, so
-/// what gets here is work no tick interrupts: a bulk memory instruction
-/// over fresh pages, a synchronous host call, an instantiation or a
-/// store's reset (first and last polls), and waits (a memory-map lock,
-/// the kernel preempting the thread). Front-lane polls by the clock, so a
-/// well-behaved tenant can be sent behind for a poll the machine made
-/// long (only slower while the cores are busy); background ones by the
-/// thread's CPU time (the kernel preempts that lane whenever a serving
-/// thread wants the core, which is no fault of the guest's). A bomb whose
-/// polls stay under this in CPU time comes back after the hold and costs
-/// a serving thread one such poll per hold.
-pub const LONG_POLL: Duration = Duration::from_millis(5);
+/// One poll of a guest call that keeps its thread busy this long (CPU
+/// time) puts the tenant in the background, however rarely it happens: on
+/// a serving thread, the thread's other connections waited all that time.
+/// Polls end at every epoch tick (1 ms), so what gets here is work no tick
+/// interrupts: a bulk memory instruction over fresh pages (a memory bomb's
+/// copies under a 64 MiB cap take 1–5 ms each), a synchronous host call,
+/// an instantiation or a store's reset (first and last polls); an echo
+/// request's polls take tens of microseconds. CPU time, not the clock, in
+/// either lane: a poll whose thread the kernel preempted, or which waited
+/// for a lock another thread held, is no fault of its guest's (by the
+/// clock, a loaded echo tenant had polls of 7–10 ms that were 45 µs of
+/// CPU). In the background the same rule keeps a bomb there: its polls
+/// renew the hold, so it never gets a turn in front between them.
+pub const LONG_POLL: Duration = Duration::from_millis(2);
 
 /// The windows a tenant stays in the background after a long poll (5 s),
 /// however clean its windows: a memory bomb's calls come a few a second,
@@ -98,6 +98,27 @@ pub const LONG_CALLS_PART: f64 = 0.25;
 
 /// The fewest windows a tenant stays in the background lane.
 pub const MIN_STAY: u64 = 5;
+
+/// A tenant sent back within this many windows of returning to the front
+/// stays twice as long as last time, up to [`MIN_STAY`] × 2^[`MAX_STRIKES`]
+/// (32 s); one that kept in front longer starts again from [`MIN_STAY`].
+/// A flood that behaves only while slowed otherwise comes back every
+/// sixth window and spends it on the serving threads (traps, fields bombs
+/// and session floods did, 300–500 times each in a 30 s run).
+pub const REOFFEND_WINDOWS: u64 = 50;
+
+/// The most a tenant's stay doubles ([`REOFFEND_WINDOWS`]).
+pub const MAX_STRIKES: u64 = 6;
+
+/// Strikes after a tenant that spent `front_windows` in front is sent
+/// back with `strikes` ([`REOFFEND_WINDOWS`]).
+fn next_strikes(strikes: u64, front_windows: u64) -> u64 {
+    if front_windows < REOFFEND_WINDOWS {
+        (strikes + 1).min(MAX_STRIKES)
+    } else {
+        0
+    }
+}
 
 /// A counter on a cache line of its own.
 #[derive(Default)]
@@ -139,6 +160,8 @@ pub struct CpuMeter {
     background: AtomicBool,
     /// Windows in its lane so far; the keeper's.
     windows: AtomicU64,
+    /// Times it was sent back soon after returning; the keeper's.
+    strikes: AtomicU64,
 }
 
 impl CpuMeter {
@@ -166,6 +189,50 @@ impl CpuMeter {
         let pending: u64 = self.used_ns.iter().map(|c| c.0.load(Relaxed)).sum();
         Duration::from_nanos(self.total_ns.load(Relaxed) + pending)
     }
+
+    /// Ends a window: takes what was counted in it, and says what the
+    /// keeper knows of the tenant now.
+    fn end_window(&self) -> Use {
+        let used = self.take_used();
+        self.total_ns.fetch_add(used, Relaxed);
+        // Halving each window: a burst counts for a few windows, a steady
+        // use converges to its per-window amount.
+        let recent_ns = (self.recent_ns.load(Relaxed) + used) / 2;
+        self.recent_ns.store(recent_ns, Relaxed);
+        let hold = if self.long_polls.swap(0, Relaxed) > 0 {
+            LONG_POLL_HOLD
+        } else {
+            self.hold.load(Relaxed).saturating_sub(1)
+        };
+        self.hold.store(hold, Relaxed);
+        Use {
+            recent_ns,
+            faults: self.faults.swap(0, Relaxed),
+            calls: self.calls.iter().map(|c| c.0.swap(0, Relaxed)).sum(),
+            long_calls: self.long_calls.swap(0, Relaxed),
+            hold,
+            background: self.in_background(),
+            windows: self.windows.load(Relaxed),
+            stay: MIN_STAY << self.strikes.load(Relaxed),
+        }
+    }
+
+    /// Puts the tenant in the lane [`judge`] chose for the next window;
+    /// whether that is a change. Sent back soon after returning, it earns
+    /// a strike ([`REOFFEND_WINDOWS`]).
+    fn place(&self, background: bool) -> bool {
+        if self.background.swap(background, Relaxed) == background {
+            self.windows.fetch_add(1, Relaxed);
+            return false;
+        }
+        if background {
+            let front = self.windows.load(Relaxed);
+            let strikes = next_strikes(self.strikes.load(Relaxed), front);
+            self.strikes.store(strikes, Relaxed);
+        }
+        self.windows.store(1, Relaxed);
+        true
+    }
 }
 
 /// What the keeper knows of a tenant after a window.
@@ -185,6 +252,9 @@ pub struct Use {
     pub background: bool,
     /// Windows it has spent in its lane so far.
     pub windows: u64,
+    /// Windows it must stay in the background ([`MIN_STAY`], doubled per
+    /// strike: [`REOFFEND_WINDOWS`]).
+    pub stay: u64,
 }
 
 impl Use {
@@ -209,11 +279,13 @@ impl Use {
 /// Also in: those with a poll past [`LONG_POLL`], for [`LONG_POLL_HOLD`]
 /// windows.
 ///
-/// Out only once it has stayed [`MIN_STAY`] windows and the last one was
-/// clean: at most one fault, no long call, under [`RETURN_BELOW`] of its
-/// share, no hold left. A flood slowed by the background lane makes fewer
-/// faults there than it would in front; without the stay it would come
-/// back every other window and flood the front lane again.
+/// Out only once it has stayed its `stay` ([`MIN_STAY`] windows, doubled
+/// for each time it was sent back soon after returning) and the last
+/// window was clean: at most one fault, no long call, under
+/// [`RETURN_BELOW`] of its share, no hold left. A flood slowed by the
+/// background lane makes fewer faults there than it would in front;
+/// without the stay it would come back every other window and flood the
+/// front lane again.
 pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
     let active = tenants
         .iter()
@@ -229,7 +301,7 @@ pub fn judge(tenants: &[Use], capacity_ns: u64) -> Vec<bool> {
             if u.background {
                 let clean =
                     u.faults <= 1 && !u.runs_long() && r < share * RETURN_BELOW && u.hold == 0;
-                !(clean && u.windows >= MIN_STAY)
+                !(clean && u.windows >= u.stay)
             } else {
                 r > share || u.faults >= FAULT_LIMIT || u.runs_long() || u.hold > 0
             }
@@ -267,40 +339,10 @@ impl Keeper {
 
     fn judge_all(shares: &Shares, capacity_ns: u64) {
         let all = shares.snapshot();
-        let uses: Vec<Use> = all
-            .iter()
-            .map(|(_, s)| {
-                let m = &s.cpu;
-                let used = m.take_used();
-                m.total_ns.fetch_add(used, Relaxed);
-                // Halving each window: a burst counts for a few windows, a
-                // steady use converges to its per-window amount.
-                let recent_ns = (m.recent_ns.load(Relaxed) + used) / 2;
-                m.recent_ns.store(recent_ns, Relaxed);
-                let long_polls = m.long_polls.swap(0, Relaxed);
-                let hold = if long_polls > 0 {
-                    LONG_POLL_HOLD
-                } else {
-                    m.hold.load(Relaxed).saturating_sub(1)
-                };
-                m.hold.store(hold, Relaxed);
-                Use {
-                    recent_ns,
-                    faults: m.faults.swap(0, Relaxed),
-                    calls: m.calls.iter().map(|c| c.0.swap(0, Relaxed)).sum(),
-                    long_calls: m.long_calls.swap(0, Relaxed),
-                    hold,
-                    background: m.in_background(),
-                    windows: m.windows.load(Relaxed),
-                }
-            })
-            .collect();
+        let uses: Vec<Use> = all.iter().map(|(_, s)| s.cpu.end_window()).collect();
         for ((name, s), background) in all.iter().zip(judge(&uses, capacity_ns)) {
-            if s.cpu.background.swap(background, Relaxed) != background {
-                s.cpu.windows.store(1, Relaxed);
+            if s.cpu.place(background) {
                 tracing::debug!(tenant = %name, background, "tenant changed CPU lane");
-            } else {
-                s.cpu.windows.fetch_add(1, Relaxed);
             }
         }
     }
@@ -538,20 +580,70 @@ fn timed_poll<F: Future + Unpin, P: Pace>(
     if !P::TIMED {
         return Pin::new(future).poll(cx);
     }
-    let background = on_background_thread();
-    let cpu = background.then(thread_cpu_ns);
     let start = Instant::now();
+    let sample = CpuSample::at(start);
     let poll = Pin::new(future).poll(cx);
     let ns = start.elapsed().as_nanos() as u64;
     pace.charge(ns);
-    let held = match cpu {
-        Some(before) => thread_cpu_ns().saturating_sub(before),
-        None => ns,
-    };
-    if held >= LONG_POLL.as_nanos() as u64 {
+    // A poll's CPU time is at most its time by the clock: only a poll
+    // that long by the clock needs the CPU clock read.
+    let long = LONG_POLL.as_nanos() as u64;
+    if ns >= long && sample.cpu_since(start) >= long {
         pace.long_poll();
     }
     poll
+}
+
+/// How old a reading of a thread's CPU clock may be and still serve as a
+/// poll's starting point.
+const CPU_SAMPLE_AGE: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// This thread's CPU clock as last read, and when.
+    static LAST_CPU: std::cell::Cell<Option<CpuSample>> = const { std::cell::Cell::new(None) };
+}
+
+/// A reading of the calling thread's CPU clock (ns), and when it was
+/// taken. Long polls are judged by their thread's CPU time, not by the
+/// clock: a serving thread preempted, or waiting for a lock another
+/// thread holds, is no fault of its guest's, and a well-behaved tenant
+/// must not be sent behind for it. Reading the CPU clock is a system call,
+/// so a poll starts from the thread's last reading if it is younger than
+/// [`CPU_SAMPLE_AGE`].
+#[derive(Clone, Copy)]
+struct CpuSample {
+    taken: Instant,
+    cpu_ns: u64,
+}
+
+impl CpuSample {
+    /// A reading at most [`CPU_SAMPLE_AGE`] older than `now`.
+    fn at(now: Instant) -> Self {
+        LAST_CPU.with(|last| match last.get() {
+            Some(s) if now.saturating_duration_since(s.taken) <= CPU_SAMPLE_AGE => s,
+            _ => {
+                let s = Self {
+                    taken: now,
+                    cpu_ns: thread_cpu_ns(),
+                };
+                last.set(Some(s));
+                s
+            }
+        })
+    }
+
+    /// The CPU time the thread has used since `start` (at least as long
+    /// ago as this reading), at least: the thread used at most the time by
+    /// the clock between the reading and `start`, so that is taken off.
+    fn cpu_since(&self, start: Instant) -> u64 {
+        let now = Self {
+            taken: Instant::now(),
+            cpu_ns: thread_cpu_ns(),
+        };
+        LAST_CPU.with(|last| last.set(Some(now)));
+        let gap = start.saturating_duration_since(self.taken).as_nanos() as u64;
+        now.cpu_ns.saturating_sub(self.cpu_ns).saturating_sub(gap)
+    }
 }
 
 /// The calling thread's CPU time (ns).
@@ -676,6 +768,7 @@ mod tests {
             hold: 0,
             background,
             windows: MIN_STAY,
+            stay: MIN_STAY,
         }
     }
 
@@ -694,6 +787,47 @@ mod tests {
         };
         assert_eq!(judge(&[held], CAP), [true]);
         assert_eq!(judge(&[at(1_000_000, true)], CAP), [false]);
+    }
+
+    #[test]
+    fn a_meter_holds_a_long_poller_and_doubles_a_reoffenders_stay() {
+        let m = CpuMeter::default();
+        // A long poll: held for LONG_POLL_HOLD windows, counting down.
+        m.long_polls.fetch_add(1, Relaxed);
+        assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
+        assert_eq!(m.end_window().hold, LONG_POLL_HOLD - 1);
+        // Another long poll renews the hold.
+        m.long_polls.fetch_add(3, Relaxed);
+        assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
+        // Sent behind after long in front: the plain stay.
+        for _ in 0..REOFFEND_WINDOWS {
+            assert!(!m.place(false));
+        }
+        assert!(m.place(true));
+        assert_eq!(m.end_window().stay, MIN_STAY);
+        // Back in front, and behind again two windows later: twice as long.
+        assert!(m.place(false));
+        assert!(!m.place(false));
+        assert!(m.place(true));
+        let u = m.end_window();
+        assert_eq!((u.stay, u.windows, u.background), (2 * MIN_STAY, 1, true));
+    }
+
+    #[test]
+    fn a_polls_cpu_time_leaves_out_its_threads_waits() {
+        // Asleep (waiting) 20 ms: no CPU time.
+        let start = Instant::now();
+        let sample = CpuSample::at(start);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(sample.cpu_since(start) < LONG_POLL.as_nanos() as u64);
+        // Busy 20 ms: at least LONG_POLL of it, however old the reading
+        // the poll starts from.
+        let start = Instant::now();
+        let sample = CpuSample::at(start);
+        while start.elapsed() < Duration::from_millis(20) {
+            std::hint::black_box(0u64);
+        }
+        assert!(sample.cpu_since(start) >= LONG_POLL.as_nanos() as u64);
     }
 
     #[test]
