@@ -495,7 +495,11 @@ impl SessionPool {
             Err(f) => return Enqueued::Refused(f),
         };
         let (reply, response) = oneshot::channel();
-        {
+        // A new session's task is spawned once the map is unlocked: a
+        // spawn onto another thread's runtime wakes that thread (a system
+        // call), and a background-lane thread preempted in it would keep
+        // the map locked against the serving threads.
+        let start = {
             let mut sessions = self.lock();
             let (key, home) = self.pick_instance(&sessions, base);
             if !may_wait
@@ -575,11 +579,16 @@ impl SessionPool {
                     target.clone(),
                     inflight,
                 ));
-                self.workers.spawn(
+                Some((
                     home,
                     Paced::new(session, GuestCall::new(clock), target.background.clone()),
-                );
+                ))
+            } else {
+                None
             }
+        };
+        if let Some((home, task)) = start {
+            self.workers.spawn(home, task);
         }
         Enqueued::Waiting(response)
     }
