@@ -9,8 +9,8 @@
 //! [`CALL_BUDGET_TICKS`] of CPU, or its tenant is in the background: because its
 //! guests use more than their share of the serving threads' time, because
 //! one of its calls ran past the budget lately, because one poll of its
-//! held a thread past [`LONG_POLL`] (a guest's `memory.copy` of 16 MiB into
-//! fresh pages is one instruction: no epoch check ends it), or because
+//! kept a thread busy past [`LONG_POLL`] (a guest's `memory.copy` of 16
+//! MiB into fresh pages is one instruction: no epoch check ends it), or because
 //! they keep failing or being refused (traps, deadline and memory kills,
 //! requests over the tenant's share: [`FAULT_LIMIT`] in a window).
 //! A connection follows the tenant of its latest request, so the parsing
@@ -152,8 +152,8 @@ pub struct CpuMeter {
     calls: [Padded; SHARDS],
     /// Calls that ran past [`CALL_BUDGET_TICKS`] since the keeper last looked.
     long_calls: AtomicU64,
-    /// Polls past [`LONG_POLL`] since the keeper last looked.
-    long_polls: AtomicU64,
+    /// Whether a poll ran past [`LONG_POLL`] since the keeper last looked.
+    long_poll: AtomicBool,
     /// Windows left of the stay a long poll began; the keeper's.
     hold: AtomicU64,
     /// Whether the tenant's guests run in the background lane.
@@ -199,7 +199,7 @@ impl CpuMeter {
         // use converges to its per-window amount.
         let recent_ns = (self.recent_ns.load(Relaxed) + used) / 2;
         self.recent_ns.store(recent_ns, Relaxed);
-        let hold = if self.long_polls.swap(0, Relaxed) > 0 {
+        let hold = if self.long_poll.swap(false, Relaxed) {
             LONG_POLL_HOLD
         } else {
             self.hold.load(Relaxed).saturating_sub(1)
@@ -430,7 +430,7 @@ pub trait Pace: Clone + Unpin + Send + Sync + 'static {
     fn belongs_back(&self) -> bool;
     /// Takes the time one poll took.
     fn charge(&self, ns: u64);
-    /// One poll held its thread past [`LONG_POLL`].
+    /// One poll kept its thread busy past [`LONG_POLL`] of CPU time.
     fn long_poll(&self) {}
 }
 
@@ -459,7 +459,7 @@ impl Pace for GuestCall {
     }
 
     fn long_poll(&self) {
-        self.0.share.cpu.long_polls.fetch_add(1, Relaxed);
+        self.0.share.cpu.long_poll.store(true, Relaxed);
     }
 }
 
@@ -793,11 +793,11 @@ mod tests {
     fn a_meter_holds_a_long_poller_and_doubles_a_reoffenders_stay() {
         let m = CpuMeter::default();
         // A long poll: held for LONG_POLL_HOLD windows, counting down.
-        m.long_polls.fetch_add(1, Relaxed);
+        m.long_poll.store(true, Relaxed);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD - 1);
         // Another long poll renews the hold.
-        m.long_polls.fetch_add(3, Relaxed);
+        m.long_poll.store(true, Relaxed);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
         // Sent behind after long in front: the plain stay.
         for _ in 0..REOFFEND_WINDOWS {
