@@ -78,7 +78,7 @@ struct Conn {
 
 /// How a response's body ends.
 #[derive(Debug, PartialEq)]
-enum Framing {
+pub(crate) enum Framing {
     Length(usize),
     Chunked,
     Eof,
@@ -86,11 +86,11 @@ enum Framing {
 
 /// What the head says, and where the body starts in the buffer.
 #[derive(Debug, PartialEq)]
-struct Head {
-    status: u16,
-    framing: Framing,
-    keep_alive: bool,
-    len: usize,
+pub(crate) struct Head {
+    pub(crate) status: u16,
+    pub(crate) framing: Framing,
+    pub(crate) keep_alive: bool,
+    pub(crate) len: usize,
 }
 
 impl Conn {
@@ -156,7 +156,7 @@ impl Conn {
 }
 
 /// The response head at the start of `buf`, if it is all there.
-fn parse_head(buf: &[u8]) -> io::Result<Option<Head>> {
+pub(crate) fn parse_head(buf: &[u8]) -> io::Result<Option<Head>> {
     let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut response = httparse::Response::new(&mut headers);
@@ -209,7 +209,7 @@ fn parse_head(buf: &[u8]) -> io::Result<Option<Head>> {
 /// Walks a chunked body from `at` (the start of a chunk-size line):
 /// `Ok(end)` when the last chunk and the trailers are all in `buf`, else
 /// `Err(resume)`, where to carry on once more has been read.
-fn chunked_end(buf: &[u8], mut at: usize) -> io::Result<Result<usize, usize>> {
+pub(crate) fn chunked_end(buf: &[u8], mut at: usize) -> io::Result<Result<usize, usize>> {
     let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
     loop {
         let Some(line) = find_crlf(buf, at) else {

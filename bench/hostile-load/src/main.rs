@@ -25,6 +25,7 @@
 
 #[path = "../../hints-load/src/hist.rs"]
 mod hist;
+mod pacer;
 #[path = "../../hints-load/src/wire.rs"]
 mod wire;
 
@@ -164,52 +165,18 @@ async fn measured(
     }
 }
 
-/// Open loop: `requests` in turn at `rate` per second for `run`, recorded
-/// into whatever `window` holds when each answer comes back (only after
-/// `warmup`). Returns when every request sent has finished.
+/// [`pacer::open_loop`] off the runtime's threads (it blocks).
 async fn open_loop(
-    client: Arc<wire::Client>,
+    addr: SocketAddr,
     requests: Arc<Vec<Vec<u8>>>,
     rate: f64,
     warmup: Duration,
     run: Duration,
     window: Arc<Mutex<Arc<Stats>>>,
-) {
-    let period = Duration::from_secs_f64(1.0 / rate);
-    let start = Instant::now();
-    let end = start + warmup + run;
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut k: u64 = 0;
-    loop {
-        let scheduled = start + period.mul_f64(k as f64);
-        if scheduled >= end {
-            break;
-        }
-        tokio::time::sleep_until(scheduled.into()).await;
-        let (client, requests, window) = (client.clone(), requests.clone(), window.clone());
-        let counted = scheduled >= start + warmup;
-        let i = k as usize % requests.len();
-        tasks.spawn(async move {
-            let stats = if counted {
-                window.lock().unwrap_or_else(|e| e.into_inner()).clone()
-            } else {
-                Arc::new(Stats::default())
-            };
-            stats.sent.fetch_add(1, Relaxed);
-            measured(
-                &client,
-                &requests[i],
-                scheduled,
-                &stats,
-                Duration::from_secs(10),
-            )
-            .await;
-        });
-        // Reap finished tasks so the set stays small.
-        while tasks.try_join_next().is_some() {}
-        k += 1;
-    }
-    while tasks.join_next().await.is_some() {}
+) -> pacer::Sends {
+    tokio::task::spawn_blocking(move || pacer::open_loop(addr, requests, rate, warmup, run, window))
+        .await
+        .expect("the pacer does not panic")
 }
 
 // ---------------------------------------------------------------- hostile
@@ -472,7 +439,6 @@ async fn hostile(args: &Args, clients: &tokio::runtime::Handle) -> Result<(), St
         .await
         .map_err(|e| format!("origin: {e}"))?
         .map_err(|e| format!("origin: {e}"))?;
-    let healthy = Arc::new(wire::Client::new(addr));
     let requests = Arc::new(vec![wire::get_request(healthy_host, healthy_path)]);
     let flood_keys = Arc::new(AtomicU64::new(0));
 
@@ -514,15 +480,7 @@ async fn hostile(args: &Args, clients: &tokio::runtime::Handle) -> Result<(), St
             }
         }
         let window = Arc::new(Mutex::new(Arc::new(Stats::default())));
-        open_loop(
-            healthy.clone(),
-            requests.clone(),
-            rate,
-            warmup,
-            run,
-            window.clone(),
-        )
-        .await;
+        let sends = open_loop(addr, requests.clone(), rate, warmup, run, window.clone()).await;
         stop.store(true, Relaxed);
         // Hostile requests in flight end at their deadlines; don't wait
         // for the slowest, the next phase's warm-up absorbs the rest.
@@ -542,16 +500,20 @@ async fn hostile(args: &Args, clients: &tokio::runtime::Handle) -> Result<(), St
             })
             .collect();
         eprintln!(
-            "{name:>14}: healthy {} sent, {} errors, p50 {} µs, p99 {} µs; {hostile_tenants} hostile tenants",
+            "{name:>14}: healthy {} sent, {} errors, p50 {} µs, p99 {} µs; {hostile_tenants} hostile tenants; sends late p99 {} µs, max {} µs",
             stats.sent.load(Relaxed),
             stats.error_count(),
             stats.hist.quantile(0.5),
             stats.hist.quantile(0.99),
+            sends.late.quantile(0.99),
+            sends.late.max(),
         );
         println!(
-            "{{\"phase\":\"{name}\",\"rate\":{rate},\"duration_s\":{},\"hostile_tenants\":{hostile_tenants},{},\"hostile\":{{{}}},\"origin_accepted\":{},\"origin_most_open\":{}}}",
+            "{{\"phase\":\"{name}\",\"rate\":{rate},\"duration_s\":{},\"hostile_tenants\":{hostile_tenants},{},\"send_late_p99_us\":{},\"send_late_max_us\":{},\"hostile\":{{{}}},\"origin_accepted\":{},\"origin_most_open\":{}}}",
             run.as_secs_f64(),
             stats.json_fields(),
+            sends.late.quantile(0.99),
+            sends.late.max(),
             t.join(","),
             origin.accepted.load(Relaxed),
             origin.most_open.load(Relaxed),
@@ -673,10 +635,9 @@ async fn soak(args: &Args) -> Result<(), String> {
     let every = Duration::from_secs_f64(args.or("window-s", 30.0)?);
     let pid: u32 = args.req("pid")?;
     let requests = Arc::new(interleave(args, 50)?);
-    let client = Arc::new(wire::Client::new(addr));
     let window = Arc::new(Mutex::new(Arc::new(Stats::default())));
     let load = tokio::spawn(open_loop(
-        client,
+        addr,
         requests,
         rate,
         Duration::ZERO,

@@ -1,0 +1,381 @@
+//! The open-loop load, sent on time.
+//!
+//! Latency counts from each request's scheduled send time, so queueing in
+//! the server cannot hide; that also counts the generator's own lateness.
+//! tokio's timer rounds a sleep up to the next millisecond and fires on
+//! its driver's next turn: requests went out 1–2 ms late, most of the p99
+//! then reported for an echo, and how late varied with how busy the
+//! generator's threads were (a loaded phase could report a lower p50 than
+//! its baseline). Here one thread sleeps to each send time on the kernel's
+//! high-resolution timer (1 ns timer slack) and writes the request on an
+//! idle connection, and each connection has a thread of its own blocked in
+//! `read`: an answer's time is taken when the kernel wakes that thread,
+//! with no runtime in between. How late the sends went out is measured
+//! too ([`Sends`]), so the generator's share of a figure is known.
+
+use crate::Stats;
+use crate::hist::Histogram;
+use crate::wire::{Framing, chunked_end, parse_head};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long an answer may take before its request counts as timed out.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most connections open at once: a server that stops answering has
+/// this many requests in flight, then sends wait (and show as late).
+const MAX_LINES: usize = 512;
+
+/// How often a thread that waits on another one looks again (rare paths
+/// only: every line busy, a line closed while being taken, the end).
+const RECHECK: Duration = Duration::from_micros(100);
+
+/// How late the sends went out, from their scheduled times.
+pub struct Sends {
+    pub late: Histogram,
+}
+
+/// Sends `requests` in turn at `rate` per second for `warmup` + `run`,
+/// each answer recorded into whatever `window` held when its request went
+/// out (nothing during `warmup`). Blocks until every request sent has its
+/// answer or timed out.
+pub fn open_loop(
+    addr: SocketAddr,
+    requests: Arc<Vec<Vec<u8>>>,
+    rate: f64,
+    warmup: Duration,
+    run: Duration,
+    window: Arc<Mutex<Arc<Stats>>>,
+) -> Sends {
+    set_timer_slack_ns(1);
+    let lines = Lines {
+        addr,
+        requests: requests.clone(),
+        idle: Mutex::new(Vec::new()),
+        in_flight: AtomicUsize::new(0),
+        stopping: AtomicBool::new(false),
+    };
+    let lines = Arc::new(lines);
+    let mut all: Vec<(Arc<Line>, std::thread::JoinHandle<()>)> = Vec::new();
+    let sends = Sends {
+        late: Histogram::default(),
+    };
+    let warming = Arc::new(Stats::default());
+    let period = Duration::from_secs_f64(1.0 / rate);
+    let start = Instant::now();
+    let end = start + warmup + run;
+    for k in 0u64.. {
+        let scheduled = start + period.mul_f64(k as f64);
+        if scheduled >= end {
+            break;
+        }
+        sleep_until(scheduled);
+        let counted = scheduled >= start + warmup;
+        let stats = if counted {
+            window.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        } else {
+            warming.clone()
+        };
+        stats.sent.fetch_add(1, Relaxed);
+        let request = k as usize % requests.len();
+        let line = loop {
+            if let Some(line) = lines.idle().pop() {
+                break Some(line);
+            }
+            if all.len() < MAX_LINES {
+                break None;
+            }
+            std::thread::sleep(RECHECK);
+        };
+        let line = match line {
+            Some(line) => line,
+            None => match Line::open(&lines) {
+                Ok((line, thread)) => {
+                    all.push((line.clone(), thread));
+                    line
+                }
+                Err(e) => {
+                    stats.error(format!("io:{:?}", e.kind()));
+                    continue;
+                }
+            },
+        };
+        lines.in_flight.fetch_add(1, Relaxed);
+        line.send(
+            Due {
+                scheduled,
+                stats,
+                request,
+            },
+            &requests[request],
+        );
+        if counted {
+            sends.late.record(scheduled.elapsed().as_micros() as u64);
+        }
+    }
+    let give_up = Instant::now() + ANSWER_TIMEOUT + Duration::from_secs(1);
+    while lines.in_flight.load(Relaxed) > 0 && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    lines.stopping.store(true, Relaxed);
+    for (line, _) in &all {
+        line.close();
+    }
+    for (_, thread) in all {
+        let _ = thread.join();
+    }
+    sends
+}
+
+/// What the lines share.
+struct Lines {
+    addr: SocketAddr,
+    requests: Arc<Vec<Vec<u8>>>,
+    /// Lines with no request in flight, the most recently used last.
+    idle: Mutex<Vec<Arc<Line>>>,
+    in_flight: AtomicUsize,
+    stopping: AtomicBool,
+}
+
+impl Lines {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Line>>> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A request in flight: when it was due, where its answer counts.
+struct Due {
+    scheduled: Instant,
+    stats: Arc<Stats>,
+    request: usize,
+}
+
+/// One keep-alive connection, one request in flight at a time; its own
+/// thread reads the answers.
+struct Line {
+    /// The request in flight, set before it is written.
+    due: Mutex<Option<Due>>,
+    /// The connection as the pacer writes to it (its thread replaces it
+    /// when it reconnects, while it owns the request in flight).
+    writer: Mutex<TcpStream>,
+}
+
+impl Line {
+    fn open(lines: &Arc<Lines>) -> io::Result<(Arc<Line>, std::thread::JoinHandle<()>)> {
+        let stream = connect(lines.addr)?;
+        let line = Arc::new(Line {
+            due: Mutex::new(None),
+            writer: Mutex::new(stream.try_clone()?),
+        });
+        let (lines, mine) = (lines.clone(), line.clone());
+        let thread = std::thread::Builder::new()
+            .name("healthy-line".into())
+            .spawn(move || mine.read_answers(stream, &lines))?;
+        Ok((line, thread))
+    }
+
+    fn due(&self) -> std::sync::MutexGuard<'_, Option<Due>> {
+        self.due.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn writer(&self) -> std::sync::MutexGuard<'_, TcpStream> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `due`'s request (`bytes`). A failed write is left to the
+    /// reading thread, which sees the connection end and sends it again.
+    fn send(&self, due: Due, bytes: &[u8]) {
+        *self.due() = Some(due);
+        let _ = self.writer().write_all(bytes);
+    }
+
+    fn close(&self) {
+        let _ = self.writer().shutdown(Shutdown::Both);
+    }
+
+    /// The line's thread: reads each answer as it comes, records it, and
+    /// puts the line back among the idle ones.
+    fn read_answers(self: Arc<Self>, mut stream: TcpStream, lines: &Lines) {
+        let mut buf = Vec::with_capacity(4096);
+        // Whether the request in flight was sent on this connection after
+        // another one: then a connection closed with nothing read is the
+        // server closing a kept one, and the request goes again on a new one.
+        let mut reused = false;
+        loop {
+            buf.clear();
+            let answer = read_answer(&mut stream, &mut buf);
+            let done = Instant::now();
+            if lines.stopping.load(Relaxed) && self.due().is_none() {
+                return;
+            }
+            let ended_quietly = matches!(&answer, Err(e) if is_closed(e)) && buf.is_empty();
+            if ended_quietly && !self.claim_after_close(lines) {
+                return; // closed while idle: retired.
+            }
+            let Some(due) = self.due().take() else {
+                // Idle, and the read timed out: nothing was asked.
+                if matches!(&answer, Err(e) if is_timeout(e)) {
+                    continue;
+                }
+                return; // an answer nobody asked for: the line is spoilt.
+            };
+            if ended_quietly && reused {
+                // Once, on a new connection.
+                match connect(lines.addr).and_then(|s| {
+                    *self.writer() = s.try_clone()?;
+                    (&s).write_all(&lines.requests[due.request])?;
+                    Ok(s)
+                }) {
+                    Ok(s) => {
+                        stream = s;
+                        *self.due() = Some(due);
+                        reused = false;
+                        continue;
+                    }
+                    Err(e) => {
+                        finish(&due, lines, Err(e), done);
+                        return;
+                    }
+                }
+            }
+            let keep = matches!(answer, Ok((_, true)));
+            finish(&due, lines, answer.map(|(status, _)| status), done);
+            if !keep || lines.stopping.load(Relaxed) {
+                return;
+            }
+            reused = true;
+            lines.idle().push(self.clone());
+        }
+    }
+
+    /// The connection ended with nothing read: if the line was idle it is
+    /// retired (false); if the pacer had just taken it, its request is
+    /// waited for (true).
+    fn claim_after_close(self: &Arc<Self>, lines: &Lines) -> bool {
+        {
+            let mut idle = lines.idle();
+            if let Some(i) = idle.iter().position(|l| Arc::ptr_eq(l, self)) {
+                idle.remove(i);
+                return false;
+            }
+        }
+        loop {
+            if self.due().is_some() {
+                return true;
+            }
+            if lines.stopping.load(Relaxed) {
+                return false;
+            }
+            std::thread::sleep(RECHECK);
+        }
+    }
+}
+
+/// Records how `due`'s request ended, `done` being when its answer came.
+fn finish(due: &Due, lines: &Lines, answer: io::Result<u16>, done: Instant) {
+    let took = done.saturating_duration_since(due.scheduled).as_micros() as u64;
+    match answer {
+        Ok(200) => {
+            due.stats.ok.fetch_add(1, Relaxed);
+            due.stats.hist.record(took);
+        }
+        Ok(status) => {
+            due.stats.hist.record(took);
+            due.stats.error(status.to_string());
+        }
+        Err(e) if is_timeout(&e) => due.stats.error("timeout".into()),
+        Err(e) => due.stats.error(format!("io:{:?}", e.kind())),
+    }
+    lines.in_flight.fetch_sub(1, Relaxed);
+}
+
+/// Reads one whole answer into `buf`: its status, and whether the
+/// connection may carry another.
+fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<(u16, bool)> {
+    let head = loop {
+        if let Some(head) = parse_head(buf)? {
+            break head;
+        }
+        fill(stream, buf)?;
+    };
+    let keep = match head.framing {
+        Framing::Length(n) => {
+            while buf.len() < head.len + n {
+                fill(stream, buf)?;
+            }
+            head.keep_alive && buf.len() == head.len + n
+        }
+        Framing::Chunked => {
+            let mut at = head.len;
+            loop {
+                match chunked_end(buf, at)? {
+                    Ok(end) => break head.keep_alive && end == buf.len(),
+                    Err(resume) => {
+                        at = resume;
+                        fill(stream, buf)?;
+                    }
+                }
+            }
+        }
+        Framing::Eof => {
+            while fill(stream, buf).is_ok() {
+                buf.truncate(head.len); // the body is not kept
+            }
+            false
+        }
+    };
+    Ok((head.status, keep))
+}
+
+/// Reads more into `buf`; the server closing first is an error.
+fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
+    let mut chunk = [0u8; 4096];
+    match stream.read(&mut chunk)? {
+        0 => Err(io::ErrorKind::UnexpectedEof.into()),
+        n => {
+            buf.extend_from_slice(&chunk[..n]);
+            Ok(())
+        }
+    }
+}
+
+fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+    Ok(stream)
+}
+
+fn is_closed(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
+}
+
+/// Lets the kernel wake this thread within `ns` of when it asked (the
+/// default slack is 50 µs).
+fn set_timer_slack_ns(ns: libc::c_ulong) {
+    // SAFETY: PR_SET_TIMERSLACK takes a value and touches no memory.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns, 0, 0, 0) };
+}
