@@ -33,7 +33,8 @@ const MAX_LINES: usize = 512;
 /// only: every line busy, a line closed while being taken, the end).
 const RECHECK: Duration = Duration::from_micros(100);
 
-/// How late the sends went out, from their scheduled times.
+/// How late the sends went out, from their scheduled times (µs, taken
+/// with a connection in hand, just before the write).
 pub struct Sends {
     pub late: Histogram,
 }
@@ -103,6 +104,11 @@ pub fn open_loop(
                 }
             },
         };
+        if counted {
+            // Before the write: a write wakes the server, which may take
+            // this core before the write returns; that is not lateness.
+            sends.late.record(scheduled.elapsed().as_micros() as u64);
+        }
         lines.in_flight.fetch_add(1, Relaxed);
         line.send(
             Due {
@@ -112,9 +118,6 @@ pub fn open_loop(
             },
             &requests[request],
         );
-        if counted {
-            sends.late.record(scheduled.elapsed().as_micros() as u64);
-        }
     }
     let give_up = Instant::now() + ANSWER_TIMEOUT + Duration::from_secs(1);
     while lines.in_flight.load(Relaxed) > 0 && Instant::now() < give_up {
