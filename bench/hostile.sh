@@ -12,7 +12,8 @@
 #    (/fixtures/fields-bomb?n=100000), slow stream (256 MiB read at
 #    ~10 KiB/s through a 4 KiB receive buffer), outbound flood (16 fetches
 #    at once per tenant to an origin on 127.0.0.1 that holds each answer
-#    1 s; only these tenants may reach 127.0.0.1), session flood (4 at once
+#    1 s, all in step: ORIGIN_SPREAD_MS=1000 spreads the holds over
+#    0.5-1.5 s; only these tenants may reach 127.0.0.1), session flood (4 at once
 #    per tenant, a new session key every request);
 #  - pass: the healthy tenant has 0 errors in every phase, its p99 beside
 #    all hostiles is within 1.2x of the baseline's, and the host process is
@@ -25,7 +26,7 @@
 # Loopback only. bench/hostile-load is the generator (both sides).
 #
 #   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 FLOOR=1 PHASES=
-#                         MAX_INSTANCES= HOSTILE_PRIORITY=idle KEEP=0 EDGE_LOG=warn
+#                         MAX_INSTANCES= HOSTILE_PRIORITY=idle ORIGIN_SPREAD_MS=0 KEEP=0 EDGE_LOG=warn
 #                         EDGE_BIN=path/to/edge, to compare builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -152,7 +153,7 @@ for phase in "${phases[@]}"; do
   "$load" hostile --addr "127.0.0.1:$PORT" --hostile-addr "$hostile_addr" --healthy-host healthy.test --healthy-path /hello \
     --rate "$RATE" --duration-s "$DURATION_S" --warmup-s 3 --settle-s $((DEADLINE_MS / 1000 + 1)) \
     --tenants "$TENANTS" --classes "$classes" --name "$phase" \
-    --hostile-priority "$HOSTILE_PRIORITY" > "$work/phase.jsonl"
+    --hostile-priority "$HOSTILE_PRIORITY" --origin-spread-ms "${ORIGIN_SPREAD_MS:-0}" > "$work/phase.jsonl"
   alive=no
   if kill -0 "$epid" 2>/dev/null && [ "$(awk '{print $22}' "/proc/$epid/stat")" = "$started" ] \
     && curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/health"; then alive=yes; fi

@@ -4,7 +4,7 @@
 //!                         [--warmup-s 3] [--tenants 100] [--host-pattern 'h{i}.hostile']
 //!                         [--classes trap,spin,hog,fields,slow-stream,outbound,session-flood]
 //!                         [--per-class] [--settle-s 3] [--name all] [--hostile-priority idle|normal]
-//!                         [--hostile-addr A (default --addr)]
+//!                         [--hostile-addr A (default --addr)] [--origin-spread-ms 0]
 //!   hostile-load capacity --addr A --route [POST ]HOST,PATH ... --concurrency N --duration-s S
 //!   hostile-load soak     --addr A --route HOST,PATH ... --rate R --duration-s S --window-s W --pid PID
 //!
@@ -15,7 +15,9 @@
 //! --per-class, also one phase per behaviour). Tenant i (of --tenants) plays
 //! behaviour i mod 7 in a closed loop on its own host, so every behaviour has
 //! ~14 tenants at it at once. An origin for the outbound flood runs here on
-//! 127.0.0.1 and holds each answer a second.
+//! 127.0.0.1 and holds each answer a second (or, with --origin-spread-ms
+//! S, a second ± S/2 ms, spread evenly over its connections: the flood's
+//! answers then do not all come back in the same millisecond).
 //!
 //! soak: open loop at R requests/s over the routes in turn (`{n}` in a path
 //! becomes a counter mod 50: a few session keys reused), one line per window
@@ -201,7 +203,8 @@ fn tally(t: &Tally, what: String) {
         .or_default() += 1;
 }
 
-/// The outbound flood's origin on 127.0.0.1: holds each answer `hold`,
+/// The outbound flood's origin on 127.0.0.1: holds each answer `hold`
+/// (± `spread` / 2, by a stride over the connections accepted),
 /// counts connections and the most open at once.
 struct Origin {
     port: u16,
@@ -209,7 +212,7 @@ struct Origin {
     most_open: Arc<AtomicUsize>,
 }
 
-async fn origin(hold: Duration) -> std::io::Result<Origin> {
+async fn origin(hold: Duration, spread: Duration) -> std::io::Result<Origin> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let accepted = Arc::new(AtomicUsize::new(0));
@@ -218,7 +221,11 @@ async fn origin(hold: Duration) -> std::io::Result<Origin> {
     let (a, o, m) = (accepted.clone(), open.clone(), most_open.clone());
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            a.fetch_add(1, Relaxed);
+            let nth = a.fetch_add(1, Relaxed) as u64;
+            let hold = match spread.as_millis() as u64 {
+                0 => hold,
+                ms => hold - spread / 2 + Duration::from_millis(nth * 7919 % ms),
+            };
             let now = o.fetch_add(1, Relaxed) + 1;
             m.fetch_max(now, Relaxed);
             let o = o.clone();
@@ -433,9 +440,10 @@ async fn hostile(args: &Args, clients: &tokio::runtime::Handle) -> Result<(), St
             .collect::<Result<_, _>>()?,
     };
     // The outbound flood's origin answers the hostile tenants' guests: it
-    // runs with their clients.
+    // runs with their clients. At most 2 s of spread (holds of 0–2 s).
+    let spread = Duration::from_millis(args.or("origin-spread-ms", 0u64)?.min(2000));
     let origin = clients
-        .spawn(origin(Duration::from_secs(1)))
+        .spawn(origin(Duration::from_secs(1), spread))
         .await
         .map_err(|e| format!("origin: {e}"))?
         .map_err(|e| format!("origin: {e}"))?;
