@@ -57,6 +57,7 @@ pub fn open_loop(
         requests: requests.clone(),
         idle: Mutex::new(Vec::new()),
         in_flight: AtomicUsize::new(0),
+        open: AtomicUsize::new(0),
         stopping: AtomicBool::new(false),
     };
     let lines = Arc::new(lines);
@@ -86,7 +87,7 @@ pub fn open_loop(
             if let Some(line) = lines.idle().pop() {
                 break Some(line);
             }
-            if all.len() < MAX_LINES {
+            if lines.open.load(Relaxed) < MAX_LINES {
                 break None;
             }
             std::thread::sleep(RECHECK);
@@ -95,6 +96,8 @@ pub fn open_loop(
             Some(line) => line,
             None => match Line::open(&lines) {
                 Ok((line, thread)) => {
+                    // Lines the server closed are gone; keep the rest.
+                    all.retain(|(_, t)| !t.is_finished());
                     all.push((line.clone(), thread));
                     line
                 }
@@ -140,6 +143,8 @@ struct Lines {
     /// Lines with no request in flight, the most recently used last.
     idle: Mutex<Vec<Arc<Line>>>,
     in_flight: AtomicUsize,
+    /// Lines whose thread still runs.
+    open: AtomicUsize,
     stopping: AtomicBool,
 }
 
@@ -173,10 +178,14 @@ impl Line {
             due: Mutex::new(None),
             writer: Mutex::new(stream.try_clone()?),
         });
-        let (lines, mine) = (lines.clone(), line.clone());
+        let (shared, mine) = (lines.clone(), line.clone());
+        lines.open.fetch_add(1, Relaxed);
         let thread = std::thread::Builder::new()
             .name("healthy-line".into())
-            .spawn(move || mine.read_answers(stream, &lines))?;
+            .spawn(move || mine.read_answers(stream, &shared))
+            .inspect_err(|_| {
+                lines.open.fetch_sub(1, Relaxed);
+            })?;
         Ok((line, thread))
     }
 
@@ -201,7 +210,12 @@ impl Line {
 
     /// The line's thread: reads each answer as it comes, records it, and
     /// puts the line back among the idle ones.
-    fn read_answers(self: Arc<Self>, mut stream: TcpStream, lines: &Lines) {
+    fn read_answers(self: Arc<Self>, stream: TcpStream, lines: &Lines) {
+        self.read_until_done(stream, lines);
+        lines.open.fetch_sub(1, Relaxed);
+    }
+
+    fn read_until_done(self: &Arc<Self>, mut stream: TcpStream, lines: &Lines) {
         let mut buf = Vec::with_capacity(4096);
         // Whether the request in flight was sent on this connection after
         // another one: then a connection closed with nothing read is the
@@ -214,34 +228,34 @@ impl Line {
             if lines.stopping.load(Relaxed) && self.due().is_none() {
                 return;
             }
-            let ended_quietly = matches!(&answer, Err(e) if is_closed(e)) && buf.is_empty();
-            if ended_quietly && !self.claim_after_close(lines) {
-                return; // closed while idle: retired.
-            }
-            let Some(due) = self.due().take() else {
+            let closed_quietly = matches!(&answer, Err(e) if is_closed(e)) && buf.is_empty();
+            let due = match self.due().take() {
+                Some(due) => due,
                 // Idle, and the read timed out: nothing was asked.
-                if matches!(&answer, Err(e) if is_timeout(e)) {
-                    continue;
-                }
-                return; // an answer nobody asked for: the line is spoilt.
+                None if matches!(&answer, Err(e) if is_timeout(e)) => continue,
+                // The server closed the line (or spoke) while it was idle:
+                // retired, unless the pacer has just taken it; then its
+                // request goes on a new connection.
+                None => match self.claim(lines) {
+                    None => return,
+                    Some(due) => match self.resend(due, lines) {
+                        Some(s) => {
+                            (stream, reused) = (s, false);
+                            continue;
+                        }
+                        None => return,
+                    },
+                },
             };
-            if ended_quietly && reused {
-                // Once, on a new connection.
-                match connect(lines.addr).and_then(|s| {
-                    *self.writer() = s.try_clone()?;
-                    (&s).write_all(&lines.requests[due.request])?;
-                    Ok(s)
-                }) {
-                    Ok(s) => {
-                        stream = s;
-                        *self.due() = Some(due);
-                        reused = false;
+            if closed_quietly && reused {
+                // A kept connection closed as the request went: once more,
+                // on a new one.
+                match self.resend(due, lines) {
+                    Some(s) => {
+                        (stream, reused) = (s, false);
                         continue;
                     }
-                    Err(e) => {
-                        finish(&due, lines, Err(e), done);
-                        return;
-                    }
+                    None => return,
                 }
             }
             let keep = matches!(answer, Ok((_, true)));
@@ -254,23 +268,45 @@ impl Line {
         }
     }
 
-    /// The connection ended with nothing read: if the line was idle it is
-    /// retired (false); if the pacer had just taken it, its request is
-    /// waited for (true).
-    fn claim_after_close(self: &Arc<Self>, lines: &Lines) -> bool {
+    /// Sends `due`'s request again on a new connection, which this line
+    /// reads from then on; if that fails, the request's failure is
+    /// recorded.
+    fn resend(&self, due: Due, lines: &Lines) -> Option<TcpStream> {
+        let request = &lines.requests[due.request];
+        *self.due() = Some(due);
+        let sent = connect(lines.addr).and_then(|s| {
+            *self.writer() = s.try_clone()?;
+            (&s).write_all(request)?;
+            Ok(s)
+        });
+        match sent {
+            Ok(s) => Some(s),
+            Err(e) => {
+                if let Some(due) = self.due().take() {
+                    finish(&due, lines, Err(e), Instant::now());
+                }
+                None
+            }
+        }
+    }
+
+    /// The line's connection ended (or spoke) with no request in flight:
+    /// if the line was idle it is retired (`None`); if the pacer had just
+    /// taken it, its request is waited for and returned.
+    fn claim(self: &Arc<Self>, lines: &Lines) -> Option<Due> {
         {
             let mut idle = lines.idle();
             if let Some(i) = idle.iter().position(|l| Arc::ptr_eq(l, self)) {
                 idle.remove(i);
-                return false;
+                return None;
             }
         }
         loop {
-            if self.due().is_some() {
-                return true;
+            if let Some(due) = self.due().take() {
+                return Some(due);
             }
             if lines.stopping.load(Relaxed) {
-                return false;
+                return None;
             }
             std::thread::sleep(RECHECK);
         }
