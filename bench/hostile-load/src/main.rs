@@ -167,20 +167,6 @@ async fn measured(
     }
 }
 
-/// [`pacer::open_loop`] off the runtime's threads (it blocks).
-async fn open_loop(
-    addr: SocketAddr,
-    requests: Arc<Vec<Vec<u8>>>,
-    rate: f64,
-    warmup: Duration,
-    run: Duration,
-    window: Arc<Mutex<Arc<Stats>>>,
-) -> pacer::Sends {
-    tokio::task::spawn_blocking(move || pacer::open_loop(addr, requests, rate, warmup, run, window))
-        .await
-        .expect("the pacer does not panic")
-}
-
 // ---------------------------------------------------------------- hostile
 
 const CLASSES: [&str; 7] = [
@@ -488,7 +474,12 @@ async fn hostile(args: &Args, clients: &tokio::runtime::Handle) -> Result<(), St
             }
         }
         let window = Arc::new(Mutex::new(Arc::new(Stats::default())));
-        let sends = open_loop(addr, requests.clone(), rate, warmup, run, window.clone()).await;
+        // The pacer blocks: off the runtime's threads.
+        let (load, w) = (requests.clone(), window.clone());
+        let sends =
+            tokio::task::spawn_blocking(move || pacer::open_loop(addr, load, rate, warmup, run, w))
+                .await
+                .map_err(|e| format!("pacer: {e}"))?;
         stop.store(true, Relaxed);
         // Hostile requests in flight end at their deadlines; don't wait
         // for the slowest, the next phase's warm-up absorbs the rest.
@@ -644,14 +635,10 @@ async fn soak(args: &Args) -> Result<(), String> {
     let pid: u32 = args.req("pid")?;
     let requests = Arc::new(interleave(args, 50)?);
     let window = Arc::new(Mutex::new(Arc::new(Stats::default())));
-    let load = tokio::spawn(open_loop(
-        addr,
-        requests,
-        rate,
-        Duration::ZERO,
-        run,
-        window.clone(),
-    ));
+    let w = window.clone();
+    let load = tokio::task::spawn_blocking(move || {
+        pacer::open_loop(addr, requests, rate, Duration::ZERO, run, w)
+    });
     let start = Instant::now();
     let mut n = 1u32;
     loop {

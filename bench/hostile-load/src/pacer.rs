@@ -54,7 +54,7 @@ pub fn open_loop(
     set_timer_slack_ns(1);
     let lines = Lines {
         addr,
-        requests: requests.clone(),
+        requests,
         idle: Mutex::new(Vec::new()),
         in_flight: AtomicUsize::new(0),
         open: AtomicUsize::new(0),
@@ -82,7 +82,7 @@ pub fn open_loop(
             warming.clone()
         };
         stats.sent.fetch_add(1, Relaxed);
-        let request = k as usize % requests.len();
+        let request = k as usize % lines.requests.len();
         let line = loop {
             if let Some(line) = lines.idle().pop() {
                 break Some(line);
@@ -119,7 +119,7 @@ pub fn open_loop(
                 stats,
                 request,
             },
-            &requests[request],
+            &lines.requests[request],
         );
     }
     let give_up = Instant::now() + ANSWER_TIMEOUT + Duration::from_secs(1);
