@@ -55,9 +55,12 @@ async fn a_spinning_tenant_runs_in_the_background_and_comes_back_when_it_stops()
             .await
             > 0.5
     );
-    // Idle now: back in front after its least stay.
+    // Idle now: back in front after its stay. The longest it can be held
+    // is a long poll's hold (lanes::LONG_POLL_HOLD, 5 s) from its last
+    // poll: a loaded machine can make the poll that ends a spinner at its
+    // deadline (the store's drop) run past lanes::LONG_POLL of CPU.
     assert!(
-        edge.wait_for_metric(&lane("hostile"), 0.0, Duration::from_secs(5))
+        edge.wait_for_metric(&lane("hostile"), 0.0, Duration::from_secs(12))
             .await,
         "the tenant came back to the front lane"
     );
