@@ -57,8 +57,9 @@ async fn a_spinning_tenant_runs_in_the_background_and_comes_back_when_it_stops()
     );
     // Idle now: back in front after its stay. The longest it can be held
     // is a long poll's hold (lanes::LONG_POLL_HOLD, 5 s) from its last
-    // poll: a loaded machine can make the poll that ends a spinner at its
-    // deadline (the store's drop) run past lanes::LONG_POLL of CPU.
+    // poll: a spinning poll ends at the next epoch tick, and on a loaded
+    // machine the ticker thread can be woken late enough for that poll to
+    // run past lanes::LONG_POLL of CPU, up to the spinners' deadline.
     assert!(
         edge.wait_for_metric(&lane("hostile"), 0.0, Duration::from_secs(12))
             .await,
