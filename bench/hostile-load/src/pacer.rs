@@ -313,9 +313,84 @@ impl Line {
     }
 }
 
+/// Where requests slower than a threshold are written, one line each:
+/// when the request was due on the kernel's monotonic clock (s, as `perf
+/// record -k CLOCK_MONOTONIC` stamps events), what it took (ms), and when
+/// it was due by the wall clock (Unix s, as the host's log has it). From
+/// `SLOW_LOG` and `SLOW_MS` (default 10), so a spike can be lined up with
+/// a trace of what ran (`bench/sched-waits.sh`).
+struct SlowLog {
+    file: Mutex<std::fs::File>,
+    threshold_us: u64,
+    /// An `Instant` and the monotonic clock (ns) read together.
+    base: (Instant, u64),
+}
+
+impl SlowLog {
+    fn get() -> Option<&'static SlowLog> {
+        static LOG: std::sync::OnceLock<Option<SlowLog>> = std::sync::OnceLock::new();
+        LOG.get_or_init(|| {
+            let path = std::env::var_os("SLOW_LOG")?;
+            let ms: u64 = std::env::var("SLOW_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(10);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .ok()?;
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: writes the monotonic clock into `t`.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+            let mono = t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64;
+            Some(SlowLog {
+                file: Mutex::new(file),
+                threshold_us: ms * 1000,
+                base: (Instant::now(), mono),
+            })
+        })
+        .as_ref()
+    }
+
+    fn note(&self, due: Instant, took_us: u64) {
+        if took_us < self.threshold_us {
+            return;
+        }
+        let (base, mono) = self.base;
+        let at = if due >= base {
+            mono + due.duration_since(base).as_nanos() as u64
+        } else {
+            mono.saturating_sub(base.duration_since(due).as_nanos() as u64)
+        };
+        // And by the wall clock, to line it up with the host's log.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .saturating_sub(due.elapsed());
+        let line = format!(
+            "{:.6} {:.3} {:.6}\n",
+            at as f64 / 1e9,
+            took_us as f64 / 1e3,
+            wall.as_secs_f64()
+        );
+        let _ = self
+            .file
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .write_all(line.as_bytes());
+    }
+}
+
 /// Records how `due`'s request ended, `done` being when its answer came.
 fn finish(due: &Due, lines: &Lines, answer: io::Result<u16>, done: Instant) {
     let took = done.saturating_duration_since(due.scheduled).as_micros() as u64;
+    if let Some(log) = SlowLog::get() {
+        log.note(due.scheduled, took);
+    }
     match answer {
         Ok(200) => {
             due.stats.ok.fetch_add(1, Relaxed);

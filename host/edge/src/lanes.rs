@@ -101,7 +101,8 @@ pub const MIN_STAY: u64 = 5;
 
 /// A tenant sent back within this many windows of returning to the front
 /// stays twice as long as last time, up to [`MIN_STAY`] × 2^[`MAX_STRIKES`]
-/// (32 s); one that kept in front longer starts again from [`MIN_STAY`].
+/// (32 s, and a spread: [`CpuMeter::stay`]); one that kept in front longer
+/// starts again from [`MIN_STAY`].
 /// A flood that behaves only while slowed otherwise comes back every
 /// sixth window and spends it on the serving threads (traps, fields bombs
 /// and session floods did, 300–500 times each in a 30 s run).
@@ -158,6 +159,10 @@ pub struct CpuMeter {
     hold: AtomicU64,
     /// Whether the tenant's guests run in the background lane.
     background: AtomicBool,
+    /// Whether it reached [`FAULT_LIMIT`] in the current window: behind
+    /// at once, until the keeper judges the window (which then puts it
+    /// there in earnest).
+    faulted_out: AtomicBool,
     /// Windows in its lane so far; the keeper's.
     windows: AtomicU64,
     /// Times it was sent back soon after returning; the keeper's.
@@ -175,13 +180,19 @@ impl CpuMeter {
     }
 
     /// Counts a failure or refusal of the tenant's.
+    /// Counts a failure or refusal of the tenant's; the one that reaches
+    /// [`FAULT_LIMIT`] in a window sends the tenant behind at once rather
+    /// than at the window's end: a flood back from the background would
+    /// otherwise have the serving threads for up to a window.
     pub fn fault(&self) {
-        self.faults.fetch_add(1, Relaxed);
+        if self.faults.fetch_add(1, Relaxed) + 1 == FAULT_LIMIT {
+            self.faulted_out.store(true, Relaxed);
+        }
     }
 
     /// Whether the tenant's guests run in the background lane now.
     pub fn in_background(&self) -> bool {
-        self.background.load(Relaxed)
+        self.background.load(Relaxed) || self.faulted_out.load(Relaxed)
     }
 
     /// CPU its guests have used in all.
@@ -205,6 +216,7 @@ impl CpuMeter {
             self.hold.load(Relaxed).saturating_sub(1)
         };
         self.hold.store(hold, Relaxed);
+        self.faulted_out.store(false, Relaxed);
         Use {
             recent_ns,
             faults: self.faults.swap(0, Relaxed),
@@ -213,8 +225,24 @@ impl CpuMeter {
             hold,
             background: self.in_background(),
             windows: self.windows.load(Relaxed),
-            stay: MIN_STAY << self.strikes.load(Relaxed),
+            stay: self.stay(),
         }
+    }
+
+    /// Windows it must stay in the background: [`MIN_STAY`] doubled per
+    /// strike, plus up to half as much again, different for each tenant
+    /// and each strike. Tenants sent behind together (a phase of floods
+    /// starting at once) would otherwise come back together, every one
+    /// in front for the same window.
+    fn stay(&self) -> u64 {
+        let strikes = self.strikes.load(Relaxed);
+        let base = MIN_STAY << strikes;
+        // The meter's address tells tenants apart; the strikes, turns.
+        let mut x = (self as *const Self as u64) ^ strikes.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        base + x % (base / 2 + 1)
     }
 
     /// Puts the tenant in the lane [`judge`] chose for the next window;
@@ -253,7 +281,7 @@ pub struct Use {
     /// Windows it has spent in its lane so far.
     pub windows: u64,
     /// Windows it must stay in the background ([`MIN_STAY`], doubled per
-    /// strike: [`REOFFEND_WINDOWS`]).
+    /// strike: [`REOFFEND_WINDOWS`], and spread: [`CpuMeter::stay`]).
     pub stay: u64,
 }
 
@@ -804,13 +832,63 @@ mod tests {
             assert!(!m.place(false));
         }
         assert!(m.place(true));
-        assert_eq!(m.end_window().stay, MIN_STAY);
+        let stay = m.end_window().stay;
+        assert!((MIN_STAY..=MIN_STAY * 3 / 2).contains(&stay), "{stay}");
         // Back in front, and behind again two windows later: twice as long.
         assert!(m.place(false));
         assert!(!m.place(false));
         assert!(m.place(true));
         let u = m.end_window();
-        assert_eq!((u.stay, u.windows, u.background), (2 * MIN_STAY, 1, true));
+        assert!(
+            (2 * MIN_STAY..=3 * MIN_STAY).contains(&u.stay),
+            "{}",
+            u.stay
+        );
+        assert_eq!((u.windows, u.background), (1, true));
+    }
+
+    #[test]
+    fn tenants_sent_behind_together_do_not_all_come_back_together() {
+        let meters: Vec<CpuMeter> = (0..32).map(|_| CpuMeter::default()).collect();
+        for strikes in 0..=MAX_STRIKES {
+            let stays: std::collections::BTreeSet<u64> = meters
+                .iter()
+                .map(|m| {
+                    m.strikes.store(strikes, Relaxed);
+                    m.stay()
+                })
+                .collect();
+            let base = MIN_STAY << strikes;
+            assert!(stays.iter().all(|s| (base..=base * 3 / 2).contains(s)));
+            // 32 tenants over the 3 to 33 windows the spread has.
+            assert!(
+                stays.len() >= (base / 2 + 1).min(32) as usize / 2,
+                "{stays:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tenant_reaching_the_fault_limit_goes_behind_at_once_until_judged() {
+        let m = CpuMeter::default();
+        for _ in 1..FAULT_LIMIT {
+            m.fault();
+        }
+        assert!(!m.in_background());
+        m.fault();
+        assert!(m.in_background(), "behind before the window ends");
+        // The keeper's judgement makes it so for the stay.
+        let u = m.end_window();
+        assert_eq!(judge(&[u], CAP), [true]);
+        assert!(m.place(true));
+        assert!(m.in_background());
+        // The flag lasts the window; after it, the keeper's lane holds.
+        let m = CpuMeter::default();
+        for _ in 0..FAULT_LIMIT {
+            m.fault();
+        }
+        m.end_window();
+        assert!(!m.in_background());
     }
 
     #[test]
