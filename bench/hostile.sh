@@ -27,7 +27,10 @@
 #
 #   make bench-hostile   (RATE=500 DURATION_S=20 TENANTS=100 PER_CLASS=1 FLOOR=1 PHASES=
 #                         MAX_INSTANCES= HOSTILE_PRIORITY=idle ORIGIN_SPREAD_MS=0 KEEP=0 EDGE_LOG=warn
-#                         EDGE_BIN=path/to/edge, to compare builds)
+#                         EDGE_BIN=path/to/edge, to compare builds;
+#                         SLOW_LOG=file SLOW_MS=10: each slower healthy request and
+#                         when it was due, to line up with bench/sched-waits.sh
+#                         or EDGE_LOG=warn,edge::lanes=debug)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"

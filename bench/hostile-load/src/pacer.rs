@@ -330,7 +330,7 @@ impl SlowLog {
     fn get() -> Option<&'static SlowLog> {
         static LOG: std::sync::OnceLock<Option<SlowLog>> = std::sync::OnceLock::new();
         LOG.get_or_init(|| {
-            let path = std::env::var_os("SLOW_LOG")?;
+            let path = std::path::PathBuf::from(std::env::var_os("SLOW_LOG")?);
             let ms: u64 = std::env::var("SLOW_MS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -338,7 +338,8 @@ impl SlowLog {
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(path)
+                .open(&path)
+                .map_err(|e| eprintln!("SLOW_LOG {}: {e}; not written", path.display()))
                 .ok()?;
             let mut t = libc::timespec {
                 tv_sec: 0,

@@ -179,7 +179,6 @@ impl CpuMeter {
         self.used_ns.iter().map(|c| c.0.swap(0, Relaxed)).sum()
     }
 
-    /// Counts a failure or refusal of the tenant's.
     /// Counts a failure or refusal of the tenant's; the one that reaches
     /// [`FAULT_LIMIT`] in a window sends the tenant behind at once rather
     /// than at the window's end: a flood back from the background would
@@ -216,6 +215,8 @@ impl CpuMeter {
             self.hold.load(Relaxed).saturating_sub(1)
         };
         self.hold.store(hold, Relaxed);
+        // Before `in_background` below: the keeper judges the lane it
+        // placed the tenant in, and places it again right after.
         self.faulted_out.store(false, Relaxed);
         Use {
             recent_ns,
@@ -860,7 +861,8 @@ mod tests {
                 .collect();
             let base = MIN_STAY << strikes;
             assert!(stays.iter().all(|s| (base..=base * 3 / 2).contains(s)));
-            // 32 tenants over the 3 to 33 windows the spread has.
+            // 32 tenants over the spread's 3 to 161 stays: at least half
+            // as many different ones as there can be, up to 16.
             assert!(
                 stays.len() >= (base / 2 + 1).min(32) as usize / 2,
                 "{stays:?}"
