@@ -229,27 +229,21 @@ impl Line {
                 return;
             }
             let closed_quietly = matches!(&answer, Err(e) if is_closed(e)) && buf.is_empty();
-            let due = match self.due().take() {
-                Some(due) => due,
+            // The request in flight, and whether it must go again on a new
+            // connection.
+            let (due, again) = match self.due().take() {
+                // A kept connection closed as the request went: once more.
+                Some(due) => (due, closed_quietly && reused),
                 // Idle, and the read timed out: nothing was asked.
                 None if matches!(&answer, Err(e) if is_timeout(e)) => continue,
                 // The server closed the line (or spoke) while it was idle:
-                // retired, unless the pacer has just taken it; then its
-                // request goes on a new connection.
+                // retired, unless the pacer has just taken it.
                 None => match self.claim(lines) {
+                    Some(due) => (due, true),
                     None => return,
-                    Some(due) => match self.resend(due, lines) {
-                        Some(s) => {
-                            (stream, reused) = (s, false);
-                            continue;
-                        }
-                        None => return,
-                    },
                 },
             };
-            if closed_quietly && reused {
-                // A kept connection closed as the request went: once more,
-                // on a new one.
+            if again {
                 match self.resend(due, lines) {
                     Some(s) => {
                         (stream, reused) = (s, false);
