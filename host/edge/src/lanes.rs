@@ -8,9 +8,10 @@
 //! A guest call runs in the front lane unless it has run past
 //! [`CALL_BUDGET_TICKS`] of CPU, or its tenant is in the background: because its
 //! guests use more than their share of the serving threads' time, because
-//! one of its calls ran past the budget lately, because one poll of its
-//! kept a thread busy past [`LONG_POLL`] (a guest's `memory.copy` of 16
-//! MiB into fresh pages is one instruction: no epoch check ends it), or because
+//! one of its calls ran past the budget lately, because polls of its
+//! kept a thread busy past [`LONG_POLL`] twice in [`LONG_POLL_HOLD`] (a
+//! guest's `memory.copy` of 16 MiB into fresh pages is one instruction: no
+//! epoch check ends it), or because
 //! they keep failing or being refused (traps, deadline and memory kills,
 //! requests over the tenant's share: [`FAULT_LIMIT`] in a window).
 //! A connection follows the tenant of its latest request, so the parsing
@@ -87,9 +88,16 @@ pub const LONG_CALLS_MIN: u64 = 2;
 /// renew the hold, so it never gets a turn in front between them.
 pub const LONG_POLL: Duration = Duration::from_millis(2);
 
-/// The windows a tenant stays in the background after a long poll (5 s),
-/// however clean its windows: a memory bomb's calls come a few a second,
-/// each one a long poll, and must not get a turn in front between them.
+/// The windows a tenant stays in the background after a long poll that
+/// follows another within as many windows (5 s), however clean its
+/// windows: a memory bomb's calls come a few a second, each with long
+/// polls, and must not get a turn in front between them.
+///
+/// The first long poll in that time only warns: a well-behaved tenant's
+/// poll can be charged milliseconds it did not spend on itself (likely
+/// the kernel's network work run on its thread, or a contended lock), and
+/// 5 s behind for one of them cost an echo tenant's p99 a hundred-fold in
+/// a hostile run. A bomb makes several in its first call.
 pub const LONG_POLL_HOLD: u64 = 50;
 
 /// The part of a tenant's calls in a window that must run long to put it
@@ -153,8 +161,11 @@ pub struct CpuMeter {
     calls: [Padded; SHARDS],
     /// Calls that ran past [`CALL_BUDGET_TICKS`] since the keeper last looked.
     long_calls: AtomicU64,
-    /// Whether a poll ran past [`LONG_POLL`] since the keeper last looked.
-    long_poll: AtomicBool,
+    /// Polls that ran past [`LONG_POLL`] since the keeper last looked.
+    long_polls: AtomicU64,
+    /// Windows left in which a long poll is remembered (a warning:
+    /// [`LONG_POLL_HOLD`]); the keeper's.
+    warned: AtomicU64,
     /// Windows left of the stay a long poll began; the keeper's.
     hold: AtomicU64,
     /// Whether the tenant's guests run in the background lane.
@@ -209,12 +220,22 @@ impl CpuMeter {
         // use converges to its per-window amount.
         let recent_ns = (self.recent_ns.load(Relaxed) + used) / 2;
         self.recent_ns.store(recent_ns, Relaxed);
-        let hold = if self.long_poll.swap(false, Relaxed) {
+        // Two long polls in LONG_POLL_HOLD windows (in this one, or this
+        // one's and a remembered one) hold the tenant behind.
+        let long_polls = self.long_polls.swap(0, Relaxed);
+        let warned = self.warned.load(Relaxed);
+        let hold = if long_polls >= 2 || (long_polls == 1 && warned > 0) {
             LONG_POLL_HOLD
         } else {
             self.hold.load(Relaxed).saturating_sub(1)
         };
         self.hold.store(hold, Relaxed);
+        let warned = if long_polls > 0 {
+            LONG_POLL_HOLD
+        } else {
+            warned.saturating_sub(1)
+        };
+        self.warned.store(warned, Relaxed);
         // Before `in_background` below: the keeper judges the lane it
         // placed the tenant in, and places it again right after.
         self.faulted_out.store(false, Relaxed);
@@ -305,8 +326,8 @@ impl Use {
 /// `capacity_ns` (an equal part among the active ones, at least
 /// [`MIN_SHARE`]).
 ///
-/// Also in: those with a poll past [`LONG_POLL`], for [`LONG_POLL_HOLD`]
-/// windows.
+/// Also in: those with a second poll past [`LONG_POLL`] within
+/// [`LONG_POLL_HOLD`] windows of the first, for as many windows.
 ///
 /// Out only once it has stayed its `stay` ([`MIN_STAY`] windows, doubled
 /// for each time it was sent back soon after returning) and the last
@@ -369,9 +390,10 @@ impl Keeper {
     fn judge_all(shares: &Shares, capacity_ns: u64) {
         let all = shares.snapshot();
         let uses: Vec<Use> = all.iter().map(|(_, s)| s.cpu.end_window()).collect();
-        for ((name, s), background) in all.iter().zip(judge(&uses, capacity_ns)) {
+        let lanes = judge(&uses, capacity_ns);
+        for (((name, s), background), u) in all.iter().zip(lanes).zip(&uses) {
             if s.cpu.place(background) {
-                tracing::debug!(tenant = %name, background, "tenant changed CPU lane");
+                tracing::debug!(tenant = %name, background, window = ?u, "tenant changed CPU lane");
             }
         }
     }
@@ -459,8 +481,9 @@ pub trait Pace: Clone + Unpin + Send + Sync + 'static {
     fn belongs_back(&self) -> bool;
     /// Takes the time one poll took.
     fn charge(&self, ns: u64);
-    /// One poll kept its thread busy past [`LONG_POLL`] of CPU time.
-    fn long_poll(&self) {}
+    /// One poll kept its thread busy past [`LONG_POLL`] of CPU time
+    /// (`cpu_ns`; `wall_ns` by the clock; `ended`: the call's last poll).
+    fn long_poll(&self, _wall_ns: u64, _cpu_ns: u64, _ended: bool) {}
 }
 
 /// A guest call (or a session's run of them) of one tenant: charged to the
@@ -487,8 +510,17 @@ impl Pace for GuestCall {
         self.0.share.cpu.charge(ns);
     }
 
-    fn long_poll(&self) {
-        self.0.share.cpu.long_poll.store(true, Relaxed);
+    fn long_poll(&self, wall_ns: u64, cpu_ns: u64, ended: bool) {
+        let share = &self.0.share;
+        share.cpu.long_polls.fetch_add(1, Relaxed);
+        tracing::debug!(
+            tenant = %share.tenant,
+            cpu_us = cpu_ns / 1000,
+            wall_us = wall_ns / 1000,
+            ended,
+            background = on_background_thread(),
+            "long poll"
+        );
     }
 }
 
@@ -617,8 +649,11 @@ fn timed_poll<F: Future + Unpin, P: Pace>(
     // A poll's CPU time is at most its time by the clock: only a poll
     // that long by the clock needs the CPU clock read.
     let long = LONG_POLL.as_nanos() as u64;
-    if ns >= long && sample.cpu_since(start) >= long {
-        pace.long_poll();
+    if ns >= long {
+        let cpu_ns = sample.cpu_since(start);
+        if cpu_ns >= long {
+            pace.long_poll(ns, cpu_ns, poll.is_ready());
+        }
     }
     poll
 }
@@ -803,7 +838,7 @@ mod tests {
 
     #[test]
     fn a_long_poll_holds_its_tenant_in_the_background() {
-        // One poll past LONG_POLL among a hundred calls: behind at once.
+        // Held (a second long poll) among a hundred calls: behind at once.
         let bomb = Use {
             hold: LONG_POLL_HOLD,
             ..at(1_000_000, false)
@@ -821,12 +856,13 @@ mod tests {
     #[test]
     fn a_meter_holds_a_long_poller_and_doubles_a_reoffenders_stay() {
         let m = CpuMeter::default();
-        // A long poll: held for LONG_POLL_HOLD windows, counting down.
-        m.long_poll.store(true, Relaxed);
+        // Two long polls in a window: held for LONG_POLL_HOLD windows,
+        // counting down.
+        m.long_polls.store(2, Relaxed);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD - 1);
-        // Another long poll renews the hold.
-        m.long_poll.store(true, Relaxed);
+        // Another long poll while remembered renews the hold.
+        m.long_polls.store(1, Relaxed);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
         // Sent behind after long in front: the plain stay.
         for _ in 0..REOFFEND_WINDOWS {
@@ -846,6 +882,27 @@ mod tests {
             u.stay
         );
         assert_eq!((u.windows, u.background), (1, true));
+    }
+
+    #[test]
+    fn one_long_poll_warns_and_a_second_within_the_hold_holds() {
+        let m = CpuMeter::default();
+        // One long poll (a well-behaved tenant charged for the kernel's
+        // work): no hold.
+        m.long_polls.store(1, Relaxed);
+        assert_eq!(m.end_window().hold, 0);
+        // Forgotten after LONG_POLL_HOLD clean windows: another only warns.
+        for _ in 0..LONG_POLL_HOLD {
+            assert_eq!(m.end_window().hold, 0);
+        }
+        m.long_polls.store(1, Relaxed);
+        assert_eq!(m.end_window().hold, 0);
+        // A second while remembered (the last window of it): held.
+        for _ in 0..LONG_POLL_HOLD - 1 {
+            m.end_window();
+        }
+        m.long_polls.store(1, Relaxed);
+        assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
     }
 
     #[test]

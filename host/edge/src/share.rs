@@ -74,6 +74,8 @@ impl From<&Limits> for ShareLimits {
 /// One tenant's counts and limits.
 #[derive(Default)]
 pub struct TenantShare {
+    /// The tenant's name, for logs.
+    pub tenant: String,
     instances: AtomicU64,
     sessions: AtomicU64,
     inflight: AtomicU64,
@@ -279,7 +281,10 @@ impl Shares {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(tenant.to_string())
             .or_insert_with(|| {
-                let share = TenantShare::default();
+                let share = TenantShare {
+                    tenant: tenant.to_string(),
+                    ..TenantShare::default()
+                };
                 share.set_limits(limits);
                 Arc::new(share)
             })
