@@ -481,12 +481,6 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<wasmtime_wasi_http::Error>,
 {
-    // The tenant's instance share, held for as long as the store lives.
-    let permit = target.share.acquire(Limit::Instances).map_err(|limit| {
-        let f = Failure::OverShare(limit);
-        count_failure(target, &f);
-        f
-    })?;
     let clock = CallClock::new(target.share.clone());
     clock.begin();
     let mut store = new_store(target, deadline, clock.clone());
@@ -494,8 +488,19 @@ where
     let target = target.clone();
     let background = target.background.clone();
     let guest = Box::pin(async move {
-        let _permit = permit;
+        // The tenant's instance share, taken when the call first runs (not
+        // while it waits its turn in the background lane: a waiting call
+        // has no instance) and held for as long as the store lives.
+        let _permit = target.share.acquire(Limit::Instances).map_err(|limit| {
+            let f = Failure::OverShare(limit);
+            count_failure(&target, &f);
+            f
+        })?;
         let _active = ActiveInstance::new(&target.metrics);
+        // A tick from now, not from when the store was made: a call that
+        // waited its turn would otherwise yield at its first epoch check,
+        // holding its instance while the lane's other calls start theirs.
+        store.set_epoch_deadline(1);
         let guest = instantiate(&mut store, &target).await?;
         call(&mut store, &guest, &target, bound).await
     });
