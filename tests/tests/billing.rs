@@ -343,6 +343,7 @@ async fn run(backend: Backend) {
     assert_eq!(app.call(Some(&d2), "GET", "/api/me", "").await.status, 401);
     sql("UPDATE users SET disabled = 0 WHERE login = 'dealer2@billing.test'");
     assert_eq!(app.call(Some(&d2), "GET", "/api/me", "").await.status, 200);
+    logins(&app, &admin, &d1).await;
     csv_export(&app, &admin, &d1).await;
     // The web workspace's files, deployed with the app (Spin `files`).
     statics(&app, &edge_tests::repo().join("build/billing/ui")).await;
@@ -718,6 +719,18 @@ async fn role_matrix(app: &App<'_>, admin: &Session, d1: &Session, d2: &Session,
             [401, 403, 403, 201],
         ),
         (
+            "GET",
+            "/api/users".into(),
+            Value::Null,
+            [401, 403, 403, 200],
+        ),
+        (
+            "PATCH",
+            "/api/users/1".into(),
+            json!({"disabled": false}),
+            [401, 403, 403, 200],
+        ),
+        (
             "POST",
             "/api/tariffs".into(),
             json!({"name": "Matrix", "monthly_cents": 100, "active": false}),
@@ -767,6 +780,112 @@ async fn role_matrix(app: &App<'_>, admin: &Session, d1: &Session, d2: &Session,
     let m = app.login("matrix@billing.test", "a long password").await;
     assert_eq!(m.status, 200, "{}", m.body);
     assert_eq!(m.json()["dealer"]["id"], 5);
+}
+
+/// Admins list the logins, disable one (its sessions end at once and it
+/// cannot log in) and enable it again, and set its password (its
+/// sessions end too); a dealer can do none of it, bad bodies are refused
+/// naming the field, and an admin cannot disable their own login.
+async fn logins(app: &App<'_>, admin: &Session, d1: &Session) {
+    let users = app.get(admin, "/api/users").await;
+    let rows = users["rows"].as_array().unwrap();
+    let find = |login: &str| {
+        rows.iter()
+            .find(|r| r["login"] == login)
+            .unwrap_or_else(|| panic!("{login} in {users}"))
+            .clone()
+    };
+    // The role matrix's login, of dealer 5.
+    let m = find("matrix@billing.test");
+    assert_eq!(
+        (&m["role"], &m["dealer_id"], &m["disabled"]),
+        (&json!("dealer"), &json!(5), &json!(false)),
+        "{m}"
+    );
+    assert!(m["dealer"].is_string(), "{m}");
+    let me = find("admin@billing.test");
+    assert!(me["dealer_id"].is_null() && me["dealer"].is_null(), "{me}");
+    assert!(!users.to_string().contains("argon2"), "{users}");
+    let path = format!("/api/users/{}", m["id"]);
+    let patch = |who: &Session, body: Value| {
+        let path = path.clone();
+        let who = who.clone();
+        async move {
+            app.call(Some(&who), "PATCH", &path, &body.to_string())
+                .await
+        }
+    };
+
+    // Refused: a dealer, fields that are not there to change, bad values,
+    // ids that are not there, the admin's own login.
+    assert_eq!(patch(d1, json!({"disabled": true})).await.status, 403);
+    for (body, field) in [
+        (json!({"role": "admin"}), "role"),
+        (json!({"dealer_id": 1}), "dealer_id"),
+        (json!({"disabled": "yes"}), "disabled"),
+        (json!({"password": "short"}), "password"),
+        (json!({"password": 12}), "password"),
+    ] {
+        let a = patch(admin, body.clone()).await;
+        assert_eq!(a.status, 400, "{body}: {}", a.body);
+        assert_eq!(a.json()["error"]["field"], field, "{body}: {}", a.body);
+    }
+    for missing in ["/api/users/999999", "/api/users/0", "/api/users/x"] {
+        let a = app
+            .call(Some(admin), "PATCH", missing, "{\"disabled\": true}")
+            .await;
+        assert_eq!(a.status, 404, "{missing}: {}", a.body);
+    }
+    let own = format!("/api/users/{}", me["id"]);
+    let a = app
+        .call(Some(admin), "PATCH", &own, "{\"disabled\": true}")
+        .await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    assert_eq!(a.json()["error"]["field"], "disabled", "{}", a.body);
+    assert_eq!(
+        app.call(Some(admin), "GET", "/api/me", "").await.status,
+        200
+    );
+
+    // Disabled: its session ends, and it cannot log in.
+    let old = "a long password";
+    let a = app.login("matrix@billing.test", old).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let ms = session_of(&a);
+    let a = patch(admin, json!({"disabled": true})).await;
+    assert_eq!(
+        (a.status, &a.json()["disabled"]),
+        (200, &json!(true)),
+        "{}",
+        a.body
+    );
+    assert_eq!(app.call(Some(&ms), "GET", "/api/me", "").await.status, 401);
+    assert_eq!(app.login("matrix@billing.test", old).await.status, 401);
+    // Enabled again; then a new password ends that session too.
+    let a = patch(admin, json!({"disabled": false})).await;
+    assert_eq!(
+        (a.status, &a.json()["disabled"]),
+        (200, &json!(false)),
+        "{}",
+        a.body
+    );
+    let a = app.login("matrix@billing.test", old).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let ms = session_of(&a);
+    let new = "another long password";
+    assert_eq!(patch(admin, json!({"password": new})).await.status, 200);
+    assert_eq!(app.call(Some(&ms), "GET", "/api/me", "").await.status, 401);
+    assert_eq!(app.login("matrix@billing.test", old).await.status, 401);
+    assert_eq!(app.login("matrix@billing.test", new).await.status, 200);
+    let users = app.get(admin, "/api/users").await;
+    assert!(
+        users["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["disabled"] == false),
+        "{users}"
+    );
 }
 
 async fn queries(app: &App<'_>, admin: &Session, d1: &Session, seeded: usize) {

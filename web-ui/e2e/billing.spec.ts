@@ -5,10 +5,10 @@ import { env, shot } from "./env";
 const billing = (path: string) => `http://${process.env.EDGE_BILLING_HOST}:${new URL(env.serveUrl()).port}${path}`;
 const password = () => process.env.EDGE_BILLING_PASSWORD!;
 
-async function logIn(page: Page, login: string) {
+async function logIn(page: Page, login: string, pw = password()) {
   await page.goto(billing("/billing/login"));
   await page.getByLabel("Login").fill(login);
-  await page.getByLabel("Password").fill(password());
+  await page.getByLabel("Password").fill(pw);
   await page.getByRole("button", { name: "Log in" }).click();
   await expect(page).toHaveURL(/\/billing$/);
 }
@@ -116,7 +116,7 @@ test("an admin sees every dealer's clients, the dealers, tariffs and all payment
   await logIn(page, "admin@billing.test");
   await expect(page.getByRole("columnheader", { name: "Dealer" })).toBeVisible();
   await page.getByRole("link", { name: "Dealers" }).click();
-  await expect(page.getByRole("row")).toHaveCount(6); // a header and five dealers
+  await expect(page.getByRole("table", { name: "Dealers" }).getByRole("row")).toHaveCount(6); // a header and five dealers
   await shot(page, "billing-dealers");
   await page.getByRole("link", { name: "Tariffs" }).click();
   await expect(page.getByRole("row").nth(1)).toBeVisible();
@@ -124,6 +124,50 @@ test("an admin sees every dealer's clients, the dealers, tariffs and all payment
   await expect(page.getByRole("status")).toHaveText(/[\d,]+ payments/);
   await expect(page.getByText("NOT VERIFIED")).toHaveCount(0);
   await shot(page, "billing-payments");
+});
+
+test("an admin adds a dealer's login, disables it (its session ends), enables it and sets its password", async ({
+  page,
+  browser,
+}) => {
+  await logIn(page, "admin@billing.test");
+  await page.getByRole("link", { name: "Dealers" }).click();
+  // Its own login (a retried test makes another).
+  const who = `e2e-${Date.now()}@billing.test`;
+  await page.getByLabel("Login for").selectOption({ index: 1 });
+  await page.getByLabel("Login", { exact: true }).fill(who);
+  await page.getByLabel("Password", { exact: true }).fill(password());
+  await page.getByRole("button", { name: "Add login" }).click();
+  await expect(page.getByText(`${who} can log in.`)).toBeVisible();
+  const row = page.getByRole("table", { name: "Logins" }).getByRole("row").filter({ hasText: who });
+  await expect(row).toContainText("active");
+  // The admin cannot disable their own login.
+  await expect(page.getByRole("button", { name: "Disable admin@billing.test" })).toHaveCount(0);
+
+  // The dealer, in a browser of their own.
+  const dealer = await (await browser.newContext()).newPage();
+  await logIn(dealer, who);
+  const me = () => dealer.evaluate(async () => (await fetch("/api/me")).status);
+  expect(await me()).toBe(200);
+
+  await row.getByRole("button", { name: `Disable ${who}` }).click();
+  await expect(row).toContainText("disabled");
+  expect(await me()).toBe(401);
+  await dealer.goto(billing("/billing/login"));
+  await dealer.getByLabel("Login").fill(who);
+  await dealer.getByLabel("Password").fill(password());
+  await dealer.getByRole("button", { name: "Log in" }).click();
+  await expect(dealer.getByRole("alert")).toContainText("wrong login or password");
+
+  await row.getByRole("button", { name: `Enable ${who}` }).click();
+  await expect(row).toContainText("active");
+  await page.getByLabel("New password for").selectOption({ label: who });
+  await page.getByLabel("New password", { exact: true }).fill("another long password");
+  await page.getByRole("button", { name: "Set password" }).click();
+  await expect(page.getByText(`${who} has a new password; their sessions ended.`)).toBeVisible();
+  await shot(page, "billing-logins");
+  await logIn(dealer, who, "another long password");
+  expect(await me()).toBe(200);
 });
 
 test("a dealer's session is refused the admin's endpoints and every change without its CSRF token", async ({ page }) => {
@@ -142,6 +186,8 @@ test("a dealer's session is refused the admin's endpoints and every change witho
     );
   expect(await status("GET", "/api/dealers")).toBe(403);
   expect(await status("GET", "/api/payments")).toBe(403);
+  expect(await status("GET", "/api/users")).toBe(403);
+  expect(await status("PATCH", "/api/users/1")).toBe(403); // no CSRF token
   expect(await status("GET", "/api/clients?sort=name;DROP TABLE clients")).toBe(400);
   expect(await status("POST", "/api/clients")).toBe(403); // no CSRF token
   expect(await status("POST", "/api/clients", { "x-csrf-token": "forged" })).toBe(403);

@@ -48,6 +48,7 @@ pub async fn serve(config: &Config, req: &Req) -> Result<Resp, ApiError> {
             | ["dealers"]
             | ["dealers", _]
             | ["users"]
+            | ["users", _]
             | ["clients"]
             | ["clients.csv"]
             | ["clients", _]
@@ -93,9 +94,17 @@ pub async fn serve(config: &Config, req: &Req) -> Result<Resp, ApiError> {
             s.require_admin()?;
             dealer_patch(&db, req, parse_id(id, "dealer")?).await
         }
+        (["users"], _) if get => {
+            s.require_admin()?;
+            users(&db).await
+        }
         (["users"], Method::POST) => {
             s.require_admin()?;
             user_create(&db, req).await
+        }
+        (["users", id], Method::PATCH) => {
+            s.require_admin()?;
+            user_patch(&db, &s, req, parse_id(id, "user")?).await
         }
         (["clients"], _) if get => clients(&db, &s, req).await,
         (["clients"], Method::POST) => client_create(&db, &s, req).await,
@@ -873,6 +882,83 @@ async fn dealer_patch(db: &Db, req: &Req, id: i64) -> Result<Resp, ApiError> {
     )
     .await?;
     Ok(json(200, &dealer_by_id(db, id).await?))
+}
+
+/// A login as the API shows it (never its password hash).
+const USER: &str = "SELECT u.id, u.login, u.role, u.dealer_id, d.name, u.created_at, u.disabled FROM users u LEFT JOIN dealers d ON d.id = u.dealer_id";
+
+fn user_json(r: &[Val]) -> Value {
+    json!({
+        "id": r[0].int(),
+        "login": r[1].text(),
+        "role": r[2].text(),
+        "dealer_id": r[3].opt_int(),
+        "dealer": r[3].opt_int().map(|_| r[4].text()),
+        "created_at": r[5].int(),
+        "disabled": r[6].int() != 0,
+    })
+}
+
+async fn users(db: &Db) -> Result<Resp, ApiError> {
+    let rows: Vec<Value> = db
+        .rows(&format!("{USER} ORDER BY u.id"), &[])
+        .await?
+        .iter()
+        .map(|r| user_json(r))
+        .collect();
+    Ok(json(200, &json!({"rows": rows})))
+}
+
+async fn user_by_id(db: &Db, id: i64) -> Result<Value, ApiError> {
+    db.row(&format!("{USER} WHERE u.id = ?"), &[Param::Int(id)])
+        .await?
+        .map(|r| user_json(&r))
+        .ok_or_else(|| ApiError::not_found("user"))
+}
+
+/// Disables or enables a login, or sets its password. Either ends the
+/// login's sessions: a disabled dealer is out at once, and a password
+/// set because the old one leaked leaves no session made with it.
+async fn user_patch(db: &Db, s: &Session, req: &Req, id: i64) -> Result<Resp, ApiError> {
+    let body = req.json()?;
+    only(&body, &["disabled", "password"])?;
+    let user = user_by_id(db, id).await?;
+    let disabled = opt_bool(&body, "disabled")?;
+    let password = opt_str(&body, "password")?;
+    if let Some(pw) = &password {
+        check("password", validate::password(pw))?;
+    }
+    // The admin's own login stays: the last admin could lock everyone out.
+    if disabled == Some(true) && user["login"] == s.login.as_str() {
+        return Err(ApiError::new(
+            409,
+            Some("disabled"),
+            "you cannot disable your own login",
+        ));
+    }
+    let mut sets = Vec::new();
+    let mut p = Vec::new();
+    if let Some(d) = disabled {
+        sets.push("disabled = ?");
+        p.push(Param::Int(d as i64));
+    }
+    if let Some(pw) = &password {
+        sets.push("password_hash = ?");
+        p.push(Param::Text(auth::hash_password(pw)));
+    }
+    if !sets.is_empty() {
+        p.push(Param::Int(id));
+        db.exec(
+            &format!("UPDATE users SET {} WHERE id = ?", sets.join(", ")),
+            &p,
+        )
+        .await?;
+    }
+    if disabled == Some(true) || password.is_some() {
+        db.exec("DELETE FROM sessions WHERE user_id = ?", &[Param::Int(id)])
+            .await?;
+    }
+    Ok(json(200, &user_by_id(db, id).await?))
 }
 
 async fn user_create(db: &Db, req: &Req) -> Result<Resp, ApiError> {

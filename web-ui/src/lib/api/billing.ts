@@ -53,6 +53,18 @@ export interface Tariff {
   active: boolean;
 }
 
+/** A login of the billing app (admins see them all). */
+export interface BillingUser {
+  id: number;
+  login: string;
+  role: BillingRole;
+  dealer_id: number | null;
+  dealer: string | null;
+  /** Unix ms. */
+  created_at: number;
+  disabled: boolean;
+}
+
 export interface Dealer {
   id: number;
   name: string;
@@ -112,4 +124,8 @@ export const billing = {
   renameDealer: (id: number, name: string) => patch<Dealer>(`/api/dealers/${id}`, { name }),
   createUser: (login: string, password: string, role: BillingRole, dealer_id: number | null) =>
     request<unknown>("POST", "/api/users", { login, password, role, dealer_id }),
+  users: () => get<{ rows: BillingUser[] }>("/api/users").then((r) => r.rows),
+  /** Disabling a login or setting its password ends its sessions. */
+  updateUser: (id: number, change: { disabled?: boolean; password?: string }) =>
+    patch<BillingUser>(`/api/users/${id}`, change),
 };
