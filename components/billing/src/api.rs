@@ -737,17 +737,19 @@ fn tariff_json(r: &[Val]) -> Value {
     json!({"id": r[0].int(), "name": r[1].text(), "monthly_cents": r[2].int(), "active": r[3].int() != 0})
 }
 
-async fn tariffs(db: &Db) -> Result<Resp, ApiError> {
-    let rows: Vec<Value> = db
-        .rows(
-            "SELECT id, name, monthly_cents, active FROM tariffs ORDER BY id",
-            &[],
-        )
-        .await?
-        .iter()
-        .map(|r| tariff_json(r))
-        .collect();
+/// Every row of `sql` (no parameters) as `{"rows": [...]}`.
+async fn all_rows(db: &Db, sql: &str, row: fn(&[Val]) -> Value) -> Result<Resp, ApiError> {
+    let rows: Vec<Value> = db.rows(sql, &[]).await?.iter().map(|r| row(r)).collect();
     Ok(json(200, &json!({"rows": rows})))
+}
+
+async fn tariffs(db: &Db) -> Result<Resp, ApiError> {
+    all_rows(
+        db,
+        "SELECT id, name, monthly_cents, active FROM tariffs ORDER BY id",
+        tariff_json,
+    )
+    .await
 }
 
 async fn tariff_by_id(db: &Db, id: i64) -> Result<Value, ApiError> {
@@ -837,13 +839,12 @@ fn dealer_json(r: &[Val]) -> Value {
 }
 
 async fn dealers(db: &Db) -> Result<Resp, ApiError> {
-    let rows: Vec<Value> = db
-        .rows("SELECT id, name, created_at FROM dealers ORDER BY id", &[])
-        .await?
-        .iter()
-        .map(|r| dealer_json(r))
-        .collect();
-    Ok(json(200, &json!({"rows": rows})))
+    all_rows(
+        db,
+        "SELECT id, name, created_at FROM dealers ORDER BY id",
+        dealer_json,
+    )
+    .await
 }
 
 async fn dealer_by_id(db: &Db, id: i64) -> Result<Value, ApiError> {
@@ -900,13 +901,7 @@ fn user_json(r: &[Val]) -> Value {
 }
 
 async fn users(db: &Db) -> Result<Resp, ApiError> {
-    let rows: Vec<Value> = db
-        .rows(&format!("{USER} ORDER BY u.id"), &[])
-        .await?
-        .iter()
-        .map(|r| user_json(r))
-        .collect();
-    Ok(json(200, &json!({"rows": rows})))
+    all_rows(db, &format!("{USER} ORDER BY u.id"), user_json).await
 }
 
 async fn user_by_id(db: &Db, id: i64) -> Result<Value, ApiError> {
