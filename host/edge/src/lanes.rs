@@ -9,9 +9,9 @@
 //! [`CALL_BUDGET_TICKS`] of CPU, or its tenant is in the background: because its
 //! guests use more than their share of the serving threads' time, because
 //! one of its calls ran past the budget lately, because polls of its
-//! kept a thread busy past [`LONG_POLL`] twice in [`LONG_POLL_HOLD`] (a
-//! guest's `memory.copy` of 16 MiB into fresh pages is one instruction: no
-//! epoch check ends it), or because
+//! kept a thread busy past [`LONG_POLL`] in two windows within
+//! [`LONG_POLL_HOLD`] (a guest's `memory.copy` of 16 MiB into fresh pages
+//! is one instruction: no epoch check ends it), or because
 //! they keep failing or being refused (traps, deadline and memory kills,
 //! requests over the tenant's share: [`FAULT_LIMIT`] in a window).
 //! A connection follows the tenant of its latest request, so the parsing
@@ -88,16 +88,21 @@ pub const LONG_CALLS_MIN: u64 = 2;
 /// renew the hold, so it never gets a turn in front between them.
 pub const LONG_POLL: Duration = Duration::from_millis(2);
 
-/// The windows a tenant stays in the background after a long poll that
-/// follows another within as many windows (5 s), however clean its
-/// windows: a memory bomb's calls come a few a second, each with long
-/// polls, and must not get a turn in front between them.
+/// The windows a tenant stays in the background after a window with a
+/// long poll that follows another such window within as many windows
+/// (5 s), however clean its windows: a memory bomb's calls come a few a
+/// second, each with long polls, and must not get a turn in front
+/// between them.
 ///
-/// The first long poll in that time only warns: a well-behaved tenant's
-/// poll can be charged milliseconds it did not spend on itself (likely
-/// the kernel's network work run on its thread, or a contended lock), and
-/// 5 s behind for one of them cost an echo tenant's p99 a hundred-fold in
-/// a hostile run. A bomb makes several in its first call.
+/// The first window with long polls in that time only warns, however
+/// many it had: a well-behaved tenant's polls can be charged milliseconds
+/// they did not spend on the guest, several at once (a kernel without
+/// `IRQ_TIME_ACCOUNTING`, as on the test machine, charges interrupt and
+/// network work to the thread it interrupts; an echo tenant's first
+/// calls after its host started took three polls of 2.6–5.2 ms within
+/// 10 ms), and 5 s behind for one such moment cost an echo tenant's p99
+/// a hundred-fold in a hostile run. A bomb's long polls go on, window
+/// after window.
 pub const LONG_POLL_HOLD: u64 = 50;
 
 /// The part of a tenant's calls in a window that must run long to put it
@@ -161,10 +166,10 @@ pub struct CpuMeter {
     calls: [Padded; SHARDS],
     /// Calls that ran past [`CALL_BUDGET_TICKS`] since the keeper last looked.
     long_calls: AtomicU64,
-    /// Polls that ran past [`LONG_POLL`] since the keeper last looked.
-    long_polls: AtomicU64,
-    /// Windows left in which a long poll is remembered (a warning:
-    /// [`LONG_POLL_HOLD`]); the keeper's.
+    /// Whether a poll ran past [`LONG_POLL`] since the keeper last looked.
+    long_poll: AtomicBool,
+    /// Windows left in which a window with a long poll is remembered (a
+    /// warning: [`LONG_POLL_HOLD`]); the keeper's.
     warned: AtomicU64,
     /// Windows left of the stay a long poll began; the keeper's.
     hold: AtomicU64,
@@ -220,17 +225,17 @@ impl CpuMeter {
         // use converges to its per-window amount.
         let recent_ns = (self.recent_ns.load(Relaxed) + used) / 2;
         self.recent_ns.store(recent_ns, Relaxed);
-        // Two long polls in LONG_POLL_HOLD windows (in this one, or this
-        // one's and a remembered one) hold the tenant behind.
-        let long_polls = self.long_polls.swap(0, Relaxed);
+        // Two windows with long polls within LONG_POLL_HOLD windows hold
+        // the tenant behind.
+        let long_poll = self.long_poll.swap(false, Relaxed);
         let warned = self.warned.load(Relaxed);
-        let hold = if long_polls >= 2 || (long_polls == 1 && warned > 0) {
+        let hold = if long_poll && warned > 0 {
             LONG_POLL_HOLD
         } else {
             self.hold.load(Relaxed).saturating_sub(1)
         };
         self.hold.store(hold, Relaxed);
-        let warned = if long_polls > 0 {
+        let warned = if long_poll {
             LONG_POLL_HOLD
         } else {
             warned.saturating_sub(1)
@@ -326,8 +331,8 @@ impl Use {
 /// `capacity_ns` (an equal part among the active ones, at least
 /// [`MIN_SHARE`]).
 ///
-/// Also in: those with a second poll past [`LONG_POLL`] within
-/// [`LONG_POLL_HOLD`] windows of the first, for as many windows.
+/// Also in: those with a poll past [`LONG_POLL`] in a window within
+/// [`LONG_POLL_HOLD`] windows of another such window, for as many windows.
 ///
 /// Out only once it has stayed its `stay` ([`MIN_STAY`] windows, doubled
 /// for each time it was sent back soon after returning) and the last
@@ -512,7 +517,7 @@ impl Pace for GuestCall {
 
     fn long_poll(&self, wall_ns: u64, cpu_ns: u64, ended: bool) {
         let share = &self.0.share;
-        share.cpu.long_polls.fetch_add(1, Relaxed);
+        share.cpu.long_poll.store(true, Relaxed);
         tracing::debug!(
             tenant = %share.tenant,
             cpu_us = cpu_ns / 1000,
@@ -856,13 +861,15 @@ mod tests {
     #[test]
     fn a_meter_holds_a_long_poller_and_doubles_a_reoffenders_stay() {
         let m = CpuMeter::default();
-        // Two long polls in a window: held for LONG_POLL_HOLD windows,
+        // Long polls in two windows: held for LONG_POLL_HOLD windows,
         // counting down.
-        m.long_polls.store(2, Relaxed);
+        m.long_poll.store(true, Relaxed);
+        assert_eq!(m.end_window().hold, 0);
+        m.long_poll.store(true, Relaxed);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD - 1);
         // Another long poll while remembered renews the hold.
-        m.long_polls.store(1, Relaxed);
+        m.long_poll.store(true, Relaxed);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
         // Sent behind after long in front: the plain stay.
         for _ in 0..REOFFEND_WINDOWS {
@@ -885,23 +892,23 @@ mod tests {
     }
 
     #[test]
-    fn one_long_poll_warns_and_a_second_within_the_hold_holds() {
+    fn one_window_of_long_polls_warns_and_a_second_within_the_hold_holds() {
         let m = CpuMeter::default();
-        // One long poll (a well-behaved tenant charged for the kernel's
-        // work): no hold.
-        m.long_polls.store(1, Relaxed);
+        // A window with long polls (a well-behaved tenant charged for the
+        // kernel's work, or its first calls): no hold.
+        m.long_poll.store(true, Relaxed);
         assert_eq!(m.end_window().hold, 0);
         // Forgotten after LONG_POLL_HOLD clean windows: another only warns.
         for _ in 0..LONG_POLL_HOLD {
             assert_eq!(m.end_window().hold, 0);
         }
-        m.long_polls.store(1, Relaxed);
+        m.long_poll.store(true, Relaxed);
         assert_eq!(m.end_window().hold, 0);
         // A second while remembered (the last window of it): held.
         for _ in 0..LONG_POLL_HOLD - 1 {
             m.end_window();
         }
-        m.long_polls.store(1, Relaxed);
+        m.long_poll.store(true, Relaxed);
         assert_eq!(m.end_window().hold, LONG_POLL_HOLD);
     }
 
