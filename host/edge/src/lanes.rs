@@ -843,7 +843,8 @@ mod tests {
 
     #[test]
     fn a_long_poll_holds_its_tenant_in_the_background() {
-        // Held (a second long poll) among a hundred calls: behind at once.
+        // Held (long polls in a second window) among a hundred calls:
+        // behind at once.
         let bomb = Use {
             hold: LONG_POLL_HOLD,
             ..at(1_000_000, false)
