@@ -348,6 +348,7 @@ fn check(path: PathBuf, overrides: Overrides) -> i32 {
 }
 
 fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
+    let loaded_at = std::time::SystemTime::now();
     let config = overrides.load(&path)?;
     // Application traffic runs on its own threads (`server::spawn_workers`);
     // this runtime carries the control plane: admin, signals, reloads.
@@ -423,7 +424,13 @@ fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
 
         let admin_task =
             admin.map(|a| tokio::spawn(edge::admin::serve(shared.clone(), a, stop_rx.clone())));
-        tokio::spawn(edge::reload::watch(shared.clone(), path, overrides, hup));
+        tokio::spawn(edge::reload::watch(
+            shared.clone(),
+            path,
+            overrides,
+            loaded_at,
+            hup,
+        ));
         let workers = edge::server::spawn_workers(shared.clone(), listeners, stop_rx)?;
 
         tokio::select! {

@@ -10,7 +10,7 @@ use edge_config::Config;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 use tokio::signal::unix::Signal;
 
 /// Command-line settings that override the file and survive reloads.
@@ -136,12 +136,55 @@ fn try_reload(shared: &Shared, path: &Path, overrides: &Overrides) -> Result<()>
     Ok(())
 }
 
-/// The modification times of the files a config depends on.
-pub fn snapshot(files: &[PathBuf]) -> Vec<Option<SystemTime>> {
+/// How long after its last change a file's modification time is taken as
+/// final. The kernel stamps files from its coarse clock (a tick of up to
+/// 10 ms on Linux): a file written again within the same tick keeps its
+/// time, so a reload that read it halfway through a write (`cp` of a
+/// component, an editor's truncate-then-write) would never see the rest.
+/// A file that changed this close to being read is read again at the next
+/// look.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// A watched file's modification time as a reload saw it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stamp {
+    modified: Option<SystemTime>,
+    /// False when the file changed within [`SETTLE`] of being read (or
+    /// after): what was read may not be its final content.
+    settled: bool,
+}
+
+/// The modification times of `files`, as of a read of them that started
+/// at `read_at`.
+pub fn snapshot(files: &[PathBuf], read_at: SystemTime) -> Vec<Stamp> {
     files
         .iter()
-        .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+        .map(|f| {
+            let modified = std::fs::metadata(f).and_then(|m| m.modified()).ok();
+            let settled = modified.is_none_or(|m| settled(m, read_at));
+            Stamp { modified, settled }
+        })
         .collect()
+}
+
+/// Whether a file modified at `modified` was complete when read at
+/// `read_at`. A time more than a second ahead is another machine's clock
+/// (a network filesystem), which no wait here settles.
+fn settled(modified: SystemTime, read_at: SystemTime) -> bool {
+    match read_at.duration_since(modified) {
+        Ok(age) => age >= SETTLE,
+        Err(ahead) => ahead.duration() > Duration::from_secs(1),
+    }
+}
+
+/// Whether the files must be read again: one changed since `seen`, or was
+/// not settled when it was read.
+fn changed(seen: &[Stamp], now: &[Stamp]) -> bool {
+    seen.len() != now.len()
+        || seen
+            .iter()
+            .zip(now)
+            .any(|(s, n)| !s.settled || s.modified != n.modified)
 }
 
 /// How often swap is checked when files are not watched.
@@ -157,10 +200,13 @@ pub async fn watch(
     shared: Arc<Shared>,
     path: PathBuf,
     overrides: Overrides,
+    loaded_at: SystemTime,
     mut hup: Option<Signal>,
 ) {
     let mut files = shared.app.load().config.watched_files();
-    let mut seen = snapshot(&files);
+    // As of the serving config's load, not of now: a file changed in
+    // between is read again at the first look.
+    let mut seen = snapshot(&files, loaded_at);
     loop {
         let interval = shared.app.load().config.server.watch_interval;
         // Without file watching, still wake now and then to check swap.
@@ -170,27 +216,60 @@ pub async fn watch(
             Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
         };
         shared.check_swap();
-        let now = snapshot(&files);
-        if !by_signal && (interval.is_none() || now == seen) {
+        let read_at = SystemTime::now();
+        let now = snapshot(&files, read_at);
+        if !by_signal && (interval.is_none() || !changed(&seen, &now)) {
             continue;
         }
         // Blocking: compiling a changed component takes a while.
         let s = shared.clone();
         let (p, o) = (path.clone(), overrides.clone());
         let _ = tokio::task::spawn_blocking(move || reload(&s, &p, &o)).await;
-        files = shared.app.load().config.watched_files();
-        seen = if now.len() == files.len() {
+        let reloaded = shared.app.load().config.watched_files();
+        seen = if reloaded == files {
             now
         } else {
-            snapshot(&files)
+            snapshot(&reloaded, read_at)
         };
+        files = reloaded;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+
+    #[test]
+    fn a_file_changed_just_before_or_after_its_read_is_not_settled() {
+        let read = SystemTime::now();
+        let ms = Duration::from_millis;
+        assert!(settled(read - Duration::from_secs(1), read));
+        assert!(!settled(read - ms(5), read), "same coarse clock tick");
+        assert!(!settled(read + ms(5), read), "changed after the read began");
+        assert!(settled(read + Duration::from_secs(60), read), "another clock");
+    }
+
+    #[test]
+    fn an_unsettled_file_is_read_again_though_its_time_did_not_move() {
+        let dir = std::env::temp_dir().join(format!("edge-settle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("edge.toml");
+        std::fs::write(&file, "app = ").unwrap();
+        let files = [file.clone()];
+        // Read (a reload) right after the write: unsettled, so the next
+        // look reads it again even with the same time; after that, only a
+        // change does.
+        let first = snapshot(&files, SystemTime::now());
+        assert!(!first[0].settled);
+        let later = SystemTime::now() + SETTLE;
+        let second = snapshot(&files, later);
+        assert_eq!(first[0].modified, second[0].modified);
+        assert!(changed(&first, &second));
+        assert!(!changed(&second, &snapshot(&files, later)));
+        std::fs::remove_dir_all(&dir).unwrap();
+        let gone = snapshot(&files, later);
+        assert!(gone[0].settled && changed(&second, &gone));
+    }
 
     #[test]
     fn start_only_server_keys_are_named_when_they_change() {
