@@ -210,23 +210,14 @@ pub async fn upload(
 
 /// Why an upload's body could not be read: too large, too slow, or cut.
 pub fn read_failed(e: &axum::extract::rejection::BytesRejection, max: usize) -> ApiError {
-    let detail = format!("{e:?}");
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE || detail.contains("HttpRequestBodySize") {
-        ApiError::too_large(
-            None,
-            format!(
-                "the upload is larger than this node accepts ({max} bytes, [control] max_upload_bytes)"
-            ),
-        )
-    } else if detail.contains("Timeout") {
-        ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            None,
-            "the upload came too slowly ([server] body_read_timeout_ms, min_body_rate)",
-        )
-    } else {
-        ApiError::bad(None, format!("reading the upload: {e}"))
-    }
+    super::json::read_failed(
+        "the upload",
+        &format!("{e:?}"),
+        e.status() == StatusCode::PAYLOAD_TOO_LARGE,
+        &format!(
+            "the upload is larger than this node accepts ({max} bytes, [control] max_upload_bytes)"
+        ),
+    )
 }
 
 pub async fn list(

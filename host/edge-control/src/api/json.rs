@@ -3,7 +3,6 @@
 
 use super::ApiError;
 use axum::extract::{FromRequest, Request};
-use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
 /// Largest JSON body the API reads.
@@ -15,20 +14,39 @@ pub struct JsonBody<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            ApiError::too_large(
-                None,
-                format!("reading the body: {e} (JSON bodies are at most {MAX_JSON_BYTES} bytes)"),
-            )
-        })?;
-        if bytes.len() > MAX_JSON_BYTES {
-            return Err(ApiError::too_large(
-                None,
-                format!("JSON bodies are at most {MAX_JSON_BYTES} bytes"),
-            ));
-        }
+    async fn from_request(req: Request, _state: &S) -> Result<Self, ApiError> {
+        // Read to this cap, not the node's upload cap: a body that cannot
+        // be JSON the API takes is refused at its first megabyte (the
+        // login endpoint reads bodies before any credential is checked).
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON_BYTES)
+            .await
+            .map_err(|e| {
+                let detail = format!("{e:?}");
+                read_failed(
+                    "the body",
+                    &detail,
+                    detail.contains("LengthLimitError"),
+                    &format!("JSON bodies are at most {MAX_JSON_BYTES} bytes"),
+                )
+            })?;
         parse(&bytes).map(JsonBody)
+    }
+}
+
+/// Why `what` ("the upload") could not be read: too large (`too_large`,
+/// said as `limit`), too slow, or cut off. `detail` is the read error's
+/// debug form.
+pub fn read_failed(what: &str, detail: &str, too_large: bool, limit: &str) -> ApiError {
+    if too_large || detail.contains("HttpRequestBodySize") {
+        ApiError::too_large(None, limit)
+    } else if detail.contains("Timeout") {
+        ApiError::new(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            None,
+            format!("{what} came too slowly ([server] body_read_timeout_ms, min_body_rate)"),
+        )
+    } else {
+        ApiError::bad(None, format!("reading {what}: {detail}"))
     }
 }
 
