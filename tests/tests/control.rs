@@ -476,6 +476,37 @@ fn deploy_activate_roll_back_and_restart(backend: Backend) {
         "{out}"
     );
 
+    // A second partial deploy during the rollout replaces the canary and
+    // keeps the version that served before the rollout.
+    let (_, app) = rt.block_on(node.get("/v1/tenants/acme/apps/web", &token));
+    let stable = app["deployment"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["percent"] == 70)
+        .unwrap()["version"]
+        .clone();
+    let (code, out, err) = node.cli(
+        &token,
+        &[
+            "deploy",
+            fixtures.to_str().unwrap(),
+            "--app",
+            "web",
+            "--percent",
+            "20",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("version {stable} the rest")), "{out}");
+    let (_, app) = rt.block_on(node.get("/v1/tenants/acme/apps/web", &token));
+    let serving = &app["deployment"]["versions"];
+    assert_eq!(
+        serving[1],
+        json!({"version": stable, "percent": 80}),
+        "{app}"
+    );
+
     // After a restart everything is still there and serving.
     let node = node.restart();
     let rt = runtime();
@@ -1993,6 +2024,36 @@ fn users_log_in_with_a_session_cookie_and_csrf_token(backend: Backend) {
     let (s, headers, v) = login("correct horse battery");
     assert_eq!(s, 429, "{v}");
     assert!(headers.contains_key(http::header::RETRY_AFTER));
+
+    // A login body far past any JSON the API takes (under the node's
+    // 128 MiB upload cap): refused at its first megabyte, not read on
+    // before any credential is checked.
+    {
+        use std::io::{Read, Write};
+        let addr = api.trim_start_matches("http://");
+        let mut big = std::net::TcpStream::connect(addr).unwrap();
+        write!(big, "POST /v1/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100000000\r\n\r\n").unwrap();
+        let mut writer = big.try_clone().unwrap();
+        let sender = std::thread::spawn(move || {
+            let chunk = vec![b' '; 64 << 10];
+            for _ in 0..128 {
+                if writer.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        });
+        big.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut answer = vec![0u8; 4096];
+        let n = big.read(&mut answer).unwrap_or(0);
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(
+            answer.contains("JSON bodies are at most 1048576 bytes"),
+            "{answer}"
+        );
+        let _ = big.shutdown(std::net::Shutdown::Both);
+        sender.join().unwrap();
+    }
 
     // Logging out ends the session.
     let (s, headers, _) = rt.block_on(exchange(

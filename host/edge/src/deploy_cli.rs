@@ -413,28 +413,41 @@ pub fn deploy(args: &DeployArgs) -> Result<()> {
         eprintln!("edge: note: {}", note.as_str().unwrap_or_default());
     }
     let mut versions = vec![json!({"version": number, "percent": args.percent})];
+    let mut beside = None;
     if args.percent < 100 {
         let app = api.get(&app_path)?;
-        let Some(current) = app["deployment"]["versions"]
-            .as_array()
-            .and_then(|v| v.first())
-        else {
+        let Some(stable) = stable_version(&app["deployment"]) else {
             bail!("app {app_name:?} serves nothing yet: the first deployment takes 100 percent");
         };
-        versions.push(json!({"version": current["version"], "percent": 100 - args.percent}));
+        versions.push(json!({"version": stable, "percent": 100 - args.percent}));
+        beside = Some(stable);
     }
     let mut body = json!({"versions": versions});
     if let Some(path) = &args.smoke {
         body["smoke"] = json!({"path": path, "status": args.smoke_status});
     }
     let d = api.post(&format!("{app_path}/deployments"), &body)?;
-    api.print(&d, || {
-        format!(
-            "deployed {app_name} version {number} ({} percent) for tenant {tenant}",
+    api.print(&d, || match beside {
+        Some(stable) => format!(
+            "deployed {app_name} version {number} ({} percent, version {stable} the rest) for tenant {tenant}",
             args.percent
-        )
+        ),
+        None => format!("deployed {app_name} version {number} for tenant {tenant}"),
     });
     Ok(())
+}
+
+/// The version a new one is rolled out beside: the one taking the most
+/// traffic in `deployment` (the older on a tie). During a rollout that is
+/// the version being replaced, not the canary: a second partial deploy
+/// replaces the canary and keeps the stable version serving.
+fn stable_version(deployment: &Value) -> Option<i64> {
+    deployment["versions"]
+        .as_array()?
+        .iter()
+        .filter_map(|w| Some((w["percent"].as_i64()?, w["version"].as_i64()?)))
+        .max_by_key(|&(percent, version)| (percent, std::cmp::Reverse(version)))
+        .map(|(_, version)| version)
 }
 
 /// `edge versions`.
@@ -746,6 +759,21 @@ pub fn tokens(cmd: &TokensCommand) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rollout_goes_beside_the_version_with_the_most_traffic() {
+        let d = |v: Value| json!({ "versions": v });
+        assert_eq!(
+            stable_version(&d(json!([{"version": 1, "percent": 100}]))),
+            Some(1)
+        );
+        // [canary, stable] as `edge deploy --percent` writes them.
+        let rollout = json!([{"version": 2, "percent": 10}, {"version": 1, "percent": 90}]);
+        assert_eq!(stable_version(&d(rollout)), Some(1));
+        let even = json!([{"version": 3, "percent": 50}, {"version": 2, "percent": 50}]);
+        assert_eq!(stable_version(&d(even)), Some(2));
+        assert_eq!(stable_version(&json!(null)), None);
+    }
 
     #[test]
     fn principals_list_one_per_line() {
