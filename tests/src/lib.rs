@@ -241,7 +241,11 @@ impl Edge {
 
     fn spawn(mut command: Command, dir: TempDir, config: PathBuf) -> Self {
         let mut child = command
-            .env("EDGE_LOG", "info")
+            // TEST_EDGE_LOG=debug,h2=trace to see more of a failing test.
+            .env(
+                "EDGE_LOG",
+                std::env::var("TEST_EDGE_LOG").unwrap_or("info".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

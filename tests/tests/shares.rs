@@ -257,6 +257,56 @@ async fn idle_http2_connections_are_closed() {
     assert!(ended.is_ok(), "the idle HTTP/2 connection stayed open");
 }
 
+/// An HTTP/2 client that never opens its flow-control window: hyper
+/// waits for window, not for the socket, so no write times out; the
+/// connection is cut once a response has waited `write_timeout`, whether
+/// its body is still being made (a 1 MiB stream) or was handed over whole
+/// (an unknown host's 404), and whether or not the connection was idle
+/// and closing.
+#[tokio::test]
+async fn an_http2_client_that_leaves_its_window_shut_is_cut() {
+    let edge = Edge::start(
+        &spin(),
+        &two_tenants("").replace(
+            "body_read_timeout_ms = 500",
+            "body_read_timeout_ms = 500\nidle_timeout_ms = 300\nwrite_timeout_ms = 300",
+        ),
+    );
+    let addr = edge.url.trim_start_matches("http://").to_string();
+    let mut held = Vec::new();
+    for uri in [
+        "http://calm.test/fixtures/stream?bytes=1048576",
+        "http://nobody.test/",
+    ] {
+        let stream = TcpStream::connect(&addr).await.expect("connect");
+        let (mut send, conn) =
+            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .initial_stream_window_size(0)
+                .handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .expect("h2 handshake");
+        let conn = tokio::spawn(conn);
+        let req = http::Request::builder()
+            .uri(uri)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.expect("response head");
+        held.push((send, resp, conn));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while edge.metric("edge_connections").await > 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "a connection whose window stayed shut stayed open ({} of them): {}",
+            edge.metric("edge_connections").await,
+            edge.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(edge.metric("edge_stalled_clients_total").await, 2.0);
+    drop(held);
+}
+
 #[tokio::test]
 async fn a_client_that_stops_reading_is_cut() {
     let edge = Edge::start(

@@ -1,10 +1,14 @@
 //! What a client connection may hold: a write that waits for a client who
-//! stopped reading fails after `write_timeout` ([`TimedIo`]), and a
+//! stopped reading fails after `write_timeout` ([`TimedIo`]); a response
+//! that hyper stopped asking for more of (an HTTP/2 client that leaves its
+//! flow-control window shut: no socket write waits then) has the
+//! connection cut after the same time ([`Activity::stalled`]); and a
 //! connection with no request open for `idle_timeout` is shut down
-//! gracefully ([`Activity`]; HTTP/2 sends GOAWAY). hyper has neither: its
-//! HTTP/2 connections live as long as the client answers pings, and a
-//! response write waits for the reader forever.
+//! gracefully ([`Activity`]; HTTP/2 sends GOAWAY). hyper has none of
+//! these: its HTTP/2 connections live as long as the client answers pings,
+//! and a response write waits for the reader forever.
 
+use http_body::{Body, Frame, SizeHint};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -100,11 +104,18 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
     }
 }
 
-/// Requests open on one connection, and when the last one ended.
+/// Requests open on one connection (until their response has been sent
+/// whole), when the last one ended, and whether hyper keeps asking for
+/// the responses it is sending.
 pub struct Activity {
     open: AtomicUsize,
     /// Milliseconds since `epoch` when a request last started or ended.
     last: AtomicU64,
+    /// Responses that handed hyper a frame it has not asked past yet.
+    handed: AtomicUsize,
+    /// Milliseconds since `epoch` when hyper last asked a response of this
+    /// connection for a frame.
+    asked: AtomicU64,
     epoch: Instant,
 }
 
@@ -113,6 +124,8 @@ impl Default for Activity {
         Self {
             open: AtomicUsize::new(0),
             last: AtomicU64::new(0),
+            handed: AtomicUsize::new(0),
+            asked: AtomicU64::new(0),
             epoch: Instant::now(),
         }
     }
@@ -129,9 +142,12 @@ impl Drop for OpenRequest {
 }
 
 impl Activity {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
     fn touch(&self) {
-        self.last
-            .store(self.epoch.elapsed().as_millis() as u64, Relaxed);
+        self.last.store(self.now_ms(), Relaxed);
     }
 
     /// Marks a request open.
@@ -160,6 +176,107 @@ impl Activity {
                 return;
             }
             tokio::time::sleep(limit - idle).await;
+        }
+    }
+
+    /// How long hyper has not asked for more of responses that have more
+    /// to send (zero while none waits). Any response's progress counts for
+    /// the connection, as a socket write's does for [`TimedIo`].
+    pub fn stalled_for(&self) -> Duration {
+        if self.handed.load(Relaxed) == 0 {
+            return Duration::ZERO;
+        }
+        let asked = Duration::from_millis(self.asked.load(Relaxed));
+        self.epoch.elapsed().saturating_sub(asked)
+    }
+
+    /// Resolves once a response has waited `limit` to be asked for more.
+    pub async fn stalled(&self, limit: Duration) {
+        loop {
+            let stalled = self.stalled_for();
+            if stalled >= limit {
+                return;
+            }
+            tokio::time::sleep(limit - stalled).await;
+        }
+    }
+}
+
+/// A response body that keeps its request open until it is sent whole (or
+/// dropped), and tells its connection's [`Activity`] when hyper takes the
+/// head or a frame and when it comes back for the next: hyper comes back
+/// once what it took is on its way, so a response it does not come back to
+/// is held by the client.
+pub struct Tracked<B> {
+    inner: B,
+    open: OpenRequest,
+    /// A frame was handed over and hyper has not asked since.
+    handed: bool,
+}
+
+impl<B> Tracked<B> {
+    /// Wraps `inner`, the response to the request `open`. Its head counts
+    /// as handed over: hyper asks for the body once the head is on its
+    /// way, and an HTTP/2 client with a shut window is never asked for
+    /// the first byte.
+    pub fn new(inner: B, open: OpenRequest) -> Self
+    where
+        B: Body,
+    {
+        let handed = !inner.is_end_stream();
+        if handed {
+            let activity = &open.0;
+            activity.asked.store(activity.now_ms(), Relaxed);
+            activity.handed.fetch_add(1, Relaxed);
+        }
+        Self {
+            inner,
+            open,
+            handed,
+        }
+    }
+
+    fn asked(&mut self) {
+        let activity = &self.open.0;
+        activity.asked.store(activity.now_ms(), Relaxed);
+        if std::mem::take(&mut self.handed) {
+            activity.handed.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+impl<B: Body + Unpin> Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        self.asked();
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        // The last frame too: hyper may hold it until the client's window
+        // opens (it drops the body once the frame is sent).
+        if matches!(polled, Poll::Ready(Some(Ok(_)))) {
+            self.handed = true;
+            self.open.0.handed.fetch_add(1, Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Drop for Tracked<B> {
+    fn drop(&mut self) {
+        if self.handed {
+            self.open.0.handed.fetch_sub(1, Relaxed);
         }
     }
 }

@@ -153,6 +153,10 @@ pub struct Metrics {
     pub unrouted_path: AtomicU64,
     /// Open client connections.
     pub connections: AtomicI64,
+    /// Connections cut because the client stopped taking a response: a
+    /// write waited past `write_timeout`, or a response waited that long
+    /// for the client's HTTP/2 flow-control window.
+    pub stalled_clients: AtomicU64,
     /// Successful reloads.
     pub reloads_ok: AtomicU64,
     /// Refused reloads.
@@ -304,7 +308,7 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{{}}} {}", labels(t, c), get(m));
             }
         }
-        let global: [(&str, &str, &str, i64); 6] = [
+        let global: [(&str, &str, &str, i64); 7] = [
             (
                 "edge_unrouted_host_total",
                 "counter",
@@ -322,6 +326,12 @@ impl Metrics {
                 "gauge",
                 "Open client connections.",
                 self.connections.load(Relaxed),
+            ),
+            (
+                "edge_stalled_clients_total",
+                "counter",
+                "Connections cut because the client stopped taking a response (write_timeout_ms).",
+                self.stalled_clients.load(Relaxed) as i64,
             ),
             (
                 "edge_reloads_total{result=\"ok\"}",

@@ -196,6 +196,21 @@ pub fn spawn_workers(
         .collect()
 }
 
+/// Whether a connection's error is a write that waited past
+/// `write_timeout` for the client ([`crate::conn::TimedIo`]).
+fn stalled_write(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(e) = source {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
 /// Serves application traffic on `listener` until `shutdown` flips, then
 /// drains open connections for up to the configured drain timeout.
 pub async fn serve(
@@ -251,8 +266,8 @@ pub async fn serve(
             let lane = for_lane.clone();
             async move {
                 let response = handle(&shared, req, client_addr, &lane).await;
-                drop(open);
-                Ok::<_, Infallible>(response)
+                // Open until its body is sent whole.
+                Ok::<_, Infallible>(response.map(|body| crate::conn::Tracked::new(body, open)))
             }
         });
         let builder = builder.clone();
@@ -269,23 +284,39 @@ pub async fn serve(
                 let io = TimedIo::new(stream, limits.write_timeout);
                 let conn = builder.serve_connection(TokioIo::new(io), service);
                 let mut conn = std::pin::pin!(conn);
-                let mut closing = false;
+                // Once closing, the client has `write_timeout` to take what
+                // was sent (an HTTP/2 client that never opens its window
+                // would hold a closing connection for good).
+                let mut closing: Option<tokio::time::Instant> = None;
                 let ended = loop {
+                    let closed = async {
+                        match closing {
+                            Some(at) => tokio::time::sleep_until(at + limits.write_timeout).await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
-                        r = conn.as_mut() => break r,
-                        _ = activity.idle(limits.idle_timeout), if !closing => {
+                        r = conn.as_mut() => break r.map_err(|e| (stalled_write(&*e), e.to_string())),
+                        _ = activity.stalled(limits.write_timeout) => {
+                            break Err((true, "the client stopped taking a response".into()));
+                        }
+                        _ = closed => break Err((true, "the client did not take what was sent before closing".into())),
+                        _ = activity.idle(limits.idle_timeout), if closing.is_none() => {
                             // HTTP/2: GOAWAY; HTTP/1: close once idle.
-                            closing = true;
+                            closing = Some(tokio::time::Instant::now());
                             conn.as_mut().graceful_shutdown();
                         }
-                        _ = stop.changed(), if !closing => {
-                            closing = true;
+                        _ = stop.changed(), if closing.is_none() => {
+                            closing = Some(tokio::time::Instant::now());
                             conn.as_mut().graceful_shutdown();
                         }
                     }
                 };
-                if let Err(e) = ended {
-                    tracing::debug!(error = %e, %peer, "connection ended with an error");
+                if let Err((stalled, error)) = ended {
+                    if stalled {
+                        metrics.stalled_clients.fetch_add(1, Relaxed);
+                    }
+                    tracing::debug!(%error, %peer, "connection ended with an error");
                 }
             }
             metrics.connections.fetch_sub(1, Relaxed);
