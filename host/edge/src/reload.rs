@@ -204,9 +204,10 @@ pub async fn watch(
     mut hup: Option<Signal>,
 ) {
     let mut files = shared.app.load().config.watched_files();
-    // As of the serving config's load, not of now: a file changed in
-    // between is read again at the first look.
-    let mut seen = snapshot(&files, loaded_at);
+    // As of the serving config's load, not of now: a file changed after
+    // the load began is read again at the first look (one written just
+    // before is what the load read).
+    let mut seen = snapshot(&files, loaded_at + SETTLE);
     loop {
         let interval = shared.app.load().config.server.watch_interval;
         // Without file watching, still wake now and then to check swap.
@@ -217,7 +218,11 @@ pub async fn watch(
         };
         shared.check_swap();
         let read_at = SystemTime::now();
-        let now = snapshot(&files, read_at);
+        let mut now = snapshot(&files, read_at);
+        if by_signal {
+            // SIGHUP says the files are written: no second look.
+            now.iter_mut().for_each(|s| s.settled = true);
+        }
         if !by_signal && (interval.is_none() || !changed(&seen, &now)) {
             continue;
         }
@@ -246,7 +251,10 @@ mod tests {
         assert!(settled(read - Duration::from_secs(1), read));
         assert!(!settled(read - ms(5), read), "same coarse clock tick");
         assert!(!settled(read + ms(5), read), "changed after the read began");
-        assert!(settled(read + Duration::from_secs(60), read), "another clock");
+        assert!(
+            settled(read + Duration::from_secs(60), read),
+            "another clock"
+        );
     }
 
     #[test]
