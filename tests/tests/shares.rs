@@ -225,6 +225,44 @@ async fn a_stalled_post_does_not_fail_the_requests_queued_behind_it() {
     assert_eq!(counts, [1, 2, 3]);
 }
 
+/// A tenant whose component holds many of the pool's core instances
+/// (Spin's Python SDK: 14 core modules per instance) cannot take the slots
+/// another tenant's instances need: each of its instances counts as four
+/// against its `max_instances` (14 of the pool's 30 core instances, over
+/// an instance's part of them, 30 / 8), so of its share of 4 one session
+/// fits, and the other tenant's echo (3 core instances) finds room. By
+/// instance count alone its two sessions would hold 28 of the 30.
+#[tokio::test]
+async fn a_component_holding_many_core_instances_counts_for_more_of_its_share() {
+    let py = edge_tests::repo().join("tests/spin-apps/py-features/app.wasm");
+    let spin = format!(
+        "{}\n[[trigger.http]]\nroute = \"/py/...\"\ncomponent = \"py\"\n[component.py]\nsource = \"{}\"\n",
+        spin(),
+        py.display()
+    );
+    let edge = Edge::start(
+        &spin,
+        &two_tenants("[component.py]\ninstance = \"session\"\nsession_key = \"path:2\"\nidle_timeout_ms = 600000\n")
+            .replace("total_component_instances = 20", "total_component_instances = 8\ntotal_core_instances = 30"),
+    );
+    let url = |path: &str| format!("{}{path}", edge.url);
+    // The app answers (its own 404: it routes on the whole path).
+    let (status, body) = get_host(&url("/py/k1/"), "hostile.test").await;
+    assert_eq!((status, body.trim()), (404, "no such route"));
+    // The second session would be a second instance: over the share.
+    let (status, body) = get_host(&url("/py/k2/"), "hostile.test").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        edge.log().contains("each instance counts as 4"),
+        "{}",
+        edge.log()
+    );
+    for _ in 0..3 {
+        let (status, body) = get_host(&url("/echo"), "calm.test").await;
+        assert_eq!(status, 200, "{body}");
+    }
+}
+
 #[tokio::test]
 async fn idle_http2_connections_are_closed() {
     let edge = Edge::start(

@@ -110,6 +110,41 @@ pub fn component_imports(component: &[u8]) -> Result<Vec<String>, Error> {
     Ok(names)
 }
 
+/// How many core module instances one instance of `component` makes:
+/// every `instantiate` of a core module in it. `None` when a nested
+/// component instantiates modules (it may itself be instantiated any
+/// number of times); the nested components toolchains add to re-export
+/// interfaces instantiate none.
+pub fn core_instantiations(component: &[u8]) -> Result<Option<u32>, Error> {
+    let mut count = 0u32;
+    // Components and modules open around the current payload.
+    let mut components = 0usize;
+    let mut open = Vec::new();
+    for payload in Parser::new(0).parse_all(component) {
+        match payload.map_err(|e| Error::NotWasm(e.to_string()))? {
+            Payload::Version { encoding, .. } => {
+                let is_component = encoding == Encoding::Component;
+                components += usize::from(is_component);
+                open.push(is_component);
+            }
+            Payload::End(_) if open.pop() == Some(true) => components -= 1,
+            Payload::InstanceSection(reader) => {
+                for instance in reader {
+                    let instance = instance.map_err(|e| Error::NotWasm(e.to_string()))?;
+                    if matches!(instance, wasmparser::Instance::Instantiate { .. }) {
+                        if components > 1 {
+                            return Ok(None);
+                        }
+                        count = count.saturating_add(1);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(count))
+}
+
 /// The payload of the component's own (top-level) custom section `name`,
 /// if it has one; sections of nested modules and components are skipped
 /// without being parsed.
@@ -149,6 +184,28 @@ pub fn top_level_custom_section<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn core_instances_are_counted_and_unknown_in_a_nested_component() {
+        let module = wasm_encoder::Module::new();
+        // (component (core module $m ...) (core instance (instantiate $m)) x2)
+        let mut c = wasm_encoder::Component::new();
+        c.section(&wasm_encoder::ModuleSection(&module));
+        let mut instances = wasm_encoder::InstanceSection::new();
+        instances.instantiate(0, std::iter::empty::<(&str, wasm_encoder::ModuleArg)>());
+        instances.instantiate(0, std::iter::empty::<(&str, wasm_encoder::ModuleArg)>());
+        c.section(&instances);
+        assert_eq!(core_instantiations(&c.finish()).unwrap(), Some(2));
+        // The same inside a nested component: not known.
+        let mut inner = wasm_encoder::Component::new();
+        inner.section(&wasm_encoder::ModuleSection(&module));
+        let mut one = wasm_encoder::InstanceSection::new();
+        one.instantiate(0, std::iter::empty::<(&str, wasm_encoder::ModuleArg)>());
+        inner.section(&one);
+        let mut outer = wasm_encoder::Component::new();
+        outer.section(&wasm_encoder::NestedComponentSection(&inner));
+        assert_eq!(core_instantiations(&outer.finish()).unwrap(), None);
+    }
 
     #[test]
     fn a_plain_module_is_refused_with_what_to_do() {

@@ -52,6 +52,8 @@ pub struct Runtime {
     /// The background lane, where tenants over their CPU share and long
     /// calls run ([`crate::lanes`]).
     pub background: crate::lanes::Background,
+    /// The pool the engines were built with (it applies at start only).
+    pub pool: edge_config::Pool,
     _keeper: crate::lanes::Keeper,
     _ticker: EpochTicker,
 }
@@ -98,6 +100,7 @@ impl Runtime {
             resets_in_place,
             outbound: Default::default(),
             services: Default::default(),
+            pool: config.pool.clone(),
         })
     }
 }
@@ -113,6 +116,9 @@ pub struct Prepared {
     /// For a Worker script: its bundle, which the Workers engine (`entry`)
     /// runs.
     pub script: Option<Arc<str>>,
+    /// How many of its tenant's `max_instances` one instance takes
+    /// ([`instance_weight`]).
+    pub weight: u64,
 }
 
 impl Prepared {
@@ -161,6 +167,13 @@ pub struct Target {
     /// Whether it is a Worker (its requests carry Cloudflare's headers,
     /// not Spin's).
     pub worker: bool,
+}
+
+impl Target {
+    /// How many of its tenant's `max_instances` one of its instances takes.
+    pub fn weight(&self) -> u64 {
+        self.prepared.as_ref().map_or(1, |p| p.weight)
+    }
 }
 
 /// A tenant's routes.
@@ -716,7 +729,20 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
         hash,
         worker,
         script,
+        core_instances,
     } = rt.cache.load(&component.source)?;
+    let resources = compiled.resources_required();
+    let weight = instance_weight(&rt.pool, resources.as_ref(), core_instances);
+    if weight > 1 {
+        tracing::info!(
+            component = %component.id,
+            weight,
+            memories = ?resources.as_ref().map(|r| r.num_memories),
+            tables = ?resources.as_ref().map(|r| r.num_tables),
+            ?core_instances,
+            "each instance counts as {weight} against its tenant's max_instances: it holds more of the pool's memories, tables or core instances than an instance's part"
+        );
+    }
     let mut linker = Linker::<HostState>::new(compiled.engine());
     // Interfaces with async functions link only in the concurrent engine;
     // a component importing one was compiled for it.
@@ -799,7 +825,40 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
         hash,
         worker,
         script,
+        weight,
     })
+}
+
+/// How many of its tenant's `max_instances` one instance of a component
+/// takes: one, or more when it holds more of the pool's memories, tables
+/// or core instances than an instance's part of them (the pool is sized
+/// for what a usual component holds: `[pool]` totals over
+/// `total_component_instances`). So no share, whatever its components,
+/// holds more of any of them than its part of the pool, and another
+/// tenant's instance always finds its slots. What is not known (a
+/// component that imports modules or nests components) counts as the
+/// per-component maximum.
+pub fn instance_weight(
+    pool: &edge_config::Pool,
+    resources: Option<&wasmtime::ResourcesRequired>,
+    core_instances: Option<u32>,
+) -> u64 {
+    let instances = u64::from(pool.total_component_instances.max(1));
+    // ceil(used / (total / instances)), in integers.
+    let part =
+        |used: u32, total: u32| (u64::from(used) * instances).div_ceil(u64::from(total.max(1)));
+    let memories = resources.map_or(pool.max_memories_per_component, |r| r.num_memories);
+    let tables = resources.map_or(pool.max_tables_per_component, |r| r.num_tables);
+    let cores = core_instances.unwrap_or(pool.max_core_instances_per_component);
+    [
+        part(memories, pool.total_memories),
+        part(tables, pool.total_tables),
+        part(cores, pool.total_core_instances),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(1)
+    .max(1)
 }
 
 /// Why a component did not link, in the manifest's terms: the interface
@@ -936,6 +995,37 @@ pub fn strip_port(host: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instance_weighs_its_largest_part_of_the_pool() {
+        let pool = edge_config::Pool {
+            total_component_instances: 1000,
+            total_core_instances: 4000,
+            total_memories: 2000,
+            total_tables: 4000,
+            max_core_instances_per_component: 16,
+            max_memories_per_component: 4,
+            max_tables_per_component: 8,
+            total_stacks: 1000,
+            max_memory_bytes: 64 << 20,
+            keep_resident_bytes: 0,
+            session_instances: 750,
+        };
+        let needs = |memories, tables| wasmtime::ResourcesRequired {
+            num_memories: memories,
+            max_initial_memory_size: None,
+            num_tables: tables,
+            max_initial_table_size: None,
+        };
+        // A usual Rust component: 1 memory, 2 tables, 3 core instances.
+        assert_eq!(instance_weight(&pool, Some(&needs(1, 2)), Some(3)), 1);
+        // Spin's Python SDK: 14 core instances, 3.5 instances' part.
+        assert_eq!(instance_weight(&pool, Some(&needs(1, 2)), Some(14)), 4);
+        assert_eq!(instance_weight(&pool, Some(&needs(4, 1)), Some(1)), 2);
+        // Not known: the per-component maximum.
+        assert_eq!(instance_weight(&pool, None, None), 4);
+        assert_eq!(instance_weight(&pool, Some(&needs(0, 0)), Some(0)), 1);
+    }
 
     #[test]
     fn host_index_prefers_exact_then_longest_suffix() {

@@ -209,6 +209,9 @@ pub struct Loaded {
     /// For a Worker script: its bundle (and `component` is the Workers
     /// engine, which runs it).
     pub script: Option<Arc<str>>,
+    /// Core module instances one instance of `component` makes (`None`:
+    /// not known, it nests components).
+    pub core_instances: Option<u32>,
 }
 
 /// Interfaces without async functions that the host provides only in the
@@ -425,7 +428,7 @@ pub struct ComponentCache {
 #[derive(Default)]
 struct WorkersEngine {
     path: Option<PathBuf>,
-    loaded: Option<(u64, std::time::SystemTime, Component)>,
+    loaded: Option<(u64, std::time::SystemTime, Component, Option<u32>)>,
 }
 
 struct Sha256Hasher(Sha256);
@@ -497,7 +500,7 @@ impl ComponentCache {
             // Workers engine runs it.
             let script = crate::worker::script_of(bytes, declared)
                 .with_context(|| format!("component {}", path.display()))?;
-            let engine = self
+            let (engine, core_instances) = self
                 .workers_engine()
                 .with_context(|| format!("component {} is a Worker script", path.display()))?;
             return Ok(Loaded {
@@ -505,14 +508,22 @@ impl ComponentCache {
                 hash,
                 worker,
                 script: Some(script),
+                core_instances,
             });
         }
+        // A pass over the sections (a preview 1 module is adapted first):
+        // cheap beside loading, and not in the compiled artifact. Bytes
+        // that do not parse fail to compile below, with the reason.
+        let core_instances = edge_componentize::componentize_if_module(bytes)
+            .and_then(|c| edge_componentize::core_instantiations(&c))
+            .unwrap_or(None);
         if let Some(c) = self.lock().get(&hash) {
             return Ok(Loaded {
                 component: c.clone(),
                 hash,
                 worker,
                 script: None,
+                core_instances,
             });
         }
         let component = match self.load_precompiled(&hash)? {
@@ -542,6 +553,7 @@ impl ComponentCache {
             hash,
             worker,
             script: None,
+            core_instances,
         })
     }
 
@@ -559,7 +571,7 @@ impl ComponentCache {
 
     /// The Workers engine, compiled (once: every Worker script shares it;
     /// again only if its file changes).
-    fn workers_engine(&self) -> Result<Component> {
+    fn workers_engine(&self) -> Result<(Component, Option<u32>)> {
         let mut engine = self
             .workers_engine
             .lock()
@@ -570,18 +582,23 @@ impl ComponentCache {
         let meta = std::fs::metadata(&path)
             .with_context(|| format!("the Workers engine {}", path.display()))?;
         let stamp = (meta.len(), meta.modified()?);
-        if let Some((len, modified, component)) = &engine.loaded
+        if let Some((len, modified, component, core_instances)) = &engine.loaded
             && (*len, *modified) == stamp
         {
-            return Ok(component.clone());
+            return Ok((component.clone(), *core_instances));
         }
         let bytes = std::fs::read(&path)
             .with_context(|| format!("reading the Workers engine {}", path.display()))?;
         crate::worker::check_engine(&bytes)
             .with_context(|| format!("the Workers engine {}", path.display()))?;
-        let component = self.load_bytes(&path, &bytes)?.component;
-        engine.loaded = Some((stamp.0, stamp.1, component.clone()));
-        Ok(component)
+        let loaded = self.load_bytes(&path, &bytes)?;
+        engine.loaded = Some((
+            stamp.0,
+            stamp.1,
+            loaded.component.clone(),
+            loaded.core_instances,
+        ));
+        Ok((loaded.component, loaded.core_instances))
     }
 
     fn key(&self, kind: EngineKind) -> &str {

@@ -491,11 +491,14 @@ where
         // The tenant's instance share, taken when the call first runs (not
         // while it waits its turn in the background lane: a waiting call
         // has no instance) and held for as long as the store lives.
-        let _permit = target.share.acquire(Limit::Instances).map_err(|limit| {
-            let f = Failure::OverShare(limit);
-            count_failure(&target, &f);
-            f
-        })?;
+        let _permit = target
+            .share
+            .acquire_units(Limit::Instances, target.weight())
+            .map_err(|limit| {
+                let f = Failure::OverShare(limit);
+                count_failure(&target, &f);
+                f
+            })?;
         let _active = ActiveInstance::new(&target.metrics);
         // A tick from now, not from when the store was made: a call that
         // waited its turn would otherwise yield at its first epoch check,

@@ -425,7 +425,7 @@ impl SessionPool {
             let p = self
                 .share
                 .try_acquire(Limit::Sessions)
-                .unwrap_or_else(|| self.share.acquire_over(Limit::Sessions));
+                .unwrap_or_else(|| self.share.acquire_over(Limit::Sessions, 1));
             (p, true)
         };
         // The host's sessions are all taken: the new one takes the place of
@@ -776,13 +776,15 @@ async fn start_instance(
     clock: &CallClock,
 ) -> Result<Instance, Failure> {
     let permit = if over {
-        pool.share.acquire_over(Limit::Instances)
+        pool.share.acquire_over(Limit::Instances, target.weight())
     } else {
-        pool.share.acquire(Limit::Instances).map_err(|l| {
-            let f = Failure::OverShare(l);
-            count_failure(target, &f);
-            f
-        })?
+        pool.share
+            .acquire_units(Limit::Instances, target.weight())
+            .map_err(|l| {
+                let f = Failure::OverShare(l);
+                count_failure(target, &f);
+                f
+            })?
     };
     let active = ActiveInstance::new(&target.metrics);
     // Instantiation gets its own deadline: it is the session's cost, not

@@ -141,11 +141,14 @@ impl LogBudget {
 pub struct Permit {
     share: Arc<TenantShare>,
     limit: Limit,
+    units: u64,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.share.counter(self.limit).fetch_sub(1, Relaxed);
+        self.share
+            .counter(self.limit)
+            .fetch_sub(self.units, Relaxed);
     }
 }
 
@@ -178,7 +181,14 @@ impl TenantShare {
     /// Takes one unit of `limit` (instances, sessions or in-flight), or
     /// counts a refusal and says which limit refused.
     pub fn acquire(self: &Arc<Self>, limit: Limit) -> Result<Permit, Limit> {
-        self.try_acquire(limit).ok_or_else(|| {
+        self.acquire_units(limit, 1)
+    }
+
+    /// Takes `units` of `limit` (an instance of a component that holds
+    /// more of the pool than most: [`crate::app::instance_weight`]), or
+    /// counts a refusal and says which limit refused.
+    pub fn acquire_units(self: &Arc<Self>, limit: Limit, units: u64) -> Result<Permit, Limit> {
+        self.try_acquire_units(limit, units).ok_or_else(|| {
             self.refuse(limit);
             limit
         })
@@ -187,25 +197,31 @@ impl TenantShare {
     /// Takes one unit of `limit` if it fits, counting nothing otherwise
     /// (for a caller with another way to make room).
     pub fn try_acquire(self: &Arc<Self>, limit: Limit) -> Option<Permit> {
+        self.try_acquire_units(limit, 1)
+    }
+
+    fn try_acquire_units(self: &Arc<Self>, limit: Limit, units: u64) -> Option<Permit> {
         let counter = self.counter(limit);
-        if counter.fetch_add(1, Relaxed) >= self.max(limit) {
-            counter.fetch_sub(1, Relaxed);
+        if counter.fetch_add(units, Relaxed) + units > self.max(limit) {
+            counter.fetch_sub(units, Relaxed);
             return None;
         }
         Some(Permit {
             share: self.clone(),
             limit,
+            units,
         })
     }
 
-    /// Takes one unit of `limit` whatever the count: for a session started
+    /// Takes `units` of `limit` whatever the count: for a session started
     /// in the place of one just evicted, whose instance is still on its
     /// way out.
-    pub fn acquire_over(self: &Arc<Self>, limit: Limit) -> Permit {
-        self.counter(limit).fetch_add(1, Relaxed);
+    pub fn acquire_over(self: &Arc<Self>, limit: Limit, units: u64) -> Permit {
+        self.counter(limit).fetch_add(units, Relaxed);
         Permit {
             share: self.clone(),
             limit,
+            units,
         }
     }
 
