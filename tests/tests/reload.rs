@@ -201,4 +201,17 @@ async fn a_reload_that_replaces_a_session_pool_frees_its_slots() {
         "1\n",
         "a fresh session in the new pool"
     );
+    // A reload that changes nothing keeps the new pool and its sessions
+    // (the replacement is kept apart from the pool it replaced).
+    let reloads = "edge_reloads_total{result=\"ok\"}";
+    let before = edge.metric(reloads).await;
+    edge.signal(SIGHUP);
+    while edge.metric(reloads).await == before {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        get(&format!("{}/counter/a/count", edge.url)).await.1,
+        "2\n",
+        "the session lived through a reload that changed nothing"
+    );
 }

@@ -260,11 +260,20 @@ impl SessionRegistry {
         let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
         pools.retain(|_, p| p.strong_count() > 0);
         let key = (tenant.to_string(), component.to_string(), prepared.hash);
-        if let Some(pool) = pools.get(&key).and_then(Weak::upgrade)
-            && pool.settings == *settings
-            && pool.spec.same_grants(spec)
-            && !pool.retired.load(Relaxed)
-        {
+        // Under its own key or, having replaced a pool still draining,
+        // under that key with `~`s after the component.
+        let live = pools
+            .iter()
+            .filter(|((t, c, hash), _)| {
+                *t == key.0 && c.trim_end_matches('~') == key.1 && *hash == key.2
+            })
+            .filter_map(|(_, pool)| pool.upgrade())
+            .find(|pool| {
+                pool.settings == *settings
+                    && pool.spec.same_grants(spec)
+                    && !pool.retired.load(Relaxed)
+            });
+        if let Some(pool) = live {
             return pool;
         }
         let pool = Arc::new(SessionPool {
