@@ -491,6 +491,25 @@ async fn tenants_each_within_their_share_cannot_fill_the_pool_for_others() {
 }
 
 #[tokio::test]
+async fn a_tenant_at_the_host_cap_ends_its_own_idle_session_first() {
+    // Sessions may hold 10 of the pool; b pins 3, a pins 7, then a asks
+    // for an eighth: a holds the most, so its own least recently used
+    // session ends, not b's (a's pool, locked while it admits the new
+    // session, was once skipped).
+    let edge = Edge::start(
+        &spin(),
+        &victim_and_four("session_instances = 10\n")
+            .replace("total_component_instances = 20", "total_component_instances = 40"),
+    );
+    assert_eq!(pin_sessions(&edge, "b", 3).await, [200; 3]);
+    assert_eq!(pin_sessions(&edge, "a", 8).await, [200; 8]);
+    assert_eq!(reclaimed(&edge, &["a"]).await, 1.0);
+    assert_eq!(reclaimed(&edge, &["b"]).await, 0.0);
+    let (status, body) = get_host(&format!("{}/counter/k0/count", edge.url), "b.test").await;
+    assert_eq!((status, body.as_str()), (200, "2\n"), "b's session lived on");
+}
+
+#[tokio::test]
 async fn sessions_leave_a_part_of_the_pool_to_per_request_instances() {
     // Pool of 20: sessions may hold 15 of it (the default three quarters).
     // Four tenants asking for 5 sessions each get 15 between them: each

@@ -199,6 +199,16 @@ impl IdleSessions {
     /// its instance (so its pool slot is free on return); None if none of
     /// the largest holders has an idle one (or its pool is busy).
     pub fn reclaim(&self) -> Option<Arc<str>> {
+        self.reclaim_holding(None)
+    }
+
+    /// [`Self::reclaim`] by a caller holding `locked`'s sessions: that
+    /// pool is one to take from like the others (a pool skipped for being
+    /// busy would spare the tenant that holds the most).
+    fn reclaim_holding(
+        &self,
+        mut locked: Option<(&SessionPool, &mut HashMap<String, Session>)>,
+    ) -> Option<Arc<str>> {
         let pools: Vec<Arc<SessionPool>> = {
             let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
             map.values().filter_map(Weak::upgrade).collect()
@@ -214,9 +224,16 @@ impl IdleSessions {
                 pools.iter().filter(|p| &*p.tenant == tenant).collect();
             theirs.sort_by_key(|p| std::cmp::Reverse(p.len()));
             for p in theirs {
-                if let Ok(mut sessions) = p.sessions.try_lock()
-                    && p.evict_lru(&mut sessions)
-                {
+                let evicted = match locked.as_mut() {
+                    Some((own, sessions)) if std::ptr::eq(Arc::as_ptr(p), *own) => {
+                        p.evict_lru(sessions)
+                    }
+                    _ => p
+                        .sessions
+                        .try_lock()
+                        .is_ok_and(|mut sessions| p.evict_lru(&mut sessions)),
+                };
+                if evicted {
                     return Some(p.tenant.clone());
                 }
             }
@@ -443,7 +460,9 @@ impl SessionPool {
         let cap = self.host.cap.load(Relaxed);
         if cap > 0
             && self.host.live.load(Relaxed) >= cap
-            && IdleSessions(self.pools.clone()).reclaim().is_none()
+            && IdleSessions(self.pools.clone())
+                .reclaim_holding(Some((self, sessions)))
+                .is_none()
         {
             return Err(refuse(Failure::SessionsFull(format!(
                 "the host's sessions are all busy ([pool] session_instances = {cap})"
