@@ -142,12 +142,17 @@ impl Listeners {
     /// Which listener `addr` reaches, if any. `local` says that `addr` is
     /// known to be this machine (a loopback or unspecified address, or a
     /// connection whose two ends have the same address), so it reaches a
-    /// listener bound to the unspecified address on its port.
+    /// listener bound to the unspecified address on its port; otherwise,
+    /// for such a listener's port, whether it is one of this machine's
+    /// addresses is asked of the kernel (before any connection: a client
+    /// that connects by itself, such as a guest's socket, is checked only
+    /// here).
     fn reached(&self, addr: SocketAddr, local: bool) -> Option<Own> {
         let hits = |list: &[SocketAddr]| {
             list.iter().any(|l| {
                 l.port() == addr.port()
-                    && (canonical(l.ip()) == addr.ip() || (l.ip().is_unspecified() && local))
+                    && (canonical(l.ip()) == addr.ip()
+                        || (l.ip().is_unspecified() && (local || is_this_machine(addr.ip()))))
             })
         };
         if hits(&self.admin) {
@@ -158,6 +163,14 @@ impl Listeners {
             None
         }
     }
+}
+
+/// Whether `ip` is an address of this machine: the kernel binds a socket
+/// only to its own addresses (`EADDRNOTAVAIL` otherwise).
+fn is_this_machine(ip: IpAddr) -> bool {
+    ip.is_loopback()
+        || ip.is_unspecified()
+        || std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -368,7 +381,21 @@ mod tests {
         let p = policy(&["0.0.0.0/0"], "0.0.0.0:8080", "0.0.0.0:9080");
         assert!(check(&p, "127.0.0.7:9080").is_err());
         assert!(check(&p, "0.0.0.0:9080").is_err());
-        assert!(check(&p, "203.0.113.9:9080").is_ok()); // not known as local yet
+        assert!(check(&p, "203.0.113.9:9080").is_ok()); // not this machine's
+        // This machine's own non-loopback address (the one it would send
+        // from): refused before any connection.
+        let own = std::net::UdpSocket::bind("0.0.0.0:0")
+            .and_then(|s| s.connect("192.0.2.1:9").map(|()| s))
+            .and_then(|s| s.local_addr())
+            .map(|a| a.ip());
+        match own {
+            Ok(ip) if !ip.is_loopback() => {
+                assert!(p.check(SocketAddr::new(ip, 9080)).is_err(), "{ip}");
+                assert!(p.check(SocketAddr::new(ip, 9081)).is_ok(), "{ip}");
+            }
+            // No route off the machine: it has no address but loopback.
+            _ => eprintln!("no non-loopback address to check"),
+        }
         let here = "203.0.113.9:9080".parse().unwrap();
         let from = "203.0.113.9:40000".parse().unwrap();
         assert!(p.check_connected(from, here).is_err());
