@@ -65,7 +65,10 @@ pub struct CappedBody<B> {
     inner: B,
     seen: u64,
     limits: BodyLimits,
-    started: Instant,
+    /// From the guest's first read, not the request's arrival: a request
+    /// that waited its turn (in a session's queue, behind a busy lane), or
+    /// whose client waits for `100 Continue` until then, has not stalled.
+    started: Option<Instant>,
     last: Instant,
     timer: Option<Pin<Box<Sleep>>>,
     exceeded: Arc<AtomicBool>,
@@ -80,7 +83,7 @@ impl<B> CappedBody<B> {
             inner,
             seen: 0,
             limits,
-            started: now,
+            started: None,
             last: now,
             timer: None,
             exceeded,
@@ -94,15 +97,16 @@ impl<B> CappedBody<B> {
         self
     }
 
-    /// When the body is cut if nothing more arrives.
-    fn due(&self) -> Instant {
+    /// When the body is cut if nothing more arrives, reading since
+    /// `started`.
+    fn due(&self, started: Instant) -> Instant {
         let l = &self.limits;
         let mut due = (self.last + l.idle).min(l.cutoff);
         if l.min_rate > 0 {
             // The average pace falls under min_rate at started + idle +
             // seen / min_rate, unless more bytes come.
             let allowed = Duration::from_secs_f64(self.seen as f64 / l.min_rate as f64);
-            due = due.min(self.started + l.idle + allowed);
+            due = due.min(started + l.idle + allowed);
         }
         due
     }
@@ -121,6 +125,11 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         let this = &mut *self;
+        let started = *this.started.get_or_insert_with(|| {
+            let now = Instant::now();
+            this.last = now;
+            now
+        });
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         this.pace.0.waiting.store(polled.is_pending(), Relaxed);
         match polled {
@@ -139,7 +148,7 @@ where
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => {
-                let due = this.due();
+                let due = this.due(started);
                 let timer = this
                     .timer
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
@@ -316,6 +325,26 @@ mod tests {
         assert!(matches!(err, Error::ConnectionReadTimeout));
         assert!(pace.timed_out());
         drop(tx);
+    }
+
+    #[tokio::test]
+    async fn a_body_first_read_after_waiting_its_turn_has_not_stalled() {
+        // The request waited longer than the idle limit before its guest
+        // read (a session's queue, a `100 Continue` client): its clocks
+        // start at that first read.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let mut l = limits(100);
+        l.idle = Duration::from_millis(100);
+        l.min_rate = 1000;
+        let mut capped = CappedBody::new(Trickle(rx), l, Arc::default());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sender = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            tx.send(Bytes::from_static(b"x")).await.unwrap();
+            tx
+        });
+        assert!(capped.frame().await.unwrap().is_ok(), "not cut");
+        drop(sender.await.unwrap());
     }
 
     #[tokio::test]
