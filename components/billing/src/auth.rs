@@ -147,11 +147,28 @@ fn string_field(body: &serde_json::Map<String, Value>, name: &str) -> Result<Str
 
 /// `POST /api/login`.
 pub async fn login(db: &Db, req: &Req) -> Result<Resp, ApiError> {
+    // JSON said so: a cross-site form can post `text/plain` that parses
+    // as JSON (no CSRF token guards a login), and would log the victim's
+    // browser in as the attacker.
+    let json_type = req
+        .header("content-type")
+        .and_then(|t| t.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err(ApiError::new(
+            415,
+            None,
+            "send the login as JSON (content-type: application/json)",
+        ));
+    }
     let body = req.json()?;
     let login = string_field(&body, "login")?;
     let pw = string_field(&body, "password")?;
-    if login.len() > 254 || pw.len() > billing_core::validate::MAX_PASSWORD {
+    if login.len() > 254 {
         return Err(ApiError::bad("login", "too long"));
+    }
+    if pw.len() > billing_core::validate::MAX_PASSWORD {
+        return Err(ApiError::bad("password", "too long"));
     }
     let now = now_ms();
     let window = now - now.rem_euclid(WINDOW_MS);
@@ -159,14 +176,20 @@ pub async fn login(db: &Db, req: &Req) -> Result<Resp, ApiError> {
         (format!("login:{login}"), PER_LOGIN),
         (format!("addr:{}", client_ip(req)), PER_ADDRESS),
     ];
+    // Every attempt counts before its password is checked (given back if
+    // it succeeds): attempts sent at once cannot all pass a check made
+    // before any of them is counted.
     for (key, limit) in &keys {
+        let key = Param::Text(key.clone());
+        db.exec(db.dialect.count_failure(), &[key.clone(), Param::Int(window)])
+            .await?;
         let n = db
             .scalar(
                 "SELECT count FROM login_failures WHERE failure_key = ? AND window_start = ?",
-                &[Param::Text(key.clone()), Param::Int(window)],
+                &[key, Param::Int(window)],
             )
             .await?;
-        if n >= *limit {
+        if n > *limit {
             let mut e = ApiError::new(429, None, "too many failed logins; try again in a minute");
             e.retry_after = Some(((window + WINDOW_MS - now + 999) / 1000).max(1) as u64);
             return Err(e);
@@ -186,13 +209,6 @@ pub async fn login(db: &Db, req: &Req) -> Result<Resp, ApiError> {
         }
     };
     let Some(u) = user.filter(|_| ok) else {
-        for (key, _) in &keys {
-            db.exec(
-                db.dialect.count_failure(),
-                &[Param::Text(key.clone()), Param::Int(window)],
-            )
-            .await?;
-        }
         db.exec(
             "DELETE FROM login_failures WHERE window_start < ?",
             &[Param::Int(window - 3_600_000)],
@@ -204,16 +220,33 @@ pub async fn login(db: &Db, req: &Req) -> Result<Resp, ApiError> {
     // never the session afterwards.
     let secret = hex_of(&random::<32>());
     let csrf = hex_of(&random::<32>());
-    db.exec(
-        "INSERT INTO sessions (id_hash, user_id, csrf, expires_at) VALUES (?, ?, ?, ?)",
-        &[
-            Param::Text(sha256_hex(&secret)),
-            Param::Int(u[0].int()),
-            Param::Text(csrf.clone()),
-            Param::Int(now + SESSION_MS),
-        ],
-    )
-    .await?;
+    // Only while the password checked is still the login's and it is not
+    // disabled: a password change or disable that lands while this login
+    // was checking (argon2 takes a while) ends the sessions there are,
+    // and this one must not come after it.
+    let made = db
+        .exec(
+            "INSERT INTO sessions (id_hash, user_id, csrf, expires_at) SELECT ?, id, ?, ? FROM users WHERE id = ? AND password_hash = ? AND disabled = 0",
+            &[
+                Param::Text(sha256_hex(&secret)),
+                Param::Text(csrf.clone()),
+                Param::Int(now + SESSION_MS),
+                Param::Int(u[0].int()),
+                Param::Text(u[1].text()),
+            ],
+        )
+        .await?;
+    if made == 0 {
+        return Err(ApiError::new(401, None, "wrong login or password"));
+    }
+    // A success is not a failed attempt.
+    for (key, _) in &keys {
+        db.exec(
+            "UPDATE login_failures SET count = count - 1 WHERE failure_key = ? AND window_start = ? AND count > 0",
+            &[Param::Text(key.clone()), Param::Int(window)],
+        )
+        .await?;
+    }
     db.exec(
         "DELETE FROM sessions WHERE expires_at < ?",
         &[Param::Int(now)],
