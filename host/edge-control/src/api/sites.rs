@@ -629,26 +629,38 @@ async fn put_in_service(
         }),
         None => None,
     };
+    // Held until the deployment is recorded: a change in between would
+    // rebuild the node from rules the database does not yet say.
+    let _one = c.changes.lock().await;
+    let mut desired = c.db.desired().await?;
+    let site = desired
+        .tenants
+        .iter_mut()
+        .find(|x| x.name == t.tenant.name)
+        .and_then(|x| x.sites.iter_mut().find(|x| x.name == s.site.name))
+        .ok_or_else(|| ApiError::internal("site vanished during a deploy"))?;
+    site.rules = set.rules;
+    c.node.apply(desired, smoke).await.map_err(|e| {
+        ApiError::invalid(
+            None,
+            format!("not deployed, the previous rules keep applying: {e}"),
+        )
+    })?;
+    let seq = match c
+        .db
+        .add_site_deployment(&s.id, version, Some(&caller.principal.id))
+        .await
     {
-        let _one = c.changes.lock().await;
-        let mut desired = c.db.desired().await?;
-        let site = desired
-            .tenants
-            .iter_mut()
-            .find(|x| x.name == t.tenant.name)
-            .and_then(|x| x.sites.iter_mut().find(|x| x.name == s.site.name))
-            .ok_or_else(|| ApiError::internal("site vanished during a deploy"))?;
-        site.rules = set.rules;
-        c.node.apply(desired, smoke).await.map_err(|e| {
-            ApiError::invalid(
-                None,
-                format!("not deployed, the previous rules keep applying: {e}"),
-            )
-        })?;
-    }
-    let seq =
-        c.db.add_site_deployment(&s.id, version, Some(&caller.principal.id))
-            .await?;
+        Ok(seq) => seq,
+        Err(e) => {
+            // The node serves what the database does not say: put back
+            // what it says.
+            if let Ok(back) = c.db.desired().await {
+                let _ = c.node.apply(back, None).await;
+            }
+            return Err(e.into());
+        }
+    };
     Ok(SiteDeployment {
         seq,
         version,
