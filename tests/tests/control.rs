@@ -67,6 +67,7 @@ on_both!(
     sites_rules_validate_preview_deploy_and_roll_back,
     tenants_cannot_reach_each_other,
     bad_input_is_refused_and_changes_nothing,
+    old_versions_make_room_for_new_ones,
 );
 
 /// A node running the control plane: its own data directory (the compile
@@ -638,6 +639,65 @@ fn tenants_cannot_reach_each_other(backend: Backend) {
 
 /// A component with neither imports nor exports (the empty component).
 const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
+
+/// An app at its quota of versions keeps being deployable: a new version
+/// deletes the oldest that neither serves nor is what a rollback returns
+/// to, and is refused (deleting nothing) only when every one does.
+fn old_versions_make_room_for_new_ones(backend: Backend) {
+    let node = Node::start(backend, "");
+    let rt = runtime();
+    let token = rt.block_on(node.tenant("acme", "acme.test", json!({"max_versions": 3})));
+    let deploy = || {
+        let (code, _, err) = node.cli(
+            &token,
+            &["deploy", wasm("echo").to_str().unwrap(), "--app", "web"],
+        );
+        assert_eq!(code, 0, "{err}");
+    };
+    let numbers = || -> Vec<i64> {
+        let (_, list) = rt.block_on(node.get("/v1/tenants/acme/apps/web/versions", &token));
+        let mut n: Vec<i64> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["number"].as_i64().unwrap())
+            .collect();
+        n.sort_unstable();
+        n
+    };
+    for _ in 0..4 {
+        deploy();
+    }
+    // Version 4 took version 1's place: 3 serves, 2 is the rollback.
+    assert_eq!(numbers(), [2, 3, 4]);
+    let (s, v) = rt.block_on(node.post("/v1/tenants/acme/apps/web/rollback", &token, json!({})));
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(rt.block_on(node.serve("acme.test", "/x")).0, 200);
+    // Serving 3, rollback to 4: 2 goes.
+    deploy();
+    assert_eq!(numbers(), [3, 4, 5]);
+    // A quota of 2 with 5 serving and 3 the rollback: no room to make, the
+    // new version is refused and nothing is deleted.
+    let op = node.operator_token();
+    let (s, v) = rt.block_on(node.call(
+        "PATCH",
+        "/v1/tenants/acme",
+        &op,
+        Bytes::from(json!({"quota": {"max_versions": 2}}).to_string()),
+    ));
+    assert_eq!(s, 200, "{v}");
+    let (code, _, err) = node.cli(
+        &token,
+        &["deploy", wasm("echo").to_str().unwrap(), "--app", "web"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("each serves or is what a rollback returns to"),
+        "{err}"
+    );
+    assert_eq!(numbers(), [3, 4, 5]);
+    assert_eq!(rt.block_on(node.serve("acme.test", "/x")).0, 200);
+}
 
 fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
     let node = Node::start(backend, "");

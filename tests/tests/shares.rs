@@ -498,15 +498,21 @@ async fn a_tenant_at_the_host_cap_ends_its_own_idle_session_first() {
     // session, was once skipped).
     let edge = Edge::start(
         &spin(),
-        &victim_and_four("session_instances = 10\n")
-            .replace("total_component_instances = 20", "total_component_instances = 40"),
+        &victim_and_four("session_instances = 10\n").replace(
+            "total_component_instances = 20",
+            "total_component_instances = 40",
+        ),
     );
     assert_eq!(pin_sessions(&edge, "b", 3).await, [200; 3]);
     assert_eq!(pin_sessions(&edge, "a", 8).await, [200; 8]);
     assert_eq!(reclaimed(&edge, &["a"]).await, 1.0);
     assert_eq!(reclaimed(&edge, &["b"]).await, 0.0);
     let (status, body) = get_host(&format!("{}/counter/k0/count", edge.url), "b.test").await;
-    assert_eq!((status, body.as_str()), (200, "2\n"), "b's session lived on");
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "2\n"),
+        "b's session lived on"
+    );
 }
 
 #[tokio::test]

@@ -181,8 +181,11 @@ pub async fn login(db: &Db, req: &Req) -> Result<Resp, ApiError> {
     // before any of them is counted.
     for (key, limit) in &keys {
         let key = Param::Text(key.clone());
-        db.exec(db.dialect.count_failure(), &[key.clone(), Param::Int(window)])
-            .await?;
+        db.exec(
+            db.dialect.count_failure(),
+            &[key.clone(), Param::Int(window)],
+        )
+        .await?;
         let n = db
             .scalar(
                 "SELECT count FROM login_failures WHERE failure_key = ? AND window_start = ?",

@@ -12,8 +12,9 @@ pub struct Quota {
     pub max_apps: u64,
     /// Components one version may have.
     pub max_components: u64,
-    /// Versions kept per app; creating one more is refused (delete old
-    /// ones first).
+    /// Versions kept per app: creating one more deletes the oldest that
+    /// neither serves nor is what a rollback returns to (refused only if
+    /// every one does).
     pub max_versions: u64,
     /// Bytes of one uploaded component.
     pub max_artifact_bytes: u64,

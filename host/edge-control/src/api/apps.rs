@@ -418,12 +418,21 @@ pub async fn create_version(
                 ),
             ));
         }
-        let kept = c.db.version_count(&a.id).await?;
-        if kept as u64 >= t.tenant.quota.max_versions {
-            return Err(ApiError::invalid(
-                None,
-                format!("app {app:?} keeps {kept} versions, this tenant's quota (max_versions)"),
-            ));
+        // At the quota, the oldest versions go (not the serving ones, nor
+        // what a rollback returns to), as a registry keeps the last N tags.
+        let max = t.tenant.quota.max_versions;
+        if c.db.version_count(&a.id).await? as u64 >= max {
+            let _one = c.changes.lock().await;
+            c.db.prune_versions(&a.id, max.saturating_sub(1)).await?;
+            let kept = c.db.version_count(&a.id).await?;
+            if kept as u64 >= max {
+                return Err(ApiError::invalid(
+                    None,
+                    format!(
+                        "app {app:?} keeps {kept} versions, this tenant's quota (max_versions), and each serves or is what a rollback returns to"
+                    ),
+                ));
+            }
         }
         super::artifacts::store(&c, &t, &uploads, &files).await?;
         let number =
@@ -471,6 +480,9 @@ async fn put_in_service(
     versions: Vec<Weighted>,
     smoke: Option<Smoke>,
 ) -> Result<Deployment, ApiError> {
+    // Before the versions are read: a version pruned meanwhile would be
+    // served, and recorded, without its row.
+    let _one = c.changes.lock().await;
     if versions.is_empty() || versions.len() > 2 {
         return Err(ApiError::bad(
             Some("versions"),
@@ -539,7 +551,6 @@ async fn put_in_service(
         }
         None => None,
     };
-    let _one = c.changes.lock().await;
     let mut desired = c.db.desired().await?;
     let tenant = desired
         .tenants

@@ -545,6 +545,46 @@ impl Db {
         .collect()
     }
 
+    /// Deletes the app's oldest versions until it keeps `keep`, sparing
+    /// those its serving deployment or the one before it (what a rollback
+    /// returns to) use; how many went (none if the rest cannot make
+    /// room). Called under the control plane's change lock, which
+    /// deployments take before they read versions.
+    pub async fn prune_versions(&self, app_id: &str, keep: u64) -> R<u64> {
+        let spared: std::collections::HashSet<i64> = self
+            .deployments(app_id, 2)
+            .await?
+            .into_iter()
+            .flat_map(|d| d.versions.into_iter().map(|w| w.version))
+            .collect();
+        let numbers: Vec<i64> =
+            sqlx::query("SELECT number FROM versions WHERE app_id = ? ORDER BY number")
+                .bind(app_id)
+                .fetch_all(self.pool())
+                .await?
+                .iter()
+                .map(|r| r.try_get::<i64, _>(0))
+                .collect::<Result<_, _>>()?;
+        let excess = (numbers.len() as u64).saturating_sub(keep) as usize;
+        let doomed: Vec<i64> = numbers
+            .into_iter()
+            .filter(|n| !spared.contains(n))
+            .take(excess)
+            .collect();
+        if doomed.len() < excess {
+            // Not enough to make room: nothing goes.
+            return Ok(0);
+        }
+        for number in &doomed {
+            sqlx::query("DELETE FROM versions WHERE app_id = ? AND number = ?")
+                .bind(app_id)
+                .bind(number)
+                .execute(self.pool())
+                .await?;
+        }
+        Ok(doomed.len() as u64)
+    }
+
     /// How many versions an app has.
     pub async fn version_count(&self, app_id: &str) -> R<i64> {
         let row = sqlx::query("SELECT COUNT(*) FROM versions WHERE app_id = ?")
