@@ -1244,6 +1244,18 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
         Bytes::from(r#"{"origin": "ftp://x"}"#),
     ));
     refused_on(s, &v, 400, "origin");
+
+    // A rule set past 64 KiB, in any script, is stored as sent on both
+    // databases (MariaDB's TEXT holds 64 KiB, in latin1 by default).
+    let big: Vec<Value> = (0..600)
+        .map(|i| json!({"pattern": format!("price-{i:04}-eur"), "replacement": format!("価格 {i} ユーロ — prix € {}", "·".repeat(40))}))
+        .collect();
+    let (s, v) = rt.block_on(node.post(&rules, &token, json!({"rules": big})));
+    assert_eq!(s, 201, "{v}");
+    let (s, v) = rt.block_on(node.get(&format!("{rules}/{}", v["number"]), &token));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["rules"].as_array().map(Vec::len), Some(600));
+    assert_eq!(v["rules"][599]["replacement"], big[599]["replacement"]);
 }
 
 /// Asserts the API answered `status` naming `field` as the bad one; the

@@ -110,6 +110,14 @@ impl Db {
                 url: shown.clone(),
                 source,
             })?;
+        if backend == Backend::Mysql {
+            prepare_mariadb(&pool)
+                .await
+                .map_err(|source| OpenError::Sql {
+                    url: shown.clone(),
+                    source,
+                })?;
+        }
         MIGRATOR
             .run(&pool)
             .await
@@ -118,24 +126,9 @@ impl Db {
                 source,
             })?;
         if backend == Backend::Mysql {
-            // A version's spec lists its components' files: MariaDB's TEXT
-            // (64 KiB) is too small for it (SQLite's TEXT has no such
-            // limit, and the migrations are the same for both).
-            let narrow: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'versions' AND COLUMN_NAME = 'spec' AND DATA_TYPE = 'text'",
-            )
-            .fetch_one(&pool)
-            .await
-            .map_err(|source| OpenError::Sql {
-                url: shown.clone(),
-                source,
-            })?;
-            if narrow > 0 {
-                sqlx::query("ALTER TABLE versions MODIFY spec MEDIUMTEXT NOT NULL")
-                    .execute(&pool)
-                    .await
-                    .map_err(|source| OpenError::Sql { url: shown, source })?;
-            }
+            widen_mariadb(&pool)
+                .await
+                .map_err(|source| OpenError::Sql { url: shown, source })?;
         }
         Ok(Self { pool, backend })
     }
@@ -149,6 +142,74 @@ impl Db {
     pub fn backend(&self) -> Backend {
         self.backend
     }
+}
+
+/// Columns that hold documents as large as the API takes (a version's
+/// spec and its files, a rule set of up to 1,000 rules, a 64 KiB variable
+/// value, site settings, an audit entry's detail): MariaDB's TEXT holds 64
+/// KiB (SQLite's TEXT has no such limit, and the migrations are the same
+/// for both).
+const LARGE_COLUMNS: &[(&str, &str)] = &[
+    ("versions", "spec"),
+    ("rule_sets", "rules"),
+    ("app_variables", "value"),
+    ("tenant_variables", "value"),
+    ("sites", "settings"),
+    ("audit", "detail"),
+    ("artifacts", "imports"),
+];
+
+/// Makes a MariaDB schema hold what the API takes, before the migrations
+/// run: a database whose character set is not utf8mb4 (a server whose
+/// default is latin1) gets utf8mb4, compared byte for byte as on SQLite,
+/// for the tables still to be made; tables made before in another
+/// character set are named in the log (their keys tie them together, so
+/// they are converted by hand, with the node stopped).
+async fn prepare_mariadb(pool: &AnyPool) -> Result<(), sqlx::Error> {
+    let charset: String = sqlx::query_scalar(
+        "SELECT DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = DATABASE()",
+    )
+    .fetch_one(pool)
+    .await?;
+    if charset != "utf8mb4" {
+        sqlx::query("ALTER DATABASE CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+            .execute(pool)
+            .await?;
+    }
+    let narrow: Vec<String> = sqlx::query_scalar(
+        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'BASE TABLE' AND TABLE_COLLATION NOT LIKE 'utf8mb4%' AND TABLE_NAME <> '_sqlx_migrations'",
+    )
+    .fetch_all(pool)
+    .await?;
+    if !narrow.is_empty() {
+        tracing::warn!(
+            tables = %narrow.join(", "),
+            "control plane tables not in utf8mb4: text outside their character set is refused (convert them: ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4, foreign keys dropped and made again)"
+        );
+    }
+    Ok(())
+}
+
+/// Makes [`LARGE_COLUMNS`] MEDIUMTEXT (16 MiB) on MariaDB, after the
+/// migrations; each once (the schema says whether it is due).
+async fn widen_mariadb(pool: &AnyPool) -> Result<(), sqlx::Error> {
+    for (table, column) in LARGE_COLUMNS {
+        let narrow: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ? AND DATA_TYPE = 'text'",
+        )
+        .bind(*table)
+        .bind(*column)
+        .fetch_one(pool)
+        .await?;
+        if narrow > 0 {
+            sqlx::query(&format!(
+                "ALTER TABLE `{table}` MODIFY `{column}` MEDIUMTEXT NOT NULL"
+            ))
+            .execute(pool)
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 /// `url` without its password, for messages and logs.
