@@ -81,6 +81,33 @@ async fn components_get_spins_headers() {
             "spin-raw-component-route: /fixtures/...",
         ]
     );
+    // Over HTTP/2 the host is the request's authority (no Host header).
+    let addr = edge.url.trim_start_matches("http://").to_string();
+    let stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .uri("http://alpha.test/fixtures/a/headers?x=1")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.expect("response");
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        body.lines()
+            .any(|l| l == "spin-full-url: http://alpha.test/fixtures/a/headers?x=1"),
+        "{body}"
+    );
 }
 
 #[tokio::test]

@@ -626,10 +626,17 @@ const CF_CONNECTING_IP: http::HeaderName = http::HeaderName::from_static("cf-con
 /// these to come from its host).
 fn add_spin_headers<B>(req: &mut Request<B>, matched: &Matched<'_>, client_addr: HeaderValue) {
     let full_url = {
+        // The host the request was routed by: HTTP/2 (and an absolute
+        // HTTP/1.1 target) names it in the authority, not in `Host`.
         let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
+            .uri()
+            .authority()
+            .map(|a| a.as_str())
+            .or_else(|| {
+                req.headers()
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+            })
             .unwrap_or("localhost");
         let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
         let mut url = String::with_capacity("http://".len() + host.len() + pq.len());
