@@ -121,7 +121,12 @@ pub async fn login(
     body: Result<JsonBody<Login>, ApiError>,
 ) -> Result<Response, ApiError> {
     let JsonBody(l) = body?;
-    let (by_login, by_addr) = (format!("login:{}", l.login), format!("addr:{remote}"));
+    // Keyed as a case- and pad-insensitive database finds the login:
+    // `ADA@x` and `ada@x ` are the same login's attempts.
+    let (by_login, by_addr) = (
+        format!("login:{}", l.login.trim_end().to_lowercase()),
+        format!("addr:{remote}"),
+    );
     let retry = c
         .logins
         .blocked(&by_login, FAILURES_PER_LOGIN)
