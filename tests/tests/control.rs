@@ -977,6 +977,47 @@ fn the_api_holds_against_slow_oversized_and_flooding_clients(backend: Backend) {
         json!([])
     );
 
+    // Eight versions of one app made at once, and the same component
+    // uploaded eight times at once: all made, numbered apart.
+    let (s, v) = rt.block_on(node.post("/v1/tenants/acme/apps", &token, json!({"name": "many"})));
+    assert_eq!(s, 201, "{v}");
+    let echo = Bytes::from(std::fs::read(wasm("echo")).unwrap());
+    let (numbers, uploads) = rt.block_on(async {
+        let mut versions = tokio::task::JoinSet::new();
+        let mut uploads = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let (url, auth) = (node.api(), format!("Bearer {token}"));
+            let body = echo.clone();
+            uploads.spawn(async move {
+                let h = [("authorization", auth.as_str()), ("content-type", "application/wasm")];
+                request(&client(), "POST", &format!("{url}/v1/tenants/acme/artifacts"), &h, body).await
+            });
+        }
+        let uploads = uploads.join_all().await;
+        let digest = uploads
+            .iter()
+            .find_map(|(_, body)| serde_json::from_str::<Value>(body).ok()?["digest"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("{uploads:?}"));
+        let spec = json!({"components": {"w": {"digest": digest}}, "routes": [{"route": "/many/...", "component": "w"}]}).to_string();
+        for _ in 0..8 {
+            let (url, auth, spec) = (node.api(), format!("Bearer {token}"), spec.clone());
+            versions.spawn(async move {
+                let h = [("authorization", auth.as_str()), ("content-type", "application/json")];
+                let (s, body) = request(&client(), "POST", &format!("{url}/v1/tenants/acme/apps/many/versions"), &h, Bytes::from(spec)).await;
+                assert_eq!(s, 201, "{body}");
+                serde_json::from_str::<Value>(&body).unwrap()["number"].as_i64().unwrap()
+            });
+        }
+        let mut numbers = versions.join_all().await;
+        numbers.sort_unstable();
+        (numbers, uploads)
+    });
+    assert!(
+        uploads.iter().all(|(s, _)| *s == 201 || *s == 200),
+        "{uploads:?}"
+    );
+    assert_eq!(numbers, (1..=8).collect::<Vec<i64>>());
+
     // A flood of unknown tokens: all refused, the API and the serving
     // path keep answering.
     let refused = rt.block_on(async {

@@ -131,11 +131,11 @@ impl Drop for Staged {
 fn write_durably(path: &Path, bytes: &[u8], read_only: bool) -> std::io::Result<()> {
     let dir = path.parent().expect("artifact paths have a directory");
     std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Its own name: two uploads of the same bytes at once each write
+    // theirs (the same name would have one remove or truncate the other's).
+    let tmp = path.with_extension(format!("tmp-{}", crate::secret::new_id("w")));
     let result = (|| {
-        // A read-only leftover of a crash would refuse to be truncated.
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::File::create_new(&tmp)?;
         f.write_all(bytes)?;
         if read_only {
             use std::os::unix::fs::PermissionsExt;

@@ -793,8 +793,11 @@ pub(crate) enum Payload {
 
 impl Db {
     /// Appends a row to `t` numbered one past the owner's highest, in one
-    /// transaction (two writers at once: one gets `Conflict`); the number
-    /// and the time.
+    /// transaction; the number and the time. Writers at once each get
+    /// their own number: SQLite takes its write lock at BEGIN (a deferred
+    /// transaction that reads then writes fails at once with BUSY when
+    /// another wrote meanwhile); on MariaDB the loser of a race for a
+    /// number reads again.
     pub(crate) async fn append_numbered(
         &self,
         t: &Numbered,
@@ -802,7 +805,27 @@ impl Db {
         payload: Payload,
         by: Option<&str>,
     ) -> R<(i64, i64)> {
-        let mut tx = self.pool().begin().await?;
+        const TRIES: usize = 32;
+        let mut tries = 0;
+        loop {
+            match self.try_append_numbered(t, owner, &payload, by).await {
+                Err(StoreError::Conflict) if tries < TRIES => tries += 1,
+                done => return done,
+            }
+        }
+    }
+
+    async fn try_append_numbered(
+        &self,
+        t: &Numbered,
+        owner: &str,
+        payload: &Payload,
+        by: Option<&str>,
+    ) -> R<(i64, i64)> {
+        let mut tx = match self.backend() {
+            crate::db::Backend::Sqlite => self.pool().begin_with("BEGIN IMMEDIATE").await?,
+            crate::db::Backend::Mysql => self.pool().begin().await?,
+        };
         let max = format!(
             "SELECT COALESCE(MAX({}), 0) FROM {} WHERE {} = ?",
             t.number, t.table, t.owner
@@ -816,8 +839,8 @@ impl Db {
         );
         let q = sqlx::query(&insert).bind(owner).bind(number);
         let q = match payload {
-            Payload::Text(s) => q.bind(s),
-            Payload::Int(i) => q.bind(i),
+            Payload::Text(s) => q.bind(s.clone()),
+            Payload::Int(i) => q.bind(*i),
         };
         q.bind(now)
             .bind(by)
