@@ -1468,6 +1468,28 @@ fn spin_apps_reach_outbound_hosts_their_variables_name(backend: Backend) {
     // Values (a secret's too) stay out of answers and the audit log.
     assert!(!why.contains("h/x"), "{v}");
     assert_eq!(fetch(&b), (200, "200\nfrom B".to_string()));
+    // A deploy with a new value whose smoke check fails changes nothing:
+    // the value goes with the deployment, not before it.
+    let (code, _, err) = node.cli(
+        &token,
+        &[
+            "deploy",
+            manifest.to_str().unwrap(),
+            "--var",
+            &format!("upstream={a}"),
+            "--smoke",
+            "/",
+            "--smoke-status",
+            "599",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the previous deployment keeps serving"),
+        "{err}"
+    );
+    assert_eq!(fetch(&b), (200, "200\nfrom B".to_string()));
+    assert_eq!(fetch(&a).0, 502);
 }
 
 fn spin_apps_deploy_whole_with_their_variables(backend: Backend) {

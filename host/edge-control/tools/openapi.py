@@ -129,7 +129,7 @@ schemas = {
  "Weighted": {**s(version=I, percent={"type": "integer", "minimum": 0, "maximum": 100}), "required": ["version", "percent"]},
  "Deployment": s(seq=I, versions={"type": "array", "items": ref("Weighted")}, created_at=I),
  "Smoke": {**s(path={"type": "string", "description": "Requested on the tenant's first host."}, status={"type": "integer", "default": 200}), "required": ["path"]},
- "NewDeployment": {**s(versions={"type": "array", "items": ref("Weighted"), "minItems": 1, "maxItems": 2, "description": "Percents add up to 100."}, smoke=ref("Smoke")), "required": ["versions"]},
+ "NewDeployment": {**s(versions={"type": "array", "items": ref("Weighted"), "minItems": 1, "maxItems": 2, "description": "Percents add up to 100."}, smoke=ref("Smoke"), variables={"type": "object", "additionalProperties": ref("SetVariable"), "description": "The app's variables to set with the deployment (by name): in force only if it is, so a refused deployment changes no value the serving one uses (edge deploy --var, --secret)."}), "required": ["versions"]},
  "SiteSettings": s(origin={"type": "string", "description": "http(s)://host[:port], no path"}, origin_timeout_ms={"type": "integer", "default": 15000}, content_types={"type": "array", "items": S}),
  "NewSite": {"type": "object", "additionalProperties": False, "required": ["name", "hosts", "origin"], "properties": {"name": S, "hosts": {"type": "array", "items": S, "minItems": 1}, "origin": S, "origin_timeout_ms": I, "content_types": {"type": "array", "items": S}}},
  "Site": s(name=S, hosts={"type": "array", "items": S}, settings=ref("SiteSettings"), created_at=I, rules_version={"type": ["integer", "null"]}),

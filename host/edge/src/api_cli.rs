@@ -114,16 +114,6 @@ impl Api {
         self.call("POST", path, Some(content_type), Bytes::from(bytes))
     }
 
-    /// `PUT path` with a JSON body.
-    pub fn put(&self, path: &str, body: &Value) -> Result<Value> {
-        self.call(
-            "PUT",
-            path,
-            Some("application/json"),
-            Bytes::from(body.to_string()),
-        )
-    }
-
     /// `DELETE path`.
     pub fn delete(&self, path: &str) -> Result<Value> {
         self.call("DELETE", path, None, Bytes::new())

@@ -381,7 +381,10 @@ pub fn deploy(args: &DeployArgs) -> Result<()> {
         }
         api.post(&format!("{base}/apps"), &json!({"name": app_name}))?;
     }
+    // Set with the deployment, in force only if it is: a refused one
+    // leaves the serving version's values as they were.
     let is_worker = matches!(what, Deployable::Worker(_));
+    let mut variables = serde_json::Map::new();
     for (secret, (name, value)) in args
         .vars
         .iter()
@@ -394,11 +397,7 @@ pub fn deploy(args: &DeployArgs) -> Result<()> {
         } else {
             name.clone()
         };
-        api.put(
-            &format!("{app_path}/variables/{name}"),
-            &json!({"value": value, "secret": secret}),
-        )
-        .with_context(|| format!("setting variable {name:?}"))?;
+        variables.insert(name, json!({"value": value, "secret": secret}));
     }
     let version = api
         .upload(
@@ -423,6 +422,9 @@ pub fn deploy(args: &DeployArgs) -> Result<()> {
         beside = Some(stable);
     }
     let mut body = json!({"versions": versions});
+    if !variables.is_empty() {
+        body["variables"] = variables.into();
+    }
     if let Some(path) = &args.smoke {
         body["smoke"] = json!({"path": path, "status": args.smoke_status});
     }

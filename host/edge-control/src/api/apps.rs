@@ -10,7 +10,7 @@
 use super::{ApiError, Caller, Control, JsonBody, SmokeRequest, check_name};
 use crate::inspect::{self, Grants};
 use crate::model::{App, Deployment, Smoke, Version, VersionSpec, Weighted};
-use crate::store::{AppRow, TenantRow};
+use crate::store::{AppRow, TenantRow, VarScope};
 use axum::Json;
 use axum::extract::{Path, State};
 use bytes::Bytes;
@@ -468,6 +468,11 @@ pub struct NewDeployment {
     versions: Vec<Weighted>,
     #[serde(default)]
     smoke: Option<Smoke>,
+    /// The app's variables to set with the deployment: in force only if
+    /// it is (`edge deploy --var`), so a refused deployment changes no
+    /// value the serving one uses.
+    #[serde(default)]
+    variables: std::collections::BTreeMap<String, super::variables::SetVariable>,
 }
 
 /// Puts `versions` in service for the app, checked by `smoke` first; the
@@ -479,6 +484,7 @@ async fn put_in_service(
     a: &AppRow,
     versions: Vec<Weighted>,
     smoke: Option<Smoke>,
+    variables: std::collections::BTreeMap<String, super::variables::SetVariable>,
 ) -> Result<Deployment, ApiError> {
     // Before the versions are read: a version pruned meanwhile would be
     // served, and recorded, without its row.
@@ -502,7 +508,11 @@ async fn put_in_service(
             "the two versions must differ",
         ));
     }
-    let set = c.db.effective_variables(&t.id, &a.id).await?;
+    for (name, v) in &variables {
+        super::variables::check(name, v, Some(&format!("variables.{name}")))?;
+    }
+    let mut set = c.db.effective_variables(&t.id, &a.id).await?;
+    set.extend(variables.iter().map(|(n, v)| (n.clone(), v.value.clone())));
     let mut resolved = Vec::new();
     for (i, w) in versions.iter().enumerate() {
         let field = format!("versions[{i}].version");
@@ -598,11 +608,17 @@ async fn put_in_service(
             format!("not deployed, the previous deployment keeps serving: {e}"),
         )
     })?;
-    match c
-        .db
-        .add_deployment(&a.id, &versions, Some(&caller.principal.id))
-        .await
-    {
+    let recorded = async {
+        let d =
+            c.db.add_deployment(&a.id, &versions, Some(&caller.principal.id))
+                .await?;
+        for (name, v) in &variables {
+            c.db.set_variable(VarScope::App(&a.id), name, &v.value, v.secret)
+                .await?;
+        }
+        Ok::<_, crate::store::StoreError>(d)
+    };
+    match recorded.await {
         Ok(d) => Ok(d),
         Err(e) => {
             // The node serves what the database does not say: put back
@@ -628,7 +644,7 @@ pub async fn deploy(
         tenant_id = Some(t.id.clone());
         let a = app_of(&c, &t, &app).await?;
         let JsonBody(d) = body?;
-        let d = put_in_service(&c, &caller, &t, &a, d.versions, d.smoke).await?;
+        let d = put_in_service(&c, &caller, &t, &a, d.versions, d.smoke, d.variables).await?;
         Ok((StatusCode::CREATED, Json(d)))
     }
     .await;
@@ -677,7 +693,7 @@ pub async fn rollback(
                 }
             }
         };
-        let d = put_in_service(&c, &caller, &t, &a, versions, None).await?;
+        let d = put_in_service(&c, &caller, &t, &a, versions, None, Default::default()).await?;
         Ok((StatusCode::CREATED, Json(d)))
     }
     .await;

@@ -16,13 +16,40 @@ use std::sync::Arc;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetVariable {
-    value: String,
+    pub(crate) value: String,
     #[serde(default)]
-    secret: bool,
+    pub(crate) secret: bool,
 }
 
 /// Largest variable value.
 const MAX_VARIABLE_BYTES: usize = 64 << 10;
+
+/// Refuses a name that is not a variable's or a value over the limit;
+/// `field` names where it was sent.
+pub(crate) fn check(name: &str, v: &SetVariable, field: Option<&str>) -> Result<(), ApiError> {
+    if !crate::variables::is_name(name) {
+        return Err(ApiError::bad(
+            field,
+            format!(
+                "{name:?} is not a variable name (lower-case letters, digits and '_', starting with a letter)"
+            ),
+        ));
+    }
+    if v.value.len() > MAX_VARIABLE_BYTES {
+        return Err(ApiError::too_large(
+            Some(
+                field
+                    .map_or("value".to_string(), |f| format!("{f}.value"))
+                    .as_str(),
+            ),
+            format!(
+                "{} bytes; a value has at most {MAX_VARIABLE_BYTES}",
+                v.value.len()
+            ),
+        ));
+    }
+    Ok(())
+}
 
 async fn app_id(c: &Control, t: &TenantRow, app: &str) -> Result<String, ApiError> {
     Ok(c.db
@@ -48,15 +75,7 @@ async fn set(
         ));
     }
     let JsonBody(v) = body?;
-    if v.value.len() > MAX_VARIABLE_BYTES {
-        return Err(ApiError::too_large(
-            Some("value"),
-            format!(
-                "{} bytes; a value has at most {MAX_VARIABLE_BYTES}",
-                v.value.len()
-            ),
-        ));
-    }
+    check(name, &v, None)?;
     // A value the serving versions cannot render with (an outbound
     // template that would not make a rule) is refused, not served.
     if let Err((version, why)) = render_serving(c, t, scope, name, Some(&v.value)).await? {
