@@ -644,15 +644,26 @@ const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
 /// deletes the oldest that neither serves nor is what a rollback returns
 /// to, and is refused (deleting nothing) only when every one does.
 fn old_versions_make_room_for_new_ones(backend: Backend) {
-    let node = Node::start(backend, "");
+    // Uploads no version names are forgotten at once here (an hour after
+    // their upload by default).
+    let node = Node::start_env(backend, "", &[("EDGE_UNUSED_UPLOAD_GRACE_MS", "0")]);
     let rt = runtime();
     let token = rt.block_on(node.tenant("acme", "acme.test", json!({"max_versions": 3})));
-    let deploy = || {
+    let deploy_component = |name: &str| {
         let (code, _, err) = node.cli(
             &token,
-            &["deploy", wasm("echo").to_str().unwrap(), "--app", "web"],
+            &["deploy", wasm(name).to_str().unwrap(), "--app", "web"],
         );
         assert_eq!(code, 0, "{err}");
+    };
+    let deploy = || deploy_component("echo");
+    let artifacts = || -> Vec<String> {
+        let (_, list) = rt.block_on(node.get("/v1/tenants/acme/artifacts", &token));
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["digest"].as_str().unwrap().to_string())
+            .collect()
     };
     let numbers = || -> Vec<i64> {
         let (_, list) = rt.block_on(node.get("/v1/tenants/acme/apps/web/versions", &token));
@@ -665,11 +676,23 @@ fn old_versions_make_room_for_new_ones(backend: Backend) {
         n.sort_unstable();
         n
     };
-    for _ in 0..4 {
+    deploy_component("fixtures");
+    let fixtures = artifacts();
+    for _ in 0..3 {
         deploy();
     }
-    // Version 4 took version 1's place: 3 serves, 2 is the rollback.
+    // Version 4 took version 1's place: 3 serves, 2 is the rollback. The
+    // fixtures component only version 1 named is forgotten, its bytes too.
     assert_eq!(numbers(), [2, 3, 4]);
+    let kept = artifacts();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(!kept.contains(&fixtures[0]), "{kept:?}");
+    let blob = |digest: &str| {
+        let hex = digest.trim_start_matches("sha256:");
+        node.data.path().join(format!("blobs/sha256/{hex}.wasm"))
+    };
+    assert!(!blob(&fixtures[0]).exists());
+    assert!(blob(&kept[0]).exists(), "{:?}", blob(&kept[0]));
     let (s, v) = rt.block_on(node.post("/v1/tenants/acme/apps/web/rollback", &token, json!({})));
     assert_eq!(s, 201, "{v}");
     assert_eq!(rt.block_on(node.serve("acme.test", "/x")).0, 200);

@@ -60,6 +60,15 @@ impl Blobs {
         digest_hex(digest).map(|hex| self.dir.join("sha256").join(format!("{hex}{}", self.ext)))
     }
 
+    /// Removes the stored bytes of `digest` (no one names them any more);
+    /// bytes already gone are no error.
+    pub fn remove(&self, digest: &str) -> std::io::Result<()> {
+        match self.path(digest).map(std::fs::remove_file) {
+            Some(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// Stores `bytes` under their digest (once: the same bytes again leave
     /// the file as it is); the digest and the file.
     pub fn put(&self, bytes: &[u8]) -> std::io::Result<(String, PathBuf)> {

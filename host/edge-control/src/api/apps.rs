@@ -423,7 +423,9 @@ pub async fn create_version(
         let max = t.tenant.quota.max_versions;
         if c.db.version_count(&a.id).await? as u64 >= max {
             let _one = c.changes.lock().await;
-            c.db.prune_versions(&a.id, max.saturating_sub(1)).await?;
+            if c.db.prune_versions(&a.id, max.saturating_sub(1)).await? > 0 {
+                c.forget_unused_uploads(&t.id, &spec).await?;
+            }
             let kept = c.db.version_count(&a.id).await?;
             if kept as u64 >= max {
                 return Err(ApiError::invalid(

@@ -585,6 +585,72 @@ impl Db {
         Ok(doomed.len() as u64)
     }
 
+    /// Forgets the tenant's uploads, components and files, that no version
+    /// of its apps (nor `also_named`) names and that were uploaded more
+    /// than `grace_ms` ago
+    /// (an upload waits a while for the version that will name it), so
+    /// they no longer count against its quota. Answers the digests of
+    /// those no tenant has any more (components, files): their stored
+    /// bytes can go.
+    pub async fn forget_unused_uploads(
+        &self,
+        tenant_id: &str,
+        grace_ms: i64,
+        also_named: &crate::model::VersionSpec,
+    ) -> R<(Vec<String>, Vec<String>)> {
+        let mut named = std::collections::HashSet::new();
+        let mut name = |spec: &crate::model::VersionSpec| {
+            for c in spec.components.values() {
+                named.insert(c.digest.clone());
+                named.extend(c.files.iter().map(|f| f.digest.clone()));
+            }
+        };
+        // The version about to be made names its uploads too.
+        name(also_named);
+        let specs = sqlx::query(
+            "SELECT v.spec FROM versions v JOIN apps a ON a.id = v.app_id WHERE a.tenant_id = ?",
+        )
+        .bind(tenant_id)
+        .fetch_all(self.pool())
+        .await?;
+        for row in &specs {
+            name(&serde_json::from_str(&text(row, 0)?)?);
+        }
+        let before = now_ms() - grace_ms;
+        let mut orphans = (Vec::new(), Vec::new());
+        for (table, orphaned) in [("artifacts", &mut orphans.0), ("app_files", &mut orphans.1)] {
+            let uploaded: Vec<String> = sqlx::query(&format!(
+                "SELECT digest FROM {table} WHERE tenant_id = ? AND created_at < ?"
+            ))
+            .bind(tenant_id)
+            .bind(before)
+            .fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(|r| r.try_get::<String, _>(0))
+            .collect::<Result<_, _>>()?;
+            for digest in uploaded.into_iter().filter(|d| !named.contains(d)) {
+                sqlx::query(&format!(
+                    "DELETE FROM {table} WHERE tenant_id = ? AND digest = ?"
+                ))
+                .bind(tenant_id)
+                .bind(&digest)
+                .execute(self.pool())
+                .await?;
+                let kept: i64 =
+                    sqlx::query(&format!("SELECT COUNT(*) FROM {table} WHERE digest = ?"))
+                        .bind(&digest)
+                        .fetch_one(self.pool())
+                        .await?
+                        .try_get(0)?;
+                if kept == 0 {
+                    orphaned.push(digest);
+                }
+            }
+        }
+        Ok(orphans)
+    }
+
     /// How many versions an app has.
     pub async fn version_count(&self, app_id: &str) -> R<i64> {
         let row = sqlx::query("SELECT COUNT(*) FROM versions WHERE app_id = ?")
