@@ -13,8 +13,24 @@ pub const MIN_PASSWORD: usize = 12;
 pub const MAX_PASSWORD: usize = 1024;
 
 fn has_control(s: &str, allow_newlines: bool) -> bool {
-    s.chars()
-        .any(|c| c.is_control() && !(allow_newlines && matches!(c, '\n' | '\r' | '\t')))
+    s.chars().any(|c| {
+        (c.is_control() || is_invisible_format(c))
+            && !(allow_newlines && matches!(c, '\n' | '\r' | '\t'))
+    })
+}
+
+/// Characters that change how the text around them is shown without being
+/// seen: bidirectional overrides and isolates (a name that reads backwards
+/// in the tables and the CSV), zero-width spaces and joiners, the line and
+/// paragraph separators, the byte order mark.
+fn is_invisible_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
 }
 
 /// A required single-line name of 1..=`max` characters.
@@ -32,7 +48,7 @@ pub fn line(s: &str, max: usize) -> Result<(), String> {
         return Err(format!("at most {max} characters (this has {n})"));
     }
     if has_control(s, false) {
-        return Err("must not contain control characters".into());
+        return Err("must not contain control or invisible formatting characters".into());
     }
     Ok(())
 }
@@ -44,7 +60,10 @@ pub fn note(s: &str) -> Result<(), String> {
         return Err(format!("at most {MAX_NOTE} characters (this has {n})"));
     }
     if has_control(s, true) {
-        return Err("must not contain control characters other than line breaks and tabs".into());
+        return Err(
+            "must not contain control or invisible formatting characters other than line breaks and tabs"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -177,6 +196,22 @@ mod tests {
             assert!(email(bad).is_err(), "{bad}");
         }
         assert!(email(&format!("{}@b.co", "a".repeat(65))).is_err());
+    }
+
+    #[test]
+    fn invisible_formatting_is_refused() {
+        for bad in [
+            "\u{202E}abc",
+            "a\u{200B}b",
+            "a\u{2028}b",
+            "\u{FEFF}x",
+            "a\u{2066}b",
+        ] {
+            assert!(name(bad, MAX_NAME).is_err(), "{bad:?}");
+            assert!(note(bad).is_err(), "{bad:?}");
+        }
+        // Letters of any script stay.
+        assert_eq!(name("Ölçer ООО 株式会社 شركة", MAX_NAME), Ok(()));
     }
 
     #[test]
