@@ -263,6 +263,17 @@ fn listing(q: &ClientQuery, s: &Session, rows: &[Vec<Val>], total: i64) -> Resp 
 
 async fn clients_csv(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
     let q = ClientQuery::parse(&parse_query(&req.query)?, s.admin)?;
+    // Whole or not at all: a file cut at the limit would look complete.
+    let total = db.listing_total(&q, s.scope()).await?.total;
+    if total > EXPORT_MAX {
+        return Err(ApiError::new(
+            413,
+            None,
+            format!(
+                "the listing has {total} clients; an export holds at most {EXPORT_MAX}: narrow it (search, tariff, dates)"
+            ),
+        ));
+    }
     let mut head = vec![
         "id",
         "name",
@@ -995,7 +1006,15 @@ async fn user_create(db: &Db, req: &Req) -> Result<Resp, ApiError> {
                 Param::Int(now_ms()),
             ],
         )
-        .await?;
+        .await
+        .map_err(|e| {
+            // Taken by a request made at the same moment (after the check).
+            if e.is_unique_violation() {
+                ApiError::new(409, Some("login"), "that login is taken")
+            } else {
+                e.into()
+            }
+        })?;
     Ok(json(
         201,
         &json!({"id": id, "login": login, "role": role, "dealer_id": dealer}),

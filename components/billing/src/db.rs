@@ -71,6 +71,14 @@ pub struct Total {
 #[derive(Debug)]
 pub struct DbError(pub String);
 
+impl DbError {
+    /// Whether a unique key refused the write (a row made at the same
+    /// moment by another request): SQLite's and MariaDB's words for it.
+    pub fn is_unique_violation(&self) -> bool {
+        self.0.contains("UNIQUE constraint failed") || self.0.contains("Duplicate entry")
+    }
+}
+
 impl From<DbError> for billing_core::ApiError {
     fn from(e: DbError) -> Self {
         eprintln!("billing: database error: {}", e.0);
