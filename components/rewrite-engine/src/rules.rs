@@ -353,10 +353,7 @@ impl RuleSet {
                 .map(Candidates::Literals)
                 .or_else(|| StartFilter::new(&all_nfa, &rule_of, false).map(Candidates::Starts)),
         };
-        let all = dfa::Builder::new()
-            .configure(dfa::Config::new().match_kind(MatchKind::All))
-            .build_from_nfa(all_nfa)
-            .map_err(|e| format!("compiling the rules: {}", causes(&e)))?;
+        let all = lazy_dfa(all_nfa).map_err(|e| format!("compiling the rules: {}", causes(&e)))?;
         let prefixes: Vec<Hir> = rule_of
             .iter()
             .map(|i| crate::live::prefixes(&self.hirs[*i]))
@@ -370,9 +367,7 @@ impl RuleSet {
             )
             .build_many_from_hir(&prefixes)
             .map_err(|e| format!("compiling the rules' prefixes: {}", causes(&e)))?;
-        let live = dfa::Builder::new()
-            .configure(dfa::Config::new().match_kind(MatchKind::All))
-            .build_from_nfa(live_nfa)
+        let live = lazy_dfa(live_nfa)
             .map_err(|e| format!("compiling the rules' prefixes: {}", causes(&e)))?;
         let a = Arc::new(Automata {
             find,
@@ -385,6 +380,29 @@ impl RuleSet {
         map.insert(disabled.to_vec(), a.clone());
         Ok(a)
     }
+}
+
+/// The default cache of a lazy DFA (regex-automata's).
+const DFA_CACHE_BYTES: usize = 2 << 20;
+
+/// The most a lazy DFA's cache may take: each rewriting stream holds one
+/// per automaton, in the guest and in the control plane's previews.
+const DFA_CACHE_MAX_BYTES: usize = 8 << 20;
+
+/// A lazy DFA matching every pattern of `nfa` at once, its cache twice
+/// what the NFA needs, from the default up to [`DFA_CACHE_MAX_BYTES`]:
+/// the default fits some 700 literal rules, and the control plane takes
+/// sets of 1,000. (A cache below the minimum is refused at build, naming
+/// both; one just at it would be cleared every few bytes.)
+fn lazy_dfa(nfa: thompson::NFA) -> Result<dfa::DFA, regex_automata::hybrid::BuildError> {
+    let config = dfa::Config::new().match_kind(MatchKind::All);
+    let least = config.get_minimum_cache_capacity(&nfa)?;
+    let capacity = least
+        .saturating_mul(2)
+        .clamp(DFA_CACHE_BYTES, DFA_CACHE_MAX_BYTES);
+    dfa::Builder::new()
+        .configure(config.cache_capacity(capacity))
+        .build_from_nfa(nfa)
 }
 
 /// `\b` and `\B` as ASCII word boundaries, everything else unchanged: a
@@ -613,6 +631,18 @@ pub(crate) fn parse_replacement(
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_thousand_literal_rules_compile_and_rewrite() {
+        // Past the default lazy DFA cache (some 700 of these once failed
+        // to compile), in any script.
+        let rules: Vec<Rule> = (0..1000)
+            .map(|i| Rule::new(&format!("価格-{i:04}-eur"), &format!("price {i}")))
+            .collect();
+        let set = RuleSet::new(&rules).expect("a thousand rules compile");
+        let out = crate::Rewriter::rewrite_all(&set, "a 価格-0999-eur b 価格-0007-eur".as_bytes());
+        assert_eq!(String::from_utf8(out).unwrap(), "a price 999 b price 7");
+    }
+
     fn refused(rule: Rule) -> String {
         match RuleSet::new(&[Rule::new("ok", "fine"), rule]) {
             Ok(_) => panic!("accepted"),
@@ -723,9 +753,11 @@ mod tests {
     /// rule that tips the set over (it was "rule 0"), and the limit.
     #[test]
     fn a_set_too_large_together_names_the_rule_that_tips_it() {
+        // Each needs a 4.5 MiB cache, both 9 MiB: over the 8 MiB a cache
+        // may take.
         let e = RuleSet::new(&[
-            Rule::new(r"\w{40}a", "x"),
-            Rule::new(r"\w{40}b", "x"),
+            Rule::new(r"\w{120}a", "x"),
+            Rule::new(r"\w{120}b", "x"),
             Rule::new("c", "x"),
         ])
         .err()
@@ -733,7 +765,7 @@ mod tests {
         .to_string();
         assert!(
             e.starts_with(
-                r#"rule 2: pattern "\\w{40}b" compiles alone, but not with rule 1 before it: "#
+                r#"rule 2: pattern "\\w{120}b" compiles alone, but not with rule 1 before it: "#
             ),
             "{e}"
         );
