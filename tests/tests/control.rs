@@ -1041,6 +1041,23 @@ fn the_api_holds_against_slow_oversized_and_flooding_clients(backend: Backend) {
     );
     assert_eq!(numbers, (1..=8).collect::<Vec<i64>>());
 
+    // The CLI speaks TLS to an https:// API (this listener is plain, so
+    // the handshake fails: a TLS error, not a refused scheme).
+    let https = node.api().replace("http://", "https://");
+    let (code, _, err) = edge_tests::edge_cli(
+        &https,
+        &token,
+        node.data.path(),
+        &["versions", "--app", "many"],
+    );
+    assert_eq!(code, 1);
+    assert!(!err.contains("scheme is not http"), "{err}");
+    // rustls, reading an HTTP answer where a TLS record belongs.
+    assert!(
+        err.contains("received corrupt message of type InvalidContentType"),
+        "{err}"
+    );
+
     // A flood of unknown tokens: all refused, the API and the serving
     // path keep answering.
     let refused = rt.block_on(async {

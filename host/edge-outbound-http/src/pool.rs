@@ -420,8 +420,9 @@ where
     Ok(sender)
 }
 
-/// Client TLS settings (Mozilla's roots via webpki-roots), built once.
-fn tls_config() -> Arc<rustls::ClientConfig> {
+/// Client TLS settings (Mozilla's roots via webpki-roots), built once;
+/// the CLI's client of the control API uses them too.
+pub fn tls_config() -> Arc<rustls::ClientConfig> {
     static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {

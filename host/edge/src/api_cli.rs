@@ -51,7 +51,7 @@ fn credentials_file() -> Option<PathBuf> {
 pub struct Api {
     base: String,
     token: String,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     rt: tokio::runtime::Runtime,
     /// Print JSON.
     pub json: bool,
@@ -86,7 +86,15 @@ impl Api {
         Ok(Self {
             base: base.trim_end_matches('/').to_string(),
             token,
-            client: Client::builder(hyper_util::rt::TokioExecutor::new()).build_http(),
+            // https for an API behind TLS (as docs/CONTROL.md advises);
+            // http for one on the node's loopback.
+            client: Client::builder(hyper_util::rt::TokioExecutor::new()).build(
+                hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config((*edge_outbound_http::pool::tls_config()).clone())
+                    .https_or_http()
+                    .enable_http1()
+                    .build(),
+            ),
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?,
