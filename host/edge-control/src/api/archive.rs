@@ -24,22 +24,65 @@ pub struct FileUpload {
     pub bytes: Bytes,
 }
 
+/// A reader that ends after `left` bytes and says whether it ended there.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+    hit: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            self.hit.set(!buf.is_empty());
+            return Ok(0);
+        }
+        let want = buf.len().min(self.left as usize);
+        let n = self.inner.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
 /// The files of `bytes` (a tar, or a gzipped tar) by normal path.
 fn files(bytes: &[u8], max: usize) -> Result<BTreeMap<String, Vec<u8>>, ApiError> {
-    let bad = |m: String| ApiError::bad(None, format!("the archive: {m}"));
     let reader: Box<dyn Read> = if bytes.starts_with(&[0x1f, 0x8b]) {
         Box::new(flate2::read::GzDecoder::new(bytes))
     } else {
         Box::new(bytes)
     };
     // Unpacked size is bounded as the upload is: a small gzip of zeros
-    // must not grow past it.
-    let mut tar = tar::Archive::new(reader.take(max as u64 + 1));
+    // must not grow past it. Cut there, the tar reads as truncated: that
+    // is the size's fault, and said so.
+    let hit: std::rc::Rc<std::cell::Cell<bool>> = std::rc::Rc::default();
+    let too_large = || {
+        ApiError::too_large(
+            None,
+            format!(
+                "the archive unpacks to more than this node accepts ({max} bytes, [control] max_upload_bytes)"
+            ),
+        )
+    };
+    let bad = |m: String| {
+        if hit.get() {
+            too_large()
+        } else {
+            ApiError::bad(None, format!("the archive: {m}"))
+        }
+    };
+    let mut tar = tar::Archive::new(Capped {
+        inner: reader,
+        left: max as u64 + 1,
+        hit: std::rc::Rc::clone(&hit),
+    });
     let mut out = BTreeMap::new();
     let mut total = 0usize;
     for (i, entry) in tar.entries().map_err(|e| bad(e.to_string()))?.enumerate() {
         if i >= MAX_ENTRIES {
-            return Err(bad(format!("more than {MAX_ENTRIES} entries")));
+            return Err(ApiError::bad(
+                None,
+                format!("the archive: more than {MAX_ENTRIES} entries"),
+            ));
         }
         let mut entry = entry.map_err(|e| bad(e.to_string()))?;
         let path = entry
@@ -48,7 +91,9 @@ fn files(bytes: &[u8], max: usize) -> Result<BTreeMap<String, Vec<u8>>, ApiError
             .to_string_lossy()
             .into_owned();
         let kind = entry.header().entry_type();
-        if kind.is_dir() {
+        // Directories, and the PAX headers `git archive` and others write
+        // (the commit id; extended attributes), hold no file of the app.
+        if kind.is_dir() || kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
             continue;
         }
         if !kind.is_file() {
@@ -64,12 +109,7 @@ fn files(bytes: &[u8], max: usize) -> Result<BTreeMap<String, Vec<u8>>, ApiError
             .map_err(|e| bad(format!("{path:?}: {e}")))?;
         total += data.len();
         if total > max {
-            return Err(ApiError::too_large(
-                None,
-                format!(
-                    "the archive unpacks to more than this node accepts ({max} bytes, [control] max_upload_bytes)"
-                ),
-            ));
+            return Err(too_large());
         }
         if out.insert(name, data).is_some() {
             return Err(bad(format!("{path:?} is in it twice")));
@@ -252,5 +292,41 @@ mod tests {
         }
         // Past the unpacked limit: refused, whatever the tar says.
         assert!(files(&tar_of(&[("big", E::Regular, &[0u8; 2000])]), 1000).is_err());
+    }
+
+    #[test]
+    fn a_gzip_that_unpacks_past_the_limit_is_too_large() {
+        use std::io::Write;
+        // 2 MB of zeros in a few KB: cut at the limit, the tar reads as
+        // truncated; the answer says it is the size.
+        let tar = tar_of(&[("big", tar::EntryType::Regular, &vec![0u8; 2_000_000])]);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&tar).unwrap();
+        let gz = gz.finish().unwrap();
+        assert!(gz.len() < 100_000);
+        let e = files(&gz, 1_000_000).unwrap_err();
+        assert_eq!(
+            e.status,
+            http::StatusCode::PAYLOAD_TOO_LARGE,
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("max_upload_bytes"), "{}", e.message);
+    }
+
+    #[test]
+    fn pax_headers_of_git_archive_are_no_files() {
+        use tar::EntryType as E;
+        // `git archive` starts with a global header holding the commit id.
+        let with_pax = tar_of(&[
+            (
+                "pax_global_header",
+                E::XGlobalHeader,
+                b"52 comment=0123456789abcdef0123456789abcdef01234567\n",
+            ),
+            ("spin.toml", E::Regular, b"x"),
+        ]);
+        let got = files(&with_pax, 1 << 20).unwrap();
+        assert_eq!(got.keys().collect::<Vec<_>>(), ["spin.toml"]);
     }
 }
