@@ -353,7 +353,7 @@ impl RuleSet {
                 .map(Candidates::Literals)
                 .or_else(|| StartFilter::new(&all_nfa, &rule_of, false).map(Candidates::Starts)),
         };
-        let all = lazy_dfa(all_nfa).map_err(|e| format!("compiling the rules: {}", causes(&e)))?;
+        let all = lazy_dfa(all_nfa, "the rules")?;
         let prefixes: Vec<Hir> = rule_of
             .iter()
             .map(|i| crate::live::prefixes(&self.hirs[*i]))
@@ -367,8 +367,7 @@ impl RuleSet {
             )
             .build_many_from_hir(&prefixes)
             .map_err(|e| format!("compiling the rules' prefixes: {}", causes(&e)))?;
-        let live = lazy_dfa(live_nfa)
-            .map_err(|e| format!("compiling the rules' prefixes: {}", causes(&e)))?;
+        let live = lazy_dfa(live_nfa, "the rules' prefixes")?;
         let a = Arc::new(Automata {
             find,
             all,
@@ -394,15 +393,19 @@ const DFA_CACHE_MAX_BYTES: usize = 8 << 20;
 /// the default fits some 700 literal rules, and the control plane takes
 /// sets of 1,000. (A cache below the minimum is refused at build, naming
 /// both; one just at it would be cleared every few bytes.)
-fn lazy_dfa(nfa: thompson::NFA) -> Result<dfa::DFA, regex_automata::hybrid::BuildError> {
+/// A failure says what was being compiled (`what`) and why.
+fn lazy_dfa(nfa: thompson::NFA, what: &str) -> Result<dfa::DFA, String> {
+    let failed =
+        |e: regex_automata::hybrid::BuildError| format!("compiling {what}: {}", causes(&e));
     let config = dfa::Config::new().match_kind(MatchKind::All);
-    let least = config.get_minimum_cache_capacity(&nfa)?;
+    let least = config.get_minimum_cache_capacity(&nfa).map_err(failed)?;
     let capacity = least
         .saturating_mul(2)
         .clamp(DFA_CACHE_BYTES, DFA_CACHE_MAX_BYTES);
     dfa::Builder::new()
         .configure(config.cache_capacity(capacity))
         .build_from_nfa(nfa)
+        .map_err(failed)
 }
 
 /// `\b` and `\B` as ASCII word boundaries, everything else unchanged: a

@@ -462,6 +462,42 @@ pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
     }
 }
 
+/// How long an upload no version names is kept (it waits for the version
+/// that will name it: `edge deploy` uploads, then makes the version);
+/// `EDGE_UNUSED_UPLOAD_GRACE_MS` in the node's environment sets another.
+const UNUSED_UPLOAD_GRACE_MS: i64 = 3_600_000;
+
+impl Control {
+    /// Forgets the tenant's uploads no version (nor the one it is `making`)
+    /// names any more (after versions were pruned: they stop counting
+    /// against its quota), and removes the bytes no tenant keeps.
+    pub async fn forget_unused_uploads(
+        &self,
+        tenant_id: &str,
+        making: &crate::model::VersionSpec,
+    ) -> Result<(), ApiError> {
+        let grace = std::env::var("EDGE_UNUSED_UPLOAD_GRACE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(UNUSED_UPLOAD_GRACE_MS);
+        let (components, files) = self
+            .db
+            .forget_unused_uploads(tenant_id, grace, making)
+            .await?;
+        for (store, digests) in [
+            (self.blobs.clone(), components),
+            (self.blobs.files(), files),
+        ] {
+            for digest in digests {
+                if let Err(e) = store.remove(&digest) {
+                    tracing::warn!(%digest, error = %e, "an unused upload's bytes were not removed");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -864,41 +900,5 @@ mod tests {
             .unwrap();
         assert_eq!(app.oneshot(req).await.unwrap().status(), 404);
         std::fs::remove_dir_all(dir).unwrap();
-    }
-}
-
-/// How long an upload no version names is kept (it waits for the version
-/// that will name it: `edge deploy` uploads, then makes the version);
-/// `EDGE_UNUSED_UPLOAD_GRACE_MS` in the node's environment sets another.
-const UNUSED_UPLOAD_GRACE_MS: i64 = 3_600_000;
-
-impl Control {
-    /// Forgets the tenant's uploads no version (nor the one it is `making`)
-    /// names any more (after versions were pruned: they stop counting
-    /// against its quota), and removes the bytes no tenant keeps.
-    pub async fn forget_unused_uploads(
-        &self,
-        tenant_id: &str,
-        making: &crate::model::VersionSpec,
-    ) -> Result<(), ApiError> {
-        let grace = std::env::var("EDGE_UNUSED_UPLOAD_GRACE_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(UNUSED_UPLOAD_GRACE_MS);
-        let (components, files) = self
-            .db
-            .forget_unused_uploads(tenant_id, grace, making)
-            .await?;
-        for (store, digests) in [
-            (self.blobs.clone(), components),
-            (self.blobs.files(), files),
-        ] {
-            for digest in digests {
-                if let Err(e) = store.remove(&digest) {
-                    tracing::warn!(%digest, error = %e, "an unused upload's bytes were not removed");
-                }
-            }
-        }
-        Ok(())
     }
 }
