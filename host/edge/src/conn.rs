@@ -170,13 +170,7 @@ impl Activity {
 
     /// Resolves once the connection has been idle for `limit`.
     pub async fn idle(&self, limit: Duration) {
-        loop {
-            let idle = self.idle_for();
-            if idle >= limit {
-                return;
-            }
-            tokio::time::sleep(limit - idle).await;
-        }
+        lasted(limit, || self.idle_for()).await
     }
 
     /// How long hyper has not asked for more of responses that have more
@@ -192,13 +186,19 @@ impl Activity {
 
     /// Resolves once a response has waited `limit` to be asked for more.
     pub async fn stalled(&self, limit: Duration) {
-        loop {
-            let stalled = self.stalled_for();
-            if stalled >= limit {
-                return;
-            }
-            tokio::time::sleep(limit - stalled).await;
+        lasted(limit, || self.stalled_for()).await
+    }
+}
+
+/// Resolves once `so_far` (a state's duration, reset by activity) reaches
+/// `limit`, sleeping only as long as it could take.
+async fn lasted(limit: Duration, so_far: impl Fn() -> Duration) {
+    loop {
+        let d = so_far();
+        if d >= limit {
+            return;
         }
+        tokio::time::sleep(limit - d).await;
     }
 }
 
