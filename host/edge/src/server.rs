@@ -284,13 +284,15 @@ pub async fn serve(
                 let io = TimedIo::new(stream, limits.write_timeout);
                 let conn = builder.serve_connection(TokioIo::new(io), service);
                 let mut conn = std::pin::pin!(conn);
-                // Once closing, the client has `write_timeout` to take what
-                // was sent (an HTTP/2 client that never opens its window
-                // would hold a closing connection for good).
-                let mut closing: Option<tokio::time::Instant> = None;
+                let mut closing = false;
+                // Closed for being idle, the client has `write_timeout` to
+                // take what was sent (an HTTP/2 client that never opens its
+                // window would hold the connection for good); a drain has
+                // its own timeout.
+                let mut idle_since: Option<tokio::time::Instant> = None;
                 let ended = loop {
                     let closed = async {
-                        match closing {
+                        match idle_since {
                             Some(at) => tokio::time::sleep_until(at + limits.write_timeout).await,
                             None => std::future::pending().await,
                         }
@@ -301,13 +303,14 @@ pub async fn serve(
                             break Err((true, "the client stopped taking a response".into()));
                         }
                         _ = closed => break Err((true, "the client did not take what was sent before closing".into())),
-                        _ = activity.idle(limits.idle_timeout), if closing.is_none() => {
+                        _ = activity.idle(limits.idle_timeout), if !closing => {
                             // HTTP/2: GOAWAY; HTTP/1: close once idle.
-                            closing = Some(tokio::time::Instant::now());
+                            closing = true;
+                            idle_since = Some(tokio::time::Instant::now());
                             conn.as_mut().graceful_shutdown();
                         }
-                        _ = stop.changed(), if closing.is_none() => {
-                            closing = Some(tokio::time::Instant::now());
+                        _ = stop.changed(), if !closing => {
+                            closing = true;
                             conn.as_mut().graceful_shutdown();
                         }
                     }
