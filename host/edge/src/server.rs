@@ -237,7 +237,10 @@ pub async fn serve(
             .http2()
             .timer(TokioTimer::new())
             .keep_alive_interval(Some(H2_PING_INTERVAL))
-            .keep_alive_timeout(H2_PING_INTERVAL);
+            .keep_alive_timeout(H2_PING_INTERVAL)
+            // The same cap on a request's head as HTTP/1's (hyper's own
+            // default for HTTP/2 is 16 KiB, whatever the config says).
+            .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
     } else {
         builder = builder.http1_only();
     }
