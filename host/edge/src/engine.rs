@@ -420,6 +420,8 @@ pub struct ComponentCache {
     /// The engines' keys, plain then concurrent.
     keys: [(EngineKind, String); 2],
     loaded: Mutex<HashMap<ContentHash, Component>>,
+    /// [`Self::core_instances`] by content hash.
+    core_counts: Mutex<HashMap<ContentHash, Option<u32>>>,
     workers_engine: Mutex<WorkersEngine>,
 }
 
@@ -472,6 +474,7 @@ impl ComponentCache {
             dir: dir.to_path_buf(),
             keys,
             loaded: Mutex::new(HashMap::new()),
+            core_counts: Mutex::default(),
             workers_engine: Mutex::default(),
         }
     }
@@ -511,12 +514,7 @@ impl ComponentCache {
                 core_instances,
             });
         }
-        // A pass over the sections (a preview 1 module is adapted first):
-        // cheap beside loading, and not in the compiled artifact. Bytes
-        // that do not parse fail to compile below, with the reason.
-        let core_instances = edge_componentize::componentize_if_module(bytes)
-            .and_then(|c| edge_componentize::core_instantiations(&c))
-            .unwrap_or(None);
+        let core_instances = self.core_instances(&hash, bytes);
         if let Some(c) = self.lock().get(&hash) {
             return Ok(Loaded {
                 component: c.clone(),
@@ -657,6 +655,22 @@ impl ComponentCache {
                 Ok(None)
             }
         }
+    }
+
+    /// Core module instances one instance of the component `bytes` (with
+    /// `hash`) makes: a pass over its sections (a preview 1 module is
+    /// adapted first), once per content, since the compiled artifact does
+    /// not say. Bytes that do not parse fail to compile, with the reason.
+    fn core_instances(&self, hash: &ContentHash, bytes: &[u8]) -> Option<u32> {
+        let counts = || self.core_counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = counts().get(hash) {
+            return *n;
+        }
+        let n = edge_componentize::componentize_if_module(bytes)
+            .and_then(|c| edge_componentize::core_instantiations(&c))
+            .unwrap_or(None);
+        counts().insert(*hash, n);
+        n
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContentHash, Component>> {
