@@ -418,6 +418,26 @@ pub async fn get_host(url: &str, host: &str) -> (u16, String) {
     request(&client(), "GET", url, &[("host", host)], Bytes::new()).await
 }
 
+/// An HTTP/2 connection (h2c, prior knowledge) to the server at `url`:
+/// its sender, and the task driving it (it ends when the server closes).
+pub async fn h2_connect(
+    url: &str,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+) {
+    let stream = tokio::net::TcpStream::connect(url.trim_start_matches("http://"))
+        .await
+        .expect("connect");
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    (send, tokio::spawn(conn))
+}
+
 /// Any request; returns (status, body), or (0, error) when the exchange
 /// failed at the HTTP level (connection closed, body cut short).
 pub async fn request(

@@ -82,17 +82,7 @@ async fn components_get_spins_headers() {
         ]
     );
     // Over HTTP/2 the host is the request's authority (no Host header).
-    let addr = edge.url.trim_start_matches("http://").to_string();
-    let stream = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("h2 handshake");
-    tokio::spawn(conn);
+    let (mut send, _conn) = edge_tests::h2_connect(&edge.url).await;
     let req = http::Request::builder()
         .uri("http://alpha.test/fixtures/a/headers?x=1")
         .body(http_body_util::Empty::<bytes::Bytes>::new())
@@ -127,16 +117,7 @@ async fn malformed_and_oversized_requests() {
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
     // The same head over HTTP/2 (under hyper's own 16 KiB default there,
     // over this config's 8 KiB): refused too.
-    let stream = tokio::net::TcpStream::connect(edge.url.trim_start_matches("http://"))
-        .await
-        .expect("connect");
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("h2 handshake");
-    tokio::spawn(conn);
+    let (mut send, _conn) = edge_tests::h2_connect(&edge.url).await;
     let req = http::Request::builder()
         .uri("http://x/")
         .header("x-big", "a".repeat(12_000))

@@ -272,15 +272,7 @@ async fn idle_http2_connections_are_closed() {
             "body_read_timeout_ms = 500\nidle_timeout_ms = 300",
         ),
     );
-    let addr = edge.url.trim_start_matches("http://").to_string();
-    let stream = TcpStream::connect(&addr).await.expect("connect");
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .expect("h2 handshake");
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = edge_tests::h2_connect(&edge.url).await;
     // HTTP/2 names the host in the request's authority.
     let req = http::Request::builder()
         .uri("http://calm.test/hello")
