@@ -402,6 +402,20 @@ async fn run(backend: Backend) {
         );
     }
 
+    // Sorted by the tariff with more tariff names than a statement can
+    // make groups of (SQLite: 500 parts of a compound select): the rows
+    // are sorted by the joined name instead, in the same order.
+    let by_tariff = "sort=tariff,-name";
+    let before = app.ids(&d1, by_tariff).await;
+    let bulk: Vec<String> = (0..600)
+        .map(|i| format!("('Bulk {i:03}', 100, 1)"))
+        .collect();
+    sql(&format!(
+        "INSERT INTO tariffs (name, monthly_cents, active) VALUES {}",
+        bulk.join(", ")
+    ));
+    assert_eq!(app.ids(&d1, by_tariff).await, before);
+
     // Last: the rate limits (they hold for the rest of the minute).
     rate_limits(&app).await;
 }

@@ -40,6 +40,10 @@ fn rows_of(ids: &str, w: &str, order: &str) -> String {
 /// order (equal names, equal ranks), for [`ClientQuery::select_by_tariff`].
 pub const TARIFF_RANKS: &str = "SELECT t.id, (SELECT COUNT(DISTINCT t2.name) FROM tariffs t2 WHERE t2.name < t.name) FROM tariffs t";
 
+/// The most tariff names [`ClientQuery::select_by_tariff`] makes a
+/// group of; past it the rows are sorted by the joined name.
+pub const MAX_TARIFF_GROUPS: usize = 100;
+
 /// The longest search string.
 pub const MAX_SEARCH: usize = 200;
 
@@ -527,12 +531,14 @@ impl ClientQuery {
     /// (at most offset + per_page of each), and the groups follow one
     /// another in the tariff name's order, instead of sorting every
     /// matching row by a joined column. The same rows in the same order as
-    /// [`Self::select`].
+    /// [`Self::select`]. `None` past [`MAX_TARIFF_GROUPS`] names: a
+    /// statement of that many parts is refused (SQLite allows 500 in a
+    /// compound select) or costs more than the plain sort.
     pub fn select_by_tariff(
         &self,
         scope: Option<i64>,
         ranks: &[(i64, i64)],
-    ) -> (String, Vec<Param>) {
+    ) -> Option<(String, Vec<Param>)> {
         let (w, p) = self.where_clause(scope);
         let (first_desc, rest) = match self.sort.split_first() {
             Some(((_, d), rest)) => (*d, rest),
@@ -544,6 +550,9 @@ impl ClientQuery {
                 Some((_, ids)) => ids.push(*id),
                 None => groups.push((*rank, vec![*id])),
             }
+        }
+        if groups.len() > MAX_TARIFF_GROUPS {
+            return None;
         }
         groups.sort_by_key(|(r, _)| *r);
         if first_desc {
@@ -589,14 +598,14 @@ impl ClientQuery {
             .collect();
         if parts.is_empty() {
             // No tariffs: no row joins one.
-            return (format!("{CLIENT_SELECT} WHERE 1 = 0"), Vec::new());
+            return Some((format!("{CLIENT_SELECT} WHERE 1 = 0"), Vec::new()));
         }
         let ids = format!(
             "SELECT id FROM ({}) u ORDER BY g{outer_order}{}",
             parts.join(" UNION ALL "),
             self.page_limit()
         );
-        (rows_of(&ids, "", &self.order_by()), params)
+        Some((rows_of(&ids, "", &self.order_by()), params))
     }
 
     /// Whether the total is a count of the rows (a search or dates), not
@@ -978,7 +987,9 @@ mod tests {
         // Sorted by tariff first: a group per tariff name, in its order.
         let t = q("page=2&per_page=10&sort=-tariff,name&q=x", false).unwrap();
         assert!(t.sorts_by_tariff_first());
-        let (sql, p) = t.select_by_tariff(Some(4), &[(1, 1), (2, 0), (3, 1)]);
+        let (sql, p) = t
+            .select_by_tariff(Some(4), &[(1, 1), (2, 0), (3, 1)])
+            .unwrap();
         let inner = |g: usize, ids: &str| {
             format!(
                 "SELECT * FROM (SELECT c.id AS id, {g} AS g, c.name AS k0, c.id AS k1 FROM clients c WHERE c.dealer_id = ? AND c.search LIKE ? ESCAPE '!' AND c.tariff_id IN ({ids}) ORDER BY c.name, c.id LIMIT 20) g{g}"
@@ -993,6 +1004,11 @@ mod tests {
             )
         );
         assert_eq!(p.len(), 4);
+        // Past the cap, no statement of that many parts.
+        let many: Vec<(i64, i64)> = (0..=MAX_TARIFF_GROUPS as i64).map(|i| (i, i)).collect();
+        assert!(t.select_by_tariff(Some(4), &many).is_none());
+        let same: Vec<(i64, i64)> = (0..1000).map(|i| (i, 0)).collect();
+        assert!(t.select_by_tariff(Some(4), &same).is_some());
         assert!(
             !q("sort=name,tariff", false)
                 .unwrap()

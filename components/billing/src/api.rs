@@ -241,6 +241,7 @@ async fn clients(db: &Db, s: &Session, req: &Req) -> Result<Resp, ApiError> {
             .map(|r| (r[0].int(), r[1].int()))
             .collect();
         q.select_by_tariff(s.scope(), &ranks)
+            .unwrap_or_else(|| q.select(s.scope()))
     } else {
         q.select(s.scope())
     };
