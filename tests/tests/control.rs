@@ -699,6 +699,20 @@ fn old_versions_make_room_for_new_ones(backend: Backend) {
     // Serving 3, rollback to 4: 2 goes.
     deploy();
     assert_eq!(numbers(), [3, 4, 5]);
+    // Eight made at once at the quota: each made, and three kept.
+    let spec = json!({"components": {"w": {"digest": kept[0]}}, "routes": [{"route": "/...", "component": "w"}]}).to_string();
+    let made = rt.block_on(at_once(
+        8,
+        node.api(),
+        token.clone(),
+        "/v1/tenants/acme/apps/web/versions".into(),
+        spec,
+    ));
+    assert!(made.iter().all(|(s, _)| *s == 201), "{made:?}");
+    let now = numbers();
+    assert_eq!(now[..2], [3, 5], "{now:?}");
+    assert_eq!(now.len(), 3, "{now:?}");
+    assert_eq!(rt.block_on(node.serve("acme.test", "/x")).0, 200);
     // A quota of 2 with 5 serving and 3 the rollback: no room to make, the
     // new version is refused and nothing is deleted.
     let op = node.operator_token();
@@ -718,8 +732,35 @@ fn old_versions_make_room_for_new_ones(backend: Backend) {
         err.contains("each serves or is what a rollback returns to"),
         "{err}"
     );
-    assert_eq!(numbers(), [3, 4, 5]);
+    assert_eq!(numbers(), now);
     assert_eq!(rt.block_on(node.serve("acme.test", "/x")).0, 200);
+}
+
+/// `n` POSTs of `body` to the API's `path` at once; each one's status and
+/// body.
+async fn at_once(
+    n: usize,
+    api: String,
+    token: String,
+    path: String,
+    body: String,
+) -> Vec<(u16, String)> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let (url, auth, body) = (
+            format!("{api}{path}"),
+            format!("Bearer {token}"),
+            body.clone(),
+        );
+        set.spawn(async move {
+            let h = [
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+            ];
+            request(&client(), "POST", &url, &h, Bytes::from(body)).await
+        });
+    }
+    set.join_all().await
 }
 
 fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
@@ -1337,6 +1378,93 @@ fn sites_rules_validate_preview_deploy_and_roll_back(backend: Backend) {
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["rules"].as_array().map(Vec::len), Some(600));
     assert_eq!(v["rules"][599]["replacement"], big[599]["replacement"]);
+
+    // At the quota (max_versions) the oldest rule sets go, not the one
+    // applied nor the one a rollback returns to.
+    let op = node.operator_token();
+    let quota = |max: u64| {
+        let body = json!({"quota": {"max_versions": max}}).to_string();
+        let (s, v) = rt.block_on(node.call("PATCH", "/v1/tenants/acme", &op, Bytes::from(body)));
+        assert_eq!(s, 200, "{v}");
+    };
+    quota(3);
+    let (s, v) = rt.block_on(node.post(
+        base,
+        &token,
+        json!({"name": "small", "hosts": ["small.acme.test"], "origin": origin}),
+    ));
+    assert_eq!(s, 201, "{v}");
+    let small = format!("{base}/small");
+    let make = |n: usize| {
+        let (s, v) = rt.block_on(node.post(
+            &format!("{small}/rules"),
+            &token,
+            json!({"rules": [{"pattern": "hello", "replacement": format!("v{n}")}]}),
+        ));
+        assert_eq!(s, 201, "{v}");
+        v["number"].as_i64().unwrap()
+    };
+    let put = |n: i64| {
+        let (s, v) = rt.block_on(node.post(
+            &format!("{small}/deployments"),
+            &token,
+            json!({"version": n}),
+        ));
+        assert_eq!(s, 201, "{v}");
+    };
+    let kept = || -> Vec<i64> {
+        let (_, list) = rt.block_on(node.get(&format!("{small}/rules"), &token));
+        let mut n: Vec<i64> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["number"].as_i64().unwrap())
+            .collect();
+        n.sort_unstable();
+        n
+    };
+    for n in 1..=3 {
+        assert_eq!(make(n), n as i64);
+    }
+    put(1);
+    put(2);
+    // Applying 2, rollback to 1: 3 goes (and its number is not given
+    // again).
+    assert_eq!(make(4), 4);
+    assert_eq!(kept(), [1, 2, 4]);
+    let page = || rt.block_on(node.serve("small.acme.test", "/p")).1;
+    assert_eq!(page(), "v2 from edge: /p\n");
+    // Eight made at once: each made, three kept.
+    let rules = json!({"rules": [{"pattern": "hello", "replacement": "many"}]}).to_string();
+    let made = rt.block_on(at_once(
+        8,
+        node.api(),
+        token.clone(),
+        format!("{small}/rules"),
+        rules,
+    ));
+    assert!(made.iter().all(|(s, _)| *s == 201), "{made:?}");
+    let now = kept();
+    assert_eq!((now.len(), &now[..2]), (3, &[1, 2][..]), "{now:?}");
+    // A quota of 2: no room to make, refused, nothing deleted.
+    quota(2);
+    let (s, v) = rt.block_on(node.post(
+        &format!("{small}/rules"),
+        &token,
+        json!({"rules": [{"pattern": "x", "replacement": "y"}]}),
+    ));
+    assert_eq!(s, 422, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("each applies or is what a rollback returns to"),
+        "{v}"
+    );
+    assert_eq!(kept(), now);
+    let (s, v) = rt.block_on(node.post(&format!("{small}/rollback"), &token, json!({})));
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(page(), "v1 from edge: /p\n");
 }
 
 /// Asserts the API answered `status` naming `field` as the bad one; the

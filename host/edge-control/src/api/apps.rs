@@ -418,25 +418,13 @@ pub async fn create_version(
                 ),
             ));
         }
-        // At the quota, the oldest versions go (not the serving ones, nor
-        // what a rollback returns to), as a registry keeps the last N tags.
-        let max = t.tenant.quota.max_versions;
-        if c.db.version_count(&a.id).await? as u64 >= max {
-            let _one = c.changes.lock().await;
-            if c.db.prune_versions(&a.id, max.saturating_sub(1)).await? > 0 {
-                c.forget_unused_uploads(&t.id, &spec).await?;
-            }
-            let kept = c.db.version_count(&a.id).await?;
-            if kept as u64 >= max {
-                return Err(ApiError::invalid(
-                    None,
-                    format!(
-                        "app {app:?} keeps {kept} versions, this tenant's quota (max_versions), and each serves or is what a rollback returns to"
-                    ),
-                ));
-            }
-        }
+        // Refused before its uploads are stored if there is no room, and
+        // counted again (with the version made) under the change lock, so
+        // versions made at once stay within the quota.
+        make_room(&c, &t, &a, &spec).await?;
         super::artifacts::store(&c, &t, &uploads, &files).await?;
+        let _one = c.changes.lock().await;
+        make_room_locked(&c, &t, &a, &spec).await?;
         let number =
             c.db.create_version(&a.id, &spec, Some(&caller.principal.id))
                 .await?;
@@ -452,6 +440,50 @@ pub async fn create_version(
     )
     .await;
     result
+}
+
+/// Makes room for one more version of `a` at its tenant's quota
+/// (`max_versions`): the oldest versions go, not the serving ones nor what
+/// a rollback returns to, as a registry keeps the last N tags. Refused,
+/// deleting nothing, when each version left does.
+async fn make_room(
+    c: &Control,
+    t: &TenantRow,
+    a: &AppRow,
+    making: &VersionSpec,
+) -> Result<(), ApiError> {
+    if (c.db.version_count(&a.id).await? as u64) < t.tenant.quota.max_versions {
+        return Ok(());
+    }
+    let _one = c.changes.lock().await;
+    make_room_locked(c, t, a, making).await
+}
+
+/// [`make_room`] with the change lock held by the caller.
+async fn make_room_locked(
+    c: &Control,
+    t: &TenantRow,
+    a: &AppRow,
+    making: &VersionSpec,
+) -> Result<(), ApiError> {
+    let max = t.tenant.quota.max_versions;
+    if (c.db.version_count(&a.id).await? as u64) < max {
+        return Ok(());
+    }
+    if c.db.prune_versions(&a.id, max.saturating_sub(1)).await? > 0 {
+        c.forget_unused_uploads(&t.id, making).await?;
+    }
+    let kept = c.db.version_count(&a.id).await?;
+    if kept as u64 >= max {
+        return Err(ApiError::invalid(
+            None,
+            format!(
+                "app {:?} keeps {kept} versions, this tenant's quota (max_versions), and each serves or is what a rollback returns to",
+                a.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 pub async fn deployments(

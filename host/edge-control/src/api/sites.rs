@@ -287,12 +287,22 @@ pub async fn create_rules(
         let s = site_of(&c, &t, &site).await?;
         let (mut specs, field) = body?.0.specs()?;
         compile(&mut specs, field)?;
-        let kept = c.db.rule_sets(&s.id).await?.len() as u64;
-        if kept >= t.tenant.quota.max_versions {
-            return Err(ApiError::invalid(
-                None,
-                format!("site {site:?} keeps {kept} rule sets, this tenant's quota (max_versions)"),
-            ));
+        // At the quota the oldest rule sets go, not the one applied nor
+        // the one a rollback returns to; counted and made under the change
+        // lock, so rule sets made at once stay within it.
+        let _one = c.changes.lock().await;
+        let max = t.tenant.quota.max_versions;
+        if c.db.rule_set_count(&s.id).await? as u64 >= max {
+            c.db.prune_rule_sets(&s.id, max.saturating_sub(1)).await?;
+            let kept = c.db.rule_set_count(&s.id).await?;
+            if kept as u64 >= max {
+                return Err(ApiError::invalid(
+                    None,
+                    format!(
+                        "site {site:?} keeps {kept} rule sets, this tenant's quota (max_versions), and each applies or is what a rollback returns to"
+                    ),
+                ));
+            }
         }
         let number =
             c.db.create_rule_set(&s.id, &specs, Some(&caller.principal.id))
@@ -609,6 +619,10 @@ async fn put_in_service(
     version: i64,
     smoke: Option<crate::model::Smoke>,
 ) -> Result<SiteDeployment, ApiError> {
+    // Held until the deployment is recorded: a change in between would
+    // rebuild the node from rules the database does not yet say (or
+    // delete the rule set being put in service).
+    let _one = c.changes.lock().await;
     let set = c.db.rule_set(&s.id, version).await?.ok_or_else(|| {
         ApiError::invalid(
             Some("version"),
@@ -629,9 +643,6 @@ async fn put_in_service(
         }),
         None => None,
     };
-    // Held until the deployment is recorded: a change in between would
-    // rebuild the node from rules the database does not yet say.
-    let _one = c.changes.lock().await;
     let mut desired = c.db.desired().await?;
     let site = desired
         .tenants

@@ -236,6 +236,8 @@ impl Db {
         // Spelled out rather than left to ON DELETE CASCADE, which SQLite
         // honours only with its foreign-key pragma on.
         for sql in [
+            "DELETE FROM number_marks WHERE tbl = 'versions' AND owner IN (SELECT id FROM apps WHERE tenant_id = ?)",
+            "DELETE FROM number_marks WHERE tbl = 'rule_sets' AND owner IN (SELECT id FROM sites WHERE tenant_id = ?)",
             "DELETE FROM deployments WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
             "DELETE FROM app_variables WHERE app_id IN (SELECT id FROM apps WHERE tenant_id = ?)",
             "DELETE FROM tenant_variables WHERE tenant_id = ?",
@@ -510,12 +512,6 @@ impl Db {
         spec: &VersionSpec,
         by: Option<&str>,
     ) -> R<i64> {
-        const VERSIONS: Numbered = Numbered {
-            table: "versions",
-            owner: "app_id",
-            number: "number",
-            payload: "spec",
-        };
         let spec = Payload::Text(serde_json::to_string(spec)?);
         Ok(self.append_numbered(&VERSIONS, app_id, spec, by).await?.0)
     }
@@ -551,38 +547,13 @@ impl Db {
     /// room). Called under the control plane's change lock, which
     /// deployments take before they read versions.
     pub async fn prune_versions(&self, app_id: &str, keep: u64) -> R<u64> {
-        let spared: std::collections::HashSet<i64> = self
+        let spared = self
             .deployments(app_id, 2)
             .await?
             .into_iter()
             .flat_map(|d| d.versions.into_iter().map(|w| w.version))
             .collect();
-        let numbers: Vec<i64> =
-            sqlx::query("SELECT number FROM versions WHERE app_id = ? ORDER BY number")
-                .bind(app_id)
-                .fetch_all(self.pool())
-                .await?
-                .iter()
-                .map(|r| r.try_get::<i64, _>(0))
-                .collect::<Result<_, _>>()?;
-        let excess = (numbers.len() as u64).saturating_sub(keep) as usize;
-        let doomed: Vec<i64> = numbers
-            .into_iter()
-            .filter(|n| !spared.contains(n))
-            .take(excess)
-            .collect();
-        if doomed.len() < excess {
-            // Not enough to make room: nothing goes.
-            return Ok(0);
-        }
-        for number in &doomed {
-            sqlx::query("DELETE FROM versions WHERE app_id = ? AND number = ?")
-                .bind(app_id)
-                .bind(number)
-                .execute(self.pool())
-                .await?;
-        }
-        Ok(doomed.len() as u64)
+        self.prune_numbered(&VERSIONS, app_id, &spared, keep).await
     }
 
     /// Forgets the tenant's uploads, components and files, that no version
@@ -842,8 +813,18 @@ pub struct AuditFilter<'a> {
     pub limit: i64,
 }
 
+/// An app's versions.
+const VERSIONS: Numbered = Numbered {
+    table: "versions",
+    owner: "app_id",
+    number: "number",
+    payload: "spec",
+};
+
 /// An append-only table whose rows are numbered per owner: versions of
 /// an app, its deployments, a site's rule sets and their deployments.
+/// Numbers are never given twice: the highest is remembered in
+/// `number_marks` when rows are deleted ([`Db::prune_numbered`]).
 pub(crate) struct Numbered {
     pub table: &'static str,
     pub owner: &'static str,
@@ -897,7 +878,16 @@ impl Db {
             t.number, t.table, t.owner
         );
         let row = sqlx::query(&max).bind(owner).fetch_one(&mut *tx).await?;
-        let number = row.try_get::<i64, _>(0)? + 1;
+        let mark = sqlx::query("SELECT last FROM number_marks WHERE tbl = ? AND owner = ?")
+            .bind(t.table)
+            .bind(owner)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let mark = match mark {
+            Some(r) => r.try_get::<i64, _>(0)?,
+            None => 0,
+        };
+        let number = row.try_get::<i64, _>(0)?.max(mark) + 1;
         let now = now_ms();
         let insert = format!(
             "INSERT INTO {} ({}, {}, {}, created_at, created_by) VALUES (?, ?, ?, ?, ?)",
@@ -915,6 +905,83 @@ impl Db {
             .map_err(conflict_or)?;
         tx.commit().await?;
         Ok((number, now))
+    }
+
+    /// Deletes `owner`'s oldest rows of `t` until `keep` are left, sparing
+    /// the numbers in `spared`; deletes nothing if that cannot make enough
+    /// room. How many went. The highest number given is remembered
+    /// first, so it is not given again. (Callers hold the control plane's
+    /// change lock.)
+    pub(crate) async fn prune_numbered(
+        &self,
+        t: &Numbered,
+        owner: &str,
+        spared: &std::collections::HashSet<i64>,
+        keep: u64,
+    ) -> R<u64> {
+        let list = format!(
+            "SELECT {} FROM {} WHERE {} = ? ORDER BY {}",
+            t.number, t.table, t.owner, t.number
+        );
+        let numbers: Vec<i64> = sqlx::query(&list)
+            .bind(owner)
+            .fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(|r| r.try_get::<i64, _>(0))
+            .collect::<Result<_, _>>()?;
+        let excess = (numbers.len() as u64).saturating_sub(keep) as usize;
+        let Some(&last) = numbers.last() else {
+            return Ok(0);
+        };
+        let doomed: Vec<i64> = numbers
+            .into_iter()
+            .filter(|n| !spared.contains(n))
+            .take(excess)
+            .collect();
+        if doomed.is_empty() || doomed.len() < excess {
+            // Not enough to make room: nothing goes.
+            return Ok(0);
+        }
+        let mut tx = self.pool().begin().await?;
+        let marked = sqlx::query(
+            "UPDATE number_marks SET last = ? WHERE tbl = ? AND owner = ? AND last < ?",
+        )
+        .bind(last)
+        .bind(t.table)
+        .bind(owner)
+        .bind(last)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if marked == 0 {
+            let exists = sqlx::query("SELECT 1 FROM number_marks WHERE tbl = ? AND owner = ?")
+                .bind(t.table)
+                .bind(owner)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_none() {
+                sqlx::query("INSERT INTO number_marks (tbl, owner, last) VALUES (?, ?, ?)")
+                    .bind(t.table)
+                    .bind(owner)
+                    .bind(last)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        let delete = format!(
+            "DELETE FROM {} WHERE {} = ? AND {} = ?",
+            t.table, t.owner, t.number
+        );
+        for number in &doomed {
+            sqlx::query(&delete)
+                .bind(owner)
+                .bind(number)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(doomed.len() as u64)
     }
 }
 

@@ -7,6 +7,14 @@ use crate::secret;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+/// A site's rule sets.
+const RULE_SETS: Numbered = Numbered {
+    table: "rule_sets",
+    owner: "site_id",
+    number: "number",
+    payload: "rules",
+};
+
 /// A site's row.
 #[derive(Clone, Debug)]
 pub struct SiteRow {
@@ -139,12 +147,6 @@ impl Db {
         rules: &[RuleSpec],
         by: Option<&str>,
     ) -> R<i64> {
-        const RULE_SETS: Numbered = Numbered {
-            table: "rule_sets",
-            owner: "site_id",
-            number: "number",
-            payload: "rules",
-        };
         let rules = Payload::Text(serde_json::to_string(rules)?);
         Ok(self
             .append_numbered(&RULE_SETS, site_id, rules, by)
@@ -173,6 +175,30 @@ impl Db {
             .into_iter()
             .map(rule_set_row)
             .collect()
+    }
+
+    /// How many rule set versions a site keeps.
+    pub async fn rule_set_count(&self, site_id: &str) -> R<i64> {
+        let row = sqlx::query("SELECT COUNT(*) FROM rule_sets WHERE site_id = ?")
+            .bind(site_id)
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get::<i64, _>(0)?)
+    }
+
+    /// Deletes a site's oldest rule sets until `keep` are left, sparing
+    /// the one it applies and the one a rollback returns to (its two last
+    /// deployments'); deletes nothing if that cannot make enough room.
+    /// How many went.
+    pub async fn prune_rule_sets(&self, site_id: &str, keep: u64) -> R<u64> {
+        let spared = self
+            .site_deployments(site_id, 2)
+            .await?
+            .into_iter()
+            .map(|(_, version, _)| version)
+            .collect();
+        self.prune_numbered(&RULE_SETS, site_id, &spared, keep)
+            .await
     }
 
     /// Appends a deployment of rule set `version` to a site; its seq.
