@@ -573,3 +573,88 @@ fn the_socket_is_private_from_its_creation() {
     );
     assert_eq!(std::fs::metadata(&d.socket).unwrap().mode() & 0o777, 0o600);
 }
+
+/// Joins the process group given as its first argument and sleeps for
+/// the seconds of its second, or says why it could not join.
+const JOIN_GROUP: &str = r#"
+import os, sys, time
+try:
+    os.setpgid(0, int(sys.argv[1]))
+except OSError as e:
+    print("refused", e.errno, flush=True)
+    sys.exit(0)
+print("moved", flush=True)
+time.sleep(float(sys.argv[2]))
+"#;
+
+#[test]
+fn a_descendant_cannot_hide_in_another_runs_group() {
+    let d = start();
+    let script = d.dir.write("join.py", JOIN_GROUP);
+    let pid_file = d.dir.path().join("b.pid");
+    let release = d.dir.path().join("release");
+    let said = d.dir.path().join("said");
+    std::thread::scope(|s| {
+        // Run B: a long run whose group (its leader's pid) A's child tries.
+        let b = s.spawn(|| {
+            run(
+                &d,
+                "/bin/sh",
+                &[
+                    "-c",
+                    &format!(
+                        "echo $$ > {p}; while [ ! -e {r} ]; do /bin/sleep 0.05; done",
+                        p = pid_file.display(),
+                        r = release.display()
+                    ),
+                ],
+            )
+        });
+        let start = std::time::Instant::now();
+        let b_pid = loop {
+            if let Ok(text) = std::fs::read_to_string(&pid_file)
+                && text.ends_with('\n')
+            {
+                break text.trim().to_string();
+            }
+            assert!(start.elapsed() < std::time::Duration::from_secs(5));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        // Run A: a background child moves into B's group (or tries), and A
+        // ends once it has.
+        let a = run(
+            &d,
+            "/bin/sh",
+            &[
+                "-c",
+                &format!(
+                    "/usr/bin/python3 {py} {b_pid} 3600.7 > {said} & while [ ! -s {said} ]; do /bin/sleep 0.02; done; /bin/cat {said}",
+                    py = script.display(),
+                    said = said.display()
+                ),
+            ],
+        );
+        let a = match a {
+            Response::Ok(o) => String::from_utf8_lossy(&o.stdout_bytes()).into_owned(),
+            other => panic!("{other:?}"),
+        };
+        // B still runs: whatever A started must be gone all the same.
+        let start = std::time::Instant::now();
+        let gone = loop {
+            let left = Command::new("pgrep")
+                .args(["-f", "join.py [0-9]+ 3600.7"])
+                .output()
+                .unwrap();
+            if left.stdout.is_empty() {
+                break true;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(3) {
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        std::fs::write(&release, "").unwrap();
+        assert!(matches!(b.join().unwrap(), Response::Ok(_)));
+        assert!(gone, "A's child outlived A in B's group (it said {a:?})");
+    });
+}

@@ -46,7 +46,8 @@ pub struct Command {
     search_path: bool,
     stdout: Stdout,
     env: Option<Vec<CString>>,
-    /// Limited runs: stdin and stderr through pipes, a process group of its own.
+    /// Limited runs: stdin and stderr through pipes, a session (and process
+    /// group) of its own.
     piped: bool,
     /// (fd in the parent, fd in the child) pairs to `dup2`.
     extra_dups: Vec<(libc::c_int, libc::c_int)>,
@@ -54,7 +55,8 @@ pub struct Command {
     /// (as `std::process::Command` does) rather than passing a cut or
     /// empty string, which would run something else.
     saw_nul: bool,
-    /// A process group of its own (pgid = pid), so it can be killed whole.
+    /// A session and process group of its own (sid = pgid = pid), so it
+    /// can be killed whole and nothing of another run can join its group.
     own_group: bool,
     /// Resource limits and `no_new_privs` for limited runs.
     limits: Option<Limits>,
@@ -355,9 +357,9 @@ fn spawn(cmd: &Command) -> io::Result<(libc::pid_t, Option<std::fs::File>)> {
             | libc::POSIX_SPAWN_SETSIGMASK
             | libc::POSIX_SPAWN_SETSIGDEF;
         if cmd.piped || cmd.own_group {
-            // A group of its own (pgid = pid), so a timeout kills it whole.
-            flags |= libc::POSIX_SPAWN_SETPGROUP;
-            check(libc::posix_spawnattr_setpgroup(&mut attr.0, 0))?;
+            // A session and so a group of its own (sid = pgid = pid), so a
+            // timeout kills it whole (see `child`).
+            flags |= libc::POSIX_SPAWN_SETSID as libc::c_int;
         }
         check(libc::posix_spawnattr_setflags(&mut attr.0, flags as _))?;
 
@@ -488,7 +490,7 @@ fn resolve(cmd: &Command) -> io::Result<CString> {
 }
 
 /// Spawns a piped, limited command with `fork`: in the child, its own
-/// process group, the pipes on 0, 1 and 2, every other descriptor closed
+/// session (and process group), the pipes on 0, 1 and 2, every other descriptor closed
 /// (`close_range`), the limits, `no_new_privs`, default signal handling,
 /// then `execve`. The child only makes system calls (no allocation, no
 /// lock), as a child of a multi-threaded parent must. An `exec` failure
@@ -600,7 +602,11 @@ unsafe fn child(
             libc::write(fd, e.as_ptr().cast(), 4);
             libc::_exit(127)
         };
-        if libc::setpgid(0, 0) != 0 {
+        // A session of its own, not only a group: `setpgid` moves a
+        // process only into a group of its own session, so no descendant
+        // of this run can join another run's group (and live on there
+        // past its own run's end), nor another run's descendant this one.
+        if libc::setsid() < 0 {
             fail(status);
         }
         for &(from, to) in dups {
@@ -695,7 +701,10 @@ fn reap_leader(pid: libc::pid_t) -> io::Result<i32> {
 /// group. Those are descendants whose parent died and who were reparented
 /// here: either their run is over (its group was killed, and they had left
 /// it with `setsid` or `setpgid`) or they left their run's group; nothing
-/// a run starts outlives it. Returns how many were killed or reaped.
+/// a run starts outlives it. Each run is a session of its own, and
+/// `setpgid` joins only a group of the caller's session, so a process in
+/// a running leader's group is that leader's own run's descendant: none
+/// can shelter in another (longer) run's group. Returns how many were killed or reaped.
 /// Does nothing unless [`track_leaders`] was called (before any run).
 pub fn reap_orphans() -> usize {
     if !TRACKING.load(Relaxed) {
@@ -779,7 +788,8 @@ impl Limited {
 
 impl Command {
     /// Runs with `stdin` fed through a pipe, stdout and stderr captured up
-    /// to `max_output` bytes each, in a process group of its own that is
+    /// to `max_output` bytes each, in a session and process group of its
+    /// own (so no other run's descendant can join the group) that is
     /// killed (SIGKILL) if the program passes `timeout` or the output cap,
     /// and after it exits (so nothing it started stays in the group).
     ///
@@ -917,10 +927,11 @@ impl std::fmt::Display for BoundError {
 
 impl Command {
     /// Runs the program as [`Command::run`] does (stdin from `/dev/null`,
-    /// stdout as set), in one thread, in a process group of its own that is
-    /// killed (SIGKILL) when the program exits (so a background job holding
-    /// stdout open cannot hold the call), when `timeout` passes, or when
-    /// `interrupted()` (asked every 20 ms at most) returns true. The call
+    /// stdout as set), in one thread, in a session and process group of
+    /// its own that is killed (SIGKILL) when the program exits (so a
+    /// background job holding stdout open cannot hold the call), when
+    /// `timeout` passes, or when `interrupted()` (asked every 20 ms at
+    /// most) returns true. The call
     /// returns within about `timeout` plus 200 ms whatever the program
     /// does.
     pub fn run_bounded(
@@ -1358,7 +1369,7 @@ mod tests {
         };
         let out = Command::new("/bin/sh")
             .arg("-c")
-            .arg("ls /proc/$$/fd; grep NoNewPrivs /proc/$$/status; cat /proc/$$/limits; ps -o pgid= -p $$; echo $$")
+            .arg("ls /proc/$$/fd; grep NoNewPrivs /proc/$$/status; cat /proc/$$/limits; ps -o sid= -p $$; ps -o pgid= -p $$; echo $$")
             .no_path_search()
             .limits(limits)
             .run_limited(b"", Duration::from_secs(10), 1 << 16)
@@ -1382,6 +1393,36 @@ mod tests {
             lines[n - 1],
             "a process group of its own"
         );
+        assert_eq!(lines[n - 3].trim(), lines[n - 1], "a session of its own");
+    }
+
+    #[test]
+    fn every_run_is_a_session_of_its_own() {
+        // Spawned without limits (posix_spawn) as with them (fork): a run
+        // in the caller's session could have its descendants join another
+        // run's group there.
+        let script = "ps -o sid=,pgid= -p $$; echo $$";
+        let own = |stdout: &[u8]| {
+            let text = String::from_utf8_lossy(stdout).into_owned();
+            let words: Vec<&str> = text.split_whitespace().collect();
+            assert_eq!(words.len(), 3, "{text}");
+            assert!(words[0] == words[2] && words[1] == words[2], "{text}");
+        };
+        let never = || false;
+        for limits in [None, Some(Limits::default())] {
+            let mut cmd = Command::shell(script).stdout(Stdout::Capture(1024));
+            if let Some(l) = limits {
+                cmd = cmd.limits(l);
+            }
+            own(&cmd
+                .run_bounded(Duration::from_secs(10), &never)
+                .unwrap()
+                .stdout);
+            own(&cmd
+                .run_limited(b"", Duration::from_secs(10), 1024)
+                .unwrap()
+                .stdout);
+        }
     }
 
     #[test]
