@@ -15,6 +15,7 @@ mod host;
 pub use host::add_to_linker;
 
 use edge_outbound_http::OutboundPolicy;
+use edge_outbound_http::limit::Permit;
 use edge_outbound_http::tcp::TcpError;
 use mysql_async::consts::{ColumnFlags, ColumnType};
 use mysql_async::prelude::Queryable;
@@ -27,19 +28,32 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Host memory one query's rows may take.
 pub const MAX_RESULT_BYTES: usize = 16 << 20;
 
+/// The largest packet the client reads or sends (a row, a statement):
+/// one result's worth.
+const MAX_PACKET_BYTES: usize = MAX_RESULT_BYTES;
+
+/// Prepared statements kept per connection (mysql_async's default; the
+/// address may not raise it). Statements longer than
+/// [`CACHED_STATEMENT_BYTES`] are closed after they run instead.
+const STATEMENT_CACHE: usize = 32;
+
+/// The longest statement text kept in the statement cache.
+const CACHED_STATEMENT_BYTES: usize = 64 << 10;
+
 /// An open connection: a guest's handle. One statement at a time. When
 /// the guest drops it (or its instance ends), the server connection is
 /// reset (`COM_RESET_CONNECTION`: transactions rolled back, locks, TEMP
 /// tables, variables and prepared statements gone) off the request's path
 /// and kept for the next open of the same address by the same component
 /// (an idle pool), if its database and character sets are again a new
-/// connection's.
+/// connection's. The connection keeps its place in the tenant's outbound
+/// cap while it is reset and while it is idle: an open socket is one.
 pub struct Connection {
     conn: Option<Shared>,
     key: PoolKey,
     /// The session as a new connection had it ([`session`]).
     session: String,
-    _permit: edge_outbound_http::limit::Permit,
+    permit: Option<Permit>,
 }
 
 impl Drop for Connection {
@@ -52,6 +66,9 @@ impl Drop for Connection {
         };
         let key = std::mem::take(&mut self.key);
         let fingerprint = std::mem::take(&mut self.session);
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
         runtime.spawn(async move {
             let mut conn = conn.into_inner();
             let reset = tokio::time::timeout(CONNECT_TIMEOUT, async {
@@ -60,7 +77,7 @@ impl Drop for Connection {
             })
             .await;
             if reset == Ok(true) {
-                POOL.put(key, (fingerprint, conn));
+                POOL.put(key, (fingerprint, conn, permit));
             } else {
                 let _ = tokio::time::timeout(CONNECT_TIMEOUT, conn.disconnect()).await;
             }
@@ -88,9 +105,10 @@ type PoolKey = (String, String, String);
 
 /// Idle server connections, reset, per [`PoolKey`]: an open finds one
 /// instead of connecting and authenticating again (the address is still
-/// checked against the policy, and the tenant's cap counts it, at every
-/// open). At most [`POOL_IDLE`] per key, none idle longer than
-/// [`POOL_IDLE_FOR`].
+/// checked against the policy at every open). At most [`POOL_IDLE`] per
+/// key, none idle longer than [`POOL_IDLE_FOR`]; each holds its place in
+/// its tenant's outbound cap, and an open the cap refuses closes the
+/// component's longest idle one first.
 static POOL: Pool = Pool {
     idle: std::sync::Mutex::new(None),
 };
@@ -103,8 +121,8 @@ const POOL_IDLE_FOR: Duration = Duration::from_secs(30);
 
 type Idle = std::collections::HashMap<PoolKey, Vec<(std::time::Instant, Pooled)>>;
 
-/// An idle connection and its [`session`].
-type Pooled = (String, mysql_async::Conn);
+/// An idle connection, its [`session`] and its place in the tenant's cap.
+type Pooled = (String, mysql_async::Conn, Permit);
 
 struct Pool {
     idle: std::sync::Mutex<Option<Idle>>,
@@ -121,6 +139,35 @@ impl Pool {
             }
         }
         None
+    }
+
+    /// Closes the idle connection of component `who` idle the longest
+    /// (its place in the cap is given back); whether there was one.
+    fn close_oldest(&self, who: &str) -> bool {
+        let oldest = {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(idle) = idle.as_mut() else {
+                return false;
+            };
+            let key = idle
+                .iter()
+                .filter(|(k, list)| k.0 == who && !list.is_empty())
+                .min_by_key(|(_, list)| list[0].0)
+                .map(|(k, _)| k.clone());
+            let Some(key) = key else {
+                return false;
+            };
+            let list = idle.get_mut(&key).expect("found above");
+            let oldest = list.remove(0);
+            if list.is_empty() {
+                idle.remove(&key);
+            }
+            oldest
+        };
+        // Dropped outside the lock: the socket closes without a goodbye
+        // (the server ends the session).
+        drop(oldest);
+        true
     }
 
     fn put(&self, key: PoolKey, conn: Pooled) {
@@ -225,33 +272,43 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
         mysql_async::Opts::from_url(address).map_err(|e| Error::ConnectionFailed(e.to_string()))?;
     let host = opts.ip_or_hostname().to_string();
     let port = opts.tcp_port();
-    let checked = outbound
-        .check_tcp("mysql", &host, port)
-        .await
-        .map_err(|e| match e {
-            TcpError::NotAllowed(_) | TcpError::Prohibited(_) => not_permitted(),
-            TcpError::TooMany => Error::ConnectionFailed("too many connections".into()),
-            TcpError::Connect(..) => Error::ConnectionFailed(e.to_string()),
-        })?;
+    let mut checked = outbound.check_tcp("mysql", &host, port).await;
+    if matches!(checked, Err(TcpError::TooMany)) && POOL.close_oldest(outbound.who()) {
+        // The cap was held by an idle connection of this component.
+        checked = outbound.check_tcp("mysql", &host, port).await;
+    }
+    let checked = checked.map_err(|e| match e {
+        TcpError::NotAllowed(_) | TcpError::Prohibited(_) => not_permitted(),
+        TcpError::TooMany => Error::ConnectionFailed("too many connections".into()),
+        TcpError::Connect(..) => Error::ConnectionFailed(e.to_string()),
+    })?;
     let key = (
         outbound.who().to_string(),
         address.to_string(),
         checked.addr.to_string(),
     );
-    if let Some((session, conn)) = POOL.take(&key) {
+    if let Some((session, conn, _idle_place)) = POOL.take(&key) {
+        // (The idle connection's place is given back: `checked` holds one.)
         return Ok(Connection {
             conn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(conn))),
             key,
             session,
-            _permit: checked.permit,
+            permit: Some(checked.permit),
         });
     }
     // Connect to the address checked; no socket file, no LOCAL INFILE.
+    // What the address may say of the client's own buffers is the host's:
+    // packets no larger than a result may be, no compression (a
+    // compressed packet is unpacked whole, past any packet limit), a
+    // bounded statement cache.
     let opts = mysql_async::OptsBuilder::from_opts(opts)
         .ip_or_hostname(checked.addr.ip().to_string())
         .tcp_port(checked.addr.port())
         .prefer_socket(false)
-        .socket(None::<String>);
+        .socket(None::<String>)
+        .max_allowed_packet(Some(MAX_PACKET_BYTES))
+        .compression(None)
+        .stmt_cache_size(STATEMENT_CACHE);
     let conn = tokio::time::timeout(CONNECT_TIMEOUT, mysql_async::Conn::new(opts))
         .await
         .map_err(|_| Error::ConnectionFailed("the server did not answer in time".into()))?
@@ -263,7 +320,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
         conn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(conn))),
         key,
         session,
-        _permit: checked.permit,
+        permit: Some(checked.permit),
     })
 }
 
@@ -359,9 +416,37 @@ fn from_mysql(v: mysql_async::Value, t: DataType) -> Result<Value, Error> {
 /// Runs a statement that returns rows.
 pub async fn query(conn: Shared, statement: String, params: Vec<Value>) -> Result<RowSet, Error> {
     let mut conn = conn.lock().await;
+    let stmt = prepare(&mut conn, &statement).await?;
+    let rows = read_rows(&mut conn, &stmt, params).await;
+    forget_if_long(&mut conn, stmt, &statement).await;
+    rows
+}
+
+/// Prepares `statement` (or finds it in the connection's cache).
+async fn prepare(
+    conn: &mut mysql_async::Conn,
+    statement: &str,
+) -> Result<mysql_async::Statement, Error> {
+    conn.prep(statement)
+        .await
+        .map_err(|e| Error::QueryFailed(e.to_string()))
+}
+
+/// Closes `stmt` if its text is too long to keep cached.
+async fn forget_if_long(conn: &mut mysql_async::Conn, stmt: mysql_async::Statement, text: &str) {
+    if text.len() > CACHED_STATEMENT_BYTES {
+        let _ = conn.close(stmt).await;
+    }
+}
+
+async fn read_rows(
+    conn: &mut mysql_async::Conn,
+    stmt: &mysql_async::Statement,
+    params: Vec<Value>,
+) -> Result<RowSet, Error> {
     let params = mysql_async::Params::Positional(params.into_iter().map(to_mysql).collect());
     let mut result = conn
-        .exec_iter(statement, params)
+        .exec_iter(stmt, params)
         .await
         .map_err(|e| Error::QueryFailed(e.to_string()))?;
     let columns: Vec<(String, DataType)> = result
@@ -400,8 +485,12 @@ pub async fn query(conn: Shared, statement: String, params: Vec<Value>) -> Resul
 /// Runs a statement without rows.
 pub async fn execute(conn: Shared, statement: String, params: Vec<Value>) -> Result<(), Error> {
     let mut conn = conn.lock().await;
+    let stmt = prepare(&mut conn, &statement).await?;
     let params = mysql_async::Params::Positional(params.into_iter().map(to_mysql).collect());
-    conn.exec_drop(statement, params)
+    let done = conn
+        .exec_drop(&stmt, params)
         .await
-        .map_err(|e| Error::QueryFailed(e.to_string()))
+        .map_err(|e| Error::QueryFailed(e.to_string()));
+    forget_if_long(&mut conn, stmt, &statement).await;
+    done
 }
