@@ -140,6 +140,23 @@ fn pipe_above_stdio() -> io::Result<[libc::c_int; 2]> {
     Ok(fds)
 }
 
+/// `/dev/null` open for reading, close-on-exec, on a descriptor above 2
+/// (for the same reason as [`pipe_above_stdio`]).
+fn dev_null_above_stdio() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let null = OwnedFd::from(std::fs::File::open("/dev/null")?);
+    if null.as_raw_fd() > 2 {
+        return Ok(null);
+    }
+    // SAFETY: duplicating our own descriptor; the copy is owned below.
+    let moved = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if moved < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
+}
+
 fn cstring(s: &[u8], what: &str) -> io::Result<CString> {
     CString::new(s).map_err(|_| {
         io::Error::new(
@@ -490,7 +507,8 @@ fn resolve(cmd: &Command) -> io::Result<CString> {
 }
 
 /// Spawns a piped, limited command with `fork`: in the child, its own
-/// session (and process group), the pipes on 0, 1 and 2, every other descriptor closed
+/// session (and process group), the pipes on 0, 1 and 2 (a bounded run:
+/// `/dev/null` on 0, stdout's pipe on 1), every other descriptor closed
 /// (`close_range`), the limits, `no_new_privs`, default signal handling,
 /// then `execve`. The child only makes system calls (no allocation, no
 /// lock), as a child of a multi-threaded parent must. An `exec` failure
@@ -524,6 +542,13 @@ fn spawn_forked(cmd: &Command, limits: &Limits) -> io::Result<(libc::pid_t, std:
         (libc::RLIMIT_NPROC, limits.processes),
         (libc::RLIMIT_FSIZE, limits.file_bytes),
     ];
+    // Stdin of a run that is not piped (a bounded one): `/dev/null`, as
+    // `posix_spawn` gives it, not the caller's fd 0 (a database server's).
+    let dev_null = if cmd.piped {
+        None
+    } else {
+        Some(dev_null_above_stdio()?)
+    };
     let stdout = pipe_above_stdio()?;
     let status = match pipe_above_stdio() {
         Ok(p) => p,
@@ -540,6 +565,10 @@ fn spawn_forked(cmd: &Command, limits: &Limits) -> io::Result<(libc::pid_t, std:
     for (i, d) in cmd.extra_dups.iter().take(2).enumerate() {
         dups[i + 1] = *d;
     }
+    if let Some(null) = &dev_null {
+        use std::os::fd::AsRawFd;
+        dups[2] = (null.as_raw_fd(), 0);
+    }
     // SAFETY: fork; the child runs `child` (system calls on data prepared
     // above, then exec or _exit) and never returns.
     let pid = unsafe { libc::fork() };
@@ -552,6 +581,7 @@ fn spawn_forked(cmd: &Command, limits: &Limits) -> io::Result<(libc::pid_t, std:
         libc::close(stdout[1]);
         libc::close(status[1]);
     }
+    drop(dev_null);
     if pid < 0 {
         let e = io::Error::last_os_error();
         // SAFETY: our own descriptors.
@@ -1501,6 +1531,51 @@ mod tests {
             .run_bounded(Duration::from_secs(10), &never)
             .unwrap();
         assert_eq!(out.exit_code(), 3);
+    }
+
+    /// Set in the copy of this test binary that runs with a file on stdin.
+    const FILE_STDIN: &str = "EDGE_SPAWN_TEST_FILE_STDIN";
+
+    #[test]
+    fn bounded_runs_read_dev_null_not_the_callers_stdin() {
+        if std::env::var_os(FILE_STDIN).is_some() {
+            // A database server's fd 0 is whatever it was started with:
+            // the program must not read (or hold) it, with limits (fork)
+            // or without (posix_spawn).
+            for limits in [None, Some(Limits::default())] {
+                let mut cmd = Command::new("readlink")
+                    .arg("/proc/self/fd/0")
+                    .stdout(Stdout::Capture(1024));
+                if let Some(l) = limits {
+                    cmd = cmd.limits(l);
+                }
+                let out = cmd.run_bounded(Duration::from_secs(10), &|| false).unwrap();
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout),
+                    "/dev/null\n",
+                    "limits: {limits:?}"
+                );
+            }
+            return;
+        }
+        let stdin = std::fs::File::open(std::env::current_exe().unwrap()).unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "tests::bounded_runs_read_dev_null_not_the_callers_stdin",
+                "--test-threads=1",
+                "--nocapture",
+            ])
+            .env(FILE_STDIN, "1")
+            .stdin(stdin)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Set in the copy of this test binary that runs with stdout closed.
