@@ -1092,15 +1092,17 @@ async fn forged_tokens_hold_no_session() {
 
 #[tokio::test]
 async fn a_tenant_at_its_byte_share_is_refused_while_another_tenant_mixes() {
-    // Tenant a may hold 200,000 bytes of mixing buffer: 52 frames of 20 ms
-    // mono (3,840 bytes each). Tenant b has the default share.
+    // Tenant a may hold 300,000 bytes of mixing buffer: its room's ring
+    // (3,000 empty slots, ~97 KB, charged at join) and 51 frames of 20 ms
+    // mono (3,840 bytes each and their allocation's). Tenant b has the
+    // default share.
     let edge_toml = r#"app = "spin.toml"
 [[tenant]]
 name = "a"
 hosts = ["a.test"]
 components = ["*"]
 [tenant.mixer]
-max_bytes = 200000
+max_bytes = 300000
 room_idle_timeout_ms = 300
 [[tenant]]
 name = "b"
@@ -1136,7 +1138,7 @@ session_key = "bearer"
     assert_eq!(s, 429, "{head}");
     assert_eq!(
         head["error"],
-        "the tenant's mixing buffers are full: 200000 bytes (the most allowed: mixer.max_bytes)"
+        "the tenant's mixing buffers are full: 300000 bytes (the most allowed: mixer.max_bytes)"
     );
     assert_eq!(
         edge.metric("edge_guest_counter_total{tenant=\"a\",component=\"codec\",name=\"mixer_refused_max_bytes\"}").await,

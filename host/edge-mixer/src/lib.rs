@@ -17,14 +17,18 @@
 //! # Memory
 //!
 //! A chunk's samples are allocated when it is first written (under its
-//! exclusive lock), so a room nobody writes costs 32 bytes per chunk
-//! (96 KB for 60 s of 20 ms frames) rather than its whole window (up to
-//! 23 MB, once allocated at open), and freed when the window
-//! passes them or the room goes. Every allocated chunk is charged to two
-//! [`Budget`]s, the tenant's share and the host's total, and released from
-//! them when it is freed; a write that would need a chunk past either is
-//! refused ([`MixError::OverBudget`]) without adding anything, and without
-//! touching any other tenant's rooms.
+//! exclusive lock), so a room nobody writes costs its ring of empty slots
+//! (a few dozen bytes per chunk: 96 KB for 60 s of 20 ms frames) rather
+//! than its whole window (up to 23 MB, once allocated at open), and freed
+//! when the window passes them or the room goes. Everything a room
+//! allocates is charged to two [`Budget`]s, the tenant's share and the
+//! host's total, and released from them when it is freed: the ring (one
+//! slot per chunk, and a fixed allowance for the room itself) when the
+//! room is opened, which is refused ([`LimitError::OverBudget`]) if it
+//! does not fit, and each chunk's samples with their allocation's own
+//! overhead when first written; a write that would need a chunk past
+//! either budget is refused ([`MixError::OverBudget`]) without adding
+//! anything, and without touching any other tenant's rooms.
 //!
 //! # Lifetime
 //!
@@ -61,6 +65,23 @@ const EMPTY: u64 = u64::MAX;
 
 /// Bytes of one sample in a chunk.
 const SAMPLE_BYTES: u64 = std::mem::size_of::<AtomicI32>() as u64;
+
+/// What the allocator keeps beside each allocation, as charged.
+const ALLOC_OVERHEAD: u64 = 16;
+
+/// What a written chunk costs besides its samples: its `Arc<Samples>`
+/// (the two counts, the slice's pointer and length, the accounts'
+/// pointer) and the bookkeeping of its two allocations.
+const CHUNK_OVERHEAD: u64 =
+    (2 * std::mem::size_of::<usize>() + std::mem::size_of::<Samples>()) as u64 + 2 * ALLOC_OVERHEAD;
+
+/// What a room costs before its ring: the `Room` in its `Arc`, its
+/// accounts, state and name, and its entry in the mixer's map (a fixed
+/// allowance; names are at most 128 bytes).
+const ROOM_OVERHEAD: u64 = std::mem::size_of::<Room>() as u64 + 1024;
+
+/// One slot of a room's ring, written or not.
+const SLOT_BYTES: u64 = std::mem::size_of::<Chunk>() as u64;
 
 /// The host's default budget for all mixing buffers (`mixer.max_total_bytes`).
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 512 << 20;
@@ -109,6 +130,17 @@ impl RoomConfig {
     pub fn window(&self) -> u64 {
         self.chunk_len().saturating_mul(u64::from(self.chunks))
     }
+
+    /// Bytes a room of this layout costs before anything is written (its
+    /// ring of empty slots and the room itself), charged when it opens.
+    pub fn ring_bytes(&self) -> u64 {
+        ROOM_OVERHEAD + SLOT_BYTES * u64::from(self.chunks)
+    }
+
+    /// Bytes one written chunk costs: its samples and their allocation.
+    pub fn chunk_bytes(&self) -> u64 {
+        self.chunk_len() * SAMPLE_BYTES + CHUNK_OVERHEAD
+    }
 }
 
 /// A tenant's bounds on its rooms.
@@ -137,8 +169,9 @@ impl Default for Limits {
 }
 
 /// A count of bytes of mixing buffer held, against a cap (a tenant's share
-/// or the host's total). Chunks are charged when allocated and released
-/// when freed, so `used` is what is allocated now.
+/// or the host's total). Rings are charged when their room opens and
+/// chunks when allocated, each released when freed, so `used` is what is
+/// allocated now.
 #[derive(Debug)]
 pub struct Budget {
     used: AtomicU64,
@@ -195,22 +228,16 @@ struct Accounts {
 
 impl Accounts {
     /// Charges `n` bytes to both, or to neither: the error names the
-    /// budget that would pass its cap.
-    fn take(&self, n: u64) -> Result<(), MixError> {
+    /// budget that would pass its cap, and its cap.
+    fn take(&self, n: u64) -> Result<(), (BudgetLimit, u64)> {
         if !self.tenant.take(n) {
             self.tenant.refused.fetch_add(1, Relaxed);
-            return Err(MixError::OverBudget {
-                limit: BudgetLimit::Tenant,
-                max: self.tenant.max(),
-            });
+            return Err((BudgetLimit::Tenant, self.tenant.max()));
         }
         if !self.host.take(n) {
             self.tenant.give(n);
             self.host.refused.fetch_add(1, Relaxed);
-            return Err(MixError::OverBudget {
-                limit: BudgetLimit::Host,
-                max: self.host.max(),
-            });
+            return Err((BudgetLimit::Host, self.host.max()));
         }
         Ok(())
     }
@@ -224,7 +251,7 @@ struct Samples {
 
 impl Samples {
     fn bytes(&self) -> u64 {
-        self.samples.len() as u64 * SAMPLE_BYTES
+        self.samples.len() as u64 * SAMPLE_BYTES + CHUNK_OVERHEAD
     }
 }
 
@@ -307,6 +334,15 @@ pub enum LimitError {
     /// The tenant is no longer configured (a reload removed it).
     #[error("the tenant was removed")]
     TenantRemoved,
+    /// The room's ring would pass a byte budget of the mixer's (the same
+    /// words as [`MixError::OverBudget`]).
+    #[error("{}", MixError::OverBudget { limit: *limit, max: *max })]
+    OverBudget {
+        /// Which budget.
+        limit: BudgetLimit,
+        /// Its cap in bytes.
+        max: u64,
+    },
 }
 
 struct Chunk {
@@ -356,7 +392,15 @@ pub struct Room {
     /// Chunks below this absolute index were freed (or checked) as the
     /// window passed them.
     swept: AtomicU64,
+    /// Bytes of the ring charged to `accounts` (0 once given back).
+    ring: AtomicU64,
     accounts: Arc<Accounts>,
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        self.release_ring();
+    }
 }
 
 impl Room {
@@ -367,16 +411,27 @@ impl Room {
             tenant: Arc::new(Budget::new(u64::MAX)),
         };
         Self::with_idle(config, Limits::default().room_idle_timeout, accounts)
+            .expect("no budget to pass")
     }
 
-    fn with_idle(config: RoomConfig, idle: Duration, accounts: Accounts) -> Self {
+    /// A room whose ring is charged to `accounts` first: refused, with
+    /// nothing allocated, if it does not fit.
+    fn with_idle(
+        config: RoomConfig,
+        idle: Duration,
+        accounts: Accounts,
+    ) -> Result<Self, LimitError> {
+        let ring = config.ring_bytes();
+        accounts
+            .take(ring)
+            .map_err(|(limit, max)| LimitError::OverBudget { limit, max })?;
         let chunks = (0..config.chunks)
             .map(|_| Chunk {
                 holds: RwLock::new(EMPTY),
                 samples: ArcSwapOption::empty(),
             })
             .collect();
-        Self {
+        Ok(Self {
             config,
             chunks,
             head: AtomicU64::new(0),
@@ -385,25 +440,40 @@ impl Room {
             used_ms: AtomicU64::new(0),
             idle_ms: AtomicU64::new(millis(idle)),
             swept: AtomicU64::new(0),
+            ring: AtomicU64::new(ring),
             accounts: Arc::new(accounts),
+        })
+    }
+
+    /// Bytes the room holds now, charged to its budgets: its ring (until
+    /// the room is removed) and its written chunks.
+    pub fn bytes(&self) -> u64 {
+        self.ring.load(Relaxed)
+            + self
+                .chunks
+                .iter()
+                .map(|c| c.samples.load().as_ref().map_or(0, |s| s.bytes()))
+                .sum::<u64>()
+    }
+
+    /// Gives the ring's bytes back to the budgets, once.
+    fn release_ring(&self) {
+        let n = self.ring.swap(0, Relaxed);
+        if n > 0 {
+            self.accounts.tenant.give(n);
+            self.accounts.host.give(n);
         }
     }
 
-    /// Bytes of samples the room holds now (charged to its budgets).
-    pub fn bytes(&self) -> u64 {
-        self.chunks
-            .iter()
-            .map(|c| c.samples.load().as_ref().map_or(0, |s| s.bytes()))
-            .sum()
-    }
-
-    /// Frees every chunk (the room was evicted or removed): its budgets
-    /// get the bytes back now, not when the last user lets go.
+    /// Frees every chunk and gives the ring's bytes back (the room was
+    /// evicted or removed): its budgets get the bytes back now, not when
+    /// the last user lets go.
     fn free(&self) {
         for chunk in self.chunks.iter() {
             let _holds = chunk.holds.write().unwrap_or_else(|e| e.into_inner());
             chunk.samples.store(None);
         }
+        self.release_ring();
     }
 
     /// Frees the chunks the window passed since the last sweep (all of
@@ -525,7 +595,9 @@ impl Room {
                     return Ok(false);
                 }
                 let len = self.config.chunk_len();
-                self.accounts.take(len * SAMPLE_BYTES)?;
+                self.accounts
+                    .take(self.config.chunk_bytes())
+                    .map_err(|(limit, max)| MixError::OverBudget { limit, max })?;
                 let samples = Samples {
                     samples: (0..len).map(|_| AtomicI32::new(0)).collect(),
                     accounts: self.accounts.clone(),
@@ -781,6 +853,10 @@ impl Mixer {
 
     /// The room `name` (of no tenant), created with `config` if it does not
     /// exist; no limits apply but the host's byte budget.
+    ///
+    /// # Panics
+    ///
+    /// If the host's byte budget cannot hold the new room's ring.
     pub fn room(&self, name: &str, config: RoomConfig) -> Arc<Room> {
         let unlimited = Limits {
             max_rooms: usize::MAX,
@@ -788,13 +864,22 @@ impl Mixer {
             ..Limits::default()
         };
         self.open("", name, config, &unlimited)
-            .expect("no limits to hit")
+            .expect("the host's byte budget holds the room")
     }
 
-    /// `tenant`'s room `name`, created with `config` if it does not exist
-    /// and the tenant has fewer than `limits.max_rooms` rooms. Opening
-    /// counts as use and sets the room's idle timeout and the tenant's
-    /// byte share to the tenant's (a room costs no buffer until written).
+    /// Whether rooms of `tenant` may exist (no reload removed it).
+    fn live(&self, tenant: &str) -> bool {
+        match &**self.tenants.load() {
+            Some(live) => live.contains(tenant),
+            None => true,
+        }
+    }
+
+    /// `tenant`'s room `name`, created with `config` if it does not exist,
+    /// the tenant has fewer than `limits.max_rooms` rooms and its share
+    /// and the host's budget hold the room's ring
+    /// ([`RoomConfig::ring_bytes`]). Opening counts as use and sets the
+    /// room's idle timeout and the tenant's byte share to the tenant's.
     pub fn open(
         &self,
         tenant: &str,
@@ -802,9 +887,7 @@ impl Mixer {
         config: RoomConfig,
         limits: &Limits,
     ) -> Result<Arc<Room>, LimitError> {
-        if let Some(live) = &**self.tenants.load()
-            && !live.contains(tenant)
-        {
+        if !self.live(tenant) {
             return Err(LimitError::TenantRemoved);
         }
         let key: RoomKey = (tenant.into(), name.to_string());
@@ -818,6 +901,9 @@ impl Mixer {
         // Rooms past their idle time make way before the count is checked
         // (the janitor may not have run yet).
         self.evict_idle();
+        // Made (and its ring charged) at most once, however often the
+        // update is retried; one not inserted gives its ring back when
+        // dropped.
         let mut created: Option<Arc<Room>> = None;
         let mut outcome = Err(LimitError::TooManyRooms {
             max: limits.max_rooms,
@@ -834,15 +920,22 @@ impl Mixer {
                 });
                 return rooms.clone();
             }
-            let room = created
-                .get_or_insert_with(|| {
+            let room = match &created {
+                Some(r) => r.clone(),
+                None => {
                     let accounts = Accounts {
                         host: self.host.clone(),
                         tenant: self.share_of(&key.0, limits.max_bytes),
                     };
-                    Arc::new(Room::with_idle(config, limits.room_idle_timeout, accounts))
-                })
-                .clone();
+                    match Room::with_idle(config, limits.room_idle_timeout, accounts) {
+                        Ok(r) => created.insert(Arc::new(r)).clone(),
+                        Err(e) => {
+                            outcome = Err(e);
+                            return rooms.clone();
+                        }
+                    }
+                }
+            };
             outcome = Ok(room.clone());
             let mut next = (**rooms).clone();
             next.insert(key.clone(), room);
@@ -1181,38 +1274,56 @@ mod tests {
         }
     }
 
-    /// Bytes of one chunk of `small()`.
-    const SMALL_CHUNK: u64 = 4 * SAMPLE_BYTES;
+    /// Bytes of one written chunk of `small()`: its 4 samples and their
+    /// allocation.
+    const SMALL_CHUNK: u64 = 4 * SAMPLE_BYTES + CHUNK_OVERHEAD;
+
+    /// Bytes of `small()`'s ring (8 empty slots and the room), charged
+    /// when it opens.
+    fn small_ring() -> u64 {
+        small().ring_bytes()
+    }
 
     #[test]
-    fn a_room_costs_nearly_nothing_until_written_and_frees_what_the_window_passes() {
+    fn a_room_costs_its_ring_until_written_and_frees_what_the_window_passes() {
         let mixer = Mixer::new(1 << 30);
-        // The largest room a component may open: 60 s of 48 kHz stereo.
+        // The largest room the codec opens: 60 s of 48 kHz stereo.
         let big = RoomConfig {
             channels: 2,
             ..RoomConfig::default()
         };
         let room = mixer.open("t", "quiet", big, &Limits::default()).unwrap();
-        assert_eq!((room.bytes(), mixer.budget().used()), (0, 0));
-        // What an unwritten room holds: its slots' headers, not samples
-        // (about 1% of the 23 MB window it used to allocate).
-        let idle = std::mem::size_of::<Chunk>() as u64 * u64::from(big.chunks);
+        // What an unwritten room holds, charged to the tenant and the host
+        // at open: its slots and the room itself, not samples (about 0.5%
+        // of the 23 MB window it used to allocate).
+        let ring = big.ring_bytes();
+        assert_eq!(ring, ROOM_OVERHEAD + SLOT_BYTES * u64::from(big.chunks));
+        assert_eq!(
+            (
+                room.bytes(),
+                mixer.budget().used(),
+                mixer.share("t").unwrap().used()
+            ),
+            (ring, ring, ring)
+        );
         let window = big.window() * SAMPLE_BYTES;
         assert!(
-            idle * 100 <= window,
-            "{idle} bytes idle for a {window}-byte window"
+            ring * 100 <= window,
+            "{ring} bytes idle for a {window}-byte window"
         );
         // Reads allocate nothing and return silence.
         let mut out = vec![9.0; 1920];
         room.read(0, &mut out).unwrap();
         assert!(out.iter().all(|s| *s == 0.0));
-        assert_eq!(mixer.budget().used(), 0);
-        // One frame written: one chunk charged, to the tenant and the host.
+        assert_eq!(mixer.budget().used(), ring);
+        // One frame written: one chunk charged, samples and allocation, to
+        // the tenant and the host.
         room.write(1920 * 10, &[0.5; 1920]).unwrap();
-        let chunk = 1920 * SAMPLE_BYTES;
-        assert_eq!(room.bytes(), chunk);
-        assert_eq!(mixer.budget().used(), chunk);
-        assert_eq!(mixer.share("t").unwrap().used(), chunk);
+        let chunk = big.chunk_bytes();
+        assert_eq!(chunk, 1920 * SAMPLE_BYTES + CHUNK_OVERHEAD);
+        assert_eq!(room.bytes(), ring + chunk);
+        assert_eq!(mixer.budget().used(), ring + chunk);
+        assert_eq!(mixer.share("t").unwrap().used(), ring + chunk);
 
         // In a small room (8 chunks of 4), chunks the window passes are
         // freed: writing a window ahead leaves only the new chunk.
@@ -1220,28 +1331,31 @@ mod tests {
             .open("t", "small", small(), &Limits::default())
             .unwrap();
         small_room.write(0, &[0.5; 16]).unwrap();
-        assert_eq!(small_room.bytes(), 4 * SMALL_CHUNK);
+        assert_eq!(small_room.bytes(), small_ring() + 4 * SMALL_CHUNK);
         small_room.write(44, &[0.25; 4]).unwrap(); // head 48: window 16..48
-        assert_eq!(small_room.bytes(), SMALL_CHUNK);
+        assert_eq!(small_room.bytes(), small_ring() + SMALL_CHUNK);
         let mut four = [9.0; 4];
         small_room.read(44, &mut four).unwrap();
         assert_eq!(four, [0.25; 4]);
-        assert_eq!(mixer.budget().used(), chunk + SMALL_CHUNK);
+        assert_eq!(
+            mixer.budget().used(),
+            ring + chunk + small_ring() + SMALL_CHUNK
+        );
         // Laps round the ring recycle chunks and never hold more than the
         // window.
         for i in 0..40u64 {
             small_room.write(48 + i * 4, &[0.125; 4]).unwrap();
-            assert!(small_room.bytes() <= 8 * SMALL_CHUNK);
+            assert!(small_room.bytes() <= small_ring() + 8 * SMALL_CHUNK);
         }
-        assert_eq!(small_room.bytes(), 8 * SMALL_CHUNK);
-        // Removing and evicting rooms gives everything back at once, even
-        // while someone still holds the room.
+        assert_eq!(small_room.bytes(), small_ring() + 8 * SMALL_CHUNK);
+        // Removing and evicting rooms gives everything back at once, ring
+        // included, even while someone still holds the room.
         mixer.remove("t", "small");
         assert_eq!(small_room.bytes(), 0);
-        assert_eq!(mixer.budget().used(), chunk);
+        assert_eq!(mixer.budget().used(), ring + chunk);
         assert_eq!(mixer.retain_tenants(["u"]), 1);
         assert_eq!(mixer.budget().used(), 0);
-        drop(room);
+        drop((room, small_room));
         assert_eq!(mixer.budget().used(), 0);
     }
 
@@ -1260,28 +1374,35 @@ mod tests {
             }
         });
         // Frames 0..=100 (the half-shifted writers reach into frame 100).
-        assert_eq!(room.bytes(), 101 * 960 * SAMPLE_BYTES);
+        let config = RoomConfig::default();
+        assert_eq!(
+            room.bytes(),
+            config.ring_bytes() + 101 * config.chunk_bytes()
+        );
         assert_eq!(mixer.budget().used(), room.bytes());
     }
 
     #[test]
     fn the_tenant_share_refuses_precisely_and_recovers_when_rooms_go() {
         let mixer = Mixer::new(1 << 20);
-        let l = share(3 * SMALL_CHUNK);
+        let cap = 2 * small_ring() + 3 * SMALL_CHUNK;
+        let l = share(cap);
         let one = mixer.open("a", "one", small(), &l).unwrap();
         let two = mixer.open("a", "two", small(), &l).unwrap();
         one.write(0, &[0.5; 8]).unwrap(); // chunks 0 and 1
         two.write(0, &[0.5; 4]).unwrap(); // the share, exactly
         let full = MixError::OverBudget {
             limit: BudgetLimit::Tenant,
-            max: 3 * SMALL_CHUNK,
+            max: cap,
         };
         // A write reaching a fourth chunk is refused whole: its part in
         // the held chunk is not added either.
         assert_eq!(two.write(2, &[0.25; 4]), Err(full.clone()));
         assert_eq!(
             full.to_string(),
-            "the tenant's mixing buffers are full: 48 bytes (the most allowed: mixer.max_bytes)"
+            format!(
+                "the tenant's mixing buffers are full: {cap} bytes (the most allowed: mixer.max_bytes)"
+            )
         );
         let mut out = [9.0; 8];
         two.read(0, &mut out).unwrap();
@@ -1291,45 +1412,59 @@ mod tests {
         two.read(0, &mut out[..4]).unwrap();
         assert_eq!(out[..4], [0.75; 4]);
         let a = mixer.share("a").unwrap();
-        assert_eq!((a.used(), a.refused()), (3 * SMALL_CHUNK, 1));
+        assert_eq!((a.used(), a.refused()), (cap, 1));
+        // A third room's ring does not fit: refused at open, in the same
+        // words, charging nothing.
+        let refused = mixer.open("a", "three", small(), &l).err().unwrap();
+        assert_eq!(
+            refused,
+            LimitError::OverBudget {
+                limit: BudgetLimit::Tenant,
+                max: cap
+            }
+        );
+        assert_eq!(refused.to_string(), full.to_string());
+        assert_eq!((a.used(), a.refused()), (cap, 2));
+        assert!(mixer.get("a", "three").is_none());
         // Another tenant is not touched.
         let b = mixer.open("b", "one", small(), &l).unwrap();
         b.write(0, &[0.5; 12]).unwrap();
         assert_eq!(mixer.share("b").unwrap().refused(), 0);
-        // A room going frees the tenant's share for the other.
+        // A room going frees the tenant's share (ring and chunks).
         mixer.remove("a", "one");
-        assert_eq!(a.used(), SMALL_CHUNK);
+        assert_eq!(a.used(), small_ring() + SMALL_CHUNK);
         two.write(2, &[0.25; 4]).unwrap();
         two.read(0, &mut out).unwrap();
         assert_eq!(out, [0.75, 0.75, 1.0, 1.0, 0.25, 0.25, 0.0, 0.0]);
         // A reload lowering the share applies to chunks taken from then on.
-        let l = share(SMALL_CHUNK);
+        let l = share(small_ring() + SMALL_CHUNK);
         let two = mixer.open("a", "two", small(), &l).unwrap();
-        assert!(matches!(
+        assert_eq!(
             two.write(8, &[0.5; 4]),
             Err(MixError::OverBudget {
                 limit: BudgetLimit::Tenant,
-                max: 16
+                max: small_ring() + SMALL_CHUNK
             })
-        ));
+        );
     }
 
     #[test]
     fn the_host_budget_refuses_across_tenants_and_recovers_when_rooms_are_evicted() {
-        let mixer = Mixer::new(4 * SMALL_CHUNK);
+        let cap = 2 * small_ring() + 4 * SMALL_CHUNK;
+        let mixer = Mixer::new(cap);
         let quick = Limits {
-            max_bytes: 3 * SMALL_CHUNK,
+            max_bytes: small_ring() + 3 * SMALL_CHUNK,
             ..limits(8, 8, 50)
         };
         let a = mixer.open("a", "r", small(), &quick).unwrap();
         a.write(0, &[0.5; 12]).unwrap();
         let b = mixer
-            .open("b", "r", small(), &share(4 * SMALL_CHUNK))
+            .open("b", "r", small(), &share(small_ring() + 4 * SMALL_CHUNK))
             .unwrap();
         b.write(0, &[0.5; 4]).unwrap(); // the host's budget, exactly
         let full = MixError::OverBudget {
             limit: BudgetLimit::Host,
-            max: 4 * SMALL_CHUNK,
+            max: cap,
         };
         assert_eq!(b.write(4, &[0.5; 4]), Err(full.clone()));
         // The figure is the operator's (logged), not the client's.
@@ -1338,18 +1473,19 @@ mod tests {
             "the host's mixing buffers are full (the most allowed: mixer.max_total_bytes)"
         );
         // The refusal charged neither budget.
-        assert_eq!(mixer.share("b").unwrap().used(), SMALL_CHUNK);
-        assert_eq!(mixer.budget().used(), 4 * SMALL_CHUNK);
+        assert_eq!(mixer.share("b").unwrap().used(), small_ring() + SMALL_CHUNK);
+        assert_eq!(mixer.budget().used(), cap);
         assert_eq!(mixer.budget().refused(), 1);
         // a's room goes idle and is evicted: b may take its bytes.
         std::thread::sleep(Duration::from_millis(120));
         mixer.get("b", "r").unwrap();
         assert_eq!(mixer.evict_idle(), vec![(Arc::from("a"), "r".to_string())]);
-        assert_eq!(mixer.budget().used(), SMALL_CHUNK);
+        assert_eq!(mixer.budget().used(), small_ring() + SMALL_CHUNK);
         assert_eq!(mixer.share("a").unwrap().used(), 0);
         b.write(4, &[0.5; 8]).unwrap();
-        assert_eq!(mixer.budget().used(), 3 * SMALL_CHUNK);
-        // A reload lowering the host's budget refuses new chunks only.
+        assert_eq!(mixer.budget().used(), small_ring() + 3 * SMALL_CHUNK);
+        // A reload lowering the host's budget refuses new chunks and rooms
+        // only.
         mixer.set_max_total_bytes(SMALL_CHUNK);
         b.write(0, &[0.25; 12]).unwrap();
         assert!(matches!(
@@ -1359,6 +1495,14 @@ mod tests {
                 ..
             })
         ));
+        assert_eq!(
+            mixer.open("c", "r", small(), &share(1 << 20)).err(),
+            Some(LimitError::OverBudget {
+                limit: BudgetLimit::Host,
+                max: SMALL_CHUNK
+            })
+        );
+        assert_eq!(mixer.budget().used(), small_ring() + 3 * SMALL_CHUNK);
     }
 
     #[test]

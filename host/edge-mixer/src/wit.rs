@@ -21,6 +21,11 @@ const MAX_MEMBER: usize = 256;
 const MAX_WINDOW_SAMPLES: u64 = 2 * 48_000 * 60;
 /// Largest frame: 120 ms at 48 kHz (Opus's longest).
 const MAX_FRAME_SAMPLES: u32 = 5_760;
+/// Shortest frame: 2.5 ms (Opus's shortest), as a divisor of the rate.
+const MIN_FRAME_PER_SECOND: u32 = 400;
+/// Most frames in a window: 60 s of 2.5 ms frames. Each is a slot of the
+/// ring, allocated (and charged) when the room opens.
+const MAX_WINDOW_FRAMES: u32 = 24_000;
 
 /// The mixer as one tenant's instance sees it.
 ///
@@ -160,15 +165,15 @@ impl api::Host for &MixerGrant {
             complexity: s.complexity,
         };
         if !(1..=2).contains(&s.channels)
-            || s.frame_samples == 0
-            || s.frame_samples > MAX_FRAME_SAMPLES
-            || s.window_frames < 2
             || !(8_000..=48_000).contains(&s.sample_rate)
+            || s.frame_samples < s.sample_rate / MIN_FRAME_PER_SECOND
+            || s.frame_samples > MAX_FRAME_SAMPLES
+            || !(2..=MAX_WINDOW_FRAMES).contains(&s.window_frames)
             || config.window() > MAX_WINDOW_SAMPLES
             || s.complexity > 10
         {
             return Err(Error::BadInput(format!(
-                "room settings {} Hz, {} channels, {} samples per frame, {} frames, complexity {}: allowed 8000-48000 Hz, 1-2 channels, a window of at most {MAX_WINDOW_SAMPLES} samples, complexity 0-10",
+                "room settings {} Hz, {} channels, {} samples per frame, {} frames, complexity {}: allowed 8000-48000 Hz, 1-2 channels, frames of 2.5 ms (rate / {MIN_FRAME_PER_SECOND} samples) to {MAX_FRAME_SAMPLES} samples, 2 to {MAX_WINDOW_FRAMES} frames and at most {MAX_WINDOW_SAMPLES} samples in the window, complexity 0-10",
                 s.sample_rate, s.channels, s.frame_samples, s.window_frames, s.complexity
             )));
         }
@@ -362,11 +367,17 @@ mod tests {
 
     #[test]
     fn byte_budgets_are_the_full_error_and_tenants_are_apart() {
-        // Two frames of 960 mono samples: the tenant's share.
-        let frame = 960 * 4;
-        let mixer = Arc::new(Mixer::new(3 * frame));
+        // A room's ring and two frames of 960 mono samples: the tenant's
+        // share.
+        let config = RoomConfig {
+            chunk_frames: 960,
+            chunks: 50,
+            ..RoomConfig::default()
+        };
+        let (ring, frame) = (config.ring_bytes(), config.chunk_bytes());
+        let mixer = Arc::new(Mixer::new(2 * ring + 3 * frame));
         let limits = Limits {
-            max_bytes: 2 * frame,
+            max_bytes: ring + 2 * frame,
             ..Limits::default()
         };
         let g = MixerGrant::new(mixer.clone(), "t", limits);
@@ -383,7 +394,69 @@ mod tests {
         assert_eq!((&u).read("r".into(), 0, 960).unwrap(), vec![0.25; 960]);
         assert!(matches!(
             (&u).write("r".into(), 960, vec![0.25; 960]),
-            Err(Error::Full(m)) if m.contains("mixer.max_total_bytes") && !m.contains(&(3 * frame).to_string())
+            Err(Error::Full(m)) if m.contains("mixer.max_total_bytes") && !m.contains(&(2 * ring + 3 * frame).to_string())
         ));
+    }
+
+    #[test]
+    fn a_rooms_ring_is_bounded_and_charged_when_it_opens() {
+        // One-sample frames in a 5,760,000-frame window passed the old
+        // checks: 5.76 million empty slots (~184 MB) per room, 32 rooms a
+        // tenant, none of it charged to any budget.
+        let mixer = Arc::new(Mixer::default());
+        let g = MixerGrant::new(mixer.clone(), "t", Limits::default());
+        let tiny = RoomSettings {
+            frame_samples: 1,
+            window_frames: 5_760_000,
+            ..settings()
+        };
+        assert!(matches!(
+            (&g).open_room("r".into(), tiny),
+            Err(Error::BadInput(m)) if m.contains("2.5 ms")
+        ));
+        // The shortest frames allowed (2.5 ms), but more of them than 60 s.
+        let long = RoomSettings {
+            frame_samples: 120,
+            window_frames: MAX_WINDOW_FRAMES + 1,
+            ..settings()
+        };
+        assert!(matches!(
+            (&g).open_room("r".into(), long),
+            Err(Error::BadInput(_))
+        ));
+        assert!(mixer.get("t", "r").is_none());
+        assert!(mixer.share("t").is_none_or(|s| s.used() == 0));
+        // The most slots a room may have: charged to the tenant's share
+        // and the host's budget at open, before anything is written.
+        let most = RoomSettings {
+            frame_samples: 120,
+            window_frames: MAX_WINDOW_FRAMES,
+            ..settings()
+        };
+        (&g).open_room("r".into(), most).unwrap();
+        let ring = mixer.get("t", "r").unwrap().config().ring_bytes();
+        assert!(ring >= u64::from(MAX_WINDOW_FRAMES) * 24, "{ring}");
+        assert_eq!(mixer.share("t").unwrap().used(), ring);
+        assert_eq!(mixer.budget().used(), ring);
+        // A share that cannot hold another ring refuses the room.
+        let small = MixerGrant::new(
+            mixer.clone(),
+            "u",
+            Limits {
+                max_bytes: ring - 1,
+                ..Limits::default()
+            },
+        );
+        assert!(matches!(
+            (&small).open_room("r".into(), most),
+            Err(Error::Full(m)) if m.contains("mixer.max_bytes")
+        ));
+        assert!(mixer.get("u", "r").is_none());
+        assert_eq!(mixer.share("u").unwrap().used(), 0);
+        assert_eq!(mixer.budget().used(), ring);
+        // Closing the room gives it all back.
+        mixer.remove("t", "r");
+        assert_eq!(mixer.share("t").unwrap().used(), 0);
+        assert_eq!(mixer.budget().used(), 0);
     }
 }
