@@ -256,6 +256,12 @@ impl api::Host for &MixerGrant {
     fn leave(&mut self, room: String, session: String) -> Result<api::RoomState, Error> {
         let r = self.room(&room)?;
         let s = r.leave(&session, Some(self.owner));
+        // No longer this store's to take out when it goes: join/leave
+        // loops must not grow the list (nor make each join walk it).
+        let mut joined = self.joined.lock().unwrap_or_else(|e| e.into_inner());
+        joined.retain(|(w, id)| {
+            w.strong_count() > 0 && !(*id == session && w.ptr_eq(&Arc::downgrade(&r)))
+        });
         Ok(wire_state(&r, &s))
     }
 
@@ -335,6 +341,30 @@ mod tests {
         (&c).join("r".into(), "bo".into(), "Bo".into()).unwrap();
         drop(b);
         assert_eq!(members(&mixer, "t", "r"), ["bo"]);
+    }
+
+    #[test]
+    fn leaving_forgets_the_member() {
+        // Every join added an entry to the store's list and leave kept it:
+        // join/leave loops grew host memory without bound.
+        let mixer = Arc::new(Mixer::default());
+        let g = MixerGrant::new(mixer.clone(), "t", Limits::default());
+        (&g).open_room("r".into(), settings()).unwrap();
+        for i in 0..10_000 {
+            let session = format!("s{i}");
+            (&g).join("r".into(), session.clone(), "Ada".into())
+                .unwrap();
+            (&g).leave("r".into(), session).unwrap();
+        }
+        assert!(g.joined.lock().unwrap().len() <= 1);
+        // Members still joined are still taken out when the store goes.
+        (&g).join("r".into(), "kept".into(), "Bo".into()).unwrap();
+        (&g).join("r".into(), "gone".into(), "Cy".into()).unwrap();
+        (&g).leave("r".into(), "gone".into()).unwrap();
+        assert_eq!(g.joined.lock().unwrap().len(), 1);
+        assert_eq!(members(&mixer, "t", "r"), ["kept"]);
+        drop(g);
+        assert!(members(&mixer, "t", "r").is_empty());
     }
 
     #[test]
