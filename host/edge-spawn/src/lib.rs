@@ -969,7 +969,6 @@ impl Command {
         timeout: Duration,
         interrupted: &dyn Fn() -> bool,
     ) -> Result<Output, BoundError> {
-        use std::io::Read;
         use std::os::fd::AsRawFd;
         let deadline = Instant::now() + timeout;
         let mut cmd = self.clone();
@@ -1033,22 +1032,10 @@ impl Command {
                 .min(TICK_MS as u128) as libc::c_int;
             // SAFETY: pollfds on the stack.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
-            if let Some(p) = &mut pipe {
-                loop {
-                    match p.read(&mut buf) {
-                        Ok(0) => {
-                            pipe = None;
-                            break;
-                        }
-                        Ok(n) => {
-                            let room = cap.saturating_sub(out.len());
-                            truncated |= n > room;
-                            out.extend_from_slice(&buf[..n.min(room)]);
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
+            if let Some(p) = &mut pipe
+                && read_burst(p, &mut buf, &mut out, cap, &mut truncated)
+            {
+                pipe = None;
             }
             if exited_at.is_none() && exited(pid, pidfd) {
                 // The leader is a zombie (not reaped), so its group id is
@@ -1090,6 +1077,35 @@ impl Command {
             stdout: out,
             truncated,
         })
+    }
+}
+
+/// Reads what `pipe` (non-blocking) has, keeping at most `cap` bytes in
+/// `out` (`truncated` past it), for one tick at most: writers that keep
+/// the pipe full must not keep the caller from its deadline and its stop.
+/// True at EOF.
+fn read_burst(
+    pipe: &mut impl io::Read,
+    buf: &mut [u8],
+    out: &mut Vec<u8>,
+    cap: usize,
+    truncated: &mut bool,
+) -> bool {
+    let until = Instant::now() + Duration::from_millis(TICK_MS as u64);
+    loop {
+        match pipe.read(buf) {
+            Ok(0) => return true,
+            Ok(n) => {
+                let room = cap.saturating_sub(out.len());
+                *truncated |= n > room;
+                out.extend_from_slice(&buf[..n.min(room)]);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+        if Instant::now() >= until {
+            return false;
+        }
     }
 }
 
@@ -1531,6 +1547,62 @@ mod tests {
             .run_bounded(Duration::from_secs(10), &never)
             .unwrap();
         assert_eq!(out.exit_code(), 3);
+    }
+
+    #[test]
+    fn writers_that_keep_the_pipe_full_do_not_hold_a_bounded_run() {
+        // Four writers refill the pipe as fast as it is read: a reader that
+        // reads until the pipe is empty before it looks at the time never
+        // looks. With limits (the UDFs') and without.
+        let flood = "for i in 1 2 3 4; do (while :; do cat /dev/zero; done) & done; wait";
+        for limits in [Some(Limits::default()), None] {
+            let mut cmd = Command::shell(flood).stdout(Stdout::Capture(1 << 20));
+            if let Some(l) = limits {
+                cmd = cmd.limits(l);
+            }
+            let start = Instant::now();
+            let r = cmd.run_bounded(Duration::from_millis(300), &|| false);
+            assert!(matches!(r, Err(BoundError::Timeout)), "{r:?}");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{:?}",
+                start.elapsed()
+            );
+            let start = Instant::now();
+            let asked = std::cell::Cell::new(0);
+            let stop = || {
+                asked.set(asked.get() + 1);
+                asked.get() > 5
+            };
+            let r = cmd.run_bounded(Duration::from_secs(600), &stop);
+            assert!(matches!(r, Err(BoundError::Interrupted)), "{r:?}");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{:?}",
+                start.elapsed()
+            );
+        }
+    }
+
+    #[test]
+    fn a_source_that_never_runs_dry_does_not_hold_a_read_burst() {
+        // /dev/zero never says "would block", as a pipe that writers keep
+        // full may not: the burst must end on its own.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut zero = std::fs::File::open("/dev/zero").unwrap();
+            let (mut out, mut truncated) = (Vec::new(), false);
+            let eof = read_burst(
+                &mut zero,
+                &mut [0; 16 * 1024],
+                &mut out,
+                100,
+                &mut truncated,
+            );
+            let _ = done.send((eof, out.len(), truncated));
+        });
+        let r = finished.recv_timeout(Duration::from_secs(10));
+        assert_eq!(r, Ok((false, 100, true)));
     }
 
     /// Set in the copy of this test binary that runs with a file on stdin.
