@@ -908,7 +908,17 @@ impl Mixer {
         let mut outcome = Err(LimitError::TooManyRooms {
             max: limits.max_rooms,
         });
+        #[cfg(test)]
+        tests::BEFORE_INSERT.with_borrow_mut(|hook| hook.as_mut().map(|f| f()));
         self.rooms.rcu(|rooms| {
+            // Checked against the map this update replaces: a reload's
+            // `retain_tenants` stores the live set before it replaces the
+            // map, so either it sees this room and removes it, or this
+            // update is retried after it and sees the tenant gone.
+            if !self.live(tenant) {
+                outcome = Err(LimitError::TenantRemoved);
+                return rooms.clone();
+            }
             if let Some(r) = rooms.get(&key) {
                 outcome = Ok(r.clone());
                 return rooms.clone();
@@ -941,6 +951,14 @@ impl Mixer {
             next.insert(key.clone(), room);
             Arc::new(next)
         });
+        if matches!(outcome, Err(LimitError::TenantRemoved)) {
+            // A share made for the room this refused must not outlive the
+            // tenant's removal.
+            let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+            if !self.live(tenant) {
+                shares.remove(tenant);
+            }
+        }
         let room = outcome?;
         room.idle_ms.store(idle, Relaxed);
         room.used_ms.store(self.now_ms(), Relaxed);
@@ -1062,6 +1080,13 @@ impl Mixer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Injection hook: what happens, on this thread, between `open`'s
+    /// first checks and its update of the rooms (a reload, say).
+    type Hook = Option<Box<dyn FnMut()>>;
+    thread_local! {
+        pub(super) static BEFORE_INSERT: std::cell::RefCell<Hook> = const { std::cell::RefCell::new(None) };
+    }
 
     fn small() -> RoomConfig {
         RoomConfig {
@@ -1503,6 +1528,29 @@ mod tests {
             })
         );
         assert_eq!(mixer.budget().used(), small_ring() + 3 * SMALL_CHUNK);
+    }
+
+    #[test]
+    fn a_room_opened_while_a_reload_removes_its_tenant_does_not_stay() {
+        // `open` checked the live tenants before it inserted the room, so
+        // a reload removing the tenant in between left the room (and its
+        // bytes) behind.
+        let mixer = Arc::new(Mixer::new(1 << 30));
+        mixer.retain_tenants(["a", "b"]);
+        let reload = mixer.clone();
+        BEFORE_INSERT.with_borrow_mut(|hook| {
+            *hook = Some(Box::new(move || {
+                reload.retain_tenants(["b"]);
+            }))
+        });
+        let opened = mixer.open("a", "r", small(), &Limits::default());
+        BEFORE_INSERT.with_borrow_mut(|hook| *hook = None);
+        assert_eq!(opened.err(), Some(LimitError::TenantRemoved));
+        assert_eq!(mixer.count("a"), 0);
+        assert!(mixer.share("a").is_none());
+        assert_eq!(mixer.budget().used(), 0);
+        // Tenant b's rooms open as before.
+        mixer.open("b", "r", small(), &Limits::default()).unwrap();
     }
 
     #[test]
