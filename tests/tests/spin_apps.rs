@@ -727,15 +727,7 @@ async fn spin_mysql_against_mariadb_in_both_sdk_generations() {
     // the server, each open getting through (the longest idle one is
     // closed to make room).
     let data = edge_tests::TempDir::new("mysql-cap");
-    let capped = Edge::start_env(
-        "",
-        &format!(
-            "app = {:?}\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[limits]\nmax_outbound_requests = 2\n\n[[tenant]]\nname = \"default\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n[tenant.secrets]\napi_token = {{ env = \"SPIN_VARIABLE_API_TOKEN\" }}\n",
-            app("rust-features").display().to_string()
-        ),
-        data.path(),
-        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
-    );
+    let capped = features_capped(2, data.path());
     let open_at_server = || {
         db.client(
             None,
@@ -828,6 +820,98 @@ async fn wasi_sockets_tcp_under_spins_permissions() {
     let (status, body) = tcp("192.0.2.1:80".into()).await;
     assert_eq!(status, 500);
     assert!(body.starts_with("PermissionDenied"), "{body}");
+}
+
+/// `edge serve` of the rust-features app for one tenant whose outbound
+/// cap (`max_outbound_requests`) is `cap`, loopback reachable.
+fn features_capped(cap: usize, data: &std::path::Path) -> Edge {
+    Edge::start_env(
+        "",
+        &format!(
+            "app = {:?}\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[limits]\nmax_outbound_requests = {cap}\n\n[[tenant]]\nname = \"default\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n[tenant.secrets]\napi_token = {{ env = \"SPIN_VARIABLE_API_TOKEN\" }}\n",
+            app("rust-features").display().to_string()
+        ),
+        data,
+        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
+    )
+}
+
+#[tokio::test]
+async fn wasi_sockets_hold_places_in_the_tenant_cap() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    // A server that holds each connection open until released, counting
+    // how many it had at once.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (open, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // Each answer waits for a permit.
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let server = {
+        let (open, most, release) = (open.clone(), most.clone(), release.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let now = open.fetch_add(1, SeqCst) + 1;
+                most.fetch_max(now, SeqCst);
+                let (open, release) = (open.clone(), release.clone());
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut got = Vec::new();
+                    let _ = s.read_to_end(&mut got).await;
+                    release.acquire().await.unwrap().forget();
+                    let _ = s.write_all(b"done").await;
+                    open.fetch_sub(1, SeqCst);
+                });
+            }
+        })
+    };
+    let data = edge_tests::TempDir::new("sockets-cap");
+    let edge = features_capped(2, data.path());
+    let tcp = || {
+        let url = format!("{}/tcp", edge.url);
+        let address = format!("127.0.0.1:{port}");
+        async move {
+            edge_tests::request(
+                &client(),
+                "POST",
+                &url,
+                &[("tcp-address", &address)],
+                "x".into(),
+            )
+            .await
+        }
+    };
+    // Six at once: two sockets get their places and wait at the server;
+    // the other four are refused at once, before a descriptor is made.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..6 {
+        let (tx, call) = (tx.clone(), tcp());
+        tokio::spawn(async move {
+            let _ = tx.send(call.await);
+        });
+    }
+    let mut refused = Vec::new();
+    for _ in 0..4 {
+        match tokio::time::timeout(std::time::Duration::from_secs(30), rx.recv()).await {
+            Ok(Some(answer)) => refused.push(answer),
+            _ => panic!(
+                "the calls past the cap were not refused: {} sockets at the server at once",
+                most.load(SeqCst)
+            ),
+        }
+    }
+    assert!(refused.iter().all(|(s, _)| *s == 500), "{refused:?}");
+    assert_eq!(most.load(SeqCst), 2, "{refused:?}");
+    // Released, the two answer, and their places are given back.
+    release.add_permits(2);
+    for _ in 0..2 {
+        let (status, body) = rx.recv().await.unwrap();
+        assert_eq!((status, body.as_str()), (200, "done"));
+    }
+    let again = tokio::spawn(tcp());
+    release.add_permits(1);
+    assert_eq!(again.await.unwrap(), (200, "done".to_string()));
+    server.abort();
 }
 
 #[tokio::test]

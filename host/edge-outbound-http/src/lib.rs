@@ -98,6 +98,17 @@ impl OutboundPolicy {
         &self.who
     }
 
+    /// A place in the tenant's cap for a connection the host does not make
+    /// itself (a guest's `wasi:sockets` socket), or `None` (counted and
+    /// logged) at the cap.
+    pub fn place(&self) -> Option<limit::Permit> {
+        let place = self.tenant.acquire();
+        if place.is_none() {
+            tracing::warn!(component = %self.who, "socket refused: the tenant has its max_outbound_requests open");
+        }
+        place
+    }
+
     /// The same with `addresses` as the address policy.
     pub fn with_addresses(mut self, addresses: AddressPolicy) -> Self {
         self.addresses = addresses;

@@ -30,5 +30,6 @@ pub mod server;
 pub mod services;
 pub mod session;
 pub mod share;
+pub mod sockets;
 pub mod state;
 pub mod worker;

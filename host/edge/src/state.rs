@@ -84,6 +84,8 @@ pub struct HostState {
     process: edge_process::Grant,
     mixer: edge_mixer::MixerGrant,
     html: edge_html::Rewriters,
+    /// The places in the tenant's outbound cap its sockets hold.
+    socket_places: crate::sockets::SocketPlaces,
     /// The Worker script its instance runs (the Workers engine asks).
     pub script: Option<std::sync::Arc<str>>,
     /// The memory cap, read by the store's limiter.
@@ -179,6 +181,7 @@ impl HostState {
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
             html: edge_html::Rewriters::default(),
+            socket_places: Default::default(),
             script: spec.script.clone(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
@@ -190,6 +193,21 @@ impl HostState {
             metrics,
             call_clock: None,
         }
+    }
+}
+
+impl HostState {
+    /// Where the instance may connect, and its tenant's outbound cap.
+    pub fn outbound(&self) -> &OutboundPolicy {
+        &self.hooks.outbound
+    }
+
+    /// The resource table, and the places in the outbound cap its sockets
+    /// hold.
+    pub(crate) fn table_and_socket_places(
+        &mut self,
+    ) -> (&ResourceTable, &mut crate::sockets::SocketPlaces) {
+        (&self.table, &mut self.socket_places)
     }
 }
 
