@@ -1091,6 +1091,36 @@ async fn forged_tokens_hold_no_session() {
 }
 
 #[tokio::test]
+async fn forged_tokens_on_unknown_paths_hold_no_session() {
+    // The unknown-endpoint 404 came before the token check, and only a
+    // first answer of 401/403 ends a new session at once: each made-up
+    // bearer token on a path that is no endpoint held a session for its
+    // idle timeout, enough of them filled max_sessions.
+    let edge = Edge::start(&spin(), EDGE);
+    for i in 0..20 {
+        for (method, path) in [("GET", "choir/nope"), ("POST", "choir/join/x"), ("GET", "")] {
+            let (s, body) = call(&edge, method, path, Some(&format!("forged-{i}")), None).await;
+            assert_eq!(s, 401, "{method} {path}: {body}");
+        }
+    }
+    let held = "edge_share_held{tenant=\"t\",kind=\"sessions\"}";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while edge.metric(held).await > 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "refused sessions stayed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // A real token for the room still gets the 404, and its session.
+    let t = token("choir", "alice");
+    let (s, body) = call(&edge, "GET", "choir/nope", Some(&t), None).await;
+    assert_eq!(s, 404, "{body}");
+    assert!(body.contains("no endpoint"), "{body}");
+    assert_eq!(edge.metric(held).await, 1.0);
+}
+
+#[tokio::test]
 async fn a_tenant_at_its_byte_share_is_refused_while_another_tenant_mixes() {
     // Tenant a may hold 300,000 bytes of mixing buffer: its room's ring
     // (3,000 empty slots, ~97 KB, charged at join) and 51 frames of 20 ms

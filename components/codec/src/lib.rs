@@ -6,10 +6,12 @@
 //! # Who may act
 //!
 //! Every request carries `Authorization: Bearer TOKEN`, a join token from
-//! the signer for the room in its path. The instance verifies the token
-//! on its first request (signature with the signer's public keys, `iss`,
-//! `aud`, `exp`/`nbf`, the room; `signing::join`) and binds itself to that
-//! token, room and user: a later request with another token, or for
+//! the signer for the room in its path, checked before anything else (an
+//! unknown endpoint is a 404 only for a valid token). The instance
+//! verifies the token on its first request (signature with the signer's
+//! public keys, `iss`, `aud`, `exp`/`nbf`, the room; `signing::join`) and
+//! binds itself to that token, room and user: a later request with another
+//! token, or for
 //! another room, is refused (403). With `session_key = "bearer"` the host
 //! pins one instance per token, so nobody reaches a session without its
 //! token. The member id is the token's user (`context.user.id`, LiveKit
@@ -344,39 +346,39 @@ impl wasi::exports::http::incoming_handler::Guest for Codec {
             (Method::Get, [_, "state" | "mix"])
                 | (Method::Post, [_, "join" | "leave" | "lead" | "chunk"])
         );
-        let answer = if !known {
-            error(
+        // The token first, whatever the path: a refusal (401/403) on a
+        // session's first request ends it at once, so made-up tokens on
+        // unknown paths cannot hold sessions either.
+        let room = parts.first().copied().unwrap_or("");
+        let answer = match admit(bearer(&headers), room) {
+            Err(refusal) => refusal,
+            Ok(_) if !known => error(
                 404,
                 &format!("no endpoint {method:?} {path} (see the codec protocol in docs/CODEC.md)"),
-            )
-        } else {
-            let room = parts[0];
-            match admit(bearer(&headers), room) {
-                Err(refusal) => refusal,
-                Ok(who) => match (&method, parts[1]) {
-                    (Method::Get, "state") => json_answer(mixer::state(room)),
-                    (Method::Get, _) if !who.can_subscribe => {
+            ),
+            Ok(who) => match (&method, parts[1]) {
+                (Method::Get, "state") => json_answer(mixer::state(room)),
+                (Method::Get, _) if !who.can_subscribe => {
+                    refused(403, "this join token may not listen")
+                }
+                (Method::Get, _) => mix_pcm(room, &query),
+                (_, "join") => join(room, &who, &query),
+                (_, "leave") => leave(room, &who),
+                (_, "lead") => lead(room, &who, &query),
+                _ => match guest_http::read_body(request, MAX_BODY) {
+                    Ok(body) if !body.is_empty() && !who.can_publish => {
+                        refused(403, "this join token may not send audio")
+                    }
+                    Ok(_)
+                        if !who.can_subscribe
+                            && param(&query, "read_frames").is_some_and(|k| k != "0") =>
+                    {
                         refused(403, "this join token may not listen")
                     }
-                    (Method::Get, _) => mix_pcm(room, &query),
-                    (_, "join") => join(room, &who, &query),
-                    (_, "leave") => leave(room, &who),
-                    (_, "lead") => lead(room, &who, &query),
-                    _ => match guest_http::read_body(request, MAX_BODY) {
-                        Ok(body) if !body.is_empty() && !who.can_publish => {
-                            refused(403, "this join token may not send audio")
-                        }
-                        Ok(_)
-                            if !who.can_subscribe
-                                && param(&query, "read_frames").is_some_and(|k| k != "0") =>
-                        {
-                            refused(403, "this join token may not listen")
-                        }
-                        Ok(body) => chunk(room, &who.user, &query, &body),
-                        Err(e) => error(400, &e),
-                    },
+                    Ok(body) => chunk(room, &who.user, &query, &body),
+                    Err(e) => error(400, &e),
                 },
-            }
+            },
         };
         respond(out, answer);
     }
