@@ -658,3 +658,49 @@ fn a_descendant_cannot_hide_in_another_runs_group() {
         assert!(gone, "A's child outlived A in B's group (it said {a:?})");
     });
 }
+
+#[test]
+fn too_many_or_too_long_arguments_are_refused_before_anything_else() {
+    use std::io::Write;
+    let d = start();
+    // Sends a raw request body (too large to build as a `Request` cheaply).
+    let raw = |body: &[u8]| -> Response {
+        let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+        s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        protocol::read_message(&mut s).unwrap()
+    };
+    // Ten million empty arguments: 30 MB of JSON, within the message cap,
+    // which would be ~1 GB of strings in the daemon.
+    let mut body = br#"{"tenant":"t","program":"/bin/echo","args":["#.to_vec();
+    for i in 0..10_000_000 {
+        body.extend_from_slice(if i == 0 { b"\"\"" } else { b",\"\"" });
+    }
+    body.extend_from_slice(b"]}");
+    let r = raw(&body);
+    assert_eq!(error_kind(&r), "bad-request");
+    let max = protocol::MAX_ARGS;
+    assert!(
+        error_message(&r).contains(&format!("more than {max} arguments")),
+        "{r:?}"
+    );
+    // Few but long: past the bytes all arguments may take.
+    let long = "x".repeat(protocol::MAX_ARG_BYTES / 2);
+    let r = run(&d, "/bin/echo", &[&long, &long]);
+    assert_eq!(error_kind(&r), "bad-request");
+    assert!(
+        error_message(&r).contains(&format!(
+            "arguments of more than {} bytes",
+            protocol::MAX_ARG_BYTES
+        )),
+        "{r:?}"
+    );
+    // At the limit, the program runs.
+    let mut args = vec!["-c", "echo $#", "sh"];
+    args.resize(max, "");
+    match run(&d, "/bin/sh", &args) {
+        Response::Ok(out) => assert_eq!(out.stdout_bytes(), format!("{}\n", max - 3).as_bytes()),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(metric(&d, "runs"), 1);
+}

@@ -5,9 +5,10 @@
 //! after checking the calling tenant's grant (`sidecar_programs` in
 //! edge-config): a program the tenant was not granted is refused here and
 //! never reaches the sidecar, which checks its allowlist and, for the
-//! tenant named in the request, the same grant again. The
-//! call runs on a blocking thread, so a long program does not hold the
-//! worker thread the component runs on.
+//! tenant named in the request, the same grant again. Arguments past the
+//! sidecar's limits (`MAX_ARGS`, `MAX_ARG_BYTES`) are refused here too,
+//! as `failed` with the reason. The call runs on a blocking thread, so a
+//! long program does not hold the worker thread the component runs on.
 #![deny(missing_docs)]
 
 use edge_sidecar::protocol::{self, Request, Response};
@@ -87,6 +88,8 @@ impl wit::Host for &Grant {
                 "{program:?} is not among this tenant's sidecar_programs"
             )));
         }
+        // Refused here, not by the sidecar after it has read them all.
+        protocol::check_args(&args).map_err(Error::Failed)?;
         let Some(socket) = self.socket.clone() else {
             return Err(Error::Unavailable("no [sidecar] is configured".into()));
         };
@@ -138,5 +141,55 @@ impl wit::Host for &Grant {
                 )))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of `args` for a tenant granted `/bin/echo`, through a sidecar
+    /// that is not there.
+    async fn run(args: Vec<String>) -> Result<Output, Error> {
+        let grant = Grant::new(
+            Some("/nonexistent/edge-process-test.sock".into()),
+            "t",
+            vec!["/bin/echo".into()],
+        );
+        wit::Host::run(
+            &mut &grant,
+            "/bin/echo".into(),
+            args,
+            Vec::new(),
+            None,
+            None,
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn too_many_or_too_long_arguments_are_refused_before_the_sidecar_is_asked() {
+        let many = vec![String::new(); protocol::MAX_ARGS + 1];
+        match run(many).await {
+            Err(Error::Failed(m)) => assert!(
+                m.contains(&format!("more than {} arguments", protocol::MAX_ARGS)),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let long = vec!["x".repeat(protocol::MAX_ARG_BYTES)];
+        match run(long).await {
+            Err(Error::Failed(m)) => assert!(
+                m.contains(&format!(
+                    "arguments of more than {} bytes",
+                    protocol::MAX_ARG_BYTES
+                )),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Within the limits, the (missing) sidecar is asked.
+        let r = run(vec![String::new(); protocol::MAX_ARGS]).await;
+        assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
     }
 }

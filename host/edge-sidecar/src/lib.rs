@@ -11,8 +11,9 @@
 //!   `..`, a program not listed or not granted is refused before anything
 //!   is spawned.
 //! - The socket is created mode 0600 in a directory of mode 0700.
-//! - No shell, arguments verbatim, an empty environment, stdin from the
-//!   request; each program starts with `[sidecar] child_*` resource
+//! - No shell, arguments verbatim (at most `protocol::MAX_ARGS` of at
+//!   most `protocol::MAX_ARG_BYTES` in all), an empty environment, stdin
+//!   from the request; each program starts with `[sidecar] child_*` resource
 //!   limits, `no_new_privs`, and no descriptor but its three pipes.
 //! - Each run is its own process group, killed whole on timeout, when its
 //!   output passes the cap, and when it exits; descendants that left the

@@ -15,6 +15,13 @@ use std::io::{self, Read, Write};
 /// Largest message accepted (stdin included).
 pub const MAX_MESSAGE: usize = 32 << 20;
 
+/// Most arguments a run may pass (the program's name not counted).
+pub const MAX_ARGS: usize = 65_536;
+/// Most bytes all arguments of a run may take, each counted with its
+/// terminating NUL: half the kernel's usual `ARG_MAX` (2 MiB with an
+/// 8 MiB stack), which also counts the pointers to them.
+pub const MAX_ARG_BYTES: usize = 1 << 20;
+
 // An answer with both streams at the largest output cap, base64 (4 bytes
 // per 3), plus its JSON, must be readable.
 const _: () = assert!(
@@ -31,8 +38,10 @@ pub struct Request {
     pub tenant: Option<String>,
     /// Absolute path of the program.
     pub program: String,
-    /// Arguments, verbatim.
-    #[serde(default)]
+    /// Arguments, verbatim: at most [`MAX_ARGS`] of them, of at most
+    /// [`MAX_ARG_BYTES`] in all (a request with more is refused as it is
+    /// read, before they are all held).
+    #[serde(default, deserialize_with = "capped_args")]
     pub args: Vec<String>,
     /// Standard input, base64.
     #[serde(default)]
@@ -46,6 +55,61 @@ pub struct Request {
     /// Ask for the counters instead of running anything.
     #[serde(default)]
     pub metrics: bool,
+}
+
+/// Why `args` cannot be passed, if they cannot: more than [`MAX_ARGS`] or
+/// [`MAX_ARG_BYTES`].
+pub fn check_args<S: AsRef<str>>(args: &[S]) -> Result<(), String> {
+    if args.len() > MAX_ARGS {
+        return Err(too_many_args());
+    }
+    let bytes = args.iter().map(|a| a.as_ref().len() + 1).sum::<usize>();
+    if bytes > MAX_ARG_BYTES {
+        return Err(too_long_args());
+    }
+    Ok(())
+}
+
+fn too_many_args() -> String {
+    format!("more than {MAX_ARGS} arguments (the most a run may pass)")
+}
+
+fn too_long_args() -> String {
+    format!(
+        "arguments of more than {MAX_ARG_BYTES} bytes in all, each counted with its NUL (the most a run may pass)"
+    )
+}
+
+/// `args`, refused as soon as they pass [`MAX_ARGS`] or [`MAX_ARG_BYTES`]:
+/// a 32 MiB request of empty strings would otherwise be millions of them.
+fn capped_args<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    struct Capped;
+    impl<'de> serde::de::Visitor<'de> for Capped {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of strings")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            use serde::de::Error;
+            let mut args = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(arg) = seq.next_element::<String>()? {
+                if args.len() == MAX_ARGS {
+                    return Err(A::Error::custom(too_many_args()));
+                }
+                bytes += arg.len() + 1;
+                if bytes > MAX_ARG_BYTES {
+                    return Err(A::Error::custom(too_long_args()));
+                }
+                args.push(arg);
+            }
+            Ok(args)
+        }
+    }
+    d.deserialize_seq(Capped)
 }
 
 /// What a run produced.

@@ -340,6 +340,9 @@ impl Sidecar {
         let Some(stdin) = decode(&req.stdin) else {
             return refused(KIND_BAD_REQUEST, "stdin is not base64".into());
         };
+        if let Err(e) = check_args(&req.args) {
+            return refused(KIND_BAD_REQUEST, e);
+        }
         if req.args.iter().any(|a| a.contains('\0')) {
             return refused(KIND_BAD_REQUEST, "an argument contains a NUL byte".into());
         }
