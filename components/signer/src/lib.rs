@@ -400,7 +400,7 @@ fn issue(request: IncomingRequest) -> Answer {
         Err(why) => return unauthenticated(why),
     };
     let now = now();
-    if (ts - now).abs() > SIGNED_WINDOW {
+    if !signing::clients::in_window(ts, now) {
         return unauthenticated(Unauthenticated::Signed(SignedError::Stale));
     }
     let path = request.path_with_query().unwrap_or_default();

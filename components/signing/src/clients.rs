@@ -336,7 +336,7 @@ impl Clients {
         request: &SignedRequest<'_>,
         now: i64,
     ) -> Result<&Client, SignedError> {
-        if (request.timestamp - now).abs() > SIGNED_WINDOW {
+        if !in_window(request.timestamp, now) {
             return Err(SignedError::Stale);
         }
         let client = self
@@ -428,6 +428,14 @@ fn parse_credential(word: &str) -> Result<Credential, String> {
 /// How far a signed request's `ts` may be from the signer's clock,
 /// seconds, either way.
 pub const SIGNED_WINDOW: i64 = 60;
+
+/// Whether `ts` is within [`SIGNED_WINDOW`] of `now`, either way. `ts`
+/// comes from the request, unauthenticated, so any `i64`: the distance is
+/// taken without overflow (`(ts - now).abs()` wrapped into the window in
+/// release builds and panicked in debug ones).
+pub fn in_window(ts: i64, now: i64) -> bool {
+    ts.abs_diff(now) <= SIGNED_WINDOW.unsigned_abs()
+}
 
 /// The `Authorization` scheme of signed requests.
 pub const SIGNED_SCHEME: &str = "Edge-HMAC-SHA256";
@@ -577,10 +585,10 @@ impl ReplayGuard {
     pub fn check(&mut self, signature: &[u8], timestamp: i64, now: i64) -> Result<(), SignedError> {
         let id: [u8; 32] = sha2::Sha256::digest(signature).into();
         if self.seen.len() >= Self::CAPACITY {
-            self.seen.retain(|_, ts| (*ts - now).abs() <= SIGNED_WINDOW);
+            self.seen.retain(|_, ts| in_window(*ts, now));
         }
         if let Some(ts) = self.seen.get(&id)
-            && (*ts - now).abs() <= SIGNED_WINDOW
+            && in_window(*ts, now)
         {
             return Err(SignedError::Replayed);
         }
@@ -787,6 +795,28 @@ mod tests {
                 .is_none()
         );
         assert!(signed_clients().authenticate(SECRET).is_none());
+    }
+
+    #[test]
+    fn timestamps_far_from_the_clock_are_stale_not_wrapped() {
+        // `(ts - now).abs()` of i64::MIN is i64::MIN in release builds:
+        // a negative distance, inside the window.
+        let now = 1_700_000_000;
+        for ts in [i64::MIN, i64::MIN + now, i64::MAX, i64::MIN + 1] {
+            assert!(!in_window(ts, now), "{ts}");
+            let h = sign_request("svc", SECRET, "POST", "/p", ts, b"");
+            assert_eq!(
+                check(&h, "POST", "/p", b"", now),
+                Err(SignedError::Stale),
+                "{ts}"
+            );
+            let mut guard = ReplayGuard::default();
+            assert_eq!(guard.check(b"sig", ts, now), Ok(()));
+            assert_eq!(guard.check(b"sig", now, now), Ok(()), "{ts}");
+        }
+        assert!(in_window(i64::MIN, i64::MIN + SIGNED_WINDOW));
+        assert!(in_window(i64::MAX, i64::MAX - SIGNED_WINDOW));
+        assert!(!in_window(i64::MAX, i64::MAX - SIGNED_WINDOW - 1));
     }
 
     #[test]
