@@ -167,6 +167,20 @@ impl store::HostBucket for KeyValue<'_> {
     }
 }
 
+/// Host memory the compare-and-swap handles of one instance may hold:
+/// each keeps the value it read (up to [`crate::MAX_VALUE_BYTES`]) until
+/// swapped or dropped, outside the guest's memory.
+pub const MAX_CAS_BYTES: usize = 8 << 20;
+
+impl KeyValue<'_> {
+    /// A handle holding `current` is gone.
+    fn release_cas(&mut self, current: &Option<Vec<u8>>) {
+        *self.cas_bytes = self
+            .cas_bytes
+            .saturating_sub(current.as_ref().map_or(0, Vec::len));
+    }
+}
+
 impl atomics::Host for KeyValue<'_> {
     async fn increment(
         &mut self,
@@ -190,6 +204,7 @@ impl atomics::Host for KeyValue<'_> {
             key,
             current,
         } = self.table.delete(cas)?;
+        self.release_cas(&current);
         let swapped = {
             let key = key.clone();
             run(Ok(store.clone()), Access::Write, move |s| {
@@ -202,6 +217,9 @@ impl atomics::Host for KeyValue<'_> {
             // Changed meanwhile: a new handle holding the value as it is
             // now, to retry from.
             Ok(Swap::Changed(now)) => {
+                // (Past the budget by at most this value: the handle
+                // replaces the one the guest gave up.)
+                *self.cas_bytes += now.as_ref().map_or(0, Vec::len);
                 let retry = self.table.push(Cas {
                     store,
                     key,
@@ -229,11 +247,21 @@ impl atomics::HostCas for KeyValue<'_> {
             run(Ok(store.clone()), Access::Read, move |s| s.get(&key)).await?
         };
         Ok(match read {
-            Ok(current) => Ok(self.table.push(Cas {
-                store,
-                key,
-                current,
-            })?),
+            Ok(current) => {
+                let size = current.as_ref().map_or(0, Vec::len);
+                if *self.cas_bytes + size > MAX_CAS_BYTES {
+                    return Ok(Err(store::Error::Other(format!(
+                        "this instance's compare-and-swap handles hold {} bytes of values, at most {MAX_CAS_BYTES}: swap or drop some first",
+                        *self.cas_bytes
+                    ))));
+                }
+                *self.cas_bytes += size;
+                Ok(self.table.push(Cas {
+                    store,
+                    key,
+                    current,
+                })?)
+            }
             Err(e) => Err(e),
         })
     }
@@ -246,7 +274,8 @@ impl atomics::HostCas for KeyValue<'_> {
     }
 
     async fn drop(&mut self, cas: Resource<Cas>) -> wasmtime::Result<()> {
-        self.table.delete(cas)?;
+        let cas = self.table.delete(cas)?;
+        self.release_cas(&cas.current);
         Ok(())
     }
 }
@@ -304,4 +333,53 @@ pub fn add_to_linker<T: KeyValueView + Send + 'static>(
     atomics::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
     batch::add_to_linker::<T, HasKeyValue>(linker, view::<T>)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atomics::HostCas;
+    use store::HostBucket;
+    use wasmtime::component::ResourceTable;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn cas_handles_hold_a_bounded_amount_of_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = crate::Registry::new(dir.path());
+        let handle = reg.open("t", "default", 64 << 20).unwrap();
+        let grants = crate::Grants::new([("default".to_string(), handle)].into());
+        let (mut table, mut cas_bytes) = (ResourceTable::new(), 0);
+        let mut kv = KeyValue {
+            grants: &grants,
+            table: &mut table,
+            cas_bytes: &mut cas_bytes,
+        };
+        let bucket = store::Host::open(&mut kv, "default".into())
+            .await
+            .unwrap()
+            .unwrap();
+        let big = vec![7u8; 1 << 20];
+        let b = Resource::<Bucket>::new_borrow(bucket.rep());
+        kv.set(b, "big".into(), big.clone()).await.unwrap().unwrap();
+        // Eight handles of a MiB each; the ninth is refused, in words.
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            let b = Resource::<Bucket>::new_borrow(bucket.rep());
+            held.push(kv.new(b, "big".into()).await.unwrap().unwrap());
+        }
+        let b = Resource::<Bucket>::new_borrow(bucket.rep());
+        match kv.new(b, "big".into()).await.unwrap() {
+            Err(store::Error::Other(m)) => assert!(m.contains("at most 8388608"), "{m}"),
+            other => panic!("{:?}", other.map(|r| r.rep())),
+        }
+        // Dropping one makes room; a swap gives its handle's room back.
+        HostCas::drop(&mut kv, held.pop().unwrap()).await.unwrap();
+        let b = Resource::<Bucket>::new_borrow(bucket.rep());
+        let again = kv.new(b, "big".into()).await.unwrap().unwrap();
+        atomics::Host::swap(&mut kv, again, b"small".to_vec())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(*kv.cas_bytes, 7 << 20);
+    }
 }

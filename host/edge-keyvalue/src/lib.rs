@@ -117,6 +117,9 @@ pub struct KeyValue<'a> {
     pub grants: &'a Grants,
     /// The instance's resource table.
     pub table: &'a mut ResourceTable,
+    /// Bytes of values its compare-and-swap handles hold
+    /// ([`draft2::MAX_CAS_BYTES`]).
+    pub cas_bytes: &'a mut usize,
 }
 
 /// Store data that carries a component's key-value [`Grants`].

@@ -80,6 +80,8 @@ pub struct HostState {
     hooks: HttpHooks,
     variables: Variables,
     kv: Grants,
+    /// Bytes of values the instance's key-value CAS handles hold.
+    kv_cas_bytes: usize,
     sqlite: edge_sqlite::Grant,
     process: edge_process::Grant,
     mixer: edge_mixer::MixerGrant,
@@ -177,6 +179,7 @@ impl HostState {
             },
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),
+            kv_cas_bytes: 0,
             sqlite: spec.sqlite.clone(),
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
@@ -389,6 +392,7 @@ impl KeyValueView for HostState {
         KeyValue {
             grants: &self.kv,
             table: &mut self.table,
+            cas_bytes: &mut self.kv_cas_bytes,
         }
     }
 }
