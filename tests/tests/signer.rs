@@ -937,3 +937,70 @@ async fn signed_requests_are_accepted_once_in_time_and_as_signed() {
         edge.log()
     );
 }
+
+/// A signed request from a client the signer does not have is refused
+/// before its body is read: a caller with no secret cannot make the
+/// signer wait for (or take in) a body. The body here never comes.
+#[tokio::test]
+async fn a_signed_request_from_an_unknown_client_is_refused_before_its_body() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = TempDir::new("signer");
+    let (keys, _) = key_file(&dir);
+    let edge = Edge::start(
+        &spin("jitsi"),
+        &edge_config(&format!("{{ file = \"{}\" }}", keys.display())),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for client in ["nobody", "webapp"] {
+        // `webapp` exists but has an API key, not a secret.
+        let header = signing::clients::sign_request(
+            client,
+            BACKEND_SECRET,
+            "POST",
+            "/signer/tokens",
+            now,
+            b"{}",
+        );
+        let addr = edge.url.trim_start_matches("http://").to_string();
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST /signer/tokens HTTP/1.1\r\nhost: {addr}\r\nauthorization: {header}\r\ncontent-type: application/json\r\ncontent-length: 4096\r\n\r\n"
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        // Far above the answer's expected time, and above the host's
+        // body_read_timeout_ms (10 s, whose answer is a 408): the status
+        // is what is asserted.
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(std::time::Duration::from_secs(25), async {
+            let mut buf = [0u8; 4096];
+            while !String::from_utf8_lossy(&answer).contains("\r\n\r\n") {
+                let n = conn.read(&mut buf).await.unwrap();
+                assert!(n > 0, "closed: {}", String::from_utf8_lossy(&answer));
+                answer.extend_from_slice(&buf[..n]);
+            }
+        })
+        .await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(
+            read.is_ok(),
+            "{client}: no answer while the body was awaited"
+        );
+        assert!(text.starts_with("HTTP/1.1 401"), "{client}: {text}");
+        assert!(
+            text.to_ascii_lowercase().contains(
+                r#"www-authenticate: edge-hmac-sha256 realm="signer", error="invalid_token""#
+            ),
+            "{client}: {text}"
+        );
+        drop(conn);
+    }
+    assert!(
+        edge.log()
+            .contains("signed request: no client with an hmac: secret by that name"),
+        "{}",
+        edge.log()
+    );
+}

@@ -387,8 +387,9 @@ fn issue(request: IncomingRequest) -> Answer {
         Err(e) => return unavailable(&e),
     };
     // Who asks comes first: an unauthenticated caller's body is not read
-    // (a signed request's body is, at most MAX_TOKEN_BODY, once its name
-    // and time are right: the signature covers it).
+    // (a signed request's body is, at most MAX_TOKEN_BODY, once its time
+    // is right and its name a client's that signs: the signature covers
+    // the body).
     let (client, ts, sig) = match credentials(&request) {
         Ok(Credentials::Key(key)) => {
             return match s.clients.authenticate(&key) {
@@ -402,6 +403,9 @@ fn issue(request: IncomingRequest) -> Answer {
     let now = now();
     if !signing::clients::in_window(ts, now) {
         return unauthenticated(Unauthenticated::Signed(SignedError::Stale));
+    }
+    if !s.clients.signs(&client) {
+        return unauthenticated(Unauthenticated::Signed(SignedError::UnknownClient));
     }
     let path = request.path_with_query().unwrap_or_default();
     let path = path.split('?').next().unwrap_or("").to_string();

@@ -365,6 +365,14 @@ impl Clients {
         Ok(client)
     }
 
+    /// Whether a caller named `name` signs its requests (has an `hmac:`
+    /// secret): checked before a signed request's body is read.
+    pub fn signs(&self, name: &str) -> bool {
+        self.list
+            .iter()
+            .any(|c| c.name == name && matches!(c.credential, Credential::Hmac(_)))
+    }
+
     /// How many callers are configured.
     pub fn len(&self) -> usize {
         self.list.len()
@@ -780,8 +788,10 @@ mod tests {
         );
         let other = sign_request("svc", &[1; 32], "POST", "/signer/tokens", t, b"{}");
         bad(check(&other, "POST", "/signer/tokens", b"{}", t));
+        assert!(signed_clients().signs("svc"));
         // A key-hash client cannot sign; unknown names are unknown.
         for name in ["web", "nobody"] {
+            assert!(!signed_clients().signs(name));
             let h = sign_request(name, SECRET, "POST", "/p", t, b"");
             assert_eq!(
                 check(&h, "POST", "/p", b"", t),
