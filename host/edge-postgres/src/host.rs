@@ -1,7 +1,7 @@
 //! The WIT host functions of every version; 2.0 and 3.0 map onto 4.2.
 
 use crate::wit::{v2, v2types, v3, v4};
-use crate::{Builder, Connection, Postgres, PostgresView, execute, open, query};
+use crate::{Builder, Connection, MAX_ADDRESS_BYTES, Postgres, PostgresView, execute, open, query};
 use std::sync::Arc;
 use wasmtime::component::{Accessor, FutureReader, HasData, Linker, Resource, StreamReader};
 
@@ -54,6 +54,11 @@ impl v4::HostConnection for Postgres<'_> {
 
 impl v4::HostConnectionBuilder for Postgres<'_> {
     async fn new(&mut self, address: String) -> wasmtime::Result<Resource<Builder>> {
+        let address = if address.len() > MAX_ADDRESS_BYTES {
+            Err(address.len())
+        } else {
+            Ok(address)
+        };
         Ok(self.table.push(Builder { address })?)
     }
 
@@ -71,7 +76,10 @@ impl v4::HostConnectionBuilder for Postgres<'_> {
         &mut self,
         builder: Resource<Builder>,
     ) -> wasmtime::Result<Result<Resource<Connection>, v4::Error>> {
-        let address = self.table.get(&builder)?.address.clone();
+        let address = match self.table.get(&builder)?.address() {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
         match open(self.outbound.clone(), &address).await {
             Ok(c) => Ok(Ok(self.table.push(c)?)),
             Err(e) => Ok(Err(e)),
@@ -85,6 +93,17 @@ impl v4::HostConnectionBuilder for Postgres<'_> {
 }
 
 struct HasPostgres;
+
+impl Builder {
+    /// The address to connect to, or why there is none.
+    fn address(&self) -> Result<String, v4::Error> {
+        self.address.clone().map_err(|len| {
+            v4::Error::ConnectionFailed(format!(
+                "the address is {len} bytes; at most {MAX_ADDRESS_BYTES}"
+            ))
+        })
+    }
+}
 
 impl HasData for HasPostgres {
     type Data<'a> = Postgres<'a>;
@@ -154,8 +173,10 @@ impl<T: PostgresView + Send> v4::HostConnectionBuilderWithStore<T> for HasPostgr
         a: &Accessor<T, Self>,
         builder: Resource<Builder>,
     ) -> wasmtime::Result<Result<Resource<Connection>, v4::Error>> {
-        let address = a.with(|mut v| v.get().table.get(&builder).map(|b| b.address.clone()))?;
-        open_in(a, address).await
+        match a.with(|mut v| v.get().table.get(&builder).map(Builder::address))? {
+            Ok(address) => open_in(a, address).await,
+            Err(e) => Ok(Err(e)),
+        }
     }
 }
 
@@ -401,4 +422,30 @@ pub fn add_to_linker<T: PostgresView + Send + 'static>(
         v4::add_to_linker::<T, HasPostgres>(linker, view::<T>)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edge_outbound_http::OutboundPolicy;
+    use v4::HostConnectionBuilder;
+    use wasmtime::component::ResourceTable;
+
+    #[tokio::test]
+    async fn a_builder_keeps_no_address_past_its_limit() {
+        let outbound = OutboundPolicy::deny_all("t/c");
+        let mut table = ResourceTable::new();
+        let mut pg = Postgres {
+            outbound: &outbound,
+            table: &mut table,
+        };
+        let b = pg.new("x".repeat(1 << 20)).await.unwrap();
+        assert!(matches!(pg.table.get(&b).unwrap().address, Err(1_048_576)));
+        match pg.build(b).await.unwrap() {
+            Err(v4::Error::ConnectionFailed(m)) => {
+                assert_eq!(m, "the address is 1048576 bytes; at most 4096")
+            }
+            other => panic!("{:?}", other.map(|c| c.rep())),
+        }
+    }
 }

@@ -45,8 +45,14 @@ pub struct Connection {
 
 /// A connection builder (`spin:postgres@4.1`): an address, later built.
 pub struct Builder {
-    address: String,
+    /// The address, or its length if longer than [`MAX_ADDRESS_BYTES`]
+    /// (refused when built: a builder lives in host memory, outside the
+    /// guest's cap, so it keeps nothing longer).
+    address: Result<String, usize>,
 }
+
+/// The longest connection address a builder keeps.
+pub const MAX_ADDRESS_BYTES: usize = 4096;
 
 /// What the linked functions see of the store data.
 pub struct Postgres<'a> {
