@@ -704,3 +704,126 @@ fn too_many_or_too_long_arguments_are_refused_before_anything_else() {
     }
     assert_eq!(metric(&d, "runs"), 1);
 }
+
+/// Starts the daemon with its socket at `socket` (relative to its config)
+/// and expects it to refuse to start; returns what it said.
+fn refused_at_start(dir: &TempDir, socket: &str) -> String {
+    let config = dir.write("edge.toml", &EDGE_TOML.replace("run/sidecar.sock", socket));
+    dir.write(
+        "spin.toml",
+        &format!(
+            "spin_manifest_version = 2\n[application]\nname = \"s\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"echo\"\n[component.echo]\nsource = \"{}\"\n",
+            edge_tests::component("echo")
+        ),
+    );
+    let mut child = Command::new(edge_bin().with_file_name("edge-sidecar"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: a daemon that starts after all is killed.
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none()
+        && start.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "the sidecar started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_socket_directory_other_users_may_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("sidecar-shared");
+    // As /tmp is: writable by all, sticky.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let said = refused_at_start(&dir, "shared/sidecar.sock");
+    assert!(
+        said.contains(&format!(
+            "{} (mode 1777, owner uid {}) can be written by other users",
+            shared.display(),
+            // SAFETY: geteuid cannot fail.
+            unsafe { libc::geteuid() }
+        )),
+        "{said}"
+    );
+    assert!(!shared.join("sidecar.sock").exists(), "nothing was bound");
+    // Writable by its group: refused too.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let said = refused_at_start(&dir, "shared/sidecar.sock");
+    assert!(said.contains("(mode 770, owner uid"), "{said}");
+}
+
+/// A server as another user: answers any request with a run that printed
+/// nothing.
+const IMPOSTOR: &str = r#"
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+try:
+    n = b""
+    while len(n) < 4:
+        n += c.recv(4 - len(n)) or sys.exit(0)
+    n = struct.unpack(">I", n)[0]
+    body = b""
+    while len(body) < n:
+        body += c.recv(n - len(body)) or sys.exit(0)
+    answer = json.dumps({"ok": {"exit_code": 0, "stdout": "", "stderr": ""}}).encode()
+    c.sendall(struct.pack(">I", len(answer)) + answer)
+except OSError:
+    pass
+"#;
+
+#[test]
+fn the_client_refuses_a_socket_served_by_another_user() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run a server as another user");
+        return;
+    }
+    let dir = TempDir::new("sidecar-impostor");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let script = dir.write("impostor.py", IMPOSTOR);
+    let socket = dir.path().join("sidecar.sock");
+    let mut server = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg("/usr/bin/python3")
+        .arg(&script)
+        .arg(&socket)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    let r = protocol::call(
+        &socket,
+        &Request {
+            tenant: Some("t".into()),
+            program: "/bin/echo".into(),
+            ..Default::default()
+        },
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let e = r.expect_err("a server of another user is not spoken to");
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    assert!(
+        e.to_string()
+            .contains("is served by uid 65534, not this process's uid 0"),
+        "{e}"
+    );
+}

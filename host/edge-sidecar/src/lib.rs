@@ -10,7 +10,10 @@
 //!   the same edge-config, again when it changes); a relative path, a
 //!   `..`, a program not listed or not granted is refused before anything
 //!   is spawned.
-//! - The socket is created mode 0600 in a directory of mode 0700.
+//! - The socket is created mode 0600 in a directory of mode 0700; one in
+//!   a directory another user may write is refused (that user could bind
+//!   it first), and the client ([`protocol::call`]) speaks only to a
+//!   server of its own user.
 //! - No shell, arguments verbatim (at most `protocol::MAX_ARGS` of at
 //!   most `protocol::MAX_ARG_BYTES` in all), an empty environment, stdin
 //!   from the request; each program starts with `[sidecar] child_*` resource

@@ -223,14 +223,59 @@ pub fn call(socket: &std::path::Path, request: &Request) -> io::Result<Response>
 /// Like [`call`], giving up after `limit` for each read and write (the
 /// run's own timeout plus a margin): a stalled sidecar must not pin the
 /// caller's thread.
+///
+/// The server must run as this process's user (`SO_PEERCRED`), as the
+/// sidecar only serves its own user: a socket bound by another user
+/// (in a directory it could write) is refused before anything is sent.
 pub fn call_within(
     socket: &std::path::Path,
     request: &Request,
     limit: Option<std::time::Duration>,
 ) -> io::Result<Response> {
     let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
+    check_server(&stream, socket)?;
     stream.set_read_timeout(limit)?;
     stream.set_write_timeout(limit)?;
     write_message(&mut stream, request)?;
     read_message(&mut stream)
+}
+
+/// Refuses a server that does not run as this process's user.
+fn check_server(
+    stream: &std::os::unix::net::UnixStream,
+    socket: &std::path::Path,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt into a ucred of the size given.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if cred.uid != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is served by uid {}, not this process's uid {me}: no sidecar of ours; nothing was sent",
+                socket.display(),
+                cred.uid
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -172,26 +172,43 @@ impl Sidecar {
     /// Binds the socket (replacing a stale one). The socket is created
     /// mode 0600 (under a umask of 0177: there is no moment at which
     /// another user could connect), in a directory the sidecar creates
-    /// mode 0700 if it does not exist; an existing directory that others
-    /// can enter or write is reported on stderr.
+    /// mode 0700 if it does not exist. An existing directory that another
+    /// user may write (its group or others, sticky or not, or an owner
+    /// other than the sidecar's user or root) is refused: that user could
+    /// bind the path first, or replace the socket, and be taken for the
+    /// sidecar. One that others can only enter is reported on stderr.
     pub fn bind(&self) -> std::io::Result<UnixListener> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         let path = &self.config.socket;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
-            let meta = std::fs::metadata(dir)?;
-            if meta.uid() != self.uid || meta.mode() & 0o077 != 0 {
-                eprintln!(
-                    "edge-sidecar: warning: {} (mode {:o}, owner uid {}) can be entered by other users; \
-                     put the socket in a directory of its own, mode 0700 (the default socket does)",
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let meta = std::fs::metadata(dir)?;
+        if meta.mode() & 0o022 != 0 || (meta.uid() != self.uid && meta.uid() != 0) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} (mode {:o}, owner uid {}) can be written by other users, who could bind the socket first or replace it; \
+                     put it in a directory of its own, mode 0700, owned by this user (the default socket is)",
                     dir.display(),
                     meta.mode() & 0o7777,
                     meta.uid()
-                );
-            }
+                ),
+            ));
+        }
+        if meta.uid() != self.uid || meta.mode() & 0o077 != 0 {
+            eprintln!(
+                "edge-sidecar: warning: {} (mode {:o}, owner uid {}) can be entered by other users; \
+                 put the socket in a directory of its own, mode 0700 (the default socket does)",
+                dir.display(),
+                meta.mode() & 0o7777,
+                meta.uid()
+            );
         }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(std::io::Error::new(
