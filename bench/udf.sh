@@ -27,7 +27,7 @@ EDGE_UDF_KEY_FILE="$work/keys" mariadbd --no-defaults --user=root --skip-network
   --socket="$work/sock" --plugin-dir="$work/plugins" --tmpdir="$work/tmp" --pid-file="$work/pid" --log-error="$work/err.log" &
 pids+=($!)
 for _ in $(seq 100); do mariadb --socket="$work/sock" -u root -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.1; done
-"$EDGE" udf install --with-shell --socket "$work/sock" >/dev/null 2>&1
+"$EDGE" udf install --with-shell --process-can-read-keys --socket "$work/sock" >/dev/null 2>&1
 mariadb --socket="$work/sock" -u root -e 'CREATE DATABASE b'
 sql() { mariadb --socket="$work/sock" -u root -D b -N -B -e "$1" >/dev/null; }
 now() { date +%s%N; }

@@ -1,5 +1,6 @@
 //! The MariaDB UDF library in a real, throw-away MariaDB server: installed
-//! with `edge udf install` (the shell pair only when asked), every function
+//! with `edge udf install` (the shell pair only when asked, the process
+//! functions beside the signing keys only when asked), every function
 //! called from SQL, calls bounded by the time limit and by `KILL QUERY`,
 //! the process functions limited to listed accounts, a panic contained,
 //! and the example billing schema's trigger signing rows and catching a
@@ -59,22 +60,29 @@ const KEYS: &str = "hs256 billing MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n
 
 /// Runs `edge udf install` with `flags`; returns its stdout and stderr.
 fn install(db: &Mariadb, flags: &[&str]) -> (String, String) {
+    let (ok, out, err) = try_install(db, flags);
+    assert!(ok, "edge udf install: {err}");
+    (out, err)
+}
+
+/// Runs `edge udf install` with `flags`; returns whether it succeeded,
+/// its stdout and its stderr.
+fn try_install(db: &Mariadb, flags: &[&str]) -> (bool, String, String) {
     let out = Command::new(edge_bin())
         .args(["udf", "install", "--socket"])
         .arg(db.socket())
         .args(flags)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "edge udf install: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     (
+        out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The flag that accepts the process functions beside the signing keys.
+const KEYS_READABLE: &str = "--process-can-read-keys";
 
 fn installed() -> Mariadb {
     installed_with(&[])
@@ -83,7 +91,7 @@ fn installed() -> Mariadb {
 /// A server with every function, the shell pair included.
 fn installed_with(env: &[(&str, &str)]) -> Mariadb {
     let db = Mariadb::start_with(KEYS, env);
-    let (out, _) = install(&db, &["--with-shell"]);
+    let (out, _) = install(&db, &["--with-shell", KEYS_READABLE]);
     assert!(
         out.contains("created edge_sign_row, edge_verify_row, sys_exec_fast, sys_eval_fast, sys_exec, sys_eval"),
         "{out}"
@@ -101,9 +109,59 @@ fn running(pattern: &str) -> bool {
 }
 
 #[test]
+fn the_process_functions_are_not_installed_beside_the_signing_keys_unless_asked() {
+    let db = Mariadb::start(KEYS);
+    // Both at once: refused, saying why, and nothing is created.
+    for flags in [&[][..], &["--with-shell"]] {
+        let (ok, out, err) = try_install(&db, flags);
+        assert!(!ok, "{out}");
+        assert!(
+            err.contains("refusing to create the process functions beside the signing functions"),
+            "{err}"
+        );
+        assert!(
+            err.contains("sys_eval_fast('cat', '/etc/edge/udf-keys')"),
+            "{err}"
+        );
+        for flag in ["--no-process", "--no-signing", KEYS_READABLE] {
+            assert!(err.contains(flag), "{err}");
+        }
+    }
+    let e = db.sql("SELECT edge_sign_row('billing', 1)").unwrap_err();
+    assert!(e.contains("edge_sign_row does not exist"), "{e}");
+    assert!(db.sql("SELECT sys_exec_fast('true')").is_err());
+
+    // Why: asked for both, any caller of the process functions reads the
+    // keys the signing functions use (the server's environment names the
+    // file; the server's user may read both).
+    install(&db, &[KEYS_READABLE]);
+    assert_eq!(
+        db.one(r#"sys_eval_fast('sh', '-c', 'cat "$(xargs -0 -n1 echo < /proc/$PPID/environ | sed -n s/^EDGE_UDF_KEY_FILE=//p)"')"#),
+        KEYS.replace('\n', "\\n")
+    );
+
+    // Programs only: the signing functions are dropped.
+    let (out, err) = install(&db, &["--no-signing"]);
+    assert!(
+        out.contains("created sys_exec_fast, sys_eval_fast\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "not created (dropped if present): edge_sign_row, edge_verify_row, sys_exec, sys_eval"
+        ),
+        "{out}"
+    );
+    assert!(err.contains("no privilege for calling a UDF"), "{err}");
+    let e = db.sql("SELECT edge_sign_row('billing', 1)").unwrap_err();
+    assert!(e.contains("edge_sign_row does not exist"), "{e}");
+    assert_eq!(db.one("sys_exec_fast('true')"), "0");
+}
+
+#[test]
 fn the_shell_pair_is_installed_only_when_asked_and_the_privilege_gap_is_stated() {
     let db = Mariadb::start(KEYS);
-    let (out, err) = install(&db, &[]);
+    let (out, err) = install(&db, &[KEYS_READABLE]);
     assert!(
         out.contains("created edge_sign_row, edge_verify_row, sys_exec_fast, sys_eval_fast\n"),
         "{out}"
@@ -120,12 +178,12 @@ fn the_shell_pair_is_installed_only_when_asked_and_the_privilege_gap_is_stated()
     assert!(e.contains("sys_eval does not exist"), "{e}");
     assert_eq!(db.one("sys_exec_fast('true')"), "0");
 
-    install(&db, &["--with-shell"]);
+    install(&db, &["--with-shell", KEYS_READABLE]);
     assert_eq!(db.one("sys_eval('echo $((6*7))')"), "42\\n");
 
     // Installing again without the flag takes the shell pair away;
     // --no-process leaves only the signing functions.
-    install(&db, &[]);
+    install(&db, &[KEYS_READABLE]);
     assert!(db.sql("SELECT sys_exec('true')").is_err());
     let (out, err) = install(&db, &["--no-process"]);
     assert!(

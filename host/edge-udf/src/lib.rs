@@ -44,9 +44,16 @@
 //!
 //! Row signatures take their keys from a key file (`signing::keyfile`
 //! format, `hs256 KID SECRET` lines) named by the `EDGE_UDF_KEY_FILE`
-//! environment variable of the server, else `/etc/edge/udf-keys`; SQL never
-//! sees a secret. The file is read when a statement using the function
-//! starts.
+//! environment variable of the server, else `/etc/edge/udf-keys`; no
+//! function returns a secret. The file is read when a statement using the
+//! function starts. The process functions do not keep the keys from SQL,
+//! though: their programs run as the server's user, which reads the key
+//! file, so any account that may call them can read the keys
+//! (`sys_eval_fast('cat', '/etc/edge/udf-keys')`). `edge udf install`
+//! therefore creates both kinds together only with
+//! `--process-can-read-keys` (for servers where the accounts listed in
+//! `EDGE_UDF_PROCESS_USERS` may see the keys); otherwise choose
+//! `--no-process` or `--no-signing`.
 
 pub mod abi;
 mod exec;

@@ -141,8 +141,10 @@ enum UdfCommand {
     /// its functions: edge_sign_row, edge_verify_row, sys_exec_fast,
     /// sys_eval_fast, and sys_exec, sys_eval with `--with-shell`. MariaDB
     /// has no privilege for calling a UDF (any account that can query can
-    /// call them): `--no-process` leaves the process functions out. Talks
-    /// to the server with the `mariadb` command-line client.
+    /// call them): `--no-process` leaves the process functions out,
+    /// `--no-signing` the signing ones; both kinds together need
+    /// `--process-can-read-keys` (programs can read the signing keys).
+    /// Talks to the server with the `mariadb` command-line client.
     Install(udf_cli::InstallArgs),
 }
 

@@ -1,9 +1,15 @@
 //! `edge udf install`: puts `libedge_udf.so` where MariaDB loads plugins
 //! from and creates its functions: the signing pair and the `_fast`
-//! process pair by default, the shell pair only with `--with-shell`, no
-//! process function with `--no-process`. MariaDB has no per-function
-//! privilege, so which functions exist is the only control of who may run
-//! programs; the command says so.
+//! process pair, the shell pair only with `--with-shell`, no process
+//! function with `--no-process`, no signing function with `--no-signing`.
+//! MariaDB has no per-function privilege, so which functions exist is the
+//! only control of who may run programs; the command says so.
+//!
+//! The process functions and the signing functions are not created
+//! together unless `--process-can-read-keys` says so: programs run as the
+//! server's user, which reads the signing key file, so whoever may call
+//! `sys_eval_fast` may read the keys (`sys_eval_fast('cat',
+//! '/etc/edge/udf-keys')`), and the signatures prove nothing against them.
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
@@ -27,6 +33,16 @@ programs, set EDGE_UDF_PROCESS_USERS=user@host,... in the server's environment (
 refuses every other account), and give others a SQL SECURITY DEFINER function whose definer is \
 listed (it needs EXECUTE on that function; grant EXECUTE to who may call it). Or leave the process \
 functions out: --no-process installs only the signing functions (and drops the process ones).";
+
+/// Why the process functions are not created beside the signing ones
+/// unless asked.
+const KEYS_REFUSAL: &str = "refusing to create the process functions beside the signing functions: \
+the programs they run run as the server's user, which reads the signing key file (EDGE_UDF_KEY_FILE, \
+default /etc/edge/udf-keys), so every account that may call them could read the keys \
+(SELECT sys_eval_fast('cat', '/etc/edge/udf-keys')) and sign what it likes. Choose one: \
+--no-process (the signing functions only), --no-signing (the process functions only, on a server \
+that keeps no signing keys), or --process-can-read-keys (both, if every account that may run \
+programs, see EDGE_UDF_PROCESS_USERS, may also see the keys)";
 
 /// Where the server is and how to log in.
 #[derive(clap::Args)]
@@ -59,6 +75,17 @@ pub struct InstallArgs {
     /// `edge_verify_row`); the process functions are dropped if present.
     #[arg(long)]
     no_process: bool,
+    /// Create only the process functions; the signing functions are
+    /// dropped if present (for a server that keeps no signing keys).
+    #[arg(long, conflicts_with = "no_process")]
+    no_signing: bool,
+    /// Create the process functions beside the signing functions, which
+    /// is otherwise refused: the programs run as the server's user, which
+    /// reads the signing key file, so every account that may run programs
+    /// can read the keys. For a server where those accounts
+    /// (`EDGE_UDF_PROCESS_USERS`) may see them.
+    #[arg(long, conflicts_with_all = ["no_process", "no_signing"])]
+    process_can_read_keys: bool,
 }
 
 impl InstallArgs {
@@ -92,6 +119,10 @@ impl InstallArgs {
 
 /// Copies the library and (re)creates the functions.
 pub fn install(args: &InstallArgs) -> Result<()> {
+    // Refused before anything is copied or created.
+    if !args.no_process && !args.no_signing && !args.process_can_read_keys {
+        bail!("{KEYS_REFUSAL}");
+    }
     let library = match &args.library {
         Some(l) => l.clone(),
         None => std::env::current_exe()
@@ -116,8 +147,13 @@ pub fn install(args: &InstallArgs) -> Result<()> {
         .with_context(|| format!("copying {} to {}", library.display(), staging.display()))?;
     std::fs::rename(&staging, &target)
         .with_context(|| format!("renaming {} to {}", staging.display(), target.display()))?;
-    let mut create = SIGNING.to_vec();
+    let mut create = Vec::new();
     let mut drop = Vec::new();
+    if args.no_signing {
+        drop.extend(SIGNING);
+    } else {
+        create.extend(SIGNING);
+    }
     if args.no_process {
         drop.extend(PROCESS);
     } else {
