@@ -1004,3 +1004,81 @@ async fn a_signed_request_from_an_unknown_client_is_refused_before_its_body() {
         edge.log()
     );
 }
+
+/// A signed request is accepted once by all of the signer's instances,
+/// whichever the host keys them by: with `replay_store`, the signatures
+/// seen are kept in that key-value store, shared by every instance (of
+/// every session key). The default config keys the signer's sessions by
+/// the request's host, so each new `Host` reached a fresh instance with a
+/// guard of its own, and a captured request could be replayed without
+/// limit within the window.
+#[tokio::test]
+async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
+    use signing::clients::sign_request;
+    let dir = TempDir::new("signer");
+    let (keys, _) = key_file(&dir);
+    let spin = spin("jitsi").replace(
+        "[component.signer.variables]\n",
+        "key_value_stores = [\"default\"]\n[component.signer.variables]\nreplay_store = \"default\"\n",
+    );
+    // As edge-config/default.toml has it.
+    let config = format!(
+        "{}[component.signer]\ninstance = \"session\"\nsession_key = \"host\"\ninstances_per_key = 4\n",
+        edge_config(&format!("{{ file = \"{}\" }}", keys.display()))
+    );
+    let data = TempDir::new("signer-data");
+    edge_tests::link_shared_cache(data.path());
+    let edge = Edge::start_with(&spin, &config, data.path());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let post = |host: &str, header: &str, body: &Value| {
+        let (edge, host, header, body) =
+            (&edge, host.to_string(), header.to_string(), body.clone());
+        async move {
+            call_with(
+                edge,
+                "POST",
+                "/signer/tokens",
+                &[("authorization", &header), ("host", &host)],
+                body,
+            )
+            .await
+            .0
+        }
+    };
+    let body = json!({"room": "standup", "user": {"id": "u-6", "name": "Eve"}});
+    let signed = sign_request(
+        "backend",
+        BACKEND_SECRET,
+        "POST",
+        "/signer/tokens",
+        now,
+        body.to_string().as_bytes(),
+    );
+    let (status, v) = post("a.localhost", &signed, &body).await;
+    assert_eq!(status, 200, "{v}");
+    for host in ["b.localhost", "c.localhost", "a.localhost"] {
+        let (status, v) = post(host, &signed, &body).await;
+        assert_eq!(
+            (status, v["error"]["message"].as_str()),
+            (401, Some("request already used")),
+            "{host}"
+        );
+    }
+    // Other requests of the same caller are not affected.
+    for (i, host) in ["b.localhost", "d.localhost"].iter().enumerate() {
+        let body = json!({"room": "standup", "user": {"id": format!("u-{i}"), "name": "Bo"}});
+        let signed = sign_request(
+            "backend",
+            BACKEND_SECRET,
+            "POST",
+            "/signer/tokens",
+            now,
+            body.to_string().as_bytes(),
+        );
+        let (status, v) = post(host, &signed, &body).await;
+        assert_eq!(status, 200, "{host}: {v}");
+    }
+}

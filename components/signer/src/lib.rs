@@ -14,7 +14,8 @@
 //! | variable | meaning |
 //! |---|---|
 //! | `keys` | the key set in `signing::keyfile` text form (PEM blocks, `hs256 KID SECRET` lines) |
-//! | `clients` | the services that may ask for tokens, one a line: `NAME sha256:HASH-OF-API-KEY [moderator] [max_ttl=SECONDS] [rooms=PATTERN,...]`, or `hmac:SECRET` instead of the hash for a service that signs its requests (`Authorization: Edge-HMAC-SHA256 client=NAME,ts=UNIX,sig=...`, within 60 s, each once per instance; `signing::clients`); none: nobody gets tokens |
+//! | `clients` | the services that may ask for tokens, one a line: `NAME sha256:HASH-OF-API-KEY [moderator] [max_ttl=SECONDS] [rooms=PATTERN,...]`, or `hmac:SECRET` instead of the hash for a service that signs its requests (`Authorization: Edge-HMAC-SHA256 client=NAME,ts=UNIX,sig=...`, within 60 s, each once: see `replay_store`; `signing::clients`); none: nobody gets tokens |
+//! | `replay_store` | the key-value store (a label the manifest grants in `key_value_stores`) where signed requests' signatures are kept for their window, so that each is accepted once by all of the signer's instances, whatever the host keys them by. Without it each instance remembers only what it saw, and a replay reaching another instance (another `Host` under `session_key = "host"`, another of `instances_per_key`, a fresh one) is accepted again; the signer says so in its log. Set but not granted: the signer is not configured (503) |
 //! | `signing_kid` | the key that signs by default (empty: the first private key) |
 //! | `preset` | `jitsi` (default) or `livekit` |
 //! | `issuer` | Jitsi app id / LiveKit API key (`iss`; default `edge`) |
@@ -34,9 +35,19 @@
 //! the caller's name and the detail go to the log.
 
 mod bindings {
+    // Variables, and key-value in the revision Spin's hosts provide as
+    // well as edge (for `replay_store`).
     wit_bindgen::generate!({
-        path: "../../wit",
-        world: "edge:platform/variables",
+        inline: "
+            package edge:signer;
+            world signer {
+                import wasi:config/store@0.2.0-rc.1;
+                import wasi:keyvalue/store@0.2.0-draft2;
+                import wasi:keyvalue/atomics@0.2.0-draft2;
+            }
+        ",
+        path: ["../../wit", "../../wit/spin/keyvalue-2024-10-17"],
+        world: "edge:signer/signer",
         generate_all,
     });
 }
@@ -44,10 +55,12 @@ mod bindings {
 mod request;
 
 use bindings::wasi::config::store as config;
+use bindings::wasi::keyvalue0_2_0_draft2::{atomics, store as kv};
 use serde_json::{Value, json};
 use signing::KeySet;
 use signing::clients::{
     Client, Clients, ReplayGuard, SIGNED_SCHEME, SIGNED_WINDOW, SignedError, SignedRequest,
+    replay_key, sweep_key, swept,
 };
 use signing::join::{JoinVerifier, Preset};
 use signing::jwt;
@@ -81,6 +94,10 @@ struct Settings {
     subject: String,
     ttl: i64,
     max_ttl: i64,
+    /// The store signed requests' signatures are kept in, shared by every
+    /// instance (`replay_store`); without it, each instance's own
+    /// [`REPLAYS`].
+    replays: Option<kv::Bucket>,
 }
 
 fn var(name: &str) -> Result<Option<String>, String> {
@@ -105,8 +122,13 @@ thread_local! {
     /// change gives the component fresh instances.
     static SETTINGS: std::cell::OnceCell<std::rc::Rc<Settings>> = const { std::cell::OnceCell::new() };
 
-    /// Signed requests seen by this instance within the window.
+    /// Signed requests seen by this instance within the window (without
+    /// `replay_store`).
     static REPLAYS: std::cell::RefCell<ReplayGuard> = std::cell::RefCell::new(ReplayGuard::default());
+
+    /// The window-long slot in which this instance last tried to sweep
+    /// the shared store.
+    static SWEPT: std::cell::Cell<i64> = const { std::cell::Cell::new(i64::MIN) };
 }
 
 fn settings() -> Result<std::rc::Rc<Settings>, String> {
@@ -159,6 +181,21 @@ fn load_settings() -> Result<Settings, String> {
     if clients.is_empty() {
         eprintln!("signer: variable clients lists no caller: every token request is refused (401)");
     }
+    let replays = match var("replay_store")?.map(|v| v.trim().to_string()) {
+        Some(label) if !label.is_empty() => Some(kv::open(&label).map_err(|e| {
+            format!(
+                "variable replay_store: the key-value store {label:?} could not be opened ({e:?}): grant it to the signer (key_value_stores)"
+            )
+        })?),
+        _ => {
+            if clients.any_signs() {
+                eprintln!(
+                    "signer: no replay_store: this instance alone remembers the signed requests it accepted, so one replayed to another instance within {SIGNED_WINDOW} s is accepted again"
+                );
+            }
+            None
+        }
+    };
     Ok(Settings {
         keys,
         clients,
@@ -169,6 +206,7 @@ fn load_settings() -> Result<Settings, String> {
         subject: nonempty("subject", "*")?,
         ttl,
         max_ttl,
+        replays,
     })
 }
 
@@ -423,18 +461,82 @@ fn issue(request: IncomingRequest) -> Answer {
             Err(e) => return unauthenticated(Unauthenticated::Signed(e)),
         };
         // After the signature: only the caller's own requests fill it.
-        match REPLAYS.with(|g| g.borrow_mut().check(&sig, ts, now)) {
+        match first_use(&s, &sig, ts, now) {
             Ok(()) => issue_for(&s, c, &body),
+            Err(answer) => answer,
+        }
+    })
+}
+
+/// Records a signed request's signature; a refusal if it was seen before
+/// within the window (by any instance, with `replay_store`), or cannot be
+/// recorded (refused rather than forgotten).
+fn first_use(s: &Settings, sig: &[u8], ts: i64, now: i64) -> Result<(), Answer> {
+    let Some(bucket) = &s.replays else {
+        return match REPLAYS.with(|g| g.borrow_mut().check(sig, ts, now)) {
+            Ok(()) => Ok(()),
             Err(SignedError::Busy) => {
                 eprintln!(
                     "signer: replay guard full ({} signatures in {SIGNED_WINDOW} s); refused",
                     ReplayGuard::CAPACITY
                 );
-                refusal(503, None, "too many signed requests; retry later")
+                Err(refusal(503, None, "too many signed requests; retry later"))
             }
-            Err(e) => unauthenticated(Unauthenticated::Signed(e)),
+            Err(e) => Err(unauthenticated(Unauthenticated::Signed(e))),
+        };
+    };
+    // Atomic in the store: of all instances, one gets 1.
+    match atomics::increment(bucket, &replay_key(sig, ts), 1) {
+        Ok(1) => {
+            sweep(bucket, now);
+            Ok(())
         }
-    })
+        Ok(_) => Err(unauthenticated(Unauthenticated::Signed(
+            SignedError::Replayed,
+        ))),
+        Err(e) => {
+            eprintln!("signer: replay_store: {e:?}; signed request refused");
+            Err(refusal(503, None, "too many signed requests; retry later"))
+        }
+    }
+}
+
+/// Removes the shared store's stale signatures: once per window-long slot,
+/// by the instance that counts the slot's marker first (each instance
+/// tries once per slot).
+fn sweep(bucket: &kv::Bucket, now: i64) {
+    let slot = now.div_euclid(SIGNED_WINDOW);
+    if SWEPT.get() == slot {
+        return;
+    }
+    SWEPT.set(slot);
+    if !matches!(atomics::increment(bucket, &sweep_key(now), 1), Ok(1)) {
+        return;
+    }
+    // Listed whole first: deleting while paging could skip keys.
+    let mut stale = Vec::new();
+    let mut cursor = None;
+    loop {
+        match bucket.list_keys(cursor.as_deref()) {
+            Ok(page) => {
+                stale.extend(page.keys.into_iter().filter(|k| swept(k, now)));
+                match page.cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            Err(e) => {
+                eprintln!("signer: replay_store: listing keys to sweep: {e:?}");
+                break;
+            }
+        }
+    }
+    for key in stale {
+        if let Err(e) = bucket.delete(&key) {
+            eprintln!("signer: replay_store: sweeping: {e:?}");
+            return;
+        }
+    }
 }
 
 fn issue_for(s: &Settings, client: &Client, body: &[u8]) -> Answer {

@@ -365,6 +365,13 @@ impl Clients {
         Ok(client)
     }
 
+    /// Whether any caller signs its requests.
+    pub fn any_signs(&self) -> bool {
+        self.list
+            .iter()
+            .any(|c| matches!(c.credential, Credential::Hmac(_)))
+    }
+
     /// Whether a caller named `name` signs its requests (has an `hmac:`
     /// secret): checked before a signed request's body is read.
     pub fn signs(&self, name: &str) -> bool {
@@ -574,10 +581,56 @@ pub fn parse_signed(value: &str) -> Result<(String, i64, Vec<u8>), SignedError> 
     Ok((client.to_string(), ts, sig))
 }
 
+/// The prefix of the keys a shared replay guard writes in its key-value
+/// store ([`replay_key`], [`sweep_key`]); keys without it are never
+/// touched.
+pub const REPLAY_PREFIX: &str = "signer-replay/";
+
+/// The key a replay guard shared by every signer instance (a key-value
+/// store they all open) counts a signed request's uses under: its `ts`,
+/// so that a sweep can tell when it is stale ([`swept`]), and the SHA-256
+/// of its signature (decoded, so every encoding of one signature is one
+/// key). The first atomic increment of the key answers 1; any later one,
+/// from any instance, is a replay.
+pub fn replay_key(signature: &[u8], timestamp: i64) -> String {
+    format!(
+        "{REPLAY_PREFIX}{timestamp:020}/{}",
+        hex::encode(sha2::Sha256::digest(signature))
+    )
+}
+
+/// The key whose first increment in the window-long slot of `now` makes
+/// that increment's instance the one that sweeps the shared store then.
+pub fn sweep_key(now: i64) -> String {
+    format!("{REPLAY_PREFIX}sweep-{:020}", now.div_euclid(SIGNED_WINDOW))
+}
+
+/// Whether a sweep at `now` removes `key` from a shared replay guard's
+/// store: a [`replay_key`] whose request is past the window (no longer
+/// accepted anyway), or a [`sweep_key`] of an earlier slot. Any other key
+/// is kept.
+pub fn swept(key: &str, now: i64) -> bool {
+    let Some(rest) = key.strip_prefix(REPLAY_PREFIX) else {
+        return false;
+    };
+    if let Some(slot) = rest.strip_prefix("sweep-") {
+        return slot
+            .parse::<i64>()
+            .is_ok_and(|slot| slot < now.div_euclid(SIGNED_WINDOW));
+    }
+    match rest.split_once('/') {
+        Some((ts, hash)) if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => ts
+            .parse::<i64>()
+            .is_ok_and(|ts| ts < now && !in_window(ts, now)),
+        _ => false,
+    }
+}
+
 /// Signatures seen within the window, so each signed request is accepted
 /// once. It lives in one instance: with several instances a replay can
-/// still reach another one within [`SIGNED_WINDOW`], which is as far as a
-/// signer without shared state can go (the window bounds the rest).
+/// still reach another one within [`SIGNED_WINDOW`]. The signer uses it
+/// only without a shared store (its `replay_store` variable; then
+/// [`replay_key`] in that store instead).
 #[derive(Debug, Default)]
 pub struct ReplayGuard {
     seen: std::collections::HashMap<[u8; 32], i64>,
@@ -805,6 +858,44 @@ mod tests {
                 .is_none()
         );
         assert!(signed_clients().authenticate(SECRET).is_none());
+    }
+
+    #[test]
+    fn shared_replay_keys_are_one_per_request_and_swept_once_stale() {
+        let t = 1_700_000_000;
+        let h = sign_request("svc", SECRET, "POST", "/p", t, b"{}");
+        let (_, ts, sig) = parse_signed(&h).unwrap();
+        let key = replay_key(&sig, ts);
+        assert!(key.starts_with("signer-replay/00000000001700000000/"));
+        // The same request is the same key; another signature another.
+        assert_eq!(key, replay_key(&parse_signed(&h).unwrap().2, t));
+        assert_ne!(key, replay_key(b"another signature", t));
+        assert!(signed_clients().any_signs());
+        assert!(
+            !Clients::parse(&format!("web {PASSWORD}"))
+                .unwrap()
+                .any_signs()
+        );
+        // Kept while the request could still be accepted, in either
+        // direction of the clock; swept after.
+        for now in [t - SIGNED_WINDOW - 1, t, t + SIGNED_WINDOW] {
+            assert!(!swept(&key, now), "{now}");
+        }
+        assert!(swept(&key, t + SIGNED_WINDOW + 1));
+        // Sweep markers go once their slot is over; other keys never.
+        let marker = sweep_key(t);
+        assert_eq!(marker, sweep_key(t + 1));
+        assert!(!swept(&marker, t));
+        assert!(swept(&marker, t + SIGNED_WINDOW));
+        for other in [
+            "signer-replay/x",
+            "signer-replay/1/abc",
+            "signer-replay/sweep-x",
+            "other/00000000000000000001/0000000000000000000000000000000000000000000000000000000000000000",
+            "",
+        ] {
+            assert!(!swept(other, i64::MAX), "{other}");
+        }
     }
 
     #[test]
