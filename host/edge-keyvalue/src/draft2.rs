@@ -349,10 +349,12 @@ mod tests {
         let handle = reg.open("t", "default", 64 << 20).unwrap();
         let grants = crate::Grants::new([("default".to_string(), handle)].into());
         let (mut table, mut cas_bytes) = (ResourceTable::new(), 0);
+        let unread = Default::default();
         let mut kv = KeyValue {
             grants: &grants,
             table: &mut table,
             cas_bytes: &mut cas_bytes,
+            unread: &unread,
         };
         let bucket = store::Host::open(&mut kv, "default".into())
             .await

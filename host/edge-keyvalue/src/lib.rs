@@ -120,6 +120,8 @@ pub struct KeyValue<'a> {
     /// Bytes of values its compare-and-swap handles hold
     /// ([`draft2::MAX_CAS_BYTES`]).
     pub cas_bytes: &'a mut usize,
+    /// Host memory the instance's unread streams of keys hold.
+    pub unread: &'a edge_unread::UnreadBudget,
 }
 
 /// Store data that carries a component's key-value [`Grants`].

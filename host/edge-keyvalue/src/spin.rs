@@ -264,6 +264,18 @@ impl<T: KeyValueView + Send> v3::HostStoreWithStore<T> for HasKeyValue {
             Ok(keys) => (keys, Ok(())),
             Err(e) => (Vec::new(), Err(e)),
         };
+        // (Each a `String` of 24 bytes and its text.)
+        let bytes = keys.iter().map(|k| 24 + k.len()).sum();
+        let unread = accessor.with(|mut access| access.get().unread.clone());
+        let (keys, result) = match unread.stream(keys, bytes) {
+            Ok(keys) => (keys, result),
+            Err(refused) => (
+                unread
+                    .stream(Vec::new(), 0)
+                    .expect("an empty stream takes no room"),
+                Err(v3::Error::Other(refused.to_string())),
+            ),
+        };
         accessor.with(|mut access| {
             let keys = StreamReader::new(&mut access, keys)?;
             let result =

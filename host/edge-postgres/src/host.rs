@@ -143,15 +143,24 @@ impl<T: PostgresView + Send> v4::HostConnectionWithStore<T> for HasPostgres {
             v4::Error,
         >,
     > {
-        let client = a.with(|mut v| v.get().client(&c))?;
+        let (client, unread) = a.with(|mut v| {
+            let v = v.get();
+            (v.client(&c), v.unread.clone())
+        });
+        let client = client?;
         // Rows are read before the stream opens (bounded by
         // MAX_RESULT_BYTES): a failure is the call's, never the stream's.
         let set = match query(client, statement, params).await {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
+        let bytes = crate::held_bytes(&set);
+        let rows = match unread.stream(set.rows, bytes) {
+            Ok(r) => r,
+            Err(refused) => return Ok(Err(v4::Error::Other(refused.to_string()))),
+        };
         a.with(|mut v| {
-            let rows = StreamReader::new(&mut v, set.rows)?;
+            let rows = StreamReader::new(&mut v, rows)?;
             let done = FutureReader::new(&mut v, async { wasmtime::Result::<_>::Ok(Ok(())) })?;
             Ok(Ok((set.columns, rows, done)))
         })
@@ -435,9 +444,11 @@ mod tests {
     async fn a_builder_keeps_no_address_past_its_limit() {
         let outbound = OutboundPolicy::deny_all("t/c");
         let mut table = ResourceTable::new();
+        let unread = Default::default();
         let mut pg = Postgres {
             outbound: &outbound,
             table: &mut table,
+            unread: &unread,
         };
         let b = pg.new("x".repeat(1 << 20)).await.unwrap();
         assert!(matches!(pg.table.get(&b).unwrap().address, Err(1_048_576)));

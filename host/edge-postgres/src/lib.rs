@@ -60,6 +60,8 @@ pub struct Postgres<'a> {
     pub outbound: &'a OutboundPolicy,
     /// The instance's resource table.
     pub table: &'a mut ResourceTable,
+    /// Host memory the instance's unread result streams hold.
+    pub unread: &'a edge_unread::UnreadBudget,
 }
 
 /// Store data that carries a component's outbound policy.
@@ -163,14 +165,22 @@ pub async fn query(
     Ok(RowSet { columns, rows })
 }
 
+/// Roughly what a result takes in host memory.
+pub(crate) fn held_bytes(set: &RowSet) -> usize {
+    let names: usize = set.columns.iter().map(|c| c.name.len()).sum();
+    names + set.rows.iter().flatten().map(size).sum::<usize>()
+}
+
 /// Roughly what a value takes in host memory.
 fn size(v: &DbValue) -> usize {
     16 + match v {
         DbValue::Str(s) | DbValue::Decimal(s) | DbValue::Uuid(s) => s.len(),
         DbValue::Binary(b) | DbValue::Jsonb(b) | DbValue::Unsupported(b) => b.len(),
-        DbValue::ArrayStr(a) | DbValue::ArrayDecimal(a) => {
-            a.iter().map(|s| s.as_ref().map_or(8, String::len)).sum()
-        }
+        // (Each element an `Option<String>` of 24 bytes and its text.)
+        DbValue::ArrayStr(a) | DbValue::ArrayDecimal(a) => a
+            .iter()
+            .map(|s| 24 + s.as_ref().map_or(0, String::len))
+            .sum(),
         DbValue::ArrayInt32(a) => a.len() * 8,
         DbValue::ArrayInt64(a) => a.len() * 16,
         _ => 16,

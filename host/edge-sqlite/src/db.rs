@@ -33,6 +33,8 @@ pub struct QueryResult {
     pub columns: Vec<String>,
     /// Rows, each with one value per column.
     pub rows: Vec<Vec<Value>>,
+    /// Roughly what the rows and names take in host memory.
+    pub bytes: usize,
 }
 
 /// Host memory one statement's result may take (values and names): a
@@ -207,7 +209,11 @@ impl Database {
             }
             out.push(values);
         }
-        Ok(QueryResult { columns, rows: out })
+        Ok(QueryResult {
+            columns,
+            rows: out,
+            bytes: MAX_RESULT_BYTES - budget,
+        })
     }
 
     /// The rowid of the last insert on this connection.

@@ -204,9 +204,9 @@ impl<T: SqliteView + Send> v31::HostConnectionWithStore<T> for HasSqlite {
         >,
     > {
         let params = parameters.into_iter().map(Into::into).collect();
-        let (db, deadline) = accessor.with(|mut a| {
+        let (db, deadline, unread) = accessor.with(|mut a| {
             let s = a.get();
-            (s.connection(&conn), s.deadline)
+            (s.connection(&conn), s.deadline, s.unread.clone())
         });
         // The rows are read before the stream opens (bounded by
         // MAX_RESULT_BYTES), so a failure is the call's, never the stream's.
@@ -215,6 +215,10 @@ impl<T: SqliteView + Send> v31::HostConnectionWithStore<T> for HasSqlite {
             Err(e) => return Ok(Err(e.into())),
         };
         let rows: Vec<v31::RowResult> = result.rows.into_iter().map(Into::into).collect();
+        let rows = match unread.stream(rows, result.bytes) {
+            Ok(r) => r,
+            Err(refused) => return Ok(Err(v31::Error::Io(refused.to_string()))),
+        };
         accessor.with(|mut a| {
             let rows = StreamReader::new(&mut a, rows)?;
             let done = FutureReader::new(&mut a, async { wasmtime::Result::<_>::Ok(Ok(())) })?;

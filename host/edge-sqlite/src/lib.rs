@@ -213,6 +213,8 @@ pub struct Sqlite<'a> {
     pub table: &'a mut ResourceTable,
     /// When the current request must be done.
     pub deadline: Instant,
+    /// Host memory the instance's unread result streams hold.
+    pub unread: &'a edge_unread::UnreadBudget,
 }
 
 /// Store data that carries a component's SQLite [`Grant`].

@@ -82,6 +82,8 @@ pub struct HostState {
     kv: Grants,
     /// Bytes of values the instance's key-value CAS handles hold.
     kv_cas_bytes: usize,
+    /// Host memory the instance's unread result streams hold.
+    unread: edge_unread::UnreadBudget,
     sqlite: edge_sqlite::Grant,
     process: edge_process::Grant,
     mixer: edge_mixer::MixerGrant,
@@ -180,6 +182,7 @@ impl HostState {
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),
             kv_cas_bytes: 0,
+            unread: Default::default(),
             sqlite: spec.sqlite.clone(),
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
@@ -393,6 +396,7 @@ impl KeyValueView for HostState {
             grants: &self.kv,
             table: &mut self.table,
             cas_bytes: &mut self.kv_cas_bytes,
+            unread: &self.unread,
         }
     }
 }
@@ -403,6 +407,7 @@ impl edge_sqlite::SqliteView for HostState {
             grant: &self.sqlite,
             table: &mut self.table,
             deadline: self.deadline,
+            unread: &self.unread,
         }
     }
 }
@@ -430,6 +435,7 @@ impl edge_postgres::PostgresView for HostState {
         edge_postgres::Postgres {
             outbound: &self.hooks.outbound,
             table: &mut self.table,
+            unread: &self.unread,
         }
     }
 }
