@@ -205,11 +205,13 @@ fn programs_run_with_resource_limits_and_no_new_privileges() {
     let db = installed_with(&[
         ("EDGE_UDF_CPU_SECONDS", "7"),
         ("EDGE_UDF_FILE_BYTES", "1048576"),
+        ("EDGE_UDF_PROCESSES", "333"),
     ]);
-    // dash counts `ulimit -f` in 512-byte blocks and `-v` in KiB.
+    // dash counts `ulimit -f` in 512-byte blocks and `-v` in KiB; `-p` is
+    // its processes.
     assert_eq!(
-        db.one("sys_eval('ulimit -t; ulimit -f; ulimit -v')"),
-        "7\\n2048\\n4194304\\n"
+        db.one("sys_eval('ulimit -t; ulimit -f; ulimit -v; ulimit -p')"),
+        "7\\n2048\\n4194304\\n333\\n"
     );
     assert_eq!(
         db.one("sys_eval_fast('grep', 'NoNewPrivs', '/proc/self/status')"),
@@ -330,6 +332,10 @@ fn process_functions_from_sql() {
     // Empty output is an empty string, not garbage and not NULL.
     assert_eq!(db.one("CONCAT('[', sys_eval('true'), ']')"), "[]");
     assert_eq!(db.one("sys_eval(NULL) IS NULL"), "1");
+
+    // Processes (RLIMIT_NPROC) are limited by default too: a fork bomb
+    // stops there, even one that left the call's group.
+    assert_eq!(db.one("sys_eval('ulimit -p')"), "4096\\n");
 
     // The fast pair: no shell, exit codes, arguments verbatim.
     assert_eq!(db.one("sys_exec_fast('false')"), "1");

@@ -38,11 +38,25 @@ pub fn timeout() -> Duration {
 /// program a call runs (and what it starts), set between `fork` and `exec`
 /// with `no_new_privs`, as the sidecar's `child_*` settings: seconds of CPU
 /// (`RLIMIT_CPU`), bytes of address space (`RLIMIT_AS`), the largest file
-/// it may write (`RLIMIT_FSIZE`). The server's own limits are not touched.
-pub const LIMIT_ENVS: [(&str, u64); 3] = [
+/// it may write (`RLIMIT_FSIZE`), and processes (`RLIMIT_NPROC`). The
+/// server's own limits are not touched.
+///
+/// `RLIMIT_NPROC` counts every process and thread of the server's user,
+/// the server's own threads (one per connection, by default) included:
+/// a program's `fork` fails once they number `EDGE_UDF_PROCESSES`. The
+/// default, 4096 as the sidecar's, leaves a server of a few hundred
+/// connections thousands of processes for its programs while stopping a
+/// fork bomb (the time limit kills only what stays in the call's group; a
+/// bomb that left it would otherwise fill the pid space, or the service's
+/// task limit, and the server could start no thread). A server with
+/// thousands of connection threads needs it raised, or its programs' own
+/// `fork`s fail (the program itself still starts). Not enforced when the
+/// server runs as root.
+pub const LIMIT_ENVS: [(&str, u64); 4] = [
     ("EDGE_UDF_CPU_SECONDS", 30),
     ("EDGE_UDF_ADDRESS_SPACE_BYTES", 4 << 30),
     ("EDGE_UDF_FILE_BYTES", 1 << 30),
+    ("EDGE_UDF_PROCESSES", 4096),
 ];
 
 /// The limits of [`LIMIT_ENVS`], read once (an unreadable value is
@@ -50,20 +64,21 @@ pub const LIMIT_ENVS: [(&str, u64); 3] = [
 fn child_limits() -> edge_spawn::Limits {
     static LIMITS: OnceLock<edge_spawn::Limits> = OnceLock::new();
     *LIMITS.get_or_init(|| {
-        let [cpu, space, file] = LIMIT_ENVS.map(|(name, default)| match std::env::var(name) {
-            Err(_) => default,
-            Ok(v) => match v.trim().parse::<u64>() {
-                Ok(n) if n >= 1 => n,
-                _ => {
-                    eprintln!("edge_udf: {name}={v:?} is not a number >= 1; using {default}");
-                    default
-                }
-            },
-        });
+        let [cpu, space, file, processes] =
+            LIMIT_ENVS.map(|(name, default)| match std::env::var(name) {
+                Err(_) => default,
+                Ok(v) => match v.trim().parse::<u64>() {
+                    Ok(n) if n >= 1 => n,
+                    _ => {
+                        eprintln!("edge_udf: {name}={v:?} is not a number >= 1; using {default}");
+                        default
+                    }
+                },
+            });
         edge_spawn::Limits {
             cpu_seconds: cpu,
             address_space_bytes: space,
-            processes: 0,
+            processes,
             file_bytes: file,
         }
     })
