@@ -404,6 +404,12 @@ async fn redis(name: &str) {
         call("POST", "execute/", "SET k v").await,
         (200, "status:OK".into())
     );
+    // A reply past 16 MiB is refused before the host reads it whole (the
+    // server is the guest's choice: it could declare gigabytes).
+    server.redis_cli(&["SETRANGE", "big", "20000000", "x"]);
+    let (status, body) = call("GET", "get/big", "").await;
+    assert_eq!(status, 500, "{}", &body[..body.len().min(200)]);
+    assert!(body.len() < 10_000, "{} bytes", body.len());
     // A name the allowlist does not list (it lists 127.0.0.1): Spin's
     // InvalidAddress, before any connection.
     let (status, body) = edge_tests::request(

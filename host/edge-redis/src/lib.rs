@@ -11,6 +11,7 @@
 //! serving thread's runtime, never blocking it.
 #![deny(missing_docs)]
 
+mod cap;
 mod host;
 
 pub use host::add_to_linker;
@@ -92,7 +93,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
         CONNECT_TIMEOUT,
         MultiplexedConnection::new_with_config(
             &settings,
-            connected.stream,
+            cap::ReplyCap::new(connected.stream),
             redis::AsyncConnectionConfig::new(),
         ),
     )
