@@ -1008,10 +1008,10 @@ async fn a_signed_request_from_an_unknown_client_is_refused_before_its_body() {
 /// A signed request is accepted once by all of the signer's instances,
 /// whichever the host keys them by: with `replay_store`, the signatures
 /// seen are kept in that key-value store, shared by every instance (of
-/// every session key). The default config keys the signer's sessions by
-/// the request's host, so each new `Host` reached a fresh instance with a
-/// guard of its own, and a captured request could be replayed without
-/// limit within the window.
+/// every session key). Keyed by the request's host (as the default config
+/// once had it), each new `Host` reached a fresh instance with a guard of
+/// its own, and a captured request could be replayed without limit
+/// within the window.
 #[tokio::test]
 async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
     use signing::clients::sign_request;
@@ -1021,7 +1021,7 @@ async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
         "[component.signer.variables]\n",
         "key_value_stores = [\"default\"]\n[component.signer.variables]\nreplay_store = \"default\"\n",
     );
-    // As edge-config/default.toml has it.
+    // Keyed by the client's Host: every new one a fresh instance.
     let config = format!(
         "{}[component.signer]\ninstance = \"session\"\nsession_key = \"host\"\ninstances_per_key = 4\n",
         edge_config(&format!("{{ file = \"{}\" }}", keys.display()))
