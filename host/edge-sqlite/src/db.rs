@@ -89,9 +89,10 @@ pub struct Database {
     /// lasts with the connection rather than the file: a pragma's value or
     /// a TEMP object. Such a connection is not reused.
     tainted: Arc<AtomicBool>,
-    /// No statement since the connection was (re)opened for a guest: the
-    /// counters answer 0, as a new connection's do.
-    fresh: bool,
+    /// The last statement's insert rowid and change count (0 before the
+    /// first statement for a guest, as a new connection's), readable
+    /// while another statement runs.
+    counters: Arc<Counters>,
     /// The file's identity when it was opened (device, inode).
     identity: Option<(u64, u64)>,
 }
@@ -141,7 +142,7 @@ impl Database {
         Ok(Self {
             conn,
             tainted,
-            fresh: true,
+            counters: Arc::default(),
             identity: identity(path),
         })
     }
@@ -166,7 +167,7 @@ impl Database {
 
     /// Marks the connection as new for its next guest.
     pub fn reset(&mut self) {
-        self.fresh = true;
+        self.counters.set(0, 0);
     }
 
     /// Runs `sql` with `params`, stopping at `deadline`.
@@ -176,11 +177,12 @@ impl Database {
         params: &[Value],
         deadline: Instant,
     ) -> Result<QueryResult, SqlError> {
-        self.fresh = false;
         self.conn
             .progress_handler(1000, Some(move || Instant::now() >= deadline));
         let result = self.run(sql, params);
         self.conn.progress_handler(0, None::<fn() -> bool>);
+        self.counters
+            .set(self.conn.last_insert_rowid(), self.conn.changes());
         result
     }
 
@@ -218,16 +220,39 @@ impl Database {
 
     /// The rowid of the last insert on this connection.
     pub fn last_insert_rowid(&self) -> i64 {
-        if self.fresh {
-            0
-        } else {
-            self.conn.last_insert_rowid()
-        }
+        self.counters.get().0
     }
 
     /// Rows changed by the last statement.
     pub fn changes(&self) -> u64 {
-        if self.fresh { 0 } else { self.conn.changes() }
+        self.counters.get().1
+    }
+
+    /// The counters, shared: read without the database.
+    pub fn counters(&self) -> Arc<Counters> {
+        self.counters.clone()
+    }
+}
+
+/// A connection's last insert rowid and change count.
+#[derive(Debug, Default)]
+pub struct Counters {
+    rowid: std::sync::atomic::AtomicI64,
+    changes: std::sync::atomic::AtomicU64,
+}
+
+impl Counters {
+    fn set(&self, rowid: i64, changes: u64) {
+        self.rowid.store(rowid, Ordering::Relaxed);
+        self.changes.store(changes, Ordering::Relaxed);
+    }
+
+    /// The last insert rowid and change count.
+    pub fn get(&self) -> (i64, u64) {
+        (
+            self.rowid.load(Ordering::Relaxed),
+            self.changes.load(Ordering::Relaxed),
+        )
     }
 }
 

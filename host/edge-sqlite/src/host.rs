@@ -156,14 +156,10 @@ sync_host!(v31, counters);
 
 impl Sqlite<'_> {
     /// The connection's last insert rowid and change count.
-    fn counters(&self, conn: &Resource<Connection>) -> (i64, u64) {
-        match self.connection(conn) {
-            Ok(db) => {
-                let db = db.lock().unwrap_or_else(|e| e.into_inner());
-                (db.last_insert_rowid(), db.changes())
-            }
-            Err(_) => (0, 0),
-        }
+    pub(crate) fn counters(&self, conn: &Resource<Connection>) -> (i64, u64) {
+        // (Not through the database's lock: a statement may hold it on
+        // the blocking pool for as long as the request's deadline.)
+        self.table.get(conn).map_or((0, 0), |c| c.counters.get())
     }
 }
 

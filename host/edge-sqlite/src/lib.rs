@@ -136,6 +136,8 @@ impl Grant {
 /// an idle pool per file.
 pub struct Connection {
     db: Option<Arc<Mutex<Database>>>,
+    /// The database's counters, read without waiting for a statement.
+    counters: Arc<db::Counters>,
     key: (PathBuf, u64),
 }
 
@@ -145,8 +147,17 @@ impl Drop for Connection {
         // reference): the database then closes when it is done.
         if let Some(Ok(db)) = self.db.take().map(Arc::try_unwrap) {
             let db = db.into_inner().unwrap_or_else(|e| e.into_inner());
-            if db.clean() {
-                POOL.put(std::mem::take(&mut self.key), db);
+            let closing = if db.clean() {
+                POOL.put(std::mem::take(&mut self.key), db)
+            } else {
+                vec![db]
+            };
+            // Closed (for a file's last connection: a WAL checkpoint and
+            // its fsync) off the serving thread.
+            if !closing.is_empty()
+                && let Ok(rt) = tokio::runtime::Handle::try_current()
+            {
+                drop(rt.spawn_blocking(move || drop(closing)));
             }
         }
     }
@@ -188,20 +199,28 @@ impl Pool {
         None
     }
 
-    fn put(&self, key: (PathBuf, u64), db: Database) {
+    /// Keeps `db` idle for `key`'s file; answers the connections to close
+    /// (too old, of any file, or `db` itself if its file has enough).
+    fn put(&self, key: (PathBuf, u64), db: Database) -> Vec<Database> {
         let now = Instant::now();
+        let mut closing = Vec::new();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let idle = idle.get_or_insert_with(BTreeMap::new);
-        // Old connections of every file go (closed here, outside the
-        // lock would be nicer, but closing an idle connection is quick).
-        idle.retain(|_, list| {
-            list.retain(|(since, _)| now.duration_since(*since) < POOL_IDLE_FOR);
-            !list.is_empty()
-        });
+        for list in idle.values_mut() {
+            let (keep, old): (Vec<_>, Vec<_>) = std::mem::take(list)
+                .into_iter()
+                .partition(|(since, _)| now.duration_since(*since) < POOL_IDLE_FOR);
+            *list = keep;
+            closing.extend(old.into_iter().map(|(_, db)| db));
+        }
+        idle.retain(|_, list| !list.is_empty());
         let list = idle.entry(key).or_default();
         if list.len() < POOL_IDLE {
             list.push((now, db));
+        } else {
+            closing.push(db);
         }
+        closing
     }
 }
 
@@ -272,6 +291,7 @@ async fn open(file: Result<(PathBuf, u64), SqlError>) -> Result<Connection, SqlE
     })
     .await?;
     Ok(Connection {
+        counters: db.counters(),
         db: Some(Arc::new(Mutex::new(db))),
         key,
     })
@@ -320,8 +340,7 @@ mod tests {
     }
 
     fn counters(c: &Connection) -> (i64, u64) {
-        let db = c.db.as_ref().unwrap().lock().unwrap();
-        (db.last_insert_rowid(), db.changes())
+        c.counters.get()
     }
 
     fn same(a: &Connection, b: &Connection) -> bool {
@@ -355,6 +374,25 @@ mod tests {
         // Two at once are two connections.
         let c = open(Ok(key.clone())).await.unwrap();
         assert!(!same(&b, &c));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn counters_are_read_while_a_statement_holds_the_database() {
+        let a = open(Ok(file("busy"))).await.unwrap();
+        run(&a, "CREATE TABLE t (v)").await.unwrap();
+        run(&a, "INSERT INTO t VALUES (1), (2)").await.unwrap();
+        // As a statement running on the blocking pool holds it.
+        let db = a.db.clone().unwrap();
+        let held = db.lock().unwrap();
+        let sq = crate::Sqlite {
+            grant: &Grant::default(),
+            table: &mut wasmtime::component::ResourceTable::new(),
+            deadline: later(),
+            unread: &Default::default(),
+        };
+        let conn = sq.table.push(a).unwrap();
+        assert_eq!(sq.counters(&conn), (2, 2));
+        drop(held);
     }
 
     #[tokio::test(flavor = "multi_thread")]
