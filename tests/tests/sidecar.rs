@@ -827,3 +827,110 @@ fn the_client_refuses_a_socket_served_by_another_user() {
         "{e}"
     );
 }
+
+#[test]
+fn tenants_the_host_publishes_are_granted_and_file_tenants_keep_their_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = start();
+    let as_tenant = |tenant: &str, program: &str| {
+        call(
+            &d,
+            Request {
+                tenant: Some(tenant.into()),
+                program: program.into(),
+                args: vec!["x".into()],
+                ..Default::default()
+            },
+        )
+    };
+    // A control-plane tenant: not in the edge-config file.
+    assert_eq!(error_kind(&as_tenant("cp", "/bin/echo")), "not-allowed");
+    let grants = |list: &[(&str, &str)]| {
+        list.iter()
+            .map(|(t, p)| (t.to_string(), vec![std::path::PathBuf::from(p)]))
+            .collect::<edge_sidecar::Grants>()
+    };
+    // What the host publishes on a deploy: granted at once, and only that.
+    edge_sidecar::publish_grants(
+        &d.socket,
+        &grants(&[("cp", "/bin/echo"), ("u", "/bin/cat")]),
+    )
+    .unwrap();
+    assert!(matches!(as_tenant("cp", "/bin/echo"), Response::Ok(_)));
+    assert_eq!(error_kind(&as_tenant("cp", "/bin/cat")), "not-allowed");
+    // A tenant of the edge-config keeps the file's grant.
+    assert_eq!(error_kind(&as_tenant("u", "/bin/cat")), "not-allowed");
+    // Taken away: refused again (within the sidecar's look once a second).
+    edge_sidecar::publish_grants(&d.socket, &grants(&[])).unwrap();
+    let start = std::time::Instant::now();
+    while !matches!(&as_tenant("cp", "/bin/echo"), Response::Error(e) if e.kind == "not-allowed") {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // A file others could have written is not taken.
+    edge_sidecar::publish_grants(&d.socket, &grants(&[("cp", "/bin/echo")])).unwrap();
+    let file = edge_sidecar::published_grants_file(&d.socket);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o620)).unwrap();
+    assert_eq!(error_kind(&as_tenant("cp", "/bin/echo")), "not-allowed");
+}
+
+#[test]
+fn programs_the_control_plane_grants_run() {
+    let data = TempDir::new("sidecar-control");
+    edge_tests::link_shared_cache(data.path());
+    let socket = data.path().join("run/sidecar.sock");
+    let edge_toml = format!(
+        "app = \"spin.toml\"\n[control]\nlisten = \"127.0.0.1:0\"\n[sidecar]\nsocket = \"{}\"\nallow = [\"/bin/echo\"]\n[[tenant]]\nname = \"operator\"\nhosts = [\"operator.test\", \"*\"]\ncomponents = [\"*\"]\n",
+        socket.display()
+    );
+    let edge = edge_tests::Edge::start_with(&edge_tests::operator_spin(), &edge_toml, data.path());
+    let mut sidecar = Command::new(edge_bin().with_file_name("edge-sidecar"))
+        .arg("--config")
+        .arg(&edge.config)
+        .arg("--data-dir")
+        .arg(data.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(sidecar.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let d = Daemon {
+        child: sidecar,
+        socket,
+        dir: TempDir::new("sidecar-unused"),
+    };
+    let as_acme = || {
+        call(
+            &d,
+            Request {
+                tenant: Some("acme".into()),
+                program: "/bin/echo".into(),
+                args: vec!["granted".into()],
+                ..Default::default()
+            },
+        )
+    };
+    assert_eq!(error_kind(&as_acme()), "not-allowed", "no such tenant yet");
+    // An operator makes a tenant and grants it a program of the node's
+    // allowlist through the control API; it is in no edge-config file.
+    let token = edge_tests::operator_token(data.path());
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args(["-H", "Content-Type: application/json"])
+        .args([
+            "-d",
+            r#"{"name": "acme", "hosts": ["acme.test"], "programs": ["/bin/echo"]}"#,
+        ])
+        .arg(format!("{}/v1/tenants", edge.control.as_ref().unwrap()))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "201", "{out:?}");
+    match as_acme() {
+        Response::Ok(out) => assert_eq!(out.stdout_bytes(), b"granted\n"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 use edge_sidecar::protocol::{self, Request, Response};
+pub use edge_sidecar::{Grants, publish_grants};
 use std::path::PathBuf;
 use std::sync::Arc;
 use wasmtime::component::{HasData, Linker};

@@ -7,7 +7,9 @@
 //!   peer's ancestry read under a pidfd).
 //! - Only programs on `[sidecar] allow` (absolute, normalised paths) run,
 //!   and only for a tenant whose `sidecar_programs` grant them (read from
-//!   the same edge-config, again when it changes); a relative path, a
+//!   the same edge-config, again when it changes; tenants it does not
+//!   have, the control plane's, from the grants the host publishes beside
+//!   the socket, [`publish_grants`]); a relative path, a
 //!   `..`, a program not listed or not granted is refused before anything
 //!   is spawned.
 //! - The socket is created mode 0600 in a directory of mode 0700; one in
@@ -27,6 +29,8 @@
 #![deny(missing_docs)]
 
 pub mod protocol;
+mod published;
 mod server;
 
+pub use published::{grants_file as published_grants_file, publish_grants};
 pub use server::{Grants, Metrics, Sidecar, grants_of};

@@ -37,9 +37,36 @@ struct Source {
     checked: Instant,
 }
 
+/// The grants file the host publishes beside the socket (the control
+/// plane's tenants; see [`crate::published`]).
+struct Published {
+    file: PathBuf,
+    stamp: crate::published::Stamp,
+    grants: Grants,
+    checked: Instant,
+}
+
 struct GrantState {
+    /// The edge-config tenants' grants.
     grants: Arc<Grants>,
     source: Option<Source>,
+    published: Option<Published>,
+    /// `grants` and, for other tenants, the published ones.
+    merged: Arc<Grants>,
+}
+
+impl GrantState {
+    fn merge(&mut self) {
+        let mut merged = (*self.grants).clone();
+        if let Some(p) = &self.published {
+            for (tenant, programs) in &p.grants {
+                merged
+                    .entry(tenant.clone())
+                    .or_insert_with(|| programs.clone());
+            }
+        }
+        self.merged = Arc::new(merged);
+    }
 }
 
 fn modified(file: &Path) -> Option<SystemTime> {
@@ -95,11 +122,14 @@ impl Sidecar {
     /// A sidecar with these settings, running for tenants with these
     /// grants.
     pub fn new(config: edge_config::Sidecar, grants: Grants) -> Arc<Self> {
+        let grants = Arc::new(grants);
         Arc::new(Self {
             config,
             grants: Mutex::new(GrantState {
-                grants: Arc::new(grants),
+                merged: grants.clone(),
+                grants,
                 source: None,
+                published: None,
             }),
             // SAFETY: geteuid cannot fail.
             uid: unsafe { libc::geteuid() },
@@ -114,19 +144,34 @@ impl Sidecar {
     /// (looked at once a second at most, when a request comes), so a
     /// program granted or taken away by a reload of the host is granted or
     /// refused here too. Other `[sidecar]` settings need a restart.
+    ///
+    /// Tenants the file does not have (the control plane's) get the grants
+    /// the host publishes beside the socket ([`crate::published_grants_file`]),
+    /// read again when it changes (looked at when a request comes, once a
+    /// second, and at once when a request is not granted).
     pub fn load(file: &Path, data_dir: Option<&Path>) -> Result<Arc<Self>, String> {
         let stamp = modified(file);
         let config = edge_config::load_with(file, data_dir).map_err(|e| format!("{e:#}"))?;
         let Some(settings) = config.sidecar.clone() else {
             return Err(format!("{} has no [sidecar] section", file.display()));
         };
+        let published = crate::published::grants_file(&settings.socket);
         let sidecar = Self::new(settings, grants_of(&config));
-        sidecar.lock_grants().source = Some(Source {
+        let mut state = sidecar.lock_grants();
+        state.source = Some(Source {
             file: file.to_path_buf(),
             data_dir: data_dir.map(Path::to_path_buf),
             modified: stamp,
             checked: Instant::now(),
         });
+        state.published = Some(Published {
+            file: published,
+            // Read at the first request.
+            stamp: Some((0, 0, 0, 0)),
+            grants: Grants::new(),
+            checked: Instant::now() - RECHECK,
+        });
+        drop(state);
         Ok(sidecar)
     }
 
@@ -139,11 +184,32 @@ impl Sidecar {
         self.grants.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The grants, read again first if the file changed. A file that no
-    /// longer loads keeps the grants it had (and says why, once per edit).
-    fn grants(&self) -> Arc<Grants> {
+    /// The grants, read again first if the files changed (the published
+    /// one looked at now if `now`). A file that no longer loads keeps the
+    /// grants it had (and says why, once per edit).
+    fn grants(&self, now: bool) -> Arc<Grants> {
         let mut state = self.lock_grants();
-        let GrantState { grants, source } = &mut *state;
+        let mut changed = false;
+        if let Some(p) = &mut state.published
+            && (now || p.checked.elapsed() >= RECHECK)
+        {
+            p.checked = Instant::now();
+            let stamp = crate::published::stamp(&p.file);
+            if stamp != p.stamp {
+                p.stamp = stamp;
+                match crate::published::read(&p.file, self.uid) {
+                    Ok(grants) => {
+                        p.grants = grants;
+                        changed = true;
+                    }
+                    Err(e) => eprintln!(
+                        "edge-sidecar: the published grants {} do not load ({e}); they stay as they were",
+                        p.file.display()
+                    ),
+                }
+            }
+        }
+        let GrantState { grants, source, .. } = &mut *state;
         if let Some(src) = source
             && src.checked.elapsed() >= RECHECK
         {
@@ -154,6 +220,7 @@ impl Sidecar {
                 match edge_config::load_with(&src.file, src.data_dir.as_deref()) {
                     Ok(config) => {
                         *grants = Arc::new(grants_of(&config));
+                        changed = true;
                         eprintln!(
                             "edge-sidecar: tenants' grants read again from {}",
                             src.file.display()
@@ -166,7 +233,10 @@ impl Sidecar {
                 }
             }
         }
-        grants.clone()
+        if changed {
+            state.merge();
+        }
+        state.merged.clone()
     }
 
     /// Binds the socket (replacing a stale one). The socket is created
@@ -344,11 +414,14 @@ impl Sidecar {
         let Some(tenant) = &req.tenant else {
             return refused(KIND_NOT_ALLOWED, "the request names no tenant".into());
         };
-        if !self
-            .grants()
-            .get(tenant)
-            .is_some_and(|programs| programs.contains(&program))
-        {
+        let granted = |now| {
+            self.grants(now)
+                .get(tenant)
+                .is_some_and(|programs| programs.contains(&program))
+        };
+        // Not granted: the host may have published the grant a moment ago
+        // (a deploy), so its file is looked at again before refusing.
+        if !granted(false) && !granted(true) {
             return refused(
                 KIND_NOT_ALLOWED,
                 format!("{:?} is not granted to this tenant", req.program),

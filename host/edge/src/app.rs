@@ -434,6 +434,20 @@ impl App {
                 .iter()
                 .map(|t| (t.name.as_str(), t.limits.max_outbound_requests)),
         );
+        // The sidecar reads the edge-config tenants' grants itself; the
+        // control plane's it reads from what is published here.
+        if let Some(sidecar) = &self.config.sidecar {
+            let grants: edge_process::Grants = self
+                .config
+                .tenants
+                .iter()
+                .filter(|t| !self.files.tenants.iter().any(|f| f.name == t.name))
+                .map(|t| (t.name.clone(), t.sidecar_programs.clone()))
+                .collect();
+            if let Err(e) = edge_process::publish_grants(&sidecar.socket, &grants) {
+                tracing::warn!(error = %e, socket = %sidecar.socket.display(), "the control plane's tenants' programs could not be published to the sidecar, which refuses them");
+            }
+        }
         if let Some(old) = old {
             let now = self.session_pools();
             for pool in old.session_pools() {
