@@ -40,7 +40,7 @@ impl Connection {
 #[derive(Clone)]
 pub struct Publisher {
     client: AsyncClient,
-    events: std::sync::Arc<tokio::sync::Mutex<EventLoop>>,
+    wire: std::sync::Arc<tokio::sync::Mutex<Wire>>,
 }
 
 /// What the linked functions see of the store data.
@@ -111,7 +111,7 @@ pub async fn open(
     Ok(Connection {
         publisher: Publisher {
             client,
-            events: std::sync::Arc::new(tokio::sync::Mutex::new(events)),
+            wire: std::sync::Arc::new(tokio::sync::Mutex::new(Wire { events, unsent: 0 })),
         },
         _permit: checked.permit,
     })
@@ -128,30 +128,146 @@ pub enum Qos {
     ExactlyOnce,
 }
 
+/// The connection's event loop, and how many publishes were queued and
+/// not yet seen going out (a publish whose call was abandoned).
+struct Wire {
+    events: EventLoop,
+    unsent: usize,
+}
+
 impl Publisher {
-    /// Publishes `payload` on `topic` and waits as `qos` asks.
+    /// Publishes `payload` on `topic` and waits as `qos` asks: for this
+    /// publish's own packet to go out (QoS 0), or for the broker's
+    /// acknowledgement of its packet id (1) or its completion (2).
+    /// Publishes on one connection go one at a time.
     pub async fn publish(&self, topic: String, payload: Vec<u8>, qos: Qos) -> Result<(), Error> {
         let qos = match qos {
             Qos::AtMostOnce => QoS::AtMostOnce,
             Qos::AtLeastOnce => QoS::AtLeastOnce,
             Qos::ExactlyOnce => QoS::ExactlyOnce,
         };
+        let mut wire = self.wire.lock().await;
         self.client
             .publish(topic, qos, false, payload)
             .await
             .map_err(|e| Error::Other(e.to_string()))?;
-        let mut events = self.events.lock().await;
+        wire.unsent += 1;
+        // Publishes queued before this one go out first.
+        let mut ahead = wire.unsent - 1;
+        let mut ours = None;
         loop {
-            let event = events
+            let event = wire
+                .events
                 .poll()
                 .await
                 .map_err(|e| Error::ConnectionFailed(e.to_string()))?;
-            match (qos, event) {
-                (QoS::AtMostOnce, Event::Outgoing(Outgoing::Publish(_)))
-                | (QoS::AtLeastOnce, Event::Incoming(Incoming::PubAck(_)))
-                | (QoS::ExactlyOnce, Event::Incoming(Incoming::PubComp(_))) => return Ok(()),
+            match event {
+                Event::Outgoing(Outgoing::Publish(pkid)) => {
+                    wire.unsent = wire.unsent.saturating_sub(1);
+                    if ahead > 0 {
+                        ahead -= 1;
+                    } else if ours.is_none() {
+                        if qos == QoS::AtMostOnce {
+                            return Ok(());
+                        }
+                        ours = Some(pkid);
+                    }
+                }
+                Event::Incoming(Incoming::PubAck(ack))
+                    if qos == QoS::AtLeastOnce && ours == Some(ack.pkid) =>
+                {
+                    return Ok(());
+                }
+                Event::Incoming(Incoming::PubComp(done))
+                    if qos == QoS::ExactlyOnce && ours == Some(done.pkid) =>
+                {
+                    return Ok(());
+                }
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A broker that accepts one client and acknowledges each QoS 1
+    /// publish at once.
+    async fn broker() -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            loop {
+                let mut head = [0u8; 1];
+                if s.read_exact(&mut head).await.is_err() {
+                    return;
+                }
+                let (mut len, mut shift) = (0usize, 0);
+                loop {
+                    let b = s.read_u8().await.unwrap();
+                    len |= usize::from(b & 0x7f) << shift;
+                    shift += 7;
+                    if b & 0x80 == 0 {
+                        break;
+                    }
+                }
+                let mut body = vec![0u8; len];
+                s.read_exact(&mut body).await.unwrap();
+                match head[0] >> 4 {
+                    // CONNECT: CONNACK, accepted.
+                    1 => s.write_all(&[0x20, 2, 0, 0]).await.unwrap(),
+                    // PUBLISH at QoS 1: PUBACK of its packet id.
+                    3 if (head[0] >> 1) & 3 == 1 => {
+                        let topic = usize::from(u16::from_be_bytes([body[0], body[1]]));
+                        let id = &body[2 + topic..4 + topic];
+                        s.write_all(&[0x40, 2, id[0], id[1]]).await.unwrap();
+                    }
+                    // PINGREQ: PINGRESP.
+                    12 => s.write_all(&[0xd0, 0]).await.unwrap(),
+                    _ => {}
+                }
+            }
+        });
+        port
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn publishes_at_once_each_wait_for_their_own_packet() {
+        let port = broker().await;
+        let outbound = OutboundPolicy::new(
+            vec![edge_config::OutboundRule::parse("mqtt://127.0.0.1:*").unwrap()],
+            "t/c",
+        )
+        .with_addresses(edge_outbound_http::AddressPolicy::new(
+            vec!["127.0.0.1/32".parse::<ipnet::IpNet>().unwrap()],
+            Default::default(),
+        ));
+        let address = format!("mqtt://127.0.0.1:{port}?client_id=t");
+        let c = open(
+            outbound,
+            &address,
+            String::new(),
+            String::new(),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+        let (a, b) = (c.publisher(), c.publisher());
+        // Both queued before either goes out: the first to wait saw both
+        // packets go out and the second waited for one already gone.
+        let both = async {
+            tokio::join!(
+                a.publish("t".into(), b"one".to_vec(), Qos::AtLeastOnce),
+                b.publish("t".into(), b"two".to_vec(), Qos::AtMostOnce),
+            )
+        };
+        let (one, two) = tokio::time::timeout(Duration::from_secs(20), both)
+            .await
+            .expect("a publish waited for a packet another had taken");
+        assert!(one.is_ok() && two.is_ok());
     }
 }
