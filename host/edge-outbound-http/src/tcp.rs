@@ -85,10 +85,16 @@ impl OutboundPolicy {
         port: u16,
     ) -> Result<(Vec<SocketAddr>, Permit), TcpError> {
         let shown = format!("{scheme}://{host}:{port}");
-        // The host as a URL parser reads it (`127.1` is 127.0.0.1).
-        let parsed = url::Host::parse(host.trim_start_matches('[').trim_end_matches(']'))
-            .or_else(|_| url::Host::parse(host))
-            .map_err(|_| TcpError::Connect(shown.clone(), "not a host name or address".into()))?;
+        // An address with or without its brackets (clients hand over an
+        // IPv6 literal either way), else the host as a URL parser reads
+        // it (`127.1` is 127.0.0.1).
+        let parsed = match host.trim_start_matches('[').trim_end_matches(']').parse() {
+            Ok(IpAddr::V4(a)) => url::Host::Ipv4(a),
+            Ok(IpAddr::V6(a)) => url::Host::Ipv6(a),
+            Err(_) => url::Host::parse(host).map_err(|_| {
+                TcpError::Connect(shown.clone(), "not a host name or address".into())
+            })?,
+        };
         let name = match &parsed {
             url::Host::Domain(d) => d.clone(),
             url::Host::Ipv4(a) => a.to_string(),
@@ -184,5 +190,37 @@ impl OutboundPolicy {
         tokio::time::timeout(timeout, connect)
             .await
             .map_err(|_| TcpError::Connect(shown.clone(), "timed out".into()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_ipv6_literal_is_read_with_or_without_brackets() {
+        let policy = OutboundPolicy::new(
+            vec![edge_config::OutboundRule::parse("postgres://[::1]:*").unwrap()],
+            "t/c",
+        )
+        .with_addresses(crate::AddressPolicy::new(
+            vec!["::1/128".parse().unwrap()],
+            Default::default(),
+        ));
+        for host in ["::1", "[::1]"] {
+            let checked = policy.check_tcp("postgres", host, 5432).await;
+            assert_eq!(
+                checked.map(|c| c.addr).ok(),
+                Some("[::1]:5432".parse().unwrap()),
+                "{host}"
+            );
+        }
+        // A name is still a name, and `127.1` still 127.0.0.1.
+        let other = policy.check_tcp("postgres", "127.1", 5432).await;
+        assert!(
+            matches!(other, Err(TcpError::NotAllowed(_))),
+            "{:?}",
+            other.err()
+        );
     }
 }
