@@ -285,17 +285,33 @@ impl Handle {
     }
 
     /// Up to a page of keys and the cursor of the next page if there is
-    /// one. A file store pages in byte order, the cursor counting keys; a
-    /// Redis store in Redis' order, the cursor being `HSCAN`'s.
+    /// one. A file store pages in byte order, the cursor counting keys
+    /// (the page after a recent one starts after its last key, the others
+    /// walk past the keys before them); a Redis store in Redis' order, the
+    /// cursor being `HSCAN`'s.
     pub fn list_keys(&self, cursor: u64) -> Result<(Vec<String>, Option<u64>), KvError> {
+        use std::ops::Bound::{Excluded, Unbounded};
         let store = match &self.store {
             Backend::File(s) => s,
             Backend::Redis(s) => return s.list_keys(cursor),
         };
+        let after = {
+            let marks = store.page_marks.lock().unwrap_or_else(|e| e.into_inner());
+            marks
+                .iter()
+                .find(|(c, _)| *c == cursor && cursor > 0)
+                .map(|(_, key)| key.clone())
+        };
         let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
-        store.read(|table| {
+        let (keys, next) = store.read(|table| {
+            let entries = match &after {
+                Some(key) => table
+                    .range::<&str>((Excluded(key.as_str()), Unbounded))?
+                    .skip(0),
+                None => table.iter()?.skip(skip),
+            };
             let mut keys = Vec::new();
-            for entry in table.iter()?.skip(skip).take(PAGE + 1) {
+            for entry in entries.take(PAGE + 1) {
                 keys.push(entry?.0.value().to_string());
             }
             let next = (keys.len() > PAGE).then(|| {
@@ -303,6 +319,39 @@ impl Handle {
                 cursor + PAGE as u64
             });
             Ok((keys, next))
+        })?;
+        if let (Some(next), Some(last)) = (next, keys.last()) {
+            let mut marks = store.page_marks.lock().unwrap_or_else(|e| e.into_inner());
+            if marks.len() >= PAGE_MARKS {
+                marks.pop_front();
+            }
+            marks.push_back((next, last.clone()));
+        }
+        Ok((keys, next))
+    }
+
+    /// Every key, in one pass (a file store) or page by page (Redis).
+    pub fn all_keys(&self) -> Result<Vec<String>, KvError> {
+        let store = match &self.store {
+            Backend::File(s) => s,
+            Backend::Redis(_) => {
+                let mut keys = Vec::new();
+                let mut cursor = 0;
+                loop {
+                    let (page, next) = self.list_keys(cursor)?;
+                    keys.extend(page);
+                    match next {
+                        Some(n) => cursor = n,
+                        None => return Ok(keys),
+                    }
+                }
+            }
+        };
+        store.read(|table| {
+            table
+                .iter()?
+                .map(|entry| Ok(entry?.0.value().to_string()))
+                .collect()
         })
     }
 
@@ -316,6 +365,10 @@ impl Handle {
         }
     }
 }
+
+/// Page marks a store keeps (see `Store::page_marks`): as many listings
+/// under way at once find their place without walking.
+const PAGE_MARKS: usize = 64;
 
 fn check_key(key: &str) -> Result<(), KvError> {
     if key.len() > MAX_KEY_BYTES {

@@ -162,16 +162,7 @@ impl v2::HostStore for KeyValue<'_> {
 
 /// Every key of a store, page by page.
 fn all_keys(s: &Handle) -> Result<Vec<String>, KvError> {
-    let mut keys = Vec::new();
-    let mut cursor = 0;
-    loop {
-        let (page, next) = s.list_keys(cursor)?;
-        keys.extend(page);
-        match next {
-            Some(n) => cursor = n,
-            None => return Ok(keys),
-        }
-    }
+    s.all_keys()
 }
 
 struct HasKeyValue;

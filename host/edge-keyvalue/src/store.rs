@@ -87,6 +87,10 @@ pub(crate) struct Store {
     /// Permits for operations on the blocking pool (see `Handle::blocking`).
     pub(crate) readers: Arc<Semaphore>,
     pub(crate) writers: Arc<Semaphore>,
+    /// The last key of recent `list-keys` pages, by the cursor given for
+    /// the next page: that page starts after it rather than walking past
+    /// every key before it again.
+    pub(crate) page_marks: Mutex<std::collections::VecDeque<(u64, String)>>,
 }
 
 /// What the writer lock guards.
@@ -210,6 +214,7 @@ impl Store {
             errors,
             readers: Arc::new(Semaphore::new(READERS)),
             writers: Arc::new(Semaphore::new(1)),
+            page_marks: Default::default(),
         };
         store.lock_writer().file_bytes = store.file_bytes();
         Ok(store)
@@ -689,6 +694,29 @@ mod tests {
         assert_eq!(last.len(), 500);
         assert_eq!(next, None);
         assert!(s.list_keys(u64::MAX).unwrap().0.is_empty());
+        // Page after page, each starting where the last ended (without
+        // walking the keys before it), every key once and in order; a key
+        // added before the place meanwhile does not shift the pages.
+        let mut listed = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let (page, next) = s.list_keys(cursor).unwrap();
+            listed.extend(page);
+            if cursor == 1000 {
+                s.set("a-first", b"").unwrap();
+            }
+            match next {
+                Some(n) => cursor = n,
+                None => break,
+            }
+        }
+        assert_eq!(
+            listed,
+            pairs.iter().map(|p| p.0.clone()).collect::<Vec<_>>()
+        );
+        let mut all = s.all_keys().unwrap();
+        assert_eq!(all.remove(0), "a-first");
+        assert_eq!(all, listed);
     }
 
     #[test]
