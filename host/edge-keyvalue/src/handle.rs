@@ -302,14 +302,12 @@ impl Handle {
                 .find(|(c, _)| *c == cursor && cursor > 0)
                 .map(|(_, key)| key.clone())
         };
-        let skip = usize::try_from(cursor).unwrap_or(usize::MAX);
         let (keys, next) = store.read(|table| {
-            let entries = match &after {
-                Some(key) => table
-                    .range::<&str>((Excluded(key.as_str()), Unbounded))?
-                    .skip(0),
-                None => table.iter()?.skip(skip),
+            let (entries, skip) = match &after {
+                Some(key) => (table.range::<&str>((Excluded(key.as_str()), Unbounded))?, 0),
+                None => (table.iter()?, usize::try_from(cursor).unwrap_or(usize::MAX)),
             };
+            let entries = entries.skip(skip);
             let mut keys = Vec::new();
             for entry in entries.take(PAGE + 1) {
                 keys.push(entry?.0.value().to_string());
