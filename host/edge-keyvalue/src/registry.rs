@@ -137,19 +137,23 @@ impl Registry {
     ) -> Result<Handle, KvError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let key = (tenant.to_string(), label.to_string());
-        if let Some(store) = open.get(&key).and_then(Weak::upgrade) {
+        let path = self.dir.as_ref().map(|dir| match file {
+            Some(f) => f.to_path_buf(),
+            None => dir.join(tenant).join(format!("{label}.redb")),
+        });
+        // The store already open, unless the config moved it to another
+        // file (that one is opened; the old closes with its last user).
+        if let Some(store) = open.get(&key).and_then(Weak::upgrade)
+            && store.path() == path.as_deref()
+        {
             return Ok(Handle {
                 store: Backend::File(store),
                 cap,
             });
         }
         let errors = self.errors.tenant(tenant);
-        let store = match &self.dir {
-            Some(dir) => {
-                let path = match file {
-                    Some(f) => f.to_path_buf(),
-                    None => dir.join(tenant).join(format!("{label}.redb")),
-                };
+        let store = match path {
+            Some(path) => {
                 if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir).map_err(|e| {
                         KvError::Storage(format!("creating {}: {e}", dir.display()))

@@ -181,6 +181,11 @@ impl Change<'_> {
 }
 
 impl Store {
+    /// Its file (`None` in memory).
+    pub(crate) fn path(&self) -> Option<&std::path::Path> {
+        self.path.as_deref()
+    }
+
     pub(crate) fn new(
         tenant: &str,
         label: &str,
@@ -578,6 +583,29 @@ mod tests {
         assert_eq!(s.get("b").unwrap(), Some(b"22".to_vec()));
         assert_eq!(s.get("c").unwrap(), None);
         assert_eq!(s.used_bytes().unwrap(), 2 + 3);
+    }
+
+    #[test]
+    fn a_store_moved_to_another_file_is_opened_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::new(dir.path());
+        let at = |f: &str| crate::Placement::File(dir.path().join(f));
+        let a = reg
+            .open_at("t", "data", 1 << 20, Some(&at("a.redb")))
+            .unwrap();
+        a.set("k", b"in a").unwrap();
+        // A reload that places the store elsewhere, while the old handle
+        // still lives: the new file, not the old store.
+        let b = reg
+            .open_at("t", "data", 1 << 20, Some(&at("b.redb")))
+            .unwrap();
+        assert_eq!(b.get("k").unwrap(), None);
+        b.set("k", b"in b").unwrap();
+        assert_eq!(a.get("k").unwrap(), Some(b"in a".to_vec()));
+        let again = reg
+            .open_at("t", "data", 1 << 20, Some(&at("b.redb")))
+            .unwrap();
+        assert!(again.same(&b));
     }
 
     #[test]
