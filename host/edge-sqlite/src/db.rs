@@ -6,7 +6,7 @@ use crate::SqlError;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::limits::Limit;
 use rusqlite::types::{Value as SqlValue, ValueRef};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -95,6 +95,10 @@ pub struct Database {
     counters: Arc<Counters>,
     /// The file's identity when it was opened (device, inode).
     identity: Option<(u64, u64)>,
+    /// Its write-ahead log, and the most it may hold before writes wait
+    /// for a checkpoint ([`Database::check_log`]).
+    wal: PathBuf,
+    max_log_bytes: u64,
 }
 
 impl Database {
@@ -144,6 +148,12 @@ impl Database {
             tainted,
             counters: Arc::default(),
             identity: identity(path),
+            wal: {
+                let mut wal = path.as_os_str().to_owned();
+                wal.push("-wal");
+                PathBuf::from(wal)
+            },
+            max_log_bytes: max_bytes,
         })
     }
 
@@ -188,6 +198,9 @@ impl Database {
 
     fn run(&mut self, sql: &str, params: &[Value]) -> Result<QueryResult, SqlError> {
         let mut stmt = self.conn.prepare(sql).map_err(SqlError::from_sqlite)?;
+        if !stmt.readonly() {
+            check_log(&self.conn, &self.wal, self.max_log_bytes)?;
+        }
         let columns: Vec<String> = stmt.column_names().iter().map(|c| c.to_string()).collect();
         let mut budget = MAX_RESULT_BYTES.saturating_sub(columns.iter().map(String::len).sum());
         let params = rusqlite::params_from_iter(params.iter().map(to_sql));
@@ -257,6 +270,36 @@ impl Counters {
 }
 
 /// A file's device and inode.
+/// Refuses a write while the write-ahead log holds more than `max` bytes
+/// (the database's own cap) after a checkpoint: `max_page_count` caps the
+/// database file alone, and a reader that keeps an old snapshot open (a
+/// transaction on another connection) keeps every later write in the log,
+/// which then grows without end.
+fn check_log(conn: &rusqlite::Connection, wal: &Path, max: u64) -> Result<(), SqlError> {
+    let size = || std::fs::metadata(wal).map_or(0, |m| m.len());
+    if size() <= max {
+        return Ok(());
+    }
+    // SAFETY: the connection's own handle, on the thread that holds the
+    // connection; a checkpoint of its main database, no out-parameters.
+    // (Through the C API: the guest's authorizer refuses the pragma.)
+    unsafe {
+        rusqlite::ffi::sqlite3_wal_checkpoint_v2(
+            conn.handle(),
+            std::ptr::null(),
+            rusqlite::ffi::SQLITE_CHECKPOINT_TRUNCATE,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+    }
+    match size() {
+        n if n <= max => Ok(()),
+        n => Err(SqlError::Io(format!(
+            "the database's write-ahead log holds {n} bytes, past its {max}-byte cap: a transaction reading an old snapshot keeps it from being written back; end it"
+        ))),
+    }
+}
+
 fn identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
@@ -334,6 +377,38 @@ mod tests {
 
     fn later() -> Instant {
         Instant::now() + Duration::from_secs(10)
+    }
+
+    #[test]
+    fn a_pinned_snapshot_cannot_grow_the_log_past_the_cap() {
+        let (mut writer, dir) = db(1 << 20);
+        writer.execute("CREATE TABLE t (v)", &[], later()).unwrap();
+        writer
+            .execute("INSERT INTO t VALUES (0)", &[], later())
+            .unwrap();
+        // Another connection keeps an old snapshot open.
+        let mut reader = Database::open(&dir.join("t.db"), 1 << 20).unwrap();
+        reader.execute("BEGIN", &[], later()).unwrap();
+        reader.execute("SELECT * FROM t", &[], later()).unwrap();
+        // The same row rewritten: the database stays small, the log grows.
+        let refused = (0..40)
+            .find_map(|_| {
+                writer
+                    .execute("UPDATE t SET v = randomblob(100000)", &[], later())
+                    .err()
+            })
+            .expect("a write past the log's cap");
+        assert!(
+            refused.to_string().contains("write-ahead log holds"),
+            "{refused}"
+        );
+        let wal = std::fs::metadata(dir.join("t.db-wal")).unwrap().len();
+        assert!(wal < 2 << 20, "{wal}");
+        // Once the reader is done, the log is written back and writes go on.
+        reader.execute("COMMIT", &[], later()).unwrap();
+        writer
+            .execute("UPDATE t SET v = randomblob(100000)", &[], later())
+            .unwrap();
     }
 
     #[test]
