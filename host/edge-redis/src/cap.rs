@@ -68,7 +68,16 @@ impl Scanner {
                     1
                 }
                 At::Line(kind, line) => {
-                    let end = bytes.iter().position(|b| *b == b'\n');
+                    // A line ends at CRLF only (a bare LF is part of it, as
+                    // the client reads it).
+                    let end = (0..bytes.len()).find(|&i| {
+                        bytes[i] == b'\n'
+                            && if i == 0 {
+                                line.last() == Some(&b'\r')
+                            } else {
+                                bytes[i - 1] == b'\r'
+                            }
+                    });
                     let n = end.map_or(bytes.len(), |i| i + 1);
                     line.extend_from_slice(&bytes[..n]);
                     if line.len() > MAX_LINE_BYTES {
@@ -114,16 +123,24 @@ impl Scanner {
     /// A value's header line, CRLF included, is complete.
     fn header(&mut self, kind: u8, line: &[u8]) -> io::Result<()> {
         let text = line.strip_suffix(b"\r\n").unwrap_or(line);
+        let malformed = || {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the Redis server sent a malformed length",
+            )
+        };
+        // A length: -1 (nil) only where the protocol has it (a bulk
+        // string, an array, a set), else at least 0.
         let number = || -> io::Result<i64> {
-            std::str::from_utf8(text)
+            let n: i64 = std::str::from_utf8(text)
                 .ok()
                 .and_then(|t| t.parse().ok())
-                .ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "the Redis server sent a malformed length",
-                    )
-                })
+                .ok_or_else(malformed)?;
+            match n {
+                -1 if matches!(kind, b'$' | b'*' | b'~') => Ok(-1),
+                n if n < 0 => Err(malformed()),
+                n => Ok(n),
+            }
         };
         self.at = At::Start;
         match kind {
@@ -264,9 +281,25 @@ mod tests {
         }
         let e = failed.expect("refused");
         assert!(e.to_string().contains("a reply of more than"), "{e}");
-        // A line without end.
+        // A line without end, and one of bare line feeds (the client
+        // reads on to a CRLF: one line, not many short replies).
         let e = scan_all(&[b"+", &vec![b'a'; 70_000]]).unwrap_err();
         assert!(e.to_string().contains("a line of more than"), "{e}");
+        let e = scan_all(&[b"+", &b"a\n".repeat(40_000)]).unwrap_err();
+        assert!(e.to_string().contains("a line of more than"), "{e}");
+        // No nil where the protocol has none (the client would read a
+        // length of usize::MAX).
+        for header in [
+            &b"=-1\r\n"[..],
+            b"!-1\r\n",
+            b"%-1\r\n",
+            b"|-1\r\n",
+            b"$-2\r\n",
+        ] {
+            let e = scan_all(&[header]).unwrap_err();
+            assert!(e.to_string().contains("malformed length"), "{e}");
+        }
+        assert!(scan_all(&[b"$-1\r\n*-1\r\n"]).is_ok());
     }
 
     #[test]
