@@ -286,21 +286,23 @@ impl Handle {
 
     /// Up to a page of keys and the cursor of the next page if there is
     /// one. A file store pages in byte order, the cursor counting keys
-    /// (the page after a recent one starts after its last key, the others
-    /// walk past the keys before them); a Redis store in Redis' order, the
-    /// cursor being `HSCAN`'s.
+    /// (the page after a recent one, with nothing written since, starts
+    /// after its last key; the others walk past the keys before them); a
+    /// Redis store in Redis' order, the cursor being `HSCAN`'s.
     pub fn list_keys(&self, cursor: u64) -> Result<(Vec<String>, Option<u64>), KvError> {
         use std::ops::Bound::{Excluded, Unbounded};
         let store = match &self.store {
             Backend::File(s) => s,
             Backend::Redis(s) => return s.list_keys(cursor),
         };
+        let writes = store.writes();
         let after = {
             let marks = store.page_marks.lock().unwrap_or_else(|e| e.into_inner());
             marks
                 .iter()
-                .find(|(c, _)| *c == cursor && cursor > 0)
-                .map(|(_, key)| key.clone())
+                .rev()
+                .find(|(c, _, w)| *c == cursor && cursor > 0 && *w == writes)
+                .map(|(_, key, _)| key.clone())
         };
         let (keys, next) = store.read(|table| {
             let (entries, skip) = match &after {
@@ -323,7 +325,7 @@ impl Handle {
             if marks.len() >= PAGE_MARKS {
                 marks.pop_front();
             }
-            marks.push_back((next, last.clone()));
+            marks.push_back((next, last.clone(), writes));
         }
         Ok((keys, next))
     }

@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// Open stores by (tenant, label).
-type OpenStores = Mutex<HashMap<(String, String), Weak<Store>>>;
+/// Open file stores by tenant, label and file (`None`: in memory): a
+/// config that moves a store to another file gets that file, and one that
+/// moves it back gets the store still open there, if any.
+type OpenStores = Mutex<HashMap<(String, String, Option<PathBuf>), Weak<Store>>>;
 
 /// Open Redis stores by (tenant, label, server URL).
 type OpenRedis = Mutex<HashMap<(String, String, String), Weak<RedisStore>>>;
@@ -136,16 +139,12 @@ impl Registry {
         file: Option<&Path>,
     ) -> Result<Handle, KvError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (tenant.to_string(), label.to_string());
         let path = self.dir.as_ref().map(|dir| match file {
             Some(f) => f.to_path_buf(),
             None => dir.join(tenant).join(format!("{label}.redb")),
         });
-        // The store already open, unless the config moved it to another
-        // file (that one is opened; the old closes with its last user).
-        if let Some(store) = open.get(&key).and_then(Weak::upgrade)
-            && store.path() == path.as_deref()
-        {
+        let key = (tenant.to_string(), label.to_string(), path.clone());
+        if let Some(store) = open.get(&key).and_then(Weak::upgrade) {
             return Ok(Handle {
                 store: Backend::File(store),
                 cap,

@@ -88,9 +88,12 @@ pub(crate) struct Store {
     pub(crate) readers: Arc<Semaphore>,
     pub(crate) writers: Arc<Semaphore>,
     /// The last key of recent `list-keys` pages, by the cursor given for
-    /// the next page: that page starts after it rather than walking past
-    /// every key before it again.
-    pub(crate) page_marks: Mutex<std::collections::VecDeque<(u64, String)>>,
+    /// the next page and the count of writes then: that page starts after
+    /// it rather than walking past every key before it again, if nothing
+    /// was written since.
+    pub(crate) page_marks: Mutex<std::collections::VecDeque<(u64, String, u64)>>,
+    /// Writes begun (any may change which keys there are).
+    writes: AtomicU64,
 }
 
 /// What the writer lock guards.
@@ -181,9 +184,9 @@ impl Change<'_> {
 }
 
 impl Store {
-    /// Its file (`None` in memory).
-    pub(crate) fn path(&self) -> Option<&std::path::Path> {
-        self.path.as_deref()
+    /// Writes begun so far.
+    pub(crate) fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
     }
 
     pub(crate) fn new(
@@ -220,6 +223,7 @@ impl Store {
             readers: Arc::new(Semaphore::new(READERS)),
             writers: Arc::new(Semaphore::new(1)),
             page_marks: Default::default(),
+            writes: AtomicU64::new(0),
         };
         store.lock_writer().file_bytes = store.file_bytes();
         Ok(store)
@@ -281,6 +285,7 @@ impl Store {
         f: impl FnOnce(&mut Change<'_>) -> Result<R, KvError>,
     ) -> Result<R, KvError> {
         let mut w = self.lock_writer();
+        self.writes.fetch_add(1, Ordering::Relaxed);
         self.ready(&mut w)?;
         let result = {
             let db = self.db.read().unwrap_or_else(|e| e.into_inner());
@@ -606,6 +611,11 @@ mod tests {
             .open_at("t", "data", 1 << 20, Some(&at("b.redb")))
             .unwrap();
         assert!(again.same(&b));
+        // Moved back while the old store still has a user: that store.
+        let back = reg
+            .open_at("t", "data", 1 << 20, Some(&at("a.redb")))
+            .unwrap();
+        assert!(back.same(&a));
     }
 
     #[test]
@@ -723,28 +733,36 @@ mod tests {
         assert_eq!(next, None);
         assert!(s.list_keys(u64::MAX).unwrap().0.is_empty());
         // Page after page, each starting where the last ended (without
-        // walking the keys before it), every key once and in order; a key
-        // added before the place meanwhile does not shift the pages.
-        let mut listed = Vec::new();
-        let mut cursor = 0;
-        loop {
-            let (page, next) = s.list_keys(cursor).unwrap();
-            listed.extend(page);
-            if cursor == 1000 {
-                s.set("a-first", b"").unwrap();
+        // walking the keys before it): every key once and in order.
+        let list = |s: &Handle| {
+            let mut listed = Vec::new();
+            let mut cursor = 0;
+            loop {
+                let (page, next) = s.list_keys(cursor).unwrap();
+                listed.extend(page);
+                match next {
+                    Some(n) => cursor = n,
+                    None => return listed,
+                }
             }
-            match next {
-                Some(n) => cursor = n,
-                None => break,
-            }
-        }
+        };
+        let listed = list(&s);
         assert_eq!(
             listed,
             pairs.iter().map(|p| p.0.clone()).collect::<Vec<_>>()
         );
-        let mut all = s.all_keys().unwrap();
-        assert_eq!(all.remove(0), "a-first");
-        assert_eq!(all, listed);
+        // A place remembered before a write is not used after it: a second
+        // listing after keys were added before it sees each key once.
+        s.list_keys(0).unwrap();
+        let before: Vec<(String, Vec<u8>)> =
+            (0..500).map(|i| (format!("a{i:03}"), vec![])).collect();
+        s.set_many(&before).unwrap();
+        let again = list(&s);
+        assert_eq!(again.len(), 3000);
+        assert!(again.windows(2).all(|w| w[0] < w[1]), "in order, each once");
+        s.delete_many(&before.iter().map(|p| p.0.clone()).collect::<Vec<_>>())
+            .unwrap();
+        assert_eq!(s.all_keys().unwrap(), listed);
     }
 
     #[test]
