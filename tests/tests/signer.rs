@@ -76,6 +76,14 @@ fn clients() -> String {
 }
 
 /// ES256 and HS256 keys as a key file, plus the HS secret.
+/// Seconds since the epoch, as a signed request's `ts`.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
 fn key_file(dir: &TempDir) -> (std::path::PathBuf, String) {
     let ec = signing::Key::p256_from_scalar("x", &[42; 32]).unwrap();
     let secret = "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldC0xMjM0NTY3OA";
@@ -821,10 +829,7 @@ async fn signed_requests_are_accepted_once_in_time_and_as_signed() {
         edge_config(&format!("{{ file = \"{}\" }}", keys.display()))
     );
     let edge = Edge::start(&spin("jitsi"), &config);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
+    let now = unix_now();
     let body = json!({"room": "standup", "user": {"id": "u-5", "name": "Eve"}});
     let text = body.to_string();
     let sign = |secret: &[u8], client: &str, ts: i64, body: &str| {
@@ -950,10 +955,7 @@ async fn a_signed_request_from_an_unknown_client_is_refused_before_its_body() {
         &spin("jitsi"),
         &edge_config(&format!("{{ file = \"{}\" }}", keys.display())),
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
+    let now = unix_now();
     for client in ["nobody", "webapp"] {
         // `webapp` exists but has an API key, not a secret.
         let header = signing::clients::sign_request(
@@ -1029,10 +1031,7 @@ async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
     let data = TempDir::new("signer-data");
     edge_tests::link_shared_cache(data.path());
     let edge = Edge::start_with(&spin, &config, data.path());
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
+    let now = unix_now();
     let post = |host: &str, header: &str, body: &Value| {
         let (edge, host, header, body) =
             (&edge, host.to_string(), header.to_string(), body.clone());
@@ -1081,4 +1080,79 @@ async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
         let (status, v) = post(host, &signed, &body).await;
         assert_eq!(status, 200, "{host}: {v}");
     }
+}
+
+/// A full `replay_store` recovers once its signatures are past their
+/// window: a signature the store refuses makes the instance sweep the
+/// stale ones and try again (the sweep was the turn of whoever counted
+/// the slot's marker first, and that count failed too in a full store:
+/// every signed request was refused for good).
+#[tokio::test]
+async fn a_full_replay_store_recovers_once_its_signatures_are_stale() {
+    use signing::clients::sign_request;
+    let dir = TempDir::new("signer");
+    let (keys, _) = key_file(&dir);
+    let spin = spin("jitsi").replace(
+        "[component.signer.variables]\n",
+        "key_value_stores = [\"default\"]\n[component.signer.variables]\nreplay_store = \"default\"\n",
+    );
+    let config = format!(
+        "{}[tenant.limits]\nkv_store_bytes = 16384\n",
+        edge_config(&format!("{{ file = \"{}\" }}", keys.display()))
+    );
+    let data = TempDir::new("signer-data");
+    edge_tests::link_shared_cache(data.path());
+    let edge = Edge::start_with(&spin, &config, data.path());
+    let post = |ts: i64, i: usize| {
+        let body = json!({"room": "standup", "user": {"id": format!("u-{i}"), "name": "Eve"}});
+        let header = sign_request(
+            "backend",
+            BACKEND_SECRET,
+            "POST",
+            "/signer/tokens",
+            ts,
+            body.to_string().as_bytes(),
+        );
+        let edge = &edge;
+        async move {
+            call_with(
+                edge,
+                "POST",
+                "/signer/tokens",
+                &[("authorization", &header)],
+                body,
+            )
+            .await
+            .0
+            .0
+        }
+    };
+    // Requests signed 59 s ago (still in their window) until the store is
+    // full.
+    let old = unix_now() - 59;
+    let mut filled = false;
+    for i in 0..2000 {
+        match post(old, i).await {
+            200 => {}
+            503 => {
+                filled = true;
+                break;
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert!(filled, "the store never filled");
+    // Past their window, those signatures go at the next refusal.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let mut status = 0;
+    for i in 0..20 {
+        status = post(unix_now(), 10_000 + i).await;
+        if status == 200 {
+            break;
+        }
+        // (A store refused for its file's size is compacted at its next
+        // flush.)
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert_eq!(status, 200, "{}", edge.log());
 }

@@ -129,6 +129,9 @@ thread_local! {
     /// The window-long slot in which this instance last tried to sweep
     /// the shared store.
     static SWEPT: std::cell::Cell<i64> = const { std::cell::Cell::new(i64::MIN) };
+    /// The second in which this instance last swept because the shared
+    /// store refused a signature.
+    static FORCED_SWEEP: std::cell::Cell<i64> = const { std::cell::Cell::new(i64::MIN) };
 }
 
 fn settings() -> Result<std::rc::Rc<Settings>, String> {
@@ -486,7 +489,17 @@ fn first_use(s: &Settings, sig: &[u8], ts: i64, now: i64) -> Result<(), Answer> 
         };
     };
     // Atomic in the store: of all instances, one gets 1.
-    match atomics::increment(bucket, &replay_key(sig, ts), 1) {
+    let key = replay_key(sig, ts);
+    let mut counted = atomics::increment(bucket, &key, 1);
+    if counted.is_err() && FORCED_SWEEP.get() != now {
+        // A full store (other components' keys, or a burst) stays full
+        // until the stale signatures go, whoever's turn the sweep was:
+        // once a second per instance, sweep now and try again.
+        FORCED_SWEEP.set(now);
+        remove_stale(bucket, now);
+        counted = atomics::increment(bucket, &key, 1);
+    }
+    match counted {
         Ok(1) => {
             sweep(bucket, now);
             Ok(())
@@ -513,6 +526,11 @@ fn sweep(bucket: &kv::Bucket, now: i64) {
     if !matches!(atomics::increment(bucket, &sweep_key(now), 1), Ok(1)) {
         return;
     }
+    remove_stale(bucket, now);
+}
+
+/// Deletes the store's signatures (and sweep markers) past their window.
+fn remove_stale(bucket: &kv::Bucket, now: i64) {
     // Listed whole first: deleting while paging could skip keys.
     let mut stale = Vec::new();
     let mut cursor = None;
