@@ -171,19 +171,51 @@ impl Pool {
     }
 
     fn put(&self, key: PoolKey, conn: Pooled) {
+        // Idle connections are closed when their time is up even if no
+        // other is put back: each holds a place in its tenant's cap.
+        static JANITOR: std::sync::Once = std::sync::Once::new();
+        JANITOR.call_once(|| {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async {
+                    loop {
+                        tokio::time::sleep(POOL_IDLE_FOR / 4).await;
+                        drop(POOL.expired());
+                    }
+                });
+            }
+        });
+        let expired = self.expired();
         let now = std::time::Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let idle = idle.get_or_insert_with(Default::default);
-        // Connections idle too long, of every key, are dropped (closing
-        // the socket without a goodbye; the server ends the session).
-        idle.retain(|_, list| {
-            list.retain(|(since, _)| now.duration_since(*since) < POOL_IDLE_FOR);
-            !list.is_empty()
-        });
-        let list = idle.entry(key).or_default();
+        let list = idle
+            .get_or_insert_with(Default::default)
+            .entry(key)
+            .or_default();
         if list.len() < POOL_IDLE {
             list.push((now, conn));
         }
+        drop(idle);
+        drop(expired);
+    }
+
+    /// Takes out the connections idle too long, of every key (dropped by
+    /// the caller outside the lock: the socket closes without a goodbye,
+    /// the server ends the session).
+    fn expired(&self) -> Vec<Pooled> {
+        let now = std::time::Instant::now();
+        let mut out = Vec::new();
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(idle) = idle.as_mut() {
+            for list in idle.values_mut() {
+                let (keep, old): (Vec<_>, Vec<_>) = std::mem::take(list)
+                    .into_iter()
+                    .partition(|(since, _)| now.duration_since(*since) < POOL_IDLE_FOR);
+                *list = keep;
+                out.extend(old.into_iter().map(|(_, conn)| conn));
+            }
+            idle.retain(|_, list| !list.is_empty());
+        }
+        out
     }
 }
 
