@@ -99,6 +99,7 @@ pub struct Database {
     /// for a checkpoint ([`Database::check_log`]).
     wal: PathBuf,
     max_log_bytes: u64,
+    page_bytes: u64,
 }
 
 impl Database {
@@ -121,7 +122,7 @@ impl Database {
             .query_row("PRAGMA page_size", [], |r| r.get(0))
             .map_err(|e| SqlError::host(e.to_string()))?;
         conn.execute_batch(&format!(
-            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 1000; PRAGMA max_page_count = {};",
+            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 1000; PRAGMA max_page_count = {}; PRAGMA journal_size_limit = {max_bytes};",
             (max_bytes / pages.max(512)).max(1)
         ))
         .map_err(|e| SqlError::host(e.to_string()))?;
@@ -154,6 +155,7 @@ impl Database {
                 PathBuf::from(wal)
             },
             max_log_bytes: max_bytes,
+            page_bytes: pages,
         })
     }
 
@@ -199,7 +201,7 @@ impl Database {
     fn run(&mut self, sql: &str, params: &[Value]) -> Result<QueryResult, SqlError> {
         let mut stmt = self.conn.prepare(sql).map_err(SqlError::from_sqlite)?;
         if !stmt.readonly() {
-            check_log(&self.conn, &self.wal, self.max_log_bytes)?;
+            check_log(&self.conn, &self.wal, self.max_log_bytes, self.page_bytes)?;
         }
         let columns: Vec<String> = stmt.column_names().iter().map(|c| c.to_string()).collect();
         let mut budget = MAX_RESULT_BYTES.saturating_sub(columns.iter().map(String::len).sum());
@@ -271,33 +273,38 @@ impl Counters {
 
 /// A file's device and inode.
 /// Refuses a write while the write-ahead log holds more than `max` bytes
-/// (the database's own cap) after a checkpoint: `max_page_count` caps the
-/// database file alone, and a reader that keeps an old snapshot open (a
-/// transaction on another connection) keeps every later write in the log,
-/// which then grows without end.
-fn check_log(conn: &rusqlite::Connection, wal: &Path, max: u64) -> Result<(), SqlError> {
-    let size = || std::fs::metadata(wal).map_or(0, |m| m.len());
-    if size() <= max {
+/// (the database's own cap) not yet written back: `max_page_count` caps
+/// the database file alone, and a reader that keeps an old snapshot open
+/// (a transaction on another connection) keeps every later write in the
+/// log, which then grows without end. Looked at only once the log's file
+/// is past the cap (`journal_size_limit` brings it back down once it is
+/// written back).
+fn check_log(conn: &rusqlite::Connection, wal: &Path, max: u64, page: u64) -> Result<(), SqlError> {
+    if std::fs::metadata(wal).map_or(0, |m| m.len()) <= max {
         return Ok(());
     }
+    let (mut frames, mut written_back) = (0, 0);
     // SAFETY: the connection's own handle, on the thread that holds the
-    // connection; a checkpoint of its main database, no out-parameters.
-    // (Through the C API: the guest's authorizer refuses the pragma.)
+    // connection; a checkpoint of its main database into two ints. Passive:
+    // it waits for nobody (the busy handler is not called). Through the C
+    // API: the guest's authorizer refuses the pragma.
     unsafe {
         rusqlite::ffi::sqlite3_wal_checkpoint_v2(
             conn.handle(),
             std::ptr::null(),
-            rusqlite::ffi::SQLITE_CHECKPOINT_TRUNCATE,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
+            rusqlite::ffi::SQLITE_CHECKPOINT_PASSIVE,
+            &mut frames,
+            &mut written_back,
         );
     }
-    match size() {
-        n if n <= max => Ok(()),
-        n => Err(SqlError::Io(format!(
-            "the database's write-ahead log holds {n} bytes, past its {max}-byte cap: a transaction reading an old snapshot keeps it from being written back; end it"
-        ))),
+    // (Each frame: a page and its 24-byte header.)
+    let pending = u64::try_from(frames - written_back).unwrap_or(0) * (page + 24);
+    if pending <= max {
+        return Ok(());
     }
+    Err(SqlError::Io(format!(
+        "the database's write-ahead log holds {pending} bytes not yet written back, past its {max}-byte cap: a transaction reading an old snapshot keeps them there; end it"
+    )))
 }
 
 fn identity(path: &Path) -> Option<(u64, u64)> {
