@@ -15,7 +15,10 @@
 //! (as [`crate::outgoing_handler`] is) to take the place first. A socket's
 //! end is not reported to the host, so the places of sockets the instance
 //! dropped are given back when it creates its next socket (the table says
-//! which are gone) and, at the latest, when the instance ends.
+//! which are gone) and, at the latest, when the instance ends. A WASI 0.3
+//! TCP socket keeps its place until the instance ends: the streams its
+//! `send` and `receive` return hold the connection open after the
+//! socket's handle is dropped, and they are not its children in the table.
 
 use crate::state::HostState;
 use edge_outbound_http::limit::Permit;
@@ -49,9 +52,8 @@ impl Kind {
             Kind::P2Udp => table
                 .get(&Resource::<p2::UdpSocket>::new_borrow(rep))
                 .is_ok(),
-            Kind::P3Tcp => table
-                .get(&Resource::<sockets::TcpSocket>::new_borrow(rep))
-                .is_ok(),
+            // Its streams may outlive it (see the module's comment).
+            Kind::P3Tcp => true,
             Kind::P3Udp => table
                 .get(&Resource::<sockets::UdpSocket>::new_borrow(rep))
                 .is_ok(),
