@@ -245,6 +245,25 @@ fn check_server(
     stream: &std::os::unix::net::UnixStream,
     socket: &std::path::Path,
 ) -> io::Result<()> {
+    let cred = peer_credentials(stream)?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if cred.uid != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is served by uid {}, not this process's uid {me}: no sidecar of ours; nothing was sent",
+                socket.display(),
+                cred.uid
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The credentials (pid, uid, gid) of the process at the other end of
+/// `stream`, as the kernel took them when it connected.
+pub(crate) fn peer_credentials(stream: &std::os::unix::net::UnixStream) -> io::Result<libc::ucred> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,
@@ -265,17 +284,5 @@ fn check_server(
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if cred.uid != me {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "{} is served by uid {}, not this process's uid {me}: no sidecar of ours; nothing was sent",
-                socket.display(),
-                cred.uid
-            ),
-        ));
-    }
-    Ok(())
+    Ok(cred)
 }

@@ -33,7 +33,7 @@ pub fn grants_file(socket: &Path) -> PathBuf {
 /// already. The directory is created mode 0700 if missing, as the sidecar
 /// creates it.
 pub fn publish_grants(socket: &Path, grants: &Grants) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let file = grants_file(socket);
     let sorted: BTreeMap<&String, &Vec<PathBuf>> = grants.iter().collect();
@@ -41,14 +41,7 @@ pub fn publish_grants(socket: &Path, grants: &Grants) -> io::Result<()> {
     if std::fs::read(&file).is_ok_and(|old| old == body) {
         return Ok(());
     }
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    let dir = private_parent(&file)?;
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = file.file_name().unwrap_or_default().to_string_lossy();
     let temp = dir.join(format!(".{name}.{}.{n}", std::process::id()));
@@ -107,4 +100,19 @@ pub(crate) fn read(file: &Path, uid: u32) -> Result<Grants, String> {
         return Err(format!("over {MAX_BYTES} bytes"));
     }
     serde_json::from_slice(&body).map_err(|e| e.to_string())
+}
+
+/// The directory `file` goes in, made (mode 0700: only this user may
+/// enter it) if it is not there.
+pub(crate) fn private_parent(file: &Path) -> io::Result<&Path> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    Ok(dir)
 }

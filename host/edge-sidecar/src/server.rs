@@ -248,16 +248,9 @@ impl Sidecar {
     /// bind the path first, or replace the socket, and be taken for the
     /// sidecar. One that others can only enter is reported on stderr.
     pub fn bind(&self) -> std::io::Result<UnixListener> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        use std::os::unix::fs::MetadataExt;
         let path = &self.config.socket;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        let dir = crate::published::private_parent(path)?;
         let meta = std::fs::metadata(dir)?;
         if meta.mode() & 0o022 != 0 || (meta.uid() != self.uid && meta.uid() != 0) {
             return Err(std::io::Error::new(
@@ -600,28 +593,8 @@ impl Sidecar {
     fn check_peer(&self, stream: &UnixStream) -> Result<(), String> {
         use std::os::fd::AsRawFd;
         let fd = stream.as_raw_fd();
-        let mut cred = libc::ucred {
-            pid: 0,
-            uid: 0,
-            gid: 0,
-        };
-        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-        // SAFETY: getsockopt into a ucred of the size given.
-        let r = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_PEERCRED,
-                (&mut cred as *mut libc::ucred).cast(),
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return Err(format!(
-                "no peer credentials: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+        let cred = crate::protocol::peer_credentials(stream)
+            .map_err(|e| format!("no peer credentials: {e}"))?;
         if cred.uid != self.uid {
             return Err(format!(
                 "pid {} runs as uid {}, not the sidecar's uid {}",
