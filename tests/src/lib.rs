@@ -408,6 +408,14 @@ pub fn client() -> Client<HttpConnector, Full<Bytes>> {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
+/// A client whose connections come from `local` (another loopback
+/// address, say `127.0.0.2`: a peer the server has not seen).
+pub fn client_from(local: std::net::IpAddr) -> Client<HttpConnector, Full<Bytes>> {
+    let mut connector = HttpConnector::new();
+    connector.set_local_address(Some(local));
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
 /// GET `url` and return (status, body).
 pub async fn get(url: &str) -> (u16, String) {
     request(&client(), "GET", url, &[], Bytes::new()).await
