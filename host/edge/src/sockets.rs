@@ -24,6 +24,7 @@ use crate::state::HostState;
 use edge_outbound_http::limit::Permit;
 use std::collections::HashMap;
 use wasmtime::component::{Linker, Resource, ResourceTable};
+use wasmtime_wasi::TrappableError;
 use wasmtime_wasi::sockets::WasiSocketsView;
 
 /// The interfaces as wasmtime-wasi 48 names them (guests importing an
@@ -83,13 +84,29 @@ impl HostState {
         self.outbound().place()
     }
 
-    /// Records that the socket at `rep` holds `place`.
-    fn hold(&mut self, kind: Kind, rep: u32, place: Permit) {
-        // (An entry of a socket gone and its key reused: its place goes.)
-        self.table_and_socket_places()
-            .1
-            .held
-            .insert(rep, (kind, place));
+    /// What the library made of a socket: a socket now holding `place`,
+    /// the guest's error code (the place given back), or a trap.
+    fn holding<T, E>(
+        &mut self,
+        kind: Kind,
+        place: Permit,
+        made: Result<Resource<T>, TrappableError<E>>,
+    ) -> wasmtime::Result<Result<Resource<T>, E>>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        match made {
+            Ok(socket) => {
+                // (An entry of a socket gone and its key reused: its place
+                // goes.)
+                self.table_and_socket_places()
+                    .1
+                    .held
+                    .insert(socket.rep(), (kind, place));
+                Ok(Ok(socket))
+            }
+            Err(e) => Ok(Err(e.downcast()?)),
+        }
     }
 }
 
@@ -108,13 +125,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmti
                 return Ok((Err(P2Error::NewSocketLimit),));
             };
             let made = tcp_create_socket::Host::create_tcp_socket(&mut state.sockets(), family);
-            Ok((match made {
-                Ok(socket) => {
-                    state.hold(Kind::P2Tcp, socket.rep(), place);
-                    Ok(socket)
-                }
-                Err(e) => Err(e.downcast()?),
-            },))
+            Ok((state.holding(Kind::P2Tcp, place, made)?,))
         },
     )?;
     linker.instance(P2_UDP)?.func_wrap_async(
@@ -127,13 +138,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmti
                 };
                 let made =
                     udp_create_socket::Host::create_udp_socket(&mut state.sockets(), family).await;
-                Ok((match made {
-                    Ok(socket) => {
-                        state.hold(Kind::P2Udp, socket.rep(), place);
-                        Ok(socket)
-                    }
-                    Err(e) => Err(e.downcast()?),
-                },))
+                Ok((state.holding(Kind::P2Udp, place, made)?,))
             })
         },
     )?;
@@ -159,13 +164,7 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 return Ok((Err(at_cap()),));
             };
             let made = HostTcpSocket::create(&mut state.sockets(), family);
-            Ok((match made {
-                Ok(socket) => {
-                    state.hold(Kind::P3Tcp, socket.rep(), place);
-                    Ok(socket)
-                }
-                Err(e) => Err(e.downcast()?),
-            },))
+            Ok((state.holding(Kind::P3Tcp, place, made)?,))
         },
     )?;
     types.func_wrap_async(
@@ -177,13 +176,7 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                     return Ok((Err(at_cap()),));
                 };
                 let made = HostUdpSocket::create(&mut state.sockets(), family).await;
-                Ok((match made {
-                    Ok(socket) => {
-                        state.hold(Kind::P3Udp, socket.rep(), place);
-                        Ok(socket)
-                    }
-                    Err(e) => Err(e.downcast()?),
-                },))
+                Ok((state.holding(Kind::P3Udp, place, made)?,))
             })
         },
     )?;
