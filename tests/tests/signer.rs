@@ -1007,6 +1007,26 @@ async fn a_signed_request_from_an_unknown_client_is_refused_before_its_body() {
     );
 }
 
+/// The signer with `replay_store` (the tenant's default key-value store),
+/// `extra` appended to the edge config; the directories it uses (its
+/// keys, its data; dropped after it) and the edge.
+fn signer_with_replay_store(extra: &str) -> ((TempDir, TempDir), Edge) {
+    let dir = TempDir::new("signer");
+    let (keys, _) = key_file(&dir);
+    let spin = spin("jitsi").replace(
+        "[component.signer.variables]\n",
+        "key_value_stores = [\"default\"]\n[component.signer.variables]\nreplay_store = \"default\"\n",
+    );
+    let config = format!(
+        "{}{extra}",
+        edge_config(&format!("{{ file = \"{}\" }}", keys.display()))
+    );
+    let data = TempDir::new("signer-data");
+    edge_tests::link_shared_cache(data.path());
+    let edge = Edge::start_with(&spin, &config, data.path());
+    ((dir, data), edge)
+}
+
 /// A signed request is accepted once by all of the signer's instances,
 /// whichever the host keys them by: with `replay_store`, the signatures
 /// seen are kept in that key-value store, shared by every instance (of
@@ -1017,20 +1037,10 @@ async fn a_signed_request_from_an_unknown_client_is_refused_before_its_body() {
 #[tokio::test]
 async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
     use signing::clients::sign_request;
-    let dir = TempDir::new("signer");
-    let (keys, _) = key_file(&dir);
-    let spin = spin("jitsi").replace(
-        "[component.signer.variables]\n",
-        "key_value_stores = [\"default\"]\n[component.signer.variables]\nreplay_store = \"default\"\n",
-    );
     // Keyed by the client's Host: every new one a fresh instance.
-    let config = format!(
-        "{}[component.signer]\ninstance = \"session\"\nsession_key = \"host\"\ninstances_per_key = 4\n",
-        edge_config(&format!("{{ file = \"{}\" }}", keys.display()))
+    let (_dirs, edge) = signer_with_replay_store(
+        "[component.signer]\ninstance = \"session\"\nsession_key = \"host\"\ninstances_per_key = 4\n",
     );
-    let data = TempDir::new("signer-data");
-    edge_tests::link_shared_cache(data.path());
-    let edge = Edge::start_with(&spin, &config, data.path());
     let now = unix_now();
     let post = |host: &str, header: &str, body: &Value| {
         let (edge, host, header, body) =
@@ -1090,19 +1100,7 @@ async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
 #[tokio::test]
 async fn a_full_replay_store_recovers_once_its_signatures_are_stale() {
     use signing::clients::sign_request;
-    let dir = TempDir::new("signer");
-    let (keys, _) = key_file(&dir);
-    let spin = spin("jitsi").replace(
-        "[component.signer.variables]\n",
-        "key_value_stores = [\"default\"]\n[component.signer.variables]\nreplay_store = \"default\"\n",
-    );
-    let config = format!(
-        "{}[tenant.limits]\nkv_store_bytes = 16384\n",
-        edge_config(&format!("{{ file = \"{}\" }}", keys.display()))
-    );
-    let data = TempDir::new("signer-data");
-    edge_tests::link_shared_cache(data.path());
-    let edge = Edge::start_with(&spin, &config, data.path());
+    let (_dirs, edge) = signer_with_replay_store("[tenant.limits]\nkv_store_bytes = 16384\n");
     let post = |ts: i64, i: usize| {
         let body = json!({"room": "standup", "user": {"id": format!("u-{i}"), "name": "Eve"}});
         let header = sign_request(
