@@ -1,7 +1,8 @@
 //! The sidecar's way of running a program, `run_limited` (three pipes,
 //! its own process group, a deadline), started with `posix_spawn` (no
-//! limits) against `fork` (with `Limits`: rlimits, `no_new_privs` and
-//! `close_range` in the child). Prints µs per call of `/bin/true`.
+//! limits) against `clone(CLONE_VM | CLONE_VFORK)` (with `Limits`:
+//! rlimits, `no_new_privs` and `close_range` in the child). Prints µs per
+//! call of `/bin/true`.
 //!
 //!   cargo run --release -p edge-spawn --example limited_bench [CALLS]
 
@@ -21,7 +22,7 @@ fn main() {
     };
     let plain = Command::new("/bin/true").no_path_search().env_clear();
     let limited = plain.clone().limits(limits);
-    for (name, cmd) in [("posix_spawn", &plain), ("fork + limits", &limited)] {
+    for (name, cmd) in [("posix_spawn", &plain), ("clone + limits", &limited)] {
         let start = Instant::now();
         for _ in 0..calls {
             let out = cmd

@@ -35,7 +35,7 @@ pub fn timeout() -> Duration {
 }
 
 /// The server's environment variables with the resource limits of each
-/// program a call runs (and what it starts), set between `fork` and `exec`
+/// program a call runs (and what it starts), set in the child before `exec`
 /// with `no_new_privs`, as the sidecar's `child_*` settings: seconds of CPU
 /// (`RLIMIT_CPU`), bytes of address space (`RLIMIT_AS`), the largest file
 /// it may write (`RLIMIT_FSIZE`), and processes (`RLIMIT_NPROC`). The
