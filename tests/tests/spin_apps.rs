@@ -635,6 +635,103 @@ async fn spin_postgres_in_every_sdk_generation() {
     }
 }
 
+/// A PostgreSQL server of the tenant's that answers a query with a row
+/// declaring 1 GiB, then sends its bytes as fast as the host takes them:
+/// what it managed to write before the host cut the connection.
+fn postgres_declaring_a_huge_row() -> (u16, std::thread::JoinHandle<usize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        // The startup message (its length, then the rest).
+        let mut len = [0u8; 4];
+        conn.read_exact(&mut len).unwrap();
+        let mut startup = vec![0; u32::from_be_bytes(len) as usize - 4];
+        conn.read_exact(&mut startup).unwrap();
+        let message = |kind: u8, body: &[u8]| {
+            let mut m = vec![kind];
+            m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+            m.extend_from_slice(body);
+            m
+        };
+        // AuthenticationOk, ReadyForQuery.
+        let mut reply = message(b'R', &[0, 0, 0, 0]);
+        reply.extend(message(b'Z', b"I"));
+        conn.write_all(&reply).unwrap();
+        // Reads the client's messages up to its next Sync.
+        let mut pending = Vec::new();
+        let mut until_sync = |conn: &mut std::net::TcpStream| loop {
+            if let Some(at) = pending.windows(5).position(|w| w == b"S\0\0\0\x04") {
+                pending.drain(..at + 5);
+                return;
+            }
+            let mut buf = [0u8; 4096];
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0, "the client left before its Sync");
+            pending.extend_from_slice(&buf[..n]);
+        };
+        // Prepare (Parse, Describe, Sync): no parameters, one text column.
+        until_sync(&mut conn);
+        let mut reply = message(b'1', &[]);
+        reply.extend(message(b't', &[0, 0]));
+        let mut column = b"big\0".to_vec();
+        column.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // table oid, attribute
+        column.extend_from_slice(&25u32.to_be_bytes()); // text
+        column.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0]); // size, modifier, format
+        let mut fields = vec![0, 1];
+        fields.extend(column);
+        reply.extend(message(b'T', &fields));
+        reply.extend(message(b'Z', b"I"));
+        conn.write_all(&reply).unwrap();
+        // Bind, Execute, Sync: BindComplete, then the row's header alone.
+        until_sync(&mut conn);
+        let mut reply = message(b'2', &[]);
+        reply.push(b'D');
+        reply.extend_from_slice(&(1u32 << 30).to_be_bytes());
+        conn.write_all(&reply).unwrap();
+        let chunk = vec![b'x'; 1 << 20];
+        let mut written = 0;
+        while written < 256 << 20 {
+            match conn.write(&chunk) {
+                Ok(n) if n > 0 => written += n,
+                _ => break,
+            }
+        }
+        written
+    });
+    (port, server)
+}
+
+#[tokio::test]
+async fn a_postgres_row_past_the_message_cap_is_cut_at_its_header() {
+    // tokio-postgres gathers a whole message before decoding it: the host
+    // would have buffered the row's 1 GiB (here the 256 MiB sent) before
+    // the result's budget saw it.
+    let (port, server) = postgres_declaring_a_huge_row();
+    let edge = Edge::up_env(
+        &app("rust-features"),
+        &[],
+        &[("SPIN_VARIABLE_API_TOKEN", "unused")],
+    );
+    let address = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    let (status, body) = pg_call(&edge, "/pg", &address, "SELECT big").await;
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body.contains("QueryFailed(")
+            && body.contains("the server sent a message of 1073741820 bytes; at most"),
+        "{body}"
+    );
+    let written = tokio::task::spawn_blocking(move || server.join().unwrap())
+        .await
+        .unwrap();
+    // What the kernel's buffers took before the cut, no more.
+    assert!(
+        written < 64 << 20,
+        "the host took {written} bytes of the row"
+    );
+}
+
 #[tokio::test]
 async fn spin_mysql_against_mariadb_in_both_sdk_generations() {
     let db = edge_tests::mariadb::Mariadb::start_tcp("app");

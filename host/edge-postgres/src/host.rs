@@ -5,7 +5,7 @@ use crate::{Builder, Connection, MAX_ADDRESS_BYTES, Postgres, PostgresView, exec
 use std::sync::Arc;
 use wasmtime::component::{Accessor, FutureReader, HasData, Linker, Resource, StreamReader};
 
-type Client = Arc<tokio_postgres::Client>;
+type Client = Arc<crate::Link>;
 
 impl Postgres<'_> {
     fn client(&self, c: &Resource<Connection>) -> wasmtime::Result<Client> {

@@ -17,6 +17,7 @@
 // boxing it would only move the conversion.
 #![allow(clippy::result_large_err)]
 
+mod capped;
 mod host;
 mod types;
 mod wit;
@@ -39,8 +40,26 @@ pub const MAX_RESULT_BYTES: usize = 16 << 20;
 
 /// An open connection: a guest's handle.
 pub struct Connection {
-    client: std::sync::Arc<tokio_postgres::Client>,
+    client: std::sync::Arc<Link>,
     _permit: edge_outbound_http::limit::Permit,
+}
+
+/// The client of a connection, and why the connection was cut if its
+/// server sent more than a message may hold ([`capped`]).
+pub struct Link {
+    client: tokio_postgres::Client,
+    cut: std::sync::Arc<std::sync::OnceLock<String>>,
+}
+
+impl Link {
+    /// The guest's error for `e`: the cut's cause if the connection was
+    /// cut (`e` then only says it closed).
+    fn error(&self, e: tokio_postgres::Error) -> Error {
+        match self.cut.get() {
+            Some(why) => Error::QueryFailed(wit::v4::QueryError::Text(why.clone())),
+            None => types::query_error(e),
+        }
+    }
 }
 
 /// A connection builder (`spin:postgres@4.1`): an address, later built.
@@ -97,9 +116,11 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
             TcpError::TooMany => failed("too many connections"),
             TcpError::Connect(..) => failed(e.to_string()),
         })?;
+    let stream = capped::Capped::new(connected.stream);
+    let cut = stream.cut.clone();
     let (client, connection) = tokio::time::timeout(
         CONNECT_TIMEOUT,
-        config.connect_raw(connected.stream, tokio_postgres::NoTls),
+        config.connect_raw(stream, tokio_postgres::NoTls),
     )
     .await
     .map_err(|_| failed("the server did not answer in time"))?
@@ -111,7 +132,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
         }
     });
     Ok(Connection {
-        client: std::sync::Arc::new(client),
+        client: std::sync::Arc::new(Link { client, cut }),
         _permit: connected.permit,
     })
 }
@@ -122,16 +143,17 @@ fn params(params: Vec<ParameterValue>) -> Result<Vec<types::Param>, Error> {
 
 /// Runs a statement that returns rows.
 pub async fn query(
-    client: std::sync::Arc<tokio_postgres::Client>,
+    link: std::sync::Arc<Link>,
     statement: String,
     parameters: Vec<ParameterValue>,
 ) -> Result<RowSet, Error> {
     use futures_util::StreamExt;
     let params = params(parameters)?;
-    let stmt = client
+    let stmt = link
+        .client
         .prepare(&statement)
         .await
-        .map_err(types::query_error)?;
+        .map_err(|e| link.error(e))?;
     let columns: Vec<Column> = stmt
         .columns()
         .iter()
@@ -141,15 +163,16 @@ pub async fn query(
         })
         .collect();
     let refs = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync));
-    let stream = client
+    let stream = link
+        .client
         .query_raw(&stmt, refs)
         .await
-        .map_err(types::query_error)?;
+        .map_err(|e| link.error(e))?;
     let mut stream = std::pin::pin!(stream);
     let mut budget = MAX_RESULT_BYTES;
     let mut rows = Vec::new();
     while let Some(row) = stream.next().await {
-        let row = row.map_err(types::query_error)?;
+        let row = row.map_err(|e| link.error(e))?;
         let mut values = Vec::with_capacity(row.len());
         for i in 0..row.len() {
             let v = types::value(&row, i)?;
@@ -189,7 +212,7 @@ fn size(v: &DbValue) -> usize {
 
 /// Runs a statement: the rows it changed.
 pub async fn execute(
-    client: std::sync::Arc<tokio_postgres::Client>,
+    link: std::sync::Arc<Link>,
     statement: String,
     parameters: Vec<ParameterValue>,
 ) -> Result<u64, Error> {
@@ -198,8 +221,8 @@ pub async fn execute(
         .iter()
         .map(|p| p.as_ref() as &(dyn ToSql + Sync))
         .collect();
-    client
+    link.client
         .execute(statement.as_str(), &refs)
         .await
-        .map_err(types::query_error)
+        .map_err(|e| link.error(e))
 }
