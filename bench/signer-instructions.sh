@@ -10,6 +10,7 @@
 # kernel time (loopback TCP, wake-ups) is not in it.
 #
 #   bench/signer-instructions.sh [N] [FUNCTIONS]
+#   SIGNER_WASM=path/to/signer.wasm bench/signer-instructions.sh [N] [FUNCTIONS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
@@ -19,15 +20,20 @@ top=${2:-25}
 command -v valgrind >/dev/null || sudo apt-get install -y valgrind
 work=$(mktemp -d)
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 cargo build -q --release -p edge
 cargo build -q --release -p signing --example sign_server
-# A build with symbols, so the profile names guest functions.
-CARGO_PROFILE_WASM_STRIP=false cargo --config components/signer/wide-arithmetic.toml \
-  build -q --profile wasm --target wasm32-wasip2 \
-  -p signer --target-dir "$CARGO_TARGET_DIR/symbols"
-wasm=$CARGO_TARGET_DIR/symbols/wasm32-wasip2/wasm/signer.wasm
+# A build with symbols, so the profile names guest functions; or the
+# signer in SIGNER_WASM (another revision's, to tell the guest's share of a
+# change from the host's).
+wasm=${SIGNER_WASM:-}
+if [ -z "$wasm" ]; then
+  CARGO_PROFILE_WASM_STRIP=false cargo --config components/signer/wide-arithmetic.toml \
+    build -q --profile wasm --target wasm32-wasip2 \
+    -p signer --target-dir "$CARGO_TARGET_DIR/symbols"
+  wasm=$CARGO_TARGET_DIR/symbols/wasm32-wasip2/wasm/signer.wasm
+fi
 
 cat > "$work/client.py" <<'PY'
 import http.client, os, sys, threading
@@ -79,10 +85,12 @@ measure() {
 }
 
 # A small pool: valgrind cannot reserve the default pool's address space.
+# All of it the one tenant's, so its four session instances fit (a
+# tenant's share is half the pool by default, its sessions half that).
 # shellcheck source=bench/signer-app.sh
 . bench/signer-app.sh
 export SIGNER_BENCH_KEY
-write_signer_app "$work" "$wasm" 18282 $'[pool]\ntotal_component_instances = 6'
+write_signer_app "$work" "$wasm" 18282 $'[pool]\ntotal_component_instances = 6\nsession_instances = 6\n[limits]\nmax_instances = 6\nmax_sessions = 6'
 EDGE_LOG=error EDGE_PERFMAP=1 measure component 18282 /signer/tokens \
   "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml"
 measure native 18292 /tokens "$CARGO_TARGET_DIR/release/examples/sign_server" 127.0.0.1:18292
