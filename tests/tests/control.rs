@@ -2795,3 +2795,41 @@ fn metrics_history_per_app_node_health_and_the_console() {
         "{v}"
     );
 }
+
+/// Behind the operator's proxy (`[server] trusted_proxies`) failed logins
+/// count per client it names, not per proxy: one client's failures must
+/// not lock every other client out.
+#[test]
+fn failed_logins_behind_a_trusted_proxy_count_per_forwarded_client() {
+    let node = Node::start(
+        Backend::sqlite(),
+        "[server]\ntrusted_proxies = [\"127.0.0.0/8\"]\n",
+    );
+    let rt = runtime();
+    let api = node.api();
+    let login = |from: &str, name: &str| {
+        let body = json!({"login": name, "password": "not the password"}).to_string();
+        rt.block_on(exchange(
+            &format!("{api}/v1/login"),
+            "POST",
+            &[("x-forwarded-for", from)],
+            &body,
+        ))
+        .0
+    };
+    // 20 failures from one client (5 per login name, each name's own
+    // limit), the most an address may make in a window.
+    for i in 0..20 {
+        assert_eq!(
+            login("203.0.113.7", &format!("user{}", i / 5)),
+            401,
+            "attempt {i}"
+        );
+    }
+    assert_eq!(login("203.0.113.7", "someone-else"), 429);
+    // Another client behind the same proxy is not refused.
+    assert_eq!(login("198.51.100.1", "someone-else"), 401);
+    // A client cannot pose as another by writing its own header: the
+    // proxy appends what it saw, and that is what counts.
+    assert_eq!(login("198.51.100.1, 203.0.113.7", "another"), 429);
+}

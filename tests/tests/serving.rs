@@ -49,6 +49,61 @@ async fn routes_by_host_and_path() {
     );
 }
 
+/// The `spin-client-addr` a request from this test (loopback) gets with
+/// `X-Forwarded-For: xff` on `edge`.
+async fn client_addr_seen(edge: &Edge, xff: &str) -> String {
+    let (status, body) = edge_tests::request(
+        &edge_tests::client(),
+        "GET",
+        &format!("{}/fixtures/a/headers", edge.url),
+        &[("host", "alpha.test"), ("x-forwarded-for", xff)],
+        bytes::Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .find_map(|l| l.strip_prefix("spin-client-addr: "))
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_string()
+}
+
+/// Behind the operator's proxies the client is the nearest hop they name
+/// in X-Forwarded-For; anyone else's X-Forwarded-For is not believed.
+#[tokio::test]
+async fn the_client_behind_a_trusted_proxy_is_the_one_it_names() {
+    let direct = Edge::start(&standard_spin(), TWO_TENANTS);
+    let seen = client_addr_seen(&direct, "203.0.113.7").await;
+    assert!(seen.starts_with("127.0.0.1:"), "{seen}");
+    let proxied = Edge::start(
+        &standard_spin(),
+        &format!("{TWO_TENANTS}\n[server]\ntrusted_proxies = [\"127.0.0.0/8\", \"10.0.0.0/8\"]\n"),
+    );
+    // What the client wrote itself (left of its proxy's entry) is not
+    // believed, nor is a trusted hop taken for the client.
+    assert_eq!(
+        client_addr_seen(&proxied, "198.51.100.1, 203.0.113.7, 10.1.2.3").await,
+        "203.0.113.7:0"
+    );
+    assert_eq!(
+        client_addr_seen(&proxied, "[2001:db8::7]:4711").await,
+        "[2001:db8::7]:4711"
+    );
+    // No usable entry: the proxy is the client.
+    let seen = client_addr_seen(&proxied, "unknown").await;
+    assert!(seen.starts_with("127.0.0.1:"), "{seen}");
+    // A range that is not one is refused with where and what is allowed.
+    let (code, err) = edge_tests::edge_check(
+        &standard_spin(),
+        &format!("{TWO_TENANTS}\n[server]\ntrusted_proxies = [\"10.0.0.1/8\"]\n"),
+    );
+    assert!(
+        code != 0
+            && err.contains("server.trusted_proxies[0]")
+            && err.contains("write \"10.0.0.0/8\""),
+        "{err}"
+    );
+}
+
 /// The headers Spin gives components (so Spin SDK routers work unchanged).
 #[tokio::test]
 async fn components_get_spins_headers() {

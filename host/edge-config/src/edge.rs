@@ -115,6 +115,7 @@ pub(crate) struct ServerSection {
     pub pop: Option<Spanned<String>>,
     pub country: Option<Spanned<String>>,
     pub workers_engine: Option<String>,
+    pub trusted_proxies: Vec<Spanned<String>>,
 }
 
 impl Default for ServerSection {
@@ -138,6 +139,7 @@ impl Default for ServerSection {
             pop: None,
             country: None,
             workers_engine: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -212,6 +212,11 @@ pub struct Server {
     /// scripts; `None`: `build/workers/engine.wasm` above the working
     /// directory or the edge binary, if there is one.
     pub workers_engine: Option<PathBuf>,
+    /// Proxies in front of this host (addresses and ranges): a request a
+    /// connection from one of them carries names its client in its
+    /// `X-Forwarded-For`, which components are then given as the client's
+    /// address. Empty: every client is its connection's peer.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// Pooling allocator sizing (see `edge-config/REFERENCE.md`).

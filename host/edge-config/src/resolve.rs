@@ -304,6 +304,7 @@ impl Resolver<'_> {
             pop: s.pop.as_ref().map(|p| p.get_ref().clone()),
             country: s.country.as_ref().map(|c| c.get_ref().clone()),
             workers_engine: s.workers_engine.as_ref().map(|p| self.edge_dir.join(p)),
+            trusted_proxies: self.ip_ranges(&s.trusted_proxies, "server.trusted_proxies")?,
         })
     }
 
@@ -1210,11 +1211,16 @@ impl Resolver<'_> {
 
     /// `allow_ranges` of `[outbound]` or `[tenant.outbound]` (`key`).
     fn allow_ranges(&self, list: &[Spanned<String>], key: &str) -> R<Vec<ipnet::IpNet>> {
+        self.ip_ranges(list, &format!("{key}.allow_ranges"))
+    }
+
+    /// A list of addresses and CIDR ranges at `key`.
+    fn ip_ranges(&self, list: &[Spanned<String>], key: &str) -> R<Vec<ipnet::IpNet>> {
         list.iter()
             .enumerate()
             .map(|(i, r)| {
                 crate::outbound::parse_ip_range(r.get_ref())
-                    .or_else(|e| self.edge_err(r.span(), &format!("{key}.allow_ranges[{i}]"), e))
+                    .or_else(|e| self.edge_err(r.span(), &format!("{key}[{i}]"), e))
             })
             .collect()
     }

@@ -50,11 +50,20 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let (router, server, mut stop) = (router.clone(), server.clone(), stop.clone());
+        // From the operator's own proxy: each request names its client
+        // (the login limiter keys on it).
+        let behind_proxy = crate::forwarded::is_trusted(&server.trusted_proxies, peer.ip());
         tokio::spawn(async move {
             let _permit = permit;
             let service =
                 hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-                    req.extensions_mut().insert(ConnectInfo(peer));
+                    let client = match behind_proxy {
+                        true => {
+                            crate::forwarded::client(peer, &server.trusted_proxies, req.headers())
+                        }
+                        false => peer,
+                    };
+                    req.extensions_mut().insert(ConnectInfo(client));
                     let limits = BodyLimits {
                         cap: max_body,
                         idle: server.body_read_timeout,

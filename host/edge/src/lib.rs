@@ -16,6 +16,7 @@ pub mod control_listener;
 pub mod engine;
 pub mod exchange;
 pub mod files;
+pub mod forwarded;
 pub mod guest_log;
 pub mod guest_metrics;
 pub mod history;

@@ -300,6 +300,7 @@ mod tests {
             pop: None,
             country: None,
             workers_engine: None,
+            trusted_proxies: Vec::new(),
         };
         let mut new = old.clone();
         new.max_body_bytes = 2 << 20; // applied by a reload: not named

@@ -262,9 +262,23 @@ pub async fn serve(
         // not free.
         let client_addr = HeaderValue::try_from(peer.to_string())
             .expect("a socket address is a valid header value");
-        let service = service_fn(move |req| {
+        // A connection from the operator's own proxy: each request names
+        // its client (read per connection, as a reload applies it to the
+        // connections that follow).
+        let proxies: Option<Arc<[ipnet::IpNet]>> = {
+            let trusted = &shared.app.load().config.server.trusted_proxies;
+            crate::forwarded::is_trusted(trusted, peer.ip()).then(|| trusted.as_slice().into())
+        };
+        let service = service_fn(move |req: Request<Incoming>| {
             let shared = for_service.clone();
-            let client_addr = client_addr.clone();
+            let client_addr = match &proxies {
+                Some(trusted) => {
+                    let client = crate::forwarded::client(peer, trusted, req.headers());
+                    HeaderValue::try_from(client.to_string())
+                        .expect("a socket address is a valid header value")
+                }
+                None => client_addr.clone(),
+            };
             let open = for_requests.request();
             let lane = for_lane.clone();
             async move {
