@@ -273,9 +273,9 @@ async fn processes_run_through_the_sidecar_only_as_granted() {
     // the sidecar's allowlist but granted to no tenant.
     let edge_toml = TWO_TENANTS.replace(
         "components = [\"probe\"]\n[tenant.variables]",
-        "components = [\"probe\"]\nsidecar_programs = [\"/bin/echo\", \"/bin/cat\"]\n[tenant.variables]",
+        "components = [\"probe\"]\nsidecar_programs = [\"/bin/echo\", \"/bin/cat\", \"/bin/sleep\"]\n[tenant.limits]\nmax_outbound_requests = 1\n[tenant.variables]",
     ) + &format!(
-        "[sidecar]\nsocket = \"{}\"\nallow = [\"/bin/echo\", \"/bin/cat\", \"/bin/sh\"]\n",
+        "[sidecar]\nsocket = \"{}\"\nallow = [\"/bin/echo\", \"/bin/cat\", \"/bin/sh\", \"/bin/sleep\"]\n",
         socket.display()
     );
     let edge = Edge::start_with(&probe_spin(GRANTS), &edge_toml, data.path());
@@ -336,4 +336,30 @@ async fn processes_run_through_the_sidecar_only_as_granted() {
     );
     let (status, _) = send("POST", &run("program=/bin/echo&arg=x"), "beta.test", "").await;
     assert_eq!(status, 403, "beta was granted nothing");
+
+    // A run holds a place in the tenant's outbound cap (1 here) while it
+    // waits for the sidecar: a second at once is busy, not queued on a
+    // host thread.
+    let sleep = run("program=/bin/sleep&arg=3");
+    let sleeping = tokio::spawn(async move { send("POST", &sleep, "alpha.test", "").await });
+    let metrics = format!("{}/metrics", edge.admin);
+    for _ in 0..200 {
+        let (_, m) = edge_tests::get(&metrics).await;
+        if m.contains("edge_outbound_in_flight{tenant=\"alpha\"} 1") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let busy = send("POST", &run("program=/bin/echo&arg=x"), "alpha.test", "").await;
+    assert_eq!(busy.0, 503, "{}", busy.1);
+    assert!(
+        busy.1.starts_with("busy: ") && busy.1.contains("max_outbound_requests"),
+        "{}",
+        busy.1
+    );
+    assert_eq!(sleeping.await.unwrap(), (200, "0\n".into()));
+    assert_eq!(
+        send("POST", &run("program=/bin/echo&arg=x"), "alpha.test", "").await,
+        (200, "0\nx\n".into())
+    );
 }

@@ -11,6 +11,7 @@
 //! long program does not hold the worker thread the component runs on.
 #![deny(missing_docs)]
 
+use edge_outbound_http::limit::TenantOutbound;
 use edge_sidecar::protocol::{self, Request, Response};
 pub use edge_sidecar::{Grants, publish_grants};
 use std::path::PathBuf;
@@ -33,7 +34,21 @@ pub struct Grant {
     socket: Option<PathBuf>,
     tenant: Arc<str>,
     programs: Arc<[PathBuf]>,
+    /// The tenant's outbound cap (`max_outbound_requests`): each run holds
+    /// a place in it while it waits for the sidecar, as an outbound
+    /// request does. A call waits on a blocking-pool thread, which the
+    /// host's disk work shares: uncapped, one tenant's slow runs could
+    /// take them all.
+    outbound: Option<Arc<TenantOutbound>>,
 }
+
+/// The most standard input a run may pass: base64 makes 4 bytes of 3, and
+/// the request, arguments (JSON-escaped) included, must stay within the
+/// sidecar's [`protocol::MAX_MESSAGE`]. Refused before it is copied.
+pub const MAX_STDIN: usize = 16 << 20;
+
+const _: () =
+    assert!(MAX_STDIN / 3 * 4 + 6 * protocol::MAX_ARG_BYTES + 65536 <= protocol::MAX_MESSAGE);
 
 impl Grant {
     /// A grant of `programs` to `tenant` through the sidecar at `socket`
@@ -43,7 +58,15 @@ impl Grant {
             socket,
             tenant: tenant.into(),
             programs: programs.into(),
+            outbound: None,
         }
+    }
+
+    /// The same, with each run holding a place in the tenant's outbound
+    /// cap while it runs.
+    pub fn with_outbound(mut self, outbound: Arc<TenantOutbound>) -> Self {
+        self.outbound = Some(outbound);
+        self
     }
 
     /// Whether both allow the same.
@@ -51,6 +74,10 @@ impl Grant {
         self.socket == other.socket
             && self.tenant == other.tenant
             && self.programs == other.programs
+            && match (&self.outbound, &other.outbound) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
     }
 }
 
@@ -91,8 +118,23 @@ impl wit::Host for &Grant {
         }
         // Refused here, not by the sidecar after it has read them all.
         protocol::check_args(&args).map_err(Error::Failed)?;
+        if stdin.len() > MAX_STDIN {
+            return Err(Error::Failed(format!(
+                "standard input of {} bytes; at most {MAX_STDIN}",
+                stdin.len()
+            )));
+        }
         let Some(socket) = self.socket.clone() else {
             return Err(Error::Unavailable("no [sidecar] is configured".into()));
+        };
+        let _place = match &self.outbound {
+            Some(tenant) => Some(tenant.acquire().ok_or_else(|| {
+                Error::Busy(
+                    "this tenant's runs and outbound requests in flight are at its max_outbound_requests; retry later"
+                        .into(),
+                )
+            })?),
+            None => None,
         };
         let request = Request {
             tenant: Some(self.tenant.to_string()),
@@ -166,6 +208,64 @@ mod tests {
             None,
         )
         .await
+    }
+
+    #[tokio::test]
+    async fn runs_hold_places_in_the_tenants_outbound_cap() {
+        let registry = edge_outbound_http::Registry::default();
+        let tenant = registry.tenant("t", 1);
+        let grant = Grant::new(
+            Some("/nonexistent/edge-process-test.sock".into()),
+            "t",
+            vec!["/bin/echo".into()],
+        )
+        .with_outbound(tenant.clone());
+        let call = || {
+            let grant = grant.clone();
+            async move {
+                wit::Host::run(
+                    &mut &grant,
+                    "/bin/echo".into(),
+                    Vec::new(),
+                    Vec::new(),
+                    None,
+                    None,
+                )
+                .await
+            }
+        };
+        // A place free: the (missing) sidecar is asked, and the place
+        // comes back with the answer.
+        assert!(matches!(call().await, Err(Error::Unavailable(_))));
+        let held = tenant.acquire().expect("the place came back");
+        match call().await {
+            Err(Error::Busy(m)) => assert!(m.contains("max_outbound_requests"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        drop(held);
+        assert!(matches!(call().await, Err(Error::Unavailable(_))));
+    }
+
+    #[tokio::test]
+    async fn standard_input_past_the_cap_is_refused_before_it_is_copied() {
+        let grant = Grant::new(
+            Some("/nonexistent/edge-process-test.sock".into()),
+            "t",
+            vec!["/bin/echo".into()],
+        );
+        let r = wit::Host::run(
+            &mut &grant,
+            "/bin/echo".into(),
+            Vec::new(),
+            vec![0; MAX_STDIN + 1],
+            None,
+            None,
+        )
+        .await;
+        match r {
+            Err(Error::Failed(m)) => assert!(m.contains(&format!("at most {MAX_STDIN}")), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

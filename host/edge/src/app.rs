@@ -697,6 +697,10 @@ fn build_target(
             sidecar.map(|s| s.socket.clone()),
             &tenant.name,
             tenant.sidecar_programs.clone(),
+        )
+        .with_outbound(
+            rt.outbound
+                .tenant(&tenant.name, tenant.limits.max_outbound_requests),
         ),
         mixer: edge_mixer::MixerGrant::new(
             rt.mixer.clone(),
