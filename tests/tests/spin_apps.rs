@@ -1135,6 +1135,58 @@ async fn each_tenant_has_its_own_sqlite_databases_and_stores() {
     assert!(data.path().join("sqlite/b/default.db").exists());
 }
 
+/// A tenant's statements take at most `sqlite_statements` of the host's
+/// blocking threads at once: with its one slot held by a statement that
+/// runs to its deadline, its next waits (shown in /metrics), while another
+/// tenant's statements run.
+#[tokio::test]
+async fn a_tenants_sqlite_statements_take_at_most_its_slots() {
+    let edge = Edge::start(
+        &features_manifest(""),
+        "app = \"spin.toml\"\n\
+         [[tenant]]\nname = \"a\"\nhosts = [\"a.test\"]\ncomponents = [\"*\"]\n\
+         [tenant.limits]\nsqlite_statements = 1\nrequest_deadline_ms = 3000\n\
+         [[tenant]]\nname = \"b\"\nhosts = [\"b.test\"]\ncomponents = [\"*\"]\n",
+    );
+    let call = |host: &'static str, body: &'static str| {
+        let url = format!("{}/sql", edge.url);
+        async move { edge_tests::request(&client(), "POST", &url, &[("host", host)], body.into()).await }
+    };
+    let metrics = format!("{}/metrics", edge.admin);
+    let until = |line: &'static str| {
+        let metrics = metrics.clone();
+        async move {
+            for _ in 0..500 {
+                if edge_tests::get(&metrics).await.1.lines().any(|l| l == line) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("never {line}");
+        }
+    };
+    // Counts without end: stopped at its request's deadline.
+    let spinning = tokio::spawn(call(
+        "a.test",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+    ));
+    until("edge_sqlite_statements{tenant=\"a\",state=\"running\"} 1").await;
+    let waiting = tokio::spawn(call("a.test", "SELECT 1"));
+    until("edge_sqlite_statements{tenant=\"a\",state=\"waiting\"} 1").await;
+    // Another tenant's statements are not held behind a's.
+    let (status, body) = call("b.test", "SELECT 1").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !waiting.is_finished(),
+        "a's second statement waits for its slot"
+    );
+    // The spinning one ends at its deadline; the waiting one then runs.
+    assert_eq!(spinning.await.unwrap().0, 504);
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    until("edge_sqlite_statements{tenant=\"a\",state=\"running\"} 0").await;
+}
+
 /// Key-value stores placed in Redis by the runtime configuration: the app
 /// reads and writes them as it would the files, each tenant in its own hash
 /// on the shared server, within its cap; a server that is down is an error

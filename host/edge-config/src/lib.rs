@@ -439,6 +439,11 @@ pub struct Limits {
     pub kv_store_bytes: u64,
     /// Size cap of each of the tenant's SQLite databases.
     pub sqlite_database_bytes: u64,
+    /// SQLite statements (and opens) of the tenant running at once, over
+    /// all its databases: each takes a thread of the host's blocking pool,
+    /// outside the serving threads' CPU accounting. More wait, until the
+    /// request's deadline.
+    pub sqlite_statements: usize,
     /// Outbound HTTP requests of the tenant in flight at once (sent, and
     /// their response body not yet finished or dropped); one more fails.
     pub max_outbound_requests: usize,

@@ -498,6 +498,17 @@ impl Resolver<'_> {
             Some(b) => *b.get_ref(),
             None => base.map_or(256 * 1024 * 1024, |b| b.sqlite_database_bytes),
         };
+        let sqlite_statements = match &l.sqlite_statements {
+            Some(v) if *v.get_ref() == 0 => {
+                return self.edge_err(
+                    v.span(),
+                    &format!("{key}.sqlite_statements"),
+                    "must be at least 1",
+                );
+            }
+            Some(v) => usize::try_from(*v.get_ref()).unwrap_or(usize::MAX),
+            None => base.map_or_else(default_sqlite_statements, |b| b.sqlite_statements),
+        };
         let max_outbound_requests = match &l.max_outbound_requests {
             Some(v) if *v.get_ref() == 0 => {
                 return self.edge_err(
@@ -572,6 +583,7 @@ impl Resolver<'_> {
             memory_bytes: memory,
             kv_store_bytes,
             sqlite_database_bytes,
+            sqlite_statements,
             max_outbound_requests,
             max_instances,
             max_sessions,
@@ -1715,6 +1727,13 @@ fn render_template(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// A tenant's SQLite statements at once by default: the host's cores, so
+/// one tenant's statements take at most that many blocking threads (and
+/// cores) however many of its instances run them.
+fn default_sqlite_statements() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 #[cfg(test)]

@@ -112,7 +112,7 @@ macro_rules! sync_host {
                 database: String,
             ) -> wasmtime::Result<Result<Resource<Connection>, $v::Error>> {
                 let file = self.file(&database);
-                Ok(match open(file).await {
+                Ok(match open(file, self.grant.slots.clone(), self.deadline).await {
                     Ok(c) => Ok(self.table.push(c)?),
                     Err(e) => Err(e.into()),
                 })
@@ -126,7 +126,7 @@ macro_rules! sync_host {
             ) -> wasmtime::Result<Result<$v::QueryResult, $v::Error>> {
                 let params = parameters.into_iter().map(Into::into).collect();
                 let db = self.connection(&conn);
-                Ok(execute(db, statement, params, self.deadline)
+                Ok(execute(db, statement, params, self.deadline, self.grant.slots.clone())
                     .await
                     .map(Into::into)
                     .map_err(Into::into))
@@ -174,8 +174,11 @@ impl<T: SqliteView + Send> v31::HostConnectionWithStore<T> for HasSqlite {
         accessor: &Accessor<T, Self>,
         database: String,
     ) -> wasmtime::Result<Result<Resource<Connection>, v31::Error>> {
-        let file = accessor.with(|mut a| a.get().file(&database));
-        let opened = open(file).await;
+        let (file, slots, deadline) = accessor.with(|mut a| {
+            let s = a.get();
+            (s.file(&database), s.grant.slots.clone(), s.deadline)
+        });
+        let opened = open(file, slots, deadline).await;
         accessor.with(|mut a| {
             Ok(match opened {
                 Ok(c) => Ok(a.get().table.push(c)?),
@@ -200,13 +203,18 @@ impl<T: SqliteView + Send> v31::HostConnectionWithStore<T> for HasSqlite {
         >,
     > {
         let params = parameters.into_iter().map(Into::into).collect();
-        let (db, deadline, unread) = accessor.with(|mut a| {
+        let (db, deadline, unread, slots) = accessor.with(|mut a| {
             let s = a.get();
-            (s.connection(&conn), s.deadline, s.unread.clone())
+            (
+                s.connection(&conn),
+                s.deadline,
+                s.unread.clone(),
+                s.grant.slots.clone(),
+            )
         });
         // The rows are read before the stream opens (bounded by
         // MAX_RESULT_BYTES), so a failure is the call's, never the stream's.
-        let result = match execute(db, statement, params, deadline).await {
+        let result = match execute(db, statement, params, deadline, slots).await {
             Ok(r) => r,
             Err(e) => return Ok(Err(e.into())),
         };

@@ -20,8 +20,10 @@ pub use host::add_to_linker;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio::sync::Semaphore;
 use wasmtime::component::ResourceTable;
 
 /// Why a statement or an open failed, in Spin's variants.
@@ -86,6 +88,121 @@ pub struct Grant {
     /// Label → file.
     files: Arc<BTreeMap<String, PathBuf>>,
     max_bytes: u64,
+    /// The tenant's statement slots ([`StatementSlots`]); `None`: unbounded.
+    slots: Option<Arc<TenantSlots>>,
+}
+
+/// Each tenant's slots for statements (and opens) running at once, kept
+/// across reloads while their number is unchanged. A statement runs on a
+/// thread of the host's blocking pool, outside the serving threads' CPU
+/// accounting, for up to its request's deadline: without slots one
+/// tenant's instances could fill the pool (stalling every tenant's disk
+/// work behind it) and take every core.
+#[derive(Default)]
+pub struct StatementSlots {
+    tenants: Mutex<BTreeMap<String, Arc<TenantSlots>>>,
+}
+
+/// One tenant's statement slots, and what `/metrics` shows of them.
+pub struct TenantSlots {
+    tenant: String,
+    size: usize,
+    slots: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    busy: AtomicU64,
+    /// When a refusal was last logged (ms since the Unix epoch): once a
+    /// second at most, so a flood does not fill the log.
+    logged_ms: AtomicU64,
+}
+
+impl TenantSlots {
+    /// `size` slots of `tenant`'s.
+    pub fn new(tenant: &str, size: usize) -> Self {
+        Self {
+            tenant: tenant.to_string(),
+            size,
+            slots: Arc::new(Semaphore::new(size)),
+            waiting: AtomicUsize::new(0),
+            busy: AtomicU64::new(0),
+            logged_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// A slot, waited for until `deadline`.
+    async fn take(&self, deadline: Instant) -> Result<tokio::sync::OwnedSemaphorePermit, SqlError> {
+        self.waiting.fetch_add(1, Relaxed);
+        let got =
+            tokio::time::timeout_at(deadline.into(), self.slots.clone().acquire_owned()).await;
+        self.waiting.fetch_sub(1, Relaxed);
+        match got {
+            Ok(Ok(slot)) => Ok(slot),
+            _ => {
+                self.busy.fetch_add(1, Relaxed);
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                let last = self.logged_ms.load(Relaxed);
+                if now_ms >= last + 1000
+                    && self
+                        .logged_ms
+                        .compare_exchange(last, now_ms, Relaxed, Relaxed)
+                        .is_ok()
+                {
+                    tracing::warn!(tenant = %self.tenant, sqlite_statements = self.size, "a SQLite statement found no slot before its deadline");
+                }
+                Err(SqlError::Io(format!(
+                    "busy: the tenant's {} statements running at once (sqlite_statements) did not finish before the request's deadline",
+                    self.size
+                )))
+            }
+        }
+    }
+}
+
+impl StatementSlots {
+    /// `tenant`'s slots, `n` of them. A new number makes new slots:
+    /// statements running on the old ones finish there.
+    pub fn tenant(&self, tenant: &str, n: usize) -> Arc<TenantSlots> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        match tenants.get(tenant) {
+            Some(slots) if slots.size == n => slots.clone(),
+            _ => {
+                let slots = Arc::new(TenantSlots::new(tenant, n));
+                tenants.insert(tenant.to_string(), slots.clone());
+                slots
+            }
+        }
+    }
+
+    /// The slots' gauges and refusals in the Prometheus text format.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::from(
+            "# HELP edge_sqlite_statements SQLite statements of the tenant running (state=\"running\", at most its sqlite_statements) and waiting for a slot (state=\"waiting\").\n# TYPE edge_sqlite_statements gauge\n",
+        );
+        for (name, t) in tenants.iter() {
+            let running = t.size.saturating_sub(t.slots.available_permits());
+            let waiting = t.waiting.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "edge_sqlite_statements{{tenant=\"{name}\",state=\"running\"}} {running}"
+            );
+            let _ = writeln!(
+                out,
+                "edge_sqlite_statements{{tenant=\"{name}\",state=\"waiting\"}} {waiting}"
+            );
+        }
+        out.push_str("# HELP edge_sqlite_busy_total SQLite statements that found no slot (sqlite_statements) before their request's deadline.\n# TYPE edge_sqlite_busy_total counter\n");
+        for (name, t) in tenants.iter() {
+            let _ = writeln!(
+                out,
+                "edge_sqlite_busy_total{{tenant=\"{name}\"}} {}",
+                t.busy.load(Relaxed)
+            );
+        }
+        out
+    }
 }
 
 impl Grant {
@@ -116,12 +233,25 @@ impl Grant {
                     .collect(),
             ),
             max_bytes,
+            slots: None,
         }
     }
 
-    /// Whether both grant the same files with the same cap.
+    /// The same, its statements taking `slots` (the tenant's, from
+    /// [`StatementSlots`]).
+    pub fn with_slots(mut self, slots: Arc<TenantSlots>) -> Self {
+        self.slots = Some(slots);
+        self
+    }
+
+    /// Whether both grant the same files with the same cap and slots.
     pub fn same(&self, other: &Grant) -> bool {
-        self.files == other.files && self.max_bytes == other.max_bytes
+        self.files == other.files
+            && self.max_bytes == other.max_bytes
+            && match (&self.slots, &other.slots) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
     }
 
     /// Whether anything is granted.
@@ -243,14 +373,27 @@ pub trait SqliteView {
 }
 
 /// Runs `f` on the blocking pool (a statement may be slow or wait for a
-/// writer; the serving thread goes on meanwhile).
+/// writer; the serving thread goes on meanwhile), in one of `slots` if
+/// given: waiting for one until `deadline`.
 async fn blocking<R: Send + 'static>(
+    slots: Option<Arc<TenantSlots>>,
+    deadline: Instant,
     f: impl FnOnce() -> Result<R, SqlError> + Send + 'static,
 ) -> Result<R, SqlError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(SqlError::host(format!("sqlite task failed: {e}"))))
-        .map_err(SqlError::for_guest)
+    let slot = match slots {
+        Some(slots) => Some(slots.take(deadline).await?),
+        None => None,
+    };
+    // The slot goes with the work: a guest whose deadline drops this
+    // future leaves the statement running (until its own interrupt at
+    // the deadline), and its slot held, on the blocking thread.
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        f()
+    })
+    .await
+    .unwrap_or_else(|e| Err(SqlError::host(format!("sqlite task failed: {e}"))))
+    .map_err(SqlError::for_guest)
 }
 
 impl Sqlite<'_> {
@@ -277,10 +420,14 @@ impl Sqlite<'_> {
 
 /// Opens `file` on the blocking pool: an idle connection to it if one is
 /// reusable, else a new one.
-async fn open(file: Result<(PathBuf, u64), SqlError>) -> Result<Connection, SqlError> {
+async fn open(
+    file: Result<(PathBuf, u64), SqlError>,
+    slots: Option<Arc<TenantSlots>>,
+    deadline: Instant,
+) -> Result<Connection, SqlError> {
     let key = file?;
     let k = key.clone();
-    let db = blocking(move || {
+    let db = blocking(slots, deadline, move || {
         while let Some(mut db) = POOL.take(&k) {
             if db.reusable(&k.0) {
                 db.reset();
@@ -304,9 +451,10 @@ async fn execute(
     sql: String,
     params: Vec<Value>,
     deadline: Instant,
+    slots: Option<Arc<TenantSlots>>,
 ) -> Result<QueryResult, SqlError> {
     let db = db?;
-    blocking(move || {
+    blocking(slots, deadline, move || {
         let mut db = db.lock().unwrap_or_else(|e| e.into_inner());
         db.execute(&sql, &params, deadline)
     })
@@ -335,6 +483,7 @@ mod tests {
             sql.into(),
             vec![],
             later(),
+            None,
         )
         .await
     }
@@ -354,13 +503,13 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn a_clean_connection_is_reused_as_a_new_one() {
         let key = file("reuse");
-        let a = open(Ok(key.clone())).await.unwrap();
+        let a = open(Ok(key.clone()), None, later()).await.unwrap();
         run(&a, "CREATE TABLE t (v)").await.unwrap();
         run(&a, "INSERT INTO t VALUES (1)").await.unwrap();
         assert_eq!(counters(&a), (1, 1));
         let handle = a.db.as_ref().unwrap().lock().unwrap().handle();
         drop(a);
-        let b = open(Ok(key.clone())).await.unwrap();
+        let b = open(Ok(key.clone()), None, later()).await.unwrap();
         assert!(std::ptr::eq(
             b.db.as_ref().unwrap().lock().unwrap().handle(),
             handle
@@ -372,13 +521,13 @@ mod tests {
             [[Value::Integer(1)]]
         );
         // Two at once are two connections.
-        let c = open(Ok(key.clone())).await.unwrap();
+        let c = open(Ok(key.clone()), None, later()).await.unwrap();
         assert!(!same(&b, &c));
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn counters_are_read_while_a_statement_holds_the_database() {
-        let a = open(Ok(file("busy"))).await.unwrap();
+        let a = open(Ok(file("busy")), None, later()).await.unwrap();
         run(&a, "CREATE TABLE t (v)").await.unwrap();
         run(&a, "INSERT INTO t VALUES (1), (2)").await.unwrap();
         // As a statement running on the blocking pool holds it.
@@ -426,10 +575,10 @@ mod tests {
             ("tx", "BEGIN", "BEGIN", Some(Value::Null)),
         ] {
             let key = file(name);
-            let a = open(Ok(key.clone())).await.unwrap();
+            let a = open(Ok(key.clone()), None, later()).await.unwrap();
             run(&a, sql).await.unwrap();
             drop(a);
-            let b = open(Ok(key.clone())).await.unwrap();
+            let b = open(Ok(key.clone()), None, later()).await.unwrap();
             let r = run(&b, check).await;
             match answer {
                 None => assert!(r.is_err(), "{sql}: {r:?}"),
@@ -442,12 +591,46 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn a_replaced_file_is_opened_anew() {
         let key = file("replaced");
-        let a = open(Ok(key.clone())).await.unwrap();
+        let a = open(Ok(key.clone()), None, later()).await.unwrap();
         run(&a, "CREATE TABLE old (v)").await.unwrap();
         drop(a);
         std::fs::remove_dir_all(key.0.parent().unwrap()).unwrap();
-        let b = open(Ok(key.clone())).await.unwrap();
+        let b = open(Ok(key.clone()), None, later()).await.unwrap();
         assert!(run(&b, "SELECT * FROM old").await.is_err());
         run(&b, "CREATE TABLE old (v)").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn statements_wait_for_a_slot_until_their_deadline() {
+        let key = file("slots");
+        let slots = Arc::new(TenantSlots::new("t", 1));
+        let c = open(Ok(key), Some(slots.clone()), later()).await.unwrap();
+        let db = || c.db.clone().ok_or(SqlError::InvalidConnection);
+        // The tenant's one slot held (by a statement of another instance).
+        let held = slots.slots.clone().try_acquire_owned().unwrap();
+        let soon = Instant::now() + Duration::from_millis(100);
+        match execute(db(), "SELECT 1".into(), vec![], soon, Some(slots.clone())).await {
+            Err(SqlError::Io(m)) => assert!(
+                m.starts_with("busy: ") && m.contains("sqlite_statements"),
+                "{m}"
+            ),
+            other => panic!("{:?}", other.map(|r| r.rows.len())),
+        }
+        // Freed while one waits: it runs.
+        let waiting = execute(
+            db(),
+            "SELECT 1".into(),
+            vec![],
+            later(),
+            Some(slots.clone()),
+        );
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(held);
+        };
+        let (r, ()) = tokio::join!(waiting, release);
+        assert_eq!(r.unwrap().rows.len(), 1);
+        assert_eq!(slots.slots.available_permits(), 1, "the slot came back");
+        assert_eq!(slots.busy.load(Relaxed), 1);
     }
 }

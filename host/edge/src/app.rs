@@ -35,6 +35,8 @@ pub struct Runtime {
     /// Where tenants' SQLite databases live (`DATA_DIR/sqlite`); a file
     /// is opened only when a guest opens it.
     pub sqlite: std::path::PathBuf,
+    /// Each tenant's SQLite statement slots (`sqlite_statements`).
+    pub sqlite_slots: edge_sqlite::StatementSlots,
     /// Where components' files are staged (`DATA_DIR/files`).
     pub files: std::path::PathBuf,
     /// Mixing rooms, kept across reloads.
@@ -94,6 +96,7 @@ impl Runtime {
             sessions: SessionRegistry::new(config.pool.session_instances as usize),
             kv,
             sqlite: config.server.data_dir.join("sqlite"),
+            sqlite_slots: Default::default(),
             files: config.server.data_dir.join("files"),
             mixer,
             shares,
@@ -690,6 +693,10 @@ fn build_target(
             &component.sqlite_databases,
             &runtime.sqlite_databases,
             tenant.limits.sqlite_database_bytes,
+        )
+        .with_slots(
+            rt.sqlite_slots
+                .tenant(&tenant.name, tenant.limits.sqlite_statements),
         ),
         environment: environment.into(),
         files,
