@@ -1644,7 +1644,9 @@ async fn rate_limits(app: &App<'_>) {
         tokio::time::sleep(std::time::Duration::from_millis(60_100 - now % 60_000)).await;
     }
     // Ten wrong passwords at once: each counts before it is checked, so
-    // no more than the login's five get checked (401), the rest 429.
+    // no more than the login's five get checked (401), the rest 429 (all
+    // of them when every count lands before any check, as when the
+    // tenant's SQLite statements queue for their slots).
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..10 {
         let url = format!("{}/api/login", app.url);
@@ -1663,7 +1665,7 @@ async fn rate_limits(app: &App<'_>) {
     }
     let burst = tasks.join_all().await;
     let checked = burst.iter().filter(|s| **s == 401).count();
-    assert!((1..=5).contains(&checked), "{burst:?}");
+    assert!(checked <= 5, "{burst:?}");
     assert!(burst.iter().all(|s| *s == 401 || *s == 429), "{burst:?}");
     // Five failures a minute per login, then 429 even with the password.
     for _ in 0..5 {
