@@ -127,7 +127,7 @@ impl wit::Host for &Grant {
         let Some(socket) = self.socket.clone() else {
             return Err(Error::Unavailable("no [sidecar] is configured".into()));
         };
-        let _place = match &self.outbound {
+        let place = match &self.outbound {
             Some(tenant) => Some(tenant.acquire().ok_or_else(|| {
                 Error::Busy(
                     "this tenant's runs and outbound requests in flight are at its max_outbound_requests; retry later"
@@ -148,7 +148,11 @@ impl wit::Host for &Grant {
         // The sidecar caps runs at its own timeout; past that (asked for or
         // its default of at most a few minutes) plus a margin, stop waiting.
         let limit = std::time::Duration::from_millis(timeout_ms.map_or(600_000, u64::from) + 5_000);
+        // The place goes with the wait: a guest call dropped (its deadline,
+        // its client gone) leaves the run going on at the sidecar, and the
+        // thread waiting for it, both still counted.
         let answer = tokio::task::spawn_blocking(move || {
+            let _place = place;
             protocol::call_within(&socket, &request, Some(limit))
         })
         .await
