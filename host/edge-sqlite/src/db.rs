@@ -121,9 +121,12 @@ impl Database {
         let pages: u64 = conn
             .query_row("PRAGMA page_size", [], |r| r.get(0))
             .map_err(|e| SqlError::host(e.to_string()))?;
+        // The TEMP database (a file of its own, unlinked, kept as long as
+        // the connection: a session's across requests) gets the same cap:
+        // it counted against nothing, so TEMP tables could fill the disk.
+        let max_pages = (max_bytes / pages.max(512)).max(1);
         conn.execute_batch(&format!(
-            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 1000; PRAGMA max_page_count = {}; PRAGMA journal_size_limit = {max_bytes};",
-            (max_bytes / pages.max(512)).max(1)
+            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 1000; PRAGMA max_page_count = {max_pages}; PRAGMA temp.max_page_count = {max_pages}; PRAGMA journal_size_limit = {max_bytes};"
         ))
         .map_err(|e| SqlError::host(e.to_string()))?;
         // No other file: ATTACH (and VACUUM INTO, which attaches) is
@@ -472,6 +475,26 @@ mod tests {
             }
         }
         assert!(matches!(err, Some(SqlError::DatabaseFull)), "{err:?}");
+    }
+
+    #[test]
+    fn temp_tables_are_held_to_the_same_cap() {
+        let (mut d, _) = db(64 << 10);
+        let err = d
+            .execute(
+                "CREATE TEMP TABLE t AS WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) \
+                 SELECT randomblob(8192) FROM c LIMIT 1000",
+                &[],
+                later(),
+            )
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(err, SqlError::DatabaseFull), "{err:?}");
+        // Within the cap, TEMP tables work.
+        d.execute("CREATE TEMP TABLE small (v)", &[], later())
+            .unwrap();
+        d.execute("INSERT INTO small VALUES (1)", &[], later())
+            .unwrap();
     }
 
     #[test]
