@@ -7,14 +7,19 @@
 //! enforces the conversation's order (write → next… → respond → next… →
 //! need-input), so at most one chunk's output waits at a time, and bounds
 //! what a hostile guest can hold: chunks of 64 KiB, 8 MiB of parse buffer,
-//! 16 rewriters per instance, 256 rewriting threads per host.
+//! 16 rewriters per instance, 256 rewriting threads per host (each counted
+//! until its thread ends, not only while the guest holds it), 256
+//! selectors of at most 16 KiB in all per rewriter (lol_html tries every
+//! selector on every start tag). `next` waits for the thread without
+//! blocking its serving thread.
 
 mod parse;
 
 use parse::{Change, Content, DocumentHandlers, Event, Input, Output, SelectorHandlers};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, SyncSender};
 use std::time::Duration;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
@@ -22,7 +27,10 @@ mod generated {
     wasmtime::component::bindgen!({
         path: "../../wit/html",
         world: "edge:html/imports",
-        imports: { default: trappable },
+        imports: {
+            "edge:html/rewriter.[method]rewriter.next": async | trappable,
+            default: trappable,
+        },
         with: { "edge:html/rewriter.rewriter": super::Rewriter },
     });
 }
@@ -35,28 +43,59 @@ pub const MAX_CHUNK_BYTES: usize = 65536;
 pub const MAX_PER_INSTANCE: usize = 16;
 /// Rewriting threads the host runs at once, over all tenants.
 pub const MAX_THREADS: usize = 256;
+/// Rewriting threads one tenant runs at once: a quarter of the host's, so
+/// one tenant's instances cannot take them all.
+pub const MAX_THREADS_PER_TENANT: usize = MAX_THREADS / 4;
 /// Longest a parse step may take before the guest's call fails.
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Selectors one rewriter may have, and their bytes in all.
+pub const MAX_SELECTORS: usize = 256;
+/// See [`MAX_SELECTORS`].
+pub const MAX_SELECTOR_BYTES: usize = 16 << 10;
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 
-/// One of [`MAX_THREADS`], given back when its rewriter is dropped.
-struct ThreadPermit;
+/// One of [`MAX_THREADS`], and of the tenant's [`MAX_THREADS_PER_TENANT`]
+/// if the instance counts its tenant's: given back when its thread ends.
+struct ThreadPermit {
+    tenant: Option<Arc<AtomicUsize>>,
+}
+
+/// Takes one of `counter`'s places, if fewer than `max` are taken.
+fn take_place(counter: &AtomicUsize, max: usize) -> bool {
+    counter
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .is_ok()
+}
 
 impl ThreadPermit {
-    fn take() -> Option<Self> {
-        THREADS
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_THREADS).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| ThreadPermit)
+    /// A permit, or why none: the host's or the tenant's threads taken.
+    fn take(tenant: Option<&Arc<AtomicUsize>>) -> Result<Self, String> {
+        if !take_place(&THREADS, MAX_THREADS) {
+            return Err("the host runs as many HTML rewriters as it may: try again later".into());
+        }
+        if let Some(t) = tenant
+            && !take_place(t, MAX_THREADS_PER_TENANT)
+        {
+            THREADS.fetch_sub(1, Ordering::AcqRel);
+            return Err(format!(
+                "this tenant runs {MAX_THREADS_PER_TENANT} HTML rewriters already: try again later"
+            ));
+        }
+        Ok(ThreadPermit {
+            tenant: tenant.cloned(),
+        })
     }
 }
 
 impl Drop for ThreadPermit {
     fn drop(&mut self) {
         THREADS.fetch_sub(1, Ordering::AcqRel);
+        if let Some(t) = &self.tenant {
+            t.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -76,15 +115,25 @@ enum Phase {
 /// A guest's rewriter: the channel to its parsing thread.
 pub struct Rewriter {
     input: SyncSender<Input>,
-    output: Receiver<Output>,
+    output: tokio::sync::mpsc::UnboundedReceiver<Output>,
     phase: Phase,
-    _permit: ThreadPermit,
 }
 
-/// The instance's rewriters, counted.
+/// The instance's rewriters, counted, and its tenant's rewriting threads.
 #[derive(Default)]
 pub struct Rewriters {
     live: usize,
+    tenant: Option<Arc<AtomicUsize>>,
+}
+
+impl Rewriters {
+    /// An instance of the tenant whose running threads `tenant` counts.
+    pub fn for_tenant(tenant: Arc<AtomicUsize>) -> Self {
+        Self {
+            live: 0,
+            tenant: Some(tenant),
+        }
+    }
 }
 
 /// What the linked functions see of the store data.
@@ -105,7 +154,7 @@ impl HasData for HasHtml {
 }
 
 /// Adds `edge:html/rewriter` to a linker.
-pub fn add_to_linker<T: HtmlView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: HtmlView + Send + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     fn view<T: HtmlView>(t: &mut T) -> Html<'_> {
         t.html()
     }
@@ -217,6 +266,13 @@ impl api::HostRewriter for Html<'_> {
         selectors: Vec<api::SelectorHandlers>,
         document: api::DocumentHandlers,
     ) -> wasmtime::Result<Result<Resource<Rewriter>, String>> {
+        let bytes: usize = selectors.iter().map(|s| s.selector.len()).sum();
+        if selectors.len() > MAX_SELECTORS || bytes > MAX_SELECTOR_BYTES {
+            return Ok(Err(format!(
+                "{} selectors of {bytes} bytes: at most {MAX_SELECTORS} selectors of {MAX_SELECTOR_BYTES} bytes in all",
+                selectors.len()
+            )));
+        }
         let mut parsed = Vec::with_capacity(selectors.len());
         for (i, s) in selectors.iter().enumerate() {
             match lol_html::Selector::from_str(&s.selector) {
@@ -239,10 +295,9 @@ impl api::HostRewriter for Html<'_> {
                 "this instance already has {MAX_PER_INSTANCE} HTML rewriters open"
             )));
         }
-        let Some(permit) = ThreadPermit::take() else {
-            return Ok(Err(
-                "the host runs as many HTML rewriters as it may: try again later".into(),
-            ));
+        let permit = match ThreadPermit::take(self.rewriters.tenant.as_ref()) {
+            Ok(p) => p,
+            Err(why) => return Ok(Err(why)),
         };
         let document = DocumentHandlers {
             doctype: document.doctype,
@@ -251,17 +306,21 @@ impl api::HostRewriter for Html<'_> {
             end: document.end,
         };
         let (input_tx, input_rx) = mpsc::sync_channel(1);
-        let (output_tx, output_rx) = mpsc::channel();
+        let (output_tx, output_rx) = tokio::sync::mpsc::unbounded_channel();
+        // The permit is the thread's: a rewriter dropped mid-chunk leaves
+        // its thread parsing to the chunk's end, still counted.
         std::thread::Builder::new()
             .name("edge-html".into())
             .stack_size(1 << 20)
-            .spawn(move || parse::run(parsed, document, input_rx, output_tx))?;
+            .spawn(move || {
+                let _permit = permit;
+                parse::run(parsed, document, input_rx, output_tx)
+            })?;
         self.rewriters.live += 1;
         let r = Rewriter {
             input: input_tx,
             output: output_rx,
             phase: Phase::Idle,
-            _permit: permit,
         };
         Ok(Ok(self.table.push(r)?))
     }
@@ -302,25 +361,30 @@ impl api::HostRewriter for Html<'_> {
         Ok(Ok(()))
     }
 
-    fn next(&mut self, r: Resource<Rewriter>) -> wasmtime::Result<Result<api::Event, String>> {
+    async fn next(
+        &mut self,
+        r: Resource<Rewriter>,
+    ) -> wasmtime::Result<Result<api::Event, String>> {
         let rw = self.rewriter(&r)?;
         if rw.phase != Phase::Parsing {
             return Ok(Err(out_of_order(rw.phase, "next")));
         }
-        let got = match rw.output.recv_timeout(STEP_TIMEOUT) {
-            Ok(Ok(e)) => e,
-            Ok(Err(reason)) => {
+        // Awaited, not blocked on: the serving thread goes on with its
+        // other connections while this one's page parses.
+        let got = match tokio::time::timeout(STEP_TIMEOUT, rw.output.recv()).await {
+            Ok(Some(Ok(e))) => e,
+            Ok(Some(Err(reason))) => {
                 rw.phase = Phase::Done;
                 return Ok(Err(reason));
             }
-            Err(RecvTimeoutError::Timeout) => {
+            Err(_) => {
                 rw.phase = Phase::Done;
                 return Ok(Err(format!(
                     "the rewriter took longer than {} s on one step",
                     STEP_TIMEOUT.as_secs()
                 )));
             }
-            Err(RecvTimeoutError::Disconnected) => {
+            Ok(None) => {
                 rw.phase = Phase::Done;
                 return Ok(Err("the rewriter has stopped".into()));
             }

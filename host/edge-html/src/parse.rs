@@ -14,7 +14,10 @@ use lol_html::{
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Receiver;
+/// The thread's answers: sent without blocking, awaited by the guest's
+/// `next` (which must not block its serving thread).
+type Sender<T> = tokio::sync::mpsc::UnboundedSender<T>;
 
 /// Most bytes the rewriter may buffer (a start tag split over chunks, say).
 pub const MAX_BUFFER_BYTES: usize = 8 * 1024 * 1024;

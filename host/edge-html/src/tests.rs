@@ -27,7 +27,7 @@ fn rewrite(
     mut handle: impl FnMut(&Event) -> Vec<Change>,
 ) -> (String, Vec<Event>) {
     let (input_tx, input_rx) = mpsc::sync_channel(1);
-    let (output_tx, output_rx) = mpsc::channel();
+    let (output_tx, mut output_rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || parse::run(selectors, document, input_rx, output_tx));
     let mut out = Vec::new();
     let mut stops = Vec::new();
@@ -39,7 +39,7 @@ fn rewrite(
     for input in inputs {
         input_tx.send(input).unwrap();
         loop {
-            match output_rx.recv().unwrap().unwrap() {
+            match output_rx.blocking_recv().unwrap().unwrap() {
                 Event::Output(bytes) => out.extend(bytes),
                 Event::NeedInput | Event::Finished => break,
                 stop => {
@@ -106,7 +106,7 @@ fn elements_end_tags_text_and_the_document_end_change_as_the_handlers_say() {
 #[test]
 fn a_change_that_does_not_fit_stops_the_rewriter_with_the_reason() {
     let (input_tx, input_rx) = mpsc::sync_channel(1);
-    let (output_tx, output_rx) = mpsc::channel();
+    let (output_tx, mut output_rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
         parse::run(
             vec![on("p", false, false, true)],
@@ -119,7 +119,7 @@ fn a_change_that_does_not_fit_stops_the_rewriter_with_the_reason() {
         .send(Input::Chunk(b"<p>text</p>".to_vec()))
         .unwrap();
     loop {
-        match output_rx.recv().unwrap() {
+        match output_rx.blocking_recv().unwrap() {
             Ok(Event::Output(_)) => {}
             Ok(Event::Text { .. }) => {
                 input_tx
@@ -155,7 +155,9 @@ mod host_calls {
     //! The host side as a hostile guest would drive it: calls out of turn,
     //! oversized chunks, invalid selectors, a flood of rewriters.
     use crate::generated::edge::html::rewriter as api;
-    use crate::{Html, MAX_CHUNK_BYTES, MAX_PER_INSTANCE, Rewriters};
+    use crate::{
+        Html, MAX_CHUNK_BYTES, MAX_PER_INSTANCE, MAX_SELECTOR_BYTES, MAX_SELECTORS, Rewriters,
+    };
     use api::HostRewriter;
     use wasmtime::component::ResourceTable;
 
@@ -177,8 +179,8 @@ mod host_calls {
         }
     }
 
-    #[test]
-    fn calls_out_of_turn_oversized_chunks_and_bad_selectors_are_refused() {
+    #[tokio::test]
+    async fn calls_out_of_turn_oversized_chunks_and_bad_selectors_are_refused() {
         let (mut rewriters, mut table) = (Rewriters::default(), ResourceTable::new());
         let mut html = Html {
             rewriters: &mut rewriters,
@@ -189,6 +191,17 @@ mod host_calls {
             .unwrap()
             .unwrap_err();
         assert!(e.starts_with("selector 1 (\"div[\") is not valid"), "{e}");
+        // lol_html tries every selector on every start tag: a rewriter
+        // has a bounded number of them.
+        let many = vec![selector("p"); MAX_SELECTORS + 1];
+        let e = html.create(many, no_document()).unwrap().unwrap_err();
+        assert!(e.contains("at most 256 selectors"), "{e}");
+        let long = vec![selector(&format!(
+            "p[a=\"{}\"]",
+            "x".repeat(MAX_SELECTOR_BYTES)
+        ))];
+        let e = html.create(long, no_document()).unwrap().unwrap_err();
+        assert!(e.contains("of 16384 bytes in all"), "{e}");
         let r = html
             .create(vec![selector("p")], no_document())
             .unwrap()
@@ -196,6 +209,7 @@ mod host_calls {
         let again = || wasmtime::component::Resource::<crate::Rewriter>::new_own(r.rep());
         assert!(
             html.next(again())
+                .await
                 .unwrap()
                 .unwrap_err()
                 .contains("expects write or end")
@@ -220,10 +234,11 @@ mod host_calls {
                 .unwrap_err()
                 .contains("expects next")
         );
-        let stop = html.next(again()).unwrap().unwrap();
+        let stop = html.next(again()).await.unwrap().unwrap();
         assert!(matches!(stop, api::Event::Element(_)), "{stop:?}");
         assert!(
             html.next(again())
+                .await
                 .unwrap()
                 .unwrap_err()
                 .contains("expects respond")
@@ -232,6 +247,52 @@ mod host_calls {
             .unwrap()
             .unwrap();
         HostRewriter::drop(&mut html, r).unwrap();
+    }
+
+    #[test]
+    fn a_tenant_runs_at_most_its_share_of_rewriting_threads() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let tenant = std::sync::Arc::new(AtomicUsize::new(crate::MAX_THREADS_PER_TENANT));
+        let (mut rewriters, mut table) =
+            (Rewriters::for_tenant(tenant.clone()), ResourceTable::new());
+        let mut html = Html {
+            rewriters: &mut rewriters,
+            table: &mut table,
+        };
+        // Its other instances' threads fill the tenant's share.
+        let e = html
+            .create(vec![selector("p")], no_document())
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.contains("this tenant runs 64 HTML rewriters already"),
+            "{e}"
+        );
+        assert_eq!(
+            tenant.load(Ordering::Acquire),
+            crate::MAX_THREADS_PER_TENANT
+        );
+        // One ends: one more runs, counted until its thread ends.
+        tenant.fetch_sub(1, Ordering::AcqRel);
+        let r = html
+            .create(vec![selector("p")], no_document())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            tenant.load(Ordering::Acquire),
+            crate::MAX_THREADS_PER_TENANT
+        );
+        HostRewriter::drop(&mut html, r).unwrap();
+        for _ in 0..500 {
+            if tenant.load(Ordering::Acquire) < crate::MAX_THREADS_PER_TENANT {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(
+            tenant.load(Ordering::Acquire),
+            crate::MAX_THREADS_PER_TENANT - 1
+        );
     }
 
     #[test]

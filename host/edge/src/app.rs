@@ -680,6 +680,7 @@ fn build_target(
     let spec = StoreSpec {
         services,
         script: prepared.as_ref().ok().and_then(|p| p.script.clone()),
+        html_threads: share.html_threads.clone(),
         sockets: crate::state::Sockets::of(&outbound),
         outbound,
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),

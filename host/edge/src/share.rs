@@ -93,6 +93,8 @@ pub struct TenantShare {
     pub reclaimed: AtomicU64,
     /// What its guests' failures and output may write to the host's log.
     pub log: LogBudget,
+    /// Its HTML rewriting threads running (`edge_html`'s per-tenant cap).
+    pub html_threads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Log lines a tenant's requests may cause: a burst of [`LogBudget::BURST`],

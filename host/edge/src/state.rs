@@ -48,6 +48,8 @@ pub struct StoreSpec {
     pub services: Option<crate::services::Grant>,
     /// The Worker script the Workers engine runs, for a script.
     pub script: Option<std::sync::Arc<str>>,
+    /// The tenant's running HTML rewriting threads.
+    pub html_threads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl StoreSpec {
@@ -186,7 +188,7 @@ impl HostState {
             sqlite: spec.sqlite.clone(),
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
-            html: edge_html::Rewriters::default(),
+            html: edge_html::Rewriters::for_tenant(spec.html_threads.clone()),
             socket_places: Default::default(),
             script: spec.script.clone(),
             limiter: MemoryCap {
