@@ -8,7 +8,9 @@
 //! instance has an [`UnreadBudget`]: a result that would take the bytes
 //! its unread streams hold past [`MAX_UNREAD_BYTES`] is refused, and a
 //! stream gives its bytes back once read to the end or dropped. Items
-//! leave the host only as fast as the guest reads them.
+//! leave the host only as fast as the guest reads them. A tenant's
+//! instances share [`MAX_TENANT_UNREAD_BYTES`] as well: hundreds of them,
+//! each within its own budget, would otherwise hold gigabytes.
 #![deny(missing_docs)]
 
 use std::collections::VecDeque;
@@ -22,49 +24,91 @@ use wasmtime::component::{Destination, StreamProducer, StreamResult, VecBuffer};
 /// Host memory one instance's unread result streams may hold.
 pub const MAX_UNREAD_BYTES: usize = 64 << 20;
 
-/// The bytes an instance's unread result streams hold. Cheap to clone
-/// (shared); one per instance.
+/// Host memory all of one tenant's instances' unread streams may hold.
+pub const MAX_TENANT_UNREAD_BYTES: usize = 256 << 20;
+
+/// The bytes an instance's unread result streams hold, and its tenant's.
+/// Cheap to clone (shared); one per instance.
 #[derive(Clone, Debug, Default)]
-pub struct UnreadBudget(Arc<AtomicUsize>);
+pub struct UnreadBudget {
+    instance: Arc<AtomicUsize>,
+    tenant: Option<Arc<AtomicUsize>>,
+}
 
 /// A result the budget has no room for.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Refused {
-    /// What the instance's unread streams hold.
+    /// What the instance's (or, if `tenant`, the tenant's) unread streams
+    /// hold.
     pub held: usize,
     /// What the result would add.
     pub asked: usize,
+    /// Whether the tenant's budget refused (not the instance's).
+    pub tenant: bool,
 }
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (who, max) = match self.tenant {
+            false => ("this instance holds", MAX_UNREAD_BYTES),
+            true => ("this tenant's instances hold", MAX_TENANT_UNREAD_BYTES),
+        };
         write!(
             f,
-            "this instance holds {} bytes of results it has not read; {} more would pass the {MAX_UNREAD_BYTES}-byte limit: read or drop those streams first",
+            "{who} {} bytes of results not read; {} more would pass the {max}-byte limit: read or drop those streams first",
             self.held, self.asked
         )
     }
 }
 
+/// Adds `bytes` to `counter` unless that passes `max`; else what it held.
+fn reserve(counter: &AtomicUsize, bytes: usize, max: usize) -> Result<(), usize> {
+    let mut held = counter.load(Relaxed);
+    loop {
+        let after = held.saturating_add(bytes);
+        if after > max {
+            return Err(held);
+        }
+        match counter.compare_exchange_weak(held, after, Relaxed, Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(now) => held = now,
+        }
+    }
+}
+
 impl UnreadBudget {
+    /// An instance's budget within its tenant's (`tenant`: the bytes all
+    /// of the tenant's instances' unread streams hold).
+    pub fn for_tenant(tenant: Arc<AtomicUsize>) -> Self {
+        Self {
+            instance: Arc::default(),
+            tenant: Some(tenant),
+        }
+    }
+
     /// What the instance's unread streams hold.
     pub fn held(&self) -> usize {
-        self.0.load(Relaxed)
+        self.instance.load(Relaxed)
     }
 
     /// A stream producer of `items`, which take `bytes` of host memory,
-    /// charged to the budget; refused if it would pass it.
+    /// charged to the budget; refused if it would pass the instance's or
+    /// the tenant's.
     pub fn stream<T>(&self, items: Vec<T>, bytes: usize) -> Result<Rationed<T>, Refused> {
-        let mut held = self.0.load(Relaxed);
-        loop {
-            let after = held.saturating_add(bytes);
-            if after > MAX_UNREAD_BYTES {
-                return Err(Refused { held, asked: bytes });
-            }
-            match self.0.compare_exchange_weak(held, after, Relaxed, Relaxed) {
-                Ok(_) => break,
-                Err(now) => held = now,
-            }
+        reserve(&self.instance, bytes, MAX_UNREAD_BYTES).map_err(|held| Refused {
+            held,
+            asked: bytes,
+            tenant: false,
+        })?;
+        if let Some(tenant) = &self.tenant
+            && let Err(held) = reserve(tenant, bytes, MAX_TENANT_UNREAD_BYTES)
+        {
+            self.instance.fetch_sub(bytes, Relaxed);
+            return Err(Refused {
+                held,
+                asked: bytes,
+                tenant: true,
+            });
         }
         Ok(Rationed {
             items: items.into(),
@@ -85,9 +129,11 @@ pub struct Rationed<T> {
 
 impl<T> Rationed<T> {
     fn give_back(&mut self) {
-        self.budget
-            .0
-            .fetch_sub(std::mem::take(&mut self.bytes), Relaxed);
+        let bytes = std::mem::take(&mut self.bytes);
+        self.budget.instance.fetch_sub(bytes, Relaxed);
+        if let Some(tenant) = &self.budget.tenant {
+            tenant.fetch_sub(bytes, Relaxed);
+        }
     }
 }
 
@@ -140,7 +186,8 @@ mod tests {
             refused,
             Refused {
                 held: 40 << 20,
-                asked: 30 << 20
+                asked: 30 << 20,
+                tenant: false,
             }
         );
         assert!(refused.to_string().contains("67108864-byte limit"));
@@ -150,5 +197,33 @@ mod tests {
         assert_eq!(budget.held(), 24 << 20);
         drop(b);
         assert_eq!(budget.held(), 0);
+    }
+
+    #[test]
+    fn a_tenants_instances_share_its_budget() {
+        let tenant = Arc::new(AtomicUsize::new(0));
+        let instances: Vec<_> = (0..5)
+            .map(|_| UnreadBudget::for_tenant(tenant.clone()))
+            .collect();
+        let held: Vec<_> = instances[..4]
+            .iter()
+            .map(|b| b.stream(vec![0u8], MAX_UNREAD_BYTES).unwrap())
+            .collect();
+        assert_eq!(tenant.load(Relaxed), MAX_TENANT_UNREAD_BYTES);
+        // A fifth instance, within its own budget, past the tenant's.
+        let refused = instances[4].stream(vec![0u8], 1).map(|_| ()).unwrap_err();
+        assert!(refused.tenant, "{refused:?}");
+        assert!(
+            refused.to_string().contains("this tenant's instances hold"),
+            "{refused}"
+        );
+        assert_eq!(
+            instances[4].held(),
+            0,
+            "the instance's reservation was undone"
+        );
+        drop(held);
+        assert_eq!(tenant.load(Relaxed), 0);
+        instances[4].stream(vec![0u8], 1).unwrap();
     }
 }

@@ -681,6 +681,7 @@ fn build_target(
         services,
         script: prepared.as_ref().ok().and_then(|p| p.script.clone()),
         html_threads: share.html_threads.clone(),
+        unread_bytes: share.unread_bytes.clone(),
         sockets: crate::state::Sockets::of(&outbound),
         outbound,
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),

@@ -95,6 +95,9 @@ pub struct TenantShare {
     pub log: LogBudget,
     /// Its HTML rewriting threads running (`edge_html`'s per-tenant cap).
     pub html_threads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Bytes of results its instances' unread streams hold
+    /// (`edge_unread`'s per-tenant budget).
+    pub unread_bytes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Log lines a tenant's requests may cause: a burst of [`LogBudget::BURST`],

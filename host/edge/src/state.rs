@@ -50,6 +50,8 @@ pub struct StoreSpec {
     pub script: Option<std::sync::Arc<str>>,
     /// The tenant's running HTML rewriting threads.
     pub html_threads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The bytes the tenant's instances' unread result streams hold.
+    pub unread_bytes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl StoreSpec {
@@ -184,7 +186,7 @@ impl HostState {
             variables: spec.variables.clone(),
             kv: spec.kv.clone(),
             kv_cas_bytes: 0,
-            unread: Default::default(),
+            unread: edge_unread::UnreadBudget::for_tenant(spec.unread_bytes.clone()),
             sqlite: spec.sqlite.clone(),
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
