@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod address;
+pub mod checked;
 pub mod limit;
 pub mod pool;
 pub mod tcp;

@@ -6,11 +6,9 @@
 //! row. Past [`MAX_MESSAGE_BYTES`] the read fails, which fails the
 //! connection, and the cause is kept for the guest's error.
 
+use edge_outbound_http::checked::{Checked, ReadCheck};
 use std::io;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The largest message a server may send: a row as large as a whole
 /// result may be (`MAX_RESULT_BYTES`) and its framing.
@@ -65,78 +63,35 @@ impl Framing {
     }
 }
 
-/// A stream whose reads are checked by [`Framing`]; writes pass through.
-pub struct Capped<S> {
-    inner: S,
+/// The messages of a connection, checked by [`Framing`], and why the
+/// connection was cut, once it was: the guest's error says so.
+pub struct Checker {
     framing: Framing,
-    /// Why the connection was cut, once it was: the guest's error says so.
-    pub cut: Arc<OnceLock<String>>,
+    cut: Arc<OnceLock<String>>,
 }
 
-impl<S> Capped<S> {
-    /// `inner`, read from its first byte (a connection without TLS: the
-    /// server's first byte starts a message).
-    pub fn new(inner: S) -> Self {
-        Self {
-            inner,
-            framing: Framing::default(),
-            cut: Arc::default(),
+impl ReadCheck for Checker {
+    fn check(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if let Some(why) = self.cut.get() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, why.clone()));
         }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Capped<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if let Some(why) = this.cut.get() {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, why.clone())));
-        }
-        let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => match this.framing.scan(&buf.filled()[before..]) {
-                Ok(()) => Poll::Ready(Ok(())),
-                Err(why) => {
-                    let why = this.cut.get_or_init(|| why).clone();
-                    Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, why)))
-                }
-            },
-            other => other,
-        }
+        self.framing.scan(bytes).map_err(|why| {
+            let why = self.cut.get_or_init(|| why).clone();
+            io::Error::new(io::ErrorKind::InvalidData, why)
+        })
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Capped<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
+/// `inner` read under the cap from its first byte (a connection without
+/// TLS: the server's first byte starts a message), and where the cause of
+/// a cut will be.
+pub fn capped<S>(inner: S) -> (Checked<S, Checker>, Arc<OnceLock<String>>) {
+    let cut = Arc::<OnceLock<String>>::default();
+    let checker = Checker {
+        framing: Framing::default(),
+        cut: cut.clone(),
+    };
+    (Checked::new(inner, checker), cut)
 }
 
 #[cfg(test)]

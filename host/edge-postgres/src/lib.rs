@@ -116,8 +116,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
             TcpError::TooMany => failed("too many connections"),
             TcpError::Connect(..) => failed(e.to_string()),
         })?;
-    let stream = capped::Capped::new(connected.stream);
-    let cut = stream.cut.clone();
+    let (stream, cut) = capped::capped(connected.stream);
     let (client, connection) = tokio::time::timeout(
         CONNECT_TIMEOUT,
         config.connect_raw(stream, tokio_postgres::NoTls),

@@ -8,9 +8,6 @@
 //! than [`MAX_REPLY_BYTES`], before the client buffers it.
 
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The most bytes one reply may take (a result as large as the other
 /// database clients allow).
@@ -32,7 +29,7 @@ enum At {
 
 /// Follows replies through the stream; each reply's bytes are counted.
 #[derive(Debug)]
-struct Scanner {
+pub struct Scanner {
     at: At,
     /// Elements each open aggregate still needs, innermost last.
     open: Vec<usize>,
@@ -189,55 +186,19 @@ impl Scanner {
     }
 }
 
+impl edge_outbound_http::checked::ReadCheck for Scanner {
+    fn check(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.scan(bytes)
+    }
+}
+
 /// A connection to a Redis server whose replies are held to
 /// [`MAX_REPLY_BYTES`] each.
-pub struct ReplyCap<S> {
-    inner: S,
-    scanner: Scanner,
-}
+pub type ReplyCap<S> = edge_outbound_http::checked::Checked<S, Scanner>;
 
-impl<S> ReplyCap<S> {
-    /// Reads `inner` under the cap.
-    pub fn new(inner: S) -> Self {
-        Self {
-            inner,
-            scanner: Scanner::default(),
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for ReplyCap<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let me = self.get_mut();
-        let before = buf.filled().len();
-        let read = Pin::new(&mut me.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = read {
-            me.scanner.scan(&buf.filled()[before..])?;
-        }
-        read
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for ReplyCap<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
+/// `inner`, its replies read under the cap.
+pub fn reply_cap<S>(inner: S) -> ReplyCap<S> {
+    ReplyCap::new(inner, Scanner::default())
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
         CONNECT_TIMEOUT,
         MultiplexedConnection::new_with_config(
             &settings,
-            cap::ReplyCap::new(connected.stream),
+            cap::reply_cap(connected.stream),
             redis::AsyncConnectionConfig::new(),
         ),
     )
