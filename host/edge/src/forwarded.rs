@@ -16,15 +16,20 @@ use std::net::{IpAddr, SocketAddr};
 /// that wrote it; with no header, the peer. Addresses carry the port they
 /// were given with, else 0.
 pub fn client(peer: SocketAddr, trusted: &[ipnet::IpNet], headers: &HeaderMap) -> SocketAddr {
-    let entries: Vec<&str> = headers
+    // Split as bytes, each entry judged alone: a client's unreadable entry
+    // (non-UTF-8) must not take the whole value, and with it the entry
+    // the proxy appended, out of the list.
+    let entries: Vec<&[u8]> = headers
         .get_all("x-forwarded-for")
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
         .collect();
     let mut client = peer;
     for entry in entries.iter().rev() {
-        let Some(addr) = address(entry.trim()) else {
+        let Some(addr) = std::str::from_utf8(entry)
+            .ok()
+            .and_then(|e| address(e.trim()))
+        else {
             break;
         };
         client = addr;
@@ -35,11 +40,17 @@ pub fn client(peer: SocketAddr, trusted: &[ipnet::IpNet], headers: &HeaderMap) -
     client
 }
 
-/// Whether `ip` is one of the `trusted` proxies (an IPv4-mapped IPv6 peer
-/// as its IPv4 address).
+/// Whether `ip` is one of the `trusted` proxies: an IPv4 address (or an
+/// IPv4-mapped IPv6 one) matches a range written either way.
 pub fn is_trusted(trusted: &[ipnet::IpNet], ip: IpAddr) -> bool {
     let ip = ip.to_canonical();
-    trusted.iter().any(|net| net.contains(&ip))
+    let mapped = match ip {
+        IpAddr::V4(v4) => Some(IpAddr::V6(v4.to_ipv6_mapped())),
+        IpAddr::V6(_) => None,
+    };
+    trusted
+        .iter()
+        .any(|net| net.contains(&ip) || mapped.is_some_and(|m| net.contains(&m)))
 }
 
 /// An `X-Forwarded-For` entry: an address, with or without a port
@@ -100,6 +111,36 @@ mod tests {
             client_of("10.0.0.1:5000", &["203.0.113.7, "]),
             "10.0.0.1:5000"
         );
+    }
+
+    #[test]
+    fn an_unreadable_entry_does_not_hide_the_proxys_own() {
+        // A proxy appending to the client's header makes one value: the
+        // client's bytes must not take the proxy's entry with them.
+        let trusted = [edge_config::parse_ip_range("10.0.0.0/8").unwrap()];
+        let mut headers = HeaderMap::new();
+        headers.append(
+            "x-forwarded-for",
+            http::HeaderValue::from_bytes(b"\xff, 203.0.113.7").unwrap(),
+        );
+        let peer = "10.0.0.1:5000".parse().unwrap();
+        assert_eq!(
+            client(peer, &trusted, &headers).to_string(),
+            "203.0.113.7:0"
+        );
+        // Unreadable nearest the proxy: the proxy is the client.
+        let mut headers = HeaderMap::new();
+        headers.append(
+            "x-forwarded-for",
+            http::HeaderValue::from_bytes(b"203.0.113.7, \xff").unwrap(),
+        );
+        assert_eq!(
+            client(peer, &trusted, &headers).to_string(),
+            "10.0.0.1:5000"
+        );
+        // A range written in the IPv4-mapped form matches IPv4 peers.
+        let mapped = [edge_config::parse_ip_range("::ffff:10.0.0.0/104").unwrap()];
+        assert!(is_trusted(&mapped, "10.0.0.1".parse().unwrap()));
     }
 
     #[test]
