@@ -1145,7 +1145,7 @@ async fn a_tenants_sqlite_statements_take_at_most_its_slots() {
         &features_manifest(""),
         "app = \"spin.toml\"\n\
          [[tenant]]\nname = \"a\"\nhosts = [\"a.test\"]\ncomponents = [\"*\"]\n\
-         [tenant.limits]\nsqlite_statements = 1\nrequest_deadline_ms = 3000\n\
+         [tenant.limits]\nsqlite_statements = 1\nrequest_deadline_ms = 4000\n\
          [[tenant]]\nname = \"b\"\nhosts = [\"b.test\"]\ncomponents = [\"*\"]\n",
     );
     let call = |host: &'static str, body: &'static str| {
@@ -1171,6 +1171,9 @@ async fn a_tenants_sqlite_statements_take_at_most_its_slots() {
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
     ));
     until("edge_sqlite_statements{tenant=\"a\",state=\"running\"} 1").await;
+    // Sent well after it: the slot comes free at the spinning one's
+    // deadline, with time left before the waiting one's own.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let waiting = tokio::spawn(call("a.test", "SELECT 1"));
     until("edge_sqlite_statements{tenant=\"a\",state=\"waiting\"} 1").await;
     // Another tenant's statements are not held behind a's.

@@ -499,11 +499,11 @@ impl Resolver<'_> {
             None => base.map_or(256 * 1024 * 1024, |b| b.sqlite_database_bytes),
         };
         let sqlite_statements = match &l.sqlite_statements {
-            Some(v) if *v.get_ref() == 0 => {
+            Some(v) if *v.get_ref() == 0 || *v.get_ref() > 65536 => {
                 return self.edge_err(
                     v.span(),
                     &format!("{key}.sqlite_statements"),
-                    "must be at least 1",
+                    "must be from 1 to 65536",
                 );
             }
             Some(v) => usize::try_from(*v.get_ref()).unwrap_or(usize::MAX),

@@ -130,10 +130,12 @@ impl TenantSlots {
 
     /// A slot, waited for until `deadline`.
     async fn take(&self, deadline: Instant) -> Result<tokio::sync::OwnedSemaphorePermit, SqlError> {
-        self.waiting.fetch_add(1, Relaxed);
-        let got =
-            tokio::time::timeout_at(deadline.into(), self.slots.clone().acquire_owned()).await;
-        self.waiting.fetch_sub(1, Relaxed);
+        let got = {
+            // Counted while it waits, however the wait ends (a guest call
+            // dropped mid-wait too).
+            let _waiting = Waiting::new(&self.waiting);
+            tokio::time::timeout_at(deadline.into(), self.slots.clone().acquire_owned()).await
+        };
         match got {
             Ok(Ok(slot)) => Ok(slot),
             _ => {
@@ -156,6 +158,22 @@ impl TenantSlots {
                 )))
             }
         }
+    }
+}
+
+/// One statement waiting for a slot, counted until dropped.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 
