@@ -516,10 +516,12 @@ fn resolve(cmd: &Command) -> io::Result<CString> {
 /// bounded run: `/dev/null` on 0, stdout's pipe on 1), every other
 /// descriptor closed (`close_range`), the limits, `no_new_privs`, default
 /// signal handling, then `execve`. Sharing memory, the child makes only
-/// system calls (no allocation, no lock), writes nothing of the parent's
-/// but the failing step's errno, and runs no signal handler: every signal
-/// is blocked across the clone and the child resets all dispositions
-/// before unblocking them.
+/// system calls (no allocation, no lock) and writes nothing of the
+/// parent's but `ChildPlan::errno` and the suspended calling thread's own
+/// `errno` (libc's wrappers set it); it runs no handler of the parent's:
+/// every signal it can be sent is blocked across the clone (glibc keeps
+/// its two internal ones, which only its own threads are sent) and the
+/// child resets the dispositions before unblocking them.
 fn spawn_limited(cmd: &Command, limits: &Limits) -> io::Result<(libc::pid_t, std::fs::File)> {
     use std::os::fd::FromRawFd;
     if cmd.saw_nul {
@@ -632,19 +634,24 @@ struct ChildPlan {
 /// running off it faults instead of writing into the parent's memory.
 struct ChildStack {
     base: *mut libc::c_void,
+    /// The mapping's length: the stack and its guard page.
+    len: usize,
 }
 
 impl ChildStack {
     /// Ample for [`child`]'s few frames of system calls.
     const SIZE: usize = 64 << 10;
-    const GUARD: usize = 4 << 10;
 
     fn new() -> io::Result<Self> {
-        // SAFETY: a fresh anonymous mapping, unmapped on drop.
+        // SAFETY: sysconf, then a fresh anonymous mapping, unmapped on drop.
         unsafe {
+            // The guard is one page of the kernel's size (64 KiB on some
+            // arm64 and ppc64 kernels), below a stack of SIZE.
+            let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)).unwrap_or(4096);
+            let len = Self::SIZE + page;
             let base = libc::mmap(
                 std::ptr::null_mut(),
-                Self::SIZE,
+                len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
                 -1,
@@ -653,8 +660,8 @@ impl ChildStack {
             if base == libc::MAP_FAILED {
                 return Err(io::Error::last_os_error());
             }
-            let stack = Self { base };
-            if libc::mprotect(base, Self::GUARD, libc::PROT_NONE) != 0 {
+            let stack = Self { base, len };
+            if libc::mprotect(base, page, libc::PROT_NONE) != 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(stack)
@@ -664,14 +671,14 @@ impl ChildStack {
     /// The stack's top (it grows down), 16-byte aligned as the ABI wants.
     fn top(&self) -> *mut libc::c_void {
         // SAFETY: one past the end of our own mapping (page-aligned).
-        unsafe { self.base.cast::<u8>().add(Self::SIZE).cast() }
+        unsafe { self.base.cast::<u8>().add(self.len).cast() }
     }
 }
 
 impl Drop for ChildStack {
     fn drop(&mut self) {
         // SAFETY: our own mapping; the child no longer runs on it.
-        unsafe { libc::munmap(self.base, Self::SIZE) };
+        unsafe { libc::munmap(self.base, self.len) };
     }
 }
 
