@@ -105,6 +105,32 @@ async fn call(edge: &Edge, method: &str, path: &str, body: Value) -> (u16, Value
     call_with(edge, method, path, headers, body).await.0
 }
 
+/// `POST /signer/tokens` signed by `header`, with `extra` headers.
+async fn post_signed(
+    edge: &Edge,
+    header: &str,
+    extra: &[(&str, &str)],
+    body: Value,
+) -> (u16, Value) {
+    let mut headers = vec![("authorization", header)];
+    headers.extend_from_slice(extra);
+    call_with(edge, "POST", "/signer/tokens", &headers, body)
+        .await
+        .0
+}
+
+/// The backend's signature of a token request for `body` at `ts`.
+fn backend_signed(ts: i64, body: &Value) -> String {
+    signing::clients::sign_request(
+        "backend",
+        BACKEND_SECRET,
+        "POST",
+        "/signer/tokens",
+        ts,
+        body.to_string().as_bytes(),
+    )
+}
+
 /// Any request; returns (status, JSON body) and the `WWW-Authenticate`
 /// header, if any.
 async fn call_with(
@@ -1036,7 +1062,6 @@ fn signer_with_replay_store(extra: &str) -> ((TempDir, TempDir), Edge) {
 /// within the window.
 #[tokio::test]
 async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
-    use signing::clients::sign_request;
     // Keyed by the client's Host: every new one a fresh instance.
     let (_dirs, edge) = signer_with_replay_store(
         "[component.signer]\ninstance = \"session\"\nsession_key = \"host\"\ninstances_per_key = 4\n",
@@ -1045,27 +1070,10 @@ async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
     let post = |host: &str, header: &str, body: &Value| {
         let (edge, host, header, body) =
             (&edge, host.to_string(), header.to_string(), body.clone());
-        async move {
-            call_with(
-                edge,
-                "POST",
-                "/signer/tokens",
-                &[("authorization", &header), ("host", &host)],
-                body,
-            )
-            .await
-            .0
-        }
+        async move { post_signed(edge, &header, &[("host", &host)], body).await }
     };
     let body = json!({"room": "standup", "user": {"id": "u-6", "name": "Eve"}});
-    let signed = sign_request(
-        "backend",
-        BACKEND_SECRET,
-        "POST",
-        "/signer/tokens",
-        now,
-        body.to_string().as_bytes(),
-    );
+    let signed = backend_signed(now, &body);
     let (status, v) = post("a.localhost", &signed, &body).await;
     assert_eq!(status, 200, "{v}");
     for host in ["b.localhost", "c.localhost", "a.localhost"] {
@@ -1079,14 +1087,7 @@ async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
     // Other requests of the same caller are not affected.
     for (i, host) in ["b.localhost", "d.localhost"].iter().enumerate() {
         let body = json!({"room": "standup", "user": {"id": format!("u-{i}"), "name": "Bo"}});
-        let signed = sign_request(
-            "backend",
-            BACKEND_SECRET,
-            "POST",
-            "/signer/tokens",
-            now,
-            body.to_string().as_bytes(),
-        );
+        let signed = backend_signed(now, &body);
         let (status, v) = post(host, &signed, &body).await;
         assert_eq!(status, 200, "{host}: {v}");
     }
@@ -1099,31 +1100,12 @@ async fn a_signed_request_is_used_once_whichever_host_or_instance_it_reaches() {
 /// every signed request was refused for good).
 #[tokio::test]
 async fn a_full_replay_store_recovers_once_its_signatures_are_stale() {
-    use signing::clients::sign_request;
     let (_dirs, edge) = signer_with_replay_store("[tenant.limits]\nkv_store_bytes = 16384\n");
     let post = |ts: i64, i: usize| {
         let body = json!({"room": "standup", "user": {"id": format!("u-{i}"), "name": "Eve"}});
-        let header = sign_request(
-            "backend",
-            BACKEND_SECRET,
-            "POST",
-            "/signer/tokens",
-            ts,
-            body.to_string().as_bytes(),
-        );
+        let header = backend_signed(ts, &body);
         let edge = &edge;
-        async move {
-            call_with(
-                edge,
-                "POST",
-                "/signer/tokens",
-                &[("authorization", &header)],
-                body,
-            )
-            .await
-            .0
-            .0
-        }
+        async move { post_signed(edge, &header, &[], body).await.0 }
     };
     // Requests signed 59 s ago (still in their window) until the store is
     // full.
