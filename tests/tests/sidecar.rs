@@ -73,16 +73,23 @@ fn start_with(adjust: impl FnOnce(&mut Command)) -> Daemon {
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = first_line(&mut child);
     assert!(line.starts_with("edge-sidecar listening on"), "{line:?}");
     Daemon {
         child,
         socket: dir.path().join("run/sidecar.sock"),
         dir,
     }
+}
+
+/// The first line a child started with a piped stdout writes (a server's
+/// "ready").
+fn first_line(child: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line
 }
 
 fn run(d: &Daemon, program: &str, args: &[&str]) -> Response {
@@ -804,10 +811,7 @@ fn the_client_refuses_a_socket_served_by_another_user() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = first_line(&mut server);
     assert_eq!(line, "ready\n");
     let r = protocol::call(
         &socket,
@@ -893,10 +897,7 @@ fn programs_the_control_plane_grants_run() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(sidecar.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    first_line(&mut sidecar); // ready
     let d = Daemon {
         child: sidecar,
         socket,
