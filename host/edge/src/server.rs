@@ -262,13 +262,14 @@ pub async fn serve(
         // not free.
         let client_addr = HeaderValue::try_from(peer.to_string())
             .expect("a socket address is a valid header value");
+        // Connection timeouts and trusted proxies are read per connection,
+        // so a reload applies them to the connections that follow.
+        let limits = shared.app.load().config.server.clone();
         // A connection from the operator's own proxy: each request names
-        // its client (read per connection, as a reload applies it to the
-        // connections that follow).
-        let proxies: Option<Arc<[ipnet::IpNet]>> = {
-            let trusted = &shared.app.load().config.server.trusted_proxies;
-            crate::forwarded::is_trusted(trusted, peer.ip()).then(|| trusted.as_slice().into())
-        };
+        // its client.
+        let proxies: Option<Arc<[ipnet::IpNet]>> =
+            crate::forwarded::is_trusted(&limits.trusted_proxies, peer.ip())
+                .then(|| limits.trusted_proxies.as_slice().into());
         let service = service_fn(move |req: Request<Incoming>| {
             let shared = for_service.clone();
             let client_addr = match &proxies {
@@ -289,9 +290,6 @@ pub async fn serve(
         });
         let builder = builder.clone();
         let metrics = shared.runtime.metrics.clone();
-        // Connection timeouts are read per connection, so a reload applies
-        // them to the connections that follow.
-        let limits = shared.app.load().config.server.clone();
         let mut stop = shutdown.clone();
         let guard = open.enter();
         let background = shared.runtime.background.handle();
