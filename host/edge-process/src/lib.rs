@@ -74,10 +74,7 @@ impl Grant {
         self.socket == other.socket
             && self.tenant == other.tenant
             && self.programs == other.programs
-            && match (&self.outbound, &other.outbound) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (a, b) => a.is_none() && b.is_none(),
-            }
+            && self.outbound.as_ref().map(Arc::as_ptr) == other.outbound.as_ref().map(Arc::as_ptr)
     }
 }
 

@@ -266,10 +266,7 @@ impl Grant {
     pub fn same(&self, other: &Grant) -> bool {
         self.files == other.files
             && self.max_bytes == other.max_bytes
-            && match (&self.slots, &other.slots) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (a, b) => a.is_none() && b.is_none(),
-            }
+            && self.slots.as_ref().map(Arc::as_ptr) == other.slots.as_ref().map(Arc::as_ptr)
     }
 
     /// Whether anything is granted.
