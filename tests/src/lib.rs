@@ -586,3 +586,12 @@ pub fn upstream(body: &'static str) -> u16 {
     });
     port
 }
+
+/// The value of `series` (its name and labels, as `/metrics` writes them)
+/// in the metrics `text`; panics naming the series if it is missing.
+pub fn metric(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+}

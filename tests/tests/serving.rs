@@ -249,11 +249,7 @@ async fn health_and_metrics() {
         assert!(m.contains(line), "missing {line:?} in:\n{m}");
     }
     // The four instances are gone; their memories' slots stay warm.
-    let warm: u64 = m
-        .lines()
-        .find_map(|l| l.strip_prefix("edge_pool_unused_warm_slots{kind=\"memories\"} "))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no warm memories gauge in:\n{m}"));
+    let warm = edge_tests::metric(&m, "edge_pool_unused_warm_slots{kind=\"memories\"}");
     assert!(warm >= 1, "{m}");
     assert!(m.contains("edge_pool_unused_resident_bytes{kind=\"memories\"} "));
     assert!(m.contains(

@@ -923,6 +923,26 @@ async fn wasi_sockets_tcp_under_spins_permissions() {
     let (status, body) = tcp("192.0.2.1:80".into()).await;
     assert_eq!(status, 500);
     assert!(body.starts_with("PermissionDenied"), "{body}");
+    // A name goes through the host's lookup (the guest's getaddrinfo is
+    // wasi:sockets/ip-name-lookup), then its addresses through the same
+    // checks.
+    assert_eq!(
+        tcp(format!("localhost:{port}")).await,
+        (200, "echo: ping".into())
+    );
+    let (status, body) = tcp("no-such-name.invalid:80".into()).await;
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("lookup"), "{body}");
+    // The tenant's lookups were the host's (counted, in its places), and
+    // none is left running.
+    let metrics = edge.metrics().await;
+    let started: u64 =
+        edge_tests::metric(&metrics, "edge_outbound_lookups_total{tenant=\"default\"}");
+    assert!(started >= 2, "{metrics}");
+    assert!(
+        metrics.contains("edge_outbound_lookups_running{tenant=\"default\"} 0"),
+        "{metrics}"
+    );
 }
 
 /// `edge serve` of the rust-features app for one tenant whose outbound

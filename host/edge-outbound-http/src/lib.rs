@@ -26,6 +26,7 @@
 pub mod address;
 pub mod checked;
 pub mod limit;
+pub mod lookup;
 pub mod pool;
 pub mod tcp;
 
@@ -92,6 +93,11 @@ impl OutboundPolicy {
                 limit::DEFAULT_MAX_REQUESTS,
             )),
         }
+    }
+
+    /// The tenant's outbound state (its cap, counters and lookups).
+    pub fn tenant(&self) -> &Arc<TenantOutbound> {
+        &self.tenant
     }
 
     /// Who the policy is for (`tenant/component`), as logs name it.

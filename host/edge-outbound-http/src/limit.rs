@@ -92,6 +92,24 @@ impl Registry {
                 t.in_flight.load(Relaxed)
             );
         }
+        out.push_str("# HELP edge_outbound_lookups_running Name lookups running (at most 16 per tenant; one past that waits).\n# TYPE edge_outbound_lookups_running gauge\n");
+        for t in &tenants {
+            let _ = writeln!(
+                out,
+                "edge_outbound_lookups_running{{tenant=\"{}\"}} {}",
+                t.label,
+                t.lookups_running()
+            );
+        }
+        out.push_str("# HELP edge_outbound_lookups_total Name lookups started (outbound requests, database clients and wasi:sockets).\n# TYPE edge_outbound_lookups_total counter\n");
+        for t in &tenants {
+            let _ = writeln!(
+                out,
+                "edge_outbound_lookups_total{{tenant=\"{}\"}} {}",
+                t.label,
+                t.lookups_total.load(Relaxed)
+            );
+        }
         out
     }
 }
@@ -109,6 +127,10 @@ pub struct TenantOutbound {
     pub refused_address: AtomicU64,
     /// Requests refused over the cap.
     pub refused_limit: AtomicU64,
+    /// Places for name lookups ([`crate::lookup`]).
+    lookups: Arc<tokio::sync::Semaphore>,
+    /// Name lookups started.
+    pub lookups_total: AtomicU64,
 }
 
 impl TenantOutbound {
@@ -121,7 +143,23 @@ impl TenantOutbound {
             refused_allowlist: AtomicU64::new(0),
             refused_address: AtomicU64::new(0),
             refused_limit: AtomicU64::new(0),
+            lookups: Arc::new(tokio::sync::Semaphore::new(crate::lookup::PER_TENANT)),
+            lookups_total: AtomicU64::new(0),
         }
+    }
+
+    /// A place for one name lookup, once one is free.
+    pub async fn lookup_place(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.lookups
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("a tenant's lookup semaphore is never closed")
+    }
+
+    /// How many of its name lookups are running.
+    pub fn lookups_running(&self) -> usize {
+        crate::lookup::PER_TENANT - self.lookups.available_permits()
     }
 
     /// The cap in force.

@@ -789,6 +789,7 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     crate::outgoing_handler::add_to_linker(&mut linker)?;
     // Over the library's: each socket holds a place in the tenant's cap.
     crate::sockets::add_to_linker(&mut linker, concurrent)?;
+    crate::name_lookup::add_to_linker(&mut linker, concurrent)?;
     // Variables are linked for every component, as on Spin: one that was
     // given none reads nothing (`undefined`, or `none` from wasi:config).
     edge_variables::add_to_linker(&mut linker)?;

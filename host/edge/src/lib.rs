@@ -23,6 +23,7 @@ pub mod history;
 pub mod invoke;
 pub mod lanes;
 pub mod metrics;
+pub mod name_lookup;
 pub mod outgoing_handler;
 pub mod reload;
 pub mod respond;

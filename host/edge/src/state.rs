@@ -94,6 +94,8 @@ pub struct HostState {
     html: edge_html::Rewriters,
     /// The places in the tenant's outbound cap its sockets hold.
     socket_places: crate::sockets::SocketPlaces,
+    /// Whether `wasi:sockets` name lookups are granted.
+    name_lookup: bool,
     /// The Worker script its instance runs (the Workers engine asks).
     pub script: Option<std::sync::Arc<str>>,
     /// The memory cap, read by the store's limiter.
@@ -192,6 +194,7 @@ impl HostState {
             mixer: spec.mixer.clone(),
             html: edge_html::Rewriters::for_tenant(spec.html_threads.clone()),
             socket_places: Default::default(),
+            name_lookup: spec.sockets.tcp || spec.sockets.udp,
             script: spec.script.clone(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
@@ -210,6 +213,16 @@ impl HostState {
     /// Where the instance may connect, and its tenant's outbound cap.
     pub fn outbound(&self) -> &OutboundPolicy {
         &self.hooks.outbound
+    }
+
+    /// The instance's resource table.
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    /// Whether `wasi:sockets` name lookups are granted.
+    pub(crate) fn name_lookup_granted(&self) -> bool {
+        self.name_lookup
     }
 
     /// The resource table, and the places in the outbound cap its sockets

@@ -1,0 +1,128 @@
+//! Name lookups a tenant cannot pile up.
+//!
+//! The system resolver (`getaddrinfo`, which reads `/etc/hosts` and the
+//! operator's resolvers as every other program here does) blocks a thread
+//! for as long as the name's servers take to answer: seconds for one whose
+//! servers are silent. `tokio::net::lookup_host` runs it on the runtime's
+//! blocking pool and, when its caller stops waiting, leaves it running
+//! there. A guest resolving such names and giving up at once (or a flood
+//! of outbound requests to them) could fill the pool with blocked threads,
+//! and every tenant's disk work (SQLite statements, key-value storage,
+//! files) would queue behind them.
+//!
+//! So a lookup holds a place among its tenant's [`PER_TENANT`] lookups and
+//! the host's [`PER_HOST`] until the resolver itself returns, not until its
+//! caller gives up; one past either waits for a place (its caller's
+//! deadline bounds the wait). The host's places are fewer than tokio's
+//! 512 blocking threads, so disk work always finds a thread.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use edge_outbound_http::{TenantOutbound, lookup};
+//! let tenant = std::sync::Arc::new(TenantOutbound::new("acme", 4));
+//! let found = lookup::resolve(&tenant, "localhost", 80).await.unwrap();
+//! assert!(found.iter().all(|a| a.ip().is_loopback() && a.port() == 80));
+//! assert_eq!(tenant.lookups_running(), 0);
+//! # });
+//! ```
+
+use crate::limit::TenantOutbound;
+use std::net::{SocketAddr, ToSocketAddrs};
+use tokio::sync::Semaphore;
+
+/// Lookups one tenant may have running at once.
+pub const PER_TENANT: usize = 16;
+
+/// Lookups the host runs at once, whatever their tenants.
+pub const PER_HOST: usize = 128;
+
+static HOST: Semaphore = Semaphore::const_new(PER_HOST);
+
+/// The addresses of `name` (a domain name, not an address literal) with
+/// `port`, as the system resolver finds them.
+pub async fn resolve(
+    tenant: &TenantOutbound,
+    name: &str,
+    port: u16,
+) -> std::io::Result<Vec<SocketAddr>> {
+    let name = name.to_owned();
+    holding_places(tenant, move || {
+        Ok((name.as_str(), port).to_socket_addrs()?.collect())
+    })
+    .await
+}
+
+/// Runs `work` on the blocking pool once it has a place of `tenant`'s and
+/// one of the host's, which it keeps until it returns.
+async fn holding_places<T: Send + 'static>(
+    tenant: &TenantOutbound,
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tenant
+        .lookups_total
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // The tenant's place first: a tenant waiting at its own cap holds none
+    // of the host's.
+    let tenant_place = tenant.lookup_place().await;
+    let host_place = HOST
+        .acquire()
+        .await
+        .expect("the host's semaphore is never closed");
+    // Dropping the handle detaches the task; the places go with it.
+    tokio::task::spawn_blocking(move || {
+        let _places = (tenant_place, host_place);
+        work()
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_lookup_its_caller_gave_up_on_keeps_its_place_until_it_returns() {
+        let tenant = std::sync::Arc::new(TenantOutbound::new("t", 1));
+        let slow = || {
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(())
+        };
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(20), holding_places(&tenant, slow)).await;
+        assert!(gave_up.is_err());
+        assert_eq!(tenant.lookups_running(), 1, "the resolver still runs");
+        for _ in 0..100 {
+            if tenant.lookups_running() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            tenant.lookups_running(),
+            0,
+            "its place is back once it returned"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lookup_past_the_tenants_cap_waits_and_other_tenants_go_on() {
+        let tenant = std::sync::Arc::new(TenantOutbound::new("t", 1));
+        let mut held = Vec::new();
+        for _ in 0..PER_TENANT {
+            held.push(tenant.lookup_place().await);
+        }
+        let waiting = tokio::spawn({
+            let tenant = tenant.clone();
+            async move { resolve(&tenant, "localhost", 2).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "a lookup past the cap waits");
+        let other = TenantOutbound::new("u", 1);
+        assert!(!resolve(&other, "localhost", 3).await.unwrap().is_empty());
+        held.pop();
+        let found = waiting.await.unwrap().unwrap();
+        assert!(!found.is_empty() && found.iter().all(|a| a.port() == 2));
+    }
+}

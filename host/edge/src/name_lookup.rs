@@ -1,0 +1,203 @@
+//! `wasi:sockets/ip-name-lookup`, with each lookup holding a place of its
+//! tenant's ([`edge_outbound_http::lookup`]).
+//!
+//! wasmtime-wasi resolves every name a guest asks for on tokio's blocking
+//! pool and leaves the resolver running when the guest drops the lookup:
+//! a loop of lookups of slow names, each dropped at once, would fill the
+//! pool that every tenant's disk work runs on. Its stream type cannot be
+//! built outside the library, so the whole interface (the function, and
+//! in WASI 0.2 the stream resource with its methods) is linked over the
+//! library's, as [`crate::sockets`] does for the socket constructors.
+//!
+//! What a guest sees is the library's behaviour: lookups only with
+//! `wasi:sockets` granted, address literals answered at once, other names
+//! checked as the URL standard reads hosts (so Unicode names become
+//! punycode) and resolved by the system resolver.
+
+use crate::state::HostState;
+use edge_outbound_http::TenantOutbound;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use wasmtime::component::{Linker, Resource, ResourceType};
+
+/// The interfaces as wasmtime-wasi 48 names them.
+const P2: &str = "wasi:sockets/ip-name-lookup@0.2.12";
+const P3: &str = "wasi:sockets/ip-name-lookup@0.3.0";
+
+/// Why a lookup found nothing, in the terms both WASI versions share.
+#[derive(Clone, Copy, Debug)]
+enum Failure {
+    /// `wasi:sockets` is not granted.
+    NotGranted,
+    /// Not a host name or address.
+    InvalidName,
+    /// The resolver found no address.
+    Unresolvable,
+}
+
+type Found = Result<Vec<IpAddr>, Failure>;
+
+/// The addresses of `name`, as `tenant`'s lookup.
+async fn lookup(granted: bool, tenant: Arc<TenantOutbound>, name: String) -> Found {
+    if !granted {
+        return Err(Failure::NotGranted);
+    }
+    let domain = match url::Host::parse(&name) {
+        Ok(url::Host::Domain(domain)) => domain,
+        Ok(url::Host::Ipv4(a)) => return Ok(vec![IpAddr::V4(a)]),
+        Ok(url::Host::Ipv6(a)) => return Ok(vec![IpAddr::V6(a)]),
+        // The URL parser wants IPv6 in brackets; guests may not.
+        Err(_) => {
+            return name
+                .parse()
+                .map(|a| vec![a])
+                .map_err(|_| Failure::InvalidName);
+        }
+    };
+    match edge_outbound_http::lookup::resolve(&tenant, &domain, 0).await {
+        Ok(found) => Ok(found.into_iter().map(|a| a.ip().to_canonical()).collect()),
+        Err(e) => {
+            tracing::debug!(name = %domain, error = %e, "name lookup failed");
+            Err(Failure::Unresolvable)
+        }
+    }
+}
+
+impl HostState {
+    /// A lookup of `name` by this instance.
+    fn name_lookup(&self, name: String) -> impl Future<Output = Found> + Send + use<> {
+        lookup(
+            self.name_lookup_granted(),
+            self.outbound().tenant().clone(),
+            name,
+        )
+    }
+}
+
+/// A WASI 0.2 `resolve-address-stream`: the lookup until it is done, then
+/// the addresses not yet taken.
+pub struct AddressStream(Stage);
+
+enum Stage {
+    Running(Pin<Box<dyn Future<Output = Found> + Send>>),
+    Done(Result<std::vec::IntoIter<IpAddr>, Failure>),
+}
+
+impl AddressStream {
+    fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Stage::Running(lookup) = &mut self.0 {
+            let Poll::Ready(found) = lookup.as_mut().poll(cx) else {
+                return Poll::Pending;
+            };
+            self.0 = Stage::Done(found.map(Vec::into_iter));
+        }
+        Poll::Ready(())
+    }
+}
+
+#[async_trait::async_trait]
+impl wasmtime_wasi::p2::Pollable for AddressStream {
+    async fn ready(&mut self) {
+        std::future::poll_fn(|cx| self.poll_done(cx)).await
+    }
+}
+
+/// Links both versions' interfaces over the library's.
+pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmtime::Result<()> {
+    add_p2(linker)?;
+    if concurrent {
+        add_p3(linker)?;
+    }
+    Ok(())
+}
+
+fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddress};
+    use wasmtime_wasi::p2::{DynPollable, Network};
+    let code = |failure| match failure {
+        Failure::NotGranted => ErrorCode::PermanentResolverFailure,
+        Failure::InvalidName => ErrorCode::InvalidArgument,
+        Failure::Unresolvable => ErrorCode::NameUnresolvable,
+    };
+    linker.allow_shadowing(true);
+    let mut i = linker.instance(P2)?;
+    i.resource(
+        "resolve-address-stream",
+        ResourceType::host::<AddressStream>(),
+        |mut store, rep| {
+            let state: &mut HostState = store.data_mut();
+            state
+                .table()
+                .delete(Resource::<AddressStream>::new_own(rep))?;
+            Ok(())
+        },
+    )?;
+    i.func_wrap(
+        "resolve-addresses",
+        move |mut store, (network, name): (Resource<Network>, String)| {
+            let state: &mut HostState = store.data_mut();
+            // The network handle is the capability; it must be one.
+            state.table().get(&network)?;
+            let mut stream = AddressStream(Stage::Running(Box::pin(state.name_lookup(name))));
+            // Literals and refusals are answered at once.
+            let _ = stream.poll_done(&mut Context::from_waker(std::task::Waker::noop()));
+            if let Stage::Done(Err(failure)) = stream.0 {
+                return Ok((Err(code(failure)),));
+            }
+            Ok((Ok(state.table().push(stream)?),))
+        },
+    )?;
+    i.func_wrap(
+        "[method]resolve-address-stream.resolve-next-address",
+        move |mut store, (stream,): (Resource<AddressStream>,)| {
+            let stream = store.data_mut().table().get_mut(&stream)?;
+            let waker = std::task::Waker::noop();
+            if stream
+                .poll_done(&mut Context::from_waker(waker))
+                .is_pending()
+            {
+                return Ok((Err(ErrorCode::WouldBlock),));
+            }
+            let next: Result<Option<IpAddress>, ErrorCode> = match &mut stream.0 {
+                Stage::Done(Ok(addresses)) => Ok(addresses.next().map(Into::into)),
+                Stage::Done(Err(failure)) => Err(code(*failure)),
+                Stage::Running(_) => unreachable!("polled to its end above"),
+            };
+            Ok((next,))
+        },
+    )?;
+    i.func_wrap(
+        "[method]resolve-address-stream.subscribe",
+        |mut store, (stream,): (Resource<AddressStream>,)| {
+            let pollable: Resource<DynPollable> =
+                wasmtime_wasi::p2::subscribe(store.data_mut().table(), stream)?;
+            Ok((pollable,))
+        },
+    )?;
+    Ok(())
+}
+
+fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p3::bindings::sockets::ip_name_lookup::ErrorCode;
+    use wasmtime_wasi::p3::bindings::sockets::types::IpAddress;
+    linker.allow_shadowing(true);
+    linker.instance(P3)?.func_wrap_concurrent(
+        "resolve-addresses",
+        |store, (name,): (String,)| {
+            Box::pin(async move {
+                let lookup = store.with(|mut store| store.get().name_lookup(name));
+                let found: Result<Vec<IpAddress>, ErrorCode> = match lookup.await {
+                    Ok(found) => Ok(found.into_iter().map(Into::into).collect()),
+                    Err(Failure::NotGranted) => Err(ErrorCode::PermanentResolverFailure),
+                    Err(Failure::InvalidName) => Err(ErrorCode::InvalidArgument),
+                    Err(Failure::Unresolvable) => Err(ErrorCode::NameUnresolvable),
+                };
+                Ok((found,))
+            })
+        },
+    )?;
+    Ok(())
+}
