@@ -244,6 +244,16 @@ fn tiny_key_value_cap() {
 }
 
 #[test]
+fn open_files_cap_out_of_range() {
+    let edge = GOOD_EDGE.to_string() + "[tenant.limits]\nmax_open_files = 0\n";
+    assert_error(
+        &spin_without_required(),
+        &edge,
+        "DIR/edge.toml:7:18: tenant[0].limits.max_open_files: must be from 1 to 1048576",
+    );
+}
+
+#[test]
 fn key_value_label_with_a_slash() {
     let spin = spin_without_required().replace(
         "[component.echo]\n",

@@ -948,15 +948,58 @@ async fn wasi_sockets_tcp_under_spins_permissions() {
 /// `edge serve` of the rust-features app for one tenant whose outbound
 /// cap (`max_outbound_requests`) is `cap`, loopback reachable.
 fn features_capped(cap: usize, data: &std::path::Path) -> Edge {
+    features_with_limits(&format!("max_outbound_requests = {cap}"), data)
+}
+
+/// `edge serve` of the rust-features app for one tenant, loopback
+/// reachable, with `limits` (TOML lines) as its `[limits]`.
+fn features_with_limits(limits: &str, data: &std::path::Path) -> Edge {
     Edge::start_env(
         "",
         &format!(
-            "app = {:?}\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[limits]\nmax_outbound_requests = {cap}\n\n[[tenant]]\nname = \"default\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n[tenant.secrets]\napi_token = {{ env = \"SPIN_VARIABLE_API_TOKEN\" }}\n",
+            "app = {:?}\n[outbound]\nallow_ranges = [\"127.0.0.1/32\"]\n[limits]\n{limits}\n\n[[tenant]]\nname = \"default\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n[tenant.secrets]\napi_token = {{ env = \"SPIN_VARIABLE_API_TOKEN\" }}\n",
             app("rust-features").display().to_string()
         ),
         data,
         &[("SPIN_VARIABLE_API_TOKEN", "unused")],
     )
+}
+
+#[tokio::test]
+async fn a_tenants_open_files_and_databases_stop_at_max_open_files() {
+    let data = edge_tests::TempDir::new("open-files");
+    let edge = features_with_limits("max_open_files = 8", data.path());
+    let hold = |query: &str| {
+        let url = format!("{}/hold-open?{query}", edge.url);
+        async move { get(&url).await }
+    };
+    // Files past the cap fail (WASI `quota`, std's QuotaExceeded); the
+    // instance goes on.
+    let (status, body) = hold("files=20").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("files 8, sql 0: QuotaExceeded"), "{body}");
+    // SQLite connections count with them.
+    let (status, body) = hold("files=5&sql=10").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("files 5, sql 3: "), "{body}");
+    assert!(body.contains("max_open_files"), "{body}");
+    // Closed ones (and an ended instance's) are given back.
+    assert_eq!(hold("files=8").await, (200, "files 8, sql 0: ".into()));
+    let metrics = edge.metrics().await;
+    assert_eq!(
+        edge_tests::metric(
+            &metrics,
+            "edge_share_held{tenant=\"default\",kind=\"open_files\"}"
+        ),
+        0
+    );
+    assert_eq!(
+        edge_tests::metric(
+            &metrics,
+            "edge_open_files_refused_total{tenant=\"default\"}"
+        ),
+        2
+    );
 }
 
 #[tokio::test]

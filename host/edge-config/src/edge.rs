@@ -186,6 +186,7 @@ pub(crate) struct LimitsSection {
     pub kv_store_bytes: Option<Spanned<u64>>,
     pub sqlite_database_bytes: Option<Spanned<u64>>,
     pub sqlite_statements: Option<Spanned<u64>>,
+    pub max_open_files: Option<Spanned<u64>>,
     pub max_outbound_requests: Option<Spanned<u64>>,
     pub max_instances: Option<Spanned<u64>>,
     pub max_sessions: Option<Spanned<u64>>,

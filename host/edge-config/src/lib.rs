@@ -444,6 +444,10 @@ pub struct Limits {
     /// outside the serving threads' CPU accounting. More wait, until the
     /// request's deadline.
     pub sqlite_statements: usize,
+    /// Descriptors the tenant's guests hold open at once (files and
+    /// directories opened through `wasi:filesystem`, SQLite connections),
+    /// over all its instances; one more fails.
+    pub max_open_files: usize,
     /// Outbound HTTP requests of the tenant in flight at once (sent, and
     /// their response body not yet finished or dropped); one more fails.
     pub max_outbound_requests: usize,

@@ -509,6 +509,17 @@ impl Resolver<'_> {
             Some(v) => usize::try_from(*v.get_ref()).unwrap_or(usize::MAX),
             None => base.map_or_else(default_sqlite_statements, |b| b.sqlite_statements),
         };
+        let max_open_files = match &l.max_open_files {
+            Some(v) if *v.get_ref() == 0 || *v.get_ref() > 1 << 20 => {
+                return self.edge_err(
+                    v.span(),
+                    &format!("{key}.max_open_files"),
+                    "must be from 1 to 1048576",
+                );
+            }
+            Some(v) => usize::try_from(*v.get_ref()).unwrap_or(usize::MAX),
+            None => base.map_or(1024, |b| b.max_open_files),
+        };
         let max_outbound_requests = match &l.max_outbound_requests {
             Some(v) if *v.get_ref() == 0 => {
                 return self.edge_err(
@@ -584,6 +595,7 @@ impl Resolver<'_> {
             kv_store_bytes,
             sqlite_database_bytes,
             sqlite_statements,
+            max_open_files,
             max_outbound_requests,
             max_instances,
             max_sessions,

@@ -111,8 +111,8 @@ macro_rules! sync_host {
                 &mut self,
                 database: String,
             ) -> wasmtime::Result<Result<Resource<Connection>, $v::Error>> {
-                let file = self.file(&database);
-                Ok(match open(file, self.grant.slots.clone(), self.deadline).await {
+                let (file, place) = (self.file(&database), self.grant.open_file());
+                Ok(match open(file, place, self.grant.slots.clone(), self.deadline).await {
                     Ok(c) => Ok(self.table.push(c)?),
                     Err(e) => Err(e.into()),
                 })
@@ -174,11 +174,12 @@ impl<T: SqliteView + Send> v31::HostConnectionWithStore<T> for HasSqlite {
         accessor: &Accessor<T, Self>,
         database: String,
     ) -> wasmtime::Result<Result<Resource<Connection>, v31::Error>> {
-        let (file, slots, deadline) = accessor.with(|mut a| {
+        let (file, place, slots, deadline) = accessor.with(|mut a| {
             let s = a.get();
-            (s.file(&database), s.grant.slots.clone(), s.deadline)
+            let place = s.grant.open_file();
+            (s.file(&database), place, s.grant.slots.clone(), s.deadline)
         });
-        let opened = open(file, slots, deadline).await;
+        let opened = open(file, place, slots, deadline).await;
         accessor.with(|mut a| {
             Ok(match opened {
                 Ok(c) => Ok(a.get().table.push(c)?),

@@ -90,6 +90,9 @@ pub struct Grant {
     max_bytes: u64,
     /// The tenant's statement slots ([`StatementSlots`]); `None`: unbounded.
     slots: Option<Arc<TenantSlots>>,
+    /// The tenant's open descriptors, each connection holding a place;
+    /// `None`: unbounded.
+    open_files: Option<Arc<edge_open_files::OpenFiles>>,
 }
 
 /// Each tenant's slots for statements (and opens) running at once, kept
@@ -252,6 +255,24 @@ impl Grant {
             ),
             max_bytes,
             slots: None,
+            open_files: None,
+        }
+    }
+
+    /// The same, each connection holding a place among `open_files` (the
+    /// tenant's `max_open_files`).
+    pub fn with_open_files(mut self, open_files: Arc<edge_open_files::OpenFiles>) -> Self {
+        self.open_files = Some(open_files);
+        self
+    }
+
+    /// A place for one more connection, if the tenant has one left.
+    fn open_file(&self) -> Result<Option<edge_open_files::OpenFile>, SqlError> {
+        match &self.open_files {
+            None => Ok(None),
+            Some(files) => files.open().map(Some).ok_or_else(|| {
+                SqlError::Io("too many open files: the tenant has max_open_files open".into())
+            }),
         }
     }
 
@@ -267,6 +288,8 @@ impl Grant {
         self.files == other.files
             && self.max_bytes == other.max_bytes
             && self.slots.as_ref().map(Arc::as_ptr) == other.slots.as_ref().map(Arc::as_ptr)
+            && self.open_files.as_ref().map(Arc::as_ptr)
+                == other.open_files.as_ref().map(Arc::as_ptr)
     }
 
     /// Whether anything is granted.
@@ -284,6 +307,8 @@ pub struct Connection {
     /// The database's counters, read without waiting for a statement.
     counters: Arc<db::Counters>,
     key: (PathBuf, u64),
+    /// Its place among the tenant's open descriptors.
+    _place: Option<edge_open_files::OpenFile>,
 }
 
 impl Drop for Connection {
@@ -437,10 +462,12 @@ impl Sqlite<'_> {
 /// reusable, else a new one.
 async fn open(
     file: Result<(PathBuf, u64), SqlError>,
+    place: Result<Option<edge_open_files::OpenFile>, SqlError>,
     slots: Option<Arc<TenantSlots>>,
     deadline: Instant,
 ) -> Result<Connection, SqlError> {
     let key = file?;
+    let place = place?;
     let k = key.clone();
     let db = blocking(slots, deadline, move || {
         while let Some(mut db) = POOL.take(&k) {
@@ -456,6 +483,7 @@ async fn open(
         counters: db.counters(),
         db: Some(Arc::new(Mutex::new(db))),
         key,
+        _place: place,
     })
 }
 
@@ -516,15 +544,45 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn a_connection_holds_a_place_among_the_tenants_open_files() {
+        let key = file("places");
+        let files = Arc::new(edge_open_files::OpenFiles::new(1));
+        let grant = Grant {
+            files: Default::default(),
+            max_bytes: 1 << 20,
+            slots: None,
+            open_files: Some(files.clone()),
+        };
+        let a = open(Ok(key.clone()), grant.open_file(), None, later())
+            .await
+            .unwrap();
+        assert_eq!(files.held(), 1);
+        let refused = open(Ok(key.clone()), grant.open_file(), None, later()).await;
+        assert!(
+            matches!(&refused, Err(SqlError::Io(e)) if e.contains("max_open_files")),
+            "{:?}",
+            refused.err()
+        );
+        drop(a);
+        assert_eq!(files.held(), 0);
+        let b = open(Ok(key), grant.open_file(), None, later()).await;
+        assert!(b.is_ok());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn a_clean_connection_is_reused_as_a_new_one() {
         let key = file("reuse");
-        let a = open(Ok(key.clone()), None, later()).await.unwrap();
+        let a = open(Ok(key.clone()), Ok(None), None, later())
+            .await
+            .unwrap();
         run(&a, "CREATE TABLE t (v)").await.unwrap();
         run(&a, "INSERT INTO t VALUES (1)").await.unwrap();
         assert_eq!(counters(&a), (1, 1));
         let handle = a.db.as_ref().unwrap().lock().unwrap().handle();
         drop(a);
-        let b = open(Ok(key.clone()), None, later()).await.unwrap();
+        let b = open(Ok(key.clone()), Ok(None), None, later())
+            .await
+            .unwrap();
         assert!(std::ptr::eq(
             b.db.as_ref().unwrap().lock().unwrap().handle(),
             handle
@@ -536,13 +594,17 @@ mod tests {
             [[Value::Integer(1)]]
         );
         // Two at once are two connections.
-        let c = open(Ok(key.clone()), None, later()).await.unwrap();
+        let c = open(Ok(key.clone()), Ok(None), None, later())
+            .await
+            .unwrap();
         assert!(!same(&b, &c));
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn counters_are_read_while_a_statement_holds_the_database() {
-        let a = open(Ok(file("busy")), None, later()).await.unwrap();
+        let a = open(Ok(file("busy")), Ok(None), None, later())
+            .await
+            .unwrap();
         run(&a, "CREATE TABLE t (v)").await.unwrap();
         run(&a, "INSERT INTO t VALUES (1), (2)").await.unwrap();
         // As a statement running on the blocking pool holds it.
@@ -590,10 +652,14 @@ mod tests {
             ("tx", "BEGIN", "BEGIN", Some(Value::Null)),
         ] {
             let key = file(name);
-            let a = open(Ok(key.clone()), None, later()).await.unwrap();
+            let a = open(Ok(key.clone()), Ok(None), None, later())
+                .await
+                .unwrap();
             run(&a, sql).await.unwrap();
             drop(a);
-            let b = open(Ok(key.clone()), None, later()).await.unwrap();
+            let b = open(Ok(key.clone()), Ok(None), None, later())
+                .await
+                .unwrap();
             let r = run(&b, check).await;
             match answer {
                 None => assert!(r.is_err(), "{sql}: {r:?}"),
@@ -606,11 +672,15 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn a_replaced_file_is_opened_anew() {
         let key = file("replaced");
-        let a = open(Ok(key.clone()), None, later()).await.unwrap();
+        let a = open(Ok(key.clone()), Ok(None), None, later())
+            .await
+            .unwrap();
         run(&a, "CREATE TABLE old (v)").await.unwrap();
         drop(a);
         std::fs::remove_dir_all(key.0.parent().unwrap()).unwrap();
-        let b = open(Ok(key.clone()), None, later()).await.unwrap();
+        let b = open(Ok(key.clone()), Ok(None), None, later())
+            .await
+            .unwrap();
         assert!(run(&b, "SELECT * FROM old").await.is_err());
         run(&b, "CREATE TABLE old (v)").await.unwrap();
     }
@@ -619,7 +689,9 @@ mod tests {
     async fn statements_wait_for_a_slot_until_their_deadline() {
         let key = file("slots");
         let slots = Arc::new(TenantSlots::new("t", 1));
-        let c = open(Ok(key), Some(slots.clone()), later()).await.unwrap();
+        let c = open(Ok(key), Ok(None), Some(slots.clone()), later())
+            .await
+            .unwrap();
         let db = || c.db.clone().ok_or(SqlError::InvalidConnection);
         // The tenant's one slot held (by a statement of another instance).
         let held = slots.slots.clone().try_acquire_owned().unwrap();

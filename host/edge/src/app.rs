@@ -682,6 +682,7 @@ fn build_target(
         script: prepared.as_ref().ok().and_then(|p| p.script.clone()),
         html_threads: share.html_threads.clone(),
         unread_bytes: share.unread_bytes.clone(),
+        open_files: share.open_files.clone(),
         sockets: crate::state::Sockets::of(&outbound),
         outbound,
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),
@@ -699,7 +700,8 @@ fn build_target(
         .with_slots(
             rt.sqlite_slots
                 .tenant(&tenant.name, tenant.limits.sqlite_statements),
-        ),
+        )
+        .with_open_files(share.open_files.clone()),
         environment: environment.into(),
         files,
         process: edge_process::Grant::new(
@@ -790,6 +792,7 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     // Over the library's: each socket holds a place in the tenant's cap.
     crate::sockets::add_to_linker(&mut linker, concurrent)?;
     crate::name_lookup::add_to_linker(&mut linker, concurrent)?;
+    crate::open_files::add_to_linker(&mut linker, concurrent)?;
     // Variables are linked for every component, as on Spin: one that was
     // given none reads nothing (`undefined`, or `none` from wasi:config).
     edge_variables::add_to_linker(&mut linker)?;

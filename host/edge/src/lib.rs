@@ -24,6 +24,7 @@ pub mod invoke;
 pub mod lanes;
 pub mod metrics;
 pub mod name_lookup;
+pub mod open_files;
 pub mod outgoing_handler;
 pub mod reload;
 pub mod respond;

@@ -351,6 +351,16 @@ fn check(path: PathBuf, overrides: Overrides) -> i32 {
 
 fn serve(path: PathBuf, overrides: Overrides) -> Result<()> {
     let loaded_at = std::time::SystemTime::now();
+    // Guests may hold half the process's descriptors (edge_open_files):
+    // as many as the system allows.
+    match edge_open_files::raise_limit() {
+        Ok(n) => tracing::info!(
+            descriptors = n,
+            for_guests = edge_open_files::host_max(),
+            "descriptor limit"
+        ),
+        Err(e) => tracing::warn!(error = %e, "could not raise the descriptor limit"),
+    }
     let config = overrides.load(&path)?;
     // Application traffic runs on its own threads (`server::spawn_workers`);
     // this runtime carries the control plane: admin, signals, reloads.

@@ -58,6 +58,8 @@ pub struct ShareLimits {
     pub inflight: u64,
     /// `session_rate`.
     pub session_rate: u64,
+    /// `max_open_files`.
+    pub open_files: usize,
 }
 
 impl From<&Limits> for ShareLimits {
@@ -67,6 +69,7 @@ impl From<&Limits> for ShareLimits {
             sessions: l.max_sessions,
             inflight: l.max_inflight,
             session_rate: l.session_rate,
+            open_files: l.max_open_files,
         }
     }
 }
@@ -98,6 +101,8 @@ pub struct TenantShare {
     /// Bytes of results its instances' unread streams hold
     /// (`edge_unread`'s per-tenant budget).
     pub unread_bytes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Descriptors its guests hold open (`max_open_files`).
+    pub open_files: Arc<edge_open_files::OpenFiles>,
 }
 
 /// Log lines a tenant's requests may cause: a burst of [`LogBudget::BURST`],
@@ -164,6 +169,7 @@ impl TenantShare {
         self.max_sessions.store(limits.sessions, Relaxed);
         self.max_inflight.store(limits.inflight, Relaxed);
         self.session_rate.store(limits.session_rate, Relaxed);
+        self.open_files.set_max(limits.open_files);
     }
 
     fn counter(&self, limit: Limit) -> &AtomicU64 {
@@ -350,6 +356,7 @@ impl Shares {
                 ("instances", instances),
                 ("sessions", sessions),
                 ("inflight", inflight),
+                ("open_files", share.open_files.held() as u64),
             ] {
                 let _ = writeln!(
                     out,
@@ -357,6 +364,15 @@ impl Shares {
                     label(tenant)
                 );
             }
+        }
+        out.push_str("# HELP edge_open_files_refused_total Files, directories and SQLite connections a tenant's guest could not open: the tenant had max_open_files open, or guests had the host's share of descriptors.\n# TYPE edge_open_files_refused_total counter\n");
+        for (tenant, share) in &all {
+            let _ = writeln!(
+                out,
+                "edge_open_files_refused_total{{tenant=\"{}\"}} {}",
+                label(tenant),
+                share.open_files.refused()
+            );
         }
     }
 
@@ -402,6 +418,7 @@ mod tests {
             sessions,
             inflight: 2,
             session_rate: rate,
+            open_files: 8,
         }
     }
 

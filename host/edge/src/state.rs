@@ -52,6 +52,8 @@ pub struct StoreSpec {
     pub html_threads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// The bytes the tenant's instances' unread result streams hold.
     pub unread_bytes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The tenant's open descriptors (`max_open_files`).
+    pub open_files: std::sync::Arc<edge_open_files::OpenFiles>,
 }
 
 impl StoreSpec {
@@ -96,6 +98,9 @@ pub struct HostState {
     socket_places: crate::sockets::SocketPlaces,
     /// Whether `wasi:sockets` name lookups are granted.
     name_lookup: bool,
+    /// The places among its tenant's open descriptors its files hold.
+    file_places: crate::open_files::FilePlaces,
+    open_files: std::sync::Arc<edge_open_files::OpenFiles>,
     /// The Worker script its instance runs (the Workers engine asks).
     pub script: Option<std::sync::Arc<str>>,
     /// The memory cap, read by the store's limiter.
@@ -195,6 +200,8 @@ impl HostState {
             html: edge_html::Rewriters::for_tenant(spec.html_threads.clone()),
             socket_places: Default::default(),
             name_lookup: spec.sockets.tcp || spec.sockets.udp,
+            file_places: Default::default(),
+            open_files: spec.open_files.clone(),
             script: spec.script.clone(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
@@ -223,6 +230,18 @@ impl HostState {
     /// Whether `wasi:sockets` name lookups are granted.
     pub(crate) fn name_lookup_granted(&self) -> bool {
         self.name_lookup
+    }
+
+    /// The resource table, the places among its tenant's open descriptors
+    /// its files hold, and the tenant's count.
+    pub(crate) fn table_and_file_places(
+        &mut self,
+    ) -> (
+        &ResourceTable,
+        &mut crate::open_files::FilePlaces,
+        &std::sync::Arc<edge_open_files::OpenFiles>,
+    ) {
+        (&self.table, &mut self.file_places, &self.open_files)
     }
 
     /// The resource table, and the places in the outbound cap its sockets

@@ -25,14 +25,17 @@
 //!   server's address in `mysql-address`: as `/pg`, parameters `i:N`
 //!   (int32), `u:N` (uint64), `t:TEXT`, `f:F`, `null`;
 //! - `GET /file/PATH`: the file `/PATH` (`files`, through std::fs);
+//! - `GET /hold-open?files=N&sql=M`: opens a file N times, then the default
+//!   database M times, holding them all: how many of each opened, and the
+//!   first refusal;
 //! - `GET /env/NAME`: an environment variable (`environment`);
 //! - `POST /tcp` with `tcp-address` (`IP:PORT`): sends the body over a TCP
 //!   connection (`wasi:sockets`, through std), answers what comes back
 //!   until the peer closes;
 use spin_sdk::http::{IntoResponse, Request, Response};
-use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_service;
 use spin_sdk::key_value::Store;
+use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::variables;
 
 #[http_service]
@@ -167,6 +170,46 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
             }
             Err(e) => (500, format!("{e:?}")),
         }
+    } else if path == "/hold-open" {
+        // Opens a file `files` times, then the default database `sql`
+        // times, holding all until the answer: how many of each, and the
+        // first refusal.
+        let count = |name: &str| -> usize {
+            req.uri()
+                .query()
+                .unwrap_or_default()
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .unwrap_or(0)
+        };
+        let (mut files, mut connections, mut refused) = (Vec::new(), Vec::new(), None);
+        for _ in 0..count("files") {
+            match std::fs::File::open("/static/index.html") {
+                Ok(f) => files.push(f),
+                Err(e) => {
+                    refused = Some(format!("{:?}", e.kind()));
+                    break;
+                }
+            }
+        }
+        for _ in 0..count("sql") {
+            match Connection::open("default").await {
+                Ok(c) => connections.push(c),
+                Err(e) => {
+                    refused = refused.or(Some(format!("{e:?}")));
+                    break;
+                }
+            }
+        }
+        let refused = refused.unwrap_or_default();
+        (
+            200,
+            format!(
+                "files {}, sql {}: {refused}",
+                files.len(),
+                connections.len()
+            ),
+        )
     } else if let Some(label) = path.strip_prefix("/sql-open/") {
         match Connection::open(label).await {
             Ok(_) => (200, "opened".to_string()),
@@ -226,7 +269,10 @@ fn show(v: &Value) -> String {
         Value::Integer(i) => format!("i:{i}"),
         Value::Real(f) => format!("r:{f}"),
         Value::Text(t) => format!("t:{t}"),
-        Value::Blob(b) => format!("b:{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+        Value::Blob(b) => format!(
+            "b:{}",
+            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+        ),
         Value::Null => "null".to_string(),
     }
 }
@@ -296,16 +342,21 @@ async fn pg(address: &str, execute: bool, text: &str) -> Result<String, spin_sdk
         .collect();
     let conn = Connection::open(address).await?;
     if execute {
-        return Ok(format!("changed {}", conn.execute(statement, params).await?));
+        return Ok(format!(
+            "changed {}",
+            conn.execute(statement, params).await?
+        ));
     }
     let result = conn.query(statement, params).await?;
     let width = result.columns().len();
-    let mut out = vec![result
-        .columns()
-        .iter()
-        .map(|c| format!("{}:{:?}", c.name, c.data_type))
-        .collect::<Vec<_>>()
-        .join(",")];
+    let mut out = vec![
+        result
+            .columns()
+            .iter()
+            .map(|c| format!("{}:{:?}", c.name, c.data_type))
+            .collect::<Vec<_>>()
+            .join(","),
+    ];
     for row in result.collect().await? {
         out.push(
             (0..width)
@@ -359,12 +410,14 @@ async fn mysql(address: &str, execute: bool, text: &str) -> Result<String, spin_
     }
     let result = conn.query(statement, params).await?;
     let width = result.columns().len();
-    let mut out = vec![result
-        .columns()
-        .iter()
-        .map(|c| format!("{}:{:?}", c.name, c.data_type))
-        .collect::<Vec<_>>()
-        .join(",")];
+    let mut out = vec![
+        result
+            .columns()
+            .iter()
+            .map(|c| format!("{}:{:?}", c.name, c.data_type))
+            .collect::<Vec<_>>()
+            .join(","),
+    ];
     for row in result.collect().await? {
         out.push(
             (0..width)
@@ -376,7 +429,10 @@ async fn mysql(address: &str, execute: bool, text: &str) -> Result<String, spin_
                     DbValue::Uint64(v) => v.to_string(),
                     DbValue::Floating64(v) => v.to_string(),
                     DbValue::Str(s) => s.clone(),
-                    DbValue::Binary(b) => format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+                    DbValue::Binary(b) => format!(
+                        "0x{}",
+                        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+                    ),
                     DbValue::DbNull => "null".to_string(),
                     other => format!("{other:?}"),
                 })
