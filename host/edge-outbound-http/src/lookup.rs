@@ -85,15 +85,20 @@ mod tests {
     #[tokio::test]
     async fn a_lookup_its_caller_gave_up_on_keeps_its_place_until_it_returns() {
         let tenant = std::sync::Arc::new(TenantOutbound::new("t", 1));
-        let slow = || {
-            std::thread::sleep(Duration::from_millis(300));
+        // A resolver that answers only when the test says so.
+        let (answer, asked) = std::sync::mpsc::channel::<()>();
+        let slow = move || {
+            let _ = asked.recv();
             Ok(())
         };
+        // The caller gives up (its first poll takes the places and starts
+        // the resolver).
         let gave_up =
             tokio::time::timeout(Duration::from_millis(20), holding_places(&tenant, slow)).await;
         assert!(gave_up.is_err());
         assert_eq!(tenant.lookups_running(), 1, "the resolver still runs");
-        for _ in 0..100 {
+        answer.send(()).unwrap();
+        for _ in 0..1000 {
             if tenant.lookups_running() == 0 {
                 break;
             }

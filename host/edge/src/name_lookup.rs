@@ -40,23 +40,26 @@ enum Failure {
 
 type Found = Result<Vec<IpAddr>, Failure>;
 
-/// The addresses of `name`, as `tenant`'s lookup.
-async fn lookup(granted: bool, tenant: Arc<TenantOutbound>, name: String) -> Found {
+/// What `name` is: a domain to resolve, or the answer at once (an
+/// address literal, a refusal).
+fn domain(granted: bool, name: &str) -> Result<String, Found> {
     if !granted {
-        return Err(Failure::NotGranted);
+        return Err(Err(Failure::NotGranted));
     }
-    let domain = match url::Host::parse(&name) {
-        Ok(url::Host::Domain(domain)) => domain,
-        Ok(url::Host::Ipv4(a)) => return Ok(vec![IpAddr::V4(a)]),
-        Ok(url::Host::Ipv6(a)) => return Ok(vec![IpAddr::V6(a)]),
+    match url::Host::parse(name) {
+        Ok(url::Host::Domain(domain)) => Ok(domain),
+        Ok(url::Host::Ipv4(a)) => Err(Ok(vec![IpAddr::V4(a)])),
+        Ok(url::Host::Ipv6(a)) => Err(Ok(vec![IpAddr::V6(a)])),
         // The URL parser wants IPv6 in brackets; guests may not.
-        Err(_) => {
-            return name
-                .parse()
-                .map(|a| vec![a])
-                .map_err(|_| Failure::InvalidName);
-        }
-    };
+        Err(_) => Err(name
+            .parse()
+            .map(|a| vec![a])
+            .map_err(|_| Failure::InvalidName)),
+    }
+}
+
+/// The addresses of `domain`, as `tenant`'s lookup.
+async fn resolve(tenant: Arc<TenantOutbound>, domain: String) -> Found {
     match edge_outbound_http::lookup::resolve(&tenant, &domain, 0).await {
         Ok(found) => Ok(found.into_iter().map(|a| a.ip().to_canonical()).collect()),
         Err(e) => {
@@ -67,13 +70,11 @@ async fn lookup(granted: bool, tenant: Arc<TenantOutbound>, name: String) -> Fou
 }
 
 impl HostState {
-    /// A lookup of `name` by this instance.
-    fn name_lookup(&self, name: String) -> impl Future<Output = Found> + Send + use<> {
-        lookup(
-            self.name_lookup_granted(),
-            self.outbound().tenant().clone(),
-            name,
-        )
+    /// What this instance's lookup of `name` is: a domain to resolve, or
+    /// the answer.
+    fn name_lookup(&self, name: &str) -> Result<(Arc<TenantOutbound>, String), Found> {
+        let domain = domain(self.name_lookup_granted(), name)?;
+        Ok((self.outbound().tenant().clone(), domain))
     }
 }
 
@@ -82,19 +83,31 @@ impl HostState {
 pub struct AddressStream(Stage);
 
 enum Stage {
-    Running(Pin<Box<dyn Future<Output = Found> + Send>>),
+    /// A task of its own, so the lookup goes on (and a place it was given
+    /// is used) whether or not the guest polls; aborted with the stream.
+    Running(tokio::task::JoinHandle<Found>),
     Done(Result<std::vec::IntoIter<IpAddr>, Failure>),
 }
 
 impl AddressStream {
     fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Stage::Running(lookup) = &mut self.0 {
-            let Poll::Ready(found) = lookup.as_mut().poll(cx) else {
+        if let Stage::Running(task) = &mut self.0 {
+            let Poll::Ready(found) = Pin::new(task).poll(cx) else {
                 return Poll::Pending;
             };
+            let found = found.unwrap_or(Err(Failure::Unresolvable));
             self.0 = Stage::Done(found.map(Vec::into_iter));
         }
         Poll::Ready(())
+    }
+}
+
+impl Drop for AddressStream {
+    fn drop(&mut self) {
+        // A lookup already at the resolver finishes there, in its places.
+        if let Stage::Running(task) = &self.0 {
+            task.abort();
+        }
     }
 }
 
@@ -107,10 +120,12 @@ impl wasmtime_wasi::p2::Pollable for AddressStream {
 
 /// Links both versions' interfaces over the library's.
 pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
     add_p2(linker)?;
     if concurrent {
         add_p3(linker)?;
     }
+    linker.allow_shadowing(false);
     Ok(())
 }
 
@@ -122,7 +137,6 @@ fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         Failure::InvalidName => ErrorCode::InvalidArgument,
         Failure::Unresolvable => ErrorCode::NameUnresolvable,
     };
-    linker.allow_shadowing(true);
     let mut i = linker.instance(P2)?;
     i.resource(
         "resolve-address-stream",
@@ -141,13 +155,13 @@ fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             let state: &mut HostState = store.data_mut();
             // The network handle is the capability; it must be one.
             state.table().get(&network)?;
-            let mut stream = AddressStream(Stage::Running(Box::pin(state.name_lookup(name))));
-            // Literals and refusals are answered at once.
-            let _ = stream.poll_done(&mut Context::from_waker(std::task::Waker::noop()));
-            if let Stage::Done(Err(failure)) = stream.0 {
-                return Ok((Err(code(failure)),));
-            }
-            Ok((Ok(state.table().push(stream)?),))
+            let stage = match state.name_lookup(&name) {
+                Ok((tenant, domain)) => Stage::Running(tokio::spawn(resolve(tenant, domain))),
+                // Refusals are answered at once; literals by the stream.
+                Err(Err(failure)) => return Ok((Err(code(failure)),)),
+                Err(found) => Stage::Done(found.map(Vec::into_iter)),
+            };
+            Ok((Ok(state.table().push(AddressStream(stage))?),))
         },
     )?;
     i.func_wrap(
@@ -183,13 +197,15 @@ fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::p3::bindings::sockets::ip_name_lookup::ErrorCode;
     use wasmtime_wasi::p3::bindings::sockets::types::IpAddress;
-    linker.allow_shadowing(true);
     linker.instance(P3)?.func_wrap_concurrent(
         "resolve-addresses",
         |store, (name,): (String,)| {
             Box::pin(async move {
-                let lookup = store.with(|mut store| store.get().name_lookup(name));
-                let found: Result<Vec<IpAddress>, ErrorCode> = match lookup.await {
+                let found = match store.with(|mut store| store.get().name_lookup(&name)) {
+                    Ok((tenant, domain)) => resolve(tenant, domain).await,
+                    Err(found) => found,
+                };
+                let found: Result<Vec<IpAddress>, ErrorCode> = match found {
                     Ok(found) => Ok(found.into_iter().map(Into::into).collect()),
                     Err(Failure::NotGranted) => Err(ErrorCode::PermanentResolverFailure),
                     Err(Failure::InvalidName) => Err(ErrorCode::InvalidArgument),

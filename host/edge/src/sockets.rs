@@ -145,6 +145,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmti
     if concurrent {
         add_p3(linker)?;
     }
+    linker.allow_shadowing(false);
     Ok(())
 }
 
