@@ -10,6 +10,13 @@
 //! outbound sockets and the host's own files) for as long as it lives. One
 //! more fails with an error to the guest, counted per tenant.
 //!
+//! An owner that knows when its descriptor closes holds an [`OpenFile`]
+//! (a SQLite connection). One that does not (a WASI descriptor, shared by
+//! the streams read from it, which outlive its handle) hands its place to
+//! [`OpenFiles::watch`] with a weak reference to the descriptor: the place
+//! is given back once the descriptor is gone, found by a sweep whenever
+//! an open meets a cap and whenever the count is read.
+//!
 //! ```
 //! use edge_open_files::OpenFiles;
 //! let files = std::sync::Arc::new(OpenFiles::new(1));
@@ -20,14 +27,33 @@
 //! assert!(files.open().is_some());
 //! ```
 
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// The default of a tenant's `max_open_files`.
 pub const DEFAULT_MAX: usize = 1024;
 
 /// Guests' descriptors open in the process, all tenants together.
 static HOST_HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Places handed to [`OpenFiles::watch`]: each with the descriptor it
+/// waits on.
+static WATCHED: Mutex<Vec<(Weak<dyn Any + Send + Sync>, OpenFile)>> = Mutex::new(Vec::new());
+
+/// Gives back the places of watched descriptors that are gone.
+fn sweep() {
+    let gone: Vec<OpenFile> = {
+        let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+        let (gone, kept) = std::mem::take(&mut *watched)
+            .into_iter()
+            .partition(|(d, _)| d.strong_count() == 0);
+        *watched = kept;
+        gone.into_iter().map(|(_, place)| place).collect()
+    };
+    // Dropped outside the lock.
+    drop(gone);
+}
 
 /// How many descriptors guests may hold in the process: half its limit.
 pub fn host_max() -> usize {
@@ -104,19 +130,41 @@ impl OpenFiles {
     /// A place for one more open descriptor, or `None` (counted) at the
     /// tenant's cap or the host's.
     pub fn open(self: &Arc<Self>) -> Option<OpenFile> {
+        if let Some(place) = self.try_open() {
+            return Some(place);
+        }
+        // At a cap: closed descriptors may still hold places.
+        sweep();
+        let place = self.try_open();
+        if place.is_none() {
+            self.refused.fetch_add(1, Relaxed);
+        }
+        place
+    }
+
+    fn try_open(self: &Arc<Self>) -> Option<OpenFile> {
         let tenant = self.held.fetch_add(1, Relaxed);
         let host = HOST_HELD.fetch_add(1, Relaxed);
         if tenant >= self.max.load(Relaxed) || host >= host_max() {
             self.held.fetch_sub(1, Relaxed);
             HOST_HELD.fetch_sub(1, Relaxed);
-            self.refused.fetch_add(1, Relaxed);
             return None;
         }
         Some(OpenFile(self.clone()))
     }
 
+    /// Keeps `place` until `descriptor` is gone (its last strong
+    /// reference dropped), for owners that are not told when it closes.
+    pub fn watch(place: OpenFile, descriptor: Weak<dyn Any + Send + Sync>) {
+        WATCHED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((descriptor, place));
+    }
+
     /// Descriptors open now.
     pub fn held(&self) -> usize {
+        sweep();
         self.held.load(Relaxed)
     }
 
@@ -153,6 +201,21 @@ mod tests {
         assert!(more.is_some());
         drop(held);
         assert_eq!(a.held(), 1);
+    }
+
+    #[test]
+    fn a_watched_place_comes_back_once_its_descriptor_is_gone() {
+        let files = Arc::new(OpenFiles::new(1));
+        let descriptor: Arc<dyn Any + Send + Sync> = Arc::new(7u8);
+        // A stream read from it keeps the descriptor open after its handle.
+        let stream = descriptor.clone();
+        OpenFiles::watch(files.open().unwrap(), Arc::downgrade(&descriptor));
+        drop(descriptor);
+        assert!(files.open().is_none(), "the stream still holds it");
+        assert_eq!(files.held(), 1);
+        drop(stream);
+        assert!(files.open().is_some(), "swept at the cap");
+        assert_eq!(files.refused(), 1);
     }
 
     #[test]

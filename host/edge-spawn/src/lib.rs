@@ -66,7 +66,9 @@ pub struct Command {
 /// in the child before `exec`, so the program and all it starts are bound
 /// from their first instruction; the child also gets `no_new_privs` (no
 /// set-uid or file-capability gain through `exec`). Zero leaves a limit as
-/// the parent has it.
+/// the parent has it. Whatever it is, the child's soft descriptor limit
+/// is at most 1024 (what programs using `select` expect), its hard one
+/// the parent's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Limits {
     /// `RLIMIT_CPU`, seconds of CPU time (SIGKILL past it).
@@ -735,6 +737,14 @@ extern "C" fn child(plan: *mut libc::c_void) -> libc::c_int {
                 fail();
             }
         }
+        // The descriptor limit a program expects (`select` cannot take
+        // descriptors past 1023), whatever the parent raised its own to
+        // (`edge serve` raises it to the hard limit); the hard limit stays.
+        let mut nofile: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile) == 0 && nofile.rlim_cur > 1024 {
+            nofile.rlim_cur = 1024;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &nofile);
+        }
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             fail();
         }
@@ -1374,6 +1384,30 @@ mod tests {
                 out.exit_code()
             ),
             (&b"in\nput"[..], &b"oops\n"[..], 4)
+        );
+    }
+
+    #[test]
+    fn children_get_the_usual_descriptor_limit_whatever_the_parents() {
+        // As `edge serve` does: the soft limit raised to the hard one.
+        // SAFETY: getrlimit and setrlimit read and write the struct given.
+        let hard = unsafe {
+            let mut limit: libc::rlimit = std::mem::zeroed();
+            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+            limit.rlim_cur = limit.rlim_max;
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+            limit.rlim_max
+        };
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -S -n; ulimit -H -n")
+            .limits(Limits::default())
+            .run_limited(b"", std::time::Duration::from_secs(10), 1024)
+            .unwrap();
+        let soft = hard.min(1024);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{soft}\n{hard}\n")
         );
     }
 

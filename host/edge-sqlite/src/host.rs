@@ -111,8 +111,8 @@ macro_rules! sync_host {
                 &mut self,
                 database: String,
             ) -> wasmtime::Result<Result<Resource<Connection>, $v::Error>> {
-                let (file, place) = (self.file(&database), self.grant.open_file());
-                Ok(match open(file, place, self.grant.slots.clone(), self.deadline).await {
+                let (file, files) = (self.file(&database), self.grant.open_files.clone());
+                Ok(match open(file, files, self.grant.slots.clone(), self.deadline).await {
                     Ok(c) => Ok(self.table.push(c)?),
                     Err(e) => Err(e.into()),
                 })
@@ -174,12 +174,12 @@ impl<T: SqliteView + Send> v31::HostConnectionWithStore<T> for HasSqlite {
         accessor: &Accessor<T, Self>,
         database: String,
     ) -> wasmtime::Result<Result<Resource<Connection>, v31::Error>> {
-        let (file, place, slots, deadline) = accessor.with(|mut a| {
+        let (file, files, slots, deadline) = accessor.with(|mut a| {
             let s = a.get();
-            let place = s.grant.open_file();
-            (s.file(&database), place, s.grant.slots.clone(), s.deadline)
+            let files = s.grant.open_files.clone();
+            (s.file(&database), files, s.grant.slots.clone(), s.deadline)
         });
-        let opened = open(file, place, slots, deadline).await;
+        let opened = open(file, files, slots, deadline).await;
         accessor.with(|mut a| {
             Ok(match opened {
                 Ok(c) => Ok(a.get().table.push(c)?),

@@ -266,16 +266,6 @@ impl Grant {
         self
     }
 
-    /// A place for one more connection, if the tenant has one left.
-    fn open_file(&self) -> Result<Option<edge_open_files::OpenFile>, SqlError> {
-        match &self.open_files {
-            None => Ok(None),
-            Some(files) => files.open().map(Some).ok_or_else(|| {
-                SqlError::Io("too many open files: the tenant has max_open_files open".into())
-            }),
-        }
-    }
-
     /// The same, its statements taking `slots` (the tenant's, from
     /// [`StatementSlots`]).
     pub fn with_slots(mut self, slots: Arc<TenantSlots>) -> Self {
@@ -462,12 +452,18 @@ impl Sqlite<'_> {
 /// reusable, else a new one.
 async fn open(
     file: Result<(PathBuf, u64), SqlError>,
-    place: Result<Option<edge_open_files::OpenFile>, SqlError>,
+    open_files: Option<Arc<edge_open_files::OpenFiles>>,
     slots: Option<Arc<TenantSlots>>,
     deadline: Instant,
 ) -> Result<Connection, SqlError> {
     let key = file?;
-    let place = place?;
+    // A place among the tenant's open descriptors, if it has one left.
+    let place = match open_files {
+        Some(files) => Some(files.open().ok_or_else(|| {
+            SqlError::Io("too many open files: the tenant has max_open_files open".into())
+        })?),
+        None => None,
+    };
     let k = key.clone();
     let db = blocking(slots, deadline, move || {
         while let Some(mut db) = POOL.take(&k) {
@@ -547,42 +543,37 @@ mod tests {
     async fn a_connection_holds_a_place_among_the_tenants_open_files() {
         let key = file("places");
         let files = Arc::new(edge_open_files::OpenFiles::new(1));
-        let grant = Grant {
-            files: Default::default(),
-            max_bytes: 1 << 20,
-            slots: None,
-            open_files: Some(files.clone()),
-        };
-        let a = open(Ok(key.clone()), grant.open_file(), None, later())
+        let places = || Some(files.clone());
+        let a = open(Ok(key.clone()), places(), None, later())
             .await
             .unwrap();
         assert_eq!(files.held(), 1);
-        let refused = open(Ok(key.clone()), grant.open_file(), None, later()).await;
+        let refused = open(Ok(key.clone()), places(), None, later()).await;
         assert!(
             matches!(&refused, Err(SqlError::Io(e)) if e.contains("max_open_files")),
             "{:?}",
             refused.err()
         );
+        // A database it may not open takes no place (and counts no refusal).
+        let denied = open(Err(SqlError::AccessDenied), places(), None, later()).await;
+        assert!(matches!(denied, Err(SqlError::AccessDenied)));
+        assert_eq!(files.refused(), 1);
         drop(a);
         assert_eq!(files.held(), 0);
-        let b = open(Ok(key), grant.open_file(), None, later()).await;
+        let b = open(Ok(key), places(), None, later()).await;
         assert!(b.is_ok());
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_clean_connection_is_reused_as_a_new_one() {
         let key = file("reuse");
-        let a = open(Ok(key.clone()), Ok(None), None, later())
-            .await
-            .unwrap();
+        let a = open(Ok(key.clone()), None, None, later()).await.unwrap();
         run(&a, "CREATE TABLE t (v)").await.unwrap();
         run(&a, "INSERT INTO t VALUES (1)").await.unwrap();
         assert_eq!(counters(&a), (1, 1));
         let handle = a.db.as_ref().unwrap().lock().unwrap().handle();
         drop(a);
-        let b = open(Ok(key.clone()), Ok(None), None, later())
-            .await
-            .unwrap();
+        let b = open(Ok(key.clone()), None, None, later()).await.unwrap();
         assert!(std::ptr::eq(
             b.db.as_ref().unwrap().lock().unwrap().handle(),
             handle
@@ -594,17 +585,13 @@ mod tests {
             [[Value::Integer(1)]]
         );
         // Two at once are two connections.
-        let c = open(Ok(key.clone()), Ok(None), None, later())
-            .await
-            .unwrap();
+        let c = open(Ok(key.clone()), None, None, later()).await.unwrap();
         assert!(!same(&b, &c));
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn counters_are_read_while_a_statement_holds_the_database() {
-        let a = open(Ok(file("busy")), Ok(None), None, later())
-            .await
-            .unwrap();
+        let a = open(Ok(file("busy")), None, None, later()).await.unwrap();
         run(&a, "CREATE TABLE t (v)").await.unwrap();
         run(&a, "INSERT INTO t VALUES (1), (2)").await.unwrap();
         // As a statement running on the blocking pool holds it.
@@ -652,14 +639,10 @@ mod tests {
             ("tx", "BEGIN", "BEGIN", Some(Value::Null)),
         ] {
             let key = file(name);
-            let a = open(Ok(key.clone()), Ok(None), None, later())
-                .await
-                .unwrap();
+            let a = open(Ok(key.clone()), None, None, later()).await.unwrap();
             run(&a, sql).await.unwrap();
             drop(a);
-            let b = open(Ok(key.clone()), Ok(None), None, later())
-                .await
-                .unwrap();
+            let b = open(Ok(key.clone()), None, None, later()).await.unwrap();
             let r = run(&b, check).await;
             match answer {
                 None => assert!(r.is_err(), "{sql}: {r:?}"),
@@ -672,15 +655,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn a_replaced_file_is_opened_anew() {
         let key = file("replaced");
-        let a = open(Ok(key.clone()), Ok(None), None, later())
-            .await
-            .unwrap();
+        let a = open(Ok(key.clone()), None, None, later()).await.unwrap();
         run(&a, "CREATE TABLE old (v)").await.unwrap();
         drop(a);
         std::fs::remove_dir_all(key.0.parent().unwrap()).unwrap();
-        let b = open(Ok(key.clone()), Ok(None), None, later())
-            .await
-            .unwrap();
+        let b = open(Ok(key.clone()), None, None, later()).await.unwrap();
         assert!(run(&b, "SELECT * FROM old").await.is_err());
         run(&b, "CREATE TABLE old (v)").await.unwrap();
     }
@@ -689,7 +668,7 @@ mod tests {
     async fn statements_wait_for_a_slot_until_their_deadline() {
         let key = file("slots");
         let slots = Arc::new(TenantSlots::new("t", 1));
-        let c = open(Ok(key), Ok(None), Some(slots.clone()), later())
+        let c = open(Ok(key), None, Some(slots.clone()), later())
             .await
             .unwrap();
         let db = || c.db.clone().ok_or(SqlError::InvalidConnection);

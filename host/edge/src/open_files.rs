@@ -7,15 +7,14 @@
 //! every tenant's `accept` fails. So `open-at` (WASI 0.2 and 0.3) is
 //! linked over the library's to take a place first; past the tenant's
 //! `max_open_files` (or the host's share for guests) it fails with
-//! `quota`. A descriptor's end is not reported to the host, so the places
-//! of descriptors the instance closed are given back when it opens its
-//! next one (the table says which are gone) and, at the latest, when the
-//! instance ends, as [`crate::sockets`] does for sockets.
+//! `quota`. The descriptor's end is not reported to the host, and streams
+//! read from it keep it open after its handle is dropped, so its place is
+//! watched: given back once the last reference to the open file is gone.
 
 use crate::state::HostState;
-use edge_open_files::OpenFile;
-use std::collections::HashMap;
-use wasmtime::component::{Linker, Resource, ResourceTable};
+use edge_open_files::{OpenFile, OpenFiles};
+use std::sync::Arc;
+use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::TrappableError;
 use wasmtime_wasi::filesystem::Descriptor;
 
@@ -23,31 +22,15 @@ use wasmtime_wasi::filesystem::Descriptor;
 const P2: &str = "wasi:filesystem/types@0.2.12";
 const P3: &str = "wasi:filesystem/types@0.3.0";
 
-/// The places an instance's open descriptors hold, by table entry.
-#[derive(Default)]
-pub struct FilePlaces {
-    held: HashMap<u32, OpenFile>,
-}
-
-impl FilePlaces {
-    /// Gives back the places of descriptors no longer in the table.
-    fn sweep(&mut self, table: &ResourceTable) {
-        self.held
-            .retain(|rep, _| table.get(&Resource::<Descriptor>::new_borrow(*rep)).is_ok());
-    }
-}
-
 impl HostState {
-    /// A place for one more open descriptor, the closed ones' given back
-    /// first; `None` at the tenant's or the host's cap.
-    fn file_place(&mut self) -> Option<OpenFile> {
-        let (table, places, files) = self.table_and_file_places();
-        places.sweep(table);
-        files.open()
+    /// A place for one more open descriptor; `None` at the tenant's or
+    /// the host's cap.
+    fn file_place(&self) -> Option<OpenFile> {
+        self.open_files().open()
     }
 
-    /// What the library made of an open: the descriptor now holding
-    /// `place`, the guest's error code (the place given back), or a trap.
+    /// What the library made of an open: the descriptor, its place now
+    /// watched; the guest's error code (the place given back); or a trap.
     fn file_holding<E>(
         &mut self,
         place: OpenFile,
@@ -58,7 +41,11 @@ impl HostState {
     {
         match opened {
             Ok(d) => {
-                self.table_and_file_places().1.held.insert(d.rep(), place);
+                let file = match self.table().get(&d)? {
+                    Descriptor::File(f) => Arc::downgrade(&f.file),
+                    Descriptor::Dir(d) => Arc::downgrade(&d.dir),
+                };
+                OpenFiles::watch(place, file);
                 Ok(Ok(d))
             }
             Err(e) => Ok(Err(e.downcast()?)),
@@ -104,6 +91,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmti
     if concurrent {
         add_p3(linker)?;
     }
+    linker.allow_shadowing(false);
     Ok(())
 }
 

@@ -98,8 +98,7 @@ pub struct HostState {
     socket_places: crate::sockets::SocketPlaces,
     /// Whether `wasi:sockets` name lookups are granted.
     name_lookup: bool,
-    /// The places among its tenant's open descriptors its files hold.
-    file_places: crate::open_files::FilePlaces,
+    /// Its tenant's open descriptors.
     open_files: std::sync::Arc<edge_open_files::OpenFiles>,
     /// The Worker script its instance runs (the Workers engine asks).
     pub script: Option<std::sync::Arc<str>>,
@@ -200,7 +199,6 @@ impl HostState {
             html: edge_html::Rewriters::for_tenant(spec.html_threads.clone()),
             socket_places: Default::default(),
             name_lookup: spec.sockets.tcp || spec.sockets.udp,
-            file_places: Default::default(),
             open_files: spec.open_files.clone(),
             script: spec.script.clone(),
             limiter: MemoryCap {
@@ -232,16 +230,9 @@ impl HostState {
         self.name_lookup
     }
 
-    /// The resource table, the places among its tenant's open descriptors
-    /// its files hold, and the tenant's count.
-    pub(crate) fn table_and_file_places(
-        &mut self,
-    ) -> (
-        &ResourceTable,
-        &mut crate::open_files::FilePlaces,
-        &std::sync::Arc<edge_open_files::OpenFiles>,
-    ) {
-        (&self.table, &mut self.file_places, &self.open_files)
+    /// Its tenant's open descriptors (`max_open_files`).
+    pub(crate) fn open_files(&self) -> &std::sync::Arc<edge_open_files::OpenFiles> {
+        &self.open_files
     }
 
     /// The resource table, and the places in the outbound cap its sockets
