@@ -24,7 +24,7 @@ impl Drop for Daemon {
 }
 
 /// Tenant `t` is granted every program on the allowlist, `u` only
-/// `/bin/echo`.
+/// `/bin/echo` and `/bin/sleep`.
 const EDGE_TOML: &str = r#"app = "spin.toml"
 [[tenant]]
 name = "t"
@@ -35,11 +35,12 @@ sidecar_programs = ["/bin/echo", "/bin/sh", "/bin/cat", "/usr/bin/head", "/usr/b
 name = "u"
 hosts = ["u.test"]
 components = ["*"]
-sidecar_programs = ["/bin/echo"]
+sidecar_programs = ["/bin/echo", "/bin/sleep"]
 [sidecar]
 socket = "run/sidecar.sock"
 allow = ["/bin/echo", "/bin/sh", "/bin/cat", "/usr/bin/head", "/usr/bin/env", "/bin/sleep", "/usr/bin/no-such-program"]
-max_concurrent = 2
+max_concurrent = 3
+max_concurrent_per_tenant = 2
 timeout_ms = 5000
 max_output_bytes = 1000
 child_cpu_seconds = 7
@@ -240,23 +241,52 @@ fn timeouts_kill_the_process_group_and_caps_hold() {
 }
 
 #[test]
-fn concurrency_is_limited_and_concurrent_calls_work() {
+fn concurrency_is_limited_per_tenant_and_in_all_and_concurrent_calls_work() {
     let d = start();
-    let results: Vec<Response> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..3)
-            .map(|_| s.spawn(|| run(&d, "/bin/sleep", &["0.7"])))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let sleep_as = |tenant: &str, seconds: &str| {
+        call(
+            &d,
+            Request {
+                tenant: Some(tenant.into()),
+                program: "/bin/sleep".into(),
+                args: vec![seconds.into()],
+                ..Default::default()
+            },
+        )
+    };
+    // t asks for three runs: two (its share) run, one is busy. Then u asks
+    // for two while they run: one runs (the third of all), one is busy.
+    let (t, u): (Vec<Response>, Vec<Response>) = std::thread::scope(|s| {
+        let t: Vec<_> = (0..3).map(|_| s.spawn(|| sleep_as("t", "2"))).collect();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let u: Vec<_> = (0..2).map(|_| s.spawn(|| sleep_as("u", "0.5"))).collect();
+        let join = |h: Vec<std::thread::ScopedJoinHandle<'_, Response>>| {
+            h.into_iter().map(|h| h.join().unwrap()).collect()
+        };
+        (join(t), join(u))
     });
-    let busy = results
-        .iter()
-        .filter(|r| matches!(r, Response::Error(e) if e.kind == "busy"))
-        .count();
-    let ok = results
-        .iter()
-        .filter(|r| matches!(r, Response::Ok(_)))
-        .count();
-    assert_eq!((ok, busy), (2, 1), "{results:?}");
+    let busy = |results: &[Response]| -> Vec<String> {
+        results
+            .iter()
+            .filter_map(|r| match r {
+                Response::Error(e) if e.kind == "busy" => Some(e.message.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let ok = |results: &[Response]| {
+        results
+            .iter()
+            .filter(|r| matches!(r, Response::Ok(_)))
+            .count()
+    };
+    assert_eq!(ok(&t), 2, "{t:?}");
+    assert_eq!(
+        busy(&t),
+        ["the tenant has 2 runs already (max_concurrent_per_tenant); retry later"]
+    );
+    assert_eq!(ok(&u), 1, "{u:?}");
+    assert_eq!(busy(&u), ["3 runs already (max_concurrent); retry later"]);
 
     // Within the limit, concurrent calls each get their own answer.
     let outs: Vec<Vec<u8>> = std::thread::scope(|s| {
@@ -362,8 +392,8 @@ fn a_tenant_runs_only_what_it_was_granted_and_grants_follow_the_file() {
 
     // The host reloads a config granting u /bin/cat: the sidecar follows.
     let granted = EDGE_TOML.replace(
-        "name = \"u\"\nhosts = [\"u.test\"]\ncomponents = [\"*\"]\nsidecar_programs = [\"/bin/echo\"]",
-        "name = \"u\"\nhosts = [\"u.test\"]\ncomponents = [\"*\"]\nsidecar_programs = [\"/bin/echo\", \"/bin/cat\"]",
+        "name = \"u\"\nhosts = [\"u.test\"]\ncomponents = [\"*\"]\nsidecar_programs = [\"/bin/echo\", \"/bin/sleep\"]",
+        "name = \"u\"\nhosts = [\"u.test\"]\ncomponents = [\"*\"]\nsidecar_programs = [\"/bin/echo\", \"/bin/sleep\", \"/bin/cat\"]",
     );
     assert_ne!(granted, EDGE_TOML);
     d.dir.write("edge.toml", &granted);

@@ -86,6 +86,7 @@ pub(crate) struct SidecarSection {
     pub socket: Option<Spanned<String>>,
     pub allow: Vec<Spanned<String>>,
     pub max_concurrent: Option<Spanned<usize>>,
+    pub max_concurrent_per_tenant: Option<Spanned<usize>>,
     pub timeout_ms: Option<Spanned<u64>>,
     pub max_output_bytes: Option<Spanned<usize>>,
     pub child_cpu_seconds: Option<Spanned<u64>>,

@@ -124,6 +124,9 @@ pub struct Sidecar {
     pub allow: Vec<PathBuf>,
     /// Runs at once; one more is refused as busy.
     pub max_concurrent: usize,
+    /// Runs of one tenant at once (at most `max_concurrent`), so one
+    /// tenant never takes every run; one more is refused as busy.
+    pub max_concurrent_per_tenant: usize,
     /// Longest run (and the default).
     pub timeout: Duration,
     /// Most bytes of stdout (and of stderr) per run.

@@ -1273,6 +1273,26 @@ impl Resolver<'_> {
             v.as_ref()
                 .map(|v| Spanned::new(v.span(), *v.get_ref() as u64))
         };
+        let max_concurrent =
+            positive(&as_u64(&s.max_concurrent), "sidecar.max_concurrent", 16)? as usize;
+        let max_concurrent_per_tenant = match as_u64(&s.max_concurrent_per_tenant) {
+            Some(v) if *v.get_ref() as usize > max_concurrent => {
+                return self.edge_err(
+                    v.span(),
+                    "sidecar.max_concurrent_per_tenant",
+                    format!(
+                        "{} exceeds sidecar.max_concurrent ({max_concurrent})",
+                        v.get_ref()
+                    ),
+                );
+            }
+            // Half by default, so one tenant always leaves room for others.
+            v => positive(
+                &v,
+                "sidecar.max_concurrent_per_tenant",
+                (max_concurrent as u64 / 2).max(1),
+            )? as usize,
+        };
         Ok(Some(crate::Sidecar {
             socket: match &s.socket {
                 Some(p) => self.edge_dir.join(p.get_ref()),
@@ -1280,8 +1300,8 @@ impl Resolver<'_> {
                 None => data_dir.join("sidecar").join("sidecar.sock"),
             },
             allow,
-            max_concurrent: positive(&as_u64(&s.max_concurrent), "sidecar.max_concurrent", 16)?
-                as usize,
+            max_concurrent,
+            max_concurrent_per_tenant,
             timeout: Duration::from_millis(positive(&s.timeout_ms, "sidecar.timeout_ms", 10_000)?),
             max_output_bytes: match as_u64(&s.max_output_bytes) {
                 Some(v) if *v.get_ref() > crate::sidecar::MAX_OUTPUT_BYTES => {

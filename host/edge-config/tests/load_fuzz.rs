@@ -204,6 +204,7 @@ const SIDECAR_KEYS: &[(&str, &[&str])] = &[
         ],
     ),
     ("max_concurrent", &["1", "0"]),
+    ("max_concurrent_per_tenant", &["1", "0", "16", "17"]),
     ("timeout_ms", &["1", "0"]),
     ("max_output_bytes", &["1", "0", "8388608", "8388609"]),
     ("child_cpu_seconds", &["1", "0"]),

@@ -23,7 +23,9 @@
 //! - Each run is its own process group, killed whole on timeout, when its
 //!   output passes the cap, and when it exits; descendants that left the
 //!   group are killed when found orphaned (nothing it started lives on).
-//! - At most `max_concurrent` runs at once; one more is refused as busy.
+//! - At most `max_concurrent` runs at once, `max_concurrent_per_tenant`
+//!   of one tenant's (half by default, so one tenant never takes them
+//!   all); one more is refused as busy.
 //! - Counters (`{"metrics": true}`): runs, refusals, refused peers,
 //!   timeouts, output caps.
 #![deny(missing_docs)]

@@ -106,6 +106,8 @@ pub struct Sidecar {
     /// The only user that may connect: the sidecar's own.
     uid: libc::uid_t,
     running: AtomicUsize,
+    /// Runs of each tenant running now (tenants with none are left out).
+    running_by_tenant: Mutex<HashMap<String, usize>>,
     connections: AtomicUsize,
     /// The counters.
     pub metrics: Metrics,
@@ -119,6 +121,12 @@ fn refuse(kind: &str, message: String) -> Response {
 }
 
 impl Sidecar {
+    fn running_by_tenant(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.running_by_tenant
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     /// A sidecar with these settings, running for tenants with these
     /// grants.
     pub fn new(config: edge_config::Sidecar, grants: Grants) -> Arc<Self> {
@@ -134,6 +142,7 @@ impl Sidecar {
             // SAFETY: geteuid cannot fail.
             uid: unsafe { libc::geteuid() },
             running: AtomicUsize::new(0),
+            running_by_tenant: Mutex::default(),
             connections: AtomicUsize::new(0),
             metrics: Metrics::default(),
         })
@@ -429,8 +438,18 @@ impl Sidecar {
         if req.args.iter().any(|a| a.contains('\0')) {
             return refused(KIND_BAD_REQUEST, "an argument contains a NUL byte".into());
         }
-        // Reserve a slot, or refuse: never queue without bound. The guard
-        // gives it back even if the run panics.
+        // Reserve a slot of the tenant's and one of all, or refuse: never
+        // queue without bound. The guards give them back even if the run
+        // panics.
+        let Some(_tenant_slot) = TenantRun::take(self, tenant) else {
+            return refused(
+                KIND_BUSY,
+                format!(
+                    "the tenant has {} runs already (max_concurrent_per_tenant); retry later",
+                    self.config.max_concurrent_per_tenant
+                ),
+            );
+        };
         let Some(_slot) = Counted::take(&self.running, self.config.max_concurrent) else {
             return refused(
                 KIND_BUSY,
@@ -544,6 +563,38 @@ impl<'a> Counted<'a> {
 impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// One of a tenant's `max_concurrent_per_tenant` runs, given back on
+/// drop.
+struct TenantRun<'a> {
+    sidecar: &'a Sidecar,
+    tenant: &'a str,
+}
+
+impl<'a> TenantRun<'a> {
+    /// One more run of `tenant`, unless it has its share running.
+    fn take(sidecar: &'a Sidecar, tenant: &'a str) -> Option<Self> {
+        let mut running = sidecar.running_by_tenant();
+        let n = running.entry(tenant.to_string()).or_default();
+        if *n >= sidecar.config.max_concurrent_per_tenant {
+            return None;
+        }
+        *n += 1;
+        Some(Self { sidecar, tenant })
+    }
+}
+
+impl Drop for TenantRun<'_> {
+    fn drop(&mut self) {
+        let mut running = self.sidecar.running_by_tenant();
+        if let Some(n) = running.get_mut(self.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                running.remove(self.tenant);
+            }
+        }
     }
 }
 
