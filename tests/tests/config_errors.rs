@@ -267,6 +267,24 @@ fn key_value_label_with_a_slash() {
 }
 
 #[test]
+fn too_many_key_value_labels() {
+    let labels: Vec<String> = (0..65).map(|i| format!("\"s{i}\"")).collect();
+    let spin = spin_without_required().replace(
+        "[component.echo]\n",
+        &format!(
+            "[component.echo]\nkey_value_stores = [{}]\n",
+            labels.join(", ")
+        ),
+    );
+    let (code, stderr) = check(&spin, GOOD_EDGE);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("component.echo.key_value_stores: at most 64 labels per component"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn route_without_slash() {
     let spin = spin_without_required().replace("route = \"/...\"", "route = \"echo\"");
     assert_error(

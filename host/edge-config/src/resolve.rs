@@ -759,6 +759,20 @@ impl Resolver<'_> {
                     }
                 }
             }
+            // Each label is a file the host keeps open (a key-value store
+            // with its cache, a database with its connections).
+            for (labels, what) in [
+                (&c.sqlite_databases, "sqlite_databases"),
+                (&c.key_value_stores, "key_value_stores"),
+            ] {
+                if let Some(past) = labels.get(MAX_LABELS) {
+                    return self.app_err(
+                        past.span(),
+                        &format!("{key}.{what}"),
+                        format!("at most {MAX_LABELS} labels per component"),
+                    );
+                }
+            }
             let mut databases = Vec::new();
             for d in &c.sqlite_databases {
                 if !is_label(d.get_ref()) {
@@ -1691,6 +1705,10 @@ fn http_token(s: &str) -> bool {
     s.bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
+
+/// Most key-value store (and SQLite database) labels one component may
+/// name.
+const MAX_LABELS: usize = 64;
 
 fn is_label(s: &str) -> bool {
     !s.is_empty()

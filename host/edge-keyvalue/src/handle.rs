@@ -7,6 +7,11 @@ use redb::ReadableTable;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
+/// Operations of one tenant's stores running at once, over all its
+/// stores: each takes a thread of the host's blocking pool, and a tenant
+/// may have as many stores as its components name.
+pub const TENANT_PERMITS: usize = 8;
+
 /// A granted store with its size cap: what a guest's bucket uses.
 ///
 /// Its methods block on the disk. The host functions run them on the
@@ -16,6 +21,8 @@ use tokio::sync::Semaphore;
 pub struct Handle {
     pub(crate) store: Backend,
     pub(crate) cap: u64,
+    /// The tenant's [`TENANT_PERMITS`].
+    pub(crate) tenant: Arc<Semaphore>,
 }
 
 /// Where a store keeps its data.
@@ -74,12 +81,20 @@ impl Handle {
     /// holds a pool thread rather than the async worker (and every
     /// connection on it). Waiting for a permit is async: a store whose disk
     /// stalls ties up at most four reader threads and one writer thread of
-    /// the blocking pool, however many guests call it.
+    /// the blocking pool, however many guests call it, and a tenant's
+    /// stores together at most [`TENANT_PERMITS`].
     pub(crate) async fn blocking<R: Send + 'static>(
         &self,
         access: Access,
         f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
     ) -> Result<R, KvError> {
+        // The tenant's first: one waiting for its store holds none of them.
+        let tenant_permit = self
+            .tenant
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| KvError::Unavailable)?;
         let permit = self
             .store
             .permits(access)
@@ -92,7 +107,7 @@ impl Handle {
         // future, the operation still finishes (or fails) before another
         // takes its place.
         tokio::task::spawn_blocking(move || {
-            let _permit = permit;
+            let _permits = (tenant_permit, permit);
             f(&handle)
         })
         .await

@@ -39,6 +39,8 @@ pub struct Registry {
     open: Arc<OpenStores>,
     redis: OpenRedis,
     errors: ErrorCounts,
+    /// Each tenant's [`crate::handle::TENANT_PERMITS`].
+    tenants: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
 impl Registry {
@@ -57,6 +59,7 @@ impl Registry {
             open,
             redis: OpenRedis::default(),
             errors: ErrorCounts::global().clone(),
+            tenants: Mutex::default(),
         }
     }
 
@@ -68,7 +71,17 @@ impl Registry {
             open: Arc::default(),
             redis: OpenRedis::default(),
             errors: ErrorCounts::global().clone(),
+            tenants: Mutex::default(),
         }
+    }
+
+    /// The permits `tenant`'s stores share.
+    fn tenant_permits(&self, tenant: &str) -> Arc<tokio::sync::Semaphore> {
+        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        tenants
+            .entry(tenant.to_string())
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(crate::handle::TENANT_PERMITS)))
+            .clone()
     }
 
     /// The storage error counts of this registry's stores (the process's).
@@ -115,6 +128,7 @@ impl Registry {
             return Ok(Handle {
                 store: Backend::Redis(store),
                 cap,
+                tenant: self.tenant_permits(tenant),
             });
         }
         let store = Arc::new(RedisStore::new(
@@ -128,6 +142,7 @@ impl Registry {
         Ok(Handle {
             store: Backend::Redis(store),
             cap,
+            tenant: self.tenant_permits(tenant),
         })
     }
 
@@ -148,6 +163,7 @@ impl Registry {
             return Ok(Handle {
                 store: Backend::File(store),
                 cap,
+                tenant: self.tenant_permits(tenant),
             });
         }
         let errors = self.errors.tenant(tenant);
@@ -176,6 +192,7 @@ impl Registry {
         Ok(Handle {
             store: Backend::File(store),
             cap,
+            tenant: self.tenant_permits(tenant),
         })
     }
 }
@@ -209,5 +226,53 @@ fn flush_loop(open: Weak<OpenStores>) {
             // the store keeps its pending writes and the next tick retries.
             let _ = store.flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle::{Access, TENANT_PERMITS};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenants_stores_together_run_at_most_its_permits() {
+        let registry = Registry::in_memory();
+        let (running, release) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        // One operation more than the tenant's permits, each on a store of
+        // its own (the stores' own permits would let every one run), each
+        // blocking until released.
+        let mut calls = Vec::new();
+        for i in 0..=TENANT_PERMITS {
+            let handle = registry.open("a", &format!("s{i}"), 1 << 20).unwrap();
+            let (running, release) = (running.clone(), release.clone());
+            calls.push(tokio::spawn(async move {
+                handle
+                    .blocking(Access::Read, move |_| {
+                        running.fetch_add(1, SeqCst);
+                        while release.load(SeqCst) == 0 {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Ok(())
+                    })
+                    .await
+            }));
+        }
+        for _ in 0..400 {
+            if running.load(SeqCst) == TENANT_PERMITS {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(running.load(SeqCst), TENANT_PERMITS, "one waits");
+        // Another tenant's operation runs meanwhile.
+        let other = registry.open("b", "s0", 1 << 20).unwrap();
+        other.blocking(Access::Read, |_| Ok(())).await.unwrap();
+        release.store(1, SeqCst);
+        for call in calls {
+            call.await.unwrap().unwrap();
+        }
+        assert_eq!(running.load(SeqCst), TENANT_PERMITS + 1);
     }
 }

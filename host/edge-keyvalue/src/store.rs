@@ -858,6 +858,7 @@ mod tests {
         let handle = Handle {
             store: Backend::File(Arc::new(store)),
             cap,
+            tenant: Arc::new(Semaphore::new(crate::handle::TENANT_PERMITS)),
         };
         (handle, faults, errors)
     }
