@@ -428,8 +428,9 @@ mod tests {
                 .stdout(std::process::Stdio::null())
                 .spawn()
                 .expect("redis-server (make test installs it)");
-            for _ in 0..200 {
-                if socket.exists() {
+            // Ready once it accepts (a loaded machine may take seconds).
+            for _ in 0..1000 {
+                if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
