@@ -14,8 +14,10 @@
 //! (a SQLite connection). One that does not (a WASI descriptor, shared by
 //! the streams read from it, which outlive its handle) hands its place to
 //! [`OpenFiles::watch`] with a weak reference to the descriptor: the place
-//! is given back once the descriptor is gone, found by a sweep whenever
-//! an open meets a cap and whenever the count is read.
+//! is given back once the descriptor is gone, found by a sweep of the
+//! tenant's watched descriptors whenever one of its opens meets a cap, as
+//! their list doubles, and when `/metrics` is read (every tenant's, at most
+//! every 10 ms, when an open meets the host's cap).
 //!
 //! ```
 //! use edge_open_files::OpenFiles;
@@ -28,8 +30,10 @@
 //! ```
 
 use std::any::Any;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 /// The default of a tenant's `max_open_files`.
 pub const DEFAULT_MAX: usize = 1024;
@@ -37,23 +41,32 @@ pub const DEFAULT_MAX: usize = 1024;
 /// Guests' descriptors open in the process, all tenants together.
 static HOST_HELD: AtomicUsize = AtomicUsize::new(0);
 
-/// Places handed to [`OpenFiles::watch`]: each with the descriptor it
-/// waits on.
-static WATCHED: Mutex<Vec<(Weak<dyn Any + Send + Sync>, OpenFile)>> = Mutex::new(Vec::new());
+/// Tenants that watch descriptors, for sweeps at the host's cap.
+static WATCHING: Mutex<Vec<Weak<OpenFiles>>> = Mutex::new(Vec::new());
 
-/// Gives back the places of watched descriptors that are gone.
-fn sweep() {
-    let gone: Vec<OpenFile> = {
-        let mut watched = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
-        let (gone, kept) = std::mem::take(&mut *watched)
-            .into_iter()
-            .partition(|(d, _)| d.strong_count() == 0);
-        *watched = kept;
-        gone.into_iter().map(|(_, place)| place).collect()
+/// Gives back the places of every tenant's watched descriptors that are
+/// gone; at most once per [`HOST_SWEEP_EVERY`], as it walks them all.
+fn sweep_every_tenant() {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    {
+        let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|t| t.elapsed() < HOST_SWEEP_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+    }
+    let tenants: Vec<Arc<OpenFiles>> = {
+        let mut watching = WATCHING.lock().unwrap_or_else(|e| e.into_inner());
+        watching.retain(|t| t.strong_count() > 0);
+        watching.iter().filter_map(Weak::upgrade).collect()
     };
-    // Dropped outside the lock.
-    drop(gone);
+    for t in tenants {
+        t.sweep();
+    }
 }
+
+/// How often an open at the host's cap may sweep every tenant.
+const HOST_SWEEP_EVERY: Duration = Duration::from_millis(10);
 
 /// How many descriptors guests may hold in the process: half its limit.
 pub fn host_max() -> usize {
@@ -104,6 +117,17 @@ pub struct OpenFiles {
     held: AtomicUsize,
     max: AtomicUsize,
     refused: AtomicU64,
+    /// Descriptors whose places [`OpenFiles::watch`] keeps.
+    watched: Mutex<Watched>,
+    /// Whether it is in [`WATCHING`].
+    watching: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Watched {
+    descriptors: Vec<Weak<dyn Any + Send + Sync>>,
+    /// How many were left by the last sweep.
+    after_sweep: usize,
 }
 
 impl Default for OpenFiles {
@@ -119,6 +143,8 @@ impl OpenFiles {
             held: AtomicUsize::new(0),
             max: AtomicUsize::new(max),
             refused: AtomicU64::new(0),
+            watched: Mutex::default(),
+            watching: AtomicBool::new(false),
         }
     }
 
@@ -133,8 +159,11 @@ impl OpenFiles {
         if let Some(place) = self.try_open() {
             return Some(place);
         }
-        // At a cap: closed descriptors may still hold places.
-        sweep();
+        // At a cap: descriptors gone may still hold places.
+        self.sweep();
+        if HOST_HELD.load(Relaxed) >= host_max() {
+            sweep_every_tenant();
+        }
         let place = self.try_open();
         if place.is_none() {
             self.refused.fetch_add(1, Relaxed);
@@ -150,21 +179,50 @@ impl OpenFiles {
             HOST_HELD.fetch_sub(1, Relaxed);
             return None;
         }
-        Some(OpenFile(self.clone()))
+        Some(OpenFile(Some(self.clone())))
     }
 
     /// Keeps `place` until `descriptor` is gone (its last strong
     /// reference dropped), for owners that are not told when it closes.
-    pub fn watch(place: OpenFile, descriptor: Weak<dyn Any + Send + Sync>) {
-        WATCHED
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((descriptor, place));
+    pub fn watch(self: &Arc<Self>, mut place: OpenFile, descriptor: Weak<dyn Any + Send + Sync>) {
+        // The place stays counted; a sweep gives it back.
+        place.0 = None;
+        if !self.watching.swap(true, Relaxed) {
+            WATCHING
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Arc::downgrade(self));
+        }
+        let mut watched = self.watched();
+        watched.descriptors.push(descriptor);
+        // Swept as the list doubles, so it never holds more than twice
+        // what was open at the last sweep, for a constant cost per open.
+        if watched.descriptors.len() >= 2 * watched.after_sweep.max(16) {
+            self.sweep_locked(&mut watched);
+        }
     }
 
-    /// Descriptors open now.
+    /// Gives back the places of its watched descriptors that are gone.
+    pub fn sweep(&self) {
+        self.sweep_locked(&mut self.watched());
+    }
+
+    fn sweep_locked(&self, watched: &mut Watched) {
+        let before = watched.descriptors.len();
+        watched.descriptors.retain(|d| d.strong_count() > 0);
+        let gone = before - watched.descriptors.len();
+        watched.after_sweep = watched.descriptors.len();
+        self.held.fetch_sub(gone, Relaxed);
+        HOST_HELD.fetch_sub(gone, Relaxed);
+    }
+
+    fn watched(&self) -> std::sync::MutexGuard<'_, Watched> {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Descriptors counted as open now (watched ones until a sweep finds
+    /// them gone: [`OpenFiles::sweep`]).
     pub fn held(&self) -> usize {
-        sweep();
         self.held.load(Relaxed)
     }
 
@@ -176,12 +234,14 @@ impl OpenFiles {
 
 /// One open descriptor's place; given back on drop.
 #[derive(Debug)]
-pub struct OpenFile(Arc<OpenFiles>);
+pub struct OpenFile(Option<Arc<OpenFiles>>);
 
 impl Drop for OpenFile {
     fn drop(&mut self) {
-        self.0.held.fetch_sub(1, Relaxed);
-        HOST_HELD.fetch_sub(1, Relaxed);
+        if let Some(files) = self.0.take() {
+            files.held.fetch_sub(1, Relaxed);
+            HOST_HELD.fetch_sub(1, Relaxed);
+        }
     }
 }
 
@@ -209,13 +269,35 @@ mod tests {
         let descriptor: Arc<dyn Any + Send + Sync> = Arc::new(7u8);
         // A stream read from it keeps the descriptor open after its handle.
         let stream = descriptor.clone();
-        OpenFiles::watch(files.open().unwrap(), Arc::downgrade(&descriptor));
+        files.watch(files.open().unwrap(), Arc::downgrade(&descriptor));
         drop(descriptor);
         assert!(files.open().is_none(), "the stream still holds it");
         assert_eq!(files.held(), 1);
         drop(stream);
         assert!(files.open().is_some(), "swept at the cap");
         assert_eq!(files.refused(), 1);
+        assert_eq!(files.held(), 0);
+    }
+
+    #[test]
+    fn watched_descriptors_gone_are_swept_as_the_list_grows() {
+        let files = Arc::new(OpenFiles::new(1000));
+        let mut open = Vec::new();
+        for i in 0..100 {
+            let d: Arc<dyn Any + Send + Sync> = Arc::new(i);
+            files.watch(files.open().unwrap(), Arc::downgrade(&d));
+            // Every other one stays open.
+            if i % 2 == 0 {
+                open.push(d);
+            }
+        }
+        // Never more than twice what was open at the last sweep counted.
+        assert!(files.held() < 100, "{}", files.held());
+        files.sweep();
+        assert_eq!(files.held(), 50);
+        drop(open);
+        files.sweep();
+        assert_eq!(files.held(), 0);
     }
 
     #[test]

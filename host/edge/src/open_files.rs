@@ -12,7 +12,7 @@
 //! watched: given back once the last reference to the open file is gone.
 
 use crate::state::HostState;
-use edge_open_files::{OpenFile, OpenFiles};
+use edge_open_files::OpenFile;
 use std::sync::Arc;
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::TrappableError;
@@ -45,7 +45,7 @@ impl HostState {
                     Descriptor::File(f) => Arc::downgrade(&f.file),
                     Descriptor::Dir(d) => Arc::downgrade(&d.dir),
                 };
-                OpenFiles::watch(place, file);
+                self.open_files().watch(place, file);
                 Ok(Ok(d))
             }
             Err(e) => Ok(Err(e.downcast()?)),

@@ -356,7 +356,10 @@ impl Shares {
                 ("instances", instances),
                 ("sessions", sessions),
                 ("inflight", inflight),
-                ("open_files", share.open_files.held() as u64),
+                ("open_files", {
+                    share.open_files.sweep();
+                    share.open_files.held() as u64
+                }),
             ] {
                 let _ = writeln!(
                     out,
