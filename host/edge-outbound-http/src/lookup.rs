@@ -20,7 +20,7 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use edge_outbound_http::{TenantOutbound, lookup};
 //! let tenant = std::sync::Arc::new(TenantOutbound::new("acme", 4));
-//! let found = lookup::resolve(&tenant, "localhost", 80).await.unwrap();
+//! let found = lookup::resolve(tenant.clone(), "localhost".into(), 80).await.unwrap();
 //! assert!(found.iter().all(|a| a.ip().is_loopback() && a.port() == 80));
 //! assert_eq!(tenant.lookups_running(), 0);
 //! # });
@@ -28,7 +28,9 @@
 
 use crate::limit::TenantOutbound;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 use tokio::sync::Semaphore;
+use wasmtime_wasi::runtime::AbortOnDropJoinHandle;
 
 /// Lookups one tenant may have running at once.
 pub const PER_TENANT: usize = 16;
@@ -39,17 +41,22 @@ pub const PER_HOST: usize = 128;
 static HOST: Semaphore = Semaphore::const_new(PER_HOST);
 
 /// The addresses of `name` (a domain name, not an address literal) with
-/// `port`, as the system resolver finds them.
-pub async fn resolve(
-    tenant: &TenantOutbound,
-    name: &str,
+/// `port`, as the system resolver finds them. The lookup is a task of its
+/// own, started at once: it goes on whether or not its caller polls (a
+/// place handed to a caller not being polled would sit unused), and
+/// dropping the handle gives up on it (once at the resolver, it finishes
+/// there in its places).
+pub fn resolve(
+    tenant: Arc<TenantOutbound>,
+    name: String,
     port: u16,
-) -> std::io::Result<Vec<SocketAddr>> {
-    let name = name.to_owned();
-    holding_places(tenant, move || {
-        Ok((name.as_str(), port).to_socket_addrs()?.collect())
+) -> AbortOnDropJoinHandle<std::io::Result<Vec<SocketAddr>>> {
+    wasmtime_wasi::runtime::spawn(async move {
+        holding_places(&tenant, move || {
+            Ok((name.as_str(), port).to_socket_addrs()?.collect())
+        })
+        .await
     })
-    .await
 }
 
 /// Runs `work` on the blocking pool once it has a place of `tenant`'s and
@@ -120,12 +127,17 @@ mod tests {
         }
         let waiting = tokio::spawn({
             let tenant = tenant.clone();
-            async move { resolve(&tenant, "localhost", 2).await }
+            async move { resolve(tenant, "localhost".into(), 2).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "a lookup past the cap waits");
-        let other = TenantOutbound::new("u", 1);
-        assert!(!resolve(&other, "localhost", 3).await.unwrap().is_empty());
+        let other = Arc::new(TenantOutbound::new("u", 1));
+        assert!(
+            !resolve(other, "localhost".into(), 3)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         held.pop();
         let found = waiting.await.unwrap().unwrap();
         assert!(!found.is_empty() && found.iter().all(|a| a.port() == 2));

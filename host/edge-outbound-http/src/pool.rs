@@ -335,12 +335,14 @@ async fn connect(call: &Call) -> Result<(SendRequest<WasiBody>, SocketAddr), Err
     let resolved: Vec<SocketAddr> = match &d.host {
         url::Host::Ipv4(a) => vec![SocketAddr::new(IpAddr::V4(*a), d.port)],
         url::Host::Ipv6(a) => vec![SocketAddr::new(IpAddr::V6(*a), d.port)],
-        url::Host::Domain(name) => crate::lookup::resolve(&call.tenant, name, d.port)
-            .await
-            .map_err(|e| Error::DnsError {
-                rcode: Some(e.to_string()),
-                info_code: None,
-            })?,
+        url::Host::Domain(name) => {
+            crate::lookup::resolve(call.tenant.clone(), name.clone(), d.port)
+                .await
+                .map_err(|e| Error::DnsError {
+                    rcode: Some(e.to_string()),
+                    info_code: None,
+                })?
+        }
     };
     let mut accepted = Vec::new();
     let mut refused = None;

@@ -111,7 +111,7 @@ impl OutboundPolicy {
         let resolved: Vec<SocketAddr> = match parsed {
             url::Host::Ipv4(a) => vec![SocketAddr::new(IpAddr::V4(a), port)],
             url::Host::Ipv6(a) => vec![SocketAddr::new(IpAddr::V6(a), port)],
-            url::Host::Domain(d) => crate::lookup::resolve(&self.tenant, &d, port)
+            url::Host::Domain(d) => crate::lookup::resolve(self.tenant.clone(), d, port)
                 .await
                 .map_err(|e| TcpError::Connect(shown.clone(), e.to_string()))?,
         };

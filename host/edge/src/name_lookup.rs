@@ -58,13 +58,21 @@ fn domain(granted: bool, name: &str) -> Result<String, Found> {
     }
 }
 
-/// The addresses of `domain`, as `tenant`'s lookup.
-async fn resolve(tenant: Arc<TenantOutbound>, domain: String) -> Found {
-    match edge_outbound_http::lookup::resolve(&tenant, &domain, 0).await {
-        Ok(found) => Ok(found.into_iter().map(|a| a.ip().to_canonical()).collect()),
-        Err(e) => {
-            tracing::debug!(name = %domain, error = %e, "name lookup failed");
-            Err(Failure::Unresolvable)
+/// The addresses of `domain`, as `tenant`'s lookup: started at once (it
+/// goes on whether or not the future is polled), given up on when the
+/// future is dropped.
+fn resolve(
+    tenant: Arc<TenantOutbound>,
+    domain: String,
+) -> impl Future<Output = Found> + Send + 'static {
+    let lookup = edge_outbound_http::lookup::resolve(tenant, domain.clone(), 0);
+    async move {
+        match lookup.await {
+            Ok(found) => Ok(found.into_iter().map(|a| a.ip().to_canonical()).collect()),
+            Err(e) => {
+                tracing::debug!(name = %domain, error = %e, "name lookup failed");
+                Err(Failure::Unresolvable)
+            }
         }
     }
 }
@@ -83,31 +91,19 @@ impl HostState {
 pub struct AddressStream(Stage);
 
 enum Stage {
-    /// A task of its own, so the lookup goes on (and a place it was given
-    /// is used) whether or not the guest polls; aborted with the stream.
-    Running(tokio::task::JoinHandle<Found>),
+    Running(Pin<Box<dyn Future<Output = Found> + Send>>),
     Done(Result<std::vec::IntoIter<IpAddr>, Failure>),
 }
 
 impl AddressStream {
     fn poll_done(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Stage::Running(task) = &mut self.0 {
-            let Poll::Ready(found) = Pin::new(task).poll(cx) else {
+        if let Stage::Running(lookup) = &mut self.0 {
+            let Poll::Ready(found) = lookup.as_mut().poll(cx) else {
                 return Poll::Pending;
             };
-            let found = found.unwrap_or(Err(Failure::Unresolvable));
             self.0 = Stage::Done(found.map(Vec::into_iter));
         }
         Poll::Ready(())
-    }
-}
-
-impl Drop for AddressStream {
-    fn drop(&mut self) {
-        // A lookup already at the resolver finishes there, in its places.
-        if let Stage::Running(task) = &self.0 {
-            task.abort();
-        }
     }
 }
 
@@ -156,7 +152,7 @@ fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             // The network handle is the capability; it must be one.
             state.table().get(&network)?;
             let stage = match state.name_lookup(&name) {
-                Ok((tenant, domain)) => Stage::Running(tokio::spawn(resolve(tenant, domain))),
+                Ok((tenant, domain)) => Stage::Running(Box::pin(resolve(tenant, domain))),
                 // Refusals are answered at once; literals by the stream.
                 Err(Err(failure)) => return Ok((Err(code(failure)),)),
                 Err(found) => Stage::Done(found.map(Vec::into_iter)),
