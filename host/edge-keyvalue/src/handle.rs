@@ -88,34 +88,36 @@ impl Handle {
         access: Access,
         f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
     ) -> Result<R, KvError> {
-        // The tenant's first: one waiting for its store holds none of them.
-        let tenant_permit = self
-            .tenant
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| KvError::Unavailable)?;
-        let permit = self
-            .store
-            .permits(access)
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| KvError::Unavailable)?;
+        let (store, tenant) = (self.store.permits(access).clone(), self.tenant.clone());
         let handle = self.clone();
-        // The permit moves into the task: if the guest's deadline drops this
-        // future, the operation still finishes (or fails) before another
-        // takes its place.
-        tokio::task::spawn_blocking(move || {
-            let _permits = (tenant_permit, permit);
-            f(&handle)
+        // A task of its own: a guest's call that is not being polled (a
+        // WASI 0.3 task of an idle instance) never sits on permits handed
+        // to it. Dropping the call aborts the task while it waits.
+        wasmtime_wasi::runtime::spawn(async move {
+            // The store's first: one waiting for a busy store holds none
+            // of its tenant's.
+            let permit = store
+                .acquire_owned()
+                .await
+                .map_err(|_| KvError::Unavailable)?;
+            let tenant_permit = tenant
+                .acquire_owned()
+                .await
+                .map_err(|_| KvError::Unavailable)?;
+            // The permits move into the blocking task: once started, the
+            // operation finishes (or fails) before another takes its place.
+            tokio::task::spawn_blocking(move || {
+                let _permits = (permit, tenant_permit);
+                f(&handle)
+            })
+            .await
+            .map_err(|e| {
+                KvError::Trap(wasmtime::Error::msg(format!(
+                    "key-value operation failed: {e}"
+                )))
+            })?
         })
         .await
-        .map_err(|e| {
-            KvError::Trap(wasmtime::Error::msg(format!(
-                "key-value operation failed: {e}"
-            )))
-        })?
     }
 
     /// Bytes of keys plus values stored.
