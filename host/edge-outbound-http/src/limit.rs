@@ -83,36 +83,43 @@ impl Registry {
                 );
             }
         }
-        out.push_str("# HELP edge_outbound_in_flight Outbound requests sent and not yet finished.\n# TYPE edge_outbound_in_flight gauge\n");
-        for t in &tenants {
-            let _ = writeln!(
-                out,
-                "edge_outbound_in_flight{{tenant=\"{}\"}} {}",
-                t.label,
-                t.in_flight.load(Relaxed)
-            );
-        }
-        out.push_str("# HELP edge_outbound_lookups_running Name lookups running (at most 16 per tenant; one past that waits).\n# TYPE edge_outbound_lookups_running gauge\n");
-        for t in &tenants {
-            let _ = writeln!(
-                out,
-                "edge_outbound_lookups_running{{tenant=\"{}\"}} {}",
-                t.label,
-                t.lookups_running()
-            );
-        }
-        out.push_str("# HELP edge_outbound_lookups_total Name lookups started (outbound requests, database clients and wasi:sockets).\n# TYPE edge_outbound_lookups_total counter\n");
-        for t in &tenants {
-            let _ = writeln!(
-                out,
-                "edge_outbound_lookups_total{{tenant=\"{}\"}} {}",
-                t.label,
-                t.lookups_total.load(Relaxed)
-            );
+        let per_tenant: [Series; 3] = [
+            (
+                "edge_outbound_in_flight",
+                "gauge",
+                "Outbound requests sent and not yet finished.",
+                |t| t.in_flight.load(Relaxed) as u64,
+            ),
+            (
+                "edge_outbound_lookups_running",
+                "gauge",
+                "Name lookups running (at most 16 per tenant; one past that waits).",
+                |t| t.lookups_running() as u64,
+            ),
+            (
+                "edge_outbound_lookups_total",
+                "counter",
+                "Name lookups started (outbound requests, database clients and wasi:sockets).",
+                |t| t.lookups_total.load(Relaxed),
+            ),
+        ];
+        for (name, kind, help, value) in per_tenant {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for t in &tenants {
+                let _ = writeln!(out, "{name}{{tenant=\"{}\"}} {}", t.label, value(t));
+            }
         }
         out
     }
 }
+
+/// A series with one value per tenant: name, type, help, value.
+type Series = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&TenantOutbound) -> u64,
+);
 
 /// One tenant's outbound cap and counters.
 #[derive(Debug)]

@@ -33,9 +33,9 @@
 //!   connection (`wasi:sockets`, through std), answers what comes back
 //!   until the peer closes;
 use spin_sdk::http::{IntoResponse, Request, Response};
+use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::http_service;
 use spin_sdk::key_value::Store;
-use spin_sdk::sqlite::{Connection, Value};
 use spin_sdk::variables;
 
 #[http_service]
@@ -269,10 +269,7 @@ fn show(v: &Value) -> String {
         Value::Integer(i) => format!("i:{i}"),
         Value::Real(f) => format!("r:{f}"),
         Value::Text(t) => format!("t:{t}"),
-        Value::Blob(b) => format!(
-            "b:{}",
-            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-        ),
+        Value::Blob(b) => format!("b:{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
         Value::Null => "null".to_string(),
     }
 }
@@ -342,21 +339,16 @@ async fn pg(address: &str, execute: bool, text: &str) -> Result<String, spin_sdk
         .collect();
     let conn = Connection::open(address).await?;
     if execute {
-        return Ok(format!(
-            "changed {}",
-            conn.execute(statement, params).await?
-        ));
+        return Ok(format!("changed {}", conn.execute(statement, params).await?));
     }
     let result = conn.query(statement, params).await?;
     let width = result.columns().len();
-    let mut out = vec![
-        result
-            .columns()
-            .iter()
-            .map(|c| format!("{}:{:?}", c.name, c.data_type))
-            .collect::<Vec<_>>()
-            .join(","),
-    ];
+    let mut out = vec![result
+        .columns()
+        .iter()
+        .map(|c| format!("{}:{:?}", c.name, c.data_type))
+        .collect::<Vec<_>>()
+        .join(",")];
     for row in result.collect().await? {
         out.push(
             (0..width)
@@ -410,14 +402,12 @@ async fn mysql(address: &str, execute: bool, text: &str) -> Result<String, spin_
     }
     let result = conn.query(statement, params).await?;
     let width = result.columns().len();
-    let mut out = vec![
-        result
-            .columns()
-            .iter()
-            .map(|c| format!("{}:{:?}", c.name, c.data_type))
-            .collect::<Vec<_>>()
-            .join(","),
-    ];
+    let mut out = vec![result
+        .columns()
+        .iter()
+        .map(|c| format!("{}:{:?}", c.name, c.data_type))
+        .collect::<Vec<_>>()
+        .join(",")];
     for row in result.collect().await? {
         out.push(
             (0..width)
@@ -429,10 +419,7 @@ async fn mysql(address: &str, execute: bool, text: &str) -> Result<String, spin_
                     DbValue::Uint64(v) => v.to_string(),
                     DbValue::Floating64(v) => v.to_string(),
                     DbValue::Str(s) => s.clone(),
-                    DbValue::Binary(b) => format!(
-                        "0x{}",
-                        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-                    ),
+                    DbValue::Binary(b) => format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
                     DbValue::DbNull => "null".to_string(),
                     other => format!("{other:?}"),
                 })
