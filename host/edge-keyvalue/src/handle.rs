@@ -93,7 +93,7 @@ impl Handle {
         // A task of its own: a guest's call that is not being polled (a
         // WASI 0.3 task of an idle instance) never sits on permits handed
         // to it. Dropping the call aborts the task while it waits.
-        wasmtime_wasi::runtime::spawn(async move {
+        let mut task = wasmtime_wasi::runtime::spawn(async move {
             // The store's first: one waiting for a busy store holds none
             // of its tenant's.
             let permit = store
@@ -116,8 +116,10 @@ impl Handle {
                     "key-value operation failed: {e}"
                 )))
             })?
-        })
-        .await
+        });
+        // Through the inner handle: a task cancelled (its runtime shutting
+        // down) is an error, not a panic.
+        (&mut *task).await.map_err(|_| KvError::Unavailable)?
     }
 
     /// Bytes of keys plus values stored.

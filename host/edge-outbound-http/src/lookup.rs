@@ -30,7 +30,6 @@ use crate::limit::TenantOutbound;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
-use wasmtime_wasi::runtime::AbortOnDropJoinHandle;
 
 /// Lookups one tenant may have running at once.
 pub const PER_TENANT: usize = 16;
@@ -50,13 +49,20 @@ pub fn resolve(
     tenant: Arc<TenantOutbound>,
     name: String,
     port: u16,
-) -> AbortOnDropJoinHandle<std::io::Result<Vec<SocketAddr>>> {
-    wasmtime_wasi::runtime::spawn(async move {
+) -> impl Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'static {
+    let mut task = wasmtime_wasi::runtime::spawn(async move {
         holding_places(&tenant, move || {
             Ok((name.as_str(), port).to_socket_addrs()?.collect())
         })
         .await
-    })
+    });
+    // Through the inner handle: a task cancelled (its runtime shutting
+    // down) is an error, not a panic.
+    async move {
+        (&mut *task)
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
 }
 
 /// Runs `work` on the blocking pool once it has a place of `tenant`'s and
