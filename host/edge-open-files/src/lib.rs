@@ -16,8 +16,8 @@
 //! [`OpenFiles::watch`] with a weak reference to the descriptor: the place
 //! is given back once the descriptor is gone, found by a sweep of the
 //! tenant's watched descriptors whenever one of its opens meets a cap, as
-//! their list doubles, and when `/metrics` is read (every tenant's, at most
-//! every 10 ms, when an open meets the host's cap).
+//! their list doubles, and when `/metrics` reads its count; an open that
+//! meets the host's cap sweeps every tenant's (at most every 10 ms).
 //!
 //! ```
 //! use edge_open_files::OpenFiles;
@@ -185,13 +185,17 @@ impl OpenFiles {
     /// Keeps `place` until `descriptor` is gone (its last strong
     /// reference dropped), for owners that are not told when it closes.
     pub fn watch(self: &Arc<Self>, mut place: OpenFile, descriptor: Weak<dyn Any + Send + Sync>) {
-        // The place stays counted; a sweep gives it back.
-        place.0 = None;
+        // The place stays counted (in this tenant's count); a sweep gives
+        // it back.
+        let owner = place.0.take();
+        debug_assert!(
+            owner.is_some_and(|o| Arc::ptr_eq(&o, self)),
+            "a place is watched by the tenant it was taken from"
+        );
         if !self.watching.swap(true, Relaxed) {
-            WATCHING
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Arc::downgrade(self));
+            let mut watching = WATCHING.lock().unwrap_or_else(|e| e.into_inner());
+            watching.retain(|t| t.strong_count() > 0);
+            watching.push(Arc::downgrade(self));
         }
         let mut watched = self.watched();
         watched.descriptors.push(descriptor);
@@ -229,6 +233,19 @@ impl OpenFiles {
     /// Opens refused so far.
     pub fn refused(&self) -> u64 {
         self.refused.load(Relaxed)
+    }
+}
+
+impl Drop for OpenFiles {
+    fn drop(&mut self) {
+        // Its watched places leave the host's count with it.
+        let watched = self
+            .watched
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .descriptors
+            .len();
+        HOST_HELD.fetch_sub(watched, Relaxed);
     }
 }
 
