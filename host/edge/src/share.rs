@@ -352,14 +352,13 @@ impl Shares {
         out.push_str("# HELP edge_share_held What each tenant holds of its share now.\n# TYPE edge_share_held gauge\n");
         for (tenant, share) in &all {
             let (instances, sessions, inflight) = share.held();
+            // Closed files still count until a sweep finds them gone.
+            share.open_files.sweep();
             for (kind, n) in [
                 ("instances", instances),
                 ("sessions", sessions),
                 ("inflight", inflight),
-                ("open_files", {
-                    share.open_files.sweep();
-                    share.open_files.held() as u64
-                }),
+                ("open_files", share.open_files.held() as u64),
             ] {
                 let _ = writeln!(
                     out,
