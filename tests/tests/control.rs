@@ -2156,6 +2156,25 @@ fn tenant_shares_apply_at_once(backend: Backend) {
         refused_on(s, &v, 422, "quota.shares.memory_bytes").contains("[pool] max_memory_bytes"),
         "{v}"
     );
+    // Each below what `[limits]` would take of the same key, or above
+    // its most, is refused by name, and no tenant is made.
+    for (share, value, status, says) in [
+        ("kv_store_bytes", 4095u64, 400, "at least 4096"),
+        ("memory_bytes", 65535, 400, "at least 65536"),
+        ("sqlite_database_bytes", 1000, 400, "at least 65536"),
+        ("sqlite_statements", 0, 400, "at least 1"),
+        ("sqlite_statements", 65537, 422, "65536"),
+        ("max_open_files", 1 << 21, 422, "1048576"),
+    ] {
+        let (s, v) = rt.block_on(node.post(
+            "/v1/tenants",
+            &op,
+            json!({"name": "acme", "hosts": ["acme.test"], "quota": {"shares": {share: value}}}),
+        ));
+        let field = format!("quota.shares.{share}");
+        assert!(refused_on(s, &v, status, &field).contains(says), "{v}");
+    }
+    assert_eq!(rt.block_on(node.get("/v1/tenants/acme", &op)).0, 404);
     let token = rt.block_on(node.tenant("acme", "acme.test", json!({})));
     let (code, _, err) = node.cli(
         &token,
@@ -2190,6 +2209,18 @@ fn tenant_shares_apply_at_once(backend: Backend) {
     );
     let (_, t) = rt.block_on(node.get("/v1/tenants/acme", &token));
     assert_eq!(t["quota"]["shares"], json!({"request_deadline_ms": 500}));
+    // The disk and descriptor shares are kept as given.
+    let disk =
+        json!({"sqlite_database_bytes": 1u64 << 20, "sqlite_statements": 2, "max_open_files": 64});
+    let (s, v) = rt.block_on(node.call(
+        "PATCH",
+        "/v1/tenants/acme",
+        &op,
+        Bytes::from(json!({"quota": {"shares": disk}}).to_string()),
+    ));
+    assert_eq!((s, &v["quota"]["shares"]), (200, &disk), "{v}");
+    let (_, t) = rt.block_on(node.get("/v1/tenants/acme", &token));
+    assert_eq!(t["quota"]["shares"], disk);
 }
 
 /// A request with `headers`: status, response headers, JSON body.

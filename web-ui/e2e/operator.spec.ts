@@ -18,12 +18,18 @@ test("an operator manages a tenant's quota and access, reads the audit log, heal
   await expect(page.getByText("at least 1")).toBeVisible();
   await expect(page.getByRole("button", { name: "Save quota" })).toBeDisabled();
   await apps.fill("7");
+  const files = page.getByLabel(/^Open files/);
+  await files.fill("2000000");
+  await expect(page.getByText("at most 1048576")).toBeVisible();
+  await expect(page.getByRole("button", { name: "Save quota" })).toBeDisabled();
+  await files.fill("256");
   await page.getByLabel(/Instances at once/).fill("30");
   await page.getByRole("button", { name: "Save quota" }).click();
   await expect(page.getByText("Saved.")).toBeVisible();
   await page.reload();
   await expect(page.getByLabel(/^Apps/)).toHaveValue("7");
   await expect(page.getByLabel(/Instances at once/)).toHaveValue("30");
+  await expect(page.getByLabel(/^Open files/)).toHaveValue("256");
   await shot(page, "tenant");
 
   // A token for the tenant, shown once; then revoked.

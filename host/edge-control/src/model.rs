@@ -55,6 +55,15 @@ pub struct Shares {
     /// Size cap of each key-value store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_store_bytes: Option<u64>,
+    /// Size cap of each SQLite database.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sqlite_database_bytes: Option<u64>,
+    /// SQLite statements running at once, over all its databases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sqlite_statements: Option<u64>,
+    /// Files, directories and SQLite connections its guests hold open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_open_files: Option<u64>,
 }
 
 impl Shares {

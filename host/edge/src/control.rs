@@ -204,9 +204,15 @@ fn limits(default: &edge_config::Limits, s: &edge_control::model::Shares) -> edg
     if let Some(ms) = s.request_deadline_ms {
         l.request_deadline = Duration::from_millis(ms);
     }
-    if let Some(n) = s.max_outbound_requests {
-        l.max_outbound_requests = n as usize;
-    }
+    set(s.sqlite_database_bytes, &mut l.sqlite_database_bytes);
+    let set = |v: Option<u64>, d: &mut usize| {
+        if let Some(v) = v {
+            *d = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+    };
+    set(s.max_outbound_requests, &mut l.max_outbound_requests);
+    set(s.sqlite_statements, &mut l.sqlite_statements);
+    set(s.max_open_files, &mut l.max_open_files);
     l
 }
 
@@ -903,6 +909,54 @@ mod tests {
                 Default::default(),
             ))
             .with_tenant(Arc::new(TenantOutbound::new("t", 4)))
+    }
+
+    #[test]
+    fn each_share_sets_its_own_limit_and_unset_ones_keep_the_nodes() {
+        let node = edge_config::Limits {
+            request_deadline: Duration::from_secs(30),
+            memory_bytes: 1,
+            kv_store_bytes: 2,
+            sqlite_database_bytes: 3,
+            sqlite_statements: 4,
+            max_open_files: 5,
+            max_outbound_requests: 6,
+            max_instances: 7,
+            max_sessions: 8,
+            max_inflight: 9,
+            session_rate: 10,
+            max_host_resources: 11,
+            max_fields_bytes: 12,
+        };
+        assert_eq!(limits(&node, &Default::default()), node);
+        let shares = edge_control::model::Shares {
+            max_instances: Some(107),
+            max_sessions: Some(108),
+            max_inflight: Some(109),
+            session_rate: Some(110),
+            memory_bytes: Some(101),
+            request_deadline_ms: Some(500),
+            max_outbound_requests: Some(106),
+            kv_store_bytes: Some(102),
+            sqlite_database_bytes: Some(103),
+            sqlite_statements: Some(104),
+            max_open_files: Some(105),
+        };
+        let want = edge_config::Limits {
+            request_deadline: Duration::from_millis(500),
+            memory_bytes: 101,
+            kv_store_bytes: 102,
+            sqlite_database_bytes: 103,
+            sqlite_statements: 104,
+            max_open_files: 105,
+            max_outbound_requests: 106,
+            max_instances: 107,
+            max_sessions: 108,
+            max_inflight: 109,
+            session_rate: 110,
+            ..node.clone()
+        };
+        assert_eq!(limits(&node, &shares), want);
     }
 
     #[tokio::test]

@@ -28,5 +28,10 @@ describe("quota form", () => {
     expect(quotaFieldProblem(apps, "-3")).toBe("a whole number");
     expect(quotaFieldProblem(apps, "99999999999999999999")).toBe("too large");
     expect(quotaFieldProblem(apps, " 7 ")).toBeNull();
+    const field = (key: string) => QUOTA_FIELDS.find((f) => f.key === key)!;
+    expect(quotaFieldProblem(field("shares.kv_store_bytes"), "4095")).toBe("at least 4096");
+    expect(quotaFieldProblem(field("shares.kv_store_bytes"), "4096")).toBeNull();
+    expect(quotaFieldProblem(field("shares.max_open_files"), "1048577")).toBe("at most 1048576");
+    expect(quotaFieldProblem(field("shares.sqlite_statements"), "0")).toBe("at least 1");
   });
 });

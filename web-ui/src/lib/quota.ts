@@ -9,6 +9,11 @@ export interface QuotaField {
   unit: "count" | "bytes" | "ms" | "per s";
   /** Shares may be left empty (the node's [limits] default). */
   optional: boolean;
+  /** Least value the API takes (default 1), as `[limits]` does. */
+  min?: number;
+  /** Most value the API takes whatever the node (the pool's own bounds
+   * are the server's to check). */
+  max?: number;
 }
 
 export const QUOTA_FIELDS: QuotaField[] = [
@@ -21,10 +26,13 @@ export const QUOTA_FIELDS: QuotaField[] = [
   { key: "shares.max_sessions", label: "Pinned sessions", unit: "count", optional: true },
   { key: "shares.max_inflight", label: "Requests in flight", unit: "count", optional: true },
   { key: "shares.session_rate", label: "New sessions", unit: "per s", optional: true },
-  { key: "shares.memory_bytes", label: "Memory per instance", unit: "bytes", optional: true },
-  { key: "shares.request_deadline_ms", label: "Request deadline", unit: "ms", optional: true },
+  { key: "shares.memory_bytes", label: "Memory per instance", unit: "bytes", optional: true, min: 65536 },
+  { key: "shares.request_deadline_ms", label: "Request deadline", unit: "ms", optional: true, max: 600000 },
   { key: "shares.max_outbound_requests", label: "Outbound requests in flight", unit: "count", optional: true },
-  { key: "shares.kv_store_bytes", label: "Key-value store size", unit: "bytes", optional: true },
+  { key: "shares.kv_store_bytes", label: "Key-value store size", unit: "bytes", optional: true, min: 4096 },
+  { key: "shares.sqlite_database_bytes", label: "SQLite database size", unit: "bytes", optional: true, min: 65536 },
+  { key: "shares.sqlite_statements", label: "SQLite statements at once", unit: "count", optional: true, max: 65536 },
+  { key: "shares.max_open_files", label: "Open files", unit: "count", optional: true, max: 1048576 },
 ];
 
 export type QuotaForm = Record<QuotaField["key"], string>;
@@ -46,8 +54,10 @@ export function quotaFieldProblem(f: QuotaField, value: string): string | null {
   if (!v) return f.optional ? null : "a value is needed";
   if (!/^\d+$/.test(v)) return "a whole number";
   const n = Number(v);
-  if (n < 1) return "at least 1";
   if (!Number.isSafeInteger(n)) return "too large";
+  const min = f.min ?? 1;
+  if (n < min) return `at least ${min}`;
+  if (f.max !== undefined && n > f.max) return `at most ${f.max}`;
   return null;
 }
 

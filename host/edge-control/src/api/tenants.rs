@@ -135,53 +135,89 @@ pub async fn create(
     result
 }
 
-/// Checks a quota against the node: shares within its pool, no zeros.
+/// Checks a quota against the node: each field at least its minimum (one,
+/// or what `[limits]` asks of the same key), shares within its pool.
 fn check_quota(c: &Control, q: &Quota) -> Result<(), ApiError> {
     let (instances, memory) = c.node.pool_bounds();
     let pool = "the node's pool ([pool] total_component_instances)";
     let s = &q.shares;
-    let fields = [
-        ("quota.max_apps", Some(q.max_apps), None),
-        ("quota.max_components", Some(q.max_components), None),
-        ("quota.max_versions", Some(q.max_versions), None),
-        ("quota.max_artifact_bytes", Some(q.max_artifact_bytes), None),
+    // (field, value, minimum, maximum and what it is)
+    let fields: [(&str, Option<u64>, u64, Option<(u64, &str)>); 16] = [
+        ("quota.max_apps", Some(q.max_apps), 1, None),
+        ("quota.max_components", Some(q.max_components), 1, None),
+        ("quota.max_versions", Some(q.max_versions), 1, None),
+        (
+            "quota.max_artifact_bytes",
+            Some(q.max_artifact_bytes),
+            1,
+            None,
+        ),
         (
             "quota.max_total_artifact_bytes",
             Some(q.max_total_artifact_bytes),
+            1,
             None,
         ),
         (
             "quota.shares.max_instances",
             s.max_instances,
+            1,
             Some((instances, pool)),
         ),
         (
             "quota.shares.max_sessions",
             s.max_sessions,
+            1,
             Some((instances, pool)),
         ),
-        ("quota.shares.max_inflight", s.max_inflight, None),
-        ("quota.shares.session_rate", s.session_rate, None),
+        ("quota.shares.max_inflight", s.max_inflight, 1, None),
+        ("quota.shares.session_rate", s.session_rate, 1, None),
         (
             "quota.shares.memory_bytes",
             s.memory_bytes,
+            65536,
             Some((memory, "the node's slot size ([pool] max_memory_bytes)")),
         ),
         (
             "quota.shares.request_deadline_ms",
             s.request_deadline_ms,
+            1,
             Some((600_000, "ten minutes")),
         ),
         (
             "quota.shares.max_outbound_requests",
             s.max_outbound_requests,
+            1,
             None,
         ),
-        ("quota.shares.kv_store_bytes", s.kv_store_bytes, None),
+        ("quota.shares.kv_store_bytes", s.kv_store_bytes, 4096, None),
+        (
+            "quota.shares.sqlite_database_bytes",
+            s.sqlite_database_bytes,
+            65536,
+            None,
+        ),
+        (
+            "quota.shares.sqlite_statements",
+            s.sqlite_statements,
+            1,
+            Some((65536, "the most [limits] allows")),
+        ),
+        (
+            "quota.shares.max_open_files",
+            s.max_open_files,
+            1,
+            Some((1 << 20, "the most [limits] allows")),
+        ),
     ];
-    for (field, value, max) in fields {
+    for (field, value, min, max) in fields {
         match (value, max) {
-            (Some(0), _) => return Err(ApiError::bad(Some(field), "must be at least 1")),
+            (Some(v), _) if v < min => {
+                return Err(ApiError::bad(
+                    Some(field),
+                    format!("must be at least {min}"),
+                ));
+            }
             (Some(v), Some((m, what))) if v > m => {
                 return Err(ApiError::invalid(
                     Some(field),

@@ -29,6 +29,9 @@ export interface Shares {
   request_deadline_ms?: number;
   max_outbound_requests?: number;
   kv_store_bytes?: number;
+  sqlite_database_bytes?: number;
+  sqlite_statements?: number;
+  max_open_files?: number;
 }
 
 export interface Quota {
