@@ -142,7 +142,7 @@ fn check_quota(c: &Control, q: &Quota) -> Result<(), ApiError> {
     let pool = "the node's pool ([pool] total_component_instances)";
     let s = &q.shares;
     // (field, value, minimum, maximum and what it is)
-    let fields: [(&str, Option<u64>, u64, Option<(u64, &str)>); 16] = [
+    let fields = [
         ("quota.max_apps", Some(q.max_apps), 1, None),
         ("quota.max_components", Some(q.max_components), 1, None),
         ("quota.max_versions", Some(q.max_versions), 1, None),
