@@ -1003,6 +1003,91 @@ async fn a_tenants_open_files_and_databases_stop_at_max_open_files() {
 }
 
 #[tokio::test]
+async fn directory_listings_read_as_the_guest_reads_and_hold_a_place_each() {
+    let data = edge_tests::TempDir::new("listings");
+    // Both WASI versions list the files (without `.`, `..` and what the
+    // manifest excludes), each with its type.
+    let edge = features_with_limits("", data.path());
+    for wasi in ["2", "3"] {
+        assert_eq!(
+            get(&format!("{}/list-dir?wasi={wasi}", edge.url)).await,
+            (200, "css dir\nindex.html file".into()),
+            "WASI 0.{wasi}"
+        );
+    }
+    drop(edge);
+
+    // The same guest with a directory longer than one batch of entries
+    // (64) at /static: a listing read in part holds its descriptor.
+    let dir = edge_tests::TempDir::new("listings-app");
+    let many = dir.path().join("many");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..100 {
+        std::fs::write(many.join(format!("f{i:03}")), b"").unwrap();
+    }
+    let wasm =
+        app("rust-features").with_file_name("target/wasm32-wasip2/release/rust_features.wasm");
+    std::fs::write(
+        dir.path().join("spin.toml"),
+        format!(
+            "spin_manifest_version = 2\n[application]\nname = \"listings\"\n[[trigger.http]]\nroute = \"/...\"\ncomponent = \"lister\"\n[component.lister]\nsource = {:?}\nfiles = [{{ source = \"many\", destination = \"/static\" }}]\n",
+            wasm.display().to_string()
+        ),
+    )
+    .unwrap();
+    let with_limits = |limits: &str| {
+        Edge::start_env(
+            "",
+            &format!(
+                "app = {:?}\n[limits]\n{limits}\n\n[[tenant]]\nname = \"default\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+                dir.path().join("spin.toml").display().to_string()
+            ),
+            data.path(),
+            &[],
+        )
+    };
+    let edge = with_limits("max_open_files = 8");
+    let list = |query: &str| {
+        let url = format!("{}/list-dir?{query}", edge.url);
+        async move { get(&url).await }
+    };
+    // Past the tenant's cap a listing is refused with `quota`. Through
+    // WASI 0.3 the directory takes one place and each listing one more;
+    // through std (WASI 0.2) each listing opens the directory too.
+    let (status, body) = list("wasi=3&hold=20").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.starts_with("held 7: ") && body.contains("Quota"),
+        "{body}"
+    );
+    assert_eq!(
+        list("wasi=2&hold=20").await,
+        (200, "held 4: QuotaExceeded".into())
+    );
+    // Each listing reads every entry, and ends (its place given back).
+    let (status, body) = list("wasi=3").await;
+    assert_eq!((status, body.lines().count()), (200, 100), "{body}");
+    assert_eq!(list("wasi=2").await, (status, body));
+    // Held ones are given back with the instance.
+    assert_eq!(list("wasi=3&hold=7").await, (200, "held 7: ".into()));
+    let metrics = edge.metrics().await;
+    let held = "edge_share_held{tenant=\"default\",kind=\"open_files\"}";
+    assert_eq!(edge_tests::metric(&metrics, held), 0);
+    drop(edge);
+
+    // Listings read in part hold no thread: more of them than the blocking
+    // pool has threads (512) all go on, and so does the rest of the host
+    // (wasmtime-wasi's own parks a thread per listing: this request and
+    // every file, SQLite and key-value call after it on the same serving
+    // thread wait until the deadline).
+    let edge = with_limits("max_open_files = 4000");
+    let url = format!("{}/list-dir?wasi=3&hold=600", edge.url);
+    assert_eq!(get(&url).await, (200, "held 600: ".into()));
+    let (status, body) = get(&format!("{}/list-dir?wasi=2", edge.url)).await;
+    assert_eq!((status, body.lines().count()), (200, 100), "{body}");
+}
+
+#[tokio::test]
 async fn wasi_sockets_hold_places_in_the_tenant_cap() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};

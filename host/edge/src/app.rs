@@ -793,6 +793,7 @@ fn prepare(rt: &Runtime, component: &edge_config::Component) -> Result<Prepared>
     crate::sockets::add_to_linker(&mut linker, concurrent)?;
     crate::name_lookup::add_to_linker(&mut linker, concurrent)?;
     crate::open_files::add_to_linker(&mut linker, concurrent)?;
+    crate::read_dir::add_to_linker(&mut linker, concurrent)?;
     // Variables are linked for every component, as on Spin: one that was
     // given none reads nothing (`undefined`, or `none` from wasi:config).
     edge_variables::add_to_linker(&mut linker)?;

@@ -28,6 +28,10 @@
 //! - `GET /hold-open?files=N&sql=M`: opens a file N times, then the default
 //!   database M times, holding them all: how many of each opened, and the
 //!   first refusal;
+//! - `GET /list-dir?wasi=2|3`: the entries of `/static` (`name type`,
+//!   sorted) through std (WASI 0.2) or `wasi:filesystem@0.3.0`; with
+//!   `&hold=N`, starts N listings of it, reads one entry of each and holds
+//!   them all: how many it held, and the first refusal;
 //! - `GET /env/NAME`: an environment variable (`environment`);
 //! - `POST /tcp` with `tcp-address` (`IP:PORT`): sends the body over a TCP
 //!   connection (`wasi:sockets`, through std), answers what comes back
@@ -210,6 +214,22 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
                 connections.len()
             ),
         )
+    } else if path == "/list-dir" {
+        let query = req.uri().query().unwrap_or_default().to_string();
+        let param = |name: &str| {
+            query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let hold = param("hold").parse().unwrap_or(0);
+        let answer = if param("wasi") == "3" {
+            list_p3(hold).await
+        } else {
+            list_p2(hold)
+        };
+        (200, answer)
     } else if let Some(label) = path.strip_prefix("/sql-open/") {
         match Connection::open(label).await {
             Ok(_) => (200, "opened".to_string()),
@@ -428,4 +448,81 @@ async fn mysql(address: &str, execute: bool, text: &str) -> Result<String, spin_
         );
     }
     Ok(out.join("\n"))
+}
+
+/// `/static` through std's `read_dir` (WASI 0.2): see `/list-dir`.
+fn list_p2(hold: usize) -> String {
+    if hold == 0 {
+        let lines: std::io::Result<Vec<String>> = std::fs::read_dir("/static").and_then(|rd| {
+            rd.map(|e| {
+                let e = e?;
+                let t = e.file_type()?;
+                let kind = if t.is_dir() { "dir" } else if t.is_file() { "file" } else { "other" };
+                Ok(format!("{} {kind}", e.file_name().to_string_lossy()))
+            })
+            .collect()
+        });
+        return match lines {
+            Ok(mut lines) => {
+                lines.sort();
+                lines.join("\n")
+            }
+            Err(e) => format!("error {:?}", e.kind()),
+        };
+    }
+    let mut held = Vec::new();
+    for _ in 0..hold {
+        match std::fs::read_dir("/static").and_then(|mut rd| rd.next().transpose().map(|_| rd)) {
+            Ok(rd) => held.push(rd),
+            Err(e) => return format!("held {}: {:?}", held.len(), e.kind()),
+        }
+    }
+    format!("held {}: ", held.len())
+}
+
+/// `/static` through `wasi:filesystem@0.3.0`: see `/list-dir`.
+async fn list_p3(hold: usize) -> String {
+    use spin_sdk::wasip3::filesystem::preopens;
+    use spin_sdk::wasip3::filesystem::types::{DescriptorFlags, DescriptorType, OpenFlags, PathFlags};
+    let dirs = preopens::get_directories();
+    let Some((root, _)) = dirs.iter().find(|(_, path)| path == "/") else {
+        return "no preopened /".into();
+    };
+    let dir = match root
+        .open_at(PathFlags::empty(), "static".into(), OpenFlags::DIRECTORY, DescriptorFlags::READ)
+        .await
+    {
+        Ok(dir) => dir,
+        Err(e) => return format!("open {e:?}"),
+    };
+    if hold == 0 {
+        let (entries, done) = dir.read_directory();
+        let mut lines: Vec<String> = entries
+            .collect()
+            .await
+            .into_iter()
+            .map(|e| {
+                let kind = match e.type_ {
+                    DescriptorType::Directory => "dir",
+                    DescriptorType::RegularFile => "file",
+                    _ => "other",
+                };
+                format!("{} {kind}", e.name)
+            })
+            .collect();
+        if let Err(e) = done.await {
+            return format!("error {e:?}");
+        }
+        lines.sort();
+        return lines.join("\n");
+    }
+    let mut held = Vec::new();
+    for _ in 0..hold {
+        let (mut entries, done) = dir.read_directory();
+        match entries.next().await {
+            Some(_) => held.push((entries, done)),
+            None => return format!("held {}: {:?}", held.len(), done.await),
+        }
+    }
+    format!("held {}: ", held.len())
 }
