@@ -1283,6 +1283,40 @@ async fn each_tenant_has_its_own_sqlite_databases_and_stores() {
     assert!(data.path().join("sqlite/b/default.db").exists());
 }
 
+/// A tenant's SQLite statements count as its CPU (and so decide its lane)
+/// however little its guest runs: the statement runs on the blocking
+/// pool, while the guest's call only waits.
+#[tokio::test]
+async fn a_tenants_sqlite_statements_count_as_its_cpu() {
+    let edge = Edge::start(
+        &features_manifest(""),
+        "app = \"spin.toml\"\n[[tenant]]\nname = \"a\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n",
+    );
+    let cpu = || async {
+        let text = edge.metrics().await;
+        let series = "edge_cpu_seconds_total{tenant=\"a\"} ";
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // Warm: the instance compiled and its database open.
+    let url = format!("{}/sql", edge.url);
+    assert_eq!(send("POST", &url, "SELECT 1").await.0, 200);
+    let before = cpu().await;
+    let (status, body) = send(
+        "POST",
+        &url,
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000000) SELECT count(*) FROM c",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("5000000"), "{body}");
+    // Five million rows take tens of milliseconds at the least; the
+    // guest's own part (a few polls) well under one.
+    let used = cpu().await - before;
+    assert!(used >= 0.02, "charged {used} s");
+}
+
 /// A tenant's statements take at most `sqlite_statements` of the host's
 /// blocking threads at once: with its one slot held by a statement that
 /// runs to its deadline, its next waits (shown in /metrics), while another

@@ -23,6 +23,8 @@ pub struct Handle {
     pub(crate) cap: u64,
     /// The tenant's [`TENANT_PERMITS`].
     pub(crate) tenant: Arc<Semaphore>,
+    /// Where its calls run and whom their CPU is charged to.
+    pub(crate) work: edge_blocking::TenantWork,
 }
 
 /// Where a store keeps its data.
@@ -72,6 +74,12 @@ impl Handle {
         same_store && self.cap == other.cap
     }
 
+    /// The same store, its calls run as `work` (the tenant's lane).
+    pub fn with_work(mut self, work: edge_blocking::TenantWork) -> Self {
+        self.work = work;
+        self
+    }
+
     /// The size cap this handle writes under, in bytes.
     pub fn cap(&self) -> u64 {
         self.cap
@@ -89,6 +97,7 @@ impl Handle {
         f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
     ) -> Result<R, KvError> {
         let (store, tenant) = (self.store.permits(access).clone(), self.tenant.clone());
+        let work = self.work.clone();
         let handle = self.clone();
         // A task of its own: a guest's call that is not being polled (a
         // WASI 0.3 task of an idle instance) never sits on permits handed
@@ -106,7 +115,7 @@ impl Handle {
                 .map_err(|_| KvError::Unavailable)?;
             // The permits move into the blocking task: once started, the
             // operation finishes (or fails) before another takes its place.
-            tokio::task::spawn_blocking(move || {
+            work.spawn(move || {
                 let _permits = (permit, tenant_permit);
                 f(&handle)
             })

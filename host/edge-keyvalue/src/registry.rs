@@ -129,6 +129,7 @@ impl Registry {
                 store: Backend::Redis(store),
                 cap,
                 tenant: self.tenant_permits(tenant),
+                work: Default::default(),
             });
         }
         let store = Arc::new(RedisStore::new(
@@ -143,6 +144,7 @@ impl Registry {
             store: Backend::Redis(store),
             cap,
             tenant: self.tenant_permits(tenant),
+            work: Default::default(),
         })
     }
 
@@ -164,6 +166,7 @@ impl Registry {
                 store: Backend::File(store),
                 cap,
                 tenant: self.tenant_permits(tenant),
+                work: Default::default(),
             });
         }
         let errors = self.errors.tenant(tenant);
@@ -193,6 +196,7 @@ impl Registry {
             store: Backend::File(store),
             cap,
             tenant: self.tenant_permits(tenant),
+            work: Default::default(),
         })
     }
 }

@@ -859,6 +859,7 @@ mod tests {
             store: Backend::File(Arc::new(store)),
             cap,
             tenant: Arc::new(Semaphore::new(crate::handle::TENANT_PERMITS)),
+            work: Default::default(),
         };
         (handle, faults, errors)
     }

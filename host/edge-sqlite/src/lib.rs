@@ -116,6 +116,8 @@ pub struct TenantSlots {
     /// When a refusal was last logged (ms since the Unix epoch): once a
     /// second at most, so a flood does not fill the log.
     logged_ms: AtomicU64,
+    /// Where its statements run and whom their CPU is charged to.
+    work: edge_blocking::TenantWork,
 }
 
 impl TenantSlots {
@@ -128,6 +130,7 @@ impl TenantSlots {
             waiting: AtomicUsize::new(0),
             busy: AtomicU64::new(0),
             logged_ms: AtomicU64::new(0),
+            work: Default::default(),
         }
     }
 
@@ -181,14 +184,24 @@ impl Drop for Waiting<'_> {
 }
 
 impl StatementSlots {
-    /// `tenant`'s slots, `n` of them. A new number makes new slots:
-    /// statements running on the old ones finish there.
-    pub fn tenant(&self, tenant: &str, n: usize) -> Arc<TenantSlots> {
+    /// `tenant`'s slots, `n` of them, its statements run as `work` (the
+    /// tenant's lane, which a tenant keeps for the process's life). A new
+    /// number makes new slots: statements running on the old ones finish
+    /// there.
+    pub fn tenant(
+        &self,
+        tenant: &str,
+        n: usize,
+        work: &edge_blocking::TenantWork,
+    ) -> Arc<TenantSlots> {
         let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
         match tenants.get(tenant) {
             Some(slots) if slots.size == n => slots.clone(),
             _ => {
-                let slots = Arc::new(TenantSlots::new(tenant, n));
+                let slots = Arc::new(TenantSlots {
+                    work: work.clone(),
+                    ..TenantSlots::new(tenant, n)
+                });
                 tenants.insert(tenant.to_string(), slots.clone());
                 slots
             }
@@ -404,20 +417,21 @@ pub trait SqliteView {
 
 /// Runs `f` on the blocking pool (a statement may be slow or wait for a
 /// writer; the serving thread goes on meanwhile), in one of `slots` if
-/// given: waiting for one until `deadline`.
+/// given: waiting for one until `deadline`, then run as the tenant's work
+/// (its CPU charged to it, in its lane).
 async fn blocking<R: Send + 'static>(
     slots: Option<Arc<TenantSlots>>,
     deadline: Instant,
     f: impl FnOnce() -> Result<R, SqlError> + Send + 'static,
 ) -> Result<R, SqlError> {
-    let slot = match slots {
-        Some(slots) => Some(slots.take(deadline).await?),
-        None => None,
+    let (slot, work) = match slots {
+        Some(slots) => (Some(slots.take(deadline).await?), slots.work.clone()),
+        None => (None, Default::default()),
     };
     // The slot goes with the work: a guest whose deadline drops this
     // future leaves the statement running (until its own interrupt at
     // the deadline), and its slot held, on the blocking thread.
-    tokio::task::spawn_blocking(move || {
+    work.spawn(move || {
         let _slot = slot;
         f()
     })

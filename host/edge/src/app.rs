@@ -610,7 +610,11 @@ fn build_target(
             tenant.sites.iter().filter(|s| s.component == component.id),
         ));
     }
-    let kv = match open_stores(rt, tenant, component, runtime) {
+    let share = rt.shares.get(&tenant.name, (&tenant.limits).into());
+    // Its key-value calls, SQLite statements and directory reads: charged
+    // to its CPU, run in its lane.
+    let blocking = edge_blocking::TenantWork::new(share.clone());
+    let kv = match open_stores(rt, tenant, component, runtime, &blocking) {
         Ok(kv) => kv,
         Err(reason) => {
             let reason = format!("tenant {:?}: {reason}", tenant.name);
@@ -664,7 +668,6 @@ fn build_target(
         }
     }
     let who = format!("{}/{}", tenant.name, component.id);
-    let share = rt.shares.get(&tenant.name, (&tenant.limits).into());
     let outbound = OutboundPolicy::new(outbound, &who)
         .with_addresses(edge_outbound_http::AddressPolicy::new(
             tenant.outbound_allow_ranges.clone(),
@@ -683,6 +686,7 @@ fn build_target(
         html_threads: share.html_threads.clone(),
         unread_bytes: share.unread_bytes.clone(),
         open_files: share.open_files.clone(),
+        blocking: blocking.clone(),
         sockets: crate::state::Sockets::of(&outbound),
         outbound,
         memory_bytes: component.memory_bytes.unwrap_or(tenant.limits.memory_bytes),
@@ -697,10 +701,11 @@ fn build_target(
             &runtime.sqlite_databases,
             tenant.limits.sqlite_database_bytes,
         )
-        .with_slots(
-            rt.sqlite_slots
-                .tenant(&tenant.name, tenant.limits.sqlite_statements),
-        )
+        .with_slots(rt.sqlite_slots.tenant(
+            &tenant.name,
+            tenant.limits.sqlite_statements,
+            &blocking,
+        ))
         .with_open_files(share.open_files.clone()),
         environment: environment.into(),
         files,
@@ -949,12 +954,14 @@ fn ungranted(
         .collect()
 }
 
-/// Opens the stores `component` names, as `tenant`'s.
+/// Opens the stores `component` names, as `tenant`'s, their calls run as
+/// `blocking`.
 fn open_stores(
     rt: &Runtime,
     tenant: &edge_config::Tenant,
     component: &edge_config::Component,
     runtime: &edge_config::RuntimeConfig,
+    blocking: &edge_blocking::TenantWork,
 ) -> Result<Grants, String> {
     let mut stores = BTreeMap::new();
     for label in &component.key_value_stores {
@@ -970,7 +977,8 @@ fn open_stores(
                 tenant.limits.kv_store_bytes,
                 placed.as_ref(),
             )
-            .map_err(|e| format!("key-value store {label:?}: {e}"))?;
+            .map_err(|e| format!("key-value store {label:?}: {e}"))?
+            .with_work(blocking.clone());
         stores.insert(label.clone(), store);
     }
     Ok(Grants::new(stores))

@@ -290,6 +290,19 @@ impl CpuMeter {
     }
 }
 
+/// A tenant's work on the blocking pool (key-value calls, SQLite
+/// statements, directory reads) counts as its CPU, and runs in its lane.
+impl edge_blocking::Lane for crate::share::TenantShare {
+    fn charge(&self, cpu: Duration) {
+        self.cpu
+            .charge(u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    fn in_background(&self) -> bool {
+        self.cpu.in_background()
+    }
+}
+
 /// What the keeper knows of a tenant after a window.
 #[derive(Debug, Clone, Copy)]
 pub struct Use {
@@ -427,6 +440,9 @@ impl Background {
             .enable_all()
             .on_thread_start(on_background_thread_start)
             .build()?;
+        // Its blocking threads start at SCHED_IDLE too: background tenants'
+        // blocking work runs there.
+        edge_blocking::set_background(runtime.handle().clone());
         Ok(Self {
             runtime: Some(runtime),
         })

@@ -382,7 +382,7 @@ impl Shares {
     pub fn render_cpu(&self, out: &mut String) {
         use std::fmt::Write;
         let all = self.snapshot();
-        out.push_str("# HELP edge_cpu_seconds_total Time the tenant's guests ran (polls of their calls, either lane).\n# TYPE edge_cpu_seconds_total counter\n");
+        out.push_str("# HELP edge_cpu_seconds_total Time the tenant's guests ran (polls of their calls, either lane), and CPU their key-value calls, SQLite statements and directory reads took on the blocking pool.\n# TYPE edge_cpu_seconds_total counter\n");
         for (tenant, share) in &all {
             let _ = writeln!(
                 out,

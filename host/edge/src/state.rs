@@ -54,6 +54,8 @@ pub struct StoreSpec {
     pub unread_bytes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// The tenant's open descriptors (`max_open_files`).
     pub open_files: std::sync::Arc<edge_open_files::OpenFiles>,
+    /// The tenant's work on the blocking pool (its lane, its CPU).
+    pub blocking: edge_blocking::TenantWork,
 }
 
 impl StoreSpec {
@@ -100,6 +102,8 @@ pub struct HostState {
     name_lookup: bool,
     /// Its tenant's open descriptors.
     open_files: std::sync::Arc<edge_open_files::OpenFiles>,
+    /// Its tenant's work on the blocking pool.
+    blocking: edge_blocking::TenantWork,
     /// The Worker script its instance runs (the Workers engine asks).
     pub script: Option<std::sync::Arc<str>>,
     /// The memory cap, read by the store's limiter.
@@ -200,6 +204,7 @@ impl HostState {
             socket_places: Default::default(),
             name_lookup: spec.sockets.tcp || spec.sockets.udp,
             open_files: spec.open_files.clone(),
+            blocking: spec.blocking.clone(),
             script: spec.script.clone(),
             limiter: MemoryCap {
                 bytes: spec.memory_bytes as usize,
@@ -233,6 +238,11 @@ impl HostState {
     /// Its tenant's open descriptors (`max_open_files`).
     pub(crate) fn open_files(&self) -> &std::sync::Arc<edge_open_files::OpenFiles> {
         &self.open_files
+    }
+
+    /// Its tenant's work on the blocking pool (its lane, its CPU).
+    pub(crate) fn blocking(&self) -> &edge_blocking::TenantWork {
+        &self.blocking
     }
 
     /// The resource table, and the places in the outbound cap its sockets
