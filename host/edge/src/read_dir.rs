@@ -9,16 +9,23 @@
 //! runs on, or hold a directory's entries many times over outside its
 //! memory cap. Here a listing holds one descriptor, a place among its
 //! tenant's open files (`max_open_files`, given back at the end of the
-//! directory or when the listing is dropped), and reads at most [`BATCH`]
-//! entries per task on the blocking pool: no thread waits on the guest.
+//! directory, or when the listing is dropped and no read of its runs), and
+//! reads at most [`BATCH`] entries per task on the blocking pool (as the
+//! tenant's work: [`edge_blocking`]): no thread waits on the guest.
 //!
 //! Both versions' interfaces (0.2: the function, the stream resource and
 //! its method; 0.3: the function) are linked over the library's, as
 //! [`crate::open_files`] does for `open-at`. What a guest sees is the
-//! library's behaviour: entries without `.` and `..`, each with its type
-//! as `lstat` gives it (FIFOs and sockets named as such, where the library
-//! says `unknown`); a name that is not UTF-8 ends the listing with
-//! `illegal-byte-sequence`.
+//! library's behaviour, with three differences: FIFOs and sockets are
+//! named as such (the library says `unknown`); a listing reads the
+//! directory as it is when each batch is read, not as it was at the call
+//! (so an entry renamed meanwhile may show twice or not at all, as with
+//! POSIX `readdir`); and an error opening the directory comes with the
+//! first entry, not from `read-directory`. Entries come without `.` and
+//! `..`, each with its type as `lstat` gives it; a name that is not UTF-8,
+//! or an entry `lstat` fails on, is an error in its place
+//! (`illegal-byte-sequence`): a 0.2 read returns it and the next read goes
+//! on, a 0.3 listing ends with it after the entries before it.
 
 use crate::state::HostState;
 use edge_open_files::OpenFile;
@@ -47,110 +54,117 @@ struct Entry {
     kind: FileType,
 }
 
-/// Where the next entries come from.
-enum Source {
+/// Where the next entries come from, with the place among the tenant's
+/// open files that its descriptor holds: the two go into each task
+/// together, so a listing dropped while a task reads gives the place back
+/// only once that task has closed the descriptor.
+struct Source {
+    cursor: Cursor,
+    place: OpenFile,
+}
+
+enum Cursor {
     /// The directory the guest opened: a descriptor of its own (so its
     /// read position is the listing's) is opened by the first read.
     Unopened(Arc<std::fs::File>),
     Open(Dir),
 }
 
-/// What one task read: entries, then where the next come from (`None`
-/// at the directory's end) or the error that ended the listing.
+/// What one task read: entries, each or why it could not be read (a name
+/// that is not UTF-8, a failed `lstat`; the listing goes on after it), and
+/// where the next come from: `None` at the directory's end, or after an
+/// error reading the directory itself (the last item).
 struct Batch {
-    entries: Vec<Entry>,
-    next: io::Result<Option<Source>>,
+    items: Vec<io::Result<Entry>>,
+    next: Option<Source>,
 }
 
 enum State {
     Idle(Source),
     Reading(tokio::task::JoinHandle<Batch>),
-    Failed(io::Error),
     Ended,
 }
 
 /// A directory being listed.
 struct Listing {
     state: State,
-    /// Its place among the tenant's open files, while it may read.
-    place: Option<OpenFile>,
+    /// Where its reads run (the tenant's lane, its CPU).
+    work: edge_blocking::TenantWork,
 }
 
 impl Listing {
-    fn new(dir: Arc<std::fs::File>, place: OpenFile) -> Self {
+    fn new(dir: Arc<std::fs::File>, place: OpenFile, work: edge_blocking::TenantWork) -> Self {
         Self {
-            state: State::Idle(Source::Unopened(dir)),
-            place: Some(place),
+            state: State::Idle(Source {
+                cursor: Cursor::Unopened(dir),
+                place,
+            }),
+            work,
         }
     }
 
-    /// The next entries: none once the directory has ended; an error
-    /// once, after the entries read before it.
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Vec<Entry>>> {
+    /// The next entries (or errors): none once the directory has ended.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Vec<io::Result<Entry>>> {
         loop {
             match &mut self.state {
-                State::Ended => return Poll::Ready(Ok(Vec::new())),
-                State::Failed(_) => {
-                    let State::Failed(e) = std::mem::replace(&mut self.state, State::Ended) else {
-                        unreachable!("matched above")
-                    };
-                    return Poll::Ready(Err(e));
-                }
+                State::Ended => return Poll::Ready(Vec::new()),
                 State::Idle(_) => {
                     let State::Idle(source) = std::mem::replace(&mut self.state, State::Ended)
                     else {
                         unreachable!("matched above")
                     };
-                    self.state =
-                        State::Reading(tokio::task::spawn_blocking(move || read_batch(source)));
+                    self.state = State::Reading(self.work.spawn(move || read_batch(source)));
                 }
                 State::Reading(task) => {
                     let batch = ready!(Pin::new(task).poll(cx)).unwrap_or_else(|e| Batch {
-                        entries: Vec::new(),
-                        next: Err(io::Error::other(e)),
+                        items: vec![Err(io::Error::other(e))],
+                        next: None,
                     });
                     self.state = match batch.next {
-                        Ok(Some(source)) => State::Idle(source),
-                        Ok(None) => State::Ended,
-                        Err(e) => State::Failed(e),
+                        Some(source) => State::Idle(source),
+                        None => State::Ended,
                     };
-                    if !matches!(self.state, State::Idle(_)) {
-                        // Its descriptor is closed: the place goes back.
-                        self.place = None;
-                    }
-                    if !batch.entries.is_empty() {
-                        return Poll::Ready(Ok(batch.entries));
+                    if !batch.items.is_empty() {
+                        return Poll::Ready(batch.items);
                     }
                 }
             }
+        }
+    }
+}
+
+impl Drop for Listing {
+    fn drop(&mut self) {
+        // A read not started yet never starts; one running finishes its
+        // batch (a few system calls) and closes the descriptor, then gives
+        // the place back.
+        if let State::Reading(task) = &self.state {
+            task.abort();
         }
     }
 }
 
 /// Reads up to [`BATCH`] entries from `source` (on the blocking pool).
 fn read_batch(source: Source) -> Batch {
-    let mut entries = Vec::new();
-    let mut dir = match source {
-        Source::Open(dir) => dir,
-        Source::Unopened(dir) => match open(&dir) {
+    let Source { cursor, place } = source;
+    let mut items = Vec::new();
+    let mut dir = match cursor {
+        Cursor::Open(dir) => dir,
+        Cursor::Unopened(dir) => match open(&dir) {
             Ok(dir) => dir,
             Err(e) => {
-                return Batch {
-                    entries,
-                    next: Err(e),
-                };
+                items.push(Err(e));
+                return Batch { items, next: None };
             }
         },
     };
-    while entries.len() < BATCH {
+    while items.len() < BATCH {
         let entry = match dir.read() {
-            None => break,
+            None => return Batch { items, next: None },
             Some(Ok(entry)) => entry,
             Some(Err(e)) => {
-                return Batch {
-                    entries,
-                    next: Err(e.into()),
-                };
+                items.push(Err(e.into()));
+                return Batch { items, next: None };
             }
         };
         let name = entry.file_name().to_bytes();
@@ -158,41 +172,34 @@ fn read_batch(source: Source) -> Batch {
             continue;
         }
         let Ok(name) = std::str::from_utf8(name) else {
-            return Batch {
-                entries,
-                next: Err(io::Error::from_raw_os_error(libc::EILSEQ)),
-            };
+            items.push(Err(io::Error::from_raw_os_error(libc::EILSEQ)));
+            continue;
         };
         let kind = match entry.file_type() {
             // A filesystem without types in its entries: ask for it.
-            FileType::Unknown => {
-                match dir.fd().and_then(|fd| {
-                    rustix::fs::statat(fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
-                }) {
-                    Ok(stat) => FileType::from_raw_mode(stat.st_mode),
-                    Err(e) => {
-                        return Batch {
-                            entries,
-                            next: Err(e.into()),
-                        };
-                    }
+            FileType::Unknown => match dir
+                .fd()
+                .and_then(|fd| rustix::fs::statat(fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW))
+            {
+                Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                Err(e) => {
+                    items.push(Err(e.into()));
+                    continue;
                 }
-            }
+            },
             kind => kind,
         };
-        entries.push(Entry {
+        items.push(Ok(Entry {
             name: name.to_owned(),
             kind,
-        });
+        }));
     }
-    let next = if entries.len() < BATCH {
-        None
-    } else {
-        Some(Source::Open(dir))
-    };
     Batch {
-        entries,
-        next: Ok(next),
+        items,
+        next: Some(Source {
+            cursor: Cursor::Open(dir),
+            place,
+        }),
     }
 }
 
@@ -216,7 +223,7 @@ impl HostState {
             Descriptor::File(_) => return Ok(Err(Refused::NotDirectory)),
         };
         Ok(match self.open_files().open() {
-            Some(place) => Ok(Listing::new(dir, place)),
+            Some(place) => Ok(Listing::new(dir, place, self.blocking().clone())),
             None => Err(Refused::Quota),
         })
     }
@@ -245,7 +252,7 @@ pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmti
 /// last batch the guest has not read yet.
 struct EntryStream {
     listing: Listing,
-    read: VecDeque<Entry>,
+    read: VecDeque<io::Result<Entry>>,
 }
 
 fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -296,18 +303,23 @@ fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             Box::new(async move {
                 let stream = store.data_mut().table().get_mut(&stream)?;
                 loop {
-                    if let Some(entry) = stream.read.pop_front() {
-                        let entry = DirectoryEntry {
-                            type_: kind(entry.kind),
-                            name: entry.name,
-                        };
-                        return Ok((Ok(Some(entry)),));
+                    match stream.read.pop_front() {
+                        Some(Ok(entry)) => {
+                            let entry = DirectoryEntry {
+                                type_: kind(entry.kind),
+                                name: entry.name,
+                            };
+                            return Ok((Ok(Some(entry)),));
+                        }
+                        // As the library: this read fails, the next goes on.
+                        Some(Err(e)) => return Ok((Err(ErrorCode::from(e)),)),
+                        None => {}
                     }
-                    match std::future::poll_fn(|cx| stream.listing.poll_next(cx)).await {
-                        Ok(entries) if entries.is_empty() => return Ok((Ok(None),)),
-                        Ok(entries) => stream.read.extend(entries),
-                        Err(e) => return Ok((Err(ErrorCode::from(e)),)),
+                    let items = std::future::poll_fn(|cx| stream.listing.poll_next(cx)).await;
+                    if items.is_empty() {
+                        return Ok((Ok(None),));
                     }
+                    stream.read.extend(items);
                 }
             })
         },
@@ -384,37 +396,42 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 return Poll::Ready(Ok(StreamResult::Completed));
             }
             let this = self.get_mut();
-            match this.listing.poll_next(cx) {
-                Poll::Pending if finish => Poll::Ready(Ok(StreamResult::Cancelled)),
-                Poll::Pending => Poll::Pending,
-                Poll::Ready(Ok(entries)) if entries.is_empty() => {
-                    this.end(Ok(()));
-                    Poll::Ready(Ok(StreamResult::Dropped))
-                }
-                Poll::Ready(Ok(entries)) => {
-                    let entries: Vec<DirectoryEntry> = entries
-                        .into_iter()
-                        .map(|e| DirectoryEntry {
-                            type_: match e.kind {
-                                FileType::RegularFile => DescriptorType::RegularFile,
-                                FileType::Directory => DescriptorType::Directory,
-                                FileType::Symlink => DescriptorType::SymbolicLink,
-                                FileType::Fifo => DescriptorType::Fifo,
-                                FileType::Socket => DescriptorType::Socket,
-                                FileType::CharacterDevice => DescriptorType::CharacterDevice,
-                                FileType::BlockDevice => DescriptorType::BlockDevice,
-                                FileType::Unknown => DescriptorType::Other(None),
-                            },
-                            name: e.name,
-                        })
-                        .collect();
-                    dst.set_buffer(entries.into());
-                    Poll::Ready(Ok(StreamResult::Completed))
-                }
-                Poll::Ready(Err(e)) => {
+            let items = match this.listing.poll_next(cx) {
+                Poll::Pending if finish => return Poll::Ready(Ok(StreamResult::Cancelled)),
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(items) => items,
+            };
+            if items.is_empty() {
+                this.end(Ok(()));
+                return Poll::Ready(Ok(StreamResult::Dropped));
+            }
+            // As the library: the first error ends the stream, after the
+            // entries before it.
+            let mut failed = None;
+            let entries: Vec<DirectoryEntry> = items
+                .into_iter()
+                .map_while(|item| item.map_err(|e| failed = Some(e)).ok())
+                .map(|e| DirectoryEntry {
+                    type_: match e.kind {
+                        FileType::RegularFile => DescriptorType::RegularFile,
+                        FileType::Directory => DescriptorType::Directory,
+                        FileType::Symlink => DescriptorType::SymbolicLink,
+                        FileType::Fifo => DescriptorType::Fifo,
+                        FileType::Socket => DescriptorType::Socket,
+                        FileType::CharacterDevice => DescriptorType::CharacterDevice,
+                        FileType::BlockDevice => DescriptorType::BlockDevice,
+                        FileType::Unknown => DescriptorType::Other(None),
+                    },
+                    name: e.name,
+                })
+                .collect();
+            dst.set_buffer(entries.into());
+            match failed {
+                Some(e) => {
                     this.end(Err(ErrorCode::from(e)));
                     Poll::Ready(Ok(StreamResult::Dropped))
                 }
+                None => Poll::Ready(Ok(StreamResult::Completed)),
             }
         }
     }
@@ -425,23 +442,24 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 mod tests {
     use super::*;
 
-    /// Every entry of `dir`, read through a listing.
-    async fn list(dir: &std::path::Path) -> io::Result<Vec<Entry>> {
-        let files = Arc::new(edge_open_files::OpenFiles::new(8));
+    /// Every item of `dir`, read through a listing that holds a place of
+    /// `files`; the listing at its end holds none.
+    async fn list(dir: &std::path::Path) -> Vec<io::Result<Entry>> {
+        let files = Arc::new(edge_open_files::OpenFiles::new(1));
         let file = Arc::new(std::fs::File::open(dir).unwrap());
-        let mut listing = Listing::new(file, files.open().unwrap());
+        let mut listing = Listing::new(file, files.open().unwrap(), Default::default());
         let mut all = Vec::new();
         loop {
-            let entries = std::future::poll_fn(|cx| listing.poll_next(cx)).await?;
-            if entries.is_empty() {
+            let items = std::future::poll_fn(|cx| listing.poll_next(cx)).await;
+            if items.is_empty() {
                 assert!(
-                    listing.place.is_none(),
+                    files.open().is_some(),
                     "a listing at its end holds no place"
                 );
-                return Ok(all);
+                return all;
             }
-            assert!(entries.len() <= BATCH);
-            all.extend(entries);
+            assert!(items.len() <= BATCH);
+            all.extend(items);
         }
     }
 
@@ -453,7 +471,11 @@ mod tests {
         }
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::os::unix::fs::symlink("f000", dir.path().join("link")).unwrap();
-        let mut entries = list(dir.path()).await.unwrap();
+        let mut entries: Vec<Entry> = list(dir.path())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         assert_eq!(entries.len(), 2 * BATCH + 5);
         assert_eq!(entries[0].name, "f000");
@@ -462,40 +484,80 @@ mod tests {
         assert_eq!(kind("sub"), FileType::Directory);
         assert_eq!(kind("link"), FileType::Symlink);
         assert!(entries.iter().all(|e| e.name != "." && e.name != ".."));
+        assert!(list(tempfile::tempdir().unwrap().path()).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_name_that_is_not_utf8_is_an_error_among_the_entries() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(std::ffi::OsStr::from_bytes(b"\xff")), b"").unwrap();
+        std::fs::write(dir.path().join("ok"), b"").unwrap();
+        let items = list(dir.path()).await;
+        assert_eq!(items.len(), 2);
+        let failed: Vec<_> = items.iter().filter_map(|i| i.as_ref().err()).collect();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].raw_os_error(), Some(libc::EILSEQ));
         assert!(
-            list(tempfile::tempdir().unwrap().path())
-                .await
-                .unwrap()
-                .is_empty()
+            items
+                .iter()
+                .any(|i| i.as_ref().is_ok_and(|e| e.name == "ok"))
         );
     }
 
     #[tokio::test]
-    async fn a_name_that_is_not_utf8_ends_the_listing_with_its_error() {
-        use std::os::unix::ffi::OsStrExt;
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(std::ffi::OsStr::from_bytes(b"\xff")), b"").unwrap();
-        let e = list(dir.path()).await.unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EILSEQ));
-    }
-
-    #[tokio::test]
-    async fn a_listing_holds_its_place_until_its_end_or_its_drop() {
+    async fn a_listing_holds_its_place_while_its_descriptor_is_open() {
         let dir = tempfile::tempdir().unwrap();
         for i in 0..(BATCH + 1) {
             std::fs::write(dir.path().join(format!("f{i}")), b"").unwrap();
         }
         let files = Arc::new(edge_open_files::OpenFiles::new(1));
-        let file = Arc::new(std::fs::File::open(dir.path()).unwrap());
-        let mut listing = Listing::new(file, files.open().unwrap());
-        let first = std::future::poll_fn(|cx| listing.poll_next(cx))
-            .await
-            .unwrap();
+        let open = || Arc::new(std::fs::File::open(dir.path()).unwrap());
+        let mut listing = Listing::new(open(), files.open().unwrap(), Default::default());
+        let first = std::future::poll_fn(|cx| listing.poll_next(cx)).await;
         assert_eq!(first.len(), BATCH);
         // Mid-way, no thread is held, but the descriptor is: no place left.
-        assert!(matches!(listing.state, State::Idle(Source::Open(_))));
+        assert!(matches!(
+            listing.state,
+            State::Idle(Source {
+                cursor: Cursor::Open(_),
+                ..
+            })
+        ));
         assert!(files.open().is_none());
         drop(listing);
         assert!(files.open().is_some());
+
+        // Dropped while a task reads: the place comes back once the task
+        // has closed its descriptor, not before.
+        let (started, release) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(std::sync::Barrier::new(2)),
+        );
+        let mut listing = Listing::new(open(), files.open().unwrap(), Default::default());
+        let (s, r) = (started.clone(), release.clone());
+        // A task of the pool's that holds it until released, as a slow
+        // disk would.
+        let State::Idle(source) = std::mem::replace(&mut listing.state, State::Ended) else {
+            unreachable!()
+        };
+        listing.state = State::Reading(tokio::task::spawn_blocking(move || {
+            s.notify_one();
+            r.wait();
+            read_batch(source)
+        }));
+        started.notified().await;
+        drop(listing);
+        assert!(files.open().is_none(), "the running task holds the place");
+        release.wait();
+        // The task ends with nobody to take its batch: the place goes back.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while files.open().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the place never came back"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 }

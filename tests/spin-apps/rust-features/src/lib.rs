@@ -31,7 +31,8 @@
 //! - `GET /list-dir?wasi=2|3`: the entries of `/static` (`name type`,
 //!   sorted) through std (WASI 0.2) or `wasi:filesystem@0.3.0`; with
 //!   `&hold=N`, starts N listings of it, reads one entry of each and holds
-//!   them all: how many it held, and the first refusal;
+//!   them all: how many it held, and the first refusal; `&repeat=N` does
+//!   it N times over (answering the last);
 //! - `GET /env/NAME`: an environment variable (`environment`);
 //! - `POST /tcp` with `tcp-address` (`IP:PORT`): sends the body over a TCP
 //!   connection (`wasi:sockets`, through std), answers what comes back
@@ -224,11 +225,14 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
                 .to_string()
         };
         let hold = param("hold").parse().unwrap_or(0);
-        let answer = if param("wasi") == "3" {
-            list_p3(hold).await
-        } else {
-            list_p2(hold)
-        };
+        let mut answer = String::new();
+        for _ in 0..param("repeat").parse().unwrap_or(1) {
+            answer = if param("wasi") == "3" {
+                list_p3(hold).await
+            } else {
+                list_p2(hold)
+            };
+        }
         (200, answer)
     } else if let Some(label) = path.strip_prefix("/sql-open/") {
         match Connection::open(label).await {
