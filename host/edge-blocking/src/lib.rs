@@ -15,7 +15,9 @@
 //! started: a thread cannot take back its priority once it has given it up
 //! (`sched_setscheduler` needs `CAP_SYS_NICE` to leave `SCHED_IDLE`).
 
-use std::sync::{Arc, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Where a tenant's CPU is counted, and which lane it is in.
@@ -27,14 +29,19 @@ pub trait Lane: Send + Sync + 'static {
 }
 
 /// The background lane's runtime, whose blocking threads run at
-/// `SCHED_IDLE`; set once by the host when it starts the lane.
-static BACKGROUND: OnceLock<tokio::runtime::Handle> = OnceLock::new();
+/// `SCHED_IDLE`, while the host has one.
+static BACKGROUND: RwLock<Option<tokio::runtime::Handle>> = RwLock::new(None);
 
 /// Makes `handle` (a runtime whose threads all run at `SCHED_IDLE`) the
-/// one background tenants' blocking work is spawned on. Later calls are
-/// ignored: the lane lives as long as the process.
+/// one background tenants' blocking work is spawned on.
 pub fn set_background(handle: tokio::runtime::Handle) {
-    let _ = BACKGROUND.set(handle);
+    *BACKGROUND.write().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+}
+
+/// Forgets the background runtime (it is shutting down): background
+/// tenants' work runs where it is spawned from.
+pub fn clear_background() {
+    *BACKGROUND.write().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 /// A tenant's blocking work: spawned, timed and charged to its lane. The
@@ -58,7 +65,8 @@ impl TenantWork {
 
     /// Runs `f` on a blocking thread: the background lane's if the tenant
     /// is in the background (and the host has one), the current runtime's
-    /// otherwise; the CPU it takes is charged to the tenant.
+    /// otherwise; the CPU it takes is charged to the tenant as it runs
+    /// ([`charge_running`]) and when it ends.
     pub fn spawn<R: Send + 'static>(
         &self,
         f: impl FnOnce() -> R + Send + 'static,
@@ -66,12 +74,14 @@ impl TenantWork {
         let Some(lane) = self.0.clone() else {
             return tokio::task::spawn_blocking(f);
         };
-        let background = lane.in_background().then(|| BACKGROUND.get()).flatten();
+        let background = if lane.in_background() {
+            BACKGROUND.read().unwrap_or_else(|e| e.into_inner()).clone()
+        } else {
+            None
+        };
         let timed = move || {
-            let start = thread_cpu();
-            let result = f();
-            lane.charge(thread_cpu().saturating_sub(start));
-            result
+            let _running = Running::start(lane);
+            f()
         };
         match background {
             Some(runtime) => runtime.spawn_blocking(timed),
@@ -80,14 +90,88 @@ impl TenantWork {
     }
 }
 
-/// CPU the calling thread has used.
-fn thread_cpu() -> Duration {
+/// A task running now: its thread's CPU clock, what it read at the start,
+/// and what has been charged of it so far.
+struct Task {
+    clock: libc::clockid_t,
+    /// Whether other threads can read `clock` (not the calling thread's
+    /// alias).
+    shared: bool,
+    start: Duration,
+    charged: Duration,
+    lane: Arc<dyn Lane>,
+}
+
+/// Every tenant task running, by a number of its own: a statement that
+/// runs for seconds is charged every time the host's lane keeper looks,
+/// not only at its end (by then it has had a core all along).
+static RUNNING: Mutex<BTreeMap<u64, Task>> = Mutex::new(BTreeMap::new());
+
+/// The registration of one running task; ended by its own thread.
+struct Running(u64);
+
+impl Running {
+    fn start(lane: Arc<dyn Lane>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, Relaxed);
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: asks for the calling thread's CPU clock into `clock`.
+        let shared = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0;
+        if !shared {
+            // Only this thread can read it: charged at the end alone.
+            clock = libc::CLOCK_THREAD_CPUTIME_ID;
+        }
+        let task = Task {
+            clock,
+            shared,
+            start: cpu(clock),
+            charged: Duration::ZERO,
+            lane,
+        };
+        lock().insert(id, task);
+        Self(id)
+    }
+}
+
+impl Drop for Running {
+    /// Charges what is left to charge (a task that panicked too). The
+    /// thread then goes on to other work, so it is read here, by the
+    /// thread itself, under the lock [`charge_running`] reads it under.
+    fn drop(&mut self) {
+        let mut running = lock();
+        if let Some(task) = running.remove(&self.0) {
+            let used = cpu(task.clock).saturating_sub(task.start);
+            task.lane.charge(used.saturating_sub(task.charged));
+        }
+    }
+}
+
+fn lock() -> std::sync::MutexGuard<'static, BTreeMap<u64, Task>> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Charges every running task's CPU since it was last charged to its
+/// tenant: called by the host each time it judges tenants' use.
+pub fn charge_running() {
+    for task in lock().values_mut().filter(|t| t.shared) {
+        // The task's thread is running it (it leaves the map, under this
+        // lock, before it goes on), so its clock is valid.
+        let used = cpu(task.clock).saturating_sub(task.start);
+        let new = used.saturating_sub(task.charged);
+        task.charged = used;
+        task.lane.charge(new);
+    }
+}
+
+/// CPU used by the thread whose CPU clock is `clock`.
+fn cpu(clock: libc::clockid_t) -> Duration {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `t` is a valid timespec to write; the clock id is a constant.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    // SAFETY: `t` is a valid timespec to write; `clock` is a CPU clock of
+    // a live thread or the calling thread's own.
+    let rc = unsafe { libc::clock_gettime(clock, &mut t) };
     if rc != 0 {
         return Duration::ZERO;
     }
@@ -97,13 +181,18 @@ fn thread_cpu() -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::atomic::AtomicBool;
 
     #[derive(Default)]
     struct Meter {
         charged: Mutex<Duration>,
         background: AtomicBool,
+    }
+
+    impl Meter {
+        fn charged(&self) -> Duration {
+            *self.charged.lock().unwrap()
+        }
     }
 
     impl Lane for Meter {
@@ -113,6 +202,10 @@ mod tests {
         fn in_background(&self) -> bool {
             self.background.load(Relaxed)
         }
+    }
+
+    fn thread_cpu() -> Duration {
+        cpu(libc::CLOCK_THREAD_CPUTIME_ID)
     }
 
     /// Spins until the calling thread has used `cpu`.
@@ -131,16 +224,13 @@ mod tests {
     #[test]
     fn work_is_charged_to_its_tenant_and_runs_in_its_lane() {
         // A background lane as the host makes one: every thread at
-        // SCHED_IDLE.
+        // SCHED_IDLE (checked below: a refusal fails the test, not this).
         let background = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .on_thread_start(|| {
                 let param = libc::sched_param { sched_priority: 0 };
                 // SAFETY: sets the calling thread's own policy.
-                assert_eq!(
-                    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) },
-                    0
-                );
+                unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
             })
             .build()
             .unwrap();
@@ -157,16 +247,60 @@ mod tests {
         })
         .unwrap();
         assert_eq!(in_front, libc::SCHED_OTHER);
-        assert!(*meter.charged.lock().unwrap() >= Duration::from_millis(30));
+        assert!(meter.charged() >= Duration::from_millis(30));
 
         meter.background.store(true, Relaxed);
-        let behind = run(&work, policy).unwrap();
-        assert_eq!(behind, libc::SCHED_IDLE);
+        assert_eq!(run(&work, policy).unwrap(), libc::SCHED_IDLE);
 
         // Work with no lane runs where it is, uncharged.
-        let before = *meter.charged.lock().unwrap();
-        let plain = run(&TenantWork::default(), policy).unwrap();
-        assert_eq!(plain, libc::SCHED_OTHER);
-        assert_eq!(*meter.charged.lock().unwrap(), before);
+        let before = meter.charged();
+        assert_eq!(
+            run(&TenantWork::default(), policy).unwrap(),
+            libc::SCHED_OTHER
+        );
+        assert_eq!(meter.charged(), before);
+
+        // With the lane gone, a background tenant's work runs in front.
+        clear_background();
+        drop(background);
+        assert_eq!(run(&work, policy).unwrap(), libc::SCHED_OTHER);
+    }
+
+    #[test]
+    fn a_long_task_is_charged_while_it_runs_and_once_in_all() {
+        let front = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let meter = Arc::new(Meter::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = {
+            let _guard = front.enter();
+            let stop = stop.clone();
+            TenantWork::new(meter.clone()).spawn(move || {
+                let start = thread_cpu();
+                while !stop.load(Relaxed) {
+                    std::hint::black_box(0u64);
+                }
+                thread_cpu() - start
+            })
+        };
+        // Charged as it runs, not only at its end.
+        while meter.charged() < Duration::from_millis(20) {
+            charge_running();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Relaxed);
+        let own = front.block_on(task).unwrap();
+        // All of it, once: what the task measured of itself, and at most
+        // the little around it.
+        let charged = meter.charged();
+        assert!(charged >= own, "{charged:?} < {own:?}");
+        assert!(
+            charged < own + Duration::from_millis(10),
+            "{charged:?} for {own:?}"
+        );
+        // Ended, it is charged no more.
+        charge_running();
+        assert_eq!(meter.charged(), charged);
     }
 }

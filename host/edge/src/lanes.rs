@@ -406,6 +406,8 @@ impl Keeper {
     }
 
     fn judge_all(shares: &Shares, capacity_ns: u64) {
+        // Blocking work still running counts in the window it ran in.
+        edge_blocking::charge_running();
         let all = shares.snapshot();
         let uses: Vec<Use> = all.iter().map(|(_, s)| s.cpu.end_window()).collect();
         let lanes = judge(&uses, capacity_ns);
@@ -463,6 +465,7 @@ impl Drop for Background {
         // Dropped at the end of the server's own runtime, where blocking to
         // join threads is not allowed; calls still there are abandoned.
         if let Some(rt) = self.runtime.take() {
+            edge_blocking::clear_background();
             rt.shutdown_background();
         }
     }
