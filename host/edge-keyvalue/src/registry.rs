@@ -225,9 +225,14 @@ fn flush_loop(open: Weak<OpenStores>) {
             map.retain(|_, w| w.strong_count() > 0);
             map.values().filter_map(Weak::upgrade).collect()
         };
-        for store in stores {
-            // Failures are logged (with tenant and store) where they happen;
-            // the store keeps its pending writes and the next tick retries.
+        // Failures are logged (with tenant and store) where they happen;
+        // the store keeps its pending writes and the next tick retries.
+        // Stores a write holds now go last.
+        let busy: Vec<Arc<Store>> = stores
+            .into_iter()
+            .filter(|store| store.try_flush().is_none())
+            .collect();
+        for store in busy {
             let _ = store.flush();
         }
     }

@@ -465,7 +465,23 @@ impl Store {
     /// Makes every acknowledged write durable. The pending set is cleared
     /// only once the durable commit succeeded, so a failure is retried.
     pub(crate) fn flush(&self) -> Result<(), KvError> {
-        let mut w = self.lock_writer();
+        self.flush_locked(self.lock_writer())
+    }
+
+    /// [`Store::flush`], unless a write holds the store now (`None`): the
+    /// flush thread leaves it until it has flushed every other store, so a
+    /// write waiting for a core (a tenant's in the background lane, at
+    /// `SCHED_IDLE`) delays no other store's.
+    pub(crate) fn try_flush(&self) -> Option<Result<(), KvError>> {
+        let w = match self.writer.try_lock() {
+            Ok(w) => w,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(self.flush_locked(w))
+    }
+
+    fn flush_locked(&self, mut w: MutexGuard<'_, Writer>) -> Result<(), KvError> {
         if w.fault.is_some() {
             // Reopening replays the pending writes in a durable commit.
             return self.ready(&mut w);

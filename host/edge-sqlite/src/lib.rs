@@ -358,18 +358,24 @@ struct Pool {
 }
 
 impl Pool {
-    /// An idle connection to `key`'s file, if one is still good for it
-    /// (checked off the serving thread by the caller).
-    fn take(&self, key: &(PathBuf, u64)) -> Option<Database> {
+    /// The newest idle connection to `key`'s file, if one is young enough
+    /// (whether its file is still the same is for the caller to check, off
+    /// the serving thread), and the ones too old to keep, for the caller to
+    /// close: nothing is closed under the lock.
+    fn take(&self, key: &(PathBuf, u64)) -> (Option<Database>, Vec<Database>) {
+        let mut old = Vec::new();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.as_mut()?.get_mut(key)?;
+        let Some(list) = idle.as_mut().and_then(|idle| idle.get_mut(key)) else {
+            return (None, old);
+        };
         let now = Instant::now();
         while let Some((since, db)) = list.pop() {
             if now.duration_since(since) < POOL_IDLE_FOR {
-                return Some(db);
+                return (Some(db), old);
             }
+            old.push(db);
         }
-        None
+        (None, old)
     }
 
     /// Keeps `db` idle for `key`'s file; answers the connections to close
@@ -415,19 +421,24 @@ pub trait SqliteView {
     fn sqlite(&mut self) -> Sqlite<'_>;
 }
 
-/// Runs `f` on the blocking pool (a statement may be slow or wait for a
-/// writer; the serving thread goes on meanwhile), in one of `slots` if
-/// given: waiting for one until `deadline`, then run as the tenant's work
-/// (its CPU charged to it, in its lane).
-async fn blocking<R: Send + 'static>(
+/// Runs what `prepare` makes, once it has one of `slots` if given
+/// (waited for until `deadline`), on the blocking pool (a statement may be
+/// slow or wait for a writer; the serving thread goes on meanwhile) as
+/// the tenant's work (its CPU charged to it, in its lane). `prepare` runs
+/// here, with the slot held.
+async fn blocking<R: Send + 'static, F>(
     slots: Option<Arc<TenantSlots>>,
     deadline: Instant,
-    f: impl FnOnce() -> Result<R, SqlError> + Send + 'static,
-) -> Result<R, SqlError> {
+    prepare: impl FnOnce() -> F,
+) -> Result<R, SqlError>
+where
+    F: FnOnce() -> Result<R, SqlError> + Send + 'static,
+{
     let (slot, work) = match slots {
         Some(slots) => (Some(slots.take(deadline).await?), slots.work.clone()),
         None => (None, Default::default()),
     };
+    let f = prepare();
     // The slot goes with the work: a guest whose deadline drops this
     // future leaves the statement running (until its own interrupt at
     // the deadline), and its slot held, on the blocking thread.
@@ -479,14 +490,22 @@ async fn open(
         None => None,
     };
     let k = key.clone();
-    let db = blocking(slots, deadline, move || {
-        while let Some(mut db) = POOL.take(&k) {
-            if db.reusable(&k.0) {
-                db.reset();
-                return Ok(db);
+    let db = blocking(slots, deadline, || {
+        // Taken here, not on the blocking thread: a tenant's task there
+        // may run at SCHED_IDLE (its lane), and must not hold the pool's
+        // lock that serving threads take when a connection ends. Once
+        // the slot is held, so that all of it goes to the blocking thread.
+        let (idle, old) = POOL.take(&k);
+        move || {
+            drop(old);
+            match idle {
+                Some(mut db) if db.reusable(&k.0) => {
+                    db.reset();
+                    Ok(db)
+                }
+                _ => Database::open(&k.0, k.1),
             }
         }
-        Database::open(&k.0, k.1)
     })
     .await?;
     Ok(Connection {
@@ -507,9 +526,11 @@ async fn execute(
     slots: Option<Arc<TenantSlots>>,
 ) -> Result<QueryResult, SqlError> {
     let db = db?;
-    blocking(slots, deadline, move || {
-        let mut db = db.lock().unwrap_or_else(|e| e.into_inner());
-        db.execute(&sql, &params, deadline)
+    blocking(slots, deadline, || {
+        move || {
+            let mut db = db.lock().unwrap_or_else(|e| e.into_inner());
+            db.execute(&sql, &params, deadline)
+        }
     })
     .await
 }
