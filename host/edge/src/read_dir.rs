@@ -22,10 +22,10 @@
 //! (so an entry renamed meanwhile may show twice or not at all, as with
 //! POSIX `readdir`); and an error opening the directory comes with the
 //! first entry, not from `read-directory`. Entries come without `.` and
-//! `..`, each with its type as `lstat` gives it; a name that is not UTF-8,
-//! or an entry `lstat` fails on, is an error in its place
-//! (`illegal-byte-sequence`): a 0.2 read returns it and the next read goes
-//! on, a 0.3 listing ends with it after the entries before it.
+//! `..`, each with its type as `lstat` gives it; a name that is not UTF-8
+//! (`illegal-byte-sequence`), or an entry `lstat` fails on (its error), is
+//! an error in its place: a 0.2 read returns it and the next read goes on,
+//! a 0.3 listing ends with it after the entries before it.
 
 use crate::state::HostState;
 use edge_open_files::OpenFile;
@@ -396,6 +396,11 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 return Poll::Ready(Ok(StreamResult::Completed));
             }
             let this = self.get_mut();
+            // Ended (an error): wasmtime polls again once the guest has
+            // read what the last poll left; nothing more comes.
+            if this.result.is_none() {
+                return Poll::Ready(Ok(StreamResult::Dropped));
+            }
             let items = match this.listing.poll_next(cx) {
                 Poll::Pending if finish => return Poll::Ready(Ok(StreamResult::Cancelled)),
                 Poll::Pending => return Poll::Pending,
@@ -428,6 +433,8 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             dst.set_buffer(entries.into());
             match failed {
                 Some(e) => {
+                    // Its descriptor closed, its place back.
+                    this.listing.state = State::Ended;
                     this.end(Err(ErrorCode::from(e)));
                     Poll::Ready(Ok(StreamResult::Dropped))
                 }
