@@ -1318,6 +1318,73 @@ async fn a_tenants_sqlite_statements_count_as_its_cpu() {
     assert!(used >= 0.02, "charged {used} s");
 }
 
+/// A tenant whose statements keep the cores busy goes to the background
+/// lane while they run (their CPU is charged as they go, not at their
+/// end), so its next statements and calls yield to other tenants'.
+#[tokio::test]
+async fn a_tenant_whose_statements_run_long_goes_behind_while_they_run() {
+    let edge = Edge::start(
+        &features_manifest(""),
+        "app = \"spin.toml\"\n\
+         [[tenant]]\nname = \"a\"\nhosts = [\"a.test\"]\ncomponents = [\"*\"]\n\
+         [tenant.limits]\nsqlite_statements = 2\nrequest_deadline_ms = 6000\n\
+         [[tenant]]\nname = \"b\"\nhosts = [\"b.test\"]\ncomponents = [\"*\"]\n",
+    );
+    let call = |host: &'static str, path: &'static str, body: &'static str| {
+        let url = format!("{}{path}", edge.url);
+        async move { edge_tests::request(&client(), "POST", &url, &[("host", host)], body.into()).await }
+    };
+    // Another tenant active meanwhile: the CPU is shared between two.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = {
+        let (stop, url) = (stop.clone(), format!("{}/sql", edge.url));
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = edge_tests::request(
+                    &client(),
+                    "POST",
+                    &url,
+                    &[("host", "b.test")],
+                    "SELECT 1".into(),
+                )
+                .await;
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+    };
+    // Two statements that count until their deadline.
+    let forever =
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+    let running = [
+        tokio::spawn(call("a.test", "/sql", forever)),
+        tokio::spawn(call("a.test", "/sql", forever)),
+    ];
+    let behind = "edge_cpu_background{tenant=\"a\"} 1";
+    let mut seen = false;
+    for _ in 0..400 {
+        if edge.metrics().await.lines().any(|l| l == behind) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(seen, "tenant a never went behind");
+    assert!(
+        running.iter().all(|r| !r.is_finished()),
+        "behind while its statements still run"
+    );
+    for r in running {
+        assert_eq!(r.await.unwrap().0, 504);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    other.await.unwrap();
+    let metrics = edge.metrics().await;
+    assert_eq!(
+        edge_tests::metric(&metrics, "edge_cpu_background{tenant=\"b\"}"),
+        0
+    );
+}
+
 /// A tenant's statements take at most `sqlite_statements` of the host's
 /// blocking threads at once: with its one slot held by a statement that
 /// runs to its deadline, its next waits (shown in /metrics), while another
