@@ -443,9 +443,9 @@ pub struct Limits {
     /// Size cap of each of the tenant's SQLite databases.
     pub sqlite_database_bytes: u64,
     /// SQLite statements (and opens) of the tenant running at once, over
-    /// all its databases: each takes a thread of the host's blocking pool,
-    /// outside the serving threads' CPU accounting. More wait, until the
-    /// request's deadline.
+    /// all its databases: each takes a thread of the host's blocking pool
+    /// (its CPU counted as the tenant's). More wait, until the request's
+    /// deadline.
     pub sqlite_statements: usize,
     /// Descriptors the tenant's guests hold open at once (files and
     /// directories opened through `wasi:filesystem`, SQLite connections),

@@ -97,10 +97,11 @@ pub struct Grant {
 
 /// Each tenant's slots for statements (and opens) running at once, kept
 /// across reloads while their number is unchanged. A statement runs on a
-/// thread of the host's blocking pool, outside the serving threads' CPU
-/// accounting, for up to its request's deadline: without slots one
-/// tenant's instances could fill the pool (stalling every tenant's disk
-/// work behind it) and take every core.
+/// thread of the host's blocking pool for up to its request's deadline,
+/// its CPU charged to the tenant as it runs ([`edge_blocking`]): without
+/// slots one tenant's instances could fill the pool (stalling every
+/// tenant's disk work behind it) and take every core until the host's
+/// lanes judged its share.
 #[derive(Default)]
 pub struct StatementSlots {
     tenants: Mutex<BTreeMap<String, Arc<TenantSlots>>>,
