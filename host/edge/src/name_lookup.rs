@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use wasmtime::component::{Linker, Resource, ResourceType};
+use wasmtime::component::{Linker, Resource};
 
 /// The interfaces as wasmtime-wasi 48 names them.
 const P2: &str = "wasi:sockets/ip-name-lookup@0.2.12";
@@ -134,17 +134,7 @@ fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         Failure::Unresolvable => ErrorCode::NameUnresolvable,
     };
     let mut i = linker.instance(P2)?;
-    i.resource(
-        "resolve-address-stream",
-        ResourceType::host::<AddressStream>(),
-        |mut store, rep| {
-            let state: &mut HostState = store.data_mut();
-            state
-                .table()
-                .delete(Resource::<AddressStream>::new_own(rep))?;
-            Ok(())
-        },
-    )?;
+    crate::state::link_table_resource::<AddressStream>(&mut i, "resolve-address-stream")?;
     i.func_wrap(
         "resolve-addresses",
         move |mut store, (network, name): (Resource<Network>, String)| {

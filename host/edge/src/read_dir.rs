@@ -36,7 +36,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use wasmtime::component::{Linker, Resource, ResourceType};
+use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::Descriptor;
 
 /// The interfaces as wasmtime-wasi 48 names them.
@@ -248,6 +248,23 @@ pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmti
     Ok(())
 }
 
+/// The `descriptor-type` (of either WASI version's bindings, `$ty`) of an
+/// entry of type `$kind`; `$unknown` for a type `lstat` did not say.
+macro_rules! descriptor_type {
+    ($ty:ident, $kind:expr, $($unknown:tt)+) => {
+        match $kind {
+            FileType::RegularFile => $ty::RegularFile,
+            FileType::Directory => $ty::Directory,
+            FileType::Symlink => $ty::SymbolicLink,
+            FileType::Fifo => $ty::Fifo,
+            FileType::Socket => $ty::Socket,
+            FileType::CharacterDevice => $ty::CharacterDevice,
+            FileType::BlockDevice => $ty::BlockDevice,
+            FileType::Unknown => $ty::$($unknown)+,
+        }
+    };
+}
+
 /// A WASI 0.2 `directory-entry-stream`: a listing and the entries of its
 /// last batch the guest has not read yet.
 struct EntryStream {
@@ -259,28 +276,8 @@ fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::p2::bindings::filesystem::types::{
         DescriptorType, DirectoryEntry, ErrorCode,
     };
-    let kind = |kind| match kind {
-        FileType::RegularFile => DescriptorType::RegularFile,
-        FileType::Directory => DescriptorType::Directory,
-        FileType::Symlink => DescriptorType::SymbolicLink,
-        FileType::Fifo => DescriptorType::Fifo,
-        FileType::Socket => DescriptorType::Socket,
-        FileType::CharacterDevice => DescriptorType::CharacterDevice,
-        FileType::BlockDevice => DescriptorType::BlockDevice,
-        FileType::Unknown => DescriptorType::Unknown,
-    };
     let mut i = linker.instance(P2)?;
-    i.resource(
-        "directory-entry-stream",
-        ResourceType::host::<EntryStream>(),
-        |mut store, rep| {
-            let state: &mut HostState = store.data_mut();
-            state
-                .table()
-                .delete(Resource::<EntryStream>::new_own(rep))?;
-            Ok(())
-        },
-    )?;
+    crate::state::link_table_resource::<EntryStream>(&mut i, "directory-entry-stream")?;
     i.func_wrap(
         "[method]descriptor.read-directory",
         |mut store, (fd,): (Resource<Descriptor>,)| {
@@ -306,7 +303,7 @@ fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                     match stream.read.pop_front() {
                         Some(Ok(entry)) => {
                             let entry = DirectoryEntry {
-                                type_: kind(entry.kind),
+                                type_: descriptor_type!(DescriptorType, entry.kind, Unknown),
                                 name: entry.name,
                             };
                             return Ok((Ok(Some(entry)),));
@@ -417,16 +414,7 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 .into_iter()
                 .map_while(|item| item.map_err(|e| failed = Some(e)).ok())
                 .map(|e| DirectoryEntry {
-                    type_: match e.kind {
-                        FileType::RegularFile => DescriptorType::RegularFile,
-                        FileType::Directory => DescriptorType::Directory,
-                        FileType::Symlink => DescriptorType::SymbolicLink,
-                        FileType::Fifo => DescriptorType::Fifo,
-                        FileType::Socket => DescriptorType::Socket,
-                        FileType::CharacterDevice => DescriptorType::CharacterDevice,
-                        FileType::BlockDevice => DescriptorType::BlockDevice,
-                        FileType::Unknown => DescriptorType::Other(None),
-                    },
+                    type_: descriptor_type!(DescriptorType, e.kind, Other(None)),
                     name: e.name,
                 })
                 .collect();

@@ -254,6 +254,21 @@ impl HostState {
     }
 }
 
+/// Links the resource `name` of `instance` as the host type `T`, kept in
+/// the instance's resource table and deleted from it when the guest drops
+/// it (for resources linked over wasmtime-wasi's own).
+pub(crate) fn link_table_resource<T: Send + 'static>(
+    instance: &mut wasmtime::component::LinkerInstance<'_, HostState>,
+    name: &str,
+) -> wasmtime::Result<()> {
+    use wasmtime::component::{Resource, ResourceType};
+    instance.resource(name, ResourceType::host::<T>(), |mut store, rep| {
+        let state: &mut HostState = store.data_mut();
+        state.table().delete(Resource::<T>::new_own(rep))?;
+        Ok(())
+    })
+}
+
 /// Which `wasi:sockets` a component's allowlist grants.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sockets {
