@@ -40,6 +40,8 @@ pub struct Cas {
     store: Handle,
     key: String,
     current: Option<Vec<u8>>,
+    /// The value's bytes in the tenant's budget of host memory.
+    _held: edge_unread::Held,
 }
 
 /// The words a guest gets for a failed operation, in draft2's variants.
@@ -169,7 +171,9 @@ impl store::HostBucket for KeyValue<'_> {
 
 /// Host memory the compare-and-swap handles of one instance may hold:
 /// each keeps the value it read (up to [`crate::MAX_VALUE_BYTES`]) until
-/// swapped or dropped, outside the guest's memory.
+/// swapped or dropped, outside the guest's memory. All of a tenant's
+/// instances' handles hold no more than its budget of host memory
+/// ([`edge_unread::MAX_TENANT_UNREAD_BYTES`], with its unread results).
 pub const MAX_CAS_BYTES: usize = 8 << 20;
 
 impl KeyValue<'_> {
@@ -199,10 +203,12 @@ impl atomics::Host for KeyValue<'_> {
         cas: Resource<Cas>,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), atomics::CasError>> {
+        // Its bytes in the tenant's budget go back with the rest.
         let Cas {
             store,
             key,
             current,
+            ..
         } = self.table.delete(cas)?;
         self.release_cas(&current);
         let swapped = {
@@ -219,11 +225,13 @@ impl atomics::Host for KeyValue<'_> {
             Ok(Swap::Changed(now)) => {
                 // (Past the budget by at most this value: the handle
                 // replaces the one the guest gave up.)
-                *self.cas_bytes += now.as_ref().map_or(0, Vec::len);
+                let size = now.as_ref().map_or(0, Vec::len);
+                *self.cas_bytes += size;
                 let retry = self.table.push(Cas {
                     store,
                     key,
                     current: now,
+                    _held: self.unread.hold_anyway(size),
                 })?;
                 Err(atomics::CasError::CasFailed(retry))
             }
@@ -255,11 +263,23 @@ impl atomics::HostCas for KeyValue<'_> {
                         *self.cas_bytes
                     ))));
                 }
+                // A tenant's instances together hold no more than its
+                // budget of host memory (shared with unread results).
+                let held = match self.unread.hold(size) {
+                    Ok(held) => held,
+                    Err(tenant_holds) => {
+                        return Ok(Err(store::Error::Other(format!(
+                            "this tenant's instances hold {tenant_holds} bytes of compare-and-swap values and unread results; {size} more would pass its {}-byte limit: swap or drop some first",
+                            edge_unread::MAX_TENANT_UNREAD_BYTES
+                        ))));
+                    }
+                };
                 *self.cas_bytes += size;
                 Ok(self.table.push(Cas {
                     store,
                     key,
                     current,
+                    _held: held,
                 })?)
             }
             Err(e) => Err(e),
@@ -383,5 +403,53 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(*kv.cas_bytes, 7 << 20);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_tenants_cas_handles_together_stay_within_its_budget() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        let dir = tempfile::tempdir().unwrap();
+        let reg = crate::Registry::new(dir.path());
+        let handle = reg.open("t", "default", 64 << 20).unwrap();
+        let grants = crate::Grants::new([("default".to_string(), handle)].into());
+        // The tenant's other instances hold all but half a MiB.
+        let max = edge_unread::MAX_TENANT_UNREAD_BYTES;
+        let tenant = Arc::new(AtomicUsize::new(max - (512 << 10)));
+        let unread = edge_unread::UnreadBudget::for_tenant(tenant.clone());
+        let (mut table, mut cas_bytes) = (ResourceTable::new(), 0);
+        let mut kv = KeyValue {
+            grants: &grants,
+            table: &mut table,
+            cas_bytes: &mut cas_bytes,
+            unread: &unread,
+        };
+        let bucket = store::Host::open(&mut kv, "default".into())
+            .await
+            .unwrap()
+            .unwrap();
+        let b = || Resource::<Bucket>::new_borrow(bucket.rep());
+        kv.set(b(), "big".into(), vec![7u8; 1 << 20])
+            .await
+            .unwrap()
+            .unwrap();
+        kv.set(b(), "small".into(), vec![7u8; 1000])
+            .await
+            .unwrap()
+            .unwrap();
+        // This instance is far under its own 8 MiB, but the tenant is not.
+        match kv.new(b(), "big".into()).await.unwrap() {
+            Err(store::Error::Other(m)) => assert!(m.contains("this tenant's instances"), "{m}"),
+            other => panic!("{:?}", other.map(|r| r.rep())),
+        }
+        assert_eq!(
+            (*kv.cas_bytes, tenant.load(Relaxed)),
+            (0, max - (512 << 10))
+        );
+        // A small one fits, and its bytes go back with the handle.
+        let small = kv.new(b(), "small".into()).await.unwrap().unwrap();
+        assert_eq!(tenant.load(Relaxed), max - (512 << 10) + 1000);
+        HostCas::drop(&mut kv, small).await.unwrap();
+        assert_eq!(tenant.load(Relaxed), max - (512 << 10));
     }
 }

@@ -10,7 +10,9 @@
 //! stream gives its bytes back once read to the end or dropped. Items
 //! leave the host only as fast as the guest reads them. A tenant's
 //! instances share [`MAX_TENANT_UNREAD_BYTES`] as well: hundreds of them,
-//! each within its own budget, would otherwise hold gigabytes.
+//! each within its own budget, would otherwise hold gigabytes. Other host
+//! memory an instance holds for its guest (a compare-and-swap handle's
+//! value) is [`Held`] in the tenant's budget too.
 #![deny(missing_docs)]
 
 use std::collections::VecDeque;
@@ -115,6 +117,51 @@ impl UnreadBudget {
             bytes,
             budget: self.clone(),
         })
+    }
+}
+
+/// Bytes of host memory held for an instance outside a stream (a
+/// compare-and-swap handle's value), in its tenant's budget; given back
+/// when dropped.
+#[derive(Debug)]
+pub struct Held {
+    bytes: usize,
+    tenant: Option<Arc<AtomicUsize>>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(tenant) = &self.tenant {
+            tenant.fetch_sub(self.bytes, Relaxed);
+        }
+    }
+}
+
+impl UnreadBudget {
+    /// `bytes` held in the tenant's budget (shared with its unread
+    /// streams) until the answer is dropped; refused past it with what
+    /// the tenant holds. The instance's own share of such bytes is its
+    /// caller's to bound.
+    pub fn hold(&self, bytes: usize) -> Result<Held, usize> {
+        if let Some(tenant) = &self.tenant {
+            reserve(tenant, bytes, MAX_TENANT_UNREAD_BYTES)?;
+        }
+        Ok(Held {
+            bytes,
+            tenant: self.tenant.clone(),
+        })
+    }
+
+    /// [`UnreadBudget::hold`], never refused: for bytes that replace ones
+    /// just given back.
+    pub fn hold_anyway(&self, bytes: usize) -> Held {
+        if let Some(tenant) = &self.tenant {
+            tenant.fetch_add(bytes, Relaxed);
+        }
+        Held {
+            bytes,
+            tenant: self.tenant.clone(),
+        }
     }
 }
 
