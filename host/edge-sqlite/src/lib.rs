@@ -349,6 +349,13 @@ static POOL: Pool = Pool {
 /// Idle connections kept per file.
 const POOL_IDLE: usize = 16;
 
+/// Idle connections kept in all. Each holds three descriptors (the
+/// database, its log and its shared memory) that no tenant's
+/// `max_open_files` counts once it is idle: without this bound, tenants
+/// closing connections to many databases at once could leave thousands
+/// of the process's descriptors idle for a minute.
+const POOL_IDLE_TOTAL: usize = 256;
+
 /// How long an idle connection is kept.
 const POOL_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -380,7 +387,8 @@ impl Pool {
     }
 
     /// Keeps `db` idle for `key`'s file; answers the connections to close
-    /// (too old, of any file, or `db` itself if its file has enough).
+    /// (too old, of any file; `db` itself if its file has enough; the
+    /// longest idle of all if the pool has [`POOL_IDLE_TOTAL`]).
     fn put(&self, key: (PathBuf, u64), db: Database) -> Vec<Database> {
         let now = Instant::now();
         let mut closing = Vec::new();
@@ -394,12 +402,27 @@ impl Pool {
             closing.extend(old.into_iter().map(|(_, db)| db));
         }
         idle.retain(|_, list| !list.is_empty());
-        let list = idle.entry(key).or_default();
-        if list.len() < POOL_IDLE {
-            list.push((now, db));
-        } else {
+        if idle.get(&key).is_some_and(|list| list.len() >= POOL_IDLE) {
             closing.push(db);
+            return closing;
         }
+        if idle.values().map(Vec::len).sum::<usize>() >= POOL_IDLE_TOTAL {
+            // Each list is in the order it was filled: its first is its
+            // longest idle.
+            let oldest = idle
+                .iter()
+                .min_by_key(|(_, list)| list[0].0)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest
+                && let Some(list) = idle.get_mut(&k)
+            {
+                closing.push(list.remove(0).1);
+                if list.is_empty() {
+                    idle.remove(&k);
+                }
+            }
+        }
+        idle.entry(key).or_default().push((now, db));
         closing
     }
 }
@@ -573,6 +596,30 @@ mod tests {
             b.db.as_ref().unwrap().lock().unwrap(),
         );
         std::ptr::eq(a.handle(), b.handle())
+    }
+
+    #[test]
+    fn the_idle_pool_keeps_at_most_its_total_closing_the_longest_idle() {
+        let pool = Pool {
+            idle: Mutex::new(None),
+        };
+        let dir = file("pool-total").0.parent().unwrap().to_path_buf();
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = |i: usize| (dir.join(format!("{i}.db")), 1 << 20);
+        let mut closed = 0;
+        for i in 0..POOL_IDLE_TOTAL + 4 {
+            let k = key(i);
+            let db = Database::open(&k.0, k.1).unwrap();
+            closed += pool.put(k, db).len();
+        }
+        let idle = pool.idle.lock().unwrap();
+        let idle = idle.as_ref().unwrap();
+        assert_eq!(closed, 4);
+        assert_eq!(idle.values().map(Vec::len).sum::<usize>(), POOL_IDLE_TOTAL);
+        // The first four went, the last stayed.
+        assert!((0..4).all(|i| !idle.contains_key(&key(i))));
+        assert!(idle.contains_key(&key(POOL_IDLE_TOTAL + 3)));
+        drop(std::fs::remove_dir_all(&dir));
     }
 
     #[tokio::test(flavor = "multi_thread")]
