@@ -177,6 +177,40 @@ impl store::HostBucket for KeyValue<'_> {
 pub const MAX_CAS_BYTES: usize = 8 << 20;
 
 impl KeyValue<'_> {
+    /// A handle on `key` holding its value `current`, within the
+    /// instance's [`MAX_CAS_BYTES`] and its tenant's budget of host memory
+    /// (shared with unread results); refused in words past either.
+    fn cas_handle(
+        &mut self,
+        store: Handle,
+        key: String,
+        current: Option<Vec<u8>>,
+    ) -> wasmtime::Result<Result<Resource<Cas>, store::Error>> {
+        let size = current.as_ref().map_or(0, Vec::len);
+        if *self.cas_bytes + size > MAX_CAS_BYTES {
+            return Ok(Err(store::Error::Other(format!(
+                "this instance's compare-and-swap handles hold {} bytes of values, at most {MAX_CAS_BYTES}: swap or drop some first",
+                *self.cas_bytes
+            ))));
+        }
+        let held = match self.unread.hold(size) {
+            Ok(held) => held,
+            Err(tenant_holds) => {
+                return Ok(Err(store::Error::Other(format!(
+                    "this tenant's instances hold {tenant_holds} bytes of compare-and-swap values and unread results; {size} more would pass its {}-byte limit: swap or drop some first",
+                    edge_unread::MAX_TENANT_UNREAD_BYTES
+                ))));
+            }
+        };
+        *self.cas_bytes += size;
+        Ok(Ok(self.table.push(Cas {
+            store,
+            key,
+            current,
+            _held: held,
+        })?))
+    }
+
     /// A handle holding `current` is gone.
     fn release_cas(&mut self, current: &Option<Vec<u8>>) {
         *self.cas_bytes = self
@@ -222,19 +256,12 @@ impl atomics::Host for KeyValue<'_> {
             Ok(Swap::Done) => Ok(()),
             // Changed meanwhile: a new handle holding the value as it is
             // now, to retry from.
-            Ok(Swap::Changed(now)) => {
-                // (Past the budget by at most this value: the handle
-                // replaces the one the guest gave up.)
-                let size = now.as_ref().map_or(0, Vec::len);
-                *self.cas_bytes += size;
-                let retry = self.table.push(Cas {
-                    store,
-                    key,
-                    current: now,
-                    _held: self.unread.hold_anyway(size),
-                })?;
-                Err(atomics::CasError::CasFailed(retry))
-            }
+            // (Within the budgets as any new handle: a guest's handles on
+            // a key it then fills would otherwise all come back full.)
+            Ok(Swap::Changed(now)) => match self.cas_handle(store, key, now)? {
+                Ok(retry) => Err(atomics::CasError::CasFailed(retry)),
+                Err(refused) => Err(atomics::CasError::StoreError(refused)),
+            },
             Err(e) => Err(atomics::CasError::StoreError(e)),
         })
     }
@@ -255,33 +282,7 @@ impl atomics::HostCas for KeyValue<'_> {
             run(Ok(store.clone()), Access::Read, move |s| s.get(&key)).await?
         };
         Ok(match read {
-            Ok(current) => {
-                let size = current.as_ref().map_or(0, Vec::len);
-                if *self.cas_bytes + size > MAX_CAS_BYTES {
-                    return Ok(Err(store::Error::Other(format!(
-                        "this instance's compare-and-swap handles hold {} bytes of values, at most {MAX_CAS_BYTES}: swap or drop some first",
-                        *self.cas_bytes
-                    ))));
-                }
-                // A tenant's instances together hold no more than its
-                // budget of host memory (shared with unread results).
-                let held = match self.unread.hold(size) {
-                    Ok(held) => held,
-                    Err(tenant_holds) => {
-                        return Ok(Err(store::Error::Other(format!(
-                            "this tenant's instances hold {tenant_holds} bytes of compare-and-swap values and unread results; {size} more would pass its {}-byte limit: swap or drop some first",
-                            edge_unread::MAX_TENANT_UNREAD_BYTES
-                        ))));
-                    }
-                };
-                *self.cas_bytes += size;
-                Ok(self.table.push(Cas {
-                    store,
-                    key,
-                    current,
-                    _held: held,
-                })?)
-            }
+            Ok(current) => self.cas_handle(store, key, current)?,
             Err(e) => Err(e),
         })
     }
@@ -403,6 +404,39 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(*kv.cas_bytes, 7 << 20);
+
+        // Handles on a key that is empty, then filled: each swap's retry
+        // handle is held within the budget like a new one.
+        while let Some(h) = held.pop() {
+            HostCas::drop(&mut kv, h).await.unwrap();
+        }
+        let mut empty = Vec::new();
+        for _ in 0..9 {
+            let b = Resource::<Bucket>::new_borrow(bucket.rep());
+            empty.push(kv.new(b, "later".into()).await.unwrap().unwrap());
+        }
+        let b = Resource::<Bucket>::new_borrow(bucket.rep());
+        kv.set(b, "later".into(), big.clone())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut retries = Vec::new();
+        let mut refused = 0;
+        for h in empty {
+            match atomics::Host::swap(&mut kv, h, b"x".to_vec())
+                .await
+                .unwrap()
+            {
+                Err(atomics::CasError::CasFailed(retry)) => retries.push(retry),
+                Err(atomics::CasError::StoreError(store::Error::Other(m))) => {
+                    assert!(m.contains("at most 8388608"), "{m}");
+                    refused += 1;
+                }
+                other => panic!("{:?}", other.map_err(|_| "cas error")),
+            }
+        }
+        assert_eq!((retries.len(), refused), (8, 1));
+        assert_eq!(*kv.cas_bytes, 8 << 20);
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -151,18 +151,6 @@ impl UnreadBudget {
             tenant: self.tenant.clone(),
         })
     }
-
-    /// [`UnreadBudget::hold`], never refused: for bytes that replace ones
-    /// just given back.
-    pub fn hold_anyway(&self, bytes: usize) -> Held {
-        if let Some(tenant) = &self.tenant {
-            tenant.fetch_add(bytes, Relaxed);
-        }
-        Held {
-            bytes,
-            tenant: self.tenant.clone(),
-        }
-    }
 }
 
 /// Items handed out as the reader asks for them; their bytes are given
