@@ -321,17 +321,31 @@ impl Drop for Connection {
         // reference): the database then closes when it is done.
         if let Some(Ok(db)) = self.db.take().map(Arc::try_unwrap) {
             let db = db.into_inner().unwrap_or_else(|e| e.into_inner());
-            let closing = if db.clean() {
-                POOL.put(std::mem::take(&mut self.key), db)
-            } else {
-                vec![db]
+            let key = std::mem::take(&mut self.key);
+            // Into the pool here if its lock is free (it is held only
+            // briefly, but maybe by a thread at SCHED_IDLE that waits for a
+            // core), else from the blocking pool; closed (for a file's last
+            // connection: a WAL checkpoint and its fsync) off the serving
+            // thread either way.
+            let (closing, later) = match db.clean() {
+                false => (vec![db], None),
+                true => match POOL.try_put(key, db) {
+                    Ok(closing) => (closing, None),
+                    Err(busy) => (Vec::new(), Some(busy)),
+                },
             };
-            // Closed (for a file's last connection: a WAL checkpoint and
-            // its fsync) off the serving thread.
-            if !closing.is_empty()
-                && let Ok(rt) = tokio::runtime::Handle::try_current()
-            {
-                drop(rt.spawn_blocking(move || drop(closing)));
+            if closing.is_empty() && later.is_none() {
+                return;
+            }
+            let finish = move || {
+                drop(closing);
+                if let Some((key, db)) = later {
+                    drop(POOL.put(key, db));
+                }
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(finish)),
+                Err(_) => finish(),
             }
         }
     }
@@ -370,9 +384,15 @@ impl Pool {
     /// (whether its file is still the same is for the caller to check, off
     /// the serving thread), and the ones too old to keep, for the caller to
     /// close: nothing is closed under the lock.
+    /// Nothing if another thread holds the lock: a new connection is
+    /// opened rather than wait.
     fn take(&self, key: &(PathBuf, u64)) -> (Option<Database>, Vec<Database>) {
         let mut old = Vec::new();
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = match self.idle.try_lock() {
+            Ok(idle) => idle,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return (None, old),
+        };
         let Some(list) = idle.as_mut().and_then(|idle| idle.get_mut(key)) else {
             return (None, old);
         };
@@ -390,9 +410,33 @@ impl Pool {
     /// (too old, of any file; `db` itself if its file has enough; the
     /// longest idle of all if the pool has [`POOL_IDLE_TOTAL`]).
     fn put(&self, key: (PathBuf, u64), db: Database) -> Vec<Database> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        Self::put_locked(idle, key, db)
+    }
+
+    /// [`Pool::put`] if the lock is free, else `key` and `db` back.
+    #[allow(clippy::result_large_err)]
+    fn try_put(
+        &self,
+        key: (PathBuf, u64),
+        db: Database,
+    ) -> Result<Vec<Database>, ((PathBuf, u64), Database)> {
+        match self.idle.try_lock() {
+            Ok(idle) => Ok(Self::put_locked(idle, key, db)),
+            Err(std::sync::TryLockError::Poisoned(e)) => {
+                Ok(Self::put_locked(e.into_inner(), key, db))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => Err((key, db)),
+        }
+    }
+
+    fn put_locked(
+        mut idle: std::sync::MutexGuard<'_, Option<Idle>>,
+        key: (PathBuf, u64),
+        db: Database,
+    ) -> Vec<Database> {
         let now = Instant::now();
         let mut closing = Vec::new();
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let idle = idle.get_or_insert_with(BTreeMap::new);
         for list in idle.values_mut() {
             let (keep, old): (Vec<_>, Vec<_>) = std::mem::take(list)
