@@ -38,10 +38,14 @@ pub fn set_background(handle: tokio::runtime::Handle) {
     *BACKGROUND.write().unwrap_or_else(|e| e.into_inner()) = Some(handle);
 }
 
-/// Forgets the background runtime (it is shutting down): background
-/// tenants' work runs where it is spawned from.
-pub fn clear_background() {
-    *BACKGROUND.write().unwrap_or_else(|e| e.into_inner()) = None;
+/// Forgets the background runtime `id` (it is shutting down), unless
+/// another has been set since: background tenants' work then runs where
+/// it is spawned from.
+pub fn clear_background(id: tokio::runtime::Id) {
+    let mut background = BACKGROUND.write().unwrap_or_else(|e| e.into_inner());
+    if background.as_ref().is_some_and(|h| h.id() == id) {
+        *background = None;
+    }
 }
 
 /// A tenant's blocking work: spawned, timed and charged to its lane. The
@@ -79,8 +83,9 @@ impl TenantWork {
         } else {
             None
         };
+        let lane_index = usize::from(background.is_some());
         let timed = move || {
-            let _running = Running::start(lane);
+            let _running = Running::start(lane, lane_index);
             f()
         };
         match background {
@@ -104,14 +109,19 @@ struct Task {
 
 /// Every tenant task running, by a number of its own: a statement that
 /// runs for seconds is charged every time the host's lane keeper looks,
-/// not only at its end (by then it has had a core all along).
-static RUNNING: Mutex<BTreeMap<u64, Task>> = Mutex::new(BTreeMap::new());
+/// not only at its end (by then it has had a core all along). Front-lane
+/// tasks and background ones (at `SCHED_IDLE`) register apart: a
+/// background thread holding its map while it waits for a core delays no
+/// front task.
+static RUNNING: [Mutex<BTreeMap<u64, Task>>; 2] =
+    [Mutex::new(BTreeMap::new()), Mutex::new(BTreeMap::new())];
 
-/// The registration of one running task; ended by its own thread.
-struct Running(u64);
+/// The registration of one running task in `RUNNING[.1]`; ended by its
+/// own thread.
+struct Running(u64, usize);
 
 impl Running {
-    fn start(lane: Arc<dyn Lane>) -> Self {
+    fn start(lane: Arc<dyn Lane>, lane_index: usize) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let id = NEXT.fetch_add(1, Relaxed);
         let mut clock: libc::clockid_t = 0;
@@ -128,8 +138,8 @@ impl Running {
             charged: Duration::ZERO,
             lane,
         };
-        lock().insert(id, task);
-        Self(id)
+        lock(lane_index).insert(id, task);
+        Self(id, lane_index)
     }
 }
 
@@ -138,7 +148,7 @@ impl Drop for Running {
     /// thread then goes on to other work, so it is read here, by the
     /// thread itself, under the lock [`charge_running`] reads it under.
     fn drop(&mut self) {
-        let mut running = lock();
+        let mut running = lock(self.1);
         if let Some(task) = running.remove(&self.0) {
             let used = cpu(task.clock).saturating_sub(task.start);
             task.lane.charge(used.saturating_sub(task.charged));
@@ -146,20 +156,32 @@ impl Drop for Running {
     }
 }
 
-fn lock() -> std::sync::MutexGuard<'static, BTreeMap<u64, Task>> {
-    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+fn lock(lane_index: usize) -> std::sync::MutexGuard<'static, BTreeMap<u64, Task>> {
+    RUNNING[lane_index]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// Charges every running task's CPU since it was last charged to its
-/// tenant: called by the host each time it judges tenants' use.
+/// tenant: called by the host each time it judges tenants' use. A map a
+/// thread holds now is left for the next call (its tasks that end
+/// meanwhile charge themselves): the caller must not wait on a thread at
+/// `SCHED_IDLE`.
 pub fn charge_running() {
-    for task in lock().values_mut().filter(|t| t.shared) {
-        // The task's thread is running it (it leaves the map, under this
-        // lock, before it goes on), so its clock is valid.
-        let used = cpu(task.clock).saturating_sub(task.start);
-        let new = used.saturating_sub(task.charged);
-        task.charged = used;
-        task.lane.charge(new);
+    for running in &RUNNING {
+        let mut running = match running.try_lock() {
+            Ok(running) => running,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => continue,
+        };
+        for task in running.values_mut().filter(|t| t.shared) {
+            // The task's thread is running it (it leaves the map, under
+            // this lock, before it goes on), so its clock is valid.
+            let used = cpu(task.clock).saturating_sub(task.start);
+            let new = used.saturating_sub(task.charged);
+            task.charged = used;
+            task.lane.charge(new);
+        }
     }
 }
 
@@ -261,7 +283,7 @@ mod tests {
         assert_eq!(meter.charged(), before);
 
         // With the lane gone, a background tenant's work runs in front.
-        clear_background();
+        clear_background(background.handle().id());
         drop(background);
         assert_eq!(run(&work, policy).unwrap(), libc::SCHED_OTHER);
     }
@@ -285,7 +307,12 @@ mod tests {
             })
         };
         // Charged as it runs, not only at its end.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while meter.charged() < Duration::from_millis(20) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never charged while it ran"
+            );
             charge_running();
             std::thread::sleep(Duration::from_millis(1));
         }

@@ -465,7 +465,7 @@ impl Drop for Background {
         // Dropped at the end of the server's own runtime, where blocking to
         // join threads is not allowed; calls still there are abandoned.
         if let Some(rt) = self.runtime.take() {
-            edge_blocking::clear_background();
+            edge_blocking::clear_background(rt.handle().id());
             rt.shutdown_background();
         }
     }
