@@ -216,7 +216,15 @@ fn open_file(path: &Path) -> Result<Database, redb::DatabaseError> {
     }
 }
 
+/// Ticks a store a write holds may be passed over before the flush
+/// thread waits for it: a write waiting for a core (a tenant's in the
+/// background lane, at `SCHED_IDLE`) delays no other store's flush, and
+/// its own writes are durable within this many seconds still.
+const BUSY_TICKS: u32 = 5;
+
 fn flush_loop(open: Weak<OpenStores>) {
+    // Ticks each busy store was passed over, by its address.
+    let mut passed: HashMap<usize, u32> = HashMap::new();
     loop {
         std::thread::sleep(FLUSH_INTERVAL);
         let Some(open) = open.upgrade() else { return };
@@ -227,12 +235,22 @@ fn flush_loop(open: Weak<OpenStores>) {
         };
         // Failures are logged (with tenant and store) where they happen;
         // the store keeps its pending writes and the next tick retries.
-        // Stores a write holds now go last.
-        let busy: Vec<Arc<Store>> = stores
-            .into_iter()
-            .filter(|store| store.try_flush().is_none())
-            .collect();
-        for store in busy {
+        let mut overdue = Vec::new();
+        let mut still = HashMap::new();
+        for store in stores {
+            let at = Arc::as_ptr(&store) as usize;
+            if store.try_flush().is_some() {
+                continue;
+            }
+            let ticks = passed.get(&at).copied().unwrap_or(0) + 1;
+            if ticks >= BUSY_TICKS {
+                overdue.push(store);
+            } else {
+                still.insert(at, ticks);
+            }
+        }
+        passed = still;
+        for store in overdue {
             let _ = store.flush();
         }
     }
