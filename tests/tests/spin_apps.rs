@@ -1081,6 +1081,22 @@ async fn directory_listings_read_as_the_guest_reads_and_hold_a_place_each() {
     // (wasmtime-wasi's own parks a thread per listing: this request and
     // every file, SQLite and key-value call after it on the same serving
     // thread wait until the deadline).
+    // (Each takes a descriptor: guests have half the process's limit,
+    // which `edge serve` raises to the hard one.)
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads this process's limit into `limit`.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    assert!(
+        limit.rlim_max >= 4096,
+        "this test needs a hard descriptor limit of at least 4096 (ulimit -Hn: {})",
+        limit.rlim_max
+    );
     let edge = with_limits("max_open_files = 4000");
     let url = format!("{}/list-dir?wasi=3&hold=600", edge.url);
     assert_eq!(get(&url).await, (200, "held 600: ".into()));
@@ -1325,7 +1341,9 @@ async fn a_tenants_sqlite_statements_count_as_its_cpu() {
 async fn a_tenant_whose_statements_run_long_goes_behind_while_they_run() {
     let edge = Edge::start(
         &features_manifest(""),
-        "app = \"spin.toml\"\n\
+        // One serving thread: the two statements are over a's share of
+        // it whatever the machine's cores.
+        "app = \"spin.toml\"\n[server]\nworkers = 1\n\
          [[tenant]]\nname = \"a\"\nhosts = [\"a.test\"]\ncomponents = [\"*\"]\n\
          [tenant.limits]\nsqlite_statements = 2\nrequest_deadline_ms = 6000\n\
          [[tenant]]\nname = \"b\"\nhosts = [\"b.test\"]\ncomponents = [\"*\"]\n",
