@@ -363,20 +363,44 @@ mod tests {
     use store::HostBucket;
     use wasmtime::component::ResourceTable;
 
+    /// One instance's key-value state, granted a fresh store `default`.
+    struct Instance {
+        _dir: tempfile::TempDir,
+        grants: crate::Grants,
+        table: ResourceTable,
+        cas_bytes: usize,
+        unread: edge_unread::UnreadBudget,
+    }
+
+    impl Instance {
+        fn new(unread: edge_unread::UnreadBudget) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let handle = crate::Registry::new(dir.path())
+                .open("t", "default", 64 << 20)
+                .unwrap();
+            Self {
+                _dir: dir,
+                grants: crate::Grants::new([("default".to_string(), handle)].into()),
+                table: ResourceTable::new(),
+                cas_bytes: 0,
+                unread,
+            }
+        }
+
+        fn kv(&mut self) -> KeyValue<'_> {
+            KeyValue {
+                grants: &self.grants,
+                table: &mut self.table,
+                cas_bytes: &mut self.cas_bytes,
+                unread: &self.unread,
+            }
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn cas_handles_hold_a_bounded_amount_of_values() {
-        let dir = tempfile::tempdir().unwrap();
-        let reg = crate::Registry::new(dir.path());
-        let handle = reg.open("t", "default", 64 << 20).unwrap();
-        let grants = crate::Grants::new([("default".to_string(), handle)].into());
-        let (mut table, mut cas_bytes) = (ResourceTable::new(), 0);
-        let unread = Default::default();
-        let mut kv = KeyValue {
-            grants: &grants,
-            table: &mut table,
-            cas_bytes: &mut cas_bytes,
-            unread: &unread,
-        };
+        let mut instance = Instance::new(Default::default());
+        let mut kv = instance.kv();
         let bucket = store::Host::open(&mut kv, "default".into())
             .await
             .unwrap()
@@ -443,21 +467,11 @@ mod tests {
     async fn a_tenants_cas_handles_together_stay_within_its_budget() {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-        let dir = tempfile::tempdir().unwrap();
-        let reg = crate::Registry::new(dir.path());
-        let handle = reg.open("t", "default", 64 << 20).unwrap();
-        let grants = crate::Grants::new([("default".to_string(), handle)].into());
         // The tenant's other instances hold all but half a MiB.
         let max = edge_unread::MAX_TENANT_UNREAD_BYTES;
         let tenant = Arc::new(AtomicUsize::new(max - (512 << 10)));
-        let unread = edge_unread::UnreadBudget::for_tenant(tenant.clone());
-        let (mut table, mut cas_bytes) = (ResourceTable::new(), 0);
-        let mut kv = KeyValue {
-            grants: &grants,
-            table: &mut table,
-            cas_bytes: &mut cas_bytes,
-            unread: &unread,
-        };
+        let mut instance = Instance::new(edge_unread::UnreadBudget::for_tenant(tenant.clone()));
+        let mut kv = instance.kv();
         let bucket = store::Host::open(&mut kv, "default".into())
             .await
             .unwrap()
