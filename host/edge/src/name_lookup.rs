@@ -116,13 +116,7 @@ impl wasmtime_wasi::p2::Pollable for AddressStream {
 
 /// Links both versions' interfaces over the library's.
 pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    add_p2(linker)?;
-    if concurrent {
-        add_p3(linker)?;
-    }
-    linker.allow_shadowing(false);
-    Ok(())
+    crate::state::link_over_library(linker, concurrent, add_p2, add_p3)
 }
 
 fn add_p2(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {

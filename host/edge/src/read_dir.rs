@@ -239,13 +239,7 @@ enum Refused {
 /// Links `read-directory` of both versions over the library's (call it
 /// after wasmtime-wasi's own `add_to_linker`s).
 pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    add_p2(linker)?;
-    if concurrent {
-        add_p3(linker)?;
-    }
-    linker.allow_shadowing(false);
-    Ok(())
+    crate::state::link_over_library(linker, concurrent, add_p2, add_p3)
 }
 
 /// The `descriptor-type` (of either WASI version's bindings, `$ty`) of an

@@ -254,6 +254,21 @@ impl HostState {
     }
 }
 
+/// Links `p2`'s definitions, and `p3`'s in the concurrent engine, over
+/// wasmtime-wasi's own (call it after the library's `add_to_linker`s).
+pub(crate) fn link_over_library(
+    linker: &mut wasmtime::component::Linker<HostState>,
+    concurrent: bool,
+    p2: fn(&mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()>,
+    p3: fn(&mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let linked = p2(linker).and_then(|()| if concurrent { p3(linker) } else { Ok(()) });
+    // Anything linked after this must not replace a definition by mistake.
+    linker.allow_shadowing(false);
+    linked
+}
+
 /// Links the resource `name` of `instance` as the host type `T`, kept in
 /// the instance's resource table and deleted from it when the guest drops
 /// it (for resources linked over wasmtime-wasi's own).
