@@ -181,14 +181,17 @@ pub struct Edge {
 
 impl Edge {
     /// Starts edge on `edge_toml` (its `app` should be "spin.toml") and
-    /// `spin_toml`, both written into a fresh directory.
+    /// `spin_toml`, both written into a fresh directory, with a data
+    /// directory of its own there (key-value stores, SQLite files: tests
+    /// run side by side and name the same tenants) that shares only the
+    /// compile cache ([`link_shared_cache`]).
     pub fn start(spin_toml: &str, edge_toml: &str) -> Self {
-        Self::start_with(spin_toml, edge_toml, &shared_cache())
+        Self::launch(spin_toml, edge_toml, None, &[])
     }
 
     /// Like [`Edge::start`] with a given data directory.
     pub fn start_with(spin_toml: &str, edge_toml: &str, data_dir: &Path) -> Self {
-        Self::start_env(spin_toml, edge_toml, data_dir, &[])
+        Self::launch(spin_toml, edge_toml, Some(data_dir), &[])
     }
 
     /// Like [`Edge::start_with`] with extra environment variables.
@@ -198,9 +201,24 @@ impl Edge {
         data_dir: &Path,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::launch(spin_toml, edge_toml, Some(data_dir), env)
+    }
+
+    fn launch(
+        spin_toml: &str,
+        edge_toml: &str,
+        data_dir: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = TempDir::new("edge");
         dir.write("spin.toml", spin_toml);
         let config = dir.write("edge.toml", edge_toml);
+        let own_data = dir.path().join("data");
+        let data_dir = data_dir.unwrap_or_else(|| {
+            std::fs::create_dir_all(&own_data).expect("data dir");
+            link_shared_cache(&own_data);
+            &own_data
+        });
         let mut command = Command::new(edge_bin());
         command
             .args(["serve", "--config"])
@@ -400,8 +418,23 @@ impl Drop for Edge {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test shows what the server logged: in CI that log is
+        // the only account of why (a 503's reason is in the log, never in
+        // the response).
+        if std::thread::panicking() {
+            let log = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+            let mut start = log.len().saturating_sub(LOG_TAIL_BYTES);
+            while !log.is_char_boundary(start) {
+                start += 1;
+            }
+            let tail = &log[start..];
+            eprintln!("---- edge's log (last {} bytes) ----\n{tail}", tail.len());
+        }
     }
 }
+
+/// How much of a failing test's server log is shown.
+const LOG_TAIL_BYTES: usize = 16 * 1024;
 
 /// A keep-alive HTTP/1.1 client.
 pub fn client() -> Client<HttpConnector, Full<Bytes>> {

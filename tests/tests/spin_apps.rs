@@ -1318,7 +1318,8 @@ async fn a_tenants_sqlite_statements_count_as_its_cpu() {
     };
     // Warm: the instance compiled and its database open.
     let url = format!("{}/sql", edge.url);
-    assert_eq!(send("POST", &url, "SELECT 1").await.0, 200);
+    let (status, body) = send("POST", &url, "SELECT 1").await;
+    assert_eq!(status, 200, "{body}");
     let before = cpu().await;
     let (status, body) = send(
         "POST",
