@@ -1392,6 +1392,23 @@ async fn a_tenant_whose_statements_run_long_goes_behind_while_they_run() {
         running.iter().all(|r| !r.is_finished()),
         "behind while its statements still run"
     );
+    // The statements went behind with it, where the machine lets threads
+    // come back from SCHED_IDLE. The first began in front (a went behind
+    // for its CPU), on a blocking thread of the serving runtime, which
+    // runs at SCHED_IDLE now (the second may have begun behind, on the
+    // background lane's own threads, which always do).
+    let movable = edge_blocking::lanes_movable();
+    if movable {
+        let mut idle = 0;
+        for _ in 0..400 {
+            idle = idle_threads(edge.pid());
+            if idle >= 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(idle >= 1, "no running statement went behind");
+    }
     for r in running {
         assert_eq!(r.await.unwrap().0, 504);
     }
@@ -1400,6 +1417,42 @@ async fn a_tenant_whose_statements_run_long_goes_behind_while_they_run() {
     // too, which is the lanes' rule, not this charging.)
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     other.await.unwrap();
+    // Ended (interrupted at their deadline, a moment after the 504s),
+    // their threads are back at their own policy for what they run next.
+    if movable {
+        let mut idle = usize::MAX;
+        for _ in 0..200 {
+            idle = idle_threads(edge.pid());
+            if idle == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(idle, 0, "threads left at SCHED_IDLE");
+    }
+}
+
+/// Threads of process `pid` at `SCHED_IDLE`, the background lane's own
+/// ("edge-background") aside.
+fn idle_threads(pid: u32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // "TID (NAME) STATE ...": the policy is field 41, the 39th
+            // after the name.
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let name = head.split_once('(').map_or("", |(_, name)| name);
+            let policy = rest.split_whitespace().nth(38);
+            name != "edge-background"
+                && policy.and_then(|p| p.parse().ok()) == Some(libc::SCHED_IDLE)
+        })
+        .count()
 }
 
 /// A tenant's statements take at most `sqlite_statements` of the host's

@@ -11,13 +11,18 @@
 //! times each such task on the thread's CPU clock and charges the tenant,
 //! and runs the tasks of a tenant in the background on the background
 //! lane's own blocking threads (at `SCHED_IDLE` too), so work that puts a
-//! tenant behind is behind itself. A task already running stays where it
-//! started: a thread cannot take back its priority once it has given it up
-//! (`sched_setscheduler` needs `CAP_SYS_NICE` to leave `SCHED_IDLE`).
+//! tenant behind is behind itself. A task that runs long (a SQLite
+//! statement) follows its tenant from lane to lane as it runs: it calls
+//! [`follow_lane`] at safe points and its thread's policy changes, back to
+//! the thread's own when the task ends. That needs a host that may leave
+//! `SCHED_IDLE` again (`CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it;
+//! see [`lanes_movable`]): without it a thread would stay idle for the
+//! front tasks it runs next, so a running task stays where it started.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 /// Where a tenant's CPU is counted, and which lane it is in.
@@ -70,7 +75,8 @@ impl TenantWork {
     /// Runs `f` on a blocking thread: the background lane's if the tenant
     /// is in the background (and the host has one), the current runtime's
     /// otherwise; the CPU it takes is charged to the tenant as it runs
-    /// ([`charge_running`]) and when it ends.
+    /// ([`charge_running`]) and when it ends. Work that runs long moves
+    /// with its tenant as it goes ([`follow_lane`]).
     pub fn spawn<R: Send + 'static>(
         &self,
         f: impl FnOnce() -> R + Send + 'static,
@@ -85,7 +91,10 @@ impl TenantWork {
         };
         let lane_index = usize::from(background.is_some());
         let timed = move || {
-            let _running = Running::start(lane, lane_index);
+            // Dropped in turn: the thread's policy restored, then the
+            // task charged and unregistered.
+            let _running = Running::start(lane.clone(), lane_index);
+            let _current = Current::enter(lane, lane_index);
             f()
         };
         match background {
@@ -93,6 +102,104 @@ impl TenantWork {
             None => tokio::task::spawn_blocking(timed),
         }
     }
+}
+
+/// Whether a thread of this process can go to `SCHED_IDLE` and come back:
+/// only then do running tasks follow their tenants' lanes. Tried once, on
+/// a thread of its own.
+pub fn lanes_movable() -> bool {
+    static MOVABLE: OnceLock<bool> = OnceLock::new();
+    *MOVABLE.get_or_init(|| {
+        std::thread::spawn(|| set_own_policy(libc::SCHED_IDLE) && set_own_policy(libc::SCHED_OTHER))
+            .join()
+            .unwrap_or(false)
+    })
+}
+
+/// Moves the calling thread to its tenant's lane now, if the task it runs
+/// was spawned by [`TenantWork::spawn`] and the host can move threads
+/// ([`lanes_movable`]): to `SCHED_IDLE` while the tenant is in the
+/// background, back to the thread's own policy (`SCHED_OTHER` on the
+/// background lane's idle threads) once it is in front. Cheap enough to
+/// call every few microseconds: it changes the policy only when the lane
+/// has changed. Long work calls it at safe points (SQLite: from the
+/// statement's progress handler).
+pub fn follow_lane() {
+    CURRENT.with_borrow_mut(|current| {
+        let Some(current) = current else { return };
+        let background = current.lane.in_background();
+        if background == current.idle || !lanes_movable() {
+            return;
+        }
+        let home = *current.home.get_or_insert_with(own_policy);
+        let want = match (background, home) {
+            (true, _) => libc::SCHED_IDLE,
+            (false, libc::SCHED_IDLE) => libc::SCHED_OTHER,
+            (false, home) => home,
+        };
+        if set_own_policy(want) {
+            current.idle = background;
+        }
+    });
+}
+
+thread_local! {
+    /// The tenant task the thread runs now, for [`follow_lane`].
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// The tenant task a thread runs: whose lane it follows and where the
+/// thread is.
+struct Current {
+    lane: Arc<dyn Lane>,
+    /// Whether the thread runs at `SCHED_IDLE` now (as the background
+    /// lane's threads start).
+    idle: bool,
+    /// The thread's policy before the task moved it (read at the first
+    /// move: most tasks never move), restored when the task ends.
+    home: Option<libc::c_int>,
+}
+
+/// The task's place in [`CURRENT`], cleared (and the thread's policy
+/// restored) when the task ends, panicking or not.
+struct CurrentGuard;
+
+impl Current {
+    fn enter(lane: Arc<dyn Lane>, lane_index: usize) -> CurrentGuard {
+        CURRENT.set(Some(Current {
+            lane,
+            idle: lane_index == 1,
+            home: None,
+        }));
+        CurrentGuard
+    }
+}
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        if let Some(Current {
+            home: Some(home), ..
+        }) = CURRENT.take()
+        {
+            // Before anything else the thread does: its next task, maybe
+            // another tenant's, runs where the thread belongs.
+            set_own_policy(home);
+        }
+    }
+}
+
+/// The calling thread's scheduling policy.
+fn own_policy() -> libc::c_int {
+    // SAFETY: asks for the calling thread's (pid 0) policy.
+    unsafe { libc::sched_getscheduler(0) }
+}
+
+/// Sets the calling thread's scheduling policy (priority 0, as the
+/// non-real-time policies take); whether it was allowed.
+fn set_own_policy(policy: libc::c_int) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
 
 /// A task running now: its thread's CPU clock, what it read at the start,
@@ -238,11 +345,6 @@ mod tests {
         }
     }
 
-    fn policy() -> i32 {
-        // SAFETY: asks for the calling thread's (pid 0) policy.
-        unsafe { libc::sched_getscheduler(0) }
-    }
-
     #[test]
     fn work_is_charged_to_its_tenant_and_runs_in_its_lane() {
         // A background lane as the host makes one: every thread at
@@ -250,9 +352,7 @@ mod tests {
         let background = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .on_thread_start(|| {
-                let param = libc::sched_param { sched_priority: 0 };
-                // SAFETY: sets the calling thread's own policy.
-                unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+                set_own_policy(libc::SCHED_IDLE);
             })
             .build()
             .unwrap();
@@ -265,19 +365,19 @@ mod tests {
         let run = |work: &TenantWork, f: fn() -> i32| front.block_on(async { work.spawn(f).await });
         let in_front = run(&work, || {
             burn(Duration::from_millis(30));
-            policy()
+            own_policy()
         })
         .unwrap();
         assert_eq!(in_front, libc::SCHED_OTHER);
         assert!(meter.charged() >= Duration::from_millis(30));
 
         meter.background.store(true, Relaxed);
-        assert_eq!(run(&work, policy).unwrap(), libc::SCHED_IDLE);
+        assert_eq!(run(&work, own_policy).unwrap(), libc::SCHED_IDLE);
 
         // Work with no lane runs where it is, uncharged.
         let before = meter.charged();
         assert_eq!(
-            run(&TenantWork::default(), policy).unwrap(),
+            run(&TenantWork::default(), own_policy).unwrap(),
             libc::SCHED_OTHER
         );
         assert_eq!(meter.charged(), before);
@@ -285,7 +385,7 @@ mod tests {
         // With the lane gone, a background tenant's work runs in front.
         clear_background(background.handle().id());
         drop(background);
-        assert_eq!(run(&work, policy).unwrap(), libc::SCHED_OTHER);
+        assert_eq!(run(&work, own_policy).unwrap(), libc::SCHED_OTHER);
     }
 
     #[test]
@@ -329,5 +429,53 @@ mod tests {
         // Ended, it is charged no more.
         charge_running();
         assert_eq!(meter.charged(), charged);
+    }
+
+    #[test]
+    fn a_running_task_follows_its_tenant_from_lane_to_lane() {
+        // One blocking thread: the task after runs where this one ran.
+        let front = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let meter = Arc::new(Meter::default());
+        let work = TenantWork::new(meter.clone());
+        let (to_task, steps) = std::sync::mpsc::channel::<()>();
+        let (to_test, policies) = std::sync::mpsc::channel();
+        let task = {
+            let _guard = front.enter();
+            work.spawn(move || {
+                while steps.recv().is_ok() {
+                    follow_lane();
+                    to_test.send(own_policy()).unwrap();
+                }
+            })
+        };
+        let step = || {
+            to_task.send(()).unwrap();
+            policies.recv().unwrap()
+        };
+        // Where the host cannot bring a thread back from SCHED_IDLE, the
+        // task stays where it started.
+        let idle = if lanes_movable() {
+            libc::SCHED_IDLE
+        } else {
+            libc::SCHED_OTHER
+        };
+        assert_eq!(step(), libc::SCHED_OTHER);
+        meter.background.store(true, Relaxed);
+        assert_eq!(step(), idle);
+        assert_eq!(step(), idle);
+        meter.background.store(false, Relaxed);
+        assert_eq!(step(), libc::SCHED_OTHER);
+        meter.background.store(true, Relaxed);
+        assert_eq!(step(), idle);
+        // Ended while idle: the thread is back at its own policy for the
+        // next task (another tenant's, in front).
+        meter.background.store(false, Relaxed);
+        drop(to_task);
+        front.block_on(task).unwrap();
+        let next = front.block_on(async { TenantWork::default().spawn(own_policy).await });
+        assert_eq!(next.unwrap(), libc::SCHED_OTHER);
     }
 }

@@ -192,8 +192,16 @@ impl Database {
         params: &[Value],
         deadline: Instant,
     ) -> Result<QueryResult, SqlError> {
-        self.conn
-            .progress_handler(1000, Some(move || Instant::now() >= deadline));
+        // Every thousand steps: the deadline, and the lane of the tenant
+        // whose statement this is (one that went behind while its
+        // statement runs has it run behind from here).
+        self.conn.progress_handler(
+            1000,
+            Some(move || {
+                edge_blocking::follow_lane();
+                Instant::now() >= deadline
+            }),
+        );
         let result = self.run(sql, params);
         self.conn.progress_handler(0, None::<fn() -> bool>);
         self.counters

@@ -442,6 +442,14 @@ impl Background {
             .enable_all()
             .on_thread_start(on_background_thread_start)
             .build()?;
+        // Tried once, here, before the first statement asks.
+        if edge_blocking::lanes_movable() {
+            tracing::info!("running tasks follow their tenants' lanes");
+        } else {
+            tracing::info!(
+                "running tasks stay at the priority they started at: leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE"
+            );
+        }
         // Its blocking threads start at SCHED_IDLE too: background tenants'
         // blocking work runs there.
         edge_blocking::set_background(runtime.handle().clone());
