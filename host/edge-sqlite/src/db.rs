@@ -520,4 +520,47 @@ mod tests {
             "{err:?}"
         );
     }
+
+    /// No SQLite lock is shared by every connection on the hot path: a
+    /// background tenant's statement runs on a thread at `SCHED_IDLE`, and
+    /// preempted there inside such a lock it would stop every other
+    /// tenant's statements until a core falls idle. Bundled SQLite keeps
+    /// one page cache behind one mutex (`SQLITE_ENABLE_MEMORY_MANAGEMENT`)
+    /// and counts every allocation under another (`SQLITE_DEFAULT_MEMSTATUS`);
+    /// both are turned off where it is built (`.cargo/config.toml`).
+    #[test]
+    fn no_process_wide_lock_per_page_or_allocation() {
+        let (mut db, dir) = db(1 << 20);
+        db.execute(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000) \
+             SELECT sum(x) FROM c",
+            &[],
+            later(),
+        )
+        .unwrap();
+        let (mut used, mut most) = (0i64, 0i64);
+        // SAFETY: reads a process-wide counter into two valid integers.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_status64(
+                rusqlite::ffi::SQLITE_STATUS_MEMORY_USED,
+                &mut used,
+                &mut most,
+                0,
+            )
+        };
+        assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+        assert_eq!(most, 0, "allocations are counted, under a global lock");
+        let shared_cache = db
+            .execute(
+                "SELECT sqlite_compileoption_used('ENABLE_MEMORY_MANAGEMENT')",
+                &[],
+                later(),
+            )
+            .unwrap();
+        assert!(
+            matches!(shared_cache.rows.as_slice(), [row] if matches!(row.as_slice(), [Value::Integer(0)])),
+            "one page cache for every connection, behind one lock"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
