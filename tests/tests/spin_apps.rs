@@ -1432,6 +1432,36 @@ async fn a_tenant_whose_statements_run_long_goes_behind_while_they_run() {
     }
 }
 
+/// One statement that runs on and on sends its tenant behind, though it
+/// takes no more than its share of the cores (one of two serving
+/// threads' worth, the tenant alone on the host): work nothing interrupts
+/// counts as a long poll does, window after window.
+#[tokio::test]
+async fn a_tenant_with_one_endless_statement_goes_behind() {
+    let edge = Edge::start(
+        &features_manifest(""),
+        "app = \"spin.toml\"\n[server]\nworkers = 2\n\
+         [[tenant]]\nname = \"a\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n\
+         [tenant.limits]\nrequest_deadline_ms = 4000\n",
+    );
+    let url = format!("{}/sql", edge.url);
+    let forever =
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+    let running = tokio::spawn(async move { send("POST", &url, forever).await });
+    let behind = "edge_cpu_background{tenant=\"a\"} 1";
+    let mut seen = false;
+    for _ in 0..300 {
+        if edge.metrics().await.lines().any(|l| l == behind) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(seen, "tenant a never went behind");
+    assert!(!running.is_finished(), "behind while its statement runs");
+    assert_eq!(running.await.unwrap().0, 504);
+}
+
 /// Threads of process `pid` at `SCHED_IDLE`, the background lane's own
 /// ("edge-background") aside.
 fn idle_threads(pid: u32) -> usize {

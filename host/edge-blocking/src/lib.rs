@@ -31,7 +31,19 @@ pub trait Lane: Send + Sync + 'static {
     fn charge(&self, cpu: Duration);
     /// Whether the tenant runs in the background lane now.
     fn in_background(&self) -> bool;
+    /// A task of the tenant's has used [`LONG_TASK`] of CPU or more: said
+    /// when it ends, and each time [`charge_running`] finds it running
+    /// past that.
+    fn long_task(&self);
 }
+
+/// The CPU after which a task counts as long ([`Lane::long_task`]): work
+/// nothing interrupts, which holds a core at the priority it started at
+/// while it runs (a full slice of the kernel's scheduler on a few cores:
+/// a key-value call takes microseconds, a SQLite statement over an index
+/// well under a millisecond, a recursive count of millions of rows
+/// seconds).
+pub const LONG_TASK: Duration = Duration::from_millis(20);
 
 /// The background lane's runtime, whose blocking threads run at
 /// `SCHED_IDLE`, while the host has one.
@@ -259,6 +271,9 @@ impl Drop for Running {
         if let Some(task) = running.remove(&self.0) {
             let used = cpu(task.clock).saturating_sub(task.start);
             task.lane.charge(used.saturating_sub(task.charged));
+            if used >= LONG_TASK {
+                task.lane.long_task();
+            }
         }
     }
 }
@@ -288,6 +303,9 @@ pub fn charge_running() {
             let new = used.saturating_sub(task.charged);
             task.charged = used;
             task.lane.charge(new);
+            if used >= LONG_TASK {
+                task.lane.long_task();
+            }
         }
     }
 }
@@ -316,6 +334,7 @@ mod tests {
     struct Meter {
         charged: Mutex<Duration>,
         background: AtomicBool,
+        long_tasks: AtomicU64,
     }
 
     impl Meter {
@@ -330,6 +349,9 @@ mod tests {
         }
         fn in_background(&self) -> bool {
             self.background.load(Relaxed)
+        }
+        fn long_task(&self) {
+            self.long_tasks.fetch_add(1, Relaxed);
         }
     }
 
@@ -416,6 +438,8 @@ mod tests {
             charge_running();
             std::thread::sleep(Duration::from_millis(1));
         }
+        // Past LONG_TASK: said while it runs, not only at its end.
+        assert!(meter.long_tasks.load(Relaxed) >= 1);
         stop.store(true, Relaxed);
         let own = front.block_on(task).unwrap();
         // All of it, once: what the task measured of itself, and at most
@@ -429,6 +453,11 @@ mod tests {
         // Ended, it is charged no more.
         charge_running();
         assert_eq!(meter.charged(), charged);
+        // A short task is no long one.
+        let long = meter.long_tasks.load(Relaxed);
+        let short = TenantWork::new(meter.clone());
+        front.block_on(async { short.spawn(|| ()).await }).unwrap();
+        assert_eq!(meter.long_tasks.load(Relaxed), long);
     }
 
     #[test]

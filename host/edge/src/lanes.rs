@@ -85,7 +85,10 @@ pub const LONG_CALLS_MIN: u64 = 2;
 /// for a lock another thread held, is no fault of its guest's (by the
 /// clock, a loaded echo tenant had polls of 7–10 ms that were 45 µs of
 /// CPU). In the background the same rule keeps a bomb there: its polls
-/// renew the hold, so it never gets a turn in front between them.
+/// renew the hold, so it never gets a turn in front between them. A task
+/// of the tenant's on the blocking pool past [`edge_blocking::LONG_TASK`]
+/// (a SQLite statement that counts for seconds) is the same kind of work
+/// and counts as a long poll, each window it runs on.
 pub const LONG_POLL: Duration = Duration::from_millis(2);
 
 /// The windows a tenant stays in the background after a window with a
@@ -300,6 +303,14 @@ impl edge_blocking::Lane for crate::share::TenantShare {
 
     fn in_background(&self) -> bool {
         self.cpu.in_background()
+    }
+
+    /// As a long poll: work nothing interrupted held a core all that time
+    /// (here at the priority its task began at, beside the serving
+    /// threads), and a tenant that does it again within [`LONG_POLL_HOLD`]
+    /// windows is held behind.
+    fn long_task(&self) {
+        self.cpu.long_poll.store(true, Relaxed);
     }
 }
 
