@@ -102,7 +102,7 @@ bench-hints: components host
 	./bench/hints.sh
 
 # Hostile tenants beside a healthy one, and the soak (docs/RELIABILITY.md).
-bench-hostile: components host
+bench-hostile: components host spin-apps
 	./bench/hostile.sh
 
 # Spin apps from Spin's SDKs on `edge up` beside `wasmtime serve`.

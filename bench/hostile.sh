@@ -6,7 +6,7 @@
 #    with PER_CLASS=1 beside each behaviour's tenants alone as well (phase
 #    named after it). Each phase on a fresh host, baseline included, so no
 #    phase inherits another's sessions or memory;
-#  - hostile tenant i plays behaviour i mod 7 in a closed loop on its own
+#  - hostile tenant i plays behaviour i mod 8 in a closed loop on its own
 #    host: trap (/fixtures/trap), spin (/fixtures/loop until the deadline),
 #    memory bomb (/fixtures/hog?mb=1024 against a 64 MiB cap), fields bomb
 #    (/fixtures/fields-bomb?n=100000), slow stream (256 MiB read at
@@ -14,7 +14,10 @@
 #    at once per tenant to an origin on 127.0.0.1 that holds each answer
 #    1 s, all in step: ORIGIN_SPREAD_MS=1000 spreads the holds over
 #    0.5-1.5 s; only these tenants may reach 127.0.0.1), session flood (4 at once
-#    per tenant, a new session key every request);
+#    per tenant, a new session key every request), SQLite hog (a recursive
+#    statement that counts until the deadline stops it, one at a time per
+#    tenant: the host's blocking threads, not the guest, do the work; the
+#    rust-features Spin app, from `make spin-apps`);
 #  - pass: the healthy tenant has 0 errors in every phase, its p99 beside
 #    all hostiles is within 1.2x of the baseline's, and the host process is
 #    the one started (same pid and start time) and answers /health. Each
@@ -82,6 +85,12 @@ allowed_outbound_hosts = ["http://127.0.0.1:*"]
 key_value_stores = ["default"]
 [component.probe.variables]
 greeting = "hello"
+[[trigger.http]]
+route = "/sql"
+component = "sqlhog"
+[component.sqlhog]
+source = "$PWD/tests/spin-apps/rust-features/target/wasm32-wasip2/release/rust_features.wasm"
+sqlite_databases = ["default"]
 TOML
 
 # The host's defaults (pool of 1000, each tenant's share half of it) and
@@ -109,9 +118,9 @@ session_key = "path:2"
 idle_timeout_ms = 60000
 TOML
   for i in $(seq 0 $((TENANTS - 1))); do
-    printf '[[tenant]]\nname = "hostile-%d"\nhosts = ["h%d.hostile"]\ncomponents = ["fixtures", "flood", "probe"]\n' "$i" "$i"
+    printf '[[tenant]]\nname = "hostile-%d"\nhosts = ["h%d.hostile"]\ncomponents = ["fixtures", "flood", "probe", "sqlhog"]\n' "$i" "$i"
     # Behaviour 5 (outbound flood): this tenant alone may reach the origin.
-    if [ $((i % 7)) -eq 5 ]; then printf '[tenant.outbound]\nallow_ranges = ["127.0.0.1/32"]\n'; fi
+    if [ $((i % 8)) -eq 5 ]; then printf '[tenant.outbound]\nallow_ranges = ["127.0.0.1/32"]\n'; fi
   done
 } > "$work/edge.toml"
 
@@ -125,7 +134,7 @@ phases=(all)
 # cores, kernel and memory, with the load generator on them too) costs
 # the healthy tenant whatever one host does.
 [ "$FLOOR" = 1 ] && phases+=(floor)
-[ "$PER_CLASS" = 1 ] && phases+=(trap spin hog fields slow-stream outbound session-flood)
+[ "$PER_CLASS" = 1 ] && phases+=(trap spin hog fields slow-stream outbound session-flood sqlite)
 # PHASES="hog outbound" runs only those.
 [ -n "${PHASES:-}" ] && read -r -a phases <<< "$PHASES"
 : > "$work/phases.jsonl"
@@ -142,7 +151,7 @@ for phase in "${phases[@]}"; do
   started=$(awk '{print $22}' "/proc/$epid/stat")
   rss_before=$(awk '/VmRSS/{print $2}' "/proc/$epid/status")
   echo "$phase: edge pid $epid up; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-  classes=$(case $phase in all|floor) echo trap,spin,hog,fields,slow-stream,outbound,session-flood;; *) echo "$phase";; esac)
+  classes=$(case $phase in all|floor) echo trap,spin,hog,fields,slow-stream,outbound,session-flood,sqlite;; *) echo "$phase";; esac)
   hostile_addr=127.0.0.1:$PORT
   if [ "$phase" = floor ]; then
     rm -rf "$work/data2"

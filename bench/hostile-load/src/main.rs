@@ -2,7 +2,7 @@
 //!
 //!   hostile-load hostile  --addr A --healthy-host H --healthy-path P --rate R --duration-s S
 //!                         [--warmup-s 3] [--tenants 100] [--host-pattern 'h{i}.hostile']
-//!                         [--classes trap,spin,hog,fields,slow-stream,outbound,session-flood]
+//!                         [--classes trap,spin,hog,fields,slow-stream,outbound,session-flood,sqlite]
 //!                         [--per-class] [--settle-s 3] [--name all] [--hostile-priority idle|normal]
 //!                         [--hostile-addr A (default --addr)] [--origin-spread-ms 0]
 //!   hostile-load capacity --addr A --route [POST ]HOST,PATH ... --concurrency N --duration-s S
@@ -13,8 +13,8 @@
 //! counted from the scheduled time, so queueing cannot hide). First alone
 //! (phase "baseline"), then beside the hostile tenants ("all"; with
 //! --per-class, also one phase per behaviour). Tenant i (of --tenants) plays
-//! behaviour i mod 7 in a closed loop on its own host, so every behaviour has
-//! ~14 tenants at it at once. An origin for the outbound flood runs here on
+//! behaviour i mod 8 in a closed loop on its own host, so every behaviour has
+//! ~12 tenants at it at once. An origin for the outbound flood runs here on
 //! 127.0.0.1 and holds each answer a second (or, with --origin-spread-ms
 //! S, a second ± S/2 ms, spread evenly over its connections: the flood's
 //! answers then do not all come back in the same millisecond).
@@ -169,7 +169,7 @@ async fn measured(
 
 // ---------------------------------------------------------------- hostile
 
-const CLASSES: [&str; 7] = [
+const CLASSES: [&str; 8] = [
     "trap",
     "spin",
     "hog",
@@ -177,7 +177,22 @@ const CLASSES: [&str; 7] = [
     "slow-stream",
     "outbound",
     "session-flood",
+    "sqlite",
 ];
+
+/// The SQLite hog's statement: counts until the request's deadline stops
+/// it, on a blocking thread of the host's (the guest only waits).
+const ENDLESS_SQL: &str =
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+
+/// `POST /sql` with `statement` as its body, to `host`.
+fn sql_request(host: &str, statement: &str) -> Vec<u8> {
+    format!(
+        "POST /sql HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\n\r\n{statement}",
+        statement.len()
+    )
+    .into_bytes()
+}
 
 /// Outcomes of one behaviour's requests, by status or kind.
 type Tally = Arc<Mutex<BTreeMap<String, u64>>>;
@@ -327,17 +342,18 @@ fn spawn_hostile(
                         tally(&t, end);
                         continue;
                     }
-                    let path = match class {
-                        "trap" => "/fixtures/trap".to_string(),
-                        "spin" => "/fixtures/loop".to_string(),
-                        "hog" => "/fixtures/hog?mb=1024".to_string(),
-                        "fields" => "/fixtures/fields-bomb?n=100000".to_string(),
-                        "outbound" => {
-                            format!("/probe/fetch?url=http%3A%2F%2F127.0.0.1%3A{origin_port}%2Fx")
-                        }
-                        _ => format!("/flood/k{}/count", keys.fetch_add(1, Relaxed)),
+                    let get = |path: &str| wire::get_request(&host, path);
+                    let req = match class {
+                        "trap" => get("/fixtures/trap"),
+                        "spin" => get("/fixtures/loop"),
+                        "hog" => get("/fixtures/hog?mb=1024"),
+                        "fields" => get("/fixtures/fields-bomb?n=100000"),
+                        "outbound" => get(&format!(
+                            "/probe/fetch?url=http%3A%2F%2F127.0.0.1%3A{origin_port}%2Fx"
+                        )),
+                        "sqlite" => sql_request(&host, ENDLESS_SQL),
+                        _ => get(&format!("/flood/k{}/count", keys.fetch_add(1, Relaxed))),
                     };
-                    let req = wire::get_request(&host, &path);
                     let what = match tokio::time::timeout(
                         Duration::from_secs(30),
                         client.send(&req),
