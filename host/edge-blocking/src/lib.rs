@@ -45,6 +45,13 @@ pub trait Lane: Send + Sync + 'static {
 /// seconds).
 pub const LONG_TASK: Duration = Duration::from_millis(20);
 
+/// Once said to be long, a task is said so again only for a stretch in
+/// which it used this much more CPU (between two looks of
+/// [`charge_running`], or from the last look to its end): one that goes
+/// on burning a core is held behind, one that now waits (on a lock, on
+/// the disk) or ends just after a look is not said twice for one burst.
+pub const LONG_TASK_AGAIN: Duration = Duration::from_millis(5);
+
 /// The background lane's runtime, whose blocking threads run at
 /// `SCHED_IDLE`, while the host has one.
 static BACKGROUND: RwLock<Option<tokio::runtime::Handle>> = RwLock::new(None);
@@ -120,22 +127,42 @@ impl TenantWork {
 /// only then do running tasks follow their tenants' lanes. Tried once, on
 /// a thread of its own.
 pub fn lanes_movable() -> bool {
-    static MOVABLE: OnceLock<bool> = OnceLock::new();
-    *MOVABLE.get_or_init(|| {
-        std::thread::spawn(|| set_own_policy(libc::SCHED_IDLE) && set_own_policy(libc::SCHED_OTHER))
-            .join()
-            .unwrap_or(false)
+    probe().movable
+}
+
+/// What [`lanes_movable`] found, and the policy a front thread has (the
+/// one a background thread takes while its tenant is in front): the
+/// probing thread's, inherited from the thread that first asked (the
+/// host's main thread: it asks when it starts the background lane).
+struct Probe {
+    movable: bool,
+    front: Policy,
+}
+
+fn probe() -> &'static Probe {
+    static PROBE: OnceLock<Probe> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        std::thread::spawn(|| {
+            let front = Policy::own();
+            let movable = Policy::IDLE.set() && front.set();
+            Probe { movable, front }
+        })
+        .join()
+        .unwrap_or(Probe {
+            movable: false,
+            front: Policy::OTHER,
+        })
     })
 }
 
 /// Moves the calling thread to its tenant's lane now, if the task it runs
 /// was spawned by [`TenantWork::spawn`] and the host can move threads
 /// ([`lanes_movable`]): to `SCHED_IDLE` while the tenant is in the
-/// background, back to the thread's own policy (`SCHED_OTHER` on the
-/// background lane's idle threads) once it is in front. Cheap enough to
-/// call every few microseconds: it changes the policy only when the lane
-/// has changed. Long work calls it at safe points (SQLite: from the
-/// statement's progress handler).
+/// background, back to the thread's own policy once it is in front (a
+/// background lane's thread to a front thread's). Cheap enough to call
+/// every few microseconds: it changes the policy only when the lane has
+/// changed. Long work calls it at safe points (SQLite: from the
+/// statement's progress handler), and [`leave_lane`] once that is over.
 pub fn follow_lane() {
     CURRENT.with_borrow_mut(|current| {
         let Some(current) = current else { return };
@@ -143,16 +170,30 @@ pub fn follow_lane() {
         if background == current.idle || !lanes_movable() {
             return;
         }
-        let home = *current.home.get_or_insert_with(own_policy);
-        let want = match (background, home) {
-            (true, _) => libc::SCHED_IDLE,
-            (false, libc::SCHED_IDLE) => libc::SCHED_OTHER,
-            (false, home) => home,
+        let home = *current.home.get_or_insert_with(Policy::own);
+        let want = match (background, current.born_idle) {
+            (true, _) => Policy::IDLE,
+            (false, true) => probe().front,
+            (false, false) => home,
         };
-        if set_own_policy(want) {
+        if want.set() {
             current.idle = background;
         }
     });
+}
+
+/// The long part of the task is over: the thread goes back to its own
+/// policy now, for the rest of the task (closing, releasing, answering:
+/// where it takes locks other tenants' threads take too; a thread at
+/// `SCHED_IDLE` preempted inside one would hold them all up), and follows
+/// its tenant no more.
+pub fn leave_lane() {
+    if let Some(Current {
+        home: Some(home), ..
+    }) = CURRENT.take()
+    {
+        home.restore();
+    }
 }
 
 thread_local! {
@@ -164,12 +205,14 @@ thread_local! {
 /// thread is.
 struct Current {
     lane: Arc<dyn Lane>,
-    /// Whether the thread runs at `SCHED_IDLE` now (as the background
-    /// lane's threads start).
+    /// Whether the thread runs at `SCHED_IDLE` now.
     idle: bool,
+    /// Whether it is one of the background lane's threads (which start
+    /// at `SCHED_IDLE`).
+    born_idle: bool,
     /// The thread's policy before the task moved it (read at the first
     /// move: most tasks never move), restored when the task ends.
-    home: Option<libc::c_int>,
+    home: Option<Policy>,
 }
 
 /// The task's place in [`CURRENT`], cleared (and the thread's policy
@@ -181,6 +224,7 @@ impl Current {
         CURRENT.set(Some(Current {
             lane,
             idle: lane_index == 1,
+            born_idle: lane_index == 1,
             home: None,
         }));
         CurrentGuard
@@ -188,30 +232,75 @@ impl Current {
 }
 
 impl Drop for CurrentGuard {
+    /// Before anything else the thread does: its next task, maybe another
+    /// tenant's, runs where the thread belongs.
     fn drop(&mut self) {
-        if let Some(Current {
-            home: Some(home), ..
-        }) = CURRENT.take()
-        {
-            // Before anything else the thread does: its next task, maybe
-            // another tenant's, runs where the thread belongs.
-            set_own_policy(home);
+        leave_lane();
+    }
+}
+
+/// A thread's scheduling policy and its priority (0 but for the real-time
+/// policies).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Policy {
+    policy: libc::c_int,
+    priority: libc::c_int,
+}
+
+impl Policy {
+    const IDLE: Policy = Policy {
+        policy: libc::SCHED_IDLE,
+        priority: 0,
+    };
+    const OTHER: Policy = Policy {
+        policy: libc::SCHED_OTHER,
+        priority: 0,
+    };
+
+    /// The calling thread's.
+    fn own() -> Policy {
+        let mut param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: asks for the calling thread's (pid 0) policy and writes
+        // its parameters into `param`, a valid sched_param.
+        let (policy, _) = unsafe {
+            (
+                libc::sched_getscheduler(0),
+                libc::sched_getparam(0, &mut param),
+            )
+        };
+        Policy {
+            policy,
+            priority: param.sched_priority,
+        }
+    }
+
+    /// Makes it the calling thread's; whether that was allowed.
+    fn set(self) -> bool {
+        let param = libc::sched_param {
+            sched_priority: self.priority,
+        };
+        // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
+        unsafe { libc::sched_setscheduler(0, self.policy, &param) == 0 }
+    }
+
+    /// Gives the calling thread back this policy, which it had: said in
+    /// the log if the kernel refuses (the thread then serves what comes
+    /// next where it is).
+    fn restore(self) {
+        if !self.set() {
+            tracing::warn!(
+                policy = ?self,
+                error = %std::io::Error::last_os_error(),
+                "a blocking thread could not get its scheduling policy back"
+            );
         }
     }
 }
 
 /// The calling thread's scheduling policy.
+#[cfg(test)]
 fn own_policy() -> libc::c_int {
-    // SAFETY: asks for the calling thread's (pid 0) policy.
-    unsafe { libc::sched_getscheduler(0) }
-}
-
-/// Sets the calling thread's scheduling policy (priority 0, as the
-/// non-real-time policies take); whether it was allowed.
-fn set_own_policy(policy: libc::c_int) -> bool {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
-    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+    Policy::own().policy
 }
 
 /// A task running now: its thread's CPU clock, what it read at the start,
@@ -223,7 +312,23 @@ struct Task {
     shared: bool,
     start: Duration,
     charged: Duration,
+    /// Whether [`Lane::long_task`] was said of it.
+    said_long: bool,
     lane: Arc<dyn Lane>,
+}
+
+impl Task {
+    /// Charges its CPU up to `used` (since it began), and says whether it
+    /// is a long task now.
+    fn charge_to(&mut self, used: Duration) {
+        let new = used.saturating_sub(self.charged);
+        self.charged = used;
+        self.lane.charge(new);
+        if used >= LONG_TASK && (!self.said_long || new >= LONG_TASK_AGAIN) {
+            self.said_long = true;
+            self.lane.long_task();
+        }
+    }
 }
 
 /// Every tenant task running, by a number of its own: a statement that
@@ -255,6 +360,7 @@ impl Running {
             shared,
             start: cpu(clock),
             charged: Duration::ZERO,
+            said_long: false,
             lane,
         };
         lock(lane_index).insert(id, task);
@@ -264,16 +370,15 @@ impl Running {
 
 impl Drop for Running {
     /// Charges what is left to charge (a task that panicked too). The
-    /// thread then goes on to other work, so it is read here, by the
-    /// thread itself, under the lock [`charge_running`] reads it under.
+    /// thread then goes on to other work, so the task leaves the map
+    /// first, under the lock [`charge_running`] reads it under, and the
+    /// thread reads its own clock after.
     fn drop(&mut self) {
         let mut running = lock(self.1);
-        if let Some(task) = running.remove(&self.0) {
-            let used = cpu(task.clock).saturating_sub(task.start);
-            task.lane.charge(used.saturating_sub(task.charged));
-            if used >= LONG_TASK {
-                task.lane.long_task();
-            }
+        let task = running.remove(&self.0);
+        drop(running);
+        if let Some(mut task) = task {
+            task.charge_to(cpu(task.clock).saturating_sub(task.start));
         }
     }
 }
@@ -299,13 +404,7 @@ pub fn charge_running() {
         for task in running.values_mut().filter(|t| t.shared) {
             // The task's thread is running it (it leaves the map, under
             // this lock, before it goes on), so its clock is valid.
-            let used = cpu(task.clock).saturating_sub(task.start);
-            let new = used.saturating_sub(task.charged);
-            task.charged = used;
-            task.lane.charge(new);
-            if used >= LONG_TASK {
-                task.lane.long_task();
-            }
+            task.charge_to(cpu(task.clock).saturating_sub(task.start));
         }
     }
 }
@@ -374,7 +473,7 @@ mod tests {
         let background = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .on_thread_start(|| {
-                set_own_policy(libc::SCHED_IDLE);
+                Policy::IDLE.set();
             })
             .build()
             .unwrap();
@@ -458,6 +557,31 @@ mod tests {
         let short = TenantWork::new(meter.clone());
         front.block_on(async { short.spawn(|| ()).await }).unwrap();
         assert_eq!(meter.long_tasks.load(Relaxed), long);
+    }
+
+    #[test]
+    fn a_long_task_that_then_waits_is_said_long_once() {
+        let front = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let meter = Arc::new(Meter::default());
+        let done = Arc::new(AtomicBool::new(false));
+        let task = {
+            let _guard = front.enter();
+            let done = done.clone();
+            TenantWork::new(meter.clone()).spawn(move || {
+                burn(LONG_TASK + Duration::from_millis(2));
+                // Then waits (a lock, the disk), looked at all the while.
+                std::thread::sleep(Duration::from_millis(300));
+                done.store(true, Relaxed);
+            })
+        };
+        while !done.load(Relaxed) {
+            charge_running();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        front.block_on(task).unwrap();
+        assert_eq!(meter.long_tasks.load(Relaxed), 1);
     }
 
     #[test]

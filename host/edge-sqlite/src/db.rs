@@ -204,6 +204,10 @@ impl Database {
         );
         let result = self.run(sql, params);
         self.conn.progress_handler(0, None::<fn() -> bool>);
+        // Where it was moved, the thread is back at its own priority for
+        // what follows (the connection's close, the slot's release: locks
+        // every tenant's statements take).
+        edge_blocking::leave_lane();
         self.counters
             .set(self.conn.last_insert_rowid(), self.conn.changes());
         result
