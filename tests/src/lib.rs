@@ -173,6 +173,8 @@ pub struct Edge {
     pub control: Option<String>,
     /// Everything the process wrote to stderr so far.
     pub stderr: Arc<Mutex<String>>,
+    /// The thread that reads it (ends when the process's stderr closes).
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     /// Where its config lives; keep it alive as long as the process.
     pub dir: TempDir,
     /// The edge-config path.
@@ -271,7 +273,7 @@ impl Edge {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut err_pipe = child.stderr.take().expect("stderr");
         let sink = stderr.clone();
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = err_pipe.read(&mut buf) {
                 if n == 0 {
@@ -306,6 +308,7 @@ impl Edge {
             admin: admin.unwrap_or_default(),
             control,
             stderr,
+            stderr_reader: Some(stderr_reader),
             dir,
             config,
         }
@@ -422,6 +425,14 @@ impl Drop for Edge {
         // the only account of why (a 503's reason is in the log, never in
         // the response).
         if std::thread::panicking() {
+            // Its last lines, the ones that tell, once the reader has them
+            // (a second at most: a child of the server may hold the pipe).
+            if let Some(reader) = self.stderr_reader.take() {
+                let until = std::time::Instant::now() + Duration::from_secs(1);
+                while !reader.is_finished() && std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
             let log = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
             let mut start = log.len().saturating_sub(LOG_TAIL_BYTES);
             while !log.is_char_boundary(start) {

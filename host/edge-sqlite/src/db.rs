@@ -138,6 +138,7 @@ impl Database {
         // authorizer, which refuses the pragma).
         conn.execute_batch(&format!("PRAGMA mmap_size = {}", MMAP_BYTES.min(max_bytes)))
             .map_err(|e| SqlError::host(e.to_string()))?;
+        own_randomness(&conn).map_err(|e| SqlError::host(e.to_string()))?;
         let tainted = Arc::new(AtomicBool::new(false));
         let flag = tainted.clone();
         conn.authorizer(Some(move |ctx: AuthContext<'_>| {
@@ -381,6 +382,42 @@ fn from_sql(v: ValueRef<'_>) -> Value {
     }
 }
 
+/// `random()` and `randomblob(N)` from the calling thread's own generator
+/// (`rand`'s, ChaCha seeded from the system's), in place of SQLite's: its
+/// generator is one for the whole process, behind one lock held while it
+/// makes all N bytes (up to [`MAX_VALUE_BYTES`]: milliseconds), and other
+/// tenants' writes take it too (the log's restart). A statement of a
+/// tenant in the background runs at `SCHED_IDLE`; preempted with it held,
+/// it would hold them all up.
+fn own_randomness(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    use rand::{Rng, RngCore};
+    use rusqlite::functions::FunctionFlags;
+    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_INNOCUOUS;
+    conn.create_scalar_function("random", 0, flags, |_| Ok(rand::rng().random::<i64>()))?;
+    conn.create_scalar_function("randomblob", 1, flags, |ctx| {
+        // As SQLite's: N read as a number; below 1 (or none) makes one byte.
+        let n = match ctx.get_raw(0) {
+            ValueRef::Integer(i) => i,
+            ValueRef::Real(f) => f as i64,
+            ValueRef::Text(t) => std::str::from_utf8(t)
+                .ok()
+                .and_then(|t| t.trim().parse::<f64>().ok())
+                .map_or(0, |f| f as i64),
+            ValueRef::Null | ValueRef::Blob(_) => 0,
+        };
+        let n = usize::try_from(n.max(1)).unwrap_or(usize::MAX);
+        if n > MAX_VALUE_BYTES as usize {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_TOOBIG),
+                Some("string or blob too big".into()),
+            ));
+        }
+        let mut bytes = vec![0u8; n];
+        rand::rng().fill_bytes(&mut bytes);
+        Ok(bytes)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,13 +562,55 @@ mod tests {
         );
     }
 
+    /// random() and randomblob() come from the thread's generator, not
+    /// from SQLite's one for the process (behind its lock): seeded alike
+    /// twice, SQLite's would give the same numbers.
+    #[test]
+    fn randomness_is_the_threads_own() {
+        let (mut db, dir) = db(1 << 20);
+        // Seeds SQLite's generator: with 0, from the system's randomness
+        // again.
+        let seed = |x: std::os::raw::c_int| {
+            // SAFETY: a test control that takes an int and a connection
+            // (none here).
+            unsafe {
+                rusqlite::ffi::sqlite3_test_control(
+                    rusqlite::ffi::SQLITE_TESTCTRL_PRNG_SEED,
+                    x,
+                    std::ptr::null_mut::<rusqlite::ffi::sqlite3>(),
+                )
+            };
+        };
+        let mut draw = |sql: &str| {
+            seed(1);
+            db.execute(sql, &[], later()).unwrap().rows
+        };
+        let sql = "SELECT random(), randomblob(16)";
+        assert_ne!(format!("{:?}", draw(sql)), format!("{:?}", draw(sql)));
+        let sizes = draw(
+            "SELECT length(randomblob(1000)), length(randomblob(0)), \
+             length(randomblob(NULL)), length(randomblob('10')), length(randomblob(2.9))",
+        );
+        assert_eq!(
+            format!("{sizes:?}"),
+            "[[Integer(1000), Integer(1), Integer(1), Integer(10), Integer(2)]]"
+        );
+        let err = db
+            .execute("SELECT randomblob(20000000)", &[], later())
+            .unwrap_err();
+        assert!(format!("{err:?}").contains("too big"), "{err:?}");
+        seed(0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     /// No SQLite lock is shared by every connection on the hot path: a
     /// background tenant's statement runs on a thread at `SCHED_IDLE`, and
     /// preempted there inside such a lock it would stop every other
     /// tenant's statements until a core falls idle. Bundled SQLite keeps
-    /// one page cache behind one mutex (`SQLITE_ENABLE_MEMORY_MANAGEMENT`)
-    /// and counts every allocation under another (`SQLITE_DEFAULT_MEMSTATUS`);
-    /// both are turned off where it is built (`.cargo/config.toml`).
+    /// one page cache behind one mutex (`SQLITE_ENABLE_MEMORY_MANAGEMENT`),
+    /// counts every allocation under another (`SQLITE_DEFAULT_MEMSTATUS`)
+    /// and the cache's pages past its first under a third; all are turned
+    /// off where it is built (`.cargo/config.toml`).
     #[test]
     fn no_process_wide_lock_per_page_or_allocation() {
         let (mut db, dir) = db(1 << 20);
@@ -554,6 +633,32 @@ mod tests {
         };
         assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
         assert_eq!(most, 0, "allocations are counted, under a global lock");
+        // Pages past the cache's first bulk allocation are counted as
+        // "overflow" under another (SQLITE_DISABLE_PAGECACHE_OVERFLOW_STATS).
+        db.execute("CREATE TABLE big (v)", &[], later()).unwrap();
+        db.execute(
+            "INSERT INTO big WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
+             WHERE x < 200) SELECT zeroblob(4000) FROM c",
+            &[],
+            later(),
+        )
+        .unwrap();
+        db.execute("SELECT count(*) FROM big", &[], later())
+            .unwrap();
+        // SAFETY: as above.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_status64(
+                rusqlite::ffi::SQLITE_STATUS_PAGECACHE_OVERFLOW,
+                &mut used,
+                &mut most,
+                0,
+            )
+        };
+        assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+        assert_eq!(
+            most, 0,
+            "page-cache overflow is counted, under a global lock"
+        );
         let shared_cache = db
             .execute(
                 "SELECT sqlite_compileoption_used('ENABLE_MEMORY_MANAGEMENT')",
