@@ -1378,16 +1378,7 @@ async fn a_tenant_whose_statements_run_long_goes_behind_while_they_run() {
         tokio::spawn(call("a.test", "/sql", forever)),
         tokio::spawn(call("a.test", "/sql", forever)),
     ];
-    let behind = "edge_cpu_background{tenant=\"a\"} 1";
-    let mut seen = false;
-    for _ in 0..400 {
-        if edge.metrics().await.lines().any(|l| l == behind) {
-            seen = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(seen, "tenant a never went behind");
+    assert!(goes_behind(&edge, "a").await, "tenant a never went behind");
     assert!(
         running.iter().all(|r| !r.is_finished()),
         "behind while its statements still run"
@@ -1448,18 +1439,22 @@ async fn a_tenant_with_one_endless_statement_goes_behind() {
     let forever =
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
     let running = tokio::spawn(async move { send("POST", &url, forever).await });
-    let behind = "edge_cpu_background{tenant=\"a\"} 1";
-    let mut seen = false;
-    for _ in 0..300 {
+    assert!(goes_behind(&edge, "a").await, "tenant a never went behind");
+    assert!(!running.is_finished(), "behind while its statement runs");
+    assert_eq!(running.await.unwrap().0, 504);
+}
+
+/// Whether `tenant` is in the background lane within 4 s (its
+/// `edge_cpu_background` at 1).
+async fn goes_behind(edge: &Edge, tenant: &str) -> bool {
+    let behind = format!("edge_cpu_background{{tenant=\"{tenant}\"}} 1");
+    for _ in 0..400 {
         if edge.metrics().await.lines().any(|l| l == behind) {
-            seen = true;
-            break;
+            return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert!(seen, "tenant a never went behind");
-    assert!(!running.is_finished(), "behind while its statement runs");
-    assert_eq!(running.await.unwrap().0, 504);
+    false
 }
 
 /// Threads of process `pid` at `SCHED_IDLE`, the background lane's own

@@ -454,6 +454,23 @@ mod tests {
         }
     }
 
+    /// A serving runtime of one thread, as the tests' front lane.
+    fn front() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    }
+
+    /// `f` spawned from `front` as work charged to `meter`.
+    fn spawn_in<R: Send + 'static>(
+        front: &tokio::runtime::Runtime,
+        meter: &Arc<Meter>,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> tokio::task::JoinHandle<R> {
+        let _guard = front.enter();
+        TenantWork::new(meter.clone()).spawn(f)
+    }
+
     fn thread_cpu() -> Duration {
         cpu(libc::CLOCK_THREAD_CPUTIME_ID)
     }
@@ -511,22 +528,19 @@ mod tests {
 
     #[test]
     fn a_long_task_is_charged_while_it_runs_and_once_in_all() {
-        let front = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let front = front();
         let meter = Arc::new(Meter::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let task = {
-            let _guard = front.enter();
+        let task = spawn_in(&front, &meter, {
             let stop = stop.clone();
-            TenantWork::new(meter.clone()).spawn(move || {
+            move || {
                 let start = thread_cpu();
                 while !stop.load(Relaxed) {
                     std::hint::black_box(0u64);
                 }
                 thread_cpu() - start
-            })
-        };
+            }
+        });
         // Charged as it runs, not only at its end.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while meter.charged() < Duration::from_millis(20) {
@@ -561,21 +575,18 @@ mod tests {
 
     #[test]
     fn a_long_task_that_then_waits_is_said_long_once() {
-        let front = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let front = front();
         let meter = Arc::new(Meter::default());
         let done = Arc::new(AtomicBool::new(false));
-        let task = {
-            let _guard = front.enter();
+        let task = spawn_in(&front, &meter, {
             let done = done.clone();
-            TenantWork::new(meter.clone()).spawn(move || {
+            move || {
                 burn(LONG_TASK + Duration::from_millis(2));
                 // Then waits (a lock, the disk), looked at all the while.
                 std::thread::sleep(Duration::from_millis(300));
                 done.store(true, Relaxed);
-            })
-        };
+            }
+        });
         while !done.load(Relaxed) {
             charge_running();
             std::thread::sleep(Duration::from_millis(10));

@@ -621,18 +621,19 @@ mod tests {
             later(),
         )
         .unwrap();
-        let (mut used, mut most) = (0i64, 0i64);
-        // SAFETY: reads a process-wide counter into two valid integers.
-        let rc = unsafe {
-            rusqlite::ffi::sqlite3_status64(
-                rusqlite::ffi::SQLITE_STATUS_MEMORY_USED,
-                &mut used,
-                &mut most,
-                0,
-            )
+        // The most a process-wide statistic has been.
+        let most = |op| {
+            let (mut now, mut most) = (0i64, 0i64);
+            // SAFETY: reads a process-wide counter into two valid integers.
+            let rc = unsafe { rusqlite::ffi::sqlite3_status64(op, &mut now, &mut most, 0) };
+            assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+            most
         };
-        assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
-        assert_eq!(most, 0, "allocations are counted, under a global lock");
+        assert_eq!(
+            most(rusqlite::ffi::SQLITE_STATUS_MEMORY_USED),
+            0,
+            "allocations are counted, under a global lock"
+        );
         // Pages past the cache's first bulk allocation are counted as
         // "overflow" under another (SQLITE_DISABLE_PAGECACHE_OVERFLOW_STATS).
         db.execute("CREATE TABLE big (v)", &[], later()).unwrap();
@@ -645,18 +646,9 @@ mod tests {
         .unwrap();
         db.execute("SELECT count(*) FROM big", &[], later())
             .unwrap();
-        // SAFETY: as above.
-        let rc = unsafe {
-            rusqlite::ffi::sqlite3_status64(
-                rusqlite::ffi::SQLITE_STATUS_PAGECACHE_OVERFLOW,
-                &mut used,
-                &mut most,
-                0,
-            )
-        };
-        assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
         assert_eq!(
-            most, 0,
+            most(rusqlite::ffi::SQLITE_STATUS_PAGECACHE_OVERFLOW),
+            0,
             "page-cache overflow is counted, under a global lock"
         );
         let shared_cache = db
