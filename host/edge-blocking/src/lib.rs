@@ -32,8 +32,8 @@ pub trait Lane: Send + Sync + 'static {
     /// Whether the tenant runs in the background lane now.
     fn in_background(&self) -> bool;
     /// A task of the tenant's has used [`LONG_TASK`] of CPU or more: said
-    /// when it ends, and each time [`charge_running`] finds it running
-    /// past that.
+    /// once it has, and again for each [`LONG_TASK_AGAIN`] more (each
+    /// look while the tenant is behind).
     fn long_task(&self);
 }
 
@@ -47,9 +47,10 @@ pub const LONG_TASK: Duration = Duration::from_millis(20);
 
 /// Once said to be long, a task is said so again only for a stretch in
 /// which it used this much more CPU (between two looks of
-/// [`charge_running`], or from the last look to its end): one that goes
-/// on burning a core is held behind, one that now waits (on a lock, on
-/// the disk) or ends just after a look is not said twice for one burst.
+/// [`charge_running`], or from the last look to its end), or while its
+/// tenant is behind: one that goes on burning a core is held behind, one
+/// that now waits (on a lock, on the disk) or ends just after a look is
+/// not said twice for one burst.
 pub const LONG_TASK_AGAIN: Duration = Duration::from_millis(5);
 
 /// The background lane's runtime, whose blocking threads run at
@@ -103,12 +104,14 @@ impl TenantWork {
         let Some(lane) = self.0.clone() else {
             return tokio::task::spawn_blocking(f);
         };
-        let background = if lane.in_background() {
-            BACKGROUND.read().unwrap_or_else(|e| e.into_inner()).clone()
-        } else {
-            None
-        };
-        let lane_index = usize::from(background.is_some());
+        let runtime = BACKGROUND.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let background = runtime.clone().filter(|_| lane.in_background());
+        // A front tenant's task spawned from the background lane (a call
+        // still finishing there) runs on its idle threads too.
+        let on_background = runtime.is_some_and(|b| {
+            tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == b.id())
+        });
+        let lane_index = usize::from(background.is_some() || on_background);
         let timed = move || {
             // Dropped in turn: the thread's policy restored, then the
             // task charged and unregistered.
@@ -143,7 +146,12 @@ fn probe() -> &'static Probe {
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| {
         std::thread::spawn(|| {
-            let front = Policy::own();
+            // Asked first from an idle thread, the front is SCHED_OTHER:
+            // the probe must try to leave SCHED_IDLE.
+            let front = match Policy::own() {
+                Policy::IDLE => Policy::OTHER,
+                own => own,
+            };
             let movable = Policy::IDLE.set() && front.set();
             Probe { movable, front }
         })
@@ -323,11 +331,17 @@ impl Task {
     fn charge_to(&mut self, used: Duration) {
         let new = used.saturating_sub(self.charged);
         self.charged = used;
-        self.lane.charge(new);
-        if used >= LONG_TASK && (!self.said_long || new >= LONG_TASK_AGAIN) {
+        // Said before it is charged: whoever reads the charge sees it
+        // said. While its tenant is behind, said at every look: at
+        // SCHED_IDLE on busy cores it may get less than
+        // LONG_TASK_AGAIN, and must not come back to the front for that.
+        if used >= LONG_TASK
+            && (!self.said_long || new >= LONG_TASK_AGAIN || self.lane.in_background())
+        {
             self.said_long = true;
             self.lane.long_task();
         }
+        self.lane.charge(new);
     }
 }
 

@@ -203,12 +203,12 @@ impl Database {
                 Instant::now() >= deadline
             }),
         );
-        let result = self.run(sql, params);
-        self.conn.progress_handler(0, None::<fn() -> bool>);
         // Where it was moved, the thread is back at its own priority for
         // what follows (the connection's close, the slot's release: locks
-        // every tenant's statements take).
-        edge_blocking::leave_lane();
+        // every tenant's statements take), the statement panicking or not.
+        let _leave = LeaveLane;
+        let result = self.run(sql, params);
+        self.conn.progress_handler(0, None::<fn() -> bool>);
         self.counters
             .set(self.conn.last_insert_rowid(), self.conn.changes());
         result
@@ -382,6 +382,16 @@ fn from_sql(v: ValueRef<'_>) -> Value {
     }
 }
 
+/// Ends the statement's following of its tenant's lane when dropped
+/// ([`edge_blocking::leave_lane`]).
+struct LeaveLane;
+
+impl Drop for LeaveLane {
+    fn drop(&mut self) {
+        edge_blocking::leave_lane();
+    }
+}
+
 /// `random()` and `randomblob(N)` from the calling thread's own generator
 /// (`rand`'s, ChaCha seeded from the system's), in place of SQLite's: its
 /// generator is one for the whole process, behind one lock held while it
@@ -393,29 +403,50 @@ fn own_randomness(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     use rand::{Rng, RngCore};
     use rusqlite::functions::FunctionFlags;
     let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_INNOCUOUS;
-    conn.create_scalar_function("random", 0, flags, |_| Ok(rand::rng().random::<i64>()))?;
+    conn.create_scalar_function("random", 0, flags, |_| {
+        // As SQLite's: never i64::MIN (abs() of it overflows).
+        let r = rand::rng().random::<i64>();
+        Ok(if r < 0 { -(r & i64::MAX) } else { r })
+    })?;
     conn.create_scalar_function("randomblob", 1, flags, |ctx| {
-        // As SQLite's: N read as a number; below 1 (or none) makes one byte.
+        // As SQLite's: N read as an integer (text and blobs by their
+        // leading digits); below 1 makes one byte.
         let n = match ctx.get_raw(0) {
             ValueRef::Integer(i) => i,
             ValueRef::Real(f) => f as i64,
-            ValueRef::Text(t) => std::str::from_utf8(t)
-                .ok()
-                .and_then(|t| t.trim().parse::<f64>().ok())
-                .map_or(0, |f| f as i64),
-            ValueRef::Null | ValueRef::Blob(_) => 0,
+            ValueRef::Text(t) | ValueRef::Blob(t) => leading_integer(t),
+            ValueRef::Null => 0,
         };
         let n = usize::try_from(n.max(1)).unwrap_or(usize::MAX);
         if n > MAX_VALUE_BYTES as usize {
+            // SQLite's own words for its code.
             return Err(rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_TOOBIG),
-                Some("string or blob too big".into()),
+                None,
             ));
         }
         let mut bytes = vec![0u8; n];
         rand::rng().fill_bytes(&mut bytes);
         Ok(bytes)
     })
+}
+
+/// The integer at the start of `text` (after spaces, with its sign), as
+/// SQLite reads a text as an integer: "10abc" is 10, "1e3" is 1, none 0;
+/// past the range, the nearest end.
+fn leading_integer(text: &[u8]) -> i64 {
+    let text = text.trim_ascii_start();
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let magnitude = digits
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .fold(0i128, |n, d| (n * 10 + i128::from(d - b'0')).min(1 << 64));
+    let n = if negative { -magnitude } else { magnitude };
+    n.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 #[cfg(test)]
@@ -569,8 +600,8 @@ mod tests {
     fn randomness_is_the_threads_own() {
         let (mut db, dir) = db(1 << 20);
         // Seeds SQLite's generator: with 0, from the system's randomness
-        // again.
-        let seed = |x: std::os::raw::c_int| {
+        // again (when the test ends, passing or not).
+        fn seed(x: std::os::raw::c_int) {
             // SAFETY: a test control that takes an int and a connection
             // (none here).
             unsafe {
@@ -580,7 +611,14 @@ mod tests {
                     std::ptr::null_mut::<rusqlite::ffi::sqlite3>(),
                 )
             };
-        };
+        }
+        struct Unseed;
+        impl Drop for Unseed {
+            fn drop(&mut self) {
+                seed(0);
+            }
+        }
+        let _unseed = Unseed;
         let mut draw = |sql: &str| {
             seed(1);
             db.execute(sql, &[], later()).unwrap().rows
@@ -589,17 +627,18 @@ mod tests {
         assert_ne!(format!("{:?}", draw(sql)), format!("{:?}", draw(sql)));
         let sizes = draw(
             "SELECT length(randomblob(1000)), length(randomblob(0)), \
-             length(randomblob(NULL)), length(randomblob('10')), length(randomblob(2.9))",
+             length(randomblob(NULL)), length(randomblob('10abc')), length(randomblob(2.9)), \
+             length(randomblob('1e3')), length(randomblob(x'3130')), length(randomblob(-5))",
         );
         assert_eq!(
             format!("{sizes:?}"),
-            "[[Integer(1000), Integer(1), Integer(1), Integer(10), Integer(2)]]"
+            "[[Integer(1000), Integer(1), Integer(1), Integer(10), Integer(2), Integer(1), \
+             Integer(10), Integer(1)]]"
         );
         let err = db
             .execute("SELECT randomblob(20000000)", &[], later())
             .unwrap_err();
         assert!(format!("{err:?}").contains("too big"), "{err:?}");
-        seed(0);
         let _ = std::fs::remove_dir_all(dir);
     }
 
