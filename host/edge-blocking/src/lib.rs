@@ -423,6 +423,21 @@ pub fn charge_running() {
     }
 }
 
+/// CPU the calling thread has used.
+pub fn thread_cpu() -> Duration {
+    cpu(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Puts the calling thread at `SCHED_IDLE` (the background lane's
+/// threads start so).
+pub fn set_idle() -> std::io::Result<()> {
+    if Policy::IDLE.set() {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// CPU used by the thread whose CPU clock is `clock`.
 fn cpu(clock: libc::clockid_t) -> Duration {
     let mut t = libc::timespec {
@@ -485,10 +500,6 @@ mod tests {
         TenantWork::new(meter.clone()).spawn(f)
     }
 
-    fn thread_cpu() -> Duration {
-        cpu(libc::CLOCK_THREAD_CPUTIME_ID)
-    }
-
     /// Spins until the calling thread has used `cpu`.
     fn burn(cpu: Duration) {
         let start = thread_cpu();
@@ -504,7 +515,7 @@ mod tests {
         let background = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .on_thread_start(|| {
-                Policy::IDLE.set();
+                let _ = set_idle();
             })
             .build()
             .unwrap();

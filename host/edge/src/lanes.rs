@@ -508,11 +508,8 @@ fn on_background_thread() -> bool {
 /// calls from short ones in the run queues, and the refusal is logged.
 fn on_background_thread_start() {
     IN_BACKGROUND.with(|b| b.set(true));
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
-    if rc != 0 {
-        tracing::warn!(error = %std::io::Error::last_os_error(), "background lane: cannot set SCHED_IDLE");
+    if let Err(error) = edge_blocking::set_idle() {
+        tracing::warn!(%error, "background lane: cannot set SCHED_IDLE");
     }
 }
 
@@ -757,13 +754,7 @@ impl CpuSample {
 
 /// The calling thread's CPU time (ns).
 fn thread_cpu_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes the calling thread's CPU clock into `t`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    u64::try_from(edge_blocking::thread_cpu().as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl<F, P> Future for Paced<F, P>
