@@ -1,4 +1,5 @@
-//! A tenant's work on the blocking pool, counted as its CPU and run in its
+//! A tenant's work outside its guests' calls (on the blocking pool, and
+//! the async tasks of its connections), counted as its CPU and run in its
 //! lane.
 //!
 //! Key-value calls, SQLite statements and directory reads run on tokio's
@@ -18,9 +19,17 @@
 //! `SCHED_IDLE` again (`CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it;
 //! see [`lanes_movable`]): without it a thread would stay idle for the
 //! front tasks it runs next, so a running task stays where it started.
+//!
+//! The same holds for async work a tenant's calls start and that runs as
+//! tasks of its own, outside the guests' polls: an outbound request's
+//! send (name lookup, connect, TLS handshake) and its connection's I/O
+//! (TLS records, HTTP framing). [`TenantWork::spawn_async`] and
+//! [`TenantWork::paced`] run them in the tenant's lane, each poll's time
+//! charged to it ([`Lane::pace`]).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -35,7 +44,16 @@ pub trait Lane: Send + Sync + 'static {
     /// once it has, and again for each [`LONG_TASK_AGAIN`] more (each
     /// look while the tenant is behind).
     fn long_task(&self);
+    /// `task` made to run in the tenant's lane, moving between lanes
+    /// with it, each poll's time charged to it. The default leaves it as
+    /// it is (uncharged).
+    fn pace(self: Arc<Self>, task: AsyncWork) -> AsyncWork {
+        task
+    }
 }
+
+/// An async task of a tenant's outside its guests' calls.
+pub type AsyncWork = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// The CPU after which a task counts as long ([`Lane::long_task`]): work
 /// nothing interrupts, which holds a core at the priority it started at
@@ -61,6 +79,11 @@ static BACKGROUND: RwLock<Option<tokio::runtime::Handle>> = RwLock::new(None);
 /// one background tenants' blocking work is spawned on.
 pub fn set_background(handle: tokio::runtime::Handle) {
     *BACKGROUND.write().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+}
+
+/// The background lane's runtime, if the host has one.
+pub fn background() -> Option<tokio::runtime::Handle> {
+    BACKGROUND.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Forgets the background runtime `id` (it is shutting down), unless
@@ -104,7 +127,7 @@ impl TenantWork {
         let Some(lane) = self.0.clone() else {
             return tokio::task::spawn_blocking(f);
         };
-        let runtime = BACKGROUND.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let runtime = background();
         let background = runtime.clone().filter(|_| lane.in_background());
         // A front tenant's task spawned from the background lane (a call
         // still finishing there) runs on its idle threads too.
@@ -122,6 +145,43 @@ impl TenantWork {
         match background {
             Some(runtime) => runtime.spawn_blocking(timed),
             None => tokio::task::spawn_blocking(timed),
+        }
+    }
+
+    /// Spawns `task` on the current runtime, an async task of the
+    /// tenant's that outlives the call starting it (a connection's I/O):
+    /// polled in the tenant's lane, each poll charged to it
+    /// ([`Lane::pace`]).
+    pub fn spawn_async(
+        &self,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        match &self.0 {
+            Some(lane) => tokio::spawn(lane.clone().pace(Box::pin(task))),
+            None => tokio::spawn(task),
+        }
+    }
+
+    /// `future`, run as its caller polls it, but in the tenant's lane and
+    /// charged to it (as [`TenantWork::spawn_async`]'s tasks).
+    pub fn paced<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> impl Future<Output = T> + Send + 'static {
+        let lane = self.0.clone();
+        async move {
+            let Some(lane) = lane else {
+                return future.await;
+            };
+            let out = Arc::new(Mutex::new(None));
+            let slot = out.clone();
+            lane.pace(Box::pin(async move {
+                let value = future.await;
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(value);
+            }))
+            .await;
+            let value = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+            value.expect("a paced future's value is set when it finishes")
         }
     }
 }
@@ -463,6 +523,9 @@ mod tests {
         charged: Mutex<Duration>,
         background: AtomicBool,
         long_tasks: AtomicU64,
+        /// Async tasks paced, and their polls.
+        paced: AtomicU64,
+        polls: Arc<AtomicU64>,
     }
 
     impl Meter {
@@ -481,6 +544,39 @@ mod tests {
         fn long_task(&self) {
             self.long_tasks.fetch_add(1, Relaxed);
         }
+        fn pace(self: Arc<Self>, mut task: AsyncWork) -> AsyncWork {
+            self.paced.fetch_add(1, Relaxed);
+            let polls = self.polls.clone();
+            Box::pin(std::future::poll_fn(move |cx| {
+                polls.fetch_add(1, Relaxed);
+                task.as_mut().poll(cx)
+            }))
+        }
+    }
+
+    #[test]
+    fn a_tenants_async_work_runs_through_its_lane() {
+        let front = front();
+        let meter = Arc::new(Meter::default());
+        let work = TenantWork::new(meter.clone());
+        let value = front.block_on(work.paced(async {
+            tokio::task::yield_now().await;
+            42
+        }));
+        assert_eq!(value, 42);
+        assert_eq!(meter.paced.load(Relaxed), 1);
+        assert_eq!(meter.polls.load(Relaxed), 2, "polled through the lane");
+        front
+            .block_on(async { work.spawn_async(async {}).await })
+            .unwrap();
+        assert_eq!(meter.paced.load(Relaxed), 2);
+        // Without a lane (tools, tests): run as they are.
+        let none = TenantWork::default();
+        assert_eq!(front.block_on(none.paced(async { 7 })), 7);
+        front
+            .block_on(async { none.spawn_async(async {}).await })
+            .unwrap();
+        assert_eq!(meter.paced.load(Relaxed), 2);
     }
 
     /// A serving runtime of one thread, as the tests' front lane.

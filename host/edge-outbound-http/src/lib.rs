@@ -231,7 +231,13 @@ impl OutboundPolicy {
                 permit,
             })
         });
-        async move { pool::send(checked?, request, options).await }
+        async move {
+            let call = checked?;
+            // Its lookup, connect and TLS handshake are the tenant's
+            // work: run in its lane, charged to it.
+            let work = call.tenant.work();
+            work.paced(pool::send(call, request, options)).await
+        }
     }
 }
 

@@ -22,10 +22,11 @@
 //! ```
 
 use crate::address::SharedListeners;
+use edge_blocking::TenantWork;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The default cap on a tenant's outbound requests in flight.
 pub const DEFAULT_MAX_REQUESTS: usize = 64;
@@ -138,6 +139,9 @@ pub struct TenantOutbound {
     lookups: Arc<tokio::sync::Semaphore>,
     /// Name lookups started.
     pub lookups_total: AtomicU64,
+    /// Where its outbound work outside its guests' calls (sends, lookups,
+    /// connections' I/O) runs and is charged.
+    work: OnceLock<TenantWork>,
 }
 
 impl TenantOutbound {
@@ -152,7 +156,20 @@ impl TenantOutbound {
             refused_limit: AtomicU64::new(0),
             lookups: Arc::new(tokio::sync::Semaphore::new(crate::lookup::PER_TENANT)),
             lookups_total: AtomicU64::new(0),
+            work: OnceLock::new(),
         }
+    }
+
+    /// Charges the tenant's outbound work to `work` (its lane) from now
+    /// on; a tenant has one lane, so only the first call counts.
+    pub fn set_work(&self, work: &TenantWork) {
+        let _ = self.work.get_or_init(|| work.clone());
+    }
+
+    /// Where the tenant's outbound work runs and is charged (uncharged
+    /// before [`TenantOutbound::set_work`]: tests, tools).
+    pub fn work(&self) -> TenantWork {
+        self.work.get().cloned().unwrap_or_default()
     }
 
     /// A place for one name lookup, once one is free.

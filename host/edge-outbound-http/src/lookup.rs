@@ -81,13 +81,16 @@ async fn holding_places<T: Send + 'static>(
         .acquire()
         .await
         .expect("the host's semaphore is never closed");
-    // Dropping the handle detaches the task; the places go with it.
-    tokio::task::spawn_blocking(move || {
-        let _places = (tenant_place, host_place);
-        work()
-    })
-    .await
-    .map_err(std::io::Error::other)?
+    // Dropping the handle detaches the task; the places go with it. The
+    // resolver's CPU is the tenant's.
+    tenant
+        .work()
+        .spawn(move || {
+            let _places = (tenant_place, host_place);
+            work()
+        })
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 #[cfg(test)]

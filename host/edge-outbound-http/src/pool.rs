@@ -31,6 +31,7 @@
 
 use crate::address::AddressPolicy;
 use crate::limit::{Permit, TenantOutbound};
+use edge_blocking::TenantWork;
 use http_body::{Body, Frame};
 use hyper::client::conn::http1::SendRequest;
 use std::cell::RefCell;
@@ -383,15 +384,16 @@ async fn connect(call: &Call) -> Result<(SendRequest<WasiBody>, SocketAddr), Err
         return Err(prohibited(call, &why));
     }
     let _ = tcp.set_nodelay(true);
+    let work = call.tenant.work();
     if !d.tls {
-        return Ok((handshake(tcp).await?, peer));
+        return Ok((handshake(tcp, &work).await?, peer));
     }
     let name = server_name(&d.host)?;
     let tls = tokio_rustls::TlsConnector::from(tls_config())
         .connect(name, tcp)
         .await
         .map_err(Error::Tls)?;
-    Ok((handshake(tls).await?, peer))
+    Ok((handshake(tls, &work).await?, peer))
 }
 
 /// Counts and logs an address refusal; the guest's error.
@@ -409,15 +411,19 @@ fn prohibited(call: &Call, why: &crate::address::Refused) -> Error {
     Error::DestinationIpProhibited
 }
 
-/// The HTTP/1.1 handshake over `io`; the connection's task is spawned.
-async fn handshake<T>(io: T) -> Result<SendRequest<WasiBody>, Error>
+/// The HTTP/1.1 handshake over `io`; the connection's task is spawned as
+/// the tenant's `work` (its TLS records and HTTP framing are its CPU).
+async fn handshake<T>(io: T, work: &TenantWork) -> Result<SendRequest<WasiBody>, Error>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .handshake(TokioIo::new(io))
         .await?;
-    tokio::spawn(conn);
+    work.spawn_async(async move {
+        // Its errors reach the request's sender and body.
+        let _ = conn.await;
+    });
     Ok(sender)
 }
 
@@ -756,6 +762,59 @@ mod tests {
             Err(Error::DestinationIpProhibited)
         ));
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    /// A lane that counts what is run in it: tasks paced, their polls,
+    /// blocking work charged.
+    #[derive(Default)]
+    struct Counting {
+        paced: AtomicUsize,
+        polls: AtomicUsize,
+        charged: AtomicUsize,
+    }
+
+    impl edge_blocking::Lane for Counting {
+        fn charge(&self, _cpu: Duration) {
+            self.charged.fetch_add(1, Ordering::SeqCst);
+        }
+        fn in_background(&self) -> bool {
+            false
+        }
+        fn long_task(&self) {}
+        fn pace(self: Arc<Self>, mut task: edge_blocking::AsyncWork) -> edge_blocking::AsyncWork {
+            self.paced.fetch_add(1, Ordering::SeqCst);
+            Box::pin(std::future::poll_fn(move |cx| {
+                self.polls.fetch_add(1, Ordering::SeqCst);
+                task.as_mut().poll(cx)
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tenants_send_lookup_and_connection_are_its_work() {
+        use crate::OutboundPolicy;
+        let (url, accepted) = origin(100_000, false).await;
+        let port = url.split(':').nth(2).unwrap().trim_end_matches("/page");
+        let by_name = format!("http://localhost:{port}/page");
+        let rule = edge_config::OutboundRule::parse(&format!("http://localhost:{port}")).unwrap();
+        let policy =
+            OutboundPolicy::new(vec![rule], "w/rewriter").with_addresses(AddressPolicy::new(
+                vec!["127.0.0.1/32".parse().unwrap(), "::1/128".parse().unwrap()],
+                Default::default(),
+            ));
+        let lane = Arc::new(Counting::default());
+        policy
+            .tenant()
+            .set_work(&edge_blocking::TenantWork::new(lane.clone()));
+        let (response, _io) = policy.send(get(&by_name), None).await.unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body.len(), 100_000);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        // The send and the connection's I/O, paced; the name's lookup,
+        // charged.
+        assert_eq!(lane.paced.load(Ordering::SeqCst), 2);
+        assert!(lane.polls.load(Ordering::SeqCst) >= 2);
+        assert_eq!(lane.charged.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -124,8 +124,9 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
     .await
     .map_err(|_| failed("the server did not answer in time"))?
     .map_err(|e| failed(e.to_string()))?;
-    // The connection's I/O: ends when the client is dropped.
-    tokio::spawn(async move {
+    // The connection's I/O: ends when the client is dropped. The tenant's
+    // work, in its lane.
+    outbound.tenant().work().spawn_async(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "postgres connection ended");
         }

@@ -99,8 +99,9 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
     )
     .await
     .map_err(|_| Error::Other(format!("{address}: the handshake timed out")))??;
-    // The connection's I/O: ends when the connection is dropped.
-    tokio::spawn(driver);
+    // The connection's I/O: ends when the connection is dropped. The
+    // tenant's work, in its lane.
+    outbound.tenant().work().spawn_async(driver);
     Ok(Connection {
         conn,
         _permit: connected.permit,

@@ -614,6 +614,10 @@ fn build_target(
     // Its key-value calls, SQLite statements and directory reads: charged
     // to its CPU, run in its lane.
     let blocking = edge_blocking::TenantWork::new(share.clone());
+    // So are its outbound sends, lookups and connections' I/O.
+    rt.outbound
+        .tenant(&tenant.name, tenant.limits.max_outbound_requests)
+        .set_work(&blocking);
     let kv = match open_stores(rt, tenant, component, runtime, &blocking) {
         Ok(kv) => kv,
         Err(reason) => {

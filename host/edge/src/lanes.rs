@@ -314,6 +314,15 @@ impl edge_blocking::Lane for crate::share::TenantShare {
     fn long_task(&self) {
         self.cpu.long_poll.store(true, Relaxed);
     }
+
+    /// Paced as its guests' calls are ([`TenantTask`]), on a host with a
+    /// background lane.
+    fn pace(self: Arc<Self>, task: edge_blocking::AsyncWork) -> edge_blocking::AsyncWork {
+        match edge_blocking::background() {
+            Some(background) => Box::pin(Paced::new(task, TenantTask(self), background)),
+            None => task,
+        }
+    }
 }
 
 /// What the keeper knows of a tenant after a window.
@@ -553,15 +562,53 @@ impl Pace for GuestCall {
     }
 
     fn long_poll(&self, wall_ns: u64, cpu_ns: u64, ended: bool) {
-        let share = &self.0.share;
-        share.cpu.long_poll.store(true, Relaxed);
-        tracing::debug!(
-            tenant = %share.tenant,
-            cpu_us = cpu_ns / 1000,
-            wall_us = wall_ns / 1000,
+        long_poll_of(&self.0.share, wall_ns, cpu_ns, ended, "long poll");
+    }
+}
+
+/// Marks a long poll of `share`'s tenant ([`LONG_POLL`]), and logs it.
+fn long_poll_of(
+    share: &crate::share::TenantShare,
+    wall_ns: u64,
+    cpu_ns: u64,
+    ended: bool,
+    what: &'static str,
+) {
+    share.cpu.long_poll.store(true, Relaxed);
+    tracing::debug!(
+        tenant = %share.tenant,
+        cpu_us = cpu_ns / 1000,
+        wall_us = wall_ns / 1000,
+        ended,
+        background = on_background_thread(),
+        "{what}"
+    );
+}
+
+/// An async task of a tenant's outside its guests' calls (an outbound
+/// request's send, its connection's I/O): charged to the tenant, in the
+/// background while the tenant is, held to the same long-poll rule.
+#[derive(Clone)]
+struct TenantTask(Arc<crate::share::TenantShare>);
+
+impl Pace for TenantTask {
+    const TIMED: bool = true;
+
+    fn belongs_back(&self) -> bool {
+        self.0.cpu.in_background()
+    }
+
+    fn charge(&self, ns: u64) {
+        self.0.cpu.charge(ns);
+    }
+
+    fn long_poll(&self, wall_ns: u64, cpu_ns: u64, ended: bool) {
+        long_poll_of(
+            &self.0,
+            wall_ns,
+            cpu_ns,
             ended,
-            background = on_background_thread(),
-            "long poll"
+            "long poll of a tenant's task",
         );
     }
 }
@@ -1177,6 +1224,27 @@ mod tests {
             back.handle(),
         ));
         assert_ne!(done, "edge-background");
+    }
+
+    #[test]
+    fn a_tenants_task_runs_in_its_lane_and_is_charged() {
+        let (back, front, share) = lanes();
+        let run = || {
+            front.block_on(Paced::new(
+                Box::pin(async {
+                    let start = Instant::now();
+                    while start.elapsed() < Duration::from_millis(1) {}
+                    std::thread::current().name().unwrap_or("").to_string()
+                }),
+                TenantTask(share.clone()),
+                back.handle(),
+            ))
+        };
+        assert_ne!(run(), "edge-background");
+        assert!(share.cpu.total() >= Duration::from_millis(1));
+        share.cpu.background.store(true, Relaxed);
+        assert_eq!(run(), "edge-background");
+        assert!(share.cpu.total() >= Duration::from_millis(2));
     }
 
     /// Runs `f` when first polled, then is ready.
