@@ -1371,6 +1371,10 @@ async fn a_tenant_whose_statements_run_long_goes_behind_while_they_run() {
             }
         })
     };
+    // a's first call (its instance made) is behind it, and a in front:
+    // its statements begin on the serving runtime's blocking threads.
+    assert_eq!(call("a.test", "/sql", "SELECT 1").await.0, 200);
+    assert!(in_front(&edge, "a").await, "tenant a never came to the front");
     // Two statements that count until their deadline.
     let forever =
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
@@ -1450,6 +1454,19 @@ async fn goes_behind(edge: &Edge, tenant: &str) -> bool {
     let behind = format!("edge_cpu_background{{tenant=\"{tenant}\"}} 1");
     for _ in 0..400 {
         if edge.metrics().await.lines().any(|l| l == behind) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Whether `tenant` is in the front lane, waiting up to 8 s for it (a
+/// tenant held behind comes back within 5 s of its last long poll).
+async fn in_front(edge: &Edge, tenant: &str) -> bool {
+    let front = format!("edge_cpu_background{{tenant=\"{tenant}\"}} 0");
+    for _ in 0..800 {
+        if edge.metrics().await.lines().any(|l| l == front) {
             return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
