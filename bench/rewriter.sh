@@ -6,11 +6,15 @@
 # ../shared/bench/rewriter/README.md. Then edge's peak RSS while streaming a
 # 1 MB and a 1 GB body through the rewriter.
 #
-#   make bench-rewriter            (DURATION=6s to change the run length)
+#   make bench-rewriter            (DURATION=6s to change the run length,
+#                                   RULES="1 50" for fewer rule files,
+#                                   EDGE_BIN=path for another edge build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CARGO_TARGET_DIR:=$HOME/.cache/edge/target}"
 DURATION=${DURATION:-6s}
+RULES=${RULES:-1 10 50 200}
+EDGE_BIN=${EDGE_BIN:-$CARGO_TARGET_DIR/release/edge}
 SHARED="${SHARED:-$(cd .. && pwd)/shared/bench/rewriter}"
 ORIGIN_PORT=18180 EDGE_PORT=18181 NGINX_PORT=18182
 
@@ -139,7 +143,7 @@ instance = "session"
 session_key = "host"
 instances_per_key = 2
 TOML
-  EDGE_LOG=warn "$CARGO_TARGET_DIR/release/edge" serve --config "$work/edge.toml" >/dev/null &
+  EDGE_LOG=warn "$EDGE_BIN" serve --config "$work/edge.toml" >/dev/null &
   edge_pid=$!
   pids+=("$edge_pid")
   wait_port "$EDGE_PORT"
@@ -154,7 +158,7 @@ echo "page: $page bytes; origin static: $static req/s; wrk -t1 -c2 -d$DURATION; 
 echo
 printf '| %-5s | %12s | %10s | %12s | %10s | %7s |\n' rules "edge req/s" "edge MB/s" "nginx req/s" "nginx MB/s" ratio
 printf '|%s|%s|%s|%s|%s|%s|\n' ------- -------------- ------------ -------------- ------------ ---------
-for n in 1 10 50 200; do
+for n in $RULES; do
   rules="$SHARED/rules-$n.conf"
   run_edge "$rules"
   e=$(reqs "http://127.0.0.1:$EDGE_PORT/page.html" clone.test)
