@@ -1374,7 +1374,10 @@ async fn a_tenant_whose_statements_run_long_goes_behind_while_they_run() {
     // a's first call (its instance made) is behind it, and a in front:
     // its statements begin on the serving runtime's blocking threads.
     assert_eq!(call("a.test", "/sql", "SELECT 1").await.0, 200);
-    assert!(in_front(&edge, "a").await, "tenant a never came to the front");
+    assert!(
+        in_front(&edge, "a").await,
+        "tenant a never came to the front"
+    );
     // Two statements that count until their deadline.
     let forever =
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
@@ -1446,6 +1449,48 @@ async fn a_tenant_with_one_endless_statement_goes_behind() {
     assert!(goes_behind(&edge, "a").await, "tenant a never went behind");
     assert!(!running.is_finished(), "behind while its statement runs");
     assert_eq!(running.await.unwrap().0, 504);
+}
+
+/// One step of a statement can run for seconds with no safe point (SQLite
+/// runs no progress handler inside it: a `LIKE` of a 4 MB text against a
+/// pattern that fails at its end, n × m comparisons). Its tenant goes
+/// behind by the long-task rule, the host's keeper moves the statement's
+/// thread there, and the request still ends at its deadline.
+#[tokio::test]
+async fn one_long_step_of_a_statement_goes_behind_with_its_tenant() {
+    let edge = Edge::start(
+        &features_manifest(""),
+        "app = \"spin.toml\"\n[server]\nworkers = 2\n\
+         [[tenant]]\nname = \"a\"\nhosts = [\"*\"]\ncomponents = [\"*\"]\n\
+         [tenant.limits]\nrequest_deadline_ms = 3000\n",
+    );
+    let url = format!("{}/sql", edge.url);
+    assert_eq!(send("POST", &url, "SELECT 1").await.0, 200);
+    assert!(
+        in_front(&edge, "a").await,
+        "tenant a never came to the front"
+    );
+    let one_step =
+        "SELECT printf('%.*c', 4000000, 'a') LIKE ('%' || printf('%.*c', 4000, 'a') || 'b')";
+    let started = std::time::Instant::now();
+    let running = tokio::spawn(async move { send("POST", &url, one_step).await });
+    assert!(goes_behind(&edge, "a").await, "tenant a never went behind");
+    if edge_blocking::lanes_movable() {
+        let mut idle = 0;
+        for _ in 0..300 {
+            idle = idle_threads(edge.pid());
+            if idle >= 1 || running.is_finished() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(idle >= 1, "the statement's thread did not go behind");
+    }
+    assert_eq!(running.await.unwrap().0, 504);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(6),
+        "the request did not end at its deadline"
+    );
 }
 
 /// Whether `tenant` is in the background lane within 4 s (its

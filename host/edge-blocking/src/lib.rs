@@ -30,7 +30,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -138,8 +138,9 @@ impl TenantWork {
         let timed = move || {
             // Dropped in turn: the thread's policy restored, then the
             // task charged and unregistered.
-            let _running = Running::start(lane.clone(), lane_index);
-            let _current = Current::enter(lane, lane_index);
+            let place = Arc::new(Place::here(lane_index == 1));
+            let _running = Running::start(lane.clone(), lane_index, place.clone());
+            let _current = CurrentGuard::enter(lane, place);
             f()
         };
         match background {
@@ -230,22 +231,14 @@ fn probe() -> &'static Probe {
 /// background lane's thread to a front thread's). Cheap enough to call
 /// every few microseconds: it changes the policy only when the lane has
 /// changed. Long work calls it at safe points (SQLite: from the
-/// statement's progress handler), and [`leave_lane`] once that is over.
+/// statement's progress handler), and [`leave_lane`] once that is over;
+/// between them, the host's keeper moves the thread too
+/// ([`move_running`]), for work with no safe point for a long time (one
+/// step of a statement: a sort, a `LIKE`).
 pub fn follow_lane() {
-    CURRENT.with_borrow_mut(|current| {
-        let Some(current) = current else { return };
-        let background = current.lane.in_background();
-        if background == current.idle || !lanes_movable() {
-            return;
-        }
-        let home = *current.home.get_or_insert_with(Policy::own);
-        let want = match (background, current.born_idle) {
-            (true, _) => Policy::IDLE,
-            (false, true) => probe().front,
-            (false, false) => home,
-        };
-        if want.set() {
-            current.idle = background;
+    CURRENT.with_borrow(|current| {
+        if let Some((lane, place)) = current {
+            place.follow(&**lane, Wait::Yes);
         }
     });
 }
@@ -256,45 +249,149 @@ pub fn follow_lane() {
 /// `SCHED_IDLE` preempted inside one would hold them all up), and follows
 /// its tenant no more.
 pub fn leave_lane() {
-    if let Some(Current {
-        home: Some(home), ..
-    }) = CURRENT.take()
-    {
-        home.restore();
+    if let Some((_, place)) = CURRENT.take() {
+        place.leave();
+    }
+}
+
+/// Moves the thread of every running task whose tenant changed lane since
+/// (as [`follow_lane`] would, from outside): called by the host's keeper
+/// once it has placed tenants. A task whose thread or map is busy now is
+/// left for the next call: the caller must not wait on a thread at
+/// `SCHED_IDLE`.
+pub fn move_running() {
+    if !lanes_movable() {
+        return;
+    }
+    for running in &RUNNING {
+        let running = match running.try_lock() {
+            Ok(running) => running,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => continue,
+        };
+        for task in running.values() {
+            task.place.follow(&*task.lane, Wait::No);
+        }
     }
 }
 
 thread_local! {
     /// The tenant task the thread runs now, for [`follow_lane`].
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+    /// The calling thread's id, read once.
+    static TID: std::cell::Cell<libc::pid_t> = const { std::cell::Cell::new(0) };
 }
 
-/// The tenant task a thread runs: whose lane it follows and where the
+/// The tenant task a thread runs: whose lane it follows, and where its
 /// thread is.
-struct Current {
-    lane: Arc<dyn Lane>,
-    /// Whether the thread runs at `SCHED_IDLE` now.
-    idle: bool,
-    /// Whether it is one of the background lane's threads (which start
+type Current = (Arc<dyn Lane>, Arc<Place>);
+
+/// The calling thread's id (for the keeper to move it by).
+fn tid() -> libc::pid_t {
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            t.set(unsafe { libc::gettid() });
+        }
+        t.get()
+    })
+}
+
+/// Whether a move waits for the place's lock: the task's own thread does
+/// (only the keeper contends, briefly); the keeper does not (the thread
+/// holding it may be at `SCHED_IDLE`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Yes,
+    No,
+}
+
+/// Where a running task's thread is: moved by the thread itself
+/// ([`follow_lane`]) and by the host's keeper ([`move_running`]),
+/// whichever sees its tenant change lane first, and put back by the
+/// thread when the task leaves its lane (after which neither moves it).
+struct Place {
+    tid: libc::pid_t,
+    /// Whether the thread runs at `SCHED_IDLE` now (read without the
+    /// lock, for [`follow_lane`]'s every-few-microseconds call).
+    idle: AtomicBool,
+    state: Mutex<PlaceState>,
+}
+
+struct PlaceState {
+    /// Whether the thread is one of the background lane's (which start
     /// at `SCHED_IDLE`).
     born_idle: bool,
     /// The thread's policy before the task moved it (read at the first
-    /// move: most tasks never move), restored when the task ends.
+    /// move: most tasks never move), restored when the task leaves.
     home: Option<Policy>,
+    /// Whether the task has left its lane.
+    left: bool,
+}
+
+impl Place {
+    /// The calling thread's place, for a task on the background lane's
+    /// threads (`born_idle`) or a front one's.
+    fn here(born_idle: bool) -> Self {
+        Self {
+            tid: tid(),
+            idle: AtomicBool::new(born_idle),
+            state: Mutex::new(PlaceState {
+                born_idle,
+                home: None,
+                left: false,
+            }),
+        }
+    }
+
+    /// Moves the thread to the lane `lane` is in now, unless it is there,
+    /// the task has left, or (`Wait::No`) its lock is busy.
+    fn follow(&self, lane: &dyn Lane, wait: Wait) {
+        let background = lane.in_background();
+        if background == self.idle.load(Relaxed) || !lanes_movable() {
+            return;
+        }
+        let mut state = match (self.state.try_lock(), wait) {
+            (Ok(state), _) => state,
+            (Err(std::sync::TryLockError::Poisoned(e)), _) => e.into_inner(),
+            (Err(std::sync::TryLockError::WouldBlock), Wait::Yes) => {
+                self.state.lock().unwrap_or_else(|e| e.into_inner())
+            }
+            (Err(std::sync::TryLockError::WouldBlock), Wait::No) => return,
+        };
+        if state.left || background == self.idle.load(Relaxed) {
+            return;
+        }
+        let home = *state.home.get_or_insert_with(|| Policy::of(self.tid));
+        let want = match (background, state.born_idle) {
+            (true, _) => Policy::IDLE,
+            (false, true) => probe().front,
+            (false, false) => home,
+        };
+        if want.set_for(self.tid) {
+            self.idle.store(background, Relaxed);
+        }
+    }
+
+    /// The task leaves its lane: its thread back at its own policy (if it
+    /// was ever moved), and moved no more.
+    fn leave(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !std::mem::replace(&mut state.left, true)
+            && let Some(home) = state.home
+        {
+            home.restore_for(self.tid);
+        }
+    }
 }
 
 /// The task's place in [`CURRENT`], cleared (and the thread's policy
 /// restored) when the task ends, panicking or not.
 struct CurrentGuard;
 
-impl Current {
-    fn enter(lane: Arc<dyn Lane>, lane_index: usize) -> CurrentGuard {
-        CURRENT.set(Some(Current {
-            lane,
-            idle: lane_index == 1,
-            born_idle: lane_index == 1,
-            home: None,
-        }));
+impl CurrentGuard {
+    fn enter(lane: Arc<dyn Lane>, place: Arc<Place>) -> CurrentGuard {
+        CURRENT.set(Some((lane, place)));
         CurrentGuard
     }
 }
@@ -327,13 +424,18 @@ impl Policy {
 
     /// The calling thread's.
     fn own() -> Policy {
+        Self::of(0)
+    }
+
+    /// Thread `tid`'s (0: the calling thread's).
+    fn of(tid: libc::pid_t) -> Policy {
         let mut param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: asks for the calling thread's (pid 0) policy and writes
-        // its parameters into `param`, a valid sched_param.
+        // SAFETY: asks for thread `tid`'s policy and writes its parameters
+        // into `param`, a valid sched_param.
         let (policy, _) = unsafe {
             (
-                libc::sched_getscheduler(0),
-                libc::sched_getparam(0, &mut param),
+                libc::sched_getscheduler(tid),
+                libc::sched_getparam(tid, &mut param),
             )
         };
         Policy {
@@ -344,18 +446,26 @@ impl Policy {
 
     /// Makes it the calling thread's; whether that was allowed.
     fn set(self) -> bool {
+        self.set_for(0)
+    }
+
+    /// Makes it thread `tid`'s (0: the calling thread's); whether that
+    /// was allowed.
+    fn set_for(self, tid: libc::pid_t) -> bool {
         let param = libc::sched_param {
             sched_priority: self.priority,
         };
-        // SAFETY: sets the calling thread's (pid 0) policy; `param` is valid.
-        unsafe { libc::sched_setscheduler(0, self.policy, &param) == 0 }
+        // SAFETY: sets thread `tid`'s policy (a thread of this process
+        // running a task, which cannot end it meanwhile: see `Place`);
+        // `param` is valid.
+        unsafe { libc::sched_setscheduler(tid, self.policy, &param) == 0 }
     }
 
-    /// Gives the calling thread back this policy, which it had: said in
-    /// the log if the kernel refuses (the thread then serves what comes
-    /// next where it is).
-    fn restore(self) {
-        if !self.set() {
+    /// Gives thread `tid` back this policy, which it had: said in the log
+    /// if the kernel refuses (the thread then serves what comes next
+    /// where it is).
+    fn restore_for(self, tid: libc::pid_t) {
+        if !self.set_for(tid) {
             tracing::warn!(
                 policy = ?self,
                 error = %std::io::Error::last_os_error(),
@@ -383,6 +493,8 @@ struct Task {
     /// Whether [`Lane::long_task`] was said of it.
     said_long: bool,
     lane: Arc<dyn Lane>,
+    /// Where its thread is.
+    place: Arc<Place>,
 }
 
 impl Task {
@@ -419,7 +531,7 @@ static RUNNING: [Mutex<BTreeMap<u64, Task>>; 2] =
 struct Running(u64, usize);
 
 impl Running {
-    fn start(lane: Arc<dyn Lane>, lane_index: usize) -> Self {
+    fn start(lane: Arc<dyn Lane>, lane_index: usize, place: Arc<Place>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let id = NEXT.fetch_add(1, Relaxed);
         let mut clock: libc::clockid_t = 0;
@@ -436,6 +548,7 @@ impl Running {
             charged: Duration::ZERO,
             said_long: false,
             lane,
+            place,
         };
         lock(lane_index).insert(id, task);
         Self(id, lane_index)
@@ -516,7 +629,6 @@ fn cpu(clock: libc::clockid_t) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
 
     #[derive(Default)]
     struct Meter {
@@ -714,6 +826,60 @@ mod tests {
         }
         front.block_on(task).unwrap();
         assert_eq!(meter.long_tasks.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_running_task_is_moved_by_the_keeper_between_its_safe_points() {
+        // One blocking thread: the task after runs where this one ran.
+        let front = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let meter = Arc::new(Meter::default());
+        let work = TenantWork::new(meter.clone());
+        let (to_task, steps) = std::sync::mpsc::channel::<()>();
+        let (to_test, policies) = std::sync::mpsc::channel();
+        // Work with no safe point (one long step of a statement): it never
+        // calls follow_lane.
+        let task = {
+            let _guard = front.enter();
+            work.spawn(move || {
+                while steps.recv().is_ok() {
+                    to_test.send(own_policy()).unwrap();
+                }
+            })
+        };
+        let step = || {
+            to_task.send(()).unwrap();
+            policies.recv().unwrap()
+        };
+        let idle = if lanes_movable() {
+            libc::SCHED_IDLE
+        } else {
+            libc::SCHED_OTHER
+        };
+        assert_eq!(step(), libc::SCHED_OTHER);
+        meter.background.store(true, Relaxed);
+        assert_eq!(
+            step(),
+            libc::SCHED_OTHER,
+            "not moved before the keeper looks"
+        );
+        move_running();
+        assert_eq!(step(), idle);
+        meter.background.store(false, Relaxed);
+        move_running();
+        assert_eq!(step(), libc::SCHED_OTHER);
+        meter.background.store(true, Relaxed);
+        move_running();
+        assert_eq!(step(), idle);
+        // Ended while idle: the thread is back at its own policy for the
+        // next task, and the keeper moves it no more.
+        drop(to_task);
+        front.block_on(task).unwrap();
+        move_running();
+        let next = front.block_on(async { TenantWork::default().spawn(own_policy).await });
+        assert_eq!(next.unwrap(), libc::SCHED_OTHER);
     }
 
     #[test]

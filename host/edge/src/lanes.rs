@@ -438,6 +438,9 @@ impl Keeper {
                 tracing::debug!(tenant = %name, background, window = ?u, "tenant changed CPU lane");
             }
         }
+        // Blocking work running now goes with its tenant, whether or not
+        // it reaches a safe point soon.
+        edge_blocking::move_running();
     }
 }
 
