@@ -14,8 +14,10 @@
 //! lane's own blocking threads (at `SCHED_IDLE` too), so work that puts a
 //! tenant behind is behind itself. A task that runs long (a SQLite
 //! statement) follows its tenant from lane to lane as it runs: it calls
-//! [`follow_lane`] at safe points and its thread's policy changes, back to
-//! the thread's own when the task ends. That needs a host that may leave
+//! [`follow_lane`] at safe points, and the host's keeper moves it
+//! ([`move_running`]) between them (one step of a statement can run for
+//! seconds); its thread's policy changes, back to the thread's own when
+//! the task ends. That needs a host that may leave
 //! `SCHED_IDLE` again (`CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it;
 //! see [`lanes_movable`]): without it a thread would stay idle for the
 //! front tasks it runs next, so a running task stays where it started.
