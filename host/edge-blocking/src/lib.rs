@@ -46,9 +46,10 @@ pub trait Lane: Send + Sync + 'static {
     /// once it has, and again for each [`LONG_TASK_AGAIN`] more (each
     /// look while the tenant is behind).
     fn long_task(&self);
-    /// `task` made to run in the tenant's lane, moving between lanes
-    /// with it, each poll's time charged to it. The default leaves it as
-    /// it is (uncharged).
+    /// `task` made to run in the tenant's lane, each poll's time charged
+    /// to it. What it returns must finish only once `task` has (its
+    /// callers read `task`'s result then). The default leaves it as it is
+    /// (uncharged).
     fn pace(self: Arc<Self>, task: AsyncWork) -> AsyncWork {
         task
     }
@@ -86,6 +87,13 @@ pub fn set_background(handle: tokio::runtime::Handle) {
 /// The background lane's runtime, if the host has one.
 pub fn background() -> Option<tokio::runtime::Handle> {
     BACKGROUND.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Whether the calling thread is one of the background lane's runtime's.
+pub fn on_background_runtime() -> bool {
+    background().is_some_and(|b| {
+        tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == b.id())
+    })
 }
 
 /// Forgets the background runtime `id` (it is shutting down), unless
@@ -129,26 +137,31 @@ impl TenantWork {
         let Some(lane) = self.0.clone() else {
             return tokio::task::spawn_blocking(f);
         };
-        let runtime = background();
-        let background = runtime.clone().filter(|_| lane.in_background());
+        let background = background().filter(|_| lane.in_background());
         // A front tenant's task spawned from the background lane (a call
         // still finishing there) runs on its idle threads too.
-        let on_background = runtime.is_some_and(|b| {
-            tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == b.id())
-        });
-        let lane_index = usize::from(background.is_some() || on_background);
-        let timed = move || {
-            // Dropped in turn: the thread's policy restored, then the
-            // task charged and unregistered.
-            let place = Arc::new(Place::here(lane_index == 1));
-            let _running = Running::start(lane.clone(), lane_index, place.clone());
-            let _current = CurrentGuard::enter(lane, place);
-            f()
-        };
+        let lane_index = usize::from(background.is_some() || on_background_runtime());
+        let timed = move || run_as_task(lane, lane_index, false, f);
         match background {
             Some(runtime) => runtime.spawn_blocking(timed),
             None => tokio::task::spawn_blocking(timed),
         }
+    }
+
+    /// Runs `f` on the calling thread, a thread of the tenant's own (not
+    /// the blocking pool's) that runs nothing else meanwhile, as
+    /// [`TenantWork::spawn`] runs its tasks: charged as it runs, said long
+    /// past [`LONG_TASK`], its thread moved with the tenant's lane by the
+    /// keeper at any point (`f` must hold no process-wide lock for long:
+    /// [`may_move`]) and back at its own policy at the end.
+    pub fn run_here<R>(&self, f: impl FnOnce() -> R) -> R {
+        let Some(lane) = self.0.clone() else {
+            return f();
+        };
+        // A thread takes its creator's policy: one made from the
+        // background lane starts there.
+        let born_idle = Policy::own().policy == libc::SCHED_IDLE;
+        run_as_task(lane, usize::from(born_idle), true, f)
     }
 
     /// Spawns `task` on the current runtime, an async task of the
@@ -187,6 +200,23 @@ impl TenantWork {
             value.expect("a paced future's value is set when it finishes")
         }
     }
+}
+
+/// Runs `f` on the calling thread as a task of `lane`'s tenant, registered
+/// in `RUNNING[lane_index]` (1: a thread at `SCHED_IDLE`, the background
+/// lane's); `movable` by the keeper from the start, or once it says so.
+fn run_as_task<R>(
+    lane: Arc<dyn Lane>,
+    lane_index: usize,
+    movable: bool,
+    f: impl FnOnce() -> R,
+) -> R {
+    // Dropped in turn: the thread's policy restored, then the task
+    // charged and unregistered.
+    let place = Arc::new(Place::here(lane_index == 1, movable));
+    let _running = Running::start(lane.clone(), lane_index, place.clone());
+    let _current = CurrentGuard::enter(lane, place);
+    f()
 }
 
 /// Whether a thread of this process can go to `SCHED_IDLE` and come back:
@@ -234,13 +264,27 @@ fn probe() -> &'static Probe {
 /// every few microseconds: it changes the policy only when the lane has
 /// changed. Long work calls it at safe points (SQLite: from the
 /// statement's progress handler), and [`leave_lane`] once that is over;
-/// between them, the host's keeper moves the thread too
-/// ([`move_running`]), for work with no safe point for a long time (one
-/// step of a statement: a sort, a `LIKE`).
+/// between them, once the task said it may be moved there
+/// ([`may_move`]), the host's keeper moves the thread too
+/// ([`move_running`]): work can go a long time without a safe point (one
+/// step of a statement: a sort, a `LIKE` of megabytes).
 pub fn follow_lane() {
     CURRENT.with_borrow(|current| {
         if let Some((lane, place)) = current {
             place.follow(&**lane, Wait::Yes);
+        }
+    });
+}
+
+/// From here to [`leave_lane`] the task's thread may be moved by the
+/// host's keeper at any point ([`move_running`]), not only at its own safe
+/// points: what it does meanwhile takes no process-wide lock for long (a
+/// statement's execution, not a database's open or close, where SQLite
+/// holds its file-system layer's one mutex).
+pub fn may_move() {
+    CURRENT.with_borrow(|current| {
+        if let Some((_, place)) = current {
+            place.movable.store(true, Relaxed);
         }
     });
 }
@@ -256,25 +300,37 @@ pub fn leave_lane() {
     }
 }
 
-/// Moves the thread of every running task whose tenant changed lane since
-/// (as [`follow_lane`] would, from outside): called by the host's keeper
-/// once it has placed tenants. A task whose thread or map is busy now is
-/// left for the next call: the caller must not wait on a thread at
-/// `SCHED_IDLE`.
+/// Moves the thread of every running task that may be moved
+/// ([`may_move`]) and whose tenant changed lane since (as [`follow_lane`]
+/// would, from outside): called by the host's keeper once it has placed
+/// tenants. A task whose thread or map is busy now is left for the next
+/// call: the caller must not wait on a thread at `SCHED_IDLE`.
 pub fn move_running() {
     if !lanes_movable() {
         return;
     }
     for running in &RUNNING {
-        let running = match running.try_lock() {
-            Ok(running) => running,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        // Taken out of the map first: tasks starting and ending do not
+        // wait on the moves' system calls.
+        let movable: Vec<(Arc<dyn Lane>, Arc<Place>)> = match running.try_lock() {
+            Ok(running) => movable_of(&running),
+            Err(std::sync::TryLockError::Poisoned(e)) => movable_of(&e.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => continue,
         };
-        for task in running.values() {
-            task.place.follow(&*task.lane, Wait::No);
+        // A task that ends meanwhile has left its place: not moved.
+        for (lane, place) in movable {
+            place.follow(&*lane, Wait::No);
         }
     }
+}
+
+/// The running tasks in `running` that may be moved.
+fn movable_of(running: &BTreeMap<u64, Task>) -> Vec<(Arc<dyn Lane>, Arc<Place>)> {
+    running
+        .values()
+        .filter(|t| t.place.movable.load(Relaxed))
+        .map(|t| (t.lane.clone(), t.place.clone()))
+        .collect()
 }
 
 thread_local! {
@@ -317,6 +373,8 @@ struct Place {
     /// Whether the thread runs at `SCHED_IDLE` now (read without the
     /// lock, for [`follow_lane`]'s every-few-microseconds call).
     idle: AtomicBool,
+    /// Whether the keeper may move it ([`may_move`]).
+    movable: AtomicBool,
     state: Mutex<PlaceState>,
 }
 
@@ -334,10 +392,11 @@ struct PlaceState {
 impl Place {
     /// The calling thread's place, for a task on the background lane's
     /// threads (`born_idle`) or a front one's.
-    fn here(born_idle: bool) -> Self {
+    fn here(born_idle: bool, movable: bool) -> Self {
         Self {
             tid: tid(),
             idle: AtomicBool::new(born_idle),
+            movable: AtomicBool::new(movable),
             state: Mutex::new(PlaceState {
                 born_idle,
                 home: None,
@@ -831,7 +890,7 @@ mod tests {
     }
 
     #[test]
-    fn a_running_task_is_moved_by_the_keeper_between_its_safe_points() {
+    fn a_running_task_is_moved_by_the_keeper_once_it_may_be() {
         // One blocking thread: the task after runs where this one ran.
         let front = tokio::runtime::Builder::new_current_thread()
             .max_blocking_threads(1)
@@ -839,42 +898,56 @@ mod tests {
             .unwrap();
         let meter = Arc::new(Meter::default());
         let work = TenantWork::new(meter.clone());
-        let (to_task, steps) = std::sync::mpsc::channel::<()>();
+        let (to_task, steps) = std::sync::mpsc::channel::<bool>();
         let (to_test, policies) = std::sync::mpsc::channel();
         // Work with no safe point (one long step of a statement): it never
-        // calls follow_lane.
+        // calls follow_lane; it says when it may be moved.
         let task = {
             let _guard = front.enter();
             work.spawn(move || {
-                while steps.recv().is_ok() {
+                while let Ok(movable) = steps.recv() {
+                    if movable {
+                        may_move();
+                    }
                     to_test.send(own_policy()).unwrap();
                 }
             })
         };
-        let step = || {
-            to_task.send(()).unwrap();
+        let step = |movable| {
+            to_task.send(movable).unwrap();
             policies.recv().unwrap()
+        };
+        // The keeper skips a map another test's thread holds: it looks
+        // again, as it would a window later.
+        let moved_to = |want| {
+            for _ in 0..1000 {
+                move_running();
+                if step(false) == want {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            false
         };
         let idle = if lanes_movable() {
             libc::SCHED_IDLE
         } else {
             libc::SCHED_OTHER
         };
-        assert_eq!(step(), libc::SCHED_OTHER);
+        assert_eq!(step(false), libc::SCHED_OTHER);
         meter.background.store(true, Relaxed);
+        move_running();
+        assert_eq!(step(false), libc::SCHED_OTHER, "not moved before it may be");
         assert_eq!(
-            step(),
+            step(true),
             libc::SCHED_OTHER,
             "not moved before the keeper looks"
         );
-        move_running();
-        assert_eq!(step(), idle);
+        assert!(moved_to(idle));
         meter.background.store(false, Relaxed);
-        move_running();
-        assert_eq!(step(), libc::SCHED_OTHER);
+        assert!(moved_to(libc::SCHED_OTHER));
         meter.background.store(true, Relaxed);
-        move_running();
-        assert_eq!(step(), idle);
+        assert!(moved_to(idle));
         // Ended while idle: the thread is back at its own policy for the
         // next task, and the keeper moves it no more.
         drop(to_task);

@@ -207,6 +207,9 @@ impl Database {
         // what follows (the connection's close, the slot's release: locks
         // every tenant's statements take), the statement panicking or not.
         let _leave = LeaveLane;
+        // Its execution may be moved at any point (one step can run for
+        // seconds: a sort, a LIKE of megabytes), its open and close not.
+        edge_blocking::may_move();
         let result = self.run(sql, params);
         self.conn.progress_handler(0, None::<fn() -> bool>);
         self.counters
