@@ -11,7 +11,9 @@
 //! until its thread ends, not only while the guest holds it), 256
 //! selectors of at most 16 KiB in all per rewriter (lol_html tries every
 //! selector on every start tag). `next` waits for the thread without
-//! blocking its serving thread.
+//! blocking its serving thread. The thread's CPU is its tenant's: charged
+//! as it parses, and at `SCHED_IDLE` while the tenant is behind
+//! (`edge_blocking::TenantWork::run_here`).
 
 mod parse;
 
@@ -119,19 +121,23 @@ pub struct Rewriter {
     phase: Phase,
 }
 
-/// The instance's rewriters, counted, and its tenant's rewriting threads.
+/// The instance's rewriters, counted, its tenant's rewriting threads, and
+/// where their parsing is charged.
 #[derive(Default)]
 pub struct Rewriters {
     live: usize,
     tenant: Option<Arc<AtomicUsize>>,
+    work: edge_blocking::TenantWork,
 }
 
 impl Rewriters {
-    /// An instance of the tenant whose running threads `tenant` counts.
-    pub fn for_tenant(tenant: Arc<AtomicUsize>) -> Self {
+    /// An instance of the tenant whose running threads `tenant` counts,
+    /// their parsing its `work` (charged to it, in its lane).
+    pub fn for_tenant(tenant: Arc<AtomicUsize>, work: edge_blocking::TenantWork) -> Self {
         Self {
             live: 0,
             tenant: Some(tenant),
+            work,
         }
     }
 }
@@ -308,13 +314,15 @@ impl api::HostRewriter for Html<'_> {
         let (input_tx, input_rx) = mpsc::sync_channel(1);
         let (output_tx, output_rx) = tokio::sync::mpsc::unbounded_channel();
         // The permit is the thread's: a rewriter dropped mid-chunk leaves
-        // its thread parsing to the chunk's end, still counted.
+        // its thread parsing to the chunk's end, still counted. Its parsing
+        // is the tenant's CPU, run in its lane.
+        let work = self.rewriters.work.clone();
         std::thread::Builder::new()
             .name("edge-html".into())
             .stack_size(1 << 20)
             .spawn(move || {
                 let _permit = permit;
-                parse::run(parsed, document, input_rx, output_tx)
+                work.run_here(|| parse::run(parsed, document, input_rx, output_tx))
             })?;
         self.rewriters.live += 1;
         let r = Rewriter {

@@ -249,12 +249,65 @@ mod host_calls {
         HostRewriter::drop(&mut html, r).unwrap();
     }
 
+    /// A tenant's lane that adds up what is charged to it.
+    #[derive(Default)]
+    struct Meter(std::sync::Mutex<std::time::Duration>);
+
+    impl edge_blocking::Lane for Meter {
+        fn charge(&self, cpu: std::time::Duration) {
+            *self.0.lock().unwrap() += cpu;
+        }
+        fn in_background(&self) -> bool {
+            false
+        }
+        fn long_task(&self) {}
+    }
+
+    #[tokio::test]
+    async fn the_parsing_is_charged_to_the_tenant() {
+        let meter = std::sync::Arc::new(Meter::default());
+        let tenant = std::sync::Arc::default();
+        let work = edge_blocking::TenantWork::new(meter.clone());
+        let (mut rewriters, mut table) =
+            (Rewriters::for_tenant(tenant, work), ResourceTable::new());
+        let mut html = Html {
+            rewriters: &mut rewriters,
+            table: &mut table,
+        };
+        let r = html
+            .create(vec![selector("q")], no_document())
+            .unwrap()
+            .unwrap();
+        let again = || wasmtime::component::Resource::<crate::Rewriter>::new_own(r.rep());
+        let page = "<p class=a>x</p>".repeat(MAX_CHUNK_BYTES / 16);
+        for _ in 0..32 {
+            html.write(again(), page.clone().into_bytes())
+                .unwrap()
+                .unwrap();
+            while !matches!(
+                html.next(again()).await.unwrap().unwrap(),
+                api::Event::NeedInput
+            ) {}
+        }
+        HostRewriter::drop(&mut html, r).unwrap();
+        // Charged as it parses, all of it once its thread ends.
+        for _ in 0..500 {
+            if !meter.0.lock().unwrap().is_zero() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!meter.0.lock().unwrap().is_zero(), "nothing charged");
+    }
+
     #[test]
     fn a_tenant_runs_at_most_its_share_of_rewriting_threads() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let tenant = std::sync::Arc::new(AtomicUsize::new(crate::MAX_THREADS_PER_TENANT));
-        let (mut rewriters, mut table) =
-            (Rewriters::for_tenant(tenant.clone()), ResourceTable::new());
+        let (mut rewriters, mut table) = (
+            Rewriters::for_tenant(tenant.clone(), Default::default()),
+            ResourceTable::new(),
+        );
         let mut html = Html {
             rewriters: &mut rewriters,
             table: &mut table,

@@ -200,7 +200,10 @@ impl HostState {
             sqlite: spec.sqlite.clone(),
             process: spec.process.clone(),
             mixer: spec.mixer.clone(),
-            html: edge_html::Rewriters::for_tenant(spec.html_threads.clone()),
+            html: edge_html::Rewriters::for_tenant(
+                spec.html_threads.clone(),
+                spec.blocking.clone(),
+            ),
             socket_places: Default::default(),
             name_lookup: spec.sockets.tcp || spec.sockets.udp,
             open_files: spec.open_files.clone(),
