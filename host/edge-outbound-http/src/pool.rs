@@ -11,8 +11,10 @@
 //! hostile: no connection state crosses from one to another), and only
 //! when nothing of the previous exchange is left: the body reached its end
 //! without error. A body dropped half-read
-//! or failed drops its connection. Idle connections are per worker thread
-//! (the worker's runtime drives them), at most [`MAX_IDLE_PER_OWNER`] per
+//! or failed drops its connection, and so does one made on the background
+//! lane (its I/O would stay there). Idle connections are listed per worker
+//! thread (their I/O a task of the runtime they were made on, the
+//! tenant's work: charged to it, in its lane), at most [`MAX_IDLE_PER_OWNER`] per
 //! owner and [`MAX_IDLE`] in all, for at most [`IDLE_FOR`] (expired ones
 //! are dropped whenever a connection is returned). If the origin closed an
 //! idle connection just as a request is sent on it, hyper hands the unsent
@@ -72,6 +74,15 @@ struct Idle {
     sender: SendRequest<WasiBody>,
     peer: SocketAddr,
     since: Instant,
+}
+
+/// A connection made for a request: its sender, its peer, and whether it
+/// may be kept for the next (not if its I/O runs on the background lane,
+/// where it would stay for the tenant's front requests too).
+struct Connected {
+    sender: SendRequest<WasiBody>,
+    peer: SocketAddr,
+    keep: bool,
 }
 
 /// Where a request goes, as the policy read it from the request's URI.
@@ -164,6 +175,7 @@ pub async fn send(
                     sender,
                     origin,
                     peer,
+                    keep: true,
                 };
                 return Ok(respond(response, home, call.permit, between_bytes_timeout));
             }
@@ -176,7 +188,11 @@ pub async fn send(
             },
         }
     }
-    let (mut sender, peer) = tokio::time::timeout(connect_timeout, connect(&call))
+    let Connected {
+        mut sender,
+        peer,
+        keep,
+    } = tokio::time::timeout(connect_timeout, connect(&call))
         .await
         .map_err(|_| Error::ConnectionTimeout)??;
     let response = tokio::time::timeout(
@@ -190,6 +206,7 @@ pub async fn send(
         sender,
         origin,
         peer,
+        keep,
     };
     Ok(respond(response, home, call.permit, between_bytes_timeout))
 }
@@ -299,8 +316,9 @@ fn put_idle(home: Home) {
         sender,
         origin,
         peer,
+        keep,
     } = home;
-    if sender.is_closed() {
+    if !keep || sender.is_closed() {
         return;
     }
     IDLE.with_borrow_mut(|idle| {
@@ -329,9 +347,9 @@ fn put_idle(home: Home) {
 
 /// A new connection: DNS, TCP to the first accepted address that
 /// answers, TLS for `https`, the HTTP/1.1 handshake. The connection's I/O
-/// runs as a task of this thread's runtime until both ends are done with
-/// it.
-async fn connect(call: &Call) -> Result<(SendRequest<WasiBody>, SocketAddr), Error> {
+/// runs as a task of this thread's runtime, the tenant's work, until both
+/// ends are done with it.
+async fn connect(call: &Call) -> Result<Connected, Error> {
     let d = &call.destination;
     let resolved: Vec<SocketAddr> = match &d.host {
         url::Host::Ipv4(a) => vec![SocketAddr::new(IpAddr::V4(*a), d.port)],
@@ -385,15 +403,20 @@ async fn connect(call: &Call) -> Result<(SendRequest<WasiBody>, SocketAddr), Err
     }
     let _ = tcp.set_nodelay(true);
     let work = call.tenant.work();
-    if !d.tls {
-        return Ok((handshake(tcp, &work).await?, peer));
-    }
-    let name = server_name(&d.host)?;
-    let tls = tokio_rustls::TlsConnector::from(tls_config())
-        .connect(name, tcp)
-        .await
-        .map_err(Error::Tls)?;
-    Ok((handshake(tls, &work).await?, peer))
+    // Its I/O is a task of this runtime's: the background lane's (the
+    // send or the guest's call ran there) keeps it there for good.
+    let keep = !edge_blocking::on_background_runtime();
+    let sender = if d.tls {
+        let name = server_name(&d.host)?;
+        let tls = tokio_rustls::TlsConnector::from(tls_config())
+            .connect(name, tcp)
+            .await
+            .map_err(Error::Tls)?;
+        handshake(tls, &work).await?
+    } else {
+        handshake(tcp, &work).await?
+    };
+    Ok(Connected { sender, peer, keep })
 }
 
 /// Counts and logs an address refusal; the guest's error.
@@ -454,11 +477,13 @@ fn server_name(host: &url::Host<String>) -> Result<rustls::pki_types::ServerName
     }
 }
 
-/// A connection and where it goes back to once its response is read.
+/// A connection and where it goes back to once its response is read
+/// (unless not to be kept).
 struct Home {
     sender: SendRequest<WasiBody>,
     origin: Origin,
     peer: SocketAddr,
+    keep: bool,
 }
 
 fn respond(
@@ -647,6 +672,26 @@ mod tests {
     #[tokio::test]
     async fn a_connection_read_to_the_end_is_reused() {
         assert_eq!(connections_for(3, 100_000, false).await, 1);
+    }
+
+    #[test]
+    fn a_connection_made_on_the_background_lane_is_not_kept() {
+        // This test's runtime plays the background lane's.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        edge_blocking::set_background(rt.handle().clone());
+        let accepted = rt.block_on(async {
+            let (url, accepted) = origin(10, false).await;
+            for _ in 0..2 {
+                assert_eq!(read_as("k/rewriter", &url).await, 10);
+            }
+            accepted.load(Ordering::SeqCst)
+        });
+        edge_blocking::clear_background(rt.handle().id());
+        assert_eq!(accepted, 2);
     }
 
     #[tokio::test]
