@@ -316,7 +316,7 @@ impl edge_blocking::Lane for crate::share::TenantShare {
     }
 
     /// Paced as its guests' calls are ([`TenantTask`]), on a host with a
-    /// background lane.
+    /// background lane (tools and tests without one run it as it is).
     fn pace(self: Arc<Self>, task: edge_blocking::AsyncWork) -> edge_blocking::AsyncWork {
         match edge_blocking::background() {
             Some(background) => Box::pin(Paced::new(task, TenantTask(self), background)),
@@ -605,14 +605,19 @@ impl Pace for TenantTask {
         self.0.cpu.charge(ns);
     }
 
+    /// Only past [`edge_blocking::LONG_TASK`], as the tenant's blocking
+    /// work: the host's protocol code (a TLS handshake's certificate
+    /// checks, a large buffer's decoding) cannot yield as a guest does.
     fn long_poll(&self, wall_ns: u64, cpu_ns: u64, ended: bool) {
-        long_poll_of(
-            &self.0,
-            wall_ns,
-            cpu_ns,
-            ended,
-            "long poll of a tenant's task",
-        );
+        if cpu_ns >= edge_blocking::LONG_TASK.as_nanos() as u64 {
+            long_poll_of(
+                &self.0,
+                wall_ns,
+                cpu_ns,
+                ended,
+                "long poll of a tenant's task",
+            );
+        }
     }
 }
 
@@ -724,18 +729,35 @@ where
     }
 }
 
-/// Polls `future` once, charging the time to `pace`.
+thread_local! {
+    /// Whether this thread is inside a timed poll.
+    static TIMING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Polls `future` once, charging the time to `pace`; not if it is polled
+/// inside another timed poll (a WASI 0.3 guest awaits its outbound send in
+/// its own call), whose time counts it already.
 fn timed_poll<F: Future + Unpin, P: Pace>(
     future: &mut F,
     cx: &mut Context<'_>,
     pace: &P,
 ) -> Poll<F::Output> {
-    if !P::TIMED {
+    if !P::TIMED || TIMING.get() {
         return Pin::new(future).poll(cx);
+    }
+    /// Unsets [`TIMING`] however the poll ends (a panic goes on up).
+    struct Unset;
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            TIMING.set(false);
+        }
     }
     let start = Instant::now();
     let sample = CpuSample::at(start);
+    TIMING.set(true);
+    let unset = Unset;
     let poll = Pin::new(future).poll(cx);
+    drop(unset);
     let ns = start.elapsed().as_nanos() as u64;
     pace.charge(ns);
     // A poll's CPU time is at most its time by the clock: only a poll
@@ -1248,6 +1270,39 @@ mod tests {
         share.cpu.background.store(true, Relaxed);
         assert_eq!(run(), "edge-background");
         assert!(share.cpu.total() >= Duration::from_millis(2));
+    }
+
+    /// A pace that counts the polls charged to it, always in front.
+    #[derive(Clone, Default)]
+    struct Counted(Arc<AtomicU64>);
+
+    impl Pace for Counted {
+        const TIMED: bool = true;
+        fn belongs_back(&self) -> bool {
+            false
+        }
+        fn charge(&self, _ns: u64) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_paced_future_inside_another_is_charged_once() {
+        let (back, front, _) = lanes();
+        let (outer, inner) = (Counted::default(), Counted::default());
+        let nested = Paced::new(
+            Box::pin(async {
+                tokio::task::yield_now().await;
+            }),
+            inner.clone(),
+            back.handle(),
+        );
+        front.block_on(Paced::new(Box::pin(nested), outer.clone(), back.handle()));
+        assert_eq!(outer.0.load(Relaxed), 2, "both polls of the outer one");
+        assert_eq!(inner.0.load(Relaxed), 0, "counted in the outer one's");
+        // Alone, it is charged itself.
+        front.block_on(Paced::new(Box::pin(async {}), inner.clone(), back.handle()));
+        assert_eq!(inner.0.load(Relaxed), 1);
     }
 
     /// Runs `f` when first polled, then is ready.
