@@ -11,10 +11,11 @@
 //! hostile: no connection state crosses from one to another), and only
 //! when nothing of the previous exchange is left: the body reached its end
 //! without error. A body dropped half-read
-//! or failed drops its connection, and so does one made on the background
-//! lane (its I/O would stay there). Idle connections are listed per worker
+//! or failed drops its connection. Idle connections are listed per worker
 //! thread (their I/O a task of the runtime they were made on, the
-//! tenant's work: charged to it, in its lane), at most [`MAX_IDLE_PER_OWNER`] per
+//! tenant's work: charged to it), reused only on the lane whose runtime
+//! drives them (a background one never serves the tenant's front
+//! requests: [`Driven`]), at most [`MAX_IDLE_PER_OWNER`] per
 //! owner and [`MAX_IDLE`] in all, for at most [`IDLE_FOR`] (expired ones
 //! are dropped whenever a connection is returned). If the origin closed an
 //! idle connection just as a request is sent on it, hyper hands the unsent
@@ -73,16 +74,44 @@ struct Origin {
 struct Idle {
     sender: SendRequest<WasiBody>,
     peer: SocketAddr,
+    driven: Driven,
     since: Instant,
 }
 
-/// A connection made for a request: its sender, its peer, and whether it
-/// may be kept for the next (not if its I/O runs on the background lane,
-/// where it would stay for the tenant's front requests too).
+/// A connection made for a request: its sender, its peer, and which
+/// runtime drives it.
 struct Connected {
     sender: SendRequest<WasiBody>,
     peer: SocketAddr,
-    keep: bool,
+    driven: Driven,
+}
+
+/// Which lane's runtime drives a connection: the one its socket was
+/// registered with (its reactor) and its I/O task spawned on. A send is
+/// paced ([`TenantWork::paced`]): it can move between the lanes between
+/// any two polls, so the two may differ. A connection is reused only on
+/// the lane that drives it wholly: a background one reused by the tenant's
+/// front requests would have them framed at `SCHED_IDLE`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Driven {
+    Front,
+    Background,
+    Mixed,
+}
+
+impl Driven {
+    /// The lane of the runtime the calling thread runs.
+    fn here() -> Self {
+        if edge_blocking::on_background_runtime() {
+            Driven::Background
+        } else {
+            Driven::Front
+        }
+    }
+
+    fn and(self, other: Driven) -> Driven {
+        if self == other { self } else { Driven::Mixed }
+    }
 }
 
 /// Where a request goes, as the policy read it from the request's URI.
@@ -160,7 +189,8 @@ pub async fn send(
     let mut again = None;
     let mut pending = Some(request);
     let deadline = Instant::now() + connect_timeout;
-    while let Some((mut sender, peer)) = take_idle(&origin, &call.addresses, deadline).await {
+    while let Some((mut sender, peer, driven)) = take_idle(&origin, &call.addresses, deadline).await
+    {
         let request = pending.take().expect("a request to send");
         if repeatable && again.is_none() {
             // Copied only when a reused connection is tried.
@@ -175,7 +205,7 @@ pub async fn send(
                     sender,
                     origin,
                     peer,
-                    keep: true,
+                    driven,
                 };
                 return Ok(respond(response, home, call.permit, between_bytes_timeout));
             }
@@ -191,7 +221,7 @@ pub async fn send(
     let Connected {
         mut sender,
         peer,
-        keep,
+        driven,
     } = tokio::time::timeout(connect_timeout, connect(&call))
         .await
         .map_err(|_| Error::ConnectionTimeout)??;
@@ -206,33 +236,38 @@ pub async fn send(
         sender,
         origin,
         peer,
-        keep,
+        driven,
     };
     Ok(respond(response, home, call.permit, between_bytes_timeout))
 }
 
-/// The most recently idle connection to `origin` still usable (and whose
-/// peer `addresses` still accepts), looked for until `deadline` (the
+/// The most recently idle connection to `origin` still usable (driven by
+/// this thread's lane, and whose peer `addresses` still accepts), looked for until `deadline` (the
 /// guest's connect timeout).
 async fn take_idle(
     origin: &Origin,
     addresses: &AddressPolicy,
     deadline: Instant,
-) -> Option<(SendRequest<WasiBody>, SocketAddr)> {
+) -> Option<(SendRequest<WasiBody>, SocketAddr, Driven)> {
     loop {
         let Idle {
             mut sender,
             peer,
+            driven,
             since,
         } = IDLE.with_borrow_mut(|idle| idle.get_mut(origin)?.pop())?;
-        if since.elapsed() >= IDLE_FOR || sender.is_closed() || addresses.check(peer).is_err() {
+        if since.elapsed() >= IDLE_FOR
+            || sender.is_closed()
+            || driven != Driven::here()
+            || addresses.check(peer).is_err()
+        {
             continue;
         }
         // A body that just ended may leave the connection a moment from
         // taking the next request; one that will not take it fails here.
         let wait = READY_WITHIN.min(deadline.saturating_duration_since(Instant::now()));
         if let Ok(Ok(())) = tokio::time::timeout(wait, sender.ready()).await {
-            return Some((sender, peer));
+            return Some((sender, peer, driven));
         }
     }
 }
@@ -316,9 +351,10 @@ fn put_idle(home: Home) {
         sender,
         origin,
         peer,
-        keep,
+        driven,
     } = home;
-    if !keep || sender.is_closed() {
+    // Put back on a thread of the lane that drives it, or not at all.
+    if driven != Driven::here() || sender.is_closed() {
         return;
     }
     IDLE.with_borrow_mut(|idle| {
@@ -339,6 +375,7 @@ fn put_idle(home: Home) {
             idle.entry(origin).or_default().push(Idle {
                 sender,
                 peer,
+                driven,
                 since: Instant::now(),
             });
         }
@@ -381,15 +418,18 @@ async fn connect(call: &Call) -> Result<Connected, Error> {
     let mut failed = None;
     let mut tcp = None;
     for addr in accepted {
+        // The socket is registered with this runtime's reactor in the
+        // connect's first poll, the one this line is in.
+        let registered = Driven::here();
         match TcpStream::connect(addr).await {
             Ok(t) => {
-                tcp = Some((t, addr));
+                tcp = Some((t, addr, registered));
                 break;
             }
             Err(e) => failed = Some(e),
         }
     }
-    let Some((tcp, peer)) = tcp else {
+    let Some((tcp, peer, registered)) = tcp else {
         return Err(Error::Connect(failed.unwrap_or_else(|| {
             std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
         })));
@@ -403,10 +443,7 @@ async fn connect(call: &Call) -> Result<Connected, Error> {
     }
     let _ = tcp.set_nodelay(true);
     let work = call.tenant.work();
-    // Its I/O is a task of this runtime's: the background lane's (the
-    // send or the guest's call ran there) keeps it there for good.
-    let keep = !edge_blocking::on_background_runtime();
-    let sender = if d.tls {
+    let (sender, spawned) = if d.tls {
         let name = server_name(&d.host)?;
         let tls = tokio_rustls::TlsConnector::from(tls_config())
             .connect(name, tcp)
@@ -416,7 +453,11 @@ async fn connect(call: &Call) -> Result<Connected, Error> {
     } else {
         handshake(tcp, &work).await?
     };
-    Ok(Connected { sender, peer, keep })
+    Ok(Connected {
+        sender,
+        peer,
+        driven: registered.and(spawned),
+    })
 }
 
 /// Counts and logs an address refusal; the guest's error.
@@ -435,19 +476,21 @@ fn prohibited(call: &Call, why: &crate::address::Refused) -> Error {
 }
 
 /// The HTTP/1.1 handshake over `io`; the connection's task is spawned as
-/// the tenant's `work` (its TLS records and HTTP framing are its CPU).
-async fn handshake<T>(io: T, work: &TenantWork) -> Result<SendRequest<WasiBody>, Error>
+/// the tenant's `work` (its TLS records and HTTP framing are its CPU) on
+/// the runtime of the lane it returns.
+async fn handshake<T>(io: T, work: &TenantWork) -> Result<(SendRequest<WasiBody>, Driven), Error>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .handshake(TokioIo::new(io))
         .await?;
+    let spawned = Driven::here();
     work.spawn_async(async move {
         // Its errors reach the request's sender and body.
         let _ = conn.await;
     });
-    Ok(sender)
+    Ok((sender, spawned))
 }
 
 /// Client TLS settings (Mozilla's roots via webpki-roots), built once;
@@ -477,13 +520,12 @@ fn server_name(host: &url::Host<String>) -> Result<rustls::pki_types::ServerName
     }
 }
 
-/// A connection and where it goes back to once its response is read
-/// (unless not to be kept).
+/// A connection and where it goes back to once its response is read.
 struct Home {
     sender: SendRequest<WasiBody>,
     origin: Origin,
     peer: SocketAddr,
-    keep: bool,
+    driven: Driven,
 }
 
 fn respond(
@@ -675,23 +717,37 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_made_on_the_background_lane_is_not_kept() {
-        // This test's runtime plays the background lane's.
-        let rt = tokio::runtime::Builder::new_multi_thread()
+    fn a_connection_is_reused_only_on_the_lane_that_drives_it() {
+        // This test's runtimes play the two lanes; the requests of both
+        // run on this thread, with one list of idle connections.
+        let back = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        edge_blocking::set_background(rt.handle().clone());
-        let accepted = rt.block_on(async {
-            let (url, accepted) = origin(10, false).await;
-            for _ in 0..2 {
-                assert_eq!(read_as("k/rewriter", &url).await, 10);
+        let front = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        edge_blocking::set_background(back.handle().clone());
+        /// Forgets the background runtime however the test ends.
+        struct Forget(tokio::runtime::Id);
+        impl Drop for Forget {
+            fn drop(&mut self) {
+                edge_blocking::clear_background(self.0);
             }
+        }
+        let _forget = Forget(back.handle().id());
+        let (url, accepted) = back.block_on(origin(10, false));
+        let read_on = |rt: &tokio::runtime::Runtime| {
+            assert_eq!(rt.block_on(read_as("k/rewriter", &url)), 10);
             accepted.load(Ordering::SeqCst)
-        });
-        edge_blocking::clear_background(rt.handle().id());
-        assert_eq!(accepted, 2);
+        };
+        assert_eq!(read_on(&back), 1);
+        assert_eq!(read_on(&back), 1, "kept on its lane");
+        assert_eq!(read_on(&front), 2, "a background connection on the front");
+        assert_eq!(read_on(&front), 2, "kept on its lane");
+        assert_eq!(read_on(&back), 3, "a front connection on the background");
     }
 
     #[tokio::test]
