@@ -153,7 +153,9 @@ impl TenantWork {
     /// [`TenantWork::spawn`] runs its tasks: charged as it runs, said long
     /// past [`LONG_TASK`], its thread moved with the tenant's lane by the
     /// keeper at any point (`f` must hold no process-wide lock for long:
-    /// [`may_move`]) and back at its own policy at the end.
+    /// [`may_move`]) and back at its own policy at the end. A thread that
+    /// works in steps, waiting between them, says where each begins
+    /// ([`next_step`]).
     pub fn run_here<R>(&self, f: impl FnOnce() -> R) -> R {
         let Some(lane) = self.0.clone() else {
             return f();
@@ -164,10 +166,16 @@ impl TenantWork {
         run_as_task(lane, usize::from(born_idle), true, f)
     }
 
+    /// Whether the tenant is in the background lane now.
+    pub fn in_background(&self) -> bool {
+        self.0.as_ref().is_some_and(|lane| lane.in_background())
+    }
+
     /// Spawns `task` on the current runtime, an async task of the
     /// tenant's that outlives the call starting it (a connection's I/O):
     /// polled in the tenant's lane, each poll charged to it
-    /// ([`Lane::pace`]).
+    /// ([`Lane::pace`]). Spawned from the background lane's runtime, it
+    /// stays there (there is no front runtime to hand it to).
     pub fn spawn_async(
         &self,
         task: impl Future<Output = ()> + Send + 'static,
@@ -289,6 +297,20 @@ pub fn may_move() {
     });
 }
 
+/// The calling task begins a new step: [`LONG_TASK`] counts its CPU from
+/// here. For a thread that runs its tenant's work step after step and
+/// waits between them (an HTML rewriter's parsing, chunk after chunk): a
+/// step is long, not the thread's life.
+pub fn next_step() {
+    CURRENT.with_borrow(|current| {
+        if let Some((_, place)) = current {
+            place
+                .step_from
+                .store(thread_cpu().as_nanos() as u64, Relaxed);
+        }
+    });
+}
+
 /// The long part of the task is over: the thread goes back to its own
 /// policy now, for the rest of the task (closing, releasing, answering:
 /// where it takes locks other tenants' threads take too; a thread at
@@ -375,6 +397,9 @@ struct Place {
     idle: AtomicBool,
     /// Whether the keeper may move it ([`may_move`]).
     movable: AtomicBool,
+    /// The thread's CPU clock (ns) when its current step began
+    /// ([`next_step`]; its task's start until then).
+    step_from: AtomicU64,
     state: Mutex<PlaceState>,
 }
 
@@ -397,6 +422,7 @@ impl Place {
             tid: tid(),
             idle: AtomicBool::new(born_idle),
             movable: AtomicBool::new(movable),
+            step_from: AtomicU64::new(0),
             state: Mutex::new(PlaceState {
                 born_idle,
                 home: None,
@@ -446,14 +472,18 @@ impl Place {
     }
 }
 
-/// The task's place in [`CURRENT`], cleared (and the thread's policy
-/// restored) when the task ends, panicking or not.
-struct CurrentGuard;
+/// The task's place in [`CURRENT`]: left (the thread's policy restored)
+/// when the task ends, panicking or not, and the task it ran inside, if
+/// any, current again.
+struct CurrentGuard {
+    place: Arc<Place>,
+    outer: Option<Current>,
+}
 
 impl CurrentGuard {
     fn enter(lane: Arc<dyn Lane>, place: Arc<Place>) -> CurrentGuard {
-        CURRENT.set(Some((lane, place)));
-        CurrentGuard
+        let outer = CURRENT.replace(Some((lane, place.clone())));
+        CurrentGuard { place, outer }
     }
 }
 
@@ -461,7 +491,8 @@ impl Drop for CurrentGuard {
     /// Before anything else the thread does: its next task, maybe another
     /// tenant's, runs where the thread belongs.
     fn drop(&mut self) {
-        leave_lane();
+        self.place.leave();
+        CURRENT.set(self.outer.take());
     }
 }
 
@@ -551,7 +582,9 @@ struct Task {
     shared: bool,
     start: Duration,
     charged: Duration,
-    /// Whether [`Lane::long_task`] was said of it.
+    /// The start of the step it was last charged in ([`next_step`]).
+    step_seen: u64,
+    /// Whether [`Lane::long_task`] was said of it (in that step).
     said_long: bool,
     lane: Arc<dyn Lane>,
     /// Where its thread is.
@@ -564,12 +597,21 @@ impl Task {
     fn charge_to(&mut self, used: Duration) {
         let new = used.saturating_sub(self.charged);
         self.charged = used;
+        let step_from = self.place.step_from.load(Relaxed);
+        if step_from != self.step_seen {
+            self.step_seen = step_from;
+            self.said_long = false;
+        }
+        let in_step = (self.start + used).saturating_sub(Duration::from_nanos(step_from));
         // Said before it is charged: whoever reads the charge sees it
-        // said. While its tenant is behind, said at every look: at
-        // SCHED_IDLE on busy cores it may get less than
-        // LONG_TASK_AGAIN, and must not come back to the front for that.
-        if used >= LONG_TASK
-            && (!self.said_long || new >= LONG_TASK_AGAIN || self.lane.in_background())
+        // said. While its tenant is behind, said at every look it ran in:
+        // at SCHED_IDLE on busy cores it may get less than
+        // LONG_TASK_AGAIN, and must not come back to the front for that
+        // (one that waits, for a lock or its next input, uses nothing).
+        if in_step >= LONG_TASK
+            && (!self.said_long
+                || new >= LONG_TASK_AGAIN
+                || (self.lane.in_background() && !new.is_zero()))
         {
             self.said_long = true;
             self.lane.long_task();
@@ -602,11 +644,15 @@ impl Running {
             // Only this thread can read it: charged at the end alone.
             clock = libc::CLOCK_THREAD_CPUTIME_ID;
         }
+        let start = cpu(clock);
+        let step_seen = start.as_nanos() as u64;
+        place.step_from.store(step_seen, Relaxed);
         let task = Task {
             clock,
             shared,
-            start: cpu(clock),
+            start,
             charged: Duration::ZERO,
+            step_seen,
             said_long: false,
             lane,
             place,
@@ -887,6 +933,56 @@ mod tests {
         }
         front.block_on(task).unwrap();
         assert_eq!(meter.long_tasks.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_task_in_steps_is_long_only_for_a_long_step() {
+        let front = front();
+        let run = |steps: bool| {
+            let meter = Arc::new(Meter::default());
+            let task = spawn_in(&front, &meter, move || {
+                // Twice LONG_TASK in all, none of its steps long.
+                for _ in 0..4 {
+                    if steps {
+                        next_step();
+                    }
+                    burn(LONG_TASK / 2);
+                    charge_running();
+                }
+            });
+            front.block_on(task).unwrap();
+            meter.long_tasks.load(Relaxed)
+        };
+        assert_eq!(run(true), 0, "short steps");
+        assert!(run(false) >= 1, "one long task");
+    }
+
+    #[test]
+    fn a_waiting_task_of_a_tenant_behind_is_not_said_long_again() {
+        let front = front();
+        let meter = Arc::new(Meter::default());
+        let (go_on, wait) = std::sync::mpsc::channel::<()>();
+        let (to_test, burnt) = std::sync::mpsc::channel::<()>();
+        let task = spawn_in(&front, &meter, move || {
+            burn(LONG_TASK + Duration::from_millis(2));
+            to_test.send(()).unwrap();
+            // Waits for its next input, looked at all the while.
+            let _ = wait.recv();
+        });
+        burnt.recv().unwrap();
+        meter.background.store(true, Relaxed);
+        let look = || {
+            charge_running();
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // Its burst charged and said (by these looks or other tests').
+        (0..3).for_each(|_| look());
+        let said = meter.long_tasks.load(Relaxed);
+        assert!(said >= 1);
+        (0..20).for_each(|_| look());
+        assert_eq!(meter.long_tasks.load(Relaxed), said, "said while it waits");
+        go_on.send(()).unwrap();
+        front.block_on(task).unwrap();
     }
 
     #[test]

@@ -134,6 +134,15 @@ struct Io {
 }
 
 impl Io {
+    /// The next input, once sent: the parsing after it is a step of its
+    /// own (the wait before it uses no CPU, and one long chunk is long,
+    /// not the rewriter's life).
+    fn receive(&self) -> Result<Input, std::sync::mpsc::RecvError> {
+        let input = self.input.recv();
+        edge_blocking::next_step();
+        input
+    }
+
     fn flush(&self) {
         let bytes = std::mem::take(&mut *self.pending.borrow_mut());
         if !bytes.is_empty() {
@@ -147,7 +156,7 @@ impl Io {
         self.output
             .send(Ok(event))
             .map_err(|_| "the rewriter was dropped")?;
-        match self.input.recv() {
+        match self.receive() {
             Ok(Input::Changes(changes)) => Ok(changes),
             Ok(_) => Err("a handler's changes were expected (respond) before more input".into()),
             Err(_) => Err("the rewriter was dropped".into()),
@@ -366,7 +375,7 @@ pub fn run(
         sink.pending.borrow_mut().extend_from_slice(bytes);
     });
     loop {
-        let step = match io.input.recv() {
+        let step = match io.receive() {
             Ok(Input::Chunk(bytes)) => rewriter.write(&bytes).map(|()| Event::NeedInput),
             Ok(Input::End) => {
                 let result = rewriter.end().map(|()| Event::Finished);
