@@ -14,7 +14,11 @@
 //! the host's [`PER_HOST`] until the resolver itself returns, not until its
 //! caller gives up; one past either waits for a place (its caller's
 //! deadline bounds the wait). The host's places are fewer than tokio's
-//! 512 blocking threads, so disk work always finds a thread.
+//! 512 blocking threads, so disk work always finds a thread. A lookup is
+//! its tenant's work (charged to it, at `SCHED_IDLE` while it is behind:
+//! slow to return when the cores are busy), so tenants in the background
+//! lane take theirs from [`BEHIND_SHARE`] of the host's places: the
+//! others are always there for tenants in front.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -38,6 +42,11 @@ pub const PER_TENANT: usize = 16;
 pub const PER_HOST: usize = 128;
 
 static HOST: Semaphore = Semaphore::const_new(PER_HOST);
+
+/// The host's places tenants in the background lane may hold.
+pub const BEHIND_SHARE: usize = PER_HOST / 2;
+
+static BEHIND: Semaphore = Semaphore::const_new(BEHIND_SHARE);
 
 /// The addresses of `name` (a domain name, not an address literal) with
 /// `port`, as the system resolver finds them. The lookup is a task of its
@@ -66,7 +75,8 @@ pub fn resolve(
 }
 
 /// Runs `work` on the blocking pool once it has a place of `tenant`'s and
-/// one of the host's, which it keeps until it returns.
+/// one of the host's (of those for tenants behind, if it is), which it
+/// keeps until it returns.
 async fn holding_places<T: Send + 'static>(
     tenant: &TenantOutbound,
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
@@ -77,6 +87,12 @@ async fn holding_places<T: Send + 'static>(
     // The tenant's place first: a tenant waiting at its own cap holds none
     // of the host's.
     let tenant_place = tenant.lookup_place().await;
+    let behind_place = if tenant.work().in_background() {
+        let place = BEHIND.acquire().await;
+        Some(place.expect("the host's semaphore is never closed"))
+    } else {
+        None
+    };
     let host_place = HOST
         .acquire()
         .await
@@ -86,7 +102,7 @@ async fn holding_places<T: Send + 'static>(
     tenant
         .work()
         .spawn(move || {
-            let _places = (tenant_place, host_place);
+            let _places = (tenant_place, behind_place, host_place);
             work()
         })
         .await
@@ -150,5 +166,35 @@ mod tests {
         held.pop();
         let found = waiting.await.unwrap().unwrap();
         assert!(!found.is_empty() && found.iter().all(|a| a.port() == 2));
+    }
+
+    /// A tenant in the background lane.
+    struct Behind;
+
+    impl edge_blocking::Lane for Behind {
+        fn charge(&self, _cpu: Duration) {}
+        fn in_background(&self) -> bool {
+            true
+        }
+        fn long_task(&self) {}
+    }
+
+    #[tokio::test]
+    async fn tenants_behind_take_at_most_their_share_of_the_hosts_places() {
+        let share = BEHIND.acquire_many(BEHIND_SHARE as u32).await.unwrap();
+        let behind = Arc::new(TenantOutbound::new("b", 1));
+        behind.set_work(&edge_blocking::TenantWork::new(Arc::new(Behind)));
+        let waiting = tokio::spawn(resolve(behind, "localhost".into(), 2));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "behind, past the share: waits");
+        let front = Arc::new(TenantOutbound::new("f", 1));
+        assert!(
+            !resolve(front, "localhost".into(), 3)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        drop(share);
+        assert!(!waiting.await.unwrap().unwrap().is_empty());
     }
 }
