@@ -18,7 +18,7 @@
 //! its tenant's work (charged to it, at `SCHED_IDLE` while it is behind:
 //! slow to return when the cores are busy), so tenants in the background
 //! lane take theirs from [`BEHIND_SHARE`] of the host's places: the
-//! others are always there for tenants in front.
+//! others are out of their reach.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -87,16 +87,24 @@ async fn holding_places<T: Send + 'static>(
     // The tenant's place first: a tenant waiting at its own cap holds none
     // of the host's.
     let tenant_place = tenant.lookup_place().await;
-    let behind_place = if tenant.work().in_background() {
-        let place = BEHIND.acquire().await;
-        Some(place.expect("the host's semaphore is never closed"))
-    } else {
-        None
+    let (behind_place, host_place) = loop {
+        let behind_place = if tenant.work().in_background() {
+            let place = BEHIND.acquire().await;
+            Some(place.expect("the host's semaphore is never closed"))
+        } else {
+            None
+        };
+        let host_place = HOST
+            .acquire()
+            .await
+            .expect("the host's semaphore is never closed");
+        // A tenant that went behind while it waited takes a place of
+        // theirs too, before the host's again (never while holding the
+        // host's: others hold theirs while they wait for the host's).
+        if behind_place.is_some() || !tenant.work().in_background() {
+            break (behind_place, host_place);
+        }
     };
-    let host_place = HOST
-        .acquire()
-        .await
-        .expect("the host's semaphore is never closed");
     // Dropping the handle detaches the task; the places go with it. The
     // resolver's CPU is the tenant's.
     tenant
