@@ -42,9 +42,10 @@ pub trait Lane: Send + Sync + 'static {
     fn charge(&self, cpu: Duration);
     /// Whether the tenant runs in the background lane now.
     fn in_background(&self) -> bool;
-    /// A task of the tenant's has used [`LONG_TASK`] of CPU or more: said
-    /// once it has, and again for each [`LONG_TASK_AGAIN`] more (each
-    /// look while the tenant is behind).
+    /// A task of the tenant's has used [`LONG_TASK`] of CPU or more in
+    /// one step ([`next_step`]): said once it has, and again for each
+    /// [`LONG_TASK_AGAIN`] more (at each look it ran in while the tenant
+    /// is behind).
     fn long_task(&self);
     /// `task` made to run in the tenant's lane, each poll's time charged
     /// to it. What it returns must finish only once `task` has (its
@@ -68,10 +69,13 @@ pub const LONG_TASK: Duration = Duration::from_millis(20);
 
 /// Once said to be long, a task is said so again only for a stretch in
 /// which it used this much more CPU (between two looks of
-/// [`charge_running`], or from the last look to its end), or while its
-/// tenant is behind: one that goes on burning a core is held behind, one
-/// that now waits (on a lock, on the disk) or ends just after a look is
-/// not said twice for one burst.
+/// [`charge_running`], or from the last look to its end), or any CPU
+/// while its tenant is behind (at `SCHED_IDLE` on busy cores it may get
+/// less): one that goes on burning a core is held behind, one that now
+/// waits (on a lock, on the disk, for its next input) or ends just after
+/// a look is not said twice for one burst. (A task starved of every slice
+/// between two looks is not said at them either: the hold it renewed
+/// lasts 5 s.)
 pub const LONG_TASK_AGAIN: Duration = Duration::from_millis(5);
 
 /// The background lane's runtime, whose blocking threads run at
@@ -975,8 +979,19 @@ mod tests {
             charge_running();
             std::thread::sleep(Duration::from_millis(10));
         };
-        // Its burst charged and said (by these looks or other tests').
-        (0..3).for_each(|_| look());
+        // Its burst charged and said (by these looks or other tests'),
+        // and the thread waiting: nothing more charged for three looks.
+        let charged = || *meter.charged.lock().unwrap();
+        let mut still = 0;
+        for _ in 0..500 {
+            let before = charged();
+            look();
+            still = if charged() == before { still + 1 } else { 0 };
+            if still == 3 {
+                break;
+            }
+        }
+        assert_eq!(still, 3, "the task never waited");
         let said = meter.long_tasks.load(Relaxed);
         assert!(said >= 1);
         (0..20).for_each(|_| look());

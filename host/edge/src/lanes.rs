@@ -88,9 +88,9 @@ pub const LONG_CALLS_MIN: u64 = 2;
 /// renew the hold, so it never gets a turn in front between them. A task
 /// of the tenant's on the blocking pool past [`edge_blocking::LONG_TASK`]
 /// (a SQLite statement that counts for seconds) is the same kind of work
-/// and counts as a long poll, again for each
-/// [`edge_blocking::LONG_TASK_AGAIN`] more it uses (and at each window
-/// while its tenant is behind).
+/// (in one step) and counts as a long poll, again for each
+/// [`edge_blocking::LONG_TASK_AGAIN`] more it uses (and at each window it
+/// ran in while its tenant is behind).
 pub const LONG_POLL: Duration = Duration::from_millis(2);
 
 /// The windows a tenant stays in the background after a window with a
