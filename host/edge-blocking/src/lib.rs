@@ -809,6 +809,15 @@ mod tests {
             .unwrap()
     }
 
+    /// A front runtime with one blocking thread: a task runs where the one
+    /// before it ran.
+    fn one_blocking_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap()
+    }
+
     /// `f` spawned from `front` as work charged to `meter`.
     fn spawn_in<R: Send + 'static>(
         front: &tokio::runtime::Runtime,
@@ -1002,11 +1011,7 @@ mod tests {
 
     #[test]
     fn a_running_task_is_moved_by_the_keeper_once_it_may_be() {
-        // One blocking thread: the task after runs where this one ran.
-        let front = tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(1)
-            .build()
-            .unwrap();
+        let front = one_blocking_thread();
         let meter = Arc::new(Meter::default());
         let work = TenantWork::new(meter.clone());
         let (to_task, steps) = std::sync::mpsc::channel::<bool>();
@@ -1070,11 +1075,7 @@ mod tests {
 
     #[test]
     fn a_running_task_follows_its_tenant_from_lane_to_lane() {
-        // One blocking thread: the task after runs where this one ran.
-        let front = tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(1)
-            .build()
-            .unwrap();
+        let front = one_blocking_thread();
         let meter = Arc::new(Meter::default());
         let work = TenantWork::new(meter.clone());
         let (to_task, steps) = std::sync::mpsc::channel::<()>();
