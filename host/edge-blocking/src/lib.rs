@@ -95,9 +95,12 @@ pub fn background() -> Option<tokio::runtime::Handle> {
 
 /// Whether the calling thread is one of the background lane's runtime's.
 pub fn on_background_runtime() -> bool {
-    background().is_some_and(|b| {
-        tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == b.id())
-    })
+    background().is_some_and(|b| runs_on(&b))
+}
+
+/// Whether the calling thread is one of `runtime`'s.
+fn runs_on(runtime: &tokio::runtime::Handle) -> bool {
+    tokio::runtime::Handle::try_current().is_ok_and(|here| here.id() == runtime.id())
 }
 
 /// Forgets the background runtime `id` (it is shutting down), unless
@@ -141,10 +144,13 @@ impl TenantWork {
         let Some(lane) = self.0.clone() else {
             return tokio::task::spawn_blocking(f);
         };
-        let background = background().filter(|_| lane.in_background());
+        // Read once: every key-value call and statement comes here.
+        let runtime = background();
         // A front tenant's task spawned from the background lane (a call
         // still finishing there) runs on its idle threads too.
-        let lane_index = usize::from(background.is_some() || on_background_runtime());
+        let on_background = runtime.as_ref().is_some_and(runs_on);
+        let background = runtime.filter(|_| lane.in_background());
+        let lane_index = usize::from(background.is_some() || on_background);
         let timed = move || run_as_task(lane, lane_index, false, f);
         match background {
             Some(runtime) => runtime.spawn_blocking(timed),
