@@ -74,12 +74,12 @@ pub fn resolve(
     }
 }
 
-/// Runs `work` on the blocking pool once it has a place of `tenant`'s and
+/// Runs `lookup` on the blocking pool once it has a place of `tenant`'s and
 /// one of the host's (of those for tenants behind, if it is), which it
 /// keeps until it returns.
 async fn holding_places<T: Send + 'static>(
     tenant: &TenantOutbound,
-    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    lookup: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {
     tenant
         .lookups_total
@@ -87,8 +87,9 @@ async fn holding_places<T: Send + 'static>(
     // The tenant's place first: a tenant waiting at its own cap holds none
     // of the host's.
     let tenant_place = tenant.lookup_place().await;
+    let work = tenant.work();
     let (behind_place, host_place) = loop {
-        let behind_place = if tenant.work().in_background() {
+        let behind_place = if work.in_background() {
             let place = BEHIND.acquire().await;
             Some(place.expect("the host's semaphore is never closed"))
         } else {
@@ -101,20 +102,18 @@ async fn holding_places<T: Send + 'static>(
         // A tenant that went behind while it waited takes a place of
         // theirs too, before the host's again (never while holding the
         // host's: others hold theirs while they wait for the host's).
-        if behind_place.is_some() || !tenant.work().in_background() {
+        if behind_place.is_some() || !work.in_background() {
             break (behind_place, host_place);
         }
     };
     // Dropping the handle detaches the task; the places go with it. The
     // resolver's CPU is the tenant's.
-    tenant
-        .work()
-        .spawn(move || {
-            let _places = (tenant_place, behind_place, host_place);
-            work()
-        })
-        .await
-        .map_err(std::io::Error::other)?
+    work.spawn(move || {
+        let _places = (tenant_place, behind_place, host_place);
+        lookup()
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 #[cfg(test)]
