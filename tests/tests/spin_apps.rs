@@ -1493,25 +1493,26 @@ async fn one_long_step_of_a_statement_goes_behind_with_its_tenant() {
     );
 }
 
-/// Whether `tenant` is in the background lane within 4 s (its
-/// `edge_cpu_background` at 1).
+/// Whether `tenant` is in the background lane within 4 s.
 async fn goes_behind(edge: &Edge, tenant: &str) -> bool {
-    let behind = format!("edge_cpu_background{{tenant=\"{tenant}\"}} 1");
-    for _ in 0..400 {
-        if edge.metrics().await.lines().any(|l| l == behind) {
-            return true;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    false
+    in_lane_within(edge, tenant, true, 400).await
 }
 
 /// Whether `tenant` is in the front lane, waiting up to 8 s for it (a
 /// tenant held behind comes back within 5 s of its last long poll).
 async fn in_front(edge: &Edge, tenant: &str) -> bool {
-    let front = format!("edge_cpu_background{{tenant=\"{tenant}\"}} 0");
-    for _ in 0..800 {
-        if edge.metrics().await.lines().any(|l| l == front) {
+    in_lane_within(edge, tenant, false, 800).await
+}
+
+/// Whether `tenant`'s `edge_cpu_background` reads `background` within
+/// `looks` looks 10 ms apart.
+async fn in_lane_within(edge: &Edge, tenant: &str, background: bool, looks: u32) -> bool {
+    let line = format!(
+        "edge_cpu_background{{tenant=\"{tenant}\"}} {}",
+        u8::from(background)
+    );
+    for _ in 0..looks {
+        if edge.metrics().await.lines().any(|l| l == line) {
             return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
