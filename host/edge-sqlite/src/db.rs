@@ -3,6 +3,7 @@
 //! any other file.
 
 use crate::SqlError;
+use crate::temp_files::{self, TempBudget};
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::limits::Limit;
 use rusqlite::types::{Value as SqlValue, ValueRef};
@@ -85,6 +86,9 @@ const MMAP_BYTES: u64 = 1 << 30;
 /// An open database.
 pub struct Database {
     conn: rusqlite::Connection,
+    /// What its temporary files (sorts, `DISTINCT` tables, the TEMP
+    /// database...) may hold, and hold now.
+    temp: Arc<TempBudget>,
     /// Set (by the authorizer) when a statement changed something that
     /// lasts with the connection rather than the file: a pragma's value or
     /// a TEMP object. Such a connection is not reused.
@@ -109,11 +113,18 @@ impl Database {
             std::fs::create_dir_all(dir)
                 .map_err(|e| SqlError::host(format!("{}: {e}", dir.display())))?;
         }
-        let conn = rusqlite::Connection::open_with_flags(
+        temp_files::register().map_err(|rc| {
+            SqlError::host(format!("registering the temporary-file VFS: code {rc}"))
+        })?;
+        // Its temporary files hold at most as much as the database may.
+        let temp = TempBudget::new(max_bytes);
+        let _charging = temp.charge_here();
+        let conn = rusqlite::Connection::open_with_flags_and_vfs(
             path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
                 | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
                 | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            temp_files::VFS_NAME,
         )
         .map_err(|e| SqlError::host(format!("{}: {e}", path.display())))?;
         // WAL: readers do not wait for a writer; another instance's write
@@ -150,6 +161,7 @@ impl Database {
         }));
         Ok(Self {
             conn,
+            temp,
             tainted,
             counters: Arc::default(),
             identity: identity(path),
@@ -210,7 +222,15 @@ impl Database {
         // Its execution may be moved at any point (one step can run for
         // seconds: a sort, a LIKE of megabytes), its open and close not.
         edge_blocking::may_move();
-        let result = self.run(sql, params);
+        let _charging = self.temp.charge_here();
+        let result = self.run(sql, params).map_err(|e| match e {
+            SqlError::DatabaseFull if self.temp.take_refused() => SqlError::Io(format!(
+                "the statement's temporary files (sorts, DISTINCT, GROUP BY, UNION, recursive queries, TEMP tables) need more than their {}-byte cap, the database's own",
+                self.temp.cap()
+            )),
+            other => other,
+        });
+        self.temp.take_refused();
         self.conn.progress_handler(0, None::<fn() -> bool>);
         self.counters
             .set(self.conn.last_insert_rowid(), self.conn.changes());
@@ -578,6 +598,40 @@ mod tests {
             .unwrap();
         d.execute("INSERT INTO small VALUES (1)", &[], later())
             .unwrap();
+    }
+
+    /// A sort, a DISTINCT table and a recursive query's queue spill to
+    /// temporary files outside the database: they hold at most the
+    /// database's cap, all given back when the statement ends.
+    #[test]
+    fn temporary_files_are_held_to_the_cap() {
+        let (mut d, _) = db(16 << 20);
+        // About 64 MiB to sort or keep distinct: refused in words.
+        for sql in [
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 16000) \
+             SELECT x FROM c ORDER BY randomblob(4000) LIMIT 1 OFFSET 15000",
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 16000) \
+             SELECT count(*) FROM (SELECT DISTINCT randomblob(4000) FROM c)",
+        ] {
+            let err = d.execute(sql, &[], later()).map(|_| ()).unwrap_err();
+            assert!(
+                matches!(err, SqlError::Io(ref m) if m.contains("temporary files") && m.contains("16777216-byte cap")),
+                "{sql}: {err:?}"
+            );
+            assert_eq!(d.temp.held(), 0, "{sql}");
+        }
+        // Within the cap, spilling works (past the 2 MB the sorter keeps
+        // in memory), and the next failure is the database's own again.
+        let r = d
+            .execute(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 2000) \
+                 SELECT count(*) FROM (SELECT DISTINCT randomblob(4000) FROM c)",
+                &[],
+                later(),
+            )
+            .unwrap();
+        assert_eq!(r.rows, [[Value::Integer(2000)]]);
+        assert_eq!(d.temp.held(), 0);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 mod db;
 mod host;
+mod temp_files;
 
 pub use db::{Database, MAX_RESULT_BYTES, QueryResult, Value};
 pub use host::add_to_linker;
