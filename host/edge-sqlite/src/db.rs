@@ -3,6 +3,7 @@
 //! any other file.
 
 use crate::SqlError;
+use crate::functions;
 use crate::temp_files::{self, TempBudget};
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::limits::Limit;
@@ -47,6 +48,12 @@ const MAX_SQL_BYTES: i32 = 1 << 20;
 
 /// Largest string or blob a statement may make.
 const MAX_VALUE_BYTES: i32 = 16 << 20;
+
+/// Longest `LIKE` or `GLOB` pattern. SQLite matches one in O(|value| ·
+/// |pattern|) within one step, where neither the deadline nor the lane
+/// is looked at: at its default (50,000 bytes) a `LIKE` of a 16 MiB value
+/// runs for minutes; at 200 bytes about a second (D1 allows 50).
+pub(crate) const MAX_LIKE_PATTERN_BYTES: i32 = 200;
 
 /// Pragmas a guest may run: reading the schema and settings of its own
 /// database and per-connection behaviour. Others could raise the size cap
@@ -145,11 +152,16 @@ impl Database {
         conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0);
         conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_BYTES);
         conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES);
+        conn.set_limit(
+            Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH,
+            MAX_LIKE_PATTERN_BYTES,
+        );
         // Reads through a map of the file (set before the guest's
         // authorizer, which refuses the pragma).
         conn.execute_batch(&format!("PRAGMA mmap_size = {}", MMAP_BYTES.min(max_bytes)))
             .map_err(|e| SqlError::host(e.to_string()))?;
-        own_randomness(&conn).map_err(|e| SqlError::host(e.to_string()))?;
+        functions::install(&conn, MAX_VALUE_BYTES as usize)
+            .map_err(|e| SqlError::host(e.to_string()))?;
         let tainted = Arc::new(AtomicBool::new(false));
         let flag = tainted.clone();
         conn.authorizer(Some(move |ctx: AuthContext<'_>| {
@@ -415,63 +427,6 @@ impl Drop for LeaveLane {
     }
 }
 
-/// `random()` and `randomblob(N)` from the calling thread's own generator
-/// (`rand`'s, ChaCha seeded from the system's), in place of SQLite's: its
-/// generator is one for the whole process, behind one lock held while it
-/// makes all N bytes (up to [`MAX_VALUE_BYTES`]: milliseconds), and other
-/// tenants' writes take it too (the log's restart). A statement of a
-/// tenant in the background runs at `SCHED_IDLE`; preempted with it held,
-/// it would hold them all up.
-fn own_randomness(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
-    use rand::{Rng, RngCore};
-    use rusqlite::functions::FunctionFlags;
-    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_INNOCUOUS;
-    conn.create_scalar_function("random", 0, flags, |_| {
-        // As SQLite's: never i64::MIN (abs() of it overflows).
-        let r = rand::rng().random::<i64>();
-        Ok(if r < 0 { -(r & i64::MAX) } else { r })
-    })?;
-    conn.create_scalar_function("randomblob", 1, flags, |ctx| {
-        // As SQLite's: N read as an integer (text and blobs by their
-        // leading digits); below 1 makes one byte.
-        let n = match ctx.get_raw(0) {
-            ValueRef::Integer(i) => i,
-            ValueRef::Real(f) => f as i64,
-            ValueRef::Text(t) | ValueRef::Blob(t) => leading_integer(t),
-            ValueRef::Null => 0,
-        };
-        let n = usize::try_from(n.max(1)).unwrap_or(usize::MAX);
-        if n > MAX_VALUE_BYTES as usize {
-            // SQLite's own words for its code.
-            return Err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_TOOBIG),
-                None,
-            ));
-        }
-        let mut bytes = vec![0u8; n];
-        rand::rng().fill_bytes(&mut bytes);
-        Ok(bytes)
-    })
-}
-
-/// The integer at the start of `text` (after spaces, with its sign), as
-/// SQLite reads a text as an integer: "10abc" is 10, "1e3" is 1, none 0;
-/// past the range, the nearest end.
-fn leading_integer(text: &[u8]) -> i64 {
-    let text = text.trim_ascii_start();
-    let (negative, digits) = match text.first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
-    let magnitude = digits
-        .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .fold(0i128, |n, d| (n * 10 + i128::from(d - b'0')).min(1 << 64));
-    let n = if negative { -magnitude } else { magnitude };
-    n.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -632,6 +587,27 @@ mod tests {
             .unwrap();
         assert_eq!(r.rows, [[Value::Integer(2000)]]);
         assert_eq!(d.temp.held(), 0);
+    }
+
+    /// A LIKE or GLOB runs in O(|value| · |pattern|) within one step,
+    /// past the deadline: patterns are held to 200 bytes, in words.
+    #[test]
+    fn long_like_patterns_are_refused_in_words() {
+        let (mut d, _) = db(1 << 20);
+        let ok = Value::Text(format!("%{}", "a".repeat(199)));
+        d.execute("SELECT 'x' LIKE ?1", std::slice::from_ref(&ok), later())
+            .unwrap();
+        for sql in ["SELECT 'x' LIKE ?1", "SELECT 'x' GLOB ?1"] {
+            let long = Value::Text(format!("%{}", "a".repeat(200)));
+            let err = d
+                .execute(sql, std::slice::from_ref(&long), later())
+                .map(|_| ())
+                .unwrap_err();
+            assert!(
+                matches!(err, SqlError::Io(ref m) if m.contains("limited to 200 bytes")),
+                "{sql}: {err:?}"
+            );
+        }
     }
 
     #[test]

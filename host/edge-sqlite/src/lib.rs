@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 mod db;
+mod functions;
 mod host;
 mod temp_files;
 
@@ -64,6 +65,10 @@ impl SqlError {
             Some(ErrorCode::OperationInterrupted) => {
                 Self::Io("interrupted: the request's deadline passed".into())
             }
+            _ if e.to_string().contains("pattern too complex") => Self::Io(format!(
+                "{e}: LIKE and GLOB patterns are limited to {} bytes on edge",
+                db::MAX_LIKE_PATTERN_BYTES
+            )),
             Some(ErrorCode::AuthorizationForStatementDenied) => Self::Io(format!(
                 "{e}: ATTACH, DETACH and most pragmas are not allowed on edge"
             )),
