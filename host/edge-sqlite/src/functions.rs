@@ -669,6 +669,7 @@ mod tests {
 
     /// SQLite's own functions and ours, on two in-memory connections.
     fn stock_and_ours() -> (rusqlite::Connection, rusqlite::Connection) {
+        crate::memory::configure();
         let stock = rusqlite::Connection::open_in_memory().unwrap();
         let ours = rusqlite::Connection::open_in_memory().unwrap();
         install(&ours, 16 << 20).unwrap();

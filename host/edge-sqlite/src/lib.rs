@@ -15,10 +15,12 @@
 mod db;
 mod functions;
 mod host;
+mod memory;
 mod temp_files;
 
 pub use db::{Database, MAX_RESULT_BYTES, QueryResult, Value};
 pub use host::add_to_linker;
+pub use memory::{CONNECTION_MEMORY_BYTES, configure as count_memory};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -167,6 +167,9 @@ enum RulesCommand {
 }
 
 fn main() {
+    // Before anything opens a database: SQLite's memory counted per
+    // tenant connection (its allocator is set once, before first use).
+    edge_sqlite::count_memory();
     no_transparent_huge_pages();
     let cli = Cli::parse();
     init_logging(cli.log_format);
