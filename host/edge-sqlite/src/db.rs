@@ -125,6 +125,9 @@ impl Database {
             std::fs::create_dir_all(dir)
                 .map_err(|e| SqlError::host(format!("{}: {e}", dir.display())))?;
         }
+        // The host configures SQLite's memory before its first use (main);
+        // this crate's tests have no main.
+        #[cfg(test)]
         memory::configure();
         temp_files::register().map_err(|rc| {
             SqlError::host(format!("registering the temporary-file VFS: code {rc}"))
@@ -246,7 +249,7 @@ impl Database {
         let _charging = self.temp.charge_here();
         let _memory = self.memory.charge_here();
         let result = self.run(sql, params).map_err(|e| match e {
-            _ if self.memory.take_refused() => SqlError::Io(format!(
+            SqlError::OutOfMemory if self.memory.take_refused() => SqlError::Io(format!(
                 "the statement needed more than its connection's {} bytes of memory (page caches of sorts, DISTINCT, GROUP BY, UNION and recursive queries' tables, values)",
                 self.memory.cap()
             )),
@@ -609,8 +612,8 @@ mod tests {
     /// It fails at the connection's cap, in words, and gives it all back.
     #[test]
     fn a_statements_memory_is_held_to_the_cap() {
-        assert!(memory::configure());
         let (mut d, _) = db(1 << 30);
+        assert!(memory::configure());
         d.execute(
             "CREATE TABLE c AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT 2000) SELECT x FROM r",
             &[],
@@ -640,6 +643,21 @@ mod tests {
         let few = (0..4).map(distinct).collect::<Vec<_>>().join(" + ");
         let r = d.execute(&format!("SELECT {few}"), &[], later()).unwrap();
         assert_eq!(r.rows, [[Value::Integer(8000)]]);
+    }
+
+    /// Every connection has edge's linear functions (functions.rs).
+    #[test]
+    fn connections_have_the_linear_functions() {
+        let (mut d, _) = db(1 << 20);
+        let set = Value::Text("x".repeat(1001));
+        let err = d
+            .execute("SELECT trim('x', ?1)", std::slice::from_ref(&set), later())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(err, SqlError::Io(ref m) if m.contains("edge allows at most 1000")),
+            "{err:?}"
+        );
     }
 
     /// A LIKE or GLOB runs in O(|value| · |pattern|) within one step,

@@ -238,6 +238,12 @@ unsafe extern "C" fn replace(
             ffi::SQLITE_LIMIT_LENGTH,
             -1,
         ) as usize;
+        // SQLite's asks for X's length and its NUL first: too big at the
+        // limit itself, whatever it replaces.
+        if string.len() >= limit {
+            ffi::sqlite3_result_error_toobig(ctx);
+            return;
+        }
         let mut out = Vec::with_capacity(string.len());
         let mut from = 0;
         for at in memchr::memmem::find_iter(string, pattern) {
@@ -673,6 +679,10 @@ mod tests {
         let stock = rusqlite::Connection::open_in_memory().unwrap();
         let ours = rusqlite::Connection::open_in_memory().unwrap();
         install(&ours, 16 << 20).unwrap();
+        // As a tenant's database: values up to 16 MiB.
+        for conn in [&stock, &ours] {
+            conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, 16 << 20);
+        }
         (stock, ours)
     }
 
@@ -807,6 +817,31 @@ mod tests {
                 }
             }
         }
+        // At the length limit: SQLite's replace() is too big there even
+        // when nothing is replaced; growing past it is too big too.
+        let limit = 16 << 20;
+        for x in [
+            vec![b'a'; limit],
+            vec![b'a'; limit - 1],
+            vec![b'a'; limit - 2],
+        ] {
+            for (y, z) in [("a", "bb"), ("x", "y"), ("", "y"), ("a", ""), ("x", "NULL")] {
+                let z = if z == "NULL" {
+                    Value::Null
+                } else {
+                    Value::Text(z.into())
+                };
+                let args = [Value::Blob(x.clone()), Value::Text(y.into()), z];
+                let sql = "SELECT length(replace(CAST(?1 AS TEXT), ?2, ?3)), 'x'";
+                assert_eq!(
+                    answer(&ours, sql, &args),
+                    answer(&stock, sql, &args),
+                    "{} {y} {:?}",
+                    x.len(),
+                    args[2]
+                );
+            }
+        }
         let mut seed = 0x9E37_79B9_7F4A_7C15;
         // Many kinds of byte; then few, so that Y's characters often
         // share a lead byte, repeat, or end in the same continuation byte.
@@ -831,8 +866,24 @@ mod tests {
     /// compared with all of Y) take one pass here.
     #[test]
     fn the_worst_cases_are_linear() {
+        // Seconds here; hours to days for SQLite's own: a hang is a failure.
+        let (done, finished) = std::sync::mpsc::channel();
+        let worst = std::thread::spawn(move || {
+            worst_cases();
+            done.send(()).unwrap();
+        });
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            finished.recv_timeout(std::time::Duration::from_secs(120))
+        {
+            panic!("the worst cases did not finish in 2 minutes: quadratic again?");
+        }
+        worst.join().unwrap();
+    }
+
+    fn worst_cases() {
         let (_, ours) = stock_and_ours();
-        let a = "a".repeat(16 << 20);
+        // Just under the limit (replace() is too big at it).
+        let a = "a".repeat((16 << 20) - 1);
         let needle = format!("{}b", "a".repeat(8 << 20));
         let set = format!("{}a", "b".repeat(MAX_CHARACTER_SET_BYTES - 1));
         let run = |sql: &str, args: &[&dyn rusqlite::ToSql]| -> i64 {
@@ -841,16 +892,16 @@ mod tests {
         assert_eq!(run("SELECT instr(?1, ?2)", &[&a, &needle]), 0);
         assert_eq!(
             run("SELECT length(replace(?1, ?2, 'x'))", &[&a, &needle]),
-            16 << 20
+            (16 << 20) - 1
         );
         assert_eq!(run("SELECT length(trim(?1, ?2))", &[&a, &set]), 0);
         // Long runs of continuation bytes after a lead byte, from the end:
         // taken one byte at a time up to the lead (the one-byte character
         // comes first in Y), or a whole character at a time.
         let rtrim = "SELECT length(CAST(rtrim(CAST(?1 AS TEXT), CAST(?2 AS TEXT)) AS BLOB))";
-        let runs = [&[0xC3u8][..], &[0x80; 1 << 20]].concat().repeat(16);
+        let runs = [&[0xC3u8][..], &[0x80; 1 << 20]].concat().repeat(15);
         let set = [&[0x80u8, 0xC3][..], &[0x80; 500], b"x"].concat();
-        assert_eq!(run(rtrim, &[&runs, &set]), 15 * ((1 << 20) + 1) + 1);
+        assert_eq!(run(rtrim, &[&runs, &set]), 14 * ((1 << 20) + 1) + 1);
         let runs = [&[0xC3u8][..], &[0x80; 200]].concat().repeat(80_000);
         let set = [&[0xC3u8][..], &[0x80; 200], &[b'x', 0x80]].concat();
         assert_eq!(run(rtrim, &[&runs, &set]), 0);

@@ -45,6 +45,7 @@ macro_rules! conversions {
                     SqlError::AccessDenied => Self::AccessDenied,
                     SqlError::InvalidConnection => Self::InvalidConnection,
                     SqlError::DatabaseFull => Self::DatabaseFull,
+                    SqlError::OutOfMemory => Self::Io("out of memory".into()),
                     SqlError::Io(m) => Self::Io(m),
                     SqlError::Host(_) => {
                         Self::Io("the database is unavailable; try again later".into())

@@ -45,6 +45,10 @@ pub enum SqlError {
     /// The database reached its size cap.
     #[error("database full")]
     DatabaseFull,
+    /// SQLite ran out of memory (the connection's cap, most likely: the
+    /// statement's error names it then).
+    #[error("out of memory")]
+    OutOfMemory,
     /// SQLite's own error for the statement (syntax, constraint, ...), or
     /// a limit the host sets.
     #[error("{0}")]
@@ -64,6 +68,7 @@ impl SqlError {
         use rusqlite::ErrorCode;
         match e.sqlite_error_code() {
             Some(ErrorCode::DiskFull) => Self::DatabaseFull,
+            Some(ErrorCode::OutOfMemory) => Self::OutOfMemory,
             Some(ErrorCode::OperationInterrupted) => {
                 Self::Io("interrupted: the request's deadline passed".into())
             }

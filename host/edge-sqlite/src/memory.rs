@@ -34,7 +34,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub const CONNECTION_MEMORY_BYTES: u64 = 128 << 20;
 
 /// Installs the allocator; `false` when SQLite was already in use in this
-/// process (nothing is counted then). The host calls it first thing.
+/// process (nothing is counted then). The host calls it first thing in
+/// `main`, before any thread could be initializing SQLite (its
+/// configuration is not thread-safe: an allocator swapped mid-way would
+/// free what another allocated).
 pub fn configure() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
@@ -186,6 +189,11 @@ static METHODS: Methods = Methods(ffi::sqlite3_mem_methods {
     pAppData: ptr::null_mut(),
 });
 
+/// What an allocation of `size` usable bytes is charged: its header too.
+fn charge(size: usize) -> u64 {
+    (size + HEADER) as u64
+}
+
 fn layout(size: usize) -> Layout {
     Layout::from_size_align(size + HEADER, 16).expect("sizes under 2 GiB")
 }
@@ -204,13 +212,13 @@ unsafe extern "C" fn malloc(n: c_int) -> *mut c_void {
     // During a thread's teardown nothing is charged.
     let budget = CURRENT.try_with(Cell::get).unwrap_or(ptr::null());
     unsafe {
-        if !budget.is_null() && !take(budget, size as u64) {
+        if !budget.is_null() && !take(budget, charge(size)) {
             return ptr::null_mut();
         }
         let at = std::alloc::alloc(layout(size));
         if at.is_null() {
             if !budget.is_null() {
-                release(budget, size as u64);
+                release(budget, charge(size));
             }
             return ptr::null_mut();
         }
@@ -234,7 +242,7 @@ unsafe extern "C" fn free(p: *mut c_void) {
         let Header { budget, size } = at.read();
         std::alloc::dealloc(at.cast(), layout(size));
         if !budget.is_null() {
-            release(budget, size as u64);
+            release(budget, charge(size));
         }
     }
 }

@@ -89,14 +89,16 @@ impl TempBudget {
         self.held.load(Ordering::Relaxed)
     }
 
-    fn take(&self, bytes: u64) -> bool {
+    /// Charges `bytes`, or refuses past the cap (remembered when `fatal`:
+    /// the statement fails for it).
+    fn take(&self, bytes: u64, fatal: bool) -> bool {
         let taken = self
             .held
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
                 held.checked_add(bytes).filter(|&n| n <= self.cap)
             })
             .is_ok();
-        if !taken {
+        if !taken && fatal {
             self.refused.store(true, Ordering::Relaxed);
         }
         taken
@@ -171,7 +173,8 @@ unsafe extern "C" fn open(
     unsafe {
         let default_open = (*default).xOpen.expect("a VFS opens files");
         let budget = if flags & TEMPORARY != 0 {
-            CURRENT.with(|c| c.borrow().clone())
+            // During a thread's teardown nothing is charged.
+            CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
         } else {
             None
         };
@@ -234,13 +237,14 @@ unsafe fn parts<'a>(
     unsafe { (&mut *file.cast::<TempFile>(), inner, &*(*inner).pMethods) }
 }
 
-/// Charges the file's growth to `end` bytes, if it grows.
-fn grow(file: &mut TempFile, end: u64) -> bool {
+/// Charges the file's growth to `end` bytes, if it grows; a refusal is
+/// `fatal` when SQLite fails the statement for it (a write, not a hint).
+fn grow(file: &mut TempFile, end: u64, fatal: bool) -> bool {
     if end <= file.charged {
         return true;
     }
     // SAFETY: the budget lives while the file is open.
-    if unsafe { &*file.budget }.take(end - file.charged) {
+    if unsafe { &*file.budget }.take(end - file.charged, fatal) {
         file.charged = end;
         true
     } else {
@@ -267,7 +271,7 @@ unsafe extern "C" fn write(
 ) -> c_int {
     unsafe {
         let (header, inner, methods) = parts(file);
-        if !grow(header, offset as u64 + amount as u64) {
+        if !grow(header, offset as u64 + amount as u64, true) {
             return ffi::SQLITE_FULL;
         }
         methods.xWrite.expect("files are written")(inner, data, amount, offset)
@@ -278,7 +282,7 @@ unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_i
     unsafe {
         let (header, inner, methods) = parts(file);
         let size = size as u64;
-        if !grow(header, size) {
+        if !grow(header, size, true) {
             return ffi::SQLITE_FULL;
         }
         let rc = methods.xTruncate.expect("files are truncated")(inner, size as i64);
@@ -297,8 +301,9 @@ unsafe extern "C" fn file_control(
 ) -> c_int {
     unsafe {
         let (header, inner, methods) = parts(file);
-        // A size hint may extend the file without a write (the sorter's).
-        if op == ffi::SQLITE_FCNTL_SIZE_HINT && !grow(header, *arg.cast::<i64>() as u64) {
+        // A size hint may extend the file without a write (the sorter's);
+        // refused, SQLite goes on without it.
+        if op == ffi::SQLITE_FCNTL_SIZE_HINT && !grow(header, *arg.cast::<i64>() as u64, false) {
             return ffi::SQLITE_FULL;
         }
         methods
@@ -307,15 +312,16 @@ unsafe extern "C" fn file_control(
     }
 }
 
-/// Methods passed through as they are.
+/// Methods passed through as they are, where the file's methods are of
+/// the version that has them.
 macro_rules! forward {
-    ($($name:ident: $field:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $missing:expr;)*) => {$(
+    ($($name:ident: $field:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $missing:expr, since $version:literal;)*) => {$(
         unsafe extern "C" fn $name(file: *mut ffi::sqlite3_file, $($arg: $ty),*) -> $ret {
             unsafe {
                 let (_, inner, methods) = parts(file);
                 match methods.$field {
-                    Some(f) => f(inner, $($arg),*),
-                    None => $missing,
+                    Some(f) if methods.iVersion >= $version => f(inner, $($arg),*),
+                    _ => $missing,
                 }
             }
         }
@@ -323,19 +329,19 @@ macro_rules! forward {
 }
 
 forward! {
-    read: xRead(data: *mut c_void, amount: c_int, offset: ffi::sqlite3_int64) -> c_int = ffi::SQLITE_IOERR_READ;
-    sync: xSync(flags: c_int) -> c_int = ffi::SQLITE_OK;
-    file_size: xFileSize(size: *mut ffi::sqlite3_int64) -> c_int = ffi::SQLITE_IOERR_FSTAT;
-    lock: xLock(level: c_int) -> c_int = ffi::SQLITE_OK;
-    unlock: xUnlock(level: c_int) -> c_int = ffi::SQLITE_OK;
-    check_reserved_lock: xCheckReservedLock(out: *mut c_int) -> c_int = ffi::SQLITE_OK;
-    sector_size: xSectorSize() -> c_int = 4096;
-    device_characteristics: xDeviceCharacteristics() -> c_int = 0;
-    shm_map: xShmMap(region: c_int, size: c_int, extend: c_int, out: *mut *mut c_void) -> c_int = ffi::SQLITE_IOERR_SHMMAP;
-    shm_lock: xShmLock(offset: c_int, n: c_int, flags: c_int) -> c_int = ffi::SQLITE_IOERR_SHMLOCK;
-    shm_barrier: xShmBarrier() -> () = ();
-    shm_unmap: xShmUnmap(delete: c_int) -> c_int = ffi::SQLITE_OK;
-    unfetch: xUnfetch(offset: ffi::sqlite3_int64, page: *mut c_void) -> c_int = ffi::SQLITE_OK;
+    read: xRead(data: *mut c_void, amount: c_int, offset: ffi::sqlite3_int64) -> c_int = ffi::SQLITE_IOERR_READ, since 1;
+    sync: xSync(flags: c_int) -> c_int = ffi::SQLITE_OK, since 1;
+    file_size: xFileSize(size: *mut ffi::sqlite3_int64) -> c_int = ffi::SQLITE_IOERR_FSTAT, since 1;
+    lock: xLock(level: c_int) -> c_int = ffi::SQLITE_OK, since 1;
+    unlock: xUnlock(level: c_int) -> c_int = ffi::SQLITE_OK, since 1;
+    check_reserved_lock: xCheckReservedLock(out: *mut c_int) -> c_int = ffi::SQLITE_OK, since 1;
+    sector_size: xSectorSize() -> c_int = 4096, since 1;
+    device_characteristics: xDeviceCharacteristics() -> c_int = 0, since 1;
+    shm_map: xShmMap(region: c_int, size: c_int, extend: c_int, out: *mut *mut c_void) -> c_int = ffi::SQLITE_IOERR_SHMMAP, since 2;
+    shm_lock: xShmLock(offset: c_int, n: c_int, flags: c_int) -> c_int = ffi::SQLITE_IOERR_SHMLOCK, since 2;
+    shm_barrier: xShmBarrier() -> () = (), since 2;
+    shm_unmap: xShmUnmap(delete: c_int) -> c_int = ffi::SQLITE_OK, since 2;
+    unfetch: xUnfetch(offset: ffi::sqlite3_int64, page: *mut c_void) -> c_int = ffi::SQLITE_OK, since 3;
 }
 
 unsafe extern "C" fn fetch(
