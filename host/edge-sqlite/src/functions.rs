@@ -9,6 +9,8 @@
 //!   are linear: `memchr`'s two-way search for `instr` and `replace`, a
 //!   trie of Y's characters for `trim`, a sorted set of its code points
 //!   for `unhex`, whose Y is held to [`MAX_CHARACTER_SET_BYTES`].
+//! - `json_patch` and `jsonb_patch` are SQLite's own with their work
+//!   bounded first (`json_patch.rs`).
 //! - `random()` and `randomblob(N)` come from the calling thread's own
 //!   generator (`rand`'s, ChaCha seeded from the system's): SQLite's is one
 //!   for the whole process, behind one lock held while it makes all N
@@ -61,6 +63,11 @@ pub(crate) fn install(conn: &rusqlite::Connection, max_value_bytes: usize) -> ru
             return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None));
         }
     }
+    // SAFETY: the connection is open.
+    let rc = unsafe { crate::json_patch::install(conn.handle()) };
+    if rc != ffi::SQLITE_OK {
+        return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None));
+    }
     Ok(())
 }
 
@@ -72,7 +79,7 @@ const RIGHT: usize = 2;
 
 /// Runs a function's body; a panic becomes the statement's error, never
 /// an unwind into SQLite.
-fn guarded(ctx: *mut ffi::sqlite3_context, body: impl FnOnce()) {
+pub(crate) fn guarded(ctx: *mut ffi::sqlite3_context, body: impl FnOnce()) {
     if catch_unwind(AssertUnwindSafe(body)).is_err() {
         // SAFETY: `ctx` is the call's context.
         unsafe {

@@ -15,6 +15,7 @@
 mod db;
 mod functions;
 mod host;
+mod json_patch;
 mod memory;
 mod temp_files;
 

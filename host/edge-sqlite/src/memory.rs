@@ -127,6 +127,14 @@ impl Memory {
     }
 }
 
+/// While alive, SQLite's allocations on this thread are charged nowhere
+/// (what lives with the thread, not with a statement).
+pub(crate) fn uncharged() -> Charging {
+    Charging {
+        outer: CURRENT.with(|c| c.replace(ptr::null())),
+    }
+}
+
 impl Drop for Memory {
     fn drop(&mut self) {
         // SAFETY: the owner's one is given back once.
