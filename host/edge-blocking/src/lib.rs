@@ -32,7 +32,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -113,6 +113,68 @@ pub fn clear_background(id: tokio::runtime::Id) {
     }
 }
 
+/// The serving runtimes (the front lane's), taken in turn by work that
+/// must not begin on the background lane's runtime.
+static FRONT: RwLock<Vec<tokio::runtime::Handle>> = RwLock::new(Vec::new());
+static NEXT_FRONT: AtomicUsize = AtomicUsize::new(0);
+
+/// Adds a serving runtime (a front lane's).
+pub fn add_front(handle: tokio::runtime::Handle) {
+    FRONT
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(handle);
+}
+
+/// Forgets the serving runtime `id` (it is shutting down).
+pub fn remove_front(id: tokio::runtime::Id) {
+    FRONT
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|h| h.id() != id);
+}
+
+/// A serving runtime to start work on, when called on the background
+/// lane's runtime (elsewhere, and on a host without serving runtimes,
+/// work starts where it is).
+fn front_for_background() -> Option<tokio::runtime::Handle> {
+    if !on_background_runtime() {
+        return None;
+    }
+    let front = FRONT.read().unwrap_or_else(|e| e.into_inner());
+    let n = front.len();
+    (n > 0).then(|| front[NEXT_FRONT.fetch_add(1, Relaxed) % n].clone())
+}
+
+/// Runs `future` where what it makes lives in front: called on the
+/// background lane's runtime, on a serving runtime (aborted if dropped).
+/// A socket registers with the reactor of the runtime it is made on, which
+/// wakes its tasks for its whole life: one made while its tenant was
+/// behind would be woken by `SCHED_IDLE` threads long after the tenant
+/// came back (its tasks' polls still move with the lane: [`Lane::pace`]).
+pub async fn in_front<F>(future: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let Some(front) = front_for_background() else {
+        return future.await;
+    };
+    /// Aborts the task if the caller gives up on it (a timeout).
+    struct Abort<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for Abort<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let mut task = Abort(front.spawn(future));
+    match (&mut task.0).await {
+        Ok(out) => out,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => panic!("the serving runtime shut down under work started on it"),
+    }
+}
+
 /// A tenant's blocking work: spawned, timed and charged to its lane. The
 /// default has no lane (tools and tests): its work runs uncharged.
 #[derive(Clone, Default)]
@@ -181,17 +243,22 @@ impl TenantWork {
         self.0.as_ref().is_some_and(|lane| lane.in_background())
     }
 
-    /// Spawns `task` on the current runtime, an async task of the
-    /// tenant's that outlives the call starting it (a connection's I/O):
-    /// polled in the tenant's lane, each poll charged to it
-    /// ([`Lane::pace`]). Spawned from the background lane's runtime, it
-    /// stays there (there is no front runtime to hand it to).
+    /// Spawns `task`, an async task of the tenant's that outlives the call
+    /// starting it (a connection's I/O): polled in the tenant's lane, each
+    /// poll charged to it ([`Lane::pace`]). It lives on the current
+    /// runtime, or on a serving one when started on the background lane's
+    /// (from there its polls go back and forth with the lane; started
+    /// there, it would stay there).
     pub fn spawn_async(
         &self,
         task: impl Future<Output = ()> + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
-        match &self.0 {
-            Some(lane) => tokio::spawn(lane.clone().pace(Box::pin(task))),
+        let task: AsyncWork = match &self.0 {
+            Some(lane) => lane.clone().pace(Box::pin(task)),
+            None => Box::pin(task),
+        };
+        match front_for_background() {
+            Some(front) => front.spawn(task),
             None => tokio::spawn(task),
         }
     }
@@ -842,17 +909,70 @@ mod tests {
         }
     }
 
-    #[test]
-    fn work_is_charged_to_its_tenant_and_runs_in_its_lane() {
-        // A background lane as the host makes one: every thread at
-        // SCHED_IDLE (checked below: a refusal fails the test, not this).
-        let background = tokio::runtime::Builder::new_multi_thread()
+    /// Tests that set the host's background runtime, one at a time.
+    static BACKGROUND_SET: Mutex<()> = Mutex::new(());
+
+    /// A background lane as the host makes one: every thread at
+    /// `SCHED_IDLE`.
+    fn background_lane() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
+            .enable_all()
             .on_thread_start(|| {
                 let _ = set_idle();
             })
             .build()
+            .unwrap()
+    }
+
+    /// A connection opened during a call on the background lane (its
+    /// socket made, its I/O task spawned) lives on a serving runtime: made
+    /// there, it stayed there for good.
+    #[test]
+    fn async_work_begun_in_the_background_lives_in_front() {
+        let _one = BACKGROUND_SET.lock().unwrap_or_else(|e| e.into_inner());
+        let background = background_lane();
+        set_background(background.handle().clone());
+        let serving = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
             .unwrap();
+        add_front(serving.handle().clone());
+        let work = TenantWork::new(Arc::new(Meter::default()));
+        let (task_ran_on, made_on) = background.block_on(async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            work.spawn_async(async move {
+                let _ = tx.send(tokio::runtime::Handle::current().id());
+            });
+            let made_on = in_front(async { tokio::runtime::Handle::current().id() }).await;
+            (rx.await.unwrap(), made_on)
+        });
+        assert_eq!(task_ran_on, serving.handle().id(), "the task");
+        assert_eq!(made_on, serving.handle().id(), "what it made");
+        // Begun in front, both stay where they begin.
+        let here = serving.block_on(async {
+            let work = TenantWork::new(Arc::new(Meter::default()));
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            work.spawn_async(async move {
+                let _ = tx.send(tokio::runtime::Handle::current().id());
+            });
+            (
+                rx.await.unwrap(),
+                in_front(async { tokio::runtime::Handle::current().id() }).await,
+            )
+        });
+        assert_eq!(here, (serving.handle().id(), serving.handle().id()));
+        remove_front(serving.handle().id());
+        clear_background(background.handle().id());
+    }
+
+    #[test]
+    fn work_is_charged_to_its_tenant_and_runs_in_its_lane() {
+        let _one = BACKGROUND_SET.lock().unwrap_or_else(|e| e.into_inner());
+        // (Its threads' policy is checked below: a refusal fails the
+        // test, not the lane's making.)
+        let background = background_lane();
         set_background(background.handle().clone());
         let front = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -164,7 +164,10 @@ impl OutboundPolicy {
             let (addrs, permit) = self.checked_addresses(scheme, host, port).await?;
             let mut failed = None;
             for addr in addrs {
-                match TcpStream::connect(addr).await {
+                // Made on a serving runtime even during a call in the
+                // background lane: its reactor wakes the connection's
+                // tasks for its whole life.
+                match edge_blocking::in_front(TcpStream::connect(addr)).await {
                     Ok(stream) => {
                         // Listeners bound to every address are reached
                         // under any address of this machine: known only

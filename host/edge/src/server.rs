@@ -184,12 +184,17 @@ pub fn spawn_workers(
                         .build();
                     if let Ok(rt) = &rt {
                         shared.runtime.sessions.add_worker(rt.handle().clone());
+                        edge_blocking::add_front(rt.handle().clone());
                     }
                     registered.wait();
-                    rt?.block_on(async move {
+                    let rt = rt?;
+                    let id = rt.handle().id();
+                    let served = rt.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;
                         serve(shared, listener, slots, shutdown).await
-                    })
+                    });
+                    edge_blocking::remove_front(id);
+                    served
                 })?;
             Ok(thread)
         })
