@@ -2864,3 +2864,153 @@ fn failed_logins_behind_a_trusted_proxy_count_per_forwarded_client() {
     // proxy appends what it saw, and that is what counts.
     assert_eq!(login("198.51.100.1, 203.0.113.7", "another"), 429);
 }
+
+/// An API served over https under a private certificate authority (a
+/// TLS front made here, with openssl's certificates): the CLI trusts it
+/// with `--ca-cert`, not without, and says what is wrong with a bad file.
+#[test]
+fn the_cli_trusts_a_private_ca_for_an_https_api() {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+    let node = Node::start(Backend::sqlite(), "");
+    let dir = edge_tests::TempDir::new("private-ca");
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=edge test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "api.key",
+                "-out",
+                "api.csr",
+                "-subj",
+                "/CN=localhost",
+            ],
+        ]
+        .concat(),
+    );
+    dir.write(
+        "api.ext",
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    );
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "api.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "api.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "api.ext",
+    ]);
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(dir.path().join("api.pem"))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.path().join("api.key")).unwrap();
+    let tls = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(
+        rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap(),
+    ));
+    // The front: TLS in, the API's plain HTTP out.
+    let rt = runtime();
+    let upstream = node.api().trim_start_matches("http://").to_string();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    rt.spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let (tls, upstream) = (tls.clone(), upstream.clone());
+            tokio::spawn(async move {
+                let (Ok(mut client), Ok(mut api)) = (
+                    tls.accept(client).await,
+                    tokio::net::TcpStream::connect(&upstream).await,
+                ) else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut api).await;
+            });
+        }
+    });
+    let https = format!("https://localhost:{port}");
+    let token = node.operator_token();
+    let cli = |extra: &[&str]| {
+        edge_tests::edge_cli(
+            &https,
+            &token,
+            node.data.path(),
+            &[&["tenants", "list", "--json"][..], extra].concat(),
+        )
+    };
+    let ca = dir.path().join("ca.pem").display().to_string();
+    let (code, out, err) = cli(&["--ca-cert", &ca]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        serde_json::from_str::<Value>(&out).is_ok_and(|v| v.is_array()),
+        "{out}"
+    );
+    // Without it, the public roots alone: refused, saying why.
+    let (code, _, err) = cli(&[]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("UnknownIssuer") || err.contains("certificate"),
+        "{err}"
+    );
+    // A file that is not one: said so, nothing sent.
+    dir.write("not.pem", "not a certificate\n");
+    let not = dir.path().join("not.pem").display().to_string();
+    let (code, _, err) = cli(&["--ca-cert", &not]);
+    assert_ne!(code, 0);
+    assert!(err.contains("holds no certificate"), "{err}");
+}

@@ -511,6 +511,39 @@ pub fn tls_config() -> Arc<rustls::ClientConfig> {
         .clone()
 }
 
+/// [`tls_config`]'s public roots and the certificate authorities in the
+/// PEM file at `path` (a private CA an operator's API is served under);
+/// what is wrong with the file, in words.
+pub fn tls_config_trusting(path: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+    };
+    let shown = path.display();
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("reading the CA certificates {shown}: {e}"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{shown}: not PEM certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{shown} holds no certificate (PEM, \"-----BEGIN CERTIFICATE-----\")"
+        ));
+    }
+    for (i, cert) in certs.into_iter().enumerate() {
+        roots.add(cert).map_err(|e| {
+            format!(
+                "{shown}: certificate {} is not a CA certificate rustls can use: {e}",
+                i + 1
+            )
+        })?;
+    }
+    Ok(Arc::new(
+        rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    ))
+}
+
 fn server_name(host: &url::Host<String>) -> Result<rustls::pki_types::ServerName<'static>, Error> {
     use rustls::pki_types::ServerName;
     match host {

@@ -28,6 +28,10 @@ pub struct ApiArgs {
     /// `control/operator.token`).
     #[arg(long, env = "EDGE_API_TOKEN_FILE")]
     token_file: Option<PathBuf>,
+    /// A PEM file of certificate authorities to trust for an https API
+    /// (a private CA), beside the public roots.
+    #[arg(long, env = "EDGE_CA_CERT")]
+    ca_cert: Option<PathBuf>,
     /// Print the API's JSON instead of lines for people.
     #[arg(long)]
     pub json: bool,
@@ -38,6 +42,7 @@ pub struct ApiArgs {
 struct CredentialsFile {
     api: Option<String>,
     token: Option<String>,
+    ca_cert: Option<PathBuf>,
 }
 
 fn credentials_file() -> Option<PathBuf> {
@@ -83,6 +88,12 @@ impl Api {
             .clone()
             .or(file.api)
             .unwrap_or_else(|| "http://127.0.0.1:8790".into());
+        let tls = match args.ca_cert.as_ref().or(file.ca_cert.as_ref()) {
+            Some(path) => {
+                edge_outbound_http::pool::tls_config_trusting(path).map_err(|e| anyhow!(e))?
+            }
+            None => edge_outbound_http::pool::tls_config(),
+        };
         Ok(Self {
             base: base.trim_end_matches('/').to_string(),
             token,
@@ -90,7 +101,7 @@ impl Api {
             // http for one on the node's loopback.
             client: Client::builder(hyper_util::rt::TokioExecutor::new()).build(
                 hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_tls_config((*edge_outbound_http::pool::tls_config()).clone())
+                    .with_tls_config((*tls).clone())
                     .https_or_http()
                     .enable_http1()
                     .build(),
