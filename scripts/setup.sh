@@ -31,6 +31,7 @@ for tool in fsfreeze setpriv; do command -v "$tool" >/dev/null || { missing+=(ut
 command -v chromium >/dev/null || missing+=(chromium)
 command -v npm >/dev/null || missing+=(nodejs npm)
 command -v curl >/dev/null || missing+=(curl)  # make run's scripts (billing deploy and seeding)
+command -v openssl >/dev/null || missing+=(openssl)  # a private CA for the CLI's https test
 if [ ${#missing[@]} -gt 0 ]; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -135,6 +135,10 @@ pub fn edge_cli(api: &str, token: &str, home: &Path, args: &[&str]) -> (i32, Str
         .env("EDGE_API_URL", api)
         .env("EDGE_API_TOKEN", token)
         .env("HOME", home)
+        // Nothing of the caller's: its token file or CA would be taken.
+        .env_remove("EDGE_API_TOKEN_FILE")
+        .env_remove("EDGE_CA_CERT")
+        .env_remove("XDG_CONFIG_HOME")
         .output()
         .expect("edge");
     (

@@ -32,7 +32,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -113,10 +113,9 @@ pub fn clear_background(id: tokio::runtime::Id) {
     }
 }
 
-/// The serving runtimes (the front lane's), taken in turn by work that
-/// must not begin on the background lane's runtime.
+/// The serving runtimes (the front lane's), where a tenant's async work
+/// begun on the background lane's runtime is put.
 static FRONT: RwLock<Vec<tokio::runtime::Handle>> = RwLock::new(Vec::new());
-static NEXT_FRONT: AtomicUsize = AtomicUsize::new(0);
 
 /// Adds a serving runtime (a front lane's).
 pub fn add_front(handle: tokio::runtime::Handle) {
@@ -134,46 +133,31 @@ pub fn remove_front(id: tokio::runtime::Id) {
         .retain(|h| h.id() != id);
 }
 
-/// A serving runtime to start work on, when called on the background
-/// lane's runtime (elsewhere, and on a host without serving runtimes,
-/// work starts where it is).
-fn front_for_background() -> Option<tokio::runtime::Handle> {
+/// The serving runtime for work of the tenant `key` begun here, when here
+/// is the background lane's runtime (elsewhere, and on a host without
+/// serving runtimes, work starts where it is). One per tenant: a
+/// connection's socket and its I/O task on the same one.
+fn front_for_background(key: usize) -> Option<tokio::runtime::Handle> {
     if !on_background_runtime() {
         return None;
     }
     let front = FRONT.read().unwrap_or_else(|e| e.into_inner());
     let n = front.len();
-    (n > 0).then(|| front[NEXT_FRONT.fetch_add(1, Relaxed) % n].clone())
+    (n > 0).then(|| front[key % n].clone())
 }
 
-/// Runs `future` where what it makes lives in front: called on the
-/// background lane's runtime, on a serving runtime (aborted if dropped).
-/// A socket registers with the reactor of the runtime it is made on, which
-/// wakes its tasks for its whole life: one made while its tenant was
-/// behind would be woken by `SCHED_IDLE` threads long after the tenant
-/// came back (its tasks' polls still move with the lane: [`Lane::pace`]).
-pub async fn in_front<F>(future: F) -> F::Output
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let Some(front) = front_for_background() else {
-        return future.await;
-    };
-    /// Aborts the task if the caller gives up on it (a timeout).
-    struct Abort<T>(tokio::task::JoinHandle<T>);
-    impl<T> Drop for Abort<T> {
-        fn drop(&mut self) {
-            self.0.abort();
-        }
-    }
-    let mut task = Abort(front.spawn(future));
-    match (&mut task.0).await {
-        Ok(out) => out,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => panic!("the serving runtime shut down under work started on it"),
+/// The host is shutting down: a serving runtime stopped under work put on
+/// it.
+#[derive(Debug)]
+pub struct ShuttingDown;
+
+impl std::fmt::Display for ShuttingDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the host is shutting down")
     }
 }
+
+impl std::error::Error for ShuttingDown {}
 
 /// A tenant's blocking work: spawned, timed and charged to its lane. The
 /// default has no lane (tools and tests): its work runs uncharged.
@@ -243,6 +227,46 @@ impl TenantWork {
         self.0.as_ref().is_some_and(|lane| lane.in_background())
     }
 
+    /// Where this tenant's work begun on the background lane goes
+    /// ([`front_for_background`]), keyed by its lane.
+    fn front(&self) -> Option<tokio::runtime::Handle> {
+        let key = self
+            .0
+            .as_ref()
+            .map_or(0, |lane| Arc::as_ptr(lane).cast::<u8>() as usize / 64);
+        front_for_background(key)
+    }
+
+    /// Runs `future` where what it makes lives in front: called on the
+    /// background lane's runtime, on the tenant's serving runtime (aborted
+    /// if dropped), uncharged (only what must be made there: a socket, not
+    /// a handshake). A socket registers with the reactor of the runtime it
+    /// is made on, which wakes its tasks for its whole life: one made while
+    /// its tenant was behind would be woken by `SCHED_IDLE` threads long
+    /// after the tenant came back.
+    pub async fn in_front<F>(&self, future: F) -> Result<F::Output, ShuttingDown>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let Some(front) = self.front() else {
+            return Ok(future.await);
+        };
+        /// Aborts the task if the caller gives up on it (a timeout).
+        struct Abort<T>(tokio::task::JoinHandle<T>);
+        impl<T> Drop for Abort<T> {
+            fn drop(&mut self) {
+                self.0.abort();
+            }
+        }
+        let mut task = Abort(front.spawn(future));
+        match (&mut task.0).await {
+            Ok(out) => Ok(out),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(ShuttingDown),
+        }
+    }
+
     /// Spawns `task`, an async task of the tenant's that outlives the call
     /// starting it (a connection's I/O): polled in the tenant's lane, each
     /// poll charged to it ([`Lane::pace`]). It lives on the current
@@ -257,8 +281,21 @@ impl TenantWork {
             Some(lane) => lane.clone().pace(Box::pin(task)),
             None => Box::pin(task),
         };
-        match front_for_background() {
+        match self.front() {
             Some(front) => front.spawn(task),
+            None => tokio::spawn(task),
+        }
+    }
+
+    /// Spawns `task` as [`TenantWork::spawn_async`] does, but on the
+    /// current runtime wherever that is (for a caller that keeps its own
+    /// account of which lane drives what: the outbound HTTP pool).
+    pub fn spawn_async_here(
+        &self,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        match &self.0 {
+            Some(lane) => tokio::spawn(lane.clone().pace(Box::pin(task))),
             None => tokio::spawn(task),
         }
     }
@@ -925,46 +962,117 @@ mod tests {
             .unwrap()
     }
 
+    /// A serving runtime as the host makes one: one thread, driven by its
+    /// `block_on` until the guard drops; registered as a front runtime.
+    struct Serving {
+        handle: tokio::runtime::Handle,
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Serving {
+        fn start() -> Self {
+            let (ready, handle) = std::sync::mpsc::channel();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                ready.send(rt.handle().clone()).unwrap();
+                rt.block_on(async {
+                    let _ = stopped.await;
+                });
+            });
+            let handle = handle.recv().unwrap();
+            add_front(handle.clone());
+            Self {
+                handle,
+                stop: Some(stop),
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for Serving {
+        fn drop(&mut self) {
+            remove_front(self.handle.id());
+            let _ = self.stop.take().unwrap().send(());
+            let _ = self.thread.take().unwrap().join();
+        }
+    }
+
+    /// The host's background lane while the guard lives.
+    struct BackgroundSet(tokio::runtime::Runtime);
+
+    impl BackgroundSet {
+        fn new() -> Self {
+            let rt = background_lane();
+            set_background(rt.handle().clone());
+            Self(rt)
+        }
+    }
+
+    impl Drop for BackgroundSet {
+        fn drop(&mut self) {
+            clear_background(self.0.handle().id());
+        }
+    }
+
     /// A connection opened during a call on the background lane (its
-    /// socket made, its I/O task spawned) lives on a serving runtime: made
-    /// there, it stayed there for good.
+    /// socket made, its I/O task spawned) lives on the tenant's serving
+    /// runtime, both on the same one: made on the background lane's, it
+    /// stayed there for good.
     #[test]
     fn async_work_begun_in_the_background_lives_in_front() {
         let _one = BACKGROUND_SET.lock().unwrap_or_else(|e| e.into_inner());
-        let background = background_lane();
-        set_background(background.handle().clone());
-        let serving = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        add_front(serving.handle().clone());
+        let background = BackgroundSet::new();
+        let serving = [Serving::start(), Serving::start()];
+        let ids: Vec<_> = serving.iter().map(|s| s.handle.id()).collect();
         let work = TenantWork::new(Arc::new(Meter::default()));
-        let (task_ran_on, made_on) = background.block_on(async move {
+        let here = || tokio::runtime::Handle::current().id();
+        let (task_ran_on, made_on) = background.0.block_on(async {
             let (tx, rx) = tokio::sync::oneshot::channel();
             work.spawn_async(async move {
-                let _ = tx.send(tokio::runtime::Handle::current().id());
+                let _ = tx.send(here());
             });
-            let made_on = in_front(async { tokio::runtime::Handle::current().id() }).await;
+            let made_on = work.in_front(async move { here() }).await.unwrap();
             (rx.await.unwrap(), made_on)
         });
-        assert_eq!(task_ran_on, serving.handle().id(), "the task");
-        assert_eq!(made_on, serving.handle().id(), "what it made");
+        assert!(
+            ids.contains(&task_ran_on),
+            "the task ran on the background lane's runtime"
+        );
+        assert_eq!(
+            made_on, task_ran_on,
+            "the socket and its task on one runtime"
+        );
         // Begun in front, both stay where they begin.
-        let here = serving.block_on(async {
-            let work = TenantWork::new(Arc::new(Meter::default()));
+        let elsewhere = front();
+        let (task, made) = elsewhere.block_on(async {
             let (tx, rx) = tokio::sync::oneshot::channel();
             work.spawn_async(async move {
-                let _ = tx.send(tokio::runtime::Handle::current().id());
+                let _ = tx.send(here());
             });
             (
                 rx.await.unwrap(),
-                in_front(async { tokio::runtime::Handle::current().id() }).await,
+                work.in_front(async move { here() }).await.unwrap(),
             )
         });
-        assert_eq!(here, (serving.handle().id(), serving.handle().id()));
-        remove_front(serving.handle().id());
-        clear_background(background.handle().id());
+        assert_eq!(
+            (task, made),
+            (elsewhere.handle().id(), elsewhere.handle().id())
+        );
+        // A serving runtime that stopped: an error, not a panic.
+        drop(serving);
+        let gone = Serving::start();
+        let id = gone.handle.id();
+        let handle = gone.handle.clone();
+        drop(gone);
+        add_front(handle);
+        let stopped = background.0.block_on(work.in_front(async {}));
+        remove_front(id);
+        assert!(stopped.is_err());
     }
 
     #[test]

@@ -341,11 +341,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
         .max_allowed_packet(Some(MAX_PACKET_BYTES))
         .compression(None)
         .stmt_cache_size(STATEMENT_CACHE);
-    // Its socket made on a serving runtime even during a call in the
-    // background lane (kept and reused after, it is woken by that
-    // runtime's reactor for life); the handshake's little work with it.
-    let connect = edge_blocking::in_front(mysql_async::Conn::new(opts));
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, mysql_async::Conn::new(opts))
         .await
         .map_err(|_| Error::ConnectionFailed("the server did not answer in time".into()))?
         .map_err(|e| Error::ConnectionFailed(e.to_string()))?;

@@ -486,7 +486,7 @@ where
         .handshake(TokioIo::new(io))
         .await?;
     let spawned = Driven::here();
-    work.spawn_async(async move {
+    work.spawn_async_here(async move {
         // Its errors reach the request's sender and body.
         let _ = conn.await;
     });

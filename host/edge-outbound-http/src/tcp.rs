@@ -167,7 +167,12 @@ impl OutboundPolicy {
                 // Made on a serving runtime even during a call in the
                 // background lane: its reactor wakes the connection's
                 // tasks for its whole life.
-                match edge_blocking::in_front(TcpStream::connect(addr)).await {
+                let made = self
+                    .tenant()
+                    .work()
+                    .in_front(TcpStream::connect(addr))
+                    .await;
+                match made.unwrap_or_else(|e| Err(std::io::Error::other(e))) {
                     Ok(stream) => {
                         // Listeners bound to every address are reached
                         // under any address of this machine: known only
