@@ -676,12 +676,12 @@ fn leading_integer(text: &[u8]) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rusqlite::types::Value;
 
     /// SQLite's own functions and ours, on two in-memory connections.
-    fn stock_and_ours() -> (rusqlite::Connection, rusqlite::Connection) {
+    pub(crate) fn stock_and_ours() -> (rusqlite::Connection, rusqlite::Connection) {
         crate::memory::configure();
         let stock = rusqlite::Connection::open_in_memory().unwrap();
         let ours = rusqlite::Connection::open_in_memory().unwrap();

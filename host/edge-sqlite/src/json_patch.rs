@@ -304,15 +304,8 @@ impl Drop for Stock {
 
 #[cfg(test)]
 mod tests {
+    use crate::functions::tests::stock_and_ours;
     use rusqlite::types::Value;
-
-    fn stock_and_ours() -> (rusqlite::Connection, rusqlite::Connection) {
-        crate::memory::configure();
-        let stock = rusqlite::Connection::open_in_memory().unwrap();
-        let ours = rusqlite::Connection::open_in_memory().unwrap();
-        crate::functions::install(&ours, 16 << 20).unwrap();
-        (stock, ours)
-    }
 
     fn answer(
         conn: &rusqlite::Connection,
