@@ -277,10 +277,7 @@ impl TenantWork {
         &self,
         task: impl Future<Output = ()> + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
-        let task: AsyncWork = match &self.0 {
-            Some(lane) => lane.clone().pace(Box::pin(task)),
-            None => Box::pin(task),
-        };
+        let task = self.in_lane(task);
         match self.front() {
             Some(front) => front.spawn(task),
             None => tokio::spawn(task),
@@ -294,9 +291,15 @@ impl TenantWork {
         &self,
         task: impl Future<Output = ()> + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.in_lane(task))
+    }
+
+    /// `task` polled in the tenant's lane, each poll charged to it
+    /// ([`Lane::pace`]); as it is without a lane.
+    fn in_lane(&self, task: impl Future<Output = ()> + Send + 'static) -> AsyncWork {
         match &self.0 {
-            Some(lane) => tokio::spawn(lane.clone().pace(Box::pin(task))),
-            None => tokio::spawn(task),
+            Some(lane) => lane.clone().pace(Box::pin(task)),
+            None => Box::pin(task),
         }
     }
 
