@@ -497,18 +497,23 @@ where
 /// the CLI's client of the control API uses them too.
 pub fn tls_config() -> Arc<rustls::ClientConfig> {
     static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-            };
-            Arc::new(
-                rustls::ClientConfig::builder()
-                    .with_root_certificates(roots)
-                    .with_no_client_auth(),
-            )
-        })
-        .clone()
+    CONFIG.get_or_init(|| trusting(public_roots())).clone()
+}
+
+/// Mozilla's roots (webpki-roots).
+fn public_roots() -> rustls::RootCertStore {
+    rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+    }
+}
+
+/// Client TLS settings trusting `roots`, no client certificate.
+fn trusting(roots: rustls::RootCertStore) -> Arc<rustls::ClientConfig> {
+    Arc::new(
+        rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
 }
 
 /// [`tls_config`]'s public roots and the certificate authorities in the
@@ -516,9 +521,7 @@ pub fn tls_config() -> Arc<rustls::ClientConfig> {
 /// what is wrong with the file, in words.
 pub fn tls_config_trusting(path: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, String> {
     use rustls::pki_types::{CertificateDer, pem::PemObject};
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-    };
+    let mut roots = public_roots();
     let shown = path.display();
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| format!("reading the CA certificates {shown}: {e}"))?
@@ -537,11 +540,7 @@ pub fn tls_config_trusting(path: &std::path::Path) -> Result<Arc<rustls::ClientC
             )
         })?;
     }
-    Ok(Arc::new(
-        rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    ))
+    Ok(trusting(roots))
 }
 
 fn server_name(host: &url::Host<String>) -> Result<rustls::pki_types::ServerName<'static>, Error> {
