@@ -614,6 +614,19 @@ pub fn python(script: &str, input: &serde_json::Value) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("python printed JSON")
 }
 
+/// Runs `command` to its end and returns its output, failing the test
+/// with its stderr unless it succeeded; `what` names it (and what
+/// installs it).
+pub fn run_ok(command: &mut std::process::Command, what: &str) -> std::process::Output {
+    let out = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// An HTTP server on loopback answering every request with `body`;
 /// returns its port.
 pub fn upstream(body: &'static str) -> u16 {

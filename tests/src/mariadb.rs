@@ -52,21 +52,17 @@ impl Mariadb {
         // collide on temporary table names.
         let tmp = dir.path().join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
-        let out = Command::new("mariadb-install-db")
-            .args([
-                "--no-defaults",
-                "--user=root",
-                "--auth-root-authentication-method=normal",
-            ])
-            .arg(format!("--datadir={}", data.display()))
-            .arg(format!("--tmpdir={}", tmp.display()))
-            .env("TMPDIR", &tmp)
-            .output()
-            .expect("mariadb-install-db (the test command installs mariadb-server)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::run_ok(
+            Command::new("mariadb-install-db")
+                .args([
+                    "--no-defaults",
+                    "--user=root",
+                    "--auth-root-authentication-method=normal",
+                ])
+                .arg(format!("--datadir={}", data.display()))
+                .arg(format!("--tmpdir={}", tmp.display()))
+                .env("TMPDIR", &tmp),
+            "mariadb-install-db (the test command installs mariadb-server)",
         );
         let network = match port {
             Some(p) => vec![

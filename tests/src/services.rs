@@ -91,15 +91,11 @@ impl Service {
             .args(["-R", "nobody:nogroup"])
             .arg(dir.path())
             .status();
-        let out = as_nobody("initdb")
-            .args(["--auth=trust", "-U", "postgres", "-D"])
-            .arg(&data)
-            .output()
-            .expect("initdb");
-        assert!(
-            out.status.success(),
-            "initdb: {}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::run_ok(
+            as_nobody("initdb")
+                .args(["--auth=trust", "-U", "postgres", "-D"])
+                .arg(&data),
+            "initdb",
         );
         let port = free_port();
         let mut c = as_nobody("postgres");

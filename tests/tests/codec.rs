@@ -438,16 +438,12 @@ async fn interoperates_with_libopus_both_ways() {
     // libopus encodes (opusenc) ...
     let wav = dir.write_bytes("in.wav", &edge_tests::ogg::write_wav(&src));
     let opus = dir.path().join("in.opus");
-    let out = std::process::Command::new("opusenc")
-        .args(["--quiet", "--bitrate", "96", "--framesize", "20"])
-        .arg(&wav)
-        .arg(&opus)
-        .output()
-        .expect("opusenc (the test command installs opus-tools)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    edge_tests::run_ok(
+        std::process::Command::new("opusenc")
+            .args(["--quiet", "--bitrate", "96", "--framesize", "20"])
+            .arg(&wav)
+            .arg(&opus),
+        "opusenc (the test command installs opus-tools)",
     );
     let (packets, pre_skip) = edge_tests::ogg::read_opus(&std::fs::read(&opus).unwrap());
     assert!(packets.len() >= 100, "{} packets", packets.len());
@@ -488,16 +484,12 @@ async fn interoperates_with_libopus_both_ways() {
         &edge_tests::ogg::write_opus(&ours, FRAME as u64),
     );
     let decoded = dir.path().join("ours.wav");
-    let out = std::process::Command::new("opusdec")
-        .args(["--quiet", "--rate", "48000"])
-        .arg(&ours_file)
-        .arg(&decoded)
-        .output()
-        .expect("opusdec");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    edge_tests::run_ok(
+        std::process::Command::new("opusdec")
+            .args(["--quiet", "--rate", "48000"])
+            .arg(&ours_file)
+            .arg(&decoded),
+        "opusdec",
     );
     let back = edge_tests::ogg::read_wav(&std::fs::read(&decoded).unwrap());
     // Direction 2, our encoder → libopus: opusdec's output against what

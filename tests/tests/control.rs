@@ -2875,15 +2875,11 @@ fn the_cli_trusts_a_private_ca_for_an_https_api() {
     let node = Node::start(Backend::sqlite(), "");
     let dir = edge_tests::TempDir::new("private-ca");
     let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        edge_tests::run_ok(
+            std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path()),
+            &format!("openssl {args:?}"),
         );
     };
     let ec = [
