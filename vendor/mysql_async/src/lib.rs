@@ -443,6 +443,7 @@ mod tracing_utils;
 #[macro_use]
 mod macros;
 mod conn;
+mod server_key;
 mod connection_like;
 /// Errors used in this crate
 mod error;

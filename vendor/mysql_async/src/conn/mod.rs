@@ -12,7 +12,6 @@ use mysql_common::{
     constants::{
         MariadbCapabilities, DEFAULT_MAX_ALLOWED_PACKET, UTF8MB4_GENERAL_CI, UTF8_GENERAL_CI,
     },
-    crypto,
     io::ParseBuf,
     packets::{
         AuthPlugin, AuthSwitchRequest, CommonOkPacket, ErrPacket, HandshakePacket,
@@ -712,6 +711,13 @@ impl Conn {
                     self.continue_ed25519_auth().await?;
                     Ok(())
                 }
+                // (edge) Without the feature, computing the answer panics.
+                AuthPlugin::MariadbParsec { .. } if !cfg!(feature = "client_parsec") => {
+                    Err(DriverError::UnusableAuthentication {
+                        why: "the server asks for MariaDB's parsec authentication, which this client is built without (use ed25519 or mysql_native_password)".into(),
+                    }
+                    .into())
+                }
                 AuthPlugin::MariadbParsec { .. } => {
                     self.continue_parsec_auth().await?;
                     Ok(())
@@ -777,7 +783,8 @@ impl Conn {
                 .inner
                 .auth_plugin
                 .gen_data(self.inner.opts.pass(), &self.inner.nonce)
-                .unwrap();
+                // (edge) None for a nonce that is not 32 bytes: no panic.
+                .ok_or(DriverError::InvalidParsecSalt)?;
 
             self.write_struct(&plugin_data.into_owned()).await?;
             // After client response, server will send either ok or error.
@@ -812,18 +819,28 @@ impl Conn {
                     if self.is_secure() || self.is_socket() {
                         self.write_packet(pass).await?;
                     } else {
+                        // (edge) The nonce may be empty after an auth
+                        // switch, and the key is the server's to choose:
+                        // both are checked, never trusted (server_key.rs).
+                        if self.inner.nonce.is_empty() {
+                            return Err(DriverError::UnusableAuthentication {
+                                why: "the server asked for the password under caching_sha2_password without a nonce to mask it with".into(),
+                            }
+                            .into());
+                        }
                         if self.inner.server_key.is_none() {
                             self.write_bytes(&[0x02][..]).await?;
                             let packet = self.read_packet().await?;
-                            self.inner.server_key = Some(packet[1..].to_vec());
+                            self.inner.server_key =
+                                Some(packet.get(1..).unwrap_or_default().to_vec());
                         }
                         for (i, byte) in pass.as_mut().iter_mut().enumerate() {
                             *byte ^= self.inner.nonce[i % self.inner.nonce.len()];
                         }
-                        let encrypted_pass = crypto::encrypt(
+                        let encrypted_pass = crate::server_key::encrypt(
                             &pass,
                             self.inner.server_key.as_deref().expect("unreachable"),
-                        );
+                        )?;
                         self.write_bytes(&encrypted_pass).await?;
                     };
                     self.drop_packet().await?;

@@ -1,0 +1,298 @@
+//! A MySQL server is the tenant's to choose, so it may be hostile: what it
+//! says during the handshake must end in an error for that open, never in
+//! a panic of the host or a poll that computes for minutes (a serving
+//! thread stalled for every tenant on it). Each test plays a server that
+//! speaks the protocol up to the step it abuses.
+
+use edge_mysql::Error;
+use edge_outbound_http::{AddressPolicy, OutboundPolicy};
+use rsa::pkcs1::EncodeRsaPublicKey;
+use rsa::pkcs8::{EncodePublicKey, LineEnding};
+use rsa::{BigUint, Oaep, RsaPrivateKey};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const PASSWORD: &str = "pw-of-the-tenant-longer-than-22-bytes";
+
+/// The server's 20-byte nonce (scramble).
+const NONCE: [u8; 20] = *b"abcdefghijklmnopqrst";
+
+/// One side of the wire: packets of `len(3) seq(1) payload`.
+struct Wire(TcpStream);
+
+impl Wire {
+    async fn send(&mut self, seq: u8, payload: &[u8]) {
+        let len = (payload.len() as u32).to_le_bytes();
+        let mut packet = vec![len[0], len[1], len[2], seq];
+        packet.extend_from_slice(payload);
+        // The client may already have hung up: that is its answer.
+        let _ = self.0.write_all(&packet).await;
+    }
+
+    /// The next packet's payload, or `None` once the client hung up.
+    async fn read(&mut self) -> Option<Vec<u8>> {
+        let mut head = [0u8; 4];
+        self.0.read_exact(&mut head).await.ok()?;
+        let len = u32::from_le_bytes([head[0], head[1], head[2], 0]) as usize;
+        let mut payload = vec![0u8; len];
+        self.0.read_exact(&mut payload).await.ok()?;
+        Some(payload)
+    }
+
+    async fn deny(&mut self, seq: u8) {
+        let mut err = vec![0xff, 0x15, 0x04, b'#'];
+        err.extend_from_slice(b"28000Access denied by the test server");
+        self.send(seq, &err).await;
+    }
+}
+
+/// A protocol-10 greeting offering `plugin`.
+fn greeting(plugin: &str) -> Vec<u8> {
+    // LONG_PASSWORD, FOUND_ROWS, LONG_FLAG, CONNECT_WITH_DB, PROTOCOL_41,
+    // TRANSACTIONS, SECURE_CONNECTION; MULTI_STATEMENTS, MULTI_RESULTS,
+    // PS_MULTI_RESULTS, PLUGIN_AUTH, PLUGIN_AUTH_LENENC_CLIENT_DATA,
+    // DEPRECATE_EOF.
+    let caps: u32 = 0xA20F | 0x012F_0000;
+    let mut p = vec![10];
+    p.extend_from_slice(b"8.0.36\0");
+    p.extend_from_slice(&7u32.to_le_bytes());
+    p.extend_from_slice(&NONCE[..8]);
+    p.push(0);
+    p.extend_from_slice(&(caps as u16).to_le_bytes());
+    p.push(45); // utf8mb4_general_ci
+    p.extend_from_slice(&2u16.to_le_bytes());
+    p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+    p.push(21);
+    p.extend_from_slice(&[0; 10]);
+    p.extend_from_slice(&NONCE[8..]);
+    p.push(0);
+    p.extend_from_slice(plugin.as_bytes());
+    p.push(0);
+    p
+}
+
+/// Serves one connection with `script`, and opens a connection to it the
+/// way a guest's open does. The open runs on a runtime of its own: if it
+/// never returns (a poll computing for minutes) the test fails after a
+/// minute instead of hanging, and the stuck thread is left behind.
+fn open_against<S, F>(script: S) -> Result<(), Error>
+where
+    S: FnOnce(Wire) -> F + Send + 'static,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let server = tokio::runtime::Runtime::new().unwrap();
+    let listener = server.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    server.spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        script(Wire(stream)).await;
+    });
+    let client = tokio::runtime::Runtime::new().unwrap();
+    let (done, result) = std::sync::mpsc::channel();
+    client.spawn(async move {
+        let policy = OutboundPolicy::new(
+            vec![edge_config::OutboundRule::parse("mysql://127.0.0.1:*").unwrap()],
+            "t/c",
+        )
+        .with_addresses(AddressPolicy::new(
+            vec!["127.0.0.0/8".parse().unwrap()],
+            Default::default(),
+        ));
+        let address = format!("mysql://u:{PASSWORD}@127.0.0.1:{port}/db");
+        let _ = done.send(edge_mysql::open(policy, &address).await.map(drop));
+    });
+    let result = result.recv_timeout(Duration::from_secs(60));
+    client.shutdown_background();
+    server.shutdown_background();
+    match result {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the open was still running after a minute")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("the open panicked")
+        }
+    }
+}
+
+/// A server that asks for full authentication under caching_sha2_password
+/// and answers the client's request for its public key with `key`; then
+/// hands the wire to `after` (the encrypted password is its next packet).
+async fn full_auth_with_key<A, F>(mut wire: Wire, key: Vec<u8>, after: A)
+where
+    A: FnOnce(Wire) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    wire.send(0, &greeting("caching_sha2_password")).await;
+    wire.read().await.expect("the handshake response");
+    wire.send(2, &[0x01, 0x04]).await;
+    assert_eq!(wire.read().await.as_deref(), Some(&[0x02][..]), "asks for the key");
+    wire.send(4, &key).await;
+    after(wire).await;
+}
+
+fn key_packet(pem: &str) -> Vec<u8> {
+    let mut packet = vec![0x01];
+    packet.extend_from_slice(pem.as_bytes());
+    packet
+}
+
+fn connection_failed(result: Result<(), Error>) -> String {
+    match result {
+        Err(Error::ConnectionFailed(why)) => why,
+        other => panic!("expected connection-failed, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_password_goes_to_the_server_encrypted_with_its_key() {
+    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).unwrap();
+    let pem = private.to_public_key().to_public_key_pem(LineEnding::LF).unwrap();
+    let (seen, received) = std::sync::mpsc::channel();
+    let result = open_against(move |wire| {
+        full_auth_with_key(wire, key_packet(&pem), move |mut wire| async move {
+            let sealed = wire.read().await.expect("the encrypted password");
+            let _ = seen.send(sealed);
+            wire.deny(6).await;
+        })
+    });
+    assert!(connection_failed(result).contains("Access denied by the test server"));
+    let sealed = received.recv().unwrap();
+    let opened = private.decrypt(Oaep::new::<sha1::Sha1>(), &sealed).unwrap();
+    let password: Vec<u8> = opened
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b ^ NONCE[i % NONCE.len()])
+        .collect();
+    assert_eq!(password, format!("{PASSWORD}\0").as_bytes());
+}
+
+#[test]
+fn a_key_in_pkcs1_form_is_taken_too() {
+    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
+    let pem = private.to_public_key().to_pkcs1_pem(LineEnding::LF).unwrap();
+    let result = open_against(move |wire| {
+        full_auth_with_key(wire, key_packet(&pem), |mut wire| async move {
+            wire.read().await.expect("the encrypted password");
+            wire.deny(6).await;
+        })
+    });
+    assert!(connection_failed(result).contains("Access denied by the test server"));
+}
+
+/// A PKCS#1 public key in PEM with the given modulus and exponent bytes.
+fn pkcs1_pem(modulus: &[u8], exponent: &[u8]) -> String {
+    let key = rsa::RsaPublicKey::new_unchecked(
+        BigUint::from_bytes_be(modulus),
+        BigUint::from_bytes_be(exponent),
+    );
+    key.to_pkcs1_pem(LineEnding::LF).unwrap()
+}
+
+#[test]
+fn a_huge_key_is_refused_before_any_arithmetic() {
+    // A 2 MiB modulus (16.7 million bits): one modular exponentiation with
+    // it takes the client's thread for many minutes.
+    let mut modulus = vec![0xc3u8; 2 << 20];
+    modulus[(2 << 20) - 1] |= 1;
+    let pem = pkcs1_pem(&modulus, &[1, 0, 1]);
+    let why = connection_failed(open_against(move |wire| {
+        full_auth_with_key(wire, key_packet(&pem), |_| async {})
+    }));
+    assert!(why.contains("RSA public key"), "{why}");
+    assert!(why.contains("4096"), "{why}");
+}
+
+#[test]
+fn a_huge_exponent_is_refused() {
+    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
+    let modulus = rsa::traits::PublicKeyParts::n(&private).to_bytes_be();
+    let pem = pkcs1_pem(&modulus, &[0xff; 4096]);
+    let why = connection_failed(open_against(move |wire| {
+        full_auth_with_key(wire, key_packet(&pem), |_| async {})
+    }));
+    assert!(why.contains("RSA public key"), "{why}");
+}
+
+#[test]
+fn a_key_that_is_not_pem_is_an_error() {
+    for key in [
+        key_packet("not a key at all"),
+        key_packet("-----BEGIN PUBLIC KEY-----\n!!!!\n-----END PUBLIC KEY-----\n"),
+        key_packet("-----BEGIN RSA PUBLIC KEY-----\nMAA=\n-----END RSA PUBLIC KEY-----\n"),
+        vec![0x01, 0xff, 0xfe],
+        vec![0x01],
+        vec![],
+    ] {
+        let shown = String::from_utf8_lossy(&key).into_owned();
+        let why = connection_failed(open_against(move |wire| {
+            full_auth_with_key(wire, key, |_| async {})
+        }));
+        assert!(why.contains("RSA public key"), "{shown:?}: {why}");
+    }
+}
+
+#[test]
+fn a_key_too_small_for_the_password_is_an_error() {
+    // OAEP with SHA-1 carries at most k - 42 bytes: 22 for a 512-bit key.
+    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 512).unwrap();
+    let pem = private.to_public_key().to_pkcs1_pem(LineEnding::LF).unwrap();
+    let why = connection_failed(open_against(move |wire| {
+        full_auth_with_key(wire, key_packet(&pem), |_| async {})
+    }));
+    assert!(why.contains("too long"), "{why}");
+}
+
+#[test]
+fn a_switch_to_caching_sha2_without_a_nonce_is_an_error() {
+    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
+    let pem = private.to_public_key().to_pkcs1_pem(LineEnding::LF).unwrap();
+    let why = connection_failed(open_against(move |mut wire| async move {
+        wire.send(0, &greeting("mysql_native_password")).await;
+        wire.read().await.expect("the handshake response");
+        wire.send(2, b"\xfecaching_sha2_password\0").await;
+        wire.read().await.expect("the scramble");
+        wire.send(4, &[0x01, 0x04]).await;
+        if wire.read().await.is_some() {
+            wire.send(6, &key_packet(&pem)).await;
+            wire.read().await;
+        }
+    }));
+    assert!(why.contains("nonce"), "{why}");
+}
+
+#[test]
+fn a_switch_to_ed25519_is_answered() {
+    let (seen, received) = std::sync::mpsc::channel();
+    let why = connection_failed(open_against(move |mut wire| async move {
+        wire.send(0, &greeting("mysql_native_password")).await;
+        wire.read().await.expect("the handshake response");
+        let mut switch = b"\xfeclient_ed25519\0".to_vec();
+        switch.extend_from_slice(&[7; 32]);
+        wire.send(2, &switch).await;
+        let _ = seen.send(wire.read().await);
+        wire.deny(4).await;
+    }));
+    assert!(why.contains("Access denied by the test server"), "{why}");
+    let signature = received.recv().unwrap().expect("a signature");
+    assert_eq!(signature.len(), 64);
+}
+
+#[test]
+fn a_switch_to_parsec_is_refused_in_words() {
+    let why = connection_failed(open_against(|mut wire| async move {
+        wire.send(0, &greeting("mysql_native_password")).await;
+        wire.read().await.expect("the handshake response");
+        let mut switch = b"\xfeparsec\0".to_vec();
+        switch.extend_from_slice(&[7; 32]);
+        wire.send(2, &switch).await;
+        if wire.read().await.is_some() {
+            let mut salt = b"P\x14".to_vec();
+            salt.extend_from_slice(&[9; 18]);
+            wire.send(4, &salt).await;
+            wire.read().await;
+        }
+    }));
+    assert!(why.contains("parsec"), "{why}");
+}
