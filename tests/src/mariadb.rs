@@ -47,6 +47,13 @@ impl Mariadb {
         let data = dir.path().join("data");
         let plugins = dir.path().join("plugins");
         std::fs::create_dir_all(&plugins).unwrap();
+        // The server's own plugins beside the UDFs a test installs there
+        // (ed25519 authentication, say).
+        if let Ok(system) = std::fs::read_dir("/usr/lib/mysql/plugin") {
+            for plugin in system.flatten() {
+                let _ = std::os::unix::fs::symlink(plugin.path(), plugins.join(plugin.file_name()));
+            }
+        }
         let env = prepare(&dir);
         // Its own temporary directory: two bootstraps at once in one /tmp
         // collide on temporary table names.

@@ -823,6 +823,27 @@ async fn spin_mysql_against_mariadb_in_both_sdk_generations() {
             "{body}"
         );
     }
+    // MariaDB's ed25519 authentication: the server switches plugins in
+    // the handshake and the client answers with a signature (it once
+    // panicked in the host: mysql_common built without the plugin).
+    db.client(
+        None,
+        "INSTALL SONAME 'auth_ed25519'; \
+         CREATE USER 'spin25519'@'127.0.0.1' IDENTIFIED VIA ed25519 USING PASSWORD('pw25519'); \
+         GRANT SELECT ON app.* TO 'spin25519'@'127.0.0.1'",
+    )
+    .unwrap();
+    let ed25519 = format!("mysql://spin25519:pw25519@127.0.0.1:{port}/app");
+    let select = "SELECT name FROM pets WHERE id = ?\ni:1";
+    let (status, body) = call(&sdk7, "", &ed25519, select).await;
+    assert_eq!((status, body.as_str()), (200, "name:Str\nFido"));
+    let wrong = format!("mysql://spin25519:nope@127.0.0.1:{port}/app");
+    let (status, body) = call(&sdk7, "", &wrong, select).await;
+    assert_eq!(status, 500);
+    assert!(
+        body.contains("ConnectionFailed(") && body.contains("Access denied"),
+        "{body}"
+    );
 
     // A connection the guest dropped and the host keeps idle for the next
     // open still holds its place in the tenant's outbound cap (2 here):
