@@ -127,7 +127,11 @@ where
     wire.send(0, &greeting("caching_sha2_password")).await;
     wire.read().await.expect("the handshake response");
     wire.send(2, &[0x01, 0x04]).await;
-    assert_eq!(wire.read().await.as_deref(), Some(&[0x02][..]), "asks for the key");
+    assert_eq!(
+        wire.read().await.as_deref(),
+        Some(&[0x02][..]),
+        "asks for the key"
+    );
     wire.send(4, &key).await;
     after(wire).await;
 }
@@ -148,7 +152,10 @@ fn connection_failed(result: Result<(), Error>) -> String {
 #[test]
 fn the_password_goes_to_the_server_encrypted_with_its_key() {
     let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).unwrap();
-    let pem = private.to_public_key().to_public_key_pem(LineEnding::LF).unwrap();
+    let pem = private
+        .to_public_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
     let (seen, received) = std::sync::mpsc::channel();
     let result = open_against(move |wire| {
         full_auth_with_key(wire, key_packet(&pem), move |mut wire| async move {
@@ -171,7 +178,10 @@ fn the_password_goes_to_the_server_encrypted_with_its_key() {
 #[test]
 fn a_key_in_pkcs1_form_is_taken_too() {
     let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
-    let pem = private.to_public_key().to_pkcs1_pem(LineEnding::LF).unwrap();
+    let pem = private
+        .to_public_key()
+        .to_pkcs1_pem(LineEnding::LF)
+        .unwrap();
     let result = open_against(move |wire| {
         full_auth_with_key(wire, key_packet(&pem), |mut wire| async move {
             wire.read().await.expect("the encrypted password");
@@ -237,7 +247,10 @@ fn a_key_that_is_not_pem_is_an_error() {
 fn a_key_too_small_for_the_password_is_an_error() {
     // OAEP with SHA-1 carries at most k - 42 bytes: 22 for a 512-bit key.
     let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 512).unwrap();
-    let pem = private.to_public_key().to_pkcs1_pem(LineEnding::LF).unwrap();
+    let pem = private
+        .to_public_key()
+        .to_pkcs1_pem(LineEnding::LF)
+        .unwrap();
     let why = connection_failed(open_against(move |wire| {
         full_auth_with_key(wire, key_packet(&pem), |_| async {})
     }));
@@ -247,7 +260,10 @@ fn a_key_too_small_for_the_password_is_an_error() {
 #[test]
 fn a_switch_to_caching_sha2_without_a_nonce_is_an_error() {
     let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
-    let pem = private.to_public_key().to_pkcs1_pem(LineEnding::LF).unwrap();
+    let pem = private
+        .to_public_key()
+        .to_pkcs1_pem(LineEnding::LF)
+        .unwrap();
     let why = connection_failed(open_against(move |mut wire| async move {
         wire.send(0, &greeting("mysql_native_password")).await;
         wire.read().await.expect("the handshake response");
@@ -295,4 +311,47 @@ fn a_switch_to_parsec_is_refused_in_words() {
         }
     }));
     assert!(why.contains("parsec"), "{why}");
+}
+
+/// A server that accepts the password (mysql_native_password) and answers
+/// the client's first query (the handshake reads `@@wait_timeout`) with
+/// `answer`, a packet at a time.
+async fn accepted_then(mut wire: Wire, answer: Vec<Vec<u8>>) {
+    wire.send(0, &greeting("mysql_native_password")).await;
+    wire.read().await.expect("the handshake response");
+    wire.send(2, &[0, 0, 0, 2, 0, 0, 0]).await;
+    let query = wire.read().await.expect("a query");
+    assert_eq!(query[0], 3, "COM_QUERY");
+    for (seq, packet) in answer.iter().enumerate() {
+        wire.send(seq as u8 + 1, packet).await;
+    }
+    // The client hangs up, or the open times out.
+    wire.read().await;
+}
+
+#[test]
+fn a_result_of_a_trillion_columns_is_refused() {
+    // The count was the capacity of a vector: 2^40 packets' worth aborted
+    // the process (an allocation that cannot be made).
+    let mut count = vec![0xfe];
+    count.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    let why = connection_failed(open_against(|wire| accepted_then(wire, vec![count])));
+    assert!(why.contains("1099511627776 columns"), "{why}");
+}
+
+#[test]
+fn column_definitions_are_held_to_the_packet_limit_together() {
+    // 65,535 column definitions of 64 KiB each: 4 GiB held before the
+    // first row. They may take max_allowed_packet (16 MiB) together.
+    let mut answer = vec![vec![0xfc, 0xff, 0xff]];
+    let mut definition = Vec::new();
+    for field in [&b"def"[..], b"db", b"t", b"t", b"c", b"c"] {
+        definition.push(field.len() as u8);
+        definition.extend_from_slice(field);
+    }
+    definition.extend_from_slice(&[0x0c, 45, 0, 255, 0, 0, 0, 253, 0, 0, 0, 0, 0]);
+    definition.resize(64 << 10, b' ');
+    answer.extend(std::iter::repeat_n(definition, 300));
+    let why = connection_failed(open_against(|wire| accepted_then(wire, answer)));
+    assert!(why.contains("column definitions"), "{why}");
 }

@@ -18,11 +18,11 @@ use crate::error::DriverError;
 /// `pass` (already masked with the nonce) sealed with RSA-OAEP (SHA-1, as
 /// the server expects) under the key `pem`.
 pub(crate) fn encrypt(pass: &[u8], pem: &[u8]) -> Result<Vec<u8>, DriverError> {
-    let key = public_key(pem).map_err(|why| DriverError::UnusableAuthentication {
+    let key = public_key(pem).map_err(|why| DriverError::Refused {
         why: format!("the server's RSA public key {why}"),
     })?;
     key.encrypt(&mut rsa::rand_core::OsRng, Oaep::new::<sha1::Sha1>(), pass)
-        .map_err(|e| DriverError::UnusableAuthentication {
+        .map_err(|e| DriverError::Refused {
             why: match e {
                 rsa::Error::MessageTooLong => format!(
                     "the password is too long for the server's {}-bit RSA public key (at most {} bytes)",

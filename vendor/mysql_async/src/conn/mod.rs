@@ -58,6 +58,10 @@ pub mod stmt_cache;
 
 const DEFAULT_WAIT_TIMEOUT: usize = 28800;
 
+/// (edge) The most column definitions one read takes: a prepared
+/// statement's counts are u16 in the protocol, and no server returns more.
+const MAX_COLUMN_DEFINITIONS: usize = u16::MAX as usize;
+
 /// Helper that asynchronously disconnects the given connection on the default tokio executor.
 fn disconnect(mut conn: Conn) {
     let disconnected = conn.inner.disconnected;
@@ -713,7 +717,7 @@ impl Conn {
                 }
                 // (edge) Without the feature, computing the answer panics.
                 AuthPlugin::MariadbParsec { .. } if !cfg!(feature = "client_parsec") => {
-                    Err(DriverError::UnusableAuthentication {
+                    Err(DriverError::Refused {
                         why: "the server asks for MariaDB's parsec authentication, which this client is built without (use ed25519 or mysql_native_password)".into(),
                     }
                     .into())
@@ -823,7 +827,7 @@ impl Conn {
                         // switch, and the key is the server's to choose:
                         // both are checked, never trusted (server_key.rs).
                         if self.inner.nonce.is_empty() {
-                            return Err(DriverError::UnusableAuthentication {
+                            return Err(DriverError::Refused {
                                 why: "the server asked for the password under caching_sha2_password without a nonce to mask it with".into(),
                             }
                             .into());
@@ -949,12 +953,44 @@ impl Conn {
     }
 
     /// Returns future that reads packets from a server.
+    ///
+    /// (edge) `n` is the server's to choose (a result's column count, a
+    /// length-encoded u64): it was the vector's capacity, and 2^40 aborted
+    /// the process. Held to [`MAX_COLUMN_DEFINITIONS`] packets and
+    /// `max_allowed_packet` bytes together; past either the connection is
+    /// closed (it is mid-result) and the read is refused in words.
     pub(crate) async fn read_packets(&mut self, n: usize) -> Result<Vec<PooledBuf>> {
-        let mut packets = Vec::with_capacity(n);
+        if n > MAX_COLUMN_DEFINITIONS {
+            return Err(self.refuse(format!(
+                "the server announced {n} columns; at most {MAX_COLUMN_DEFINITIONS} are taken"
+            )));
+        }
+        let budget = self
+            .inner
+            .stream
+            .as_ref()
+            .map_or(DEFAULT_MAX_ALLOWED_PACKET, |s| s.get_max_allowed_packet());
+        let mut bytes = 0usize;
+        let mut packets = Vec::with_capacity(n.min(64));
         for _ in 0..n {
-            packets.push(self.read_packet().await?);
+            let packet = self.read_packet().await?;
+            bytes += packet.len();
+            if bytes > budget {
+                return Err(self.refuse(format!(
+                    "the server's column definitions take more than {budget} bytes together (max_allowed_packet)"
+                )));
+            }
+            packets.push(packet);
         }
         Ok(packets)
+    }
+
+    /// (edge) Closes the connection (what the server sends next cannot be
+    /// followed) and says why.
+    fn refuse(&mut self, why: String) -> Error {
+        self.inner.stream.take();
+        self.inner.disconnected = true;
+        DriverError::Refused { why }.into()
     }
 
     pub(crate) async fn write_packet(&mut self, data: PooledBuf) -> Result<()> {

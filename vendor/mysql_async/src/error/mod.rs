@@ -181,11 +181,12 @@ pub enum DriverError {
     #[error("Invalid parsec ext-salt packet received from server")]
     InvalidParsecSalt,
 
-    /// (edge) A step of the server's authentication this client will not
-    /// take: an unusable RSA public key, a missing nonce, a plugin not
-    /// built in. `why` says which, in words.
+    /// (edge) What the server said that this client refuses to act on:
+    /// an unusable RSA public key, a missing nonce, a plugin not built
+    /// in, more columns or column-definition bytes than it holds. `why`
+    /// says which, in words.
     #[error("{why}")]
-    UnusableAuthentication { why: String },
+    Refused { why: String },
 
     #[error("Bulk execute error: {}", _0)]
     BulkExecute(BulkExecuteRequestError),
