@@ -987,7 +987,7 @@ impl Conn {
 
     /// (edge) Closes the connection (what the server sends next cannot be
     /// followed) and says why.
-    fn refuse(&mut self, why: String) -> Error {
+    pub(crate) fn refuse(&mut self, why: String) -> Error {
         self.inner.stream.take();
         self.inner.disconnected = true;
         DriverError::Refused { why }.into()
@@ -1166,6 +1166,12 @@ impl Conn {
             }
         }
 
+        /// (edge) A setting's value, or none if it is not one of its type
+        /// (`from_value` panicked on what the server sent).
+        fn setting<T: crate::prelude::FromValue>(value: crate::Value) -> Option<T> {
+            crate::from_value_opt::<Option<T>>(value).ok().flatten()
+        }
+
         enum Cfg {
             Socket,
             MaxAllowedPacket,
@@ -1184,13 +1190,13 @@ impl Conn {
             fn apply(&self, conn: &mut Conn, value: Option<crate::Value>) {
                 match self {
                     Cfg::Socket => {
-                        conn.inner.socket = value.and_then(crate::from_value);
+                        conn.inner.socket = value.and_then(setting);
                     }
                     Cfg::MaxAllowedPacket => {
                         if let Some(stream) = conn.inner.stream.as_mut() {
                             stream.set_max_allowed_packet(
                                 value
-                                    .and_then(crate::from_value)
+                                    .and_then(setting)
                                     .unwrap_or(DEFAULT_MAX_ALLOWED_PACKET),
                             );
                         }
@@ -1198,7 +1204,7 @@ impl Conn {
                     Cfg::WaitTimeout => {
                         conn.inner.wait_timeout = Duration::from_secs(
                             value
-                                .and_then(crate::from_value)
+                                .and_then(setting)
                                 .unwrap_or(DEFAULT_WAIT_TIMEOUT) as u64,
                         );
                     }

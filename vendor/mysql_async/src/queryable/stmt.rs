@@ -329,6 +329,20 @@ impl crate::Conn {
             .map(|x| ParseBuf(&x).parse(()))
             .collect::<std::result::Result<Vec<Column>, _>>()
             .map_err(Error::from)?;
+        // (edge) Types of the binary log only: no result carries them, and
+        // a binary row with one panicked in mysql_common (unimplemented).
+        if let Some(column) = defs.iter().find(|c| {
+            use mysql_common::constants::ColumnType::*;
+            matches!(
+                c.column_type(),
+                MYSQL_TYPE_TIMESTAMP2 | MYSQL_TYPE_DATETIME2 | MYSQL_TYPE_TIME2 | MYSQL_TYPE_TYPED_ARRAY
+            )
+        }) {
+            return Err(self.refuse(format!(
+                "the server sent a column of type {:?}, which no result carries",
+                column.column_type()
+            )));
+        }
 
         if !self.has_capabilities(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
             self.read_packet().await?;
