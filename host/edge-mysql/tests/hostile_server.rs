@@ -202,3 +202,26 @@ fn column_definitions_are_held_to_the_packet_limit_together() {
     let why = connection_failed(open_against(|wire| accepted_then(wire, answer)));
     assert!(why.contains("column definitions"), "{why}");
 }
+
+#[test]
+fn columns_of_types_no_result_carries_are_refused() {
+    // mysql_common's binary row reader is unimplemented! for these.
+    for (kind, name) in [
+        (17, "TIMESTAMP2"),
+        (18, "DATETIME2"),
+        (19, "TIME2"),
+        (20, "TYPED_ARRAY"),
+        (243, "UNKNOWN"),
+    ] {
+        let mut definition = Vec::new();
+        for field in [&b"def"[..], b"db", b"t", b"t", b"c", b"c"] {
+            definition.push(field.len() as u8);
+            definition.extend_from_slice(field);
+        }
+        definition.extend_from_slice(&[0x0c, 63, 0, 8, 0, 0, 0, kind, 0, 0, 0, 0, 0]);
+        let answer = vec![vec![1], definition];
+        let why = connection_failed(open_against(move |wire| accepted_then(wire, answer)));
+        assert!(why.contains(&format!("MYSQL_TYPE_{name}")), "{why}");
+        assert!(why.contains("no result carries"), "{why}");
+    }
+}

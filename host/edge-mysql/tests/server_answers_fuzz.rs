@@ -9,7 +9,7 @@
 //!
 //! Whatever the server says, each call ends in a result or an error and
 //! nothing panics (a panic hook counts them on every thread). This found
-//! four panics, fixed in `vendor/mysql_async` and `src/lib.rs`.
+//! five panics, fixed in `vendor/mysql_async` and `src/lib.rs`.
 //!
 //! `make test` runs the default number of cases (256); `scripts/fuzz.sh
 //! SECONDS` runs them with fresh seeds until the time is up. A failure is

@@ -329,13 +329,18 @@ impl crate::Conn {
             .map(|x| ParseBuf(&x).parse(()))
             .collect::<std::result::Result<Vec<Column>, _>>()
             .map_err(Error::from)?;
-        // (edge) Types of the binary log only: no result carries them, and
-        // a binary row with one panicked in mysql_common (unimplemented).
+        // (edge) Types of the binary log and the server's internals only:
+        // no result carries them, and a binary row with one panicked in
+        // mysql_common (its reader is `unimplemented!` for them).
         if let Some(column) = defs.iter().find(|c| {
             use mysql_common::constants::ColumnType::*;
             matches!(
                 c.column_type(),
-                MYSQL_TYPE_TIMESTAMP2 | MYSQL_TYPE_DATETIME2 | MYSQL_TYPE_TIME2 | MYSQL_TYPE_TYPED_ARRAY
+                MYSQL_TYPE_TIMESTAMP2
+                    | MYSQL_TYPE_DATETIME2
+                    | MYSQL_TYPE_TIME2
+                    | MYSQL_TYPE_TYPED_ARRAY
+                    | MYSQL_TYPE_UNKNOWN
             )
         }) {
             return Err(self.refuse(format!(
