@@ -600,6 +600,23 @@ async fn spin_postgres_in_every_sdk_generation() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body, "name:Str,born:Other\nRex|null");
+    // numeric as PostgreSQL prints it, at any size and scale (its past
+    // decoder held 28 digits and panicked the host's task from 1e32 on).
+    let (status, body) = pg_call(
+        &sdk7,
+        "/pg",
+        &address,
+        "SELECT 1e32::numeric AS big, -0.000000000000000000000000000000001234::numeric AS small, \
+         'NaN'::numeric AS nan, 'Infinity'::numeric AS inf, '{1.50,NULL,-2e30}'::numeric[] AS list",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        "big:Decimal,small:Decimal,nan:Decimal,inf:Decimal,list:ArrayDecimal\n\
+         100000000000000000000000000000000|-0.000000000000000000000000000000001234|NaN|Infinity|\
+         ArrayDecimal([Some(\"1.50\"), None, Some(\"-2000000000000000000000000000000\")])"
+    );
     // The server's error, as Spin's query-failed.
     let (status, body) = pg_call(&sdk7, "/pg", &address, "SELECT nope FROM pets").await;
     assert_eq!(status, 500);

@@ -19,6 +19,7 @@
 
 mod capped;
 mod host;
+mod numeric;
 mod types;
 mod wit;
 

@@ -1,6 +1,7 @@
 //! PostgreSQL values and Spin's `db-value` / `parameter-value`
 //! (`spin:postgres@4.2.0`, the widest; older versions map onto it).
 
+use crate::numeric::PgNumeric;
 use crate::wit::v4::{DbDataType, DbValue, Error, Interval, ParameterValue, QueryError};
 use bytes::BytesMut;
 use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
@@ -153,12 +154,11 @@ pub fn value(row: &Row, i: usize) -> Result<DbValue, Error> {
         Type::UUID => get::<uuid::Uuid>(row, i)?.map(|u| DbValue::Uuid(u.to_string())),
         Type::JSONB | Type::JSON => get::<serde_json::Value>(row, i)?
             .map(|j| DbValue::Jsonb(serde_json::to_vec(&j).unwrap_or_default())),
-        Type::NUMERIC => get::<Decimal>(row, i)?.map(|d| DbValue::Decimal(d.to_string())),
+        Type::NUMERIC => get::<PgNumeric>(row, i)?.map(|d| DbValue::Decimal(d.0)),
         Type::INT4_ARRAY => get::<Vec<Option<i32>>>(row, i)?.map(DbValue::ArrayInt32),
         Type::INT8_ARRAY => get::<Vec<Option<i64>>>(row, i)?.map(DbValue::ArrayInt64),
-        Type::NUMERIC_ARRAY => get::<Vec<Option<Decimal>>>(row, i)?.map(|v| {
-            DbValue::ArrayDecimal(v.into_iter().map(|d| d.map(|d| d.to_string())).collect())
-        }),
+        Type::NUMERIC_ARRAY => get::<Vec<Option<PgNumeric>>>(row, i)?
+            .map(|v| DbValue::ArrayDecimal(v.into_iter().map(|d| d.map(|d| d.0)).collect())),
         Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => {
             get::<Vec<Option<String>>>(row, i)?.map(DbValue::ArrayStr)
         }
