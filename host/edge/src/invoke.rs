@@ -272,7 +272,7 @@ pub async fn call(
             let call = proxy
                 .wasi_http_incoming_handler()
                 .call_handle(&mut *store, req, out);
-            tokio::time::timeout_at(deadline, call).await
+            unless_panicked(tokio::time::timeout_at(deadline, call)).await
         }
         (Guest::P3(service), Bound::P3 { request, io, head }) => {
             let run = store.run_concurrent(async move |store| {
@@ -295,7 +295,10 @@ pub async fn call(
                 }
                 wasmtime::Result::<()>::Ok(())
             });
-            tokio::time::timeout_at(deadline, async { run.await.and_then(|r| r) }).await
+            unless_panicked(tokio::time::timeout_at(deadline, async {
+                run.await.and_then(|r| r)
+            }))
+            .await
         }
         _ => {
             return Err(Failure::Internal(
@@ -304,11 +307,12 @@ pub async fn call(
         }
     };
     let result = match ran {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Failure::classify(&e, store.data().limiter.hit)),
+        Err(panicked) => Err(panicked),
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(Failure::classify(&e, store.data().limiter.hit)),
         // The guest was blocked in the host: if on a request body the
         // client is still to send, the client is the slow one.
-        Err(_)
+        Ok(Err(_))
             if store
                 .data()
                 .client_pace
@@ -317,13 +321,35 @@ pub async fn call(
         {
             Err(Failure::ClientTimeout)
         }
-        Err(_) => Err(Failure::Deadline),
+        Ok(Err(_)) => Err(Failure::Deadline),
     };
     if let Err(f) = &result {
         count_failure(target, f);
     }
     log_guest_output(store, target);
     result
+}
+
+/// `call`'s outcome, or its panic as this call's failure. A host function
+/// that panics (a bug, or a library's on what a tenant's server sent) has
+/// its panic carried by wasmtime out through the guest's frames to here,
+/// where it would end the request's task: the client's connection closed
+/// with no answer. It is a 500 with fixed words instead, logged with the
+/// tenant like any failure; the instance is not entered again (no failed
+/// call's is).
+async fn unless_panicked<T>(call: impl Future<Output = T>) -> Result<T, Failure> {
+    use futures_util::FutureExt;
+    std::panic::AssertUnwindSafe(call)
+        .catch_unwind()
+        .await
+        .map_err(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Failure::Internal(format!("a host function panicked: {what}"))
+        })
 }
 
 /// How a guest call's race between its response head and its own end came
@@ -522,5 +548,24 @@ where
             });
             Ok(response)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_in_a_host_function_is_the_calls_failure() {
+        let failed = unless_panicked::<()>(async { panic!("a library's bug") }).await;
+        match failed {
+            Err(f @ Failure::Internal(_)) => {
+                assert!(matches!(&f, Failure::Internal(why) if why.contains("a library's bug")));
+                // Fixed words for the client; the detail is the log's.
+                assert_eq!(f.response().status(), 500);
+            }
+            _ => panic!("expected an internal failure"),
+        }
+        assert!(matches!(unless_panicked(async { 7 }).await, Ok(7)));
     }
 }
