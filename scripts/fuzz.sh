@@ -29,6 +29,7 @@ TARGETS=(
     host/edge-config:load_fuzz
     components/hints-engine:query_fuzz
     host/edge-mysql:server_answers_fuzz:200
+    host/edge-redis:server_answers_fuzz:200
     tests:http_fuzz:500:30
 )
 # Build every target first, so the time goes to cases; then run the test

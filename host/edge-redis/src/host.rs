@@ -73,7 +73,7 @@ impl Redis<'_> {
         &self,
         c: &Resource<Connection>,
     ) -> wasmtime::Result<redis::aio::MultiplexedConnection> {
-        Ok(self.table.get(c)?.conn())
+        Ok(self.table.get(c)?.handle())
     }
 }
 

@@ -153,16 +153,19 @@ fn flatten(value: redis::Value, out: &mut Vec<Reply>) -> Result<(), Error> {
 }
 
 impl Connection {
-    fn conn(&self) -> MultiplexedConnection {
-        // A handle to the same multiplexed connection (cheap).
+    /// A handle to the same multiplexed connection (cheap), for [`ops`]:
+    /// an operation runs without borrowing the instance's resource table.
+    pub fn handle(&self) -> MultiplexedConnection {
         self.conn.clone()
     }
 }
 
-/// The commands, shared by both interface versions.
-pub(crate) mod ops {
+/// The commands, shared by both interface versions, each on a handle of a
+/// [`Connection`] (`Connection::handle`).
+pub mod ops {
     use super::*;
 
+    /// Publishes `payload` on `channel`.
     pub async fn publish(
         c: MultiplexedConnection,
         channel: String,
@@ -177,11 +180,13 @@ pub(crate) mod ops {
         Ok(())
     }
 
+    /// The value of `key`, if any.
     pub async fn get(c: MultiplexedConnection, key: String) -> Result<Option<Vec<u8>>, Error> {
         let mut c = c;
         Ok(redis::cmd("GET").arg(key).query_async(&mut c).await?)
     }
 
+    /// Sets `key` to `value`.
     pub async fn set(c: MultiplexedConnection, key: String, value: Vec<u8>) -> Result<(), Error> {
         let mut c = c;
         let _: redis::Value = redis::cmd("SET")
@@ -192,16 +197,19 @@ pub(crate) mod ops {
         Ok(())
     }
 
+    /// Increments `key` by one; its new value.
     pub async fn incr(c: MultiplexedConnection, key: String) -> Result<i64, Error> {
         let mut c = c;
         Ok(redis::cmd("INCR").arg(key).query_async(&mut c).await?)
     }
 
+    /// Deletes `keys`; how many there were.
     pub async fn del(c: MultiplexedConnection, keys: Vec<String>) -> Result<u32, Error> {
         let mut c = c;
         Ok(redis::cmd("DEL").arg(keys).query_async(&mut c).await?)
     }
 
+    /// Adds `values` to the set `key`; how many were new.
     pub async fn sadd(
         c: MultiplexedConnection,
         key: String,
@@ -215,11 +223,13 @@ pub(crate) mod ops {
             .await?)
     }
 
+    /// The members of the set `key`.
     pub async fn smembers(c: MultiplexedConnection, key: String) -> Result<Vec<String>, Error> {
         let mut c = c;
         Ok(redis::cmd("SMEMBERS").arg(key).query_async(&mut c).await?)
     }
 
+    /// Removes `values` from the set `key`; how many were members.
     pub async fn srem(
         c: MultiplexedConnection,
         key: String,
@@ -233,6 +243,7 @@ pub(crate) mod ops {
             .await?)
     }
 
+    /// Runs `command` with `args`; its reply flattened into Spin's list of results.
     pub async fn execute(
         c: MultiplexedConnection,
         command: String,
