@@ -110,26 +110,40 @@ pub fn data_type(t: &Type) -> DbDataType {
 
 /// Column `i` of `row` as the guest sees it.
 pub fn value(row: &Row, i: usize) -> Result<DbValue, Error> {
-    let t = row.columns()[i].type_().clone();
-    fn get<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<Option<T>, Error> {
-        row.try_get::<_, Option<T>>(i)
+    let t = row.columns()[i].type_();
+    let raw = row
+        .try_get::<_, Binary>(i)
+        .map_err(|e| Error::ValueConversionFailed(e.to_string()))?;
+    decode(t, raw.0).map_err(|e| match e {
+        Error::ValueConversionFailed(why) => {
+            Error::ValueConversionFailed(format!("column {i} ({t}): {why}"))
+        }
+        e => e,
+    })
+}
+
+/// A value of type `t` from its binary form (`None` for NULL): what the
+/// server sent, so any bytes must end in a value or an error.
+fn decode(t: &Type, raw: Option<&[u8]>) -> Result<DbValue, Error> {
+    fn get<'a, T: FromSql<'a>>(t: &Type, raw: Option<&'a [u8]>) -> Result<Option<T>, Error> {
+        Option::<T>::from_sql_nullable(t, raw)
             .map_err(|e| Error::ValueConversionFailed(e.to_string()))
     }
-    let v = match t {
-        Type::BOOL => get::<bool>(row, i)?.map(DbValue::Boolean),
-        Type::CHAR => get::<i8>(row, i)?.map(DbValue::Int8),
-        Type::INT2 => get::<i16>(row, i)?.map(DbValue::Int16),
-        Type::INT4 => get::<i32>(row, i)?.map(DbValue::Int32),
-        Type::INT8 => get::<i64>(row, i)?.map(DbValue::Int64),
-        Type::FLOAT4 => get::<f32>(row, i)?.map(DbValue::Floating32),
-        Type::FLOAT8 => get::<f64>(row, i)?.map(DbValue::Floating64),
+    let v = match *t {
+        Type::BOOL => get::<bool>(t, raw)?.map(DbValue::Boolean),
+        Type::CHAR => get::<i8>(t, raw)?.map(DbValue::Int8),
+        Type::INT2 => get::<i16>(t, raw)?.map(DbValue::Int16),
+        Type::INT4 => get::<i32>(t, raw)?.map(DbValue::Int32),
+        Type::INT8 => get::<i64>(t, raw)?.map(DbValue::Int64),
+        Type::FLOAT4 => get::<f32>(t, raw)?.map(DbValue::Floating32),
+        Type::FLOAT8 => get::<f64>(t, raw)?.map(DbValue::Floating64),
         Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME => {
-            get::<String>(row, i)?.map(DbValue::Str)
+            get::<String>(t, raw)?.map(DbValue::Str)
         }
-        Type::BYTEA => get::<Vec<u8>>(row, i)?.map(DbValue::Binary),
-        Type::DATE => get::<NaiveDate>(row, i)?
+        Type::BYTEA => get::<Vec<u8>>(t, raw)?.map(DbValue::Binary),
+        Type::DATE => get::<NaiveDate>(t, raw)?
             .map(|d| DbValue::Date((d.year(), d.month() as u8, d.day() as u8))),
-        Type::TIME => get::<NaiveTime>(row, i)?.map(|t| {
+        Type::TIME => get::<NaiveTime>(t, raw)?.map(|t| {
             DbValue::Time((
                 t.hour() as u8,
                 t.minute() as u8,
@@ -137,7 +151,7 @@ pub fn value(row: &Row, i: usize) -> Result<DbValue, Error> {
                 t.nanosecond(),
             ))
         }),
-        Type::TIMESTAMP => get::<NaiveDateTime>(row, i)?.map(|dt| {
+        Type::TIMESTAMP => get::<NaiveDateTime>(t, raw)?.map(|dt| {
             DbValue::Datetime((
                 dt.year(),
                 dt.month() as u8,
@@ -149,21 +163,21 @@ pub fn value(row: &Row, i: usize) -> Result<DbValue, Error> {
             ))
         }),
         Type::TIMESTAMPTZ => {
-            get::<chrono::DateTime<chrono::Utc>>(row, i)?.map(|t| DbValue::Timestamp(t.timestamp()))
+            get::<chrono::DateTime<chrono::Utc>>(t, raw)?.map(|t| DbValue::Timestamp(t.timestamp()))
         }
-        Type::UUID => get::<uuid::Uuid>(row, i)?.map(|u| DbValue::Uuid(u.to_string())),
-        Type::JSONB | Type::JSON => get::<serde_json::Value>(row, i)?
+        Type::UUID => get::<uuid::Uuid>(t, raw)?.map(|u| DbValue::Uuid(u.to_string())),
+        Type::JSONB | Type::JSON => get::<serde_json::Value>(t, raw)?
             .map(|j| DbValue::Jsonb(serde_json::to_vec(&j).unwrap_or_default())),
-        Type::NUMERIC => get::<PgNumeric>(row, i)?.map(|d| DbValue::Decimal(d.0)),
-        Type::INT4_ARRAY => get::<Vec<Option<i32>>>(row, i)?.map(DbValue::ArrayInt32),
-        Type::INT8_ARRAY => get::<Vec<Option<i64>>>(row, i)?.map(DbValue::ArrayInt64),
-        Type::NUMERIC_ARRAY => get::<Vec<Option<PgNumeric>>>(row, i)?
+        Type::NUMERIC => get::<PgNumeric>(t, raw)?.map(|d| DbValue::Decimal(d.0)),
+        Type::INT4_ARRAY => get::<Vec<Option<i32>>>(t, raw)?.map(DbValue::ArrayInt32),
+        Type::INT8_ARRAY => get::<Vec<Option<i64>>>(t, raw)?.map(DbValue::ArrayInt64),
+        Type::NUMERIC_ARRAY => get::<Vec<Option<PgNumeric>>>(t, raw)?
             .map(|v| DbValue::ArrayDecimal(v.into_iter().map(|d| d.map(|d| d.0)).collect())),
         Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => {
-            get::<Vec<Option<String>>>(row, i)?.map(DbValue::ArrayStr)
+            get::<Vec<Option<String>>>(t, raw)?.map(DbValue::ArrayStr)
         }
-        Type::INTERVAL => get::<PgInterval>(row, i)?.map(|i| DbValue::Interval(i.0)),
-        _ => get::<Raw>(row, i)?.map(|r| DbValue::Unsupported(r.0)),
+        Type::INTERVAL => get::<PgInterval>(t, raw)?.map(|i| DbValue::Interval(i.0)),
+        _ => get::<Raw>(t, raw)?.map(|r| DbValue::Unsupported(r.0)),
     };
     Ok(v.unwrap_or(DbValue::DbNull))
 }
@@ -201,6 +215,23 @@ impl ToSql for Null {
     }
 
     to_sql_checked!();
+}
+
+/// A column's binary form as the server sent it (`None` for NULL).
+struct Binary<'a>(Option<&'a [u8]>);
+
+impl<'a> FromSql<'a> for Binary<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Binary(Some(raw)))
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Binary(None))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
 }
 
 /// A column of a type the guest has no name for: its bytes.
@@ -257,4 +288,134 @@ impl ToSql for PgInterval {
     }
 
     to_sql_checked!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Every type `decode` reads itself, and two it hands over as bytes.
+    fn types() -> Vec<Type> {
+        vec![
+            Type::BOOL,
+            Type::CHAR,
+            Type::INT2,
+            Type::INT4,
+            Type::INT8,
+            Type::FLOAT4,
+            Type::FLOAT8,
+            Type::TEXT,
+            Type::BYTEA,
+            Type::DATE,
+            Type::TIME,
+            Type::TIMESTAMP,
+            Type::TIMESTAMPTZ,
+            Type::UUID,
+            Type::JSONB,
+            Type::JSON,
+            Type::NUMERIC,
+            Type::INT4_ARRAY,
+            Type::INT8_ARRAY,
+            Type::NUMERIC_ARRAY,
+            Type::TEXT_ARRAY,
+            Type::INTERVAL,
+            Type::POINT,
+            Type::INT2_ARRAY,
+        ]
+    }
+
+    /// A one-dimensional array's binary form around random elements:
+    /// header (dimensions, has-nulls, element type), the dimension
+    /// (length, lower bound), then each element (length, bytes).
+    fn array(element: u32, elements: &[Vec<u8>], nulls: &[bool]) -> Vec<u8> {
+        let mut raw = Vec::new();
+        raw.extend_from_slice(&1i32.to_be_bytes());
+        raw.extend_from_slice(&i32::from(nulls.contains(&true)).to_be_bytes());
+        raw.extend_from_slice(&element.to_be_bytes());
+        raw.extend_from_slice(&(elements.len() as i32).to_be_bytes());
+        raw.extend_from_slice(&1i32.to_be_bytes());
+        for (e, &null) in elements
+            .iter()
+            .zip(nulls.iter().chain(std::iter::repeat(&false)))
+        {
+            if null {
+                raw.extend_from_slice(&(-1i32).to_be_bytes());
+            } else {
+                raw.extend_from_slice(&(e.len() as i32).to_be_bytes());
+                raw.extend_from_slice(e);
+            }
+        }
+        raw
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// What a server sends for a column is its own to choose: any bytes,
+        /// for any type, end in a value or an error (rust_decimal's numeric
+        /// decoder once panicked on them, ending the request's task).
+        #[test]
+        fn any_bytes_are_a_value_or_an_error(
+            kind in 0..24usize,
+            raw in prop::collection::vec(any::<u8>(), 0..48),
+        ) {
+            let _ = decode(&types()[kind], Some(&raw));
+        }
+
+        /// The same for arrays whose header is right, so the elements are
+        /// read: numeric, int4, int8 and text elements of any bytes.
+        #[test]
+        fn arrays_of_any_elements_are_a_value_or_an_error(
+            which in 0..4usize,
+            elements in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..20), 0..5),
+            nulls in prop::collection::vec(any::<bool>(), 0..5),
+        ) {
+            let (t, element) = [
+                (Type::NUMERIC_ARRAY, Type::NUMERIC.oid()),
+                (Type::INT4_ARRAY, Type::INT4.oid()),
+                (Type::INT8_ARRAY, Type::INT8.oid()),
+                (Type::TEXT_ARRAY, Type::TEXT.oid()),
+            ][which].clone();
+            let _ = decode(&t, Some(&array(element, &elements, &nulls)));
+        }
+    }
+
+    /// A numeric's binary form: digit count, weight, sign, scale, digits.
+    fn numeric(weight: i16, sign: u16, scale: u16, digits: &[u16]) -> Vec<u8> {
+        let mut raw = Vec::new();
+        for f in [digits.len() as u16, weight as u16, sign, scale] {
+            raw.extend_from_slice(&f.to_be_bytes());
+        }
+        for d in digits {
+            raw.extend_from_slice(&d.to_be_bytes());
+        }
+        raw
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// Numerics with a well-formed header around any digits, weights
+        /// near and past what 28 digits hold, any scale: alone and as an
+        /// array's elements (1e32 panicked rust_decimal's decoder).
+        #[test]
+        fn numerics_of_any_size_are_a_value_or_an_error(
+            weight in prop_oneof![-12i16..12, 6i16..40, any::<i16>()],
+            sign in prop_oneof![Just(0u16), Just(0x4000), Just(0xc000), Just(0xd000), any::<u16>()],
+            scale in prop_oneof![0u16..40, any::<u16>()],
+            digits in prop::collection::vec(prop_oneof![0u16..10_000, any::<u16>()], 0..8),
+        ) {
+            let raw = numeric(weight, sign, scale, &digits);
+            let _ = decode(&Type::NUMERIC, Some(&raw));
+            let _ = decode(&Type::NUMERIC_ARRAY, Some(&array(Type::NUMERIC.oid(), &[raw], &[])));
+        }
+    }
+
+    #[test]
+    fn null_is_null_for_every_type() {
+        for t in types() {
+            assert!(matches!(decode(&t, None), Ok(DbValue::DbNull)), "{t}");
+        }
+    }
 }
