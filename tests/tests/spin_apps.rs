@@ -617,6 +617,21 @@ async fn spin_postgres_in_every_sdk_generation() {
          100000000000000000000000000000000|-0.000000000000000000000000000000001234|NaN|Infinity|\
          ArrayDecimal([Some(\"1.50\"), None, Some(\"-2000000000000000000000000000000\")])"
     );
+    // A numeric's text can be 16,000 times its bytes (1e131071): a
+    // million of them in one array is refused by the result's budget
+    // before any text is made (131 GB of it).
+    let (status, body) = pg_call(
+        &sdk7,
+        "/pg",
+        &address,
+        "SELECT array_fill(1e131071::numeric, ARRAY[1000000]) AS huge",
+    )
+    .await;
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body.contains("larger than the 16777216-byte limit"),
+        "{body}"
+    );
     // The server's error, as Spin's query-failed.
     let (status, body) = pg_call(&sdk7, "/pg", &address, "SELECT nope FROM pets").await;
     assert_eq!(status, 500);

@@ -176,17 +176,20 @@ pub async fn query(
         let row = row.map_err(|e| link.error(e))?;
         let mut values = Vec::with_capacity(row.len());
         for i in 0..row.len() {
-            let v = types::value(&row, i)?;
-            budget = budget.checked_sub(size(&v)).ok_or_else(|| {
-                Error::Other(format!(
-                    "the result is larger than the {MAX_RESULT_BYTES}-byte limit: select fewer rows or columns"
-                ))
-            })?;
+            let v = types::value(&row, i, budget)?;
+            budget = budget.checked_sub(size(&v)).ok_or_else(too_large)?;
             values.push(v);
         }
         rows.push(values);
     }
     Ok(RowSet { columns, rows })
+}
+
+/// The error of a result past [`MAX_RESULT_BYTES`].
+pub(crate) fn too_large() -> Error {
+    Error::Other(format!(
+        "the result is larger than the {MAX_RESULT_BYTES}-byte limit: select fewer rows or columns"
+    ))
 }
 
 /// Roughly what a result takes in host memory.

@@ -27,6 +27,24 @@ impl<'a> FromSql<'a> for PgNumeric {
 /// The largest display scale PostgreSQL keeps (`NUMERIC_DSCALE_MASK`).
 const MAX_DSCALE: usize = 0x3fff;
 
+/// The most bytes [`text`] writes for the numeric in `raw`, from its
+/// header alone (0 for one too short to have a header). Eight bytes on the
+/// wire can stand for 147 KB of text (1e131071): a result's budget is
+/// charged this before any text is made.
+pub fn text_bound(raw: &[u8]) -> usize {
+    let Some(header) = raw.get(..8) else {
+        return 0;
+    };
+    let weight = i32::from(i16::from_be_bytes([header[2], header[3]]));
+    let scale = usize::from(u16::from_be_bytes([header[6], header[7]]));
+    // A sign, the integer digits (four per base-10,000 digit, one at
+    // least), and a point with the fraction.
+    let integer = 4 * usize::try_from(weight + 1).unwrap_or(0).max(1);
+    "-Infinity"
+        .len()
+        .max(1 + integer + if scale > 0 { 1 + scale } else { 0 })
+}
+
 /// The text of the binary `numeric` in `raw`: a header of four 16-bit
 /// fields (digit count, weight of the first digit in powers of 10,000,
 /// sign, display scale) and the base-10,000 digits. At most 131,072
@@ -103,6 +121,7 @@ fn text(raw: &[u8]) -> Result<String, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use edge_tests::fuzz::Dice;
     use rust_decimal::Decimal;
 
     fn binary(count: u16, weight: i16, sign: u16, scale: u16, digits: &[u16]) -> Vec<u8> {
@@ -144,15 +163,10 @@ mod tests {
 
     #[test]
     fn the_same_text_as_rust_decimal_within_its_range() {
-        // A small generator (xorshift64*): values whose digits and scale
-        // rust_decimal holds exactly (28 digits of scale, < 7.9e28).
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        };
+        // Values whose digits and scale rust_decimal holds exactly (28
+        // digits of scale, < 7.9e28).
+        let mut dice = Dice(0x2545_f491_4f6c_dd1d);
+        let mut next = || dice.next();
         for _ in 0..20_000 {
             let weight = (next() % 9) as i16 - 2;
             let count = (next() % 6) as usize;
@@ -197,13 +211,8 @@ mod tests {
 
     #[test]
     fn any_bytes_are_a_value_or_an_error_of_bounded_size() {
-        let mut state = 88_172_645_463_325_252u64;
-        let mut next = move || {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        };
+        let mut dice = Dice(88_172_645_463_325_252);
+        let mut next = || dice.next();
         for _ in 0..200_000 {
             let len = (next() % 24) as usize;
             let mut raw: Vec<u8> = (0..len).map(|_| next() as u8).collect();
@@ -216,6 +225,7 @@ mod tests {
                 raw[5] = 0;
             }
             if let Ok(shown) = text(&raw) {
+                assert!(shown.len() <= text_bound(&raw), "{raw:02x?}");
                 assert!(shown.len() <= 1 + 4 * 32_768 + 1 + MAX_DSCALE, "{raw:02x?}");
             }
         }

@@ -1,7 +1,7 @@
 //! PostgreSQL values and Spin's `db-value` / `parameter-value`
 //! (`spin:postgres@4.2.0`, the widest; older versions map onto it).
 
-use crate::numeric::PgNumeric;
+use crate::numeric::{self, PgNumeric};
 use crate::wit::v4::{DbDataType, DbValue, Error, Interval, ParameterValue, QueryError};
 use bytes::BytesMut;
 use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
@@ -108,18 +108,48 @@ pub fn data_type(t: &Type) -> DbDataType {
     }
 }
 
-/// Column `i` of `row` as the guest sees it.
-pub fn value(row: &Row, i: usize) -> Result<DbValue, Error> {
+/// Column `i` of `row` as the guest sees it, if its text fits in `room`
+/// bytes of the result's budget (a value whose text is far larger than its
+/// bytes, a numeric, is refused before it is made; the caller charges what
+/// the value takes).
+pub fn value(row: &Row, i: usize, room: usize) -> Result<DbValue, Error> {
     let t = row.columns()[i].type_();
     let raw = row
         .try_get::<_, Binary>(i)
         .map_err(|e| Error::ValueConversionFailed(e.to_string()))?;
+    if text_bound(t, raw.0)? > room {
+        return Err(crate::too_large());
+    }
     decode(t, raw.0).map_err(|e| match e {
         Error::ValueConversionFailed(why) => {
             Error::ValueConversionFailed(format!("column {i} ({t}): {why}"))
         }
         e => e,
     })
+}
+
+/// The most bytes the text of a numeric value of type `t` (or of all the
+/// elements of a numeric array) takes; 0 for every other type, whose
+/// values take about what they took on the wire.
+fn text_bound(t: &Type, raw: Option<&[u8]>) -> Result<usize, Error> {
+    use fallible_iterator::FallibleIterator;
+    let Some(raw) = raw else { return Ok(0) };
+    match *t {
+        Type::NUMERIC => Ok(numeric::text_bound(raw)),
+        Type::NUMERIC_ARRAY => {
+            let malformed = |e: Box<dyn std::error::Error + Sync + Send>| {
+                Error::ValueConversionFailed(e.to_string())
+            };
+            let array = postgres_protocol::types::array_from_sql(raw).map_err(malformed)?;
+            array
+                .values()
+                .fold(0usize, |sum, element| {
+                    Ok(sum.saturating_add(element.map_or(0, numeric::text_bound)))
+                })
+                .map_err(malformed)
+        }
+        _ => Ok(0),
+    }
 }
 
 /// A value of type `t` from its binary form (`None` for NULL): what the
@@ -410,6 +440,21 @@ mod tests {
             let _ = decode(&Type::NUMERIC, Some(&raw));
             let _ = decode(&Type::NUMERIC_ARRAY, Some(&array(Type::NUMERIC.oid(), &[raw], &[])));
         }
+    }
+
+    #[test]
+    fn a_numeric_arrays_text_is_bounded_before_it_is_made() {
+        // 1e131071: ten bytes on the wire, 131,072 digits of text.
+        let huge = numeric(32767, 0, 0, &[1]);
+        assert_eq!(text_bound(&Type::NUMERIC, Some(&huge)).unwrap(), 131_073);
+        let many = array(Type::NUMERIC.oid(), &vec![huge; 1000], &[]);
+        assert_eq!(
+            text_bound(&Type::NUMERIC_ARRAY, Some(&many)).unwrap(),
+            131_073_000
+        );
+        assert_eq!(text_bound(&Type::NUMERIC_ARRAY, None).unwrap(), 0);
+        assert_eq!(text_bound(&Type::TEXT, Some(b"abc")).unwrap(), 0);
+        assert!(text_bound(&Type::NUMERIC_ARRAY, Some(b"\0\0")).is_err());
     }
 
     #[test]
