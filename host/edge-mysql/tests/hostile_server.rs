@@ -54,6 +54,38 @@ fn a_key_in_pkcs1_form_is_taken_too() {
     assert!(connection_failed(result).contains("Access denied by the test server"));
 }
 
+#[test]
+fn a_key_file_as_a_server_may_store_it_is_taken() {
+    // Blank lines and a NUL around it, CRLF line ends, 76-column lines.
+    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
+    let pem = private
+        .to_public_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let wide: Vec<String> = body
+        .as_bytes()
+        .chunks(76)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect();
+    for key in [
+        format!("\n{pem}\n\n\0"),
+        pem.replace('\n', "\r\n"),
+        format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+            wide.join("\n")
+        ),
+    ] {
+        let why = connection_failed(open_against(move |wire| {
+            full_auth_with_key(wire, key_packet(&key), |mut wire| async move {
+                wire.read().await.expect("the encrypted password");
+                wire.deny(6).await;
+            })
+        }));
+        assert!(why.contains("Access denied by the test server"), "{why}");
+    }
+}
+
 /// A PKCS#1 public key in PEM with the given modulus and exponent bytes.
 fn pkcs1_pem(modulus: &[u8], exponent: &[u8]) -> String {
     let key = rsa::RsaPublicKey::new_unchecked(
@@ -224,4 +256,23 @@ fn columns_of_types_no_result_carries_are_refused() {
         assert!(why.contains(&format!("MYSQL_TYPE_{name}")), "{why}");
         assert!(why.contains("no result carries"), "{why}");
     }
+}
+
+#[test]
+fn mysql_old_password_stays_refused_whatever_the_address_says() {
+    // The address is the tenant's: `secure_auth=false` let a switch to
+    // mysql_old_password without data reach a panic in mysql_common
+    // (`nonce.chunks(8).next().unwrap()`). The host keeps secure_auth on.
+    let before = edge_tests::fuzz::panics_so_far();
+    let why = connection_failed(open_with_options(
+        |mut wire| async move {
+            wire.send(0, &greeting("mysql_native_password")).await;
+            wire.read().await.expect("the handshake response");
+            wire.send(2, b"\xfemysql_old_password\0").await;
+            wire.read().await;
+        },
+        "?secure_auth=false",
+    ));
+    assert!(why.contains("mysql_old_password"), "{why}");
+    assert_eq!(edge_tests::fuzz::panics_so_far(), before);
 }

@@ -19,46 +19,25 @@
 mod common;
 
 use common::*;
+use edge_tests::fuzz::{Dice, panics_so_far};
 use proptest::prelude::*;
-use std::sync::Once;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// A small deterministic generator (xorshift64*): a case is its seed.
-struct Dice(u64);
-
-impl Dice {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-
-    /// A count: mostly small, sometimes at or past an edge.
-    fn count(&mut self) -> u64 {
-        match self.below(10) {
-            0 => [
-                0,
-                250,
-                251,
-                252,
-                0xffff,
-                0x1_0000,
-                1 << 24,
-                1 << 40,
-                u64::MAX,
-            ][self.below(9) as usize],
-            _ => 1 + self.below(3),
-        }
+/// A count: mostly small, sometimes at or past an edge.
+fn count(dice: &mut Dice) -> u64 {
+    match dice.below(10) {
+        0 => [
+            0,
+            250,
+            251,
+            252,
+            0xffff,
+            0x1_0000,
+            1 << 24,
+            1 << 40,
+            u64::MAX,
+        ][dice.below(9) as usize],
+        _ => 1 + dice.below(3),
     }
 }
 
@@ -134,7 +113,7 @@ fn binary_value(dice: &mut Dice, kind: u8, out: &mut Vec<u8>) {
     match width {
         Some(n) if dice.below(10) != 0 => out.extend(dice.bytes(n)),
         _ => {
-            let n = dice.count().min(64);
+            let n = count(dice).min(64);
             lenenc(out, n);
             out.extend(dice.bytes(n as usize));
         }
@@ -144,12 +123,12 @@ fn binary_value(dice: &mut Dice, kind: u8, out: &mut Vec<u8>) {
 /// A result set's packets: its column count, definitions, rows (text or
 /// binary) and a terminator, each possibly cut or grown.
 fn result_set(dice: &mut Dice, binary: bool) -> Vec<Vec<u8>> {
-    let columns = dice.count();
+    let columns = count(dice);
     let kinds: Vec<u8> = (0..columns.min(8)).map(|_| column_type(dice)).collect();
     let mut packets = Vec::new();
-    let mut count = Vec::new();
-    lenenc(&mut count, columns);
-    packets.push(count);
+    let mut header = Vec::new();
+    lenenc(&mut header, columns);
+    packets.push(header);
     for &kind in &kinds {
         packets.push(column_definition(dice, kind));
     }
@@ -175,7 +154,7 @@ fn result_set(dice: &mut Dice, binary: bool) -> Vec<Vec<u8>> {
                 if dice.below(5) == 0 {
                     row.push(0xfb);
                 } else {
-                    let n = dice.count().min(64);
+                    let n = count(dice).min(64);
                     lenenc(&mut row, n);
                     let digits: Vec<u8> = (0..n)
                         .map(|_| b"0123456789-.:eE "[dice.below(16) as usize])
@@ -216,10 +195,10 @@ async fn answering_at_random(mut wire: Wire, mut dice: Dice) {
             // COM_STMT_CLOSE and COM_QUIT have no answer.
             Some(0x19) | Some(0x01) => continue,
             Some(0x16) => {
-                let columns = dice.count().min(0xffff) as u16;
+                let columns = count(&mut dice).min(0xffff) as u16;
                 // Mostly the two parameters the statement has.
                 let params = if dice.below(4) == 0 {
-                    dice.count().min(0xffff) as u16
+                    count(&mut dice).min(0xffff) as u16
                 } else {
                     2
                 };
@@ -256,32 +235,16 @@ async fn answering_at_random(mut wire: Wire, mut dice: Dice) {
     }
 }
 
-/// Panics seen on any thread (the client's runs on a runtime of its own;
-/// edge-mysql turns a panic into an error for the call, so they are
-/// counted where they happen: each is a bug to fix).
-static PANICS: AtomicUsize = AtomicUsize::new(0);
-
-fn count_panics() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let report = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, Ordering::SeqCst);
-            report(info);
-        }));
-    });
-}
-
 proptest! {
     /// An open (whose own queries get random answers) and, if it opens, a
     /// prepared query and a statement, all answered at random from `seed`.
     #[test]
     fn random_answers_end_in_errors_or_results_never_a_panic(seed in any::<u64>()) {
-        count_panics();
-        let before = PANICS.load(Ordering::SeqCst);
+        let before = panics_so_far();
         let dice = Dice(seed | 1);
         let outcome = open_and_run(
             move |wire| answering_at_random(wire, dice),
+            "",
             |conn| async move {
                 // A server that stops answering is ended by the request's
                 // deadline in the host; here by a shorter one.
@@ -304,6 +267,6 @@ proptest! {
         if std::env::var_os("EDGE_FUZZ_SHOW").is_some() {
             println!("open and calls: {outcome:?}");
         }
-        prop_assert_eq!(PANICS.load(Ordering::SeqCst), before, "the client panicked");
+        prop_assert_eq!(panics_so_far(), before, "the client panicked");
     }
 }

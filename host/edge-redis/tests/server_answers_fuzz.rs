@@ -17,53 +17,32 @@
 
 use edge_outbound_http::{AddressPolicy, OutboundPolicy};
 use edge_redis::ops;
+use edge_tests::fuzz::{Dice, panics_so_far};
 use proptest::prelude::*;
-use std::sync::Once;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// A small deterministic generator (xorshift64*): a case is its seed.
-struct Dice(u64);
-
-impl Dice {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-
-    /// A number as the protocol writes it: mostly small, sometimes at or
-    /// past an edge, sometimes not a number.
-    fn number(&mut self) -> String {
-        match self.below(12) {
-            0 => [
-                "-1",
-                "0",
-                "-0",
-                "9223372036854775807",
-                "-9223372036854775808",
-                "9223372036854775808",
-                "18446744073709551616",
-                "1e3",
-                "",
-                "+5",
-                " 3",
-                "0x10",
-            ][self.below(12) as usize]
-                .to_string(),
-            _ => (self.below(8) as i64 - 2).to_string(),
-        }
+/// A number as the protocol writes it: mostly small, sometimes at or
+/// past an edge, sometimes not a number.
+fn number(dice: &mut Dice) -> String {
+    match dice.below(12) {
+        0 => [
+            "-1",
+            "0",
+            "-0",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "18446744073709551616",
+            "1e3",
+            "",
+            "+5",
+            " 3",
+            "0x10",
+        ][dice.below(12) as usize]
+            .to_string(),
+        _ => (dice.below(8) as i64 - 2).to_string(),
     }
 }
 
@@ -102,7 +81,7 @@ fn value(dice: &mut Dice, depth: u32, out: &mut Vec<u8>) {
         }
         2 => {
             out.push(b':');
-            out.extend_from_slice(dice.number().as_bytes());
+            out.extend_from_slice(number(dice).as_bytes());
             out.extend_from_slice(b"\r\n");
         }
         3 | 4 => {
@@ -113,7 +92,7 @@ fn value(dice: &mut Dice, depth: u32, out: &mut Vec<u8>) {
                 .map(|_| BYTES[dice.below(BYTES.len() as u64) as usize])
                 .collect();
             let declared = if dice.below(10) == 0 {
-                dice.number()
+                number(dice)
             } else {
                 data.len().to_string()
             };
@@ -137,7 +116,7 @@ fn value(dice: &mut Dice, depth: u32, out: &mut Vec<u8>) {
         7 => out.extend_from_slice([&b"#t\r\n"[..], b"#f\r\n", b"#x\r\n"][dice.below(3) as usize]),
         8 => {
             out.push(b'(');
-            out.extend_from_slice(dice.number().as_bytes());
+            out.extend_from_slice(number(dice).as_bytes());
             out.extend_from_slice(b"\r\n");
         }
         9 => out.extend_from_slice(b"!5\r\nERR x\r\n"),
@@ -190,20 +169,6 @@ async fn answering_at_random(mut stream: TcpStream, mut dice: Dice) {
             return;
         }
     }
-}
-
-/// Panics seen on any thread.
-static PANICS: AtomicUsize = AtomicUsize::new(0);
-
-fn count_panics() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let report = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, Ordering::SeqCst);
-            report(info);
-        }));
-    });
 }
 
 /// `op`, or its timeout after a second (the request's deadline in the host).
@@ -308,13 +273,12 @@ proptest! {
     /// An open and every operation, answered at random from `seed`.
     #[test]
     fn random_answers_end_in_errors_or_results_never_a_panic(seed in any::<u64>()) {
-        count_panics();
-        let before = PANICS.load(Ordering::SeqCst);
+        let before = panics_so_far();
         let seen = session(Dice(seed | 1));
         if std::env::var_os("EDGE_FUZZ_SHOW").is_some() {
             println!("{seen:#?}");
         }
         prop_assert!(!seen.iter().any(|s| s == "still running after a minute" || s == "the client's task ended"), "{seen:?}");
-        prop_assert_eq!(PANICS.load(Ordering::SeqCst), before, "the client panicked");
+        prop_assert_eq!(panics_so_far(), before, "the client panicked");
     }
 }

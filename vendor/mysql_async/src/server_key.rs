@@ -9,7 +9,8 @@
 //! PUBLIC KEY`), held to its limits (a modulus of at most 4096 bits, an
 //! exponent below 2^33) and every failure is an error in words.
 
-use rsa::pkcs1::der::{Decode, pem};
+use base64::Engine;
+use rsa::pkcs1::der::Decode;
 use rsa::traits::PublicKeyParts;
 use rsa::{BigUint, Oaep, RsaPublicKey};
 
@@ -37,13 +38,13 @@ pub(crate) fn encrypt(pass: &[u8], pem: &[u8]) -> Result<Vec<u8>, DriverError> {
 /// The key in `pem`, or why it cannot be used (said after "the server's
 /// RSA public key").
 fn public_key(pem: &[u8]) -> Result<RsaPublicKey, String> {
-    if pem.is_empty() {
+    if pem.iter().all(|b| b.is_ascii_whitespace() || *b == 0) {
         return Err("is missing: the server sent an empty answer".into());
     }
-    let (label, der) = pem::decode_vec(pem).map_err(|e| {
-        format!("is not a PEM document (-----BEGIN PUBLIC KEY----- or -----BEGIN RSA PUBLIC KEY-----): {e}")
+    let (label, der) = pem_document(pem).map_err(|why| {
+        format!("is not a PEM document (-----BEGIN PUBLIC KEY----- or -----BEGIN RSA PUBLIC KEY-----): {why}")
     })?;
-    let pkcs1 = match label {
+    let pkcs1 = match label.as_str() {
         "RSA PUBLIC KEY" => der,
         "PUBLIC KEY" => {
             let info = rsa::pkcs8::SubjectPublicKeyInfoRef::from_der(&der)
@@ -72,4 +73,29 @@ fn public_key(pem: &[u8]) -> Result<RsaPublicKey, String> {
         rsa::Error::PublicExponentTooSmall => "has an exponent below 2".into(),
         e => format!("is not usable: {e}"),
     })
+}
+
+/// The label and bytes of the PEM document in `text`, read as leniently
+/// as mysql_common did (a server sends its key file as stored): the text
+/// between `-----BEGIN LABEL-----` and `-----END LABEL-----`, whatever its
+/// line widths, line ends and surrounding blank lines or NULs.
+fn pem_document(text: &[u8]) -> Result<(String, Vec<u8>), String> {
+    let text = std::str::from_utf8(text).map_err(|_| "it is not text".to_string())?;
+    let begin = text
+        .find("-----BEGIN ")
+        .ok_or("no -----BEGIN line")?
+        + "-----BEGIN ".len();
+    let label_len = text[begin..].find("-----").ok_or("no end to the BEGIN line")?;
+    let label = &text[begin..begin + label_len];
+    let body = begin + label_len + "-----".len();
+    let end = format!("-----END {label}-----");
+    let body_len = text[body..].find(&end).ok_or_else(|| format!("no {end} line"))?;
+    let base64: String = text[body..body + body_len]
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(base64)
+        .map_err(|e| format!("its base64 is not valid: {e}"))?;
+    Ok((label.to_string(), der))
 }

@@ -77,11 +77,20 @@ where
     S: FnOnce(Wire) -> F + Send + 'static,
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    open_and_run(script, |_| async { Ok(()) })
+    open_with_options(script, "")
 }
 
-/// [`open_against`], then `then` with the open connection.
-pub fn open_and_run<S, F, T, G>(script: S, then: T) -> Result<(), Error>
+/// [`open_against`] with `options` (`?name=value&...`) in the address.
+pub fn open_with_options<S, F>(script: S, options: &'static str) -> Result<(), Error>
+where
+    S: FnOnce(Wire) -> F + Send + 'static,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    open_and_run(script, options, |_| async { Ok(()) })
+}
+
+/// [`open_with_options`], then `then` with the open connection.
+pub fn open_and_run<S, F, T, G>(script: S, options: &'static str, then: T) -> Result<(), Error>
 where
     S: FnOnce(Wire) -> F + Send + 'static,
     F: std::future::Future<Output = ()> + Send + 'static,
@@ -106,7 +115,7 @@ where
             vec!["127.0.0.0/8".parse().unwrap()],
             Default::default(),
         ));
-        let address = format!("mysql://u:{PASSWORD}@127.0.0.1:{port}/db");
+        let address = format!("mysql://u:{PASSWORD}@127.0.0.1:{port}/db{options}");
         let result = match edge_mysql::open(policy, &address).await {
             Ok(conn) => then(conn.shared().expect("open")).await,
             Err(e) => Err(e),
