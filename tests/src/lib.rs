@@ -2,6 +2,7 @@
 //! into a temporary directory, starts the real `edge` binary on ephemeral
 //! ports, and talks to it over loopback HTTP.
 
+pub mod fuzz;
 pub mod mariadb;
 pub mod ogg;
 pub mod services;
