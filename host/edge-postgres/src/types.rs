@@ -207,7 +207,7 @@ fn decode(t: &Type, raw: Option<&[u8]>) -> Result<DbValue, Error> {
             get::<Vec<Option<String>>>(t, raw)?.map(DbValue::ArrayStr)
         }
         Type::INTERVAL => get::<PgInterval>(t, raw)?.map(|i| DbValue::Interval(i.0)),
-        _ => get::<Raw>(t, raw)?.map(|r| DbValue::Unsupported(r.0)),
+        _ => raw.map(|r| DbValue::Unsupported(r.to_vec())),
     };
     Ok(v.unwrap_or(DbValue::DbNull))
 }
@@ -257,19 +257,6 @@ impl<'a> FromSql<'a> for Binary<'a> {
 
     fn from_sql_null(_: &Type) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
         Ok(Binary(None))
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
-}
-
-/// A column of a type the guest has no name for: its bytes.
-struct Raw(Vec<u8>);
-
-impl<'a> FromSql<'a> for Raw {
-    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-        Ok(Raw(raw.to_vec()))
     }
 
     fn accepts(_: &Type) -> bool {
