@@ -12,6 +12,26 @@ use rsa::pkcs1::EncodeRsaPublicKey;
 use rsa::pkcs8::{EncodePublicKey, LineEnding};
 use rsa::{BigUint, Oaep, RsaPrivateKey};
 
+/// A new RSA public key of `bits`, in PKCS#1 PEM.
+fn pkcs1_key(bits: usize) -> String {
+    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, bits).unwrap();
+    private
+        .to_public_key()
+        .to_pkcs1_pem(LineEnding::LF)
+        .unwrap()
+}
+
+/// Why an open fails against a server that asks for full authentication
+/// with `key`, takes the encrypted password and denies it.
+fn denied_after_sealing_with(key: String) -> String {
+    connection_failed(open_against(move |wire| {
+        full_auth_with_key(wire, key_packet(&key), |mut wire| async move {
+            wire.read().await.expect("the encrypted password");
+            wire.deny(6).await;
+        })
+    }))
+}
+
 #[test]
 fn the_password_goes_to_the_server_encrypted_with_its_key() {
     let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).unwrap();
@@ -40,18 +60,9 @@ fn the_password_goes_to_the_server_encrypted_with_its_key() {
 
 #[test]
 fn a_key_in_pkcs1_form_is_taken_too() {
-    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
-    let pem = private
-        .to_public_key()
-        .to_pkcs1_pem(LineEnding::LF)
-        .unwrap();
-    let result = open_against(move |wire| {
-        full_auth_with_key(wire, key_packet(&pem), |mut wire| async move {
-            wire.read().await.expect("the encrypted password");
-            wire.deny(6).await;
-        })
-    });
-    assert!(connection_failed(result).contains("Access denied by the test server"));
+    assert!(
+        denied_after_sealing_with(pkcs1_key(1024)).contains("Access denied by the test server")
+    );
 }
 
 #[test]
@@ -76,12 +87,7 @@ fn a_key_file_as_a_server_may_store_it_is_taken() {
             wide.join("\n")
         ),
     ] {
-        let why = connection_failed(open_against(move |wire| {
-            full_auth_with_key(wire, key_packet(&key), |mut wire| async move {
-                wire.read().await.expect("the encrypted password");
-                wire.deny(6).await;
-            })
-        }));
+        let why = denied_after_sealing_with(key);
         assert!(why.contains("Access denied by the test server"), "{why}");
     }
 }
@@ -141,11 +147,7 @@ fn a_key_that_is_not_pem_is_an_error() {
 #[test]
 fn a_key_too_small_for_the_password_is_an_error() {
     // OAEP with SHA-1 carries at most k - 42 bytes: 22 for a 512-bit key.
-    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 512).unwrap();
-    let pem = private
-        .to_public_key()
-        .to_pkcs1_pem(LineEnding::LF)
-        .unwrap();
+    let pem = pkcs1_key(512);
     let why = connection_failed(open_against(move |wire| {
         full_auth_with_key(wire, key_packet(&pem), |_| async {})
     }));
@@ -154,11 +156,7 @@ fn a_key_too_small_for_the_password_is_an_error() {
 
 #[test]
 fn a_switch_to_caching_sha2_without_a_nonce_is_an_error() {
-    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
-    let pem = private
-        .to_public_key()
-        .to_pkcs1_pem(LineEnding::LF)
-        .unwrap();
+    let pem = pkcs1_key(1024);
     let why = connection_failed(open_against(move |mut wire| async move {
         wire.send(0, &greeting("mysql_native_password")).await;
         wire.read().await.expect("the handshake response");
@@ -223,12 +221,7 @@ fn column_definitions_are_held_to_the_packet_limit_together() {
     // 65,535 column definitions of 64 KiB each: 4 GiB held before the
     // first row. They may take max_allowed_packet (16 MiB) together.
     let mut answer = vec![vec![0xfc, 0xff, 0xff]];
-    let mut definition = Vec::new();
-    for field in [&b"def"[..], b"db", b"t", b"t", b"c", b"c"] {
-        definition.push(field.len() as u8);
-        definition.extend_from_slice(field);
-    }
-    definition.extend_from_slice(&[0x0c, 45, 0, 255, 0, 0, 0, 253, 0, 0, 0, 0, 0]);
+    let mut definition = column_definition(45, 253);
     definition.resize(64 << 10, b' ');
     answer.extend(std::iter::repeat_n(definition, 300));
     let why = connection_failed(open_against(|wire| accepted_then(wire, answer)));
@@ -245,13 +238,7 @@ fn columns_of_types_no_result_carries_are_refused() {
         (20, "TYPED_ARRAY"),
         (243, "UNKNOWN"),
     ] {
-        let mut definition = Vec::new();
-        for field in [&b"def"[..], b"db", b"t", b"t", b"c", b"c"] {
-            definition.push(field.len() as u8);
-            definition.extend_from_slice(field);
-        }
-        definition.extend_from_slice(&[0x0c, 63, 0, 8, 0, 0, 0, kind, 0, 0, 0, 0, 0]);
-        let answer = vec![vec![1], definition];
+        let answer = vec![vec![1], column_definition(63, kind)];
         let why = connection_failed(open_against(move |wire| accepted_then(wire, answer)));
         assert!(why.contains(&format!("MYSQL_TYPE_{name}")), "{why}");
         assert!(why.contains("no result carries"), "{why}");

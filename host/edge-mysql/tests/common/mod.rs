@@ -184,3 +184,15 @@ pub async fn accepted_then(mut wire: Wire, answer: Vec<Vec<u8>>) {
     // The client hangs up, or the open times out.
     wire.read().await;
 }
+
+/// A column definition (catalog `def`, database `db`, table and column
+/// names) of character set `charset`, length 8 and type `kind`.
+pub fn column_definition(charset: u8, kind: u8) -> Vec<u8> {
+    let mut definition = Vec::new();
+    for field in [&b"def"[..], b"db", b"t", b"t", b"c", b"c"] {
+        definition.push(field.len() as u8);
+        definition.extend_from_slice(field);
+    }
+    definition.extend_from_slice(&[0x0c, charset, 0, 8, 0, 0, 0, kind, 0, 0, 0, 0, 0]);
+    definition
+}
