@@ -108,16 +108,16 @@ pub fn data_type(t: &Type) -> DbDataType {
     }
 }
 
-/// Column `i` of `row` as the guest sees it, if its text fits in `room`
-/// bytes of the result's budget (a value whose text is far larger than its
-/// bytes, a numeric, is refused before it is made; the caller charges what
-/// the value takes).
+/// Column `i` of `row` as the guest sees it, if it fits in `room` bytes
+/// of the result's budget: what a value takes is bounded from its bytes
+/// before it is made (a numeric's text can be 16,000 times its bytes, an
+/// array's NULL element 6 times), and the caller charges what it took.
 pub fn value(row: &Row, i: usize, room: usize) -> Result<DbValue, Error> {
     let t = row.columns()[i].type_();
     let raw = row
         .try_get::<_, Binary>(i)
         .map_err(|e| Error::ValueConversionFailed(e.to_string()))?;
-    if text_bound(t, raw.0)? > room {
+    if held_bound(t, raw.0)? > room {
         return Err(crate::too_large());
     }
     decode(t, raw.0).map_err(|e| match e {
@@ -128,28 +128,81 @@ pub fn value(row: &Row, i: usize, room: usize) -> Result<DbValue, Error> {
     })
 }
 
-/// The most bytes the text of a numeric value of type `t` (or of all the
-/// elements of a numeric array) takes; 0 for every other type, whose
-/// values take about what they took on the wire.
-fn text_bound(t: &Type, raw: Option<&[u8]>) -> Result<usize, Error> {
+/// The most host memory the value of type `t` in `raw` takes once
+/// decoded, as `crate::size` counts it, for the types whose values can
+/// take more than their bytes: numerics (text) and arrays (an element of
+/// 4 bytes on the wire is an `Option` of 8 to 24); 0 for the others,
+/// which take about what they took on the wire.
+fn held_bound(t: &Type, raw: Option<&[u8]>) -> Result<usize, Error> {
     use fallible_iterator::FallibleIterator;
     let Some(raw) = raw else { return Ok(0) };
-    match *t {
-        Type::NUMERIC => Ok(numeric::text_bound(raw)),
-        Type::NUMERIC_ARRAY => {
-            let malformed = |e: Box<dyn std::error::Error + Sync + Send>| {
-                Error::ValueConversionFailed(e.to_string())
-            };
-            let array = postgres_protocol::types::array_from_sql(raw).map_err(malformed)?;
-            array
-                .values()
-                .fold(0usize, |sum, element| {
-                    Ok(sum.saturating_add(element.map_or(0, numeric::text_bound)))
-                })
-                .map_err(malformed)
-        }
-        _ => Ok(0),
+    let (slot, element): (usize, fn(&[u8]) -> usize) = match *t {
+        Type::NUMERIC => return Ok(numeric::text_bound(raw)),
+        Type::NUMERIC_ARRAY => (24, numeric::text_bound),
+        Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => (24, <[u8]>::len),
+        Type::INT4_ARRAY => (8, |_| 0),
+        Type::INT8_ARRAY => (16, |_| 0),
+        _ => return Ok(0),
+    };
+    postgres_protocol::types::array_from_sql(raw)
+        .map_err(malformed)?
+        .values()
+        .fold(0usize, |sum, value| {
+            Ok(sum.saturating_add(slot + value.map_or(0, element)))
+        })
+        .map_err(malformed)
+}
+
+fn malformed(e: Box<dyn std::error::Error + Sync + Send>) -> Error {
+    Error::ValueConversionFailed(e.to_string())
+}
+
+/// The elements of a one-dimensional array of `T`s. (postgres-types'
+/// `Vec<T>` reserves room for as many elements as the header claims
+/// before reading any: 2^31 of them from a lying server aborted the
+/// process.)
+fn elements<'a, T: FromSql<'a>>(t: &Type, raw: &'a [u8]) -> Result<Vec<Option<T>>, Error> {
+    use fallible_iterator::FallibleIterator;
+    let tokio_postgres::types::Kind::Array(member) = t.kind() else {
+        return Err(Error::ValueConversionFailed(format!(
+            "{t} is not an array type"
+        )));
+    };
+    let array = postgres_protocol::types::array_from_sql(raw).map_err(malformed)?;
+    if array.dimensions().count().map_err(malformed)? > 1 {
+        return Err(Error::ValueConversionFailed(
+            "arrays of more than one dimension are not supported".into(),
+        ));
     }
+    let mut values = array.values();
+    let mut all = Vec::new();
+    while let Some(value) = values.next().map_err(malformed)? {
+        all.push(Option::<T>::from_sql_nullable(member, value).map_err(malformed)?);
+    }
+    Ok(all)
+}
+
+/// A json or jsonb value as compact JSON text, written as it is read:
+/// parsed into a tree first (serde_json's `Value`, as Spin does), `[0,0,…]`
+/// took 34 times its text in host memory before the result's budget
+/// was charged. Keys stay in the server's order and numbers as serde_json
+/// reads them.
+fn json(t: &Type, raw: &[u8]) -> Result<Vec<u8>, Error> {
+    let text = match (t, raw.split_first()) {
+        (&Type::JSONB, Some((1, text))) => text,
+        (&Type::JSONB, _) => {
+            return Err(Error::ValueConversionFailed(
+                "a jsonb value of an unknown format version".into(),
+            ));
+        }
+        _ => raw,
+    };
+    let mut out = Vec::with_capacity(text.len());
+    let mut from = serde_json::Deserializer::from_slice(text);
+    serde_transcode::transcode(&mut from, &mut serde_json::Serializer::new(&mut out))
+        .and_then(|()| from.end())
+        .map_err(|e| Error::ValueConversionFailed(format!("not JSON: {e}")))?;
+    Ok(out)
 }
 
 /// A value of type `t` from its binary form (`None` for NULL): what the
@@ -196,16 +249,24 @@ fn decode(t: &Type, raw: Option<&[u8]>) -> Result<DbValue, Error> {
             get::<chrono::DateTime<chrono::Utc>>(t, raw)?.map(|t| DbValue::Timestamp(t.timestamp()))
         }
         Type::UUID => get::<uuid::Uuid>(t, raw)?.map(|u| DbValue::Uuid(u.to_string())),
-        Type::JSONB | Type::JSON => get::<serde_json::Value>(t, raw)?
-            .map(|j| DbValue::Jsonb(serde_json::to_vec(&j).unwrap_or_default())),
+        Type::JSONB | Type::JSON => raw.map(|r| json(t, r)).transpose()?.map(DbValue::Jsonb),
         Type::NUMERIC => get::<PgNumeric>(t, raw)?.map(|d| DbValue::Decimal(d.0)),
-        Type::INT4_ARRAY => get::<Vec<Option<i32>>>(t, raw)?.map(DbValue::ArrayInt32),
-        Type::INT8_ARRAY => get::<Vec<Option<i64>>>(t, raw)?.map(DbValue::ArrayInt64),
-        Type::NUMERIC_ARRAY => get::<Vec<Option<PgNumeric>>>(t, raw)?
+        Type::INT4_ARRAY => raw
+            .map(|r| elements(t, r))
+            .transpose()?
+            .map(DbValue::ArrayInt32),
+        Type::INT8_ARRAY => raw
+            .map(|r| elements(t, r))
+            .transpose()?
+            .map(DbValue::ArrayInt64),
+        Type::NUMERIC_ARRAY => raw
+            .map(|r| elements::<PgNumeric>(t, r))
+            .transpose()?
             .map(|v| DbValue::ArrayDecimal(v.into_iter().map(|d| d.map(|d| d.0)).collect())),
-        Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => {
-            get::<Vec<Option<String>>>(t, raw)?.map(DbValue::ArrayStr)
-        }
+        Type::TEXT_ARRAY | Type::VARCHAR_ARRAY => raw
+            .map(|r| elements(t, r))
+            .transpose()?
+            .map(DbValue::ArrayStr),
         Type::INTERVAL => get::<PgInterval>(t, raw)?.map(|i| DbValue::Interval(i.0)),
         _ => raw.map(|r| DbValue::Unsupported(r.to_vec())),
     };
@@ -430,18 +491,172 @@ mod tests {
     }
 
     #[test]
-    fn a_numeric_arrays_text_is_bounded_before_it_is_made() {
+    fn what_a_value_holds_is_bounded_before_it_is_made() {
         // 1e131071: ten bytes on the wire, 131,072 digits of text.
         let huge = numeric(32767, 0, 0, &[1]);
-        assert_eq!(text_bound(&Type::NUMERIC, Some(&huge)).unwrap(), 131_073);
+        assert_eq!(held_bound(&Type::NUMERIC, Some(&huge)).unwrap(), 131_073);
         let many = array(Type::NUMERIC.oid(), &vec![huge; 1000], &[]);
         assert_eq!(
-            text_bound(&Type::NUMERIC_ARRAY, Some(&many)).unwrap(),
-            131_073_000
+            held_bound(&Type::NUMERIC_ARRAY, Some(&many)).unwrap(),
+            131_073_000 + 24 * 1000
         );
-        assert_eq!(text_bound(&Type::NUMERIC_ARRAY, None).unwrap(), 0);
-        assert_eq!(text_bound(&Type::TEXT, Some(b"abc")).unwrap(), 0);
-        assert!(text_bound(&Type::NUMERIC_ARRAY, Some(b"\0\0")).is_err());
+        // A million NULLs: 4 bytes each on the wire, 24 as elements.
+        let nulls = array(
+            Type::TEXT.oid(),
+            &vec![Vec::new(); 1_000_000],
+            &[true; 1_000_000],
+        );
+        assert_eq!(
+            held_bound(&Type::TEXT_ARRAY, Some(&nulls)).unwrap(),
+            24_000_000
+        );
+        let ints = array(Type::INT8.oid(), &vec![vec![0; 8]; 10], &[]);
+        assert_eq!(held_bound(&Type::INT8_ARRAY, Some(&ints)).unwrap(), 160);
+        assert_eq!(held_bound(&Type::NUMERIC_ARRAY, None).unwrap(), 0);
+        assert_eq!(held_bound(&Type::TEXT, Some(b"abc")).unwrap(), 0);
+        assert!(held_bound(&Type::NUMERIC_ARRAY, Some(b"\0\0")).is_err());
+        assert!(held_bound(&Type::TEXT_ARRAY, Some(b"\0\0")).is_err());
+    }
+
+    /// An array's header says how many elements follow; a server may lie
+    /// (postgres-types reserved room for all it claimed: 2^31 text
+    /// elements, 48 GiB, aborted the process).
+    #[test]
+    fn an_arrays_claimed_length_reserves_nothing() {
+        for (t, element) in [
+            (Type::NUMERIC_ARRAY, Type::NUMERIC.oid()),
+            (Type::INT4_ARRAY, Type::INT4.oid()),
+            (Type::INT8_ARRAY, Type::INT8.oid()),
+            (Type::TEXT_ARRAY, Type::TEXT.oid()),
+        ] {
+            let mut lying = array(element, &[b"1".to_vec()], &[]);
+            lying[12..16].copy_from_slice(&i32::MAX.to_be_bytes());
+            assert!(decode(&t, Some(&lying)).is_err(), "{t}");
+        }
+    }
+
+    /// Arbitrary JSON, as a tree whose numbers serde_json reads back the
+    /// same (integers, and floats of few digits).
+    fn any_json() -> impl Strategy<Value = serde_json::Value> {
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1_000_000i32..1_000_000).prop_map(|n| Value::from(f64::from(n) / 64.0)),
+            ".{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                prop::collection::btree_map(".{0,6}", inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn jsonb(text: &[u8]) -> Vec<u8> {
+        [&[1u8][..], text].concat()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// json and jsonb come out as the same JSON, compact, whatever
+        /// white space the server put in.
+        #[test]
+        fn json_comes_out_as_the_same_json(value in any_json()) {
+            let pretty = serde_json::to_vec_pretty(&value).unwrap();
+            for (t, raw) in [(Type::JSON, pretty.clone()), (Type::JSONB, jsonb(&pretty))] {
+                let Ok(DbValue::Jsonb(out)) = decode(&t, Some(&raw)) else {
+                    panic!("{t}: not a value");
+                };
+                prop_assert_eq!(&out, &serde_json::to_vec(&value).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn json_that_is_not_json_is_an_error() {
+        for bad in [&b""[..], b"[1,", b"{} {}", b"nul", b"[1]x", b"\"\\q\""] {
+            assert!(decode(&Type::JSON, Some(bad)).is_err(), "{bad:?}");
+            assert!(decode(&Type::JSONB, Some(&jsonb(bad))).is_err(), "{bad:?}");
+        }
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(decode(&Type::JSON, Some(deep.as_bytes())).is_err());
+        assert!(decode(&Type::JSONB, Some(b"\x02{}")).is_err());
+        assert!(decode(&Type::JSONB, Some(b"")).is_err());
+    }
+
+    /// Counts the bytes this thread holds, and the most it held.
+    mod held {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        use std::cell::Cell;
+
+        thread_local! {
+            static NOW: Cell<isize> = const { Cell::new(0) };
+            static PEAK: Cell<isize> = const { Cell::new(0) };
+        }
+
+        fn add(bytes: isize) {
+            let _ = NOW.try_with(|now| {
+                now.set(now.get() + bytes);
+                let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now.get())));
+            });
+        }
+
+        struct Counting;
+
+        // SAFETY: System's allocator, with a count beside it.
+        unsafe impl GlobalAlloc for Counting {
+            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+                add(layout.size() as isize);
+                unsafe { System.alloc(layout) }
+            }
+            unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+                add(-(layout.size() as isize));
+                unsafe { System.dealloc(ptr, layout) }
+            }
+            unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
+                add(new as isize - layout.size() as isize);
+                unsafe { System.realloc(ptr, layout, new) }
+            }
+        }
+
+        #[global_allocator]
+        static COUNTING: Counting = Counting;
+
+        /// `f`'s result and the most bytes held while it ran, above what
+        /// was held before.
+        pub fn most<T>(f: impl FnOnce() -> T) -> (T, usize) {
+            let start = NOW.with(Cell::get);
+            PEAK.with(|peak| peak.set(start));
+            let out = f();
+            (out, (PEAK.with(Cell::get) - start) as usize)
+        }
+    }
+
+    /// A JSON value is not held as a tree: `[0,0,…]` of 4 MB took 143 MB
+    /// as serde_json's `Value`.
+    #[test]
+    fn json_takes_about_its_text_in_memory() {
+        let text = format!("[{}0]", "0,".repeat(2 << 20));
+        for (t, raw) in [
+            (Type::JSON, text.clone().into_bytes()),
+            (Type::JSONB, jsonb(text.as_bytes())),
+        ] {
+            let (out, most) = held::most(|| decode(&t, Some(&raw)));
+            assert!(
+                matches!(out, Ok(DbValue::Jsonb(ref j)) if j.len() == text.len()),
+                "{t}"
+            );
+            assert!(
+                most <= 2 * text.len(),
+                "{t}: {most} bytes held for {}",
+                text.len()
+            );
+        }
     }
 
     #[test]
