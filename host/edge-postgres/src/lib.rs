@@ -24,13 +24,15 @@ mod types;
 mod wit;
 
 pub use host::add_to_linker;
+/// The guest's error (`spin:postgres@4.2.0`'s), which calls end in.
+pub use wit::v4::{Error, QueryError};
 
 use edge_outbound_http::OutboundPolicy;
 use edge_outbound_http::tcp::TcpError;
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use wasmtime::component::ResourceTable;
-use wit::v4::{Column, DbValue, Error, ParameterValue, RowSet};
+use wit::v4::{Column, DbValue, ParameterValue, RowSet};
 
 /// How long connecting (and the handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,18 +47,26 @@ pub struct Connection {
     _permit: edge_outbound_http::limit::Permit,
 }
 
-/// The client of a connection, and why the connection was cut if its
-/// server sent more than a message may hold ([`capped`]).
+impl Connection {
+    /// The connection's client, as the guest's calls use it.
+    pub fn link(&self) -> std::sync::Arc<Link> {
+        self.client.clone()
+    }
+}
+
+/// The client of a connection, and why the connection ended if it
+/// failed: its server sent more than a message may hold ([`capped`]) or
+/// than the client keeps, or the connection's I/O failed.
 pub struct Link {
     client: tokio_postgres::Client,
-    cut: std::sync::Arc<std::sync::OnceLock<String>>,
+    ended: std::sync::Arc<std::sync::OnceLock<String>>,
 }
 
 impl Link {
-    /// The guest's error for `e`: the cut's cause if the connection was
-    /// cut (`e` then only says it closed).
+    /// The guest's error for `e`: why the connection ended if it did
+    /// (`e` then only says it closed).
     fn error(&self, e: tokio_postgres::Error) -> Error {
-        match self.cut.get() {
+        match self.ended.get() {
             Some(why) => Error::QueryFailed(wit::v4::QueryError::Text(why.clone())),
             None => types::query_error(e),
         }
@@ -117,7 +127,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
             TcpError::TooMany => failed("too many connections"),
             TcpError::Connect(..) => failed(e.to_string()),
         })?;
-    let (stream, cut) = capped::capped(connected.stream);
+    let (stream, ended) = capped::capped(connected.stream);
     let (client, connection) = tokio::time::timeout(
         CONNECT_TIMEOUT,
         config.connect_raw(stream, tokio_postgres::NoTls),
@@ -126,14 +136,17 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
     .map_err(|_| failed("the server did not answer in time"))?
     .map_err(|e| failed(e.to_string()))?;
     // The connection's I/O: ends when the client is dropped. The tenant's
-    // work, in its lane.
+    // work, in its lane. (`connection` is dropped, failing the calls
+    // waiting on it, only after why it failed is set.)
+    let why = ended.clone();
     outbound.tenant().work().spawn_async(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "postgres connection ended");
+            let _ = why.set(e.to_string());
         }
     });
     Ok(Connection {
-        client: std::sync::Arc::new(Link { client, cut }),
+        client: std::sync::Arc::new(Link { client, ended }),
         _permit: connected.permit,
     })
 }

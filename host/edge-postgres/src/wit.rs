@@ -4,6 +4,9 @@
 //! 4.1.0: Wasmtime links semver-compatible imports to the newest version
 //! defined, and the three share their types.
 
+// Generated: its docs are the WIT files'.
+#![allow(missing_docs)]
+
 wasmtime::component::bindgen!({
     inline: "
         package edge:spin-postgres;

@@ -82,6 +82,11 @@ struct CachedTypeInfo {
 
     /// Cache of types already looked up.
     types: HashMap<Oid, Type>,
+
+    /// Types looked up over the connection's life, and the bytes of their
+    /// names, labels and fields (edge: held to bounds, `prepare::charge`).
+    looked_up: usize,
+    looked_up_bytes: usize,
 }
 
 pub struct InnerClient {
@@ -136,6 +141,15 @@ impl InnerClient {
 
     pub fn set_type(&self, oid: Oid, type_: &Type) {
         self.cached_typeinfo.lock().types.insert(oid, type_.clone());
+    }
+
+    /// Counts `lookups` of types keeping `bytes` of names: the lookups
+    /// and bytes counted so far, these included.
+    pub fn count_type_lookup(&self, lookups: usize, bytes: usize) -> (usize, usize) {
+        let mut cache = self.cached_typeinfo.lock();
+        cache.looked_up += lookups;
+        cache.looked_up_bytes = cache.looked_up_bytes.saturating_add(bytes);
+        (cache.looked_up, cache.looked_up_bytes)
     }
 
     pub fn clear_type_cache(&self) {

@@ -333,6 +333,9 @@ where
     Ok(())
 }
 
+/// Notices a server may send before it is ready.
+const MAX_STARTUP_NOTICES: usize = 1000;
+
 async fn read_info<S, T>(
     stream: &mut StartupStream<S, T>,
 ) -> Result<(i32, i32, HashMap<String, String>), Error>
@@ -351,10 +354,15 @@ where
                 secret_key = body.secret_key();
             }
             Some(Message::ParameterStatus(body)) => {
-                parameters.insert(
-                    body.name().map_err(Error::parse)?.to_string(),
-                    body.value().map_err(Error::parse)?.to_string(),
-                );
+                crate::connection::keep_parameter(&mut parameters, &body)?;
+            }
+            // edge: notices are kept until the connection is ready, so
+            // their number is bounded (a server's endless notices filled
+            // the host's memory).
+            Some(Message::NoticeResponse(_)) if stream.delayed.len() == MAX_STARTUP_NOTICES => {
+                return Err(Error::refused(format!(
+                    "the server sent more than {MAX_STARTUP_NOTICES} notices before it was ready"
+                )));
             }
             Some(msg @ Message::NoticeResponse(_)) => {
                 stream.delayed.push_back(BackendMessage::Async(msg))

@@ -122,10 +122,7 @@ where
                     return Ok(Some(AsyncMessage::Notification(notification)));
                 }
                 BackendMessage::Async(Message::ParameterStatus(body)) => {
-                    self.parameters.insert(
-                        body.name().map_err(Error::parse)?.to_string(),
-                        body.value().map_err(Error::parse)?.to_string(),
-                    );
+                    keep_parameter(&mut self.parameters, &body)?;
                     continue;
                 }
                 BackendMessage::Async(_) => unreachable!(),
@@ -353,4 +350,40 @@ where
         }
         Poll::Ready(Ok(()))
     }
+}
+
+// edge: a server reports its parameters as it likes, each in a message
+// of up to the read's limit, and all were kept for the connection's life:
+// distinct names without end filled the host's memory.
+
+/// Parameters one connection keeps (PostgreSQL reports about 16).
+const MAX_PARAMETERS: usize = 256;
+
+/// Bytes of parameter names and values one connection keeps.
+const MAX_PARAMETER_BYTES: usize = 64 << 10;
+
+/// Keeps the parameter `body` reports, within the bounds.
+pub(crate) fn keep_parameter(
+    parameters: &mut HashMap<String, String>,
+    body: &postgres_protocol::message::backend::ParameterStatusBody,
+) -> Result<(), Error> {
+    let name = body.name().map_err(Error::parse)?;
+    let value = body.value().map_err(Error::parse)?;
+    if !parameters.contains_key(name) && parameters.len() == MAX_PARAMETERS {
+        return Err(Error::refused(format!(
+            "the server reported more than {MAX_PARAMETERS} parameters"
+        )));
+    }
+    let others: usize = parameters
+        .iter()
+        .filter(|(kept, _)| kept.as_str() != name)
+        .map(|(name, value)| name.len() + value.len())
+        .sum();
+    if others + name.len() + value.len() > MAX_PARAMETER_BYTES {
+        return Err(Error::refused(format!(
+            "the server's parameters took more than {MAX_PARAMETER_BYTES} bytes"
+        )));
+    }
+    parameters.insert(name.to_string(), value.to_string());
+    Ok(())
 }

@@ -58,6 +58,46 @@ ORDER BY attnum
 
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 
+// edge: what a server says of its types is held to bounds. Looked up one
+// inside another (an array of a domain of a composite...), the lookups'
+// futures nest: types nested without end overflowed the thread's stack;
+// and every type looked up is kept (in the cache, or in the type holding
+// it) for the connection's life.
+
+/// How deep a type's lookups may nest: PostgreSQL's own nest a few deep.
+const MAX_TYPE_DEPTH: usize = 32;
+
+/// Types one connection may look up over its life.
+const MAX_TYPES_LOOKED_UP: usize = 10_000;
+
+/// Bytes of names (of types, schemas, enum labels, composite fields) one
+/// connection may keep of its lookups over its life, each counted with
+/// its `String`.
+const MAX_TYPE_NAME_BYTES: usize = 4 << 20;
+
+/// A composite type's fields: PostgreSQL's `MaxTupleAttributeNumber`.
+const MAX_COMPOSITE_FIELDS: usize = 1664;
+
+/// Counts `lookups` of types keeping `names` against the bounds.
+fn charge(client: &InnerClient, lookups: usize, names: &[&str]) -> Result<(), Error> {
+    let bytes = names
+        .iter()
+        .map(|name| name.len() + size_of::<String>())
+        .sum();
+    let (looked_up, kept) = client.count_type_lookup(lookups, bytes);
+    if looked_up > MAX_TYPES_LOOKED_UP {
+        return Err(Error::refused(format!(
+            "the server described more than {MAX_TYPES_LOOKED_UP} types on one connection"
+        )));
+    }
+    if kept > MAX_TYPE_NAME_BYTES {
+        return Err(Error::refused(format!(
+            "the server's type names took more than {MAX_TYPE_NAME_BYTES} bytes on one connection"
+        )));
+    }
+    Ok(())
+}
+
 pub async fn prepare(
     client: &Arc<InnerClient>,
     query: &str,
@@ -133,12 +173,23 @@ fn encode(client: &InnerClient, name: &str, query: &str, types: &[Type]) -> Resu
 }
 
 pub(crate) async fn get_type(client: &Arc<InnerClient>, oid: Oid) -> Result<Type, Error> {
+    get_type_at(client, oid, 0).await
+}
+
+/// Type `oid`, looked up `depth` lookups deep.
+async fn get_type_at(client: &Arc<InnerClient>, oid: Oid, depth: usize) -> Result<Type, Error> {
     if let Some(type_) = Type::from_oid(oid) {
         return Ok(type_);
     }
 
     if let Some(type_) = client.type_(oid) {
         return Ok(type_);
+    }
+
+    if depth >= MAX_TYPE_DEPTH {
+        return Err(Error::refused(format!(
+            "the server's types nest more than {MAX_TYPE_DEPTH} deep"
+        )));
     }
 
     let stmt = typeinfo_statement(client).await?;
@@ -157,6 +208,7 @@ pub(crate) async fn get_type(client: &Arc<InnerClient>, oid: Oid) -> Result<Type
     let basetype: Oid = row.try_get(4)?;
     let schema: String = row.try_get(5)?;
     let relid: Oid = row.try_get(6)?;
+    charge(client, 1, &[&name, &schema])?;
 
     let kind = if type_ == b'e' as i8 {
         let variants = get_enum_variants(client, oid).await?;
@@ -164,16 +216,16 @@ pub(crate) async fn get_type(client: &Arc<InnerClient>, oid: Oid) -> Result<Type
     } else if type_ == b'p' as i8 {
         Kind::Pseudo
     } else if basetype != 0 {
-        let type_ = get_type_rec(client, basetype).await?;
+        let type_ = get_type_rec(client, basetype, depth + 1).await?;
         Kind::Domain(type_)
     } else if elem_oid != 0 {
-        let type_ = get_type_rec(client, elem_oid).await?;
+        let type_ = get_type_rec(client, elem_oid, depth + 1).await?;
         Kind::Array(type_)
     } else if relid != 0 {
-        let fields = get_composite_fields(client, relid).await?;
+        let fields = get_composite_fields(client, relid, depth).await?;
         Kind::Composite(fields)
     } else if let Some(rngsubtype) = rngsubtype {
-        let type_ = get_type_rec(client, rngsubtype).await?;
+        let type_ = get_type_rec(client, rngsubtype, depth + 1).await?;
         Kind::Range(type_)
     } else {
         Kind::Simple
@@ -188,8 +240,9 @@ pub(crate) async fn get_type(client: &Arc<InnerClient>, oid: Oid) -> Result<Type
 fn get_type_rec<'a>(
     client: &'a Arc<InnerClient>,
     oid: Oid,
+    depth: usize,
 ) -> Pin<Box<dyn Future<Output = Result<Type, Error>> + Send + 'a>> {
-    Box::pin(get_type(client, oid))
+    Box::pin(get_type_at(client, oid, depth))
 }
 
 async fn typeinfo_statement(client: &Arc<InnerClient>) -> Result<Statement, Error> {
@@ -212,11 +265,14 @@ async fn typeinfo_statement(client: &Arc<InnerClient>) -> Result<Statement, Erro
 async fn get_enum_variants(client: &Arc<InnerClient>, oid: Oid) -> Result<Vec<String>, Error> {
     let stmt = typeinfo_enum_statement(client).await?;
 
-    query::query(client, stmt, slice_iter(&[&oid]))
-        .await?
-        .and_then(|row| async move { row.try_get(0) })
-        .try_collect()
-        .await
+    let mut rows = pin!(query::query(client, stmt, slice_iter(&[&oid])).await?);
+    let mut variants = Vec::new();
+    while let Some(row) = rows.try_next().await? {
+        let variant: String = row.try_get(0)?;
+        charge(client, 0, &[&variant])?;
+        variants.push(variant);
+    }
+    Ok(variants)
 }
 
 async fn typeinfo_enum_statement(client: &Arc<InnerClient>) -> Result<Statement, Error> {
@@ -236,19 +292,30 @@ async fn typeinfo_enum_statement(client: &Arc<InnerClient>) -> Result<Statement,
     Ok(stmt)
 }
 
-async fn get_composite_fields(client: &Arc<InnerClient>, oid: Oid) -> Result<Vec<Field>, Error> {
+async fn get_composite_fields(
+    client: &Arc<InnerClient>,
+    oid: Oid,
+    depth: usize,
+) -> Result<Vec<Field>, Error> {
     let stmt = typeinfo_composite_statement(client).await?;
 
-    let rows = query::query(client, stmt, slice_iter(&[&oid]))
-        .await?
-        .try_collect::<Vec<_>>()
-        .await?;
+    let mut rows = pin!(query::query(client, stmt, slice_iter(&[&oid])).await?);
+    let mut named = Vec::new();
+    while let Some(row) = rows.try_next().await? {
+        if named.len() == MAX_COMPOSITE_FIELDS {
+            return Err(Error::refused(format!(
+                "the server described a composite type of more than {MAX_COMPOSITE_FIELDS} fields"
+            )));
+        }
+        let name: String = row.try_get(0)?;
+        let oid: Oid = row.try_get(1)?;
+        charge(client, 0, &[&name])?;
+        named.push((name, oid));
+    }
 
     let mut fields = vec![];
-    for row in rows {
-        let name = row.try_get(0)?;
-        let oid = row.try_get(1)?;
-        let type_ = get_type_rec(client, oid).await?;
+    for (name, oid) in named {
+        let type_ = get_type_rec(client, oid, depth + 1).await?;
         fields.push(Field::new(name, type_));
     }
 

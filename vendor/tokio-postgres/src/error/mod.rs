@@ -358,6 +358,7 @@ enum Kind {
     #[cfg(feature = "runtime")]
     Connect,
     Timeout,
+    Refused(String),
 }
 
 struct ErrorInner {
@@ -401,6 +402,7 @@ impl fmt::Display for Error {
             #[cfg(feature = "runtime")]
             Kind::Connect => fmt.write_str("error connecting to server"),
             Kind::Timeout => fmt.write_str("timeout waiting for server"),
+            Kind::Refused(why) => fmt.write_str(why),
         }
     }
 }
@@ -503,6 +505,11 @@ impl Error {
 
     pub(crate) fn config(e: Box<dyn error::Error + Sync + Send>) -> Error {
         Error::new(Kind::Config, Some(e))
+    }
+
+    /// An answer of the server past what the client holds (edge).
+    pub(crate) fn refused(why: String) -> Error {
+        Error::new(Kind::Refused(why), None)
     }
 
     pub(crate) fn row_count() -> Error {
