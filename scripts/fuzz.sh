@@ -30,6 +30,7 @@ TARGETS=(
     components/hints-engine:query_fuzz
     host/edge-mysql:server_answers_fuzz:200
     host/edge-redis:server_answers_fuzz:200
+    host/edge-postgres:server_answers_fuzz:200
     tests:http_fuzz:500:30
 )
 # Build every target first, so the time goes to cases; then run the test

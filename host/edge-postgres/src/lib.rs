@@ -24,15 +24,16 @@ mod types;
 mod wit;
 
 pub use host::add_to_linker;
-/// The guest's error (`spin:postgres@4.2.0`'s), which calls end in.
-pub use wit::v4::{Error, QueryError};
+/// The guest's error (`spin:postgres@4.2.0`'s), which calls end in, and
+/// its parameters.
+pub use wit::v4::{Error, ParameterValue, QueryError};
 
 use edge_outbound_http::OutboundPolicy;
 use edge_outbound_http::tcp::TcpError;
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use wasmtime::component::ResourceTable;
-use wit::v4::{Column, DbValue, ParameterValue, RowSet};
+use wit::v4::{Column, DbValue, RowSet};
 
 /// How long connecting (and the handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
