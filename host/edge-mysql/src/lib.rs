@@ -61,6 +61,11 @@ impl Drop for Connection {
         let Some(Ok(conn)) = self.conn.take().map(std::sync::Arc::try_unwrap) else {
             return;
         };
+        // (None: closed after a call panicked, its place in the protocol
+        // unknown; never pooled.)
+        let Some(mut conn) = conn.into_inner() else {
+            return;
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -70,7 +75,6 @@ impl Drop for Connection {
             return;
         };
         runtime.spawn(async move {
-            let mut conn = conn.into_inner();
             let reset = tokio::time::timeout(CONNECT_TIMEOUT, async {
                 conn.reset().await.ok() == Some(true)
                     && session(&mut conn).await.as_ref() == Some(&fingerprint)
@@ -326,7 +330,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
     if let Some((session, conn, _idle_place)) = POOL.take(&key) {
         // (The idle connection's place is given back: `checked` holds one.)
         return Ok(Connection {
-            conn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(conn))),
+            conn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(Some(conn)))),
             key,
             session,
             permit: Some(checked.permit),
@@ -361,7 +365,7 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
         .await
         .map_err(|_| Error::ConnectionFailed("the server did not answer in time".into()))??;
     Ok(Connection {
-        conn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(conn))),
+        conn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(Some(conn)))),
         key,
         session,
         permit: Some(checked.permit),
@@ -369,8 +373,9 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
 }
 
 /// The server connection of a [`Connection`], as a call takes it: shared,
-/// so a call runs without borrowing the instance's resource table.
-pub type Shared = std::sync::Arc<tokio::sync::Mutex<mysql_async::Conn>>;
+/// so a call runs without borrowing the instance's resource table; `None`
+/// once closed after a call panicked ([`exclusive`]).
+pub type Shared = std::sync::Arc<tokio::sync::Mutex<Option<mysql_async::Conn>>>;
 
 impl Connection {
     /// The server connection, for [`query`] and [`execute`].
@@ -462,14 +467,49 @@ fn from_mysql(v: mysql_async::Value, t: DataType) -> Result<Value, Error> {
 
 /// Runs a statement that returns rows.
 pub async fn query(conn: Shared, statement: String, params: Vec<Value>) -> Result<RowSet, Error> {
-    guarded(async {
-        let mut conn = conn.lock().await;
-        let stmt = prepare(&mut conn, &statement).await?;
-        let rows = read_rows(&mut conn, &stmt, params).await;
-        forget_if_long(&mut conn, stmt, &statement).await;
+    exclusive(&conn, async |conn| {
+        let stmt = prepare(conn, &statement).await?;
+        let rows = read_rows(conn, &stmt, params).await;
+        forget_if_long(conn, stmt, &statement).await;
         rows
     })
     .await
+}
+
+/// Runs `call` on the connection in `shared`, alone. A panic in it fails
+/// the call alone ([`guarded`]) and closes the connection, whose place in
+/// the protocol is then unknown: later calls on the handle fail, and it
+/// is not pooled.
+async fn exclusive<C, T>(
+    shared: &tokio::sync::Mutex<Option<C>>,
+    call: impl AsyncFnOnce(&mut C) -> Result<T, Error>,
+) -> Result<T, Error> {
+    use futures_util::FutureExt;
+    let mut held = shared.lock().await;
+    let Some(conn) = held.as_mut() else {
+        return Err(Error::Other(format!(
+            "the connection was closed: {COULD_NOT_FOLLOW}"
+        )));
+    };
+    match std::panic::AssertUnwindSafe(call(conn))
+        .catch_unwind()
+        .await
+    {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            *held = None;
+            Err(panicked())
+        }
+    }
+}
+
+/// Why a call failed whose client panicked.
+const COULD_NOT_FOLLOW: &str = "the MySQL client could not follow the server's answer";
+
+/// A call's error for a panic in the client, logged.
+fn panicked() -> Error {
+    tracing::error!("the MySQL client panicked on a server's answer");
+    Error::Other(COULD_NOT_FOLLOW.into())
 }
 
 /// A call into the MySQL client, whose panic fails the call alone. The
@@ -482,12 +522,7 @@ async fn guarded<T>(call: impl std::future::Future<Output = Result<T, Error>>) -
     std::panic::AssertUnwindSafe(call)
         .catch_unwind()
         .await
-        .unwrap_or_else(|_| {
-            tracing::error!("the MySQL client panicked on a server's answer");
-            Err(Error::Other(
-                "the MySQL client could not follow the server's answer".into(),
-            ))
-        })
+        .unwrap_or_else(|_| Err(panicked()))
 }
 
 /// Prepares `statement` (or finds it in the connection's cache).
@@ -552,15 +587,14 @@ async fn read_rows(
 
 /// Runs a statement without rows.
 pub async fn execute(conn: Shared, statement: String, params: Vec<Value>) -> Result<(), Error> {
-    guarded(async {
-        let mut conn = conn.lock().await;
-        let stmt = prepare(&mut conn, &statement).await?;
+    exclusive(&conn, async |conn| {
+        let stmt = prepare(conn, &statement).await?;
         let params = mysql_async::Params::Positional(params.into_iter().map(to_mysql).collect());
         let done = conn
             .exec_drop(&stmt, params)
             .await
             .map_err(|e| Error::QueryFailed(e.to_string()));
-        forget_if_long(&mut conn, stmt, &statement).await;
+        forget_if_long(conn, stmt, &statement).await;
         done
     })
     .await
@@ -575,5 +609,28 @@ mod tests {
         let failed = guarded::<()>(async { panic!("a server's answer the client cannot follow") });
         assert!(matches!(failed.await, Err(Error::Other(why)) if why.contains("could not follow")));
         assert_eq!(guarded(async { Ok(7) }).await.unwrap(), 7);
+    }
+
+    /// A connection whose call panicked is closed: later calls on it fail
+    /// in words, and the handle's drop finds nothing to pool.
+    #[tokio::test]
+    async fn a_connection_whose_call_panicked_is_closed() {
+        let shared = tokio::sync::Mutex::new(Some(0u32));
+        let sum = exclusive(&shared, async |n| {
+            *n += 2;
+            Ok(*n)
+        });
+        assert_eq!(sum.await.unwrap(), 2);
+        let failed = exclusive::<_, ()>(&shared, async |n| {
+            *n += 1;
+            panic!("a server's answer the client cannot follow")
+        });
+        assert!(matches!(failed.await, Err(Error::Other(why)) if why == COULD_NOT_FOLLOW));
+        assert!(shared.lock().await.is_none());
+        let later = exclusive(&shared, async |n| Ok(*n)).await;
+        assert!(
+            matches!(later, Err(Error::Other(ref why)) if why == &format!("the connection was closed: {COULD_NOT_FOLLOW}")),
+            "{later:?}"
+        );
     }
 }
