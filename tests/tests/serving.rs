@@ -245,6 +245,8 @@ async fn health_and_metrics() {
         "# TYPE edge_pool_slots_in_use gauge",
         "edge_pool_slots_in_use{kind=\"component_instances\"} 0",
         "edge_components_failed 0",
+        // (A guest's trap is not the host's panic.)
+        "edge_panics_total 0",
     ] {
         assert!(m.contains(line), "missing {line:?} in:\n{m}");
     }

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod name_lookup;
 pub mod open_files;
 pub mod outgoing_handler;
+pub mod panics;
 pub mod read_dir;
 pub mod reload;
 pub mod respond;

@@ -170,6 +170,7 @@ fn main() {
     // Before anything opens a database: SQLite's memory counted per
     // tenant connection (its allocator is set once, before first use).
     edge_sqlite::count_memory();
+    edge::panics::count_panics();
     no_transparent_huge_pages();
     let cli = Cli::parse();
     init_logging(cli.log_format);

@@ -308,7 +308,7 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{{}}} {}", labels(t, c), get(m));
             }
         }
-        let global: [(&str, &str, &str, i64); 7] = [
+        let global: [(&str, &str, &str, i64); 8] = [
             (
                 "edge_unrouted_host_total",
                 "counter",
@@ -350,6 +350,12 @@ impl Metrics {
                 "gauge",
                 "Components that failed to load.",
                 self.components_failed.load(Relaxed),
+            ),
+            (
+                "edge_panics_total",
+                "counter",
+                "Panics in the host: each a bug, failing its call alone (reports past 10 a minute are not logged).",
+                crate::panics::count() as i64,
             ),
         ];
         for (name, kind, help, v) in global {
