@@ -222,6 +222,14 @@ impl TenantWork {
         run_as_task(lane, usize::from(born_idle), true, f)
     }
 
+    /// Charges `cpu` to the tenant: work done for it where no task of its
+    /// runs (its name lookups, polled on the resolver's thread).
+    pub fn charge(&self, cpu: std::time::Duration) {
+        if let Some(lane) = &self.0 {
+            lane.charge(cpu);
+        }
+    }
+
     /// Whether the tenant is in the background lane now.
     pub fn in_background(&self) -> bool {
         self.0.as_ref().is_some_and(|lane| lane.in_background())

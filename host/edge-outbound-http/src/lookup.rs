@@ -1,24 +1,23 @@
-//! Name lookups a tenant cannot pile up.
+//! Name lookups a tenant cannot pile up, each waiting on a socket rather
+//! than a thread.
 //!
-//! The system resolver (`getaddrinfo`, which reads `/etc/hosts` and the
-//! operator's resolvers as every other program here does) blocks a thread
-//! for as long as the name's servers take to answer: seconds for one whose
-//! servers are silent. `tokio::net::lookup_host` runs it on the runtime's
-//! blocking pool and, when its caller stops waiting, leaves it running
-//! there. A guest resolving such names and giving up at once (or a flood
-//! of outbound requests to them) could fill the pool with blocked threads,
-//! and every tenant's disk work (SQLite statements, key-value storage,
-//! files) would queue behind them.
+//! Names are resolved by hickory-resolver with the system's configuration
+//! (`/etc/resolv.conf`'s servers, search domains and options, then
+//! `/etc/hosts`, read at the first lookup) on a thread of its own, and
+//! answers are cached as their records' TTLs allow (up to [`CACHE_NAMES`]
+//! names for the host). The system resolver (`getaddrinfo`) held a
+//! blocking thread per lookup for as long as the name's servers took:
+//! seconds for a name whose servers are silent, which any tenant can own.
+//! The host capped such lookups (128) to keep threads for disk work, and
+//! eight tenants resolving silent names held every place: all other
+//! tenants' lookups waited behind them.
 //!
-//! So a lookup holds a place among its tenant's [`PER_TENANT`] lookups and
-//! the host's [`PER_HOST`] until the resolver itself returns, not until its
-//! caller gives up; one past either waits for a place (its caller's
-//! deadline bounds the wait). The host's places are fewer than tokio's
-//! 512 blocking threads, so disk work always finds a thread. A lookup is
-//! its tenant's work (charged to it, at `SCHED_IDLE` while it is behind:
-//! slow to return when the cores are busy), so tenants in the background
-//! lane take theirs from [`BEHIND_SHARE`] of the host's places: the
-//! others are out of their reach.
+//! A lookup holds one of its tenant's [`PER_TENANT`] places while its
+//! query runs, so a tenant cannot pile queries onto the operator's DNS
+//! servers; no tenant waits for another's. Its caller giving up while it
+//! waits for a place ends it; once sent, a query runs to its answer or its
+//! timeout in its place (a loop of lookups given up at once is held to the
+//! cap, not to the caller's patience).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -31,40 +30,109 @@
 //! ```
 
 use crate::limit::TenantOutbound;
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
-use tokio::sync::Semaphore;
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{LookupIpStrategy, ResolveHosts, ResolverConfig, ResolverOpts};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 /// Lookups one tenant may have running at once.
 pub const PER_TENANT: usize = 16;
 
-/// Lookups the host runs at once, whatever their tenants.
-pub const PER_HOST: usize = 128;
+/// Names whose answers the host keeps.
+pub const CACHE_NAMES: u64 = 16_384;
 
-static HOST: Semaphore = Semaphore::const_new(PER_HOST);
+/// A resolver and the runtime its queries run on: a thread of its own, so
+/// the sockets and tasks a query leaves for the next outlive any serving
+/// runtime (and a test's).
+pub struct Resolver {
+    runtime: tokio::runtime::Handle,
+    names: TokioResolver,
+}
 
-/// The host's places tenants in the background lane may hold.
-pub const BEHIND_SHARE: usize = PER_HOST / 2;
+impl Resolver {
+    /// The host's resolver, under the system's configuration.
+    pub fn system() -> Arc<Resolver> {
+        static SYSTEM: OnceLock<Arc<Resolver>> = OnceLock::new();
+        SYSTEM
+            .get_or_init(|| {
+                let (config, options) =
+                    hickory_resolver::system_conf::read_system_conf().unwrap_or_else(|e| {
+                        // As getaddrinfo without the file: names in
+                        // /etc/hosts still resolve; none other.
+                        tracing::warn!(error = %e, "no DNS servers: /etc/resolv.conf could not be read");
+                        (ResolverConfig::from_parts(None, Vec::new(), Vec::new()), ResolverOpts::default())
+                    });
+                Resolver::new(config, options)
+            })
+            .clone()
+    }
 
-static BEHIND: Semaphore = Semaphore::const_new(BEHIND_SHARE);
+    /// A resolver asking `config`'s servers, with `options` (hosts file,
+    /// address order and cache as the host keeps them).
+    pub fn new(config: ResolverConfig, mut options: ResolverOpts) -> Arc<Resolver> {
+        options.use_hosts_file = ResolveHosts::Always;
+        // IPv4 first, as most hosts here reach it.
+        options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+        options.cache_size = CACHE_NAMES;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for name lookups");
+        let handle = runtime.handle().clone();
+        std::thread::Builder::new()
+            .name("edge-dns".into())
+            .spawn(move || runtime.block_on(std::future::pending::<()>()))
+            .expect("a thread for name lookups");
+        let names = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
+            .with_options(options)
+            .build()
+            .expect("a resolver of a configuration without encryption");
+        Arc::new(Resolver {
+            runtime: handle,
+            names,
+        })
+    }
+}
 
 /// The addresses of `name` (a domain name, not an address literal) with
-/// `port`, as the system resolver finds them. The lookup is a task of its
-/// own, started at once: it goes on whether or not its caller polls (a
-/// place handed to a caller not being polled would sit unused), and
-/// dropping the handle gives up on it (once at the resolver, it finishes
-/// there in its places).
+/// `port`, as the host's resolver finds them ([`Resolver::system`]).
 pub fn resolve(
     tenant: Arc<TenantOutbound>,
     name: String,
     port: u16,
 ) -> impl Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'static {
-    let mut task = wasmtime_wasi::runtime::spawn(async move {
-        holding_places(&tenant, move || {
-            Ok((name.as_str(), port).to_socket_addrs()?.collect())
-        })
-        .await
-    });
+    resolve_with(Resolver::system(), tenant, name, port)
+}
+
+/// [`resolve`] by `resolver`. The lookup is a task of its own, started at
+/// once: it goes on whether or not its caller polls (a place handed to a
+/// caller not being polled would sit unused); dropping the handle gives up
+/// on it while it waits for a place.
+pub fn resolve_with(
+    resolver: Arc<Resolver>,
+    tenant: Arc<TenantOutbound>,
+    name: String,
+    port: u16,
+) -> impl Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'static {
+    let runtime = resolver.runtime.clone();
+    let mut task = wasmtime_wasi::runtime::AbortOnDropJoinHandle::from(runtime.spawn(async move {
+        tenant
+            .lookups_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let place = tenant.lookup_place().await;
+        // Once sent, the query ends in its place whatever its caller does;
+        // its polls are the tenant's work.
+        let query = tokio::spawn(charged(tenant.work(), async move {
+            let _place = place;
+            resolver.names.lookup_ip(name.as_str()).await
+        }));
+        let found = query
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(std::io::Error::other)?;
+        Ok(found.iter().map(|ip| SocketAddr::new(ip, port)).collect())
+    }));
     // Through the inner handle: a task cancelled (its runtime shutting
     // down) is an error, not a panic.
     async move {
@@ -74,80 +142,172 @@ pub fn resolve(
     }
 }
 
-/// Runs `lookup` on the blocking pool once it has a place of `tenant`'s and
-/// one of the host's (of those for tenants behind, if it is), which it
-/// keeps until it returns.
-async fn holding_places<T: Send + 'static>(
-    tenant: &TenantOutbound,
-    lookup: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> std::io::Result<T> {
-    tenant
-        .lookups_total
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // The tenant's place first: a tenant waiting at its own cap holds none
-    // of the host's.
-    let tenant_place = tenant.lookup_place().await;
-    let work = tenant.work();
-    let (behind_place, host_place) = loop {
-        let behind_place = if work.in_background() {
-            let place = BEHIND.acquire().await;
-            Some(place.expect("the host's semaphore is never closed"))
-        } else {
-            None
-        };
-        let host_place = HOST
-            .acquire()
-            .await
-            .expect("the host's semaphore is never closed");
-        // A tenant that went behind while it waited takes a place of
-        // theirs too, before the host's again (never while holding the
-        // host's: others hold theirs while they wait for the host's).
-        if behind_place.is_some() || !work.in_background() {
-            break (behind_place, host_place);
-        }
-    };
-    // Dropping the handle detaches the task; the places go with it. The
-    // resolver's CPU is the tenant's.
-    work.spawn(move || {
-        let _places = (tenant_place, behind_place, host_place);
-        lookup()
+/// `future`, the time each of its polls takes charged to `work`'s tenant.
+async fn charged<F: Future>(work: edge_blocking::TenantWork, future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        let start = std::time::Instant::now();
+        let polled = future.as_mut().poll(cx);
+        work.charge(start.elapsed());
+        polled
     })
     .await
-    .map_err(std::io::Error::other)?
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hickory_resolver::config::{ConnectionConfig, NameServerConfig};
+    use std::collections::HashMap;
+    use std::sync::Mutex;
     use std::time::Duration;
 
-    #[tokio::test]
-    async fn a_lookup_its_caller_gave_up_on_keeps_its_place_until_it_returns() {
-        let tenant = std::sync::Arc::new(TenantOutbound::new("t", 1));
-        // A resolver that answers only when the test says so.
-        let (answer, asked) = std::sync::mpsc::channel::<()>();
-        let slow = move || {
-            let _ = asked.recv();
-            Ok(())
-        };
-        // The caller gives up (its first poll takes the places and starts
-        // the resolver).
-        let gave_up =
-            tokio::time::timeout(Duration::from_millis(20), holding_places(&tenant, slow)).await;
-        assert!(gave_up.is_err());
-        assert_eq!(tenant.lookups_running(), 1, "the resolver still runs");
-        answer.send(()).unwrap();
-        for _ in 0..1000 {
-            if tenant.lookups_running() == 0 {
-                break;
+    /// A DNS server of the test's on loopback: names whose first label
+    /// starts with `ok` have the address 127.0.0.1 (for 60 s), and it
+    /// counts the A queries for each; it never answers others. And a
+    /// resolver asking only it, once, for 300 ms.
+    async fn server() -> (Arc<Resolver>, Arc<Mutex<HashMap<String, usize>>>) {
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let asked = Arc::new(Mutex::new(HashMap::new()));
+        let counts = asked.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let socket = tokio::net::UdpSocket::from_std(socket.into_std().unwrap()).unwrap();
+                let mut buf = [0u8; 512];
+                loop {
+                    let (n, from) = socket.recv_from(&mut buf).await.unwrap();
+                    let query = &buf[..n];
+                    // The question: labels up to the root, type, class.
+                    let (mut at, mut labels) = (12, Vec::new());
+                    while query[at] != 0 {
+                        let len = query[at] as usize;
+                        labels.push(
+                            String::from_utf8_lossy(&query[at + 1..at + 1 + len]).into_owned(),
+                        );
+                        at += 1 + len;
+                    }
+                    let qtype = u16::from_be_bytes([query[at + 1], query[at + 2]]);
+                    let question_end = at + 5;
+                    if !labels[0].starts_with("ok") {
+                        continue;
+                    }
+                    let a = qtype == 1;
+                    if a {
+                        *counts.lock().unwrap().entry(labels.join(".")).or_insert(0) += 1;
+                    }
+                    let mut answer = query[..2].to_vec();
+                    answer.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(a), 0, 0, 0, 0]);
+                    answer.extend_from_slice(&query[12..question_end]);
+                    if a {
+                        answer.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
+                        answer.extend_from_slice(&60u32.to_be_bytes());
+                        answer.extend_from_slice(&[0, 4, 127, 0, 0, 1]);
+                    }
+                    socket.send_to(&answer, from).await.unwrap();
+                }
+            });
+        });
+        let mut udp = ConnectionConfig::udp();
+        udp.port = port;
+        let config = ResolverConfig::from_parts(
+            None,
+            Vec::new(),
+            vec![NameServerConfig::new(
+                "127.0.0.1".parse().unwrap(),
+                true,
+                vec![udp],
+            )],
+        );
+        let mut options = ResolverOpts::default();
+        options.timeout = Duration::from_millis(300);
+        options.attempts = 1;
+        (Resolver::new(config, options), asked)
+    }
+
+    async fn until(what: impl Fn() -> bool) {
+        for _ in 0..500 {
+            if what() {
+                return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn a_lookup_its_caller_gave_up_on_keeps_its_place_until_its_query_ends() {
+        let (resolver, _) = server().await;
+        let tenant = Arc::new(TenantOutbound::new("t", 1));
+        let lookup = resolve_with(resolver, tenant.clone(), "silent.test".into(), 80);
+        let gave_up = tokio::time::timeout(Duration::from_millis(50), lookup).await;
+        assert!(gave_up.is_err());
+        assert_eq!(tenant.lookups_running(), 1, "the query still runs");
+        until(|| tenant.lookups_running() == 0).await;
         assert_eq!(
             tenant.lookups_running(),
             0,
-            "its place is back once it returned"
+            "its place is back once it timed out"
         );
+    }
+
+    /// Twenty tenants each at their cap of lookups of names whose servers
+    /// are silent (320 queries waiting: the system resolver held a thread
+    /// each, and the host ran 128): another tenant's lookup is answered
+    /// at once.
+    #[tokio::test]
+    async fn lookups_waiting_on_silent_servers_keep_no_other_tenant_waiting() {
+        let (resolver, _) = server().await;
+        let mut waiting = Vec::new();
+        let mut tenants = Vec::new();
+        for t in 0..20 {
+            let tenant = Arc::new(TenantOutbound::new(&format!("silent{t}"), 1));
+            for i in 0..PER_TENANT {
+                let name = format!("n{i}.t{t}.silent.test");
+                waiting.push(tokio::spawn(resolve_with(
+                    resolver.clone(),
+                    tenant.clone(),
+                    name,
+                    80,
+                )));
+            }
+            tenants.push(tenant);
+        }
+        until(|| tenants.iter().all(|t| t.lookups_running() == PER_TENANT)).await;
+        assert!(tenants.iter().all(|t| t.lookups_running() == PER_TENANT));
+        let other = Arc::new(TenantOutbound::new("other", 1));
+        let found = tokio::time::timeout(
+            Duration::from_millis(250),
+            resolve_with(resolver, other, "ok.answered.test".into(), 443),
+        )
+        .await
+        .expect("answered while the others wait")
+        .unwrap();
+        assert_eq!(found, vec!["127.0.0.1:443".parse().unwrap()]);
+        for w in waiting {
+            assert!(w.await.unwrap().is_err(), "a silent name times out");
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_are_kept_for_their_ttl() {
+        let (resolver, asked) = server().await;
+        let tenant = Arc::new(TenantOutbound::new("t", 1));
+        for port in [80, 443] {
+            let found = resolve_with(
+                resolver.clone(),
+                tenant.clone(),
+                "ok.cached.test".into(),
+                port,
+            )
+            .await
+            .unwrap();
+            assert_eq!(found, vec![SocketAddr::new([127, 0, 0, 1].into(), port)]);
+        }
+        assert_eq!(asked.lock().unwrap().get("ok.cached.test"), Some(&1));
     }
 
     #[tokio::test]
@@ -173,35 +333,5 @@ mod tests {
         held.pop();
         let found = waiting.await.unwrap().unwrap();
         assert!(!found.is_empty() && found.iter().all(|a| a.port() == 2));
-    }
-
-    /// A tenant in the background lane.
-    struct Behind;
-
-    impl edge_blocking::Lane for Behind {
-        fn charge(&self, _cpu: Duration) {}
-        fn in_background(&self) -> bool {
-            true
-        }
-        fn long_task(&self) {}
-    }
-
-    #[tokio::test]
-    async fn tenants_behind_take_at_most_their_share_of_the_hosts_places() {
-        let share = BEHIND.acquire_many(BEHIND_SHARE as u32).await.unwrap();
-        let behind = Arc::new(TenantOutbound::new("b", 1));
-        behind.set_work(&edge_blocking::TenantWork::new(Arc::new(Behind)));
-        let waiting = tokio::spawn(resolve(behind, "localhost".into(), 2));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!waiting.is_finished(), "behind, past the share: waits");
-        let front = Arc::new(TenantOutbound::new("f", 1));
-        assert!(
-            !resolve(front, "localhost".into(), 3)
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        drop(share);
-        assert!(!waiting.await.unwrap().unwrap().is_empty());
     }
 }

@@ -944,10 +944,10 @@ mod tests {
         assert_eq!(body.len(), 100_000);
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
         // The send and the connection's I/O, paced; the name's lookup,
-        // charged.
+        // charged (each poll of its query).
         assert_eq!(lane.paced.load(Ordering::SeqCst), 2);
         assert!(lane.polls.load(Ordering::SeqCst) >= 2);
-        assert_eq!(lane.charged.load(Ordering::SeqCst), 1);
+        assert!(lane.charged.load(Ordering::SeqCst) >= 1);
     }
 
     #[tokio::test]

@@ -1,10 +1,11 @@
 //! `wasi:sockets/ip-name-lookup`, with each lookup holding a place of its
 //! tenant's ([`edge_outbound_http::lookup`]).
 //!
-//! wasmtime-wasi resolves every name a guest asks for on tokio's blocking
-//! pool and leaves the resolver running when the guest drops the lookup:
-//! a loop of lookups of slow names, each dropped at once, would fill the
-//! pool that every tenant's disk work runs on. Its stream type cannot be
+//! wasmtime-wasi resolves every name a guest asks for with the system
+//! resolver on tokio's blocking pool and leaves it running when the guest
+//! drops the lookup: a loop of lookups of slow names, each dropped at
+//! once, would fill the pool that every tenant's disk work runs on. Its
+//! stream type cannot be
 //! built outside the library, so the whole interface (the function, and
 //! in WASI 0.2 the stream resource with its methods) is linked over the
 //! library's, as [`crate::sockets`] does for the socket constructors.
@@ -12,7 +13,7 @@
 //! What a guest sees is the library's behaviour: lookups only with
 //! `wasi:sockets` granted, address literals answered at once, other names
 //! checked as the URL standard reads hosts (so Unicode names become
-//! punycode) and resolved by the system resolver.
+//! punycode) and resolved by the host's resolver.
 
 use crate::state::HostState;
 use edge_outbound_http::TenantOutbound;
