@@ -141,7 +141,8 @@ pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection,
     // waiting on it, only after why it failed is set.)
     let why = ended.clone();
     outbound.tenant().work().spawn_async(async move {
-        if let Err(e) = connection.await {
+        let mut connection = std::pin::pin!(connection);
+        if let Err(e) = connection.as_mut().await {
             tracing::debug!(error = %e, "postgres connection ended");
             let _ = why.set(e.to_string());
         }

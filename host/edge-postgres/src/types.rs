@@ -159,7 +159,7 @@ fn malformed(e: Box<dyn std::error::Error + Sync + Send>) -> Error {
 
 /// The elements of a one-dimensional array of `T`s. (postgres-types'
 /// `Vec<T>` reserves room for as many elements as the header claims
-/// before reading any: 2^31 of them from a lying server aborted the
+/// before reading any: 2^31 of them from a lying server would abort the
 /// process.)
 fn elements<'a, T: FromSql<'a>>(t: &Type, raw: &'a [u8]) -> Result<Vec<Option<T>>, Error> {
     use fallible_iterator::FallibleIterator;
@@ -174,8 +174,10 @@ fn elements<'a, T: FromSql<'a>>(t: &Type, raw: &'a [u8]) -> Result<Vec<Option<T>
             "arrays of more than one dimension are not supported".into(),
         ));
     }
+    // Counted first (the count is the elements there are, not the
+    // header's claim), so the vector takes no more than it needs.
+    let mut all = Vec::with_capacity(array.values().count().map_err(malformed)?);
     let mut values = array.values();
-    let mut all = Vec::new();
     while let Some(value) = values.next().map_err(malformed)? {
         all.push(Option::<T>::from_sql_nullable(member, value).map_err(malformed)?);
     }
@@ -183,10 +185,11 @@ fn elements<'a, T: FromSql<'a>>(t: &Type, raw: &'a [u8]) -> Result<Vec<Option<T>
 }
 
 /// A json or jsonb value as compact JSON text, written as it is read:
-/// parsed into a tree first (serde_json's `Value`, as Spin does), `[0,0,…]`
-/// took 34 times its text in host memory before the result's budget
-/// was charged. Keys stay in the server's order and numbers as serde_json
-/// reads them.
+/// parsed into a tree first (serde_json's `Value`, as Spin does),
+/// `[0,0,…]` would take 34 times its text in host memory before the
+/// result's budget is charged. Keys stay in the server's order (Spin's
+/// tree sorts them; a `json` value's repeated key stays repeated) and
+/// numbers are as serde_json reads them.
 fn json(t: &Type, raw: &[u8]) -> Result<Vec<u8>, Error> {
     let text = match (t, raw.split_first()) {
         (&Type::JSONB, Some((1, text))) => text,

@@ -17,8 +17,9 @@ type Answer = fn(Lookup) -> Vec<Vec<Option<Vec<u8>>>>;
 
 /// A server that describes the `n`th statement it is asked to prepare
 /// as one column of type `UNKNOWN + n`, and answers each lookup of the
-/// client in its catalog with `answer`'s rows.
-async fn serve_types(mut wire: Wire, answer: Answer) {
+/// client in its catalog with `answer`'s rows; its lookup statements with
+/// their columns, or with one of type `catalog` if given.
+async fn serve_types(mut wire: Wire, answer: Answer, catalog: Option<u32>) {
     wire.accept().await;
     let mut statements = HashMap::new();
     let mut guests = 0;
@@ -40,7 +41,8 @@ async fn serve_types(mut wire: Wire, answer: Answer) {
                 match statements[&name] {
                     Ok((_, columns)) => {
                         wire.send(b't', &[0, 1, 0, 0, 0, OID as u8]).await;
-                        wire.send(b'T', &row_description(columns)).await;
+                        let columns = catalog.map_or(columns.to_vec(), |t| vec![t]);
+                        wire.send(b'T', &row_description(&columns)).await;
                     }
                     Err(column) => {
                         wire.send(b't', &[0, 0]).await;
@@ -95,7 +97,7 @@ fn type_row(name: &[u8], kind: u8, element: u32, relid: u32) -> Vec<Option<Vec<u
 /// Runs `statements` on one connection to a server answering lookups
 /// with `answer`: the error the last ends in.
 fn error_of(answer: Answer, statements: usize) -> String {
-    let result = query_against(move |wire| serve_types(wire, answer), statements);
+    let result = query_against(move |wire| serve_types(wire, answer, None), statements);
     match result {
         Err(Error::QueryFailed(QueryError::Text(e))) => e,
         other => panic!("{other:?}"),
@@ -242,6 +244,28 @@ fn notices_without_end_before_ready_are_an_error() {
     });
     assert_eq!(
         e,
-        "the server sent more than 1000 notices before it was ready"
+        "the server sent more than 1000 notices or 1048576 bytes of them before it was ready"
+    );
+    let e = open_error(|| {
+        let mut notice = b"SNOTICE\0C00000\0M".to_vec();
+        notice.extend(vec![b'n'; 200_000]);
+        notice.extend_from_slice(b"\0\0");
+        vec![(b'N', notice); 10]
+    });
+    assert_eq!(
+        e,
+        "the server sent more than 1000 notices or 1048576 bytes of them before it was ready"
+    );
+}
+
+/// The client's lookups in the catalog described with a type it must
+/// look up itself: each lookup prepared its statement again, without end.
+#[test]
+fn a_catalog_described_with_unknown_types_is_an_error() {
+    let result = query_against(|wire| serve_types(wire, |_| Vec::new(), Some(UNKNOWN)), 1);
+    assert!(
+        matches!(result, Err(Error::QueryFailed(QueryError::Text(ref e)))
+            if e == "the server described its catalog with a type it did not name (100000)"),
+        "{result:?}"
     );
 }

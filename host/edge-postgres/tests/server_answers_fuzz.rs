@@ -313,6 +313,12 @@ async fn answering_at_random(mut wire: Wire, mut dice: Dice) {
             b'D' => {
                 let (name, _) = cstr(&body[1..]);
                 let columns: Vec<u32> = match statements.get(&name) {
+                    // (The catalog described in types the client must
+                    // look up: refused, or each lookup would prepare its
+                    // statement again.)
+                    Some(Ok(_)) if dice.below(12) == 0 => {
+                        (0..1 + dice.below(7)).map(|_| any_type(dice)).collect()
+                    }
                     Some(Ok(lookup)) => Lookup::of(match lookup {
                         Lookup::Type(_) => "pg_catalog.pg_type",
                         Lookup::Labels(_) => "pg_catalog.pg_enum",

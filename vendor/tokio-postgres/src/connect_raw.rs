@@ -336,6 +336,21 @@ where
 /// Notices a server may send before it is ready.
 const MAX_STARTUP_NOTICES: usize = 1000;
 
+/// Bytes of notices a server may send before it is ready.
+const MAX_STARTUP_NOTICE_BYTES: usize = 1 << 20;
+
+/// The bytes of a notice's fields.
+fn notice_size(
+    body: &postgres_protocol::message::backend::NoticeResponseBody,
+) -> Result<usize, Error> {
+    let mut fields = body.fields();
+    let mut size = 0;
+    while let Some(field) = fields.next().map_err(Error::parse)? {
+        size += 2 + field.value_bytes().len();
+    }
+    Ok(size)
+}
+
 async fn read_info<S, T>(
     stream: &mut StartupStream<S, T>,
 ) -> Result<(i32, i32, HashMap<String, String>), Error>
@@ -346,6 +361,7 @@ where
     let mut process_id = 0;
     let mut secret_key = 0;
     let mut parameters = HashMap::new();
+    let mut notice_bytes = 0;
 
     loop {
         match stream.try_next().await.map_err(Error::io)? {
@@ -357,14 +373,19 @@ where
                 crate::connection::keep_parameter(&mut parameters, &body)?;
             }
             // edge: notices are kept until the connection is ready, so
-            // their number is bounded (a server's endless notices filled
-            // the host's memory).
-            Some(Message::NoticeResponse(_)) if stream.delayed.len() == MAX_STARTUP_NOTICES => {
-                return Err(Error::refused(format!(
-                    "the server sent more than {MAX_STARTUP_NOTICES} notices before it was ready"
-                )));
-            }
+            // their number and bytes are bounded (a server may send them
+            // without end, each up to a message's limit).
             Some(msg @ Message::NoticeResponse(_)) => {
+                if let Message::NoticeResponse(body) = &msg {
+                    notice_bytes += notice_size(body)?;
+                }
+                if stream.delayed.len() == MAX_STARTUP_NOTICES
+                    || notice_bytes > MAX_STARTUP_NOTICE_BYTES
+                {
+                    return Err(Error::refused(format!(
+                        "the server sent more than {MAX_STARTUP_NOTICES} notices or {MAX_STARTUP_NOTICE_BYTES} bytes of them before it was ready"
+                    )));
+                }
                 stream.delayed.push_back(BackendMessage::Async(msg))
             }
             Some(Message::ReadyForQuery(_)) => return Ok((process_id, secret_key, parameters)),

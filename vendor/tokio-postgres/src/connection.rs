@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use futures_channel::mpsc;
 use futures_util::{Sink, Stream, StreamExt, stream::FusedStream};
-use log::{info, trace};
+use log::{debug, trace};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use std::collections::{HashMap, VecDeque};
@@ -344,8 +344,9 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         while let Some(message) = ready!(self.poll_message(cx)?) {
+            // edge: at debug, as a server may send notices without end.
             if let AsyncMessage::Notice(notice) = message {
-                info!("{}: {}", notice.severity(), notice.message());
+                debug!("{}: {}", notice.severity(), notice.message());
             }
         }
         Poll::Ready(Ok(()))
@@ -353,8 +354,8 @@ where
 }
 
 // edge: a server reports its parameters as it likes, each in a message
-// of up to the read's limit, and all were kept for the connection's life:
-// distinct names without end filled the host's memory.
+// of up to the read's limit, and all are kept for the connection's life:
+// distinct names without end would fill the host's memory.
 
 /// Parameters one connection keeps (PostgreSQL reports about 16).
 const MAX_PARAMETERS: usize = 256;

@@ -103,6 +103,28 @@ pub async fn prepare(
     query: &str,
     types: &[Type],
 ) -> Result<Statement, Error> {
+    prepare_described(client, query, types, false).await
+}
+
+/// Prepares `query`; with `catalog`, one of the client's own lookups in
+/// the server's catalog, whose parameters and columns must be of builtin
+/// types (edge: a server describing them with types to look up made each
+/// lookup prepare its statement again, without end).
+async fn prepare_described(
+    client: &Arc<InnerClient>,
+    query: &str,
+    types: &[Type],
+    catalog: bool,
+) -> Result<Statement, Error> {
+    let type_of = |oid: Oid| async move {
+        match (catalog, Type::from_oid(oid)) {
+            (_, Some(type_)) => Ok(type_),
+            (false, None) => get_type(client, oid).await,
+            (true, None) => Err(Error::refused(format!(
+                "the server described its catalog with a type it did not name ({oid})"
+            ))),
+        }
+    };
     let name = format!("s{}", NEXT_ID.fetch_add(1, Ordering::SeqCst));
     let buf = encode(client, &name, query, types)?;
     let mut responses = client.send(RequestMessages::Single(FrontendMessage::Raw(buf)))?;
@@ -126,7 +148,7 @@ pub async fn prepare(
     let mut parameters = vec![];
     let mut it = parameter_description.parameters();
     while let Some(oid) = it.next().map_err(Error::parse)? {
-        let type_ = get_type(client, oid).await?;
+        let type_ = type_of(oid).await?;
         parameters.push(type_);
     }
 
@@ -134,7 +156,7 @@ pub async fn prepare(
     if let Some(row_description) = row_description {
         let mut it = row_description.fields();
         while let Some(field) = it.next().map_err(Error::parse)? {
-            let type_ = get_type(client, field.type_oid()).await?;
+            let type_ = type_of(field.type_oid()).await?;
             let column = Column {
                 name: field.name().to_string(),
                 table_oid: Some(field.table_oid()).filter(|n| *n != 0),
@@ -149,12 +171,13 @@ pub async fn prepare(
     Ok(Statement::new(client, name, parameters, columns))
 }
 
+/// Prepares one of the client's lookups in the server's catalog.
 fn prepare_rec<'a>(
     client: &'a Arc<InnerClient>,
     query: &'a str,
     types: &'a [Type],
 ) -> Pin<Box<dyn Future<Output = Result<Statement, Error>> + 'a + Send>> {
-    Box::pin(prepare(client, query, types))
+    Box::pin(prepare_described(client, query, types, true))
 }
 
 fn encode(client: &InnerClient, name: &str, query: &str, types: &[Type]) -> Result<Bytes, Error> {
