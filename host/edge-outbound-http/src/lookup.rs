@@ -1,23 +1,24 @@
 //! Name lookups a tenant cannot pile up, each waiting on a socket rather
 //! than a thread.
 //!
-//! Names are resolved by hickory-resolver with the system's configuration
-//! (`/etc/resolv.conf`'s servers, search domains and options, then
-//! `/etc/hosts`, read at the first lookup) on a thread of its own, and
-//! answers are cached as their records' TTLs allow (up to [`CACHE_NAMES`]
-//! names for the host). The system resolver (`getaddrinfo`) held a
-//! blocking thread per lookup for as long as the name's servers took:
-//! seconds for a name whose servers are silent, which any tenant can own.
-//! The host capped such lookups (128) to keep threads for disk work, and
-//! eight tenants resolving silent names held every place: all other
-//! tenants' lookups waited behind them.
+//! A name listed in `/etc/hosts` has the addresses listed there, and only
+//! those; any other is resolved by hickory-resolver with the servers,
+//! search domains and options of `/etc/resolv.conf` (both files read at
+//! the first lookup), on a thread of its own, over UDP; answers are kept
+//! as their records' TTLs allow (up to [`CACHE_NAMES`] names for the
+//! host). The system resolver (`getaddrinfo`) would hold a blocking thread
+//! per lookup for as long as the name's servers take: seconds for a name
+//! whose servers are silent, which any tenant can own, and a few tenants
+//! would hold every thread the host could spare.
 //!
 //! A lookup holds one of its tenant's [`PER_TENANT`] places while its
 //! query runs, so a tenant cannot pile queries onto the operator's DNS
-//! servers; no tenant waits for another's. Its caller giving up while it
-//! waits for a place ends it; once sent, a query runs to its answer or its
-//! timeout in its place (a loop of lookups given up at once is held to the
-//! cap, not to the caller's patience).
+//! servers, and one of the host's [`PER_HOST`] (each query takes a socket
+//! or two). Its caller giving up while it waits for a place ends it; once
+//! sent, a query runs to its answer or its timeout in its places (a loop
+//! of lookups given up at once is held to the caps, not to the caller's
+//! patience). Why a lookup found nothing is said in fixed words (the
+//! resolver's own errors name the operator's search domains).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -30,24 +31,38 @@
 //! ```
 
 use crate::limit::TenantOutbound;
-use hickory_resolver::TokioResolver;
-use hickory_resolver::config::{LookupIpStrategy, ResolveHosts, ResolverConfig, ResolverOpts};
+use hickory_resolver::config::{
+    ConnectionConfig, LookupIpStrategy, NameServerConfig, ProtocolConfig, ResolveHosts,
+    ResolverConfig, ResolverOpts,
+};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
-use std::net::SocketAddr;
+use hickory_resolver::proto::op::Query;
+use hickory_resolver::proto::rr::{Name, RecordType};
+use hickory_resolver::{Hosts, TokioResolver};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
+use tokio::sync::Semaphore;
 
 /// Lookups one tenant may have running at once.
 pub const PER_TENANT: usize = 16;
 
-/// Names whose answers the host keeps.
-pub const CACHE_NAMES: u64 = 16_384;
+/// Queries the host has running at once, whatever their tenants: a bound
+/// on the sockets they take and the load on the operator's DNS servers,
+/// thirty-two tenants' worth.
+pub const PER_HOST: usize = 512;
 
-/// A resolver and the runtime its queries run on: a thread of its own, so
+/// Names whose answers the host keeps. An answer is one UDP message (at
+/// most 4 KiB), so the cache holds at most some tens of MiB.
+pub const CACHE_NAMES: u64 = 4096;
+
+/// A resolver, and the runtime its queries run on: a thread of its own, so
 /// the sockets and tasks a query leaves for the next outlive any serving
 /// runtime (and a test's).
 pub struct Resolver {
     runtime: tokio::runtime::Handle,
+    hosts: Hosts,
     names: TokioResolver,
+    queries: Semaphore,
 }
 
 impl Resolver {
@@ -56,25 +71,49 @@ impl Resolver {
         static SYSTEM: OnceLock<Arc<Resolver>> = OnceLock::new();
         SYSTEM
             .get_or_init(|| {
-                let (config, options) =
-                    hickory_resolver::system_conf::read_system_conf().unwrap_or_else(|e| {
-                        // As getaddrinfo without the file: names in
-                        // /etc/hosts still resolve; none other.
-                        tracing::warn!(error = %e, "no DNS servers: /etc/resolv.conf could not be read");
-                        (ResolverConfig::from_parts(None, Vec::new(), Vec::new()), ResolverOpts::default())
+                let (config, options) = hickory_resolver::system_conf::read_system_conf()
+                    .unwrap_or_else(|e| {
+                        // As glibc without a usable file: a server on this
+                        // machine.
+                        tracing::warn!(error = %e, "/etc/resolv.conf names no DNS server: asking 127.0.0.1");
+                        let local = NameServerConfig::udp([127, 0, 0, 1].into());
+                        (
+                            ResolverConfig::from_parts(None, Vec::new(), vec![local]),
+                            ResolverOpts::default(),
+                        )
                     });
-                Resolver::new(config, options)
+                let hosts = Hosts::from_system().unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "/etc/hosts could not be read");
+                    Hosts::default()
+                });
+                Resolver::new(config, options, hosts)
             })
             .clone()
     }
 
-    /// A resolver asking `config`'s servers, with `options` (hosts file,
-    /// address order and cache as the host keeps them).
-    pub fn new(config: ResolverConfig, mut options: ResolverOpts) -> Arc<Resolver> {
-        options.use_hosts_file = ResolveHosts::Always;
+    /// A resolver asking `config`'s servers over UDP, with `options`
+    /// (`attempts` counted as `resolv.conf` counts them) after `hosts`.
+    pub fn new(config: ResolverConfig, mut options: ResolverOpts, hosts: Hosts) -> Arc<Resolver> {
+        // (hickory's attempts are tries after the first.)
+        options.attempts = options.attempts.saturating_sub(1);
+        options.use_hosts_file = ResolveHosts::Never;
         // IPv4 first, as most hosts here reach it.
         options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
         options.cache_size = CACHE_NAMES;
+        // UDP only: an answer is at most one message, never a TCP stream
+        // of them to cache.
+        let servers = config
+            .name_servers()
+            .iter()
+            .map(|s| {
+                let port = s.connections.first().map_or(53, |c| c.port);
+                let mut udp = ConnectionConfig::new(ProtocolConfig::Udp);
+                udp.port = port;
+                NameServerConfig::new(s.ip, s.trust_negative_responses, vec![udp])
+            })
+            .collect();
+        let config =
+            ResolverConfig::from_parts(config.domain().cloned(), config.search().to_vec(), servers);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -90,8 +129,57 @@ impl Resolver {
             .expect("a resolver of a configuration without encryption");
         Arc::new(Resolver {
             runtime: handle,
+            hosts,
             names,
+            queries: Semaphore::new(PER_HOST),
         })
+    }
+
+    /// The addresses `/etc/hosts` lists for `name`, if it lists any.
+    fn listed(&self, name: &str) -> Option<Vec<IpAddr>> {
+        let name = Name::from_ascii(name).ok()?;
+        let found: Vec<IpAddr> = [RecordType::A, RecordType::AAAA]
+            .into_iter()
+            .filter_map(|t| {
+                self.hosts
+                    .lookup_static_host(&Query::query(name.clone(), t))
+            })
+            .flat_map(|l| {
+                l.answers()
+                    .iter()
+                    .filter_map(|r| r.data.ip_addr())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        (!found.is_empty()).then_some(found)
+    }
+
+    /// The addresses of `name`, or why there are none in fixed words.
+    async fn addresses(&self, name: &str) -> std::io::Result<Vec<IpAddr>> {
+        use std::io::{Error, ErrorKind};
+        if let Some(listed) = self.listed(name) {
+            return Ok(listed);
+        }
+        let _query = self
+            .queries
+            .acquire()
+            .await
+            .expect("the host's semaphore is never closed");
+        match self.names.lookup_ip(name).await {
+            Ok(found) => Ok(found.iter().collect()),
+            Err(e) if e.is_no_records_found() => Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no address found for {name}"),
+            )),
+            Err(hickory_resolver::net::NetError::Timeout) => Err(Error::new(
+                ErrorKind::TimedOut,
+                format!("the DNS servers did not answer for {name} in time"),
+            )),
+            Err(e) => {
+                tracing::debug!(name, error = %e, "name lookup failed");
+                Err(Error::other(format!("{name} could not be resolved")))
+            }
+        }
     }
 }
 
@@ -125,13 +213,13 @@ pub fn resolve_with(
         // its polls are the tenant's work.
         let query = tokio::spawn(charged(tenant.work(), async move {
             let _place = place;
-            resolver.names.lookup_ip(name.as_str()).await
+            resolver.addresses(&name).await
         }));
-        let found = query
-            .await
-            .map_err(std::io::Error::other)?
-            .map_err(std::io::Error::other)?;
-        Ok(found.iter().map(|ip| SocketAddr::new(ip, port)).collect())
+        let found = query.await.map_err(std::io::Error::other)??;
+        Ok(found
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect())
     }));
     // Through the inner handle: a task cancelled (its runtime shutting
     // down) is an error, not a panic.
@@ -157,17 +245,21 @@ async fn charged<F: Future>(work: edge_blocking::TenantWork, future: F) -> F::Ou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hickory_resolver::config::{ConnectionConfig, NameServerConfig};
     use std::collections::HashMap;
     use std::sync::Mutex;
     use std::time::Duration;
 
     /// A DNS server of the test's on loopback: names whose first label
-    /// starts with `ok` have the address 127.0.0.1 (for 60 s), and it
-    /// counts the A queries for each; it never answers others. And a
-    /// resolver asking only it, once, for 300 ms.
-    async fn server() -> (Arc<Resolver>, Arc<Mutex<HashMap<String, usize>>>) {
-        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    /// starts with `ok` have the address 127.0.0.1 (for 60 s), those
+    /// starting with `nx` do not exist, and it counts the A queries for
+    /// each; it never answers others. And a resolver asking only it, once,
+    /// waiting `timeout`, after `hosts` (a hosts file's text).
+    async fn server(
+        timeout: Duration,
+        hosts: &str,
+    ) -> (Arc<Resolver>, Arc<Mutex<HashMap<String, usize>>>) {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_nonblocking(true).unwrap();
         let port = socket.local_addr().unwrap().port();
         let asked = Arc::new(Mutex::new(HashMap::new()));
         let counts = asked.clone();
@@ -177,7 +269,7 @@ mod tests {
                 .build()
                 .unwrap();
             runtime.block_on(async move {
-                let socket = tokio::net::UdpSocket::from_std(socket.into_std().unwrap()).unwrap();
+                let socket = tokio::net::UdpSocket::from_std(socket).unwrap();
                 let mut buf = [0u8; 512];
                 loop {
                     let (n, from) = socket.recv_from(&mut buf).await.unwrap();
@@ -193,15 +285,28 @@ mod tests {
                     }
                     let qtype = u16::from_be_bytes([query[at + 1], query[at + 2]]);
                     let question_end = at + 5;
-                    if !labels[0].starts_with("ok") {
-                        continue;
-                    }
-                    let a = qtype == 1;
+                    let a = qtype == 1 && labels[0].starts_with("ok");
+                    let rcode = match &labels[0] {
+                        l if l.starts_with("ok") => 0,
+                        l if l.starts_with("nx") => 3,
+                        _ => continue,
+                    };
                     if a {
                         *counts.lock().unwrap().entry(labels.join(".")).or_insert(0) += 1;
                     }
                     let mut answer = query[..2].to_vec();
-                    answer.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(a), 0, 0, 0, 0]);
+                    answer.extend_from_slice(&[
+                        0x81,
+                        0x80 | rcode,
+                        0,
+                        1,
+                        0,
+                        u8::from(a),
+                        0,
+                        0,
+                        0,
+                        0,
+                    ]);
                     answer.extend_from_slice(&query[12..question_end]);
                     if a {
                         answer.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
@@ -224,9 +329,11 @@ mod tests {
             )],
         );
         let mut options = ResolverOpts::default();
-        options.timeout = Duration::from_millis(300);
+        options.timeout = timeout;
         options.attempts = 1;
-        (Resolver::new(config, options), asked)
+        let mut listed = Hosts::default();
+        listed.read_hosts_conf(hosts.as_bytes()).unwrap();
+        (Resolver::new(config, options, listed), asked)
     }
 
     async fn until(what: impl Fn() -> bool) {
@@ -240,7 +347,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lookup_its_caller_gave_up_on_keeps_its_place_until_its_query_ends() {
-        let (resolver, _) = server().await;
+        let (resolver, _) = server(Duration::from_millis(300), "").await;
         let tenant = Arc::new(TenantOutbound::new("t", 1));
         let lookup = resolve_with(resolver, tenant.clone(), "silent.test".into(), 80);
         let gave_up = tokio::time::timeout(Duration::from_millis(50), lookup).await;
@@ -254,25 +361,20 @@ mod tests {
         );
     }
 
-    /// Twenty tenants each at their cap of lookups of names whose servers
-    /// are silent (320 queries waiting: the system resolver held a thread
-    /// each, and the host ran 128): another tenant's lookup is answered
-    /// at once.
+    /// Ten tenants each at their cap of lookups of names whose servers are
+    /// silent (160 queries waiting: more than the blocking threads the
+    /// host could spare the system resolver): another tenant's lookup is
+    /// answered while they all still wait.
     #[tokio::test]
     async fn lookups_waiting_on_silent_servers_keep_no_other_tenant_waiting() {
-        let (resolver, _) = server().await;
-        let mut waiting = Vec::new();
+        let (resolver, _) = server(Duration::from_secs(30), "").await;
         let mut tenants = Vec::new();
-        for t in 0..20 {
+        let mut waiting = Vec::new();
+        for t in 0..10 {
             let tenant = Arc::new(TenantOutbound::new(&format!("silent{t}"), 1));
             for i in 0..PER_TENANT {
                 let name = format!("n{i}.t{t}.silent.test");
-                waiting.push(tokio::spawn(resolve_with(
-                    resolver.clone(),
-                    tenant.clone(),
-                    name,
-                    80,
-                )));
+                waiting.push(resolve_with(resolver.clone(), tenant.clone(), name, 80));
             }
             tenants.push(tenant);
         }
@@ -280,21 +382,19 @@ mod tests {
         assert!(tenants.iter().all(|t| t.lookups_running() == PER_TENANT));
         let other = Arc::new(TenantOutbound::new("other", 1));
         let found = tokio::time::timeout(
-            Duration::from_millis(250),
+            Duration::from_secs(10),
             resolve_with(resolver, other, "ok.answered.test".into(), 443),
         )
         .await
         .expect("answered while the others wait")
         .unwrap();
         assert_eq!(found, vec!["127.0.0.1:443".parse().unwrap()]);
-        for w in waiting {
-            assert!(w.await.unwrap().is_err(), "a silent name times out");
-        }
+        assert!(tenants.iter().all(|t| t.lookups_running() == PER_TENANT));
     }
 
     #[tokio::test]
     async fn answers_are_kept_for_their_ttl() {
-        let (resolver, asked) = server().await;
+        let (resolver, asked) = server(Duration::from_secs(5), "").await;
         let tenant = Arc::new(TenantOutbound::new("t", 1));
         for port in [80, 443] {
             let found = resolve_with(
@@ -308,6 +408,46 @@ mod tests {
             assert_eq!(found, vec![SocketAddr::new([127, 0, 0, 1].into(), port)]);
         }
         assert_eq!(asked.lock().unwrap().get("ok.cached.test"), Some(&1));
+    }
+
+    /// A name `/etc/hosts` lists has its addresses there and no other: no
+    /// query leaves with it (getaddrinfo's `files` before `dns`).
+    #[tokio::test]
+    async fn a_listed_name_is_answered_by_the_hosts_file_alone() {
+        let hosts = "# pinned\n127.0.0.2 ok.listed.test other.test\n::2 ok.listed.test\n";
+        let (resolver, asked) = server(Duration::from_secs(5), hosts).await;
+        let tenant = Arc::new(TenantOutbound::new("t", 1));
+        let found = resolve_with(resolver, tenant, "OK.Listed.Test".into(), 80)
+            .await
+            .unwrap();
+        let ips: Vec<IpAddr> = found.iter().map(SocketAddr::ip).collect();
+        assert_eq!(
+            ips,
+            [
+                "127.0.0.2".parse::<IpAddr>().unwrap(),
+                "::2".parse().unwrap()
+            ]
+        );
+        assert!(asked.lock().unwrap().is_empty(), "no query was sent");
+    }
+
+    /// Why a lookup found nothing, in words that name only the name.
+    #[tokio::test]
+    async fn failures_are_said_in_fixed_words() {
+        let (resolver, _) = server(Duration::from_millis(200), "").await;
+        let tenant = Arc::new(TenantOutbound::new("t", 1));
+        for (name, words) in [
+            ("nx.test", "no address found for nx.test"),
+            (
+                "silent.test",
+                "the DNS servers did not answer for silent.test in time",
+            ),
+        ] {
+            let e = resolve_with(resolver.clone(), tenant.clone(), name.into(), 80)
+                .await
+                .unwrap_err();
+            assert_eq!(e.to_string(), words);
+        }
     }
 
     #[tokio::test]
