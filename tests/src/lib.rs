@@ -5,6 +5,7 @@
 pub mod fuzz;
 pub mod mariadb;
 pub mod ogg;
+pub mod played;
 pub mod services;
 pub mod workers;
 

@@ -15,13 +15,12 @@
 //! saved in `server_answers_fuzz.proptest-regressions`, to check in.
 //! `EDGE_FUZZ_SHOW=1` prints each outcome (run with `--nocapture`).
 
-use edge_outbound_http::{AddressPolicy, OutboundPolicy};
 use edge_redis::ops;
 use edge_tests::fuzz::{Dice, panics_so_far};
 use proptest::prelude::*;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// A number as the protocol writes it: mostly small, sometimes at or
 /// past an edge, sometimes not a number.
@@ -182,91 +181,62 @@ async fn within<T>(
 /// Spin's operations on it, each within a second (the request's deadline
 /// in the host).
 fn session(dice: Dice) -> Vec<String> {
-    let server = tokio::runtime::Runtime::new().unwrap();
-    let listener = server.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    server.spawn(async move {
-        if let Ok((stream, _)) = listener.accept().await {
-            answering_at_random(stream, dice).await;
-        }
-    });
-    let client = tokio::runtime::Runtime::new().unwrap();
-    let (done, outcome) = std::sync::mpsc::channel();
-    client.spawn(async move {
-        let policy = OutboundPolicy::new(
-            vec![edge_config::OutboundRule::parse("redis://127.0.0.1:*").unwrap()],
-            "t/c",
-        )
-        .with_addresses(AddressPolicy::new(
-            vec!["127.0.0.0/8".parse().unwrap()],
-            Default::default(),
-        ));
-        let mut seen = Vec::new();
-        let conn = match edge_redis::open(policy, &format!("redis://127.0.0.1:{port}")).await {
-            Ok(conn) => conn,
-            Err(e) => {
-                let _ = done.send(vec![format!("open: {e:?}")]);
-                return;
-            }
-        };
-        let c = conn.handle();
-        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        seen.push(format!(
-            "get {:?}",
-            within(ops::get(c.clone(), "k".into())).await
-        ));
-        seen.push(format!(
-            "set {:?}",
-            within(ops::set(c.clone(), "k".into(), b"v".to_vec())).await
-        ));
-        seen.push(format!(
-            "incr {:?}",
-            within(ops::incr(c.clone(), "n".into())).await
-        ));
-        seen.push(format!(
-            "del {:?}",
-            within(ops::del(c.clone(), s(&["k", "n"]))).await
-        ));
-        seen.push(format!(
-            "sadd {:?}",
-            within(ops::sadd(c.clone(), "s".into(), s(&["a", "b"]))).await
-        ));
-        seen.push(format!(
-            "smembers {:?}",
-            within(ops::smembers(c.clone(), "s".into())).await
-        ));
-        seen.push(format!(
-            "srem {:?}",
-            within(ops::srem(c.clone(), "s".into(), s(&["a"]))).await
-        ));
-        seen.push(format!(
-            "execute {:?}",
-            within(ops::execute(
-                c.clone(),
-                "HGETALL".into(),
-                vec![edge_redis::Param::Binary(b"h".to_vec())]
-            ))
-            .await
-            .map(|r| r.map(|replies| replies.len()))
-        ));
-        seen.push(format!(
-            "publish {:?}",
-            within(ops::publish(c, "ch".into(), b"m".to_vec())).await
-        ));
-        let _ = done.send(seen);
-    });
-    let outcome = outcome.recv_timeout(Duration::from_secs(60));
-    client.shutdown_background();
-    server.shutdown_background();
-    match outcome {
-        Ok(seen) => seen,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            vec!["still running after a minute".into()]
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            vec!["the client's task ended".into()]
-        }
-    }
+    edge_tests::played::against(
+        move |stream| answering_at_random(stream, dice),
+        |port| async move {
+            let policy = edge_tests::played::loopback("redis");
+            let mut seen = Vec::new();
+            let conn = match edge_redis::open(policy, &format!("redis://127.0.0.1:{port}")).await {
+                Ok(conn) => conn,
+                Err(e) => return vec![format!("open: {e:?}")],
+            };
+            let c = conn.handle();
+            let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            seen.push(format!(
+                "get {:?}",
+                within(ops::get(c.clone(), "k".into())).await
+            ));
+            seen.push(format!(
+                "set {:?}",
+                within(ops::set(c.clone(), "k".into(), b"v".to_vec())).await
+            ));
+            seen.push(format!(
+                "incr {:?}",
+                within(ops::incr(c.clone(), "n".into())).await
+            ));
+            seen.push(format!(
+                "del {:?}",
+                within(ops::del(c.clone(), s(&["k", "n"]))).await
+            ));
+            seen.push(format!(
+                "sadd {:?}",
+                within(ops::sadd(c.clone(), "s".into(), s(&["a", "b"]))).await
+            ));
+            seen.push(format!(
+                "smembers {:?}",
+                within(ops::smembers(c.clone(), "s".into())).await
+            ));
+            seen.push(format!(
+                "srem {:?}",
+                within(ops::srem(c.clone(), "s".into(), s(&["a"]))).await
+            ));
+            seen.push(format!(
+                "execute {:?}",
+                within(ops::execute(
+                    c.clone(),
+                    "HGETALL".into(),
+                    vec![edge_redis::Param::Binary(b"h".to_vec())]
+                ))
+                .await
+                .map(|r| r.map(|replies| replies.len()))
+            ));
+            seen.push(format!(
+                "publish {:?}",
+                within(ops::publish(c, "ch".into(), b"m".to_vec())).await
+            ));
+            seen
+        },
+    )
 }
 
 proptest! {

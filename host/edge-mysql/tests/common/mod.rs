@@ -4,10 +4,8 @@
 #![allow(dead_code)] // Each test target uses its part.
 
 use edge_mysql::Error;
-use edge_outbound_http::{AddressPolicy, OutboundPolicy};
-use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 pub const PASSWORD: &str = "pw-of-the-tenant-longer-than-22-bytes";
 
@@ -89,7 +87,8 @@ where
     open_and_run(script, options, |_| async { Ok(()) })
 }
 
-/// [`open_with_options`], then `then` with the open connection.
+/// [`open_with_options`], then `then` with the open connection
+/// ([`edge_tests::played`]).
 pub fn open_and_run<S, F, T, G>(script: S, options: &'static str, then: T) -> Result<(), Error>
 where
     S: FnOnce(Wire) -> F + Send + 'static,
@@ -97,43 +96,15 @@ where
     T: FnOnce(edge_mysql::Shared) -> G + Send + 'static,
     G: std::future::Future<Output = Result<(), Error>> + Send + 'static,
 {
-    let server = tokio::runtime::Runtime::new().unwrap();
-    let listener = server.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    server.spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        script(Wire(stream)).await;
-    });
-    let client = tokio::runtime::Runtime::new().unwrap();
-    let (done, result) = std::sync::mpsc::channel();
-    client.spawn(async move {
-        let policy = OutboundPolicy::new(
-            vec![edge_config::OutboundRule::parse("mysql://127.0.0.1:*").unwrap()],
-            "t/c",
-        )
-        .with_addresses(AddressPolicy::new(
-            vec!["127.0.0.0/8".parse().unwrap()],
-            Default::default(),
-        ));
-        let address = format!("mysql://u:{PASSWORD}@127.0.0.1:{port}/db{options}");
-        let result = match edge_mysql::open(policy, &address).await {
-            Ok(conn) => then(conn.shared().expect("open")).await,
-            Err(e) => Err(e),
-        };
-        let _ = done.send(result);
-    });
-    let result = result.recv_timeout(Duration::from_secs(60));
-    client.shutdown_background();
-    server.shutdown_background();
-    match result {
-        Ok(result) => result,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the open was still running after a minute")
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            panic!("the open panicked")
-        }
-    }
+    edge_tests::played::against(
+        |stream| script(Wire(stream)),
+        move |port| async move {
+            let policy = edge_tests::played::loopback("mysql");
+            let address = format!("mysql://u:{PASSWORD}@127.0.0.1:{port}/db{options}");
+            let conn = edge_mysql::open(policy, &address).await?;
+            then(conn.shared().expect("open")).await
+        },
+    )
 }
 
 /// A server that asks for full authentication under caching_sha2_password

@@ -6,12 +6,10 @@
 // The error is the interface's own type.
 #![allow(clippy::result_large_err)]
 
-use edge_outbound_http::{AddressPolicy, OutboundPolicy};
 use edge_postgres::{Error, Link};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// The builtin types the type lookup's rows are made of.
 pub const NAME: u32 = 19;
@@ -145,9 +143,7 @@ where
 }
 
 /// Serves one connection with `script`, opens a connection to it the way
-/// a guest's open does and hands it to `calls`. On runtimes of their
-/// own: if the calls never end the test fails after a minute instead of
-/// hanging.
+/// a guest's open does and hands it to `calls` ([`edge_tests::played`]).
 pub fn run_against<S, F, C, G>(script: S, calls: C) -> Result<(), Error>
 where
     S: FnOnce(Wire) -> F + Send + 'static,
@@ -155,40 +151,12 @@ where
     C: FnOnce(Arc<Link>) -> G + Send + 'static,
     G: std::future::Future<Output = Result<(), Error>> + Send + 'static,
 {
-    let server = tokio::runtime::Runtime::new().unwrap();
-    let listener = server.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    server.spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        stream.set_nodelay(true).unwrap();
-        script(Wire(stream)).await;
-    });
-    let client = tokio::runtime::Runtime::new().unwrap();
-    let (done, result) = std::sync::mpsc::channel();
-    client.spawn(async move {
-        let policy = OutboundPolicy::new(
-            vec![edge_config::OutboundRule::parse("postgres://127.0.0.1:*").unwrap()],
-            "t/c",
-        )
-        .with_addresses(AddressPolicy::new(
-            vec!["127.0.0.0/8".parse().unwrap()],
-            Default::default(),
-        ));
-        let address = format!("postgres://u:pw@127.0.0.1:{port}/db");
-        let result = match edge_postgres::open(policy, &address).await {
-            Ok(conn) => calls(conn.link()).await,
-            Err(e) => Err(e),
-        };
-        let _ = done.send(result);
-    });
-    let result = result.recv_timeout(Duration::from_secs(60));
-    client.shutdown_background();
-    server.shutdown_background();
-    match result {
-        Ok(result) => result,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the calls were still running after a minute")
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("the calls panicked"),
-    }
+    edge_tests::played::against(
+        |stream| script(Wire(stream)),
+        |port| async move {
+            let policy = edge_tests::played::loopback("postgres");
+            let address = format!("postgres://u:pw@127.0.0.1:{port}/db");
+            calls(edge_postgres::open(policy, &address).await?.link()).await
+        },
+    )
 }
