@@ -506,9 +506,10 @@ async fn exclusive<C, T>(
 /// Why a call failed whose client panicked.
 const COULD_NOT_FOLLOW: &str = "the MySQL client could not follow the server's answer";
 
-/// A call's error for a panic in the client, logged.
+/// A call's error for a panic in the client (the panic itself is
+/// reported, and counted, by the host's hook).
 fn panicked() -> Error {
-    tracing::error!("the MySQL client panicked on a server's answer");
+    tracing::debug!("the MySQL client panicked on a server's answer");
     Error::Other(COULD_NOT_FOLLOW.into())
 }
 

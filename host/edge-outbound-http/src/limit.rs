@@ -110,6 +110,7 @@ impl Registry {
                 let _ = writeln!(out, "{name}{{tenant=\"{}\"}} {}", t.label, value(t));
             }
         }
+        crate::lookup::render(&mut out);
         out
     }
 }

@@ -39,7 +39,9 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::op::Query;
 use hickory_resolver::proto::rr::{Name, RecordType};
 use hickory_resolver::{Hosts, TokioResolver};
+use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use tokio::sync::Semaphore;
 
@@ -63,12 +65,19 @@ pub struct Resolver {
     hosts: Hosts,
     names: TokioResolver,
     queries: Semaphore,
+    /// Lookups that found nothing, by [`FAILURES`].
+    failures: [AtomicU64; 3],
 }
+
+/// Why a lookup found nothing, as `/metrics` names it.
+const FAILURES: [&str; 3] = ["no_address", "timeout", "other"];
+
+/// The host's resolver, once a lookup has made it.
+static SYSTEM: OnceLock<Arc<Resolver>> = OnceLock::new();
 
 impl Resolver {
     /// The host's resolver, under the system's configuration.
     pub fn system() -> Arc<Resolver> {
-        static SYSTEM: OnceLock<Arc<Resolver>> = OnceLock::new();
         SYSTEM
             .get_or_init(|| {
                 let (config, options) = hickory_resolver::system_conf::read_system_conf()
@@ -132,6 +141,7 @@ impl Resolver {
             hosts,
             names,
             queries: Semaphore::new(PER_HOST),
+            failures: Default::default(),
         })
     }
 
@@ -165,21 +175,51 @@ impl Resolver {
             .acquire()
             .await
             .expect("the host's semaphore is never closed");
-        match self.names.lookup_ip(name).await {
-            Ok(found) => Ok(found.iter().collect()),
-            Err(e) if e.is_no_records_found() => Err(Error::new(
-                ErrorKind::NotFound,
-                format!("no address found for {name}"),
-            )),
-            Err(hickory_resolver::net::NetError::Timeout) => Err(Error::new(
-                ErrorKind::TimedOut,
-                format!("the DNS servers did not answer for {name} in time"),
-            )),
+        let (failure, error) = match self.names.lookup_ip(name).await {
+            Ok(found) => return Ok(found.iter().collect()),
+            Err(e) if e.is_no_records_found() => (
+                0,
+                Error::new(ErrorKind::NotFound, format!("no address found for {name}")),
+            ),
+            Err(hickory_resolver::net::NetError::Timeout) => (
+                1,
+                Error::new(
+                    ErrorKind::TimedOut,
+                    format!("the DNS servers did not answer for {name} in time"),
+                ),
+            ),
             Err(e) => {
                 tracing::debug!(name, error = %e, "name lookup failed");
-                Err(Error::other(format!("{name} could not be resolved")))
+                (2, Error::other(format!("{name} could not be resolved")))
             }
+        };
+        self.failures[failure].fetch_add(1, Relaxed);
+        Err(error)
+    }
+
+    /// Its figures in the Prometheus text format.
+    fn render(&self, out: &mut String) {
+        let running = PER_HOST - self.queries.available_permits();
+        let _ = writeln!(
+            out,
+            "# HELP edge_dns_queries_running Name queries the host's resolver has running (at most {PER_HOST}).\n# TYPE edge_dns_queries_running gauge\nedge_dns_queries_running {running}"
+        );
+        out.push_str("# HELP edge_dns_failures_total Name lookups that found nothing: no_address (the name has none), timeout (its servers did not answer in time), other.\n# TYPE edge_dns_failures_total counter\n");
+        for (reason, n) in FAILURES.iter().zip(&self.failures) {
+            let _ = writeln!(
+                out,
+                "edge_dns_failures_total{{reason=\"{reason}\"}} {}",
+                n.load(Relaxed)
+            );
         }
+    }
+}
+
+/// The host resolver's figures in the Prometheus text format (nothing
+/// before its first lookup).
+pub fn render(out: &mut String) {
+    if let Some(resolver) = SYSTEM.get() {
+        resolver.render(out);
     }
 }
 
@@ -447,6 +487,16 @@ mod tests {
                 .await
                 .unwrap_err();
             assert_eq!(e.to_string(), words);
+        }
+        let mut figures = String::new();
+        resolver.render(&mut figures);
+        for line in [
+            "edge_dns_queries_running 0",
+            "edge_dns_failures_total{reason=\"no_address\"} 1",
+            "edge_dns_failures_total{reason=\"timeout\"} 1",
+            "edge_dns_failures_total{reason=\"other\"} 0",
+        ] {
+            assert!(figures.contains(line), "{line} in {figures}");
         }
     }
 
