@@ -106,11 +106,20 @@ pub struct TenantShare {
 }
 
 /// Log lines a tenant's requests may cause: a burst of [`LogBudget::BURST`],
-/// then [`LogBudget::RATE`] a second. Lines past it are counted, and the
-/// next line written says how many were left out (`suppressed`); metrics
-/// still count every failure.
-#[derive(Default)]
-pub struct LogBudget(Mutex<Option<LogBucket>>);
+/// then [`LogBudget::RATE`] a second (the default; [`LogBudget::new`] for
+/// others). Lines past it are counted, and the next line written says how
+/// many were left out (`suppressed`); metrics still count every failure.
+pub struct LogBudget {
+    burst: f64,
+    per_second: f64,
+    bucket: Mutex<Option<LogBucket>>,
+}
+
+impl Default for LogBudget {
+    fn default() -> Self {
+        LogBudget::new(Self::BURST, Self::RATE)
+    }
+}
 
 struct LogBucket {
     tokens: f64,
@@ -124,18 +133,27 @@ impl LogBudget {
     /// Lines a second after the burst.
     pub const RATE: f64 = 10.0;
 
+    /// A budget of `burst` lines at once, then `per_second`.
+    pub const fn new(burst: f64, per_second: f64) -> LogBudget {
+        LogBudget {
+            burst,
+            per_second,
+            bucket: Mutex::new(None),
+        }
+    }
+
     /// Whether a line may be written now; if so, how many were left out
     /// since the last one.
     pub fn admit(&self) -> Option<u64> {
         let now = Instant::now();
-        let mut bucket = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bucket = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
         let b = bucket.get_or_insert(LogBucket {
-            tokens: Self::BURST,
+            tokens: self.burst,
             last: now,
             suppressed: 0,
         });
         b.tokens =
-            (b.tokens + now.duration_since(b.last).as_secs_f64() * Self::RATE).min(Self::BURST);
+            (b.tokens + now.duration_since(b.last).as_secs_f64() * self.per_second).min(self.burst);
         b.last = now;
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
