@@ -3,13 +3,20 @@
 //!
 //! A name listed in `/etc/hosts` has the addresses listed there, and only
 //! those; any other is resolved by hickory-resolver with the servers,
-//! search domains and options of `/etc/resolv.conf` (both files read at
-//! the first lookup), on a thread of its own, over UDP; answers are kept
-//! as their records' TTLs allow (up to [`CACHE_NAMES`] names for the
-//! host). The system resolver (`getaddrinfo`) would hold a blocking thread
-//! per lookup for as long as the name's servers take: seconds for a name
-//! whose servers are silent, which any tenant can own, and a few tenants
-//! would hold every thread the host could spare.
+//! search domains and options of `/etc/resolv.conf`, on a thread of its
+//! own, over UDP. Both files are looked at again at each lookup and read
+//! again when they changed, as glibc does. The system resolver
+//! (`getaddrinfo`) would hold a blocking thread per lookup for as long as
+//! the name's servers take: seconds for a name whose servers are silent,
+//! which any tenant can own, and a few tenants would hold every thread the
+//! host could spare.
+//!
+//! Answers are kept as their records' TTLs allow, at most
+//! [`ADDRESSES_PER_NAME`] addresses of each and [`CACHE_BYTES`] for the
+//! host, least recently used first out. (hickory's own cache keeps whole
+//! messages by count: a tenant's server answering names of 253 bytes with
+//! sixty records each, the name copied into every one, had the host keep
+//! 33 KB a name, 136 MB for its 4,096.)
 //!
 //! A lookup holds one of its tenant's [`PER_TENANT`] places while its
 //! query runs, so a tenant cannot pile queries onto the operator's DNS
@@ -41,8 +48,10 @@ use hickory_resolver::proto::rr::{Name, RecordType};
 use hickory_resolver::{Hosts, TokioResolver};
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 /// Lookups one tenant may have running at once.
@@ -53,20 +62,29 @@ pub const PER_TENANT: usize = 16;
 /// thirty-two tenants' worth.
 pub const PER_HOST: usize = 512;
 
-/// Names whose answers the host keeps. An answer is one UDP message (at
-/// most 4 KiB), so the cache holds at most some tens of MiB.
-pub const CACHE_NAMES: u64 = 4096;
+/// Addresses kept of a name's answer, in the order found (IPv4 first): a
+/// connection tries a few.
+pub const ADDRESSES_PER_NAME: usize = 32;
+
+/// Bytes of answers the host keeps, counted as [`weight`] counts them.
+pub const CACHE_BYTES: u64 = 4 << 20;
 
 /// A resolver, and the runtime its queries run on: a thread of its own, so
 /// the sockets and tasks a query leaves for the next outlive any serving
 /// runtime (and a test's).
 pub struct Resolver {
     runtime: tokio::runtime::Handle,
-    hosts: Hosts,
-    names: TokioResolver,
+    /// Where its configuration comes from.
+    files: Option<Files>,
+    /// Its configuration as last read.
+    current: Mutex<Arc<Configured>>,
+    /// Answers, by name as asked.
+    kept: moka::sync::Cache<String, Kept>,
     queries: Semaphore,
     /// Lookups that found nothing, by [`FAILURES`].
     failures: [AtomicU64; 3],
+    /// Lookups answered from `kept`.
+    hits: AtomicU64,
 }
 
 /// Why a lookup found nothing, as `/metrics` names it.
@@ -75,54 +93,158 @@ const FAILURES: [&str; 3] = ["no_address", "timeout", "other"];
 /// The host's resolver, once a lookup has made it.
 static SYSTEM: OnceLock<Arc<Resolver>> = OnceLock::new();
 
+/// The paths of a `resolv.conf` and a hosts file.
+struct Files {
+    resolv_conf: PathBuf,
+    hosts: PathBuf,
+}
+
+/// What identifies a file's contents without reading it: device, inode,
+/// modification time and size (`None` if it cannot be looked at).
+type Stamp = Option<(u64, u64, i64, i64, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
+}
+
+/// A configuration in force: the hosts file's names, a resolver for the
+/// others, and the stamps of the files they were read from.
+struct Configured {
+    hosts: Hosts,
+    names: TokioResolver,
+    read: (Stamp, Stamp),
+}
+
+impl Files {
+    fn stamps(&self) -> (Stamp, Stamp) {
+        (stamp(&self.resolv_conf), stamp(&self.hosts))
+    }
+
+    /// Both files as they are now (stamped first: a change while they are
+    /// read is seen at the next lookup). A `resolv.conf` that cannot be
+    /// read or names no server means a server on this machine, as glibc
+    /// takes it; a hosts file that cannot be read lists nothing.
+    fn read(&self) -> Configured {
+        let read = self.stamps();
+        let (config, options) = std::fs::read(&self.resolv_conf)
+            .map_err(hickory_resolver::net::NetError::from)
+            .and_then(hickory_resolver::system_conf::parse_resolv_conf)
+            .unwrap_or_else(|e| {
+                tracing::warn!(file = %self.resolv_conf.display(), error = %e, "no DNS server named: asking 127.0.0.1");
+                let local = NameServerConfig::udp([127, 0, 0, 1].into());
+                (
+                    ResolverConfig::from_parts(None, Vec::new(), vec![local]),
+                    ResolverOpts::default(),
+                )
+            });
+        let hosts = std::fs::File::open(&self.hosts)
+            .and_then(|file| {
+                let mut hosts = Hosts::default();
+                hosts.read_hosts_conf(file)?;
+                Ok(hosts)
+            })
+            .unwrap_or_else(|e| {
+                tracing::warn!(file = %self.hosts.display(), error = %e, "the hosts file could not be read");
+                Hosts::default()
+            });
+        configured(config, options, hosts, read)
+    }
+}
+
+/// hickory's resolver for `config`'s servers over UDP, with `options`
+/// (`attempts` counted as `resolv.conf` counts them), beside `hosts`.
+fn configured(
+    config: ResolverConfig,
+    mut options: ResolverOpts,
+    hosts: Hosts,
+    read: (Stamp, Stamp),
+) -> Configured {
+    // (hickory's attempts are tries after the first.)
+    options.attempts = options.attempts.saturating_sub(1);
+    options.use_hosts_file = ResolveHosts::Never;
+    // IPv4 first, as most hosts here reach it.
+    options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+    // Answers are kept by `Resolver::kept`, bounded in bytes.
+    options.cache_size = 0;
+    // EDNS always, with hickory's 1,232 bytes (the DNS flag day's): without
+    // it an answer is read in at most 512 bytes, and one longer is refused
+    // (truncated over UDP, and no TCP here).
+    options.edns0 = true;
+    // UDP only: an answer is at most one message of the size above, never a
+    // TCP stream of up to 64 KiB, each record of which hickory holds with
+    // a copy of its name (a tenant's server can answer with thousands).
+    let servers = config
+        .name_servers()
+        .iter()
+        .map(|s| {
+            let port = s.connections.first().map_or(53, |c| c.port);
+            let mut udp = ConnectionConfig::new(ProtocolConfig::Udp);
+            udp.port = port;
+            NameServerConfig::new(s.ip, s.trust_negative_responses, vec![udp])
+        })
+        .collect();
+    let config =
+        ResolverConfig::from_parts(config.domain().cloned(), config.search().to_vec(), servers);
+    let names = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
+        .with_options(options)
+        .build()
+        .expect("a resolver of a configuration without encryption");
+    Configured { hosts, names, read }
+}
+
+/// A name's addresses, as kept.
+#[derive(Clone)]
+struct Kept {
+    addresses: Arc<[IpAddr]>,
+    until: Instant,
+}
+
+/// What a kept answer counts against [`CACHE_BYTES`]: its name, its
+/// addresses, and the cache's own bookkeeping of an entry (its node, key
+/// and value handles, its place in the access order; about 200 bytes).
+fn weight(name: &str, kept: &Kept) -> u32 {
+    let bytes = 256 + name.len() + std::mem::size_of_val(&*kept.addresses);
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
+
+/// Each kept answer is dropped when its records' TTLs run out.
+struct UntilItsTtl;
+
+impl moka::Expiry<String, Kept> for UntilItsTtl {
+    fn expire_after_create(&self, _: &String, kept: &Kept, now: Instant) -> Option<Duration> {
+        Some(kept.until.saturating_duration_since(now))
+    }
+}
+
 impl Resolver {
-    /// The host's resolver, under the system's configuration.
+    /// The host's resolver, under the system's configuration
+    /// (`/etc/resolv.conf` and `/etc/hosts`).
     pub fn system() -> Arc<Resolver> {
         SYSTEM
-            .get_or_init(|| {
-                let (config, options) = hickory_resolver::system_conf::read_system_conf()
-                    .unwrap_or_else(|e| {
-                        // As glibc without a usable file: a server on this
-                        // machine.
-                        tracing::warn!(error = %e, "/etc/resolv.conf names no DNS server: asking 127.0.0.1");
-                        let local = NameServerConfig::udp([127, 0, 0, 1].into());
-                        (
-                            ResolverConfig::from_parts(None, Vec::new(), vec![local]),
-                            ResolverOpts::default(),
-                        )
-                    });
-                let hosts = Hosts::from_system().unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "/etc/hosts could not be read");
-                    Hosts::default()
-                });
-                Resolver::new(config, options, hosts)
-            })
+            .get_or_init(|| Resolver::from_files("/etc/resolv.conf", "/etc/hosts"))
             .clone()
+    }
+
+    /// A resolver configured by the files at these paths, read now and
+    /// again whenever a lookup finds them changed.
+    pub fn from_files(resolv_conf: impl Into<PathBuf>, hosts: impl Into<PathBuf>) -> Arc<Resolver> {
+        let files = Files {
+            resolv_conf: resolv_conf.into(),
+            hosts: hosts.into(),
+        };
+        let current = files.read();
+        Resolver::with(Some(files), current)
     }
 
     /// A resolver asking `config`'s servers over UDP, with `options`
     /// (`attempts` counted as `resolv.conf` counts them) after `hosts`.
-    pub fn new(config: ResolverConfig, mut options: ResolverOpts, hosts: Hosts) -> Arc<Resolver> {
-        // (hickory's attempts are tries after the first.)
-        options.attempts = options.attempts.saturating_sub(1);
-        options.use_hosts_file = ResolveHosts::Never;
-        // IPv4 first, as most hosts here reach it.
-        options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
-        options.cache_size = CACHE_NAMES;
-        // UDP only: an answer is at most one message, never a TCP stream
-        // of them to cache.
-        let servers = config
-            .name_servers()
-            .iter()
-            .map(|s| {
-                let port = s.connections.first().map_or(53, |c| c.port);
-                let mut udp = ConnectionConfig::new(ProtocolConfig::Udp);
-                udp.port = port;
-                NameServerConfig::new(s.ip, s.trust_negative_responses, vec![udp])
-            })
-            .collect();
-        let config =
-            ResolverConfig::from_parts(config.domain().cloned(), config.search().to_vec(), servers);
+    pub fn new(config: ResolverConfig, options: ResolverOpts, hosts: Hosts) -> Arc<Resolver> {
+        Resolver::with(None, configured(config, options, hosts, (None, None)))
+    }
+
+    fn with(files: Option<Files>, current: Configured) -> Arc<Resolver> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -132,28 +254,44 @@ impl Resolver {
             .name("edge-dns".into())
             .spawn(move || runtime.block_on(std::future::pending::<()>()))
             .expect("a thread for name lookups");
-        let names = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
-            .with_options(options)
-            .build()
-            .expect("a resolver of a configuration without encryption");
+        let kept = moka::sync::Cache::builder()
+            .max_capacity(CACHE_BYTES)
+            .weigher(|name: &String, kept: &Kept| weight(name, kept))
+            .expire_after(UntilItsTtl)
+            .build();
         Arc::new(Resolver {
             runtime: handle,
-            hosts,
-            names,
+            files,
+            current: Mutex::new(Arc::new(current)),
+            kept,
             queries: Semaphore::new(PER_HOST),
             failures: Default::default(),
+            hits: AtomicU64::new(0),
         })
     }
 
+    /// The configuration in force, read again first if its files changed
+    /// since (answers kept are dropped with the servers that gave them).
+    fn configured(&self) -> Arc<Configured> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(files) = &self.files
+            && files.stamps() != current.read
+        {
+            let servers_changed = stamp(&files.resolv_conf) != current.read.0;
+            *current = Arc::new(files.read());
+            if servers_changed {
+                self.kept.invalidate_all();
+            }
+        }
+        current.clone()
+    }
+
     /// The addresses `/etc/hosts` lists for `name`, if it lists any.
-    fn listed(&self, name: &str) -> Option<Vec<IpAddr>> {
+    fn listed(hosts: &Hosts, name: &str) -> Option<Vec<IpAddr>> {
         let name = Name::from_ascii(name).ok()?;
         let found: Vec<IpAddr> = [RecordType::A, RecordType::AAAA]
             .into_iter()
-            .filter_map(|t| {
-                self.hosts
-                    .lookup_static_host(&Query::query(name.clone(), t))
-            })
+            .filter_map(|t| hosts.lookup_static_host(&Query::query(name.clone(), t)))
             .flat_map(|l| {
                 l.answers()
                     .iter()
@@ -167,16 +305,29 @@ impl Resolver {
     /// The addresses of `name`, or why there are none in fixed words.
     async fn addresses(&self, name: &str) -> std::io::Result<Vec<IpAddr>> {
         use std::io::{Error, ErrorKind};
-        if let Some(listed) = self.listed(name) {
+        let configured = self.configured();
+        if let Some(listed) = Self::listed(&configured.hosts, name) {
             return Ok(listed);
+        }
+        if let Some(kept) = self.kept.get(name) {
+            self.hits.fetch_add(1, Relaxed);
+            return Ok(kept.addresses.to_vec());
         }
         let _query = self
             .queries
             .acquire()
             .await
             .expect("the host's semaphore is never closed");
-        let (failure, error) = match self.names.lookup_ip(name).await {
-            Ok(found) => return Ok(found.iter().collect()),
+        let (failure, error) = match configured.names.lookup_ip(name).await {
+            Ok(found) => {
+                let addresses: Arc<[IpAddr]> = found.iter().take(ADDRESSES_PER_NAME).collect();
+                let kept = Kept {
+                    addresses: addresses.clone(),
+                    until: found.valid_until(),
+                };
+                self.kept.insert(name.to_owned(), kept);
+                return Ok(addresses.to_vec());
+            }
             Err(e) if e.is_no_records_found() => (
                 0,
                 Error::new(ErrorKind::NotFound, format!("no address found for {name}")),
@@ -212,6 +363,13 @@ impl Resolver {
                 n.load(Relaxed)
             );
         }
+        self.kept.run_pending_tasks();
+        let _ = writeln!(
+            out,
+            "# HELP edge_dns_cache_hits_total Name lookups answered from the answers kept.\n# TYPE edge_dns_cache_hits_total counter\nedge_dns_cache_hits_total {}\n# HELP edge_dns_cache_bytes What the answers kept count against their {CACHE_BYTES} bytes.\n# TYPE edge_dns_cache_bytes gauge\nedge_dns_cache_bytes {}",
+            self.hits.load(Relaxed),
+            self.kept.weighted_size()
+        );
     }
 }
 
@@ -472,6 +630,47 @@ mod tests {
     }
 
     /// Why a lookup found nothing, in words that name only the name.
+    #[tokio::test]
+    async fn edits_to_the_files_are_read_at_the_next_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let (resolv_conf, hosts) = (dir.path().join("resolv.conf"), dir.path().join("hosts"));
+        // As editors and `sed -i` write: a new file renamed into place.
+        let write = |path: &Path, text: &str| {
+            let new = path.with_extension("new");
+            std::fs::write(&new, text).unwrap();
+            std::fs::rename(&new, path).unwrap();
+        };
+        write(&resolv_conf, "nameserver 127.0.0.1\noptions timeout:1\n");
+        write(&hosts, "10.0.0.1 pinned.test\n");
+        let resolver = Resolver::from_files(&resolv_conf, &hosts);
+        let tenant = Arc::new(TenantOutbound::new("t", 1));
+        let pinned = || async {
+            let found = resolve_with(resolver.clone(), tenant.clone(), "pinned.test".into(), 80);
+            found.await.unwrap()[0].ip().to_string()
+        };
+        assert_eq!(pinned().await, "10.0.0.1");
+        let first = resolver.configured();
+        assert!(
+            Arc::ptr_eq(&first, &resolver.configured()),
+            "files unchanged are not read again"
+        );
+
+        write(&hosts, "# moved\n10.0.0.2 pinned.test\n");
+        assert_eq!(pinned().await, "10.0.0.2");
+        write(&resolv_conf, "nameserver 127.0.0.9\n");
+        let servers = resolver.configured();
+        assert!(!Arc::ptr_eq(&first, &servers));
+        assert_eq!(servers.read, (stamp(&resolv_conf), stamp(&hosts)));
+
+        std::fs::remove_file(&hosts).unwrap();
+        let none = resolver.configured();
+        assert!(
+            !Arc::ptr_eq(&servers, &none),
+            "a hosts file gone lists nothing"
+        );
+        assert!(Resolver::listed(&none.hosts, "pinned.test").is_none());
+    }
+
     #[tokio::test]
     async fn failures_are_said_in_fixed_words() {
         let (resolver, _) = server(Duration::from_millis(200), "").await;
