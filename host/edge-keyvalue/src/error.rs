@@ -42,6 +42,13 @@ pub enum KvError {
     /// A batch read past [`crate::MAX_BATCH_KEYS`] or [`crate::MAX_BATCH_BYTES`].
     #[error("batch too large: {0}")]
     BatchTooLarge(String),
+    /// Listing every key at once would take more than
+    /// [`crate::MAX_LISTED_BYTES`] (the keys listed before it stopped).
+    #[error(
+        "the store has more keys than one call lists: past {0} keys they take more than the {max}-byte limit (24 bytes and the text of each); list them a page at a time (wasi:keyvalue list-keys) or keep fewer",
+        max = crate::MAX_LISTED_BYTES
+    )]
+    TooManyKeys(usize),
     /// The disk holding the store is full; the operation changed nothing.
     #[error(
         "storage full: the disk holding this store has no space left; nothing was written, try again later"

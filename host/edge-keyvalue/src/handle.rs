@@ -7,6 +7,34 @@ use redb::ReadableTable;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
+/// Bytes of keys one call lists at once, each counted by [`listed_bytes`]:
+/// the same bound as a database query's result.
+pub const MAX_LISTED_BYTES: usize = 16 << 20;
+
+/// What a listed key takes in host memory: its `String` and its text, in
+/// an allocation of at least 16 bytes.
+pub fn listed_bytes(key: &str) -> usize {
+    24 + key.len().next_multiple_of(8).max(16)
+}
+
+/// Keys listed so far, and what they take.
+#[derive(Default)]
+struct Listing {
+    keys: Vec<String>,
+    held: usize,
+}
+
+impl Listing {
+    fn keep(&mut self, key: String) -> Result<(), KvError> {
+        self.held += listed_bytes(&key);
+        if self.held > MAX_LISTED_BYTES {
+            return Err(KvError::TooManyKeys(self.keys.len()));
+        }
+        self.keys.push(key);
+        Ok(())
+    }
+}
+
 /// Operations of one tenant's stores running at once, over all its
 /// stores: each takes a thread of the host's blocking pool, and a tenant
 /// may have as many stores as its components name.
@@ -358,28 +386,35 @@ impl Handle {
         Ok((keys, next))
     }
 
-    /// Every key, in one pass (a file store) or page by page (Redis).
+    /// Every key, in one pass (a file store) or page by page (Redis), as
+    /// long as they take at most [`MAX_LISTED_BYTES`] as [`listed_bytes`]
+    /// counts them; past that, [`KvError::TooManyKeys`] (a store within
+    /// the default cap can hold 2.4 million keys: 130 MB of `String`s,
+    /// built in host memory, outside the guest's cap).
     pub fn all_keys(&self) -> Result<Vec<String>, KvError> {
         let store = match &self.store {
             Backend::File(s) => s,
             Backend::Redis(_) => {
-                let mut keys = Vec::new();
+                let mut listing = Listing::default();
                 let mut cursor = 0;
                 loop {
                     let (page, next) = self.list_keys(cursor)?;
-                    keys.extend(page);
+                    for key in page {
+                        listing.keep(key)?;
+                    }
                     match next {
                         Some(n) => cursor = n,
-                        None => return Ok(keys),
+                        None => return Ok(listing.keys),
                     }
                 }
             }
         };
         store.read(|table| {
-            table
-                .iter()?
-                .map(|entry| Ok(entry?.0.value().to_string()))
-                .collect()
+            let mut listing = Listing::default();
+            for entry in table.iter()? {
+                listing.keep(entry?.0.value().to_string())?;
+            }
+            Ok(listing.keys)
         })
     }
 

@@ -52,7 +52,7 @@ pub mod spin;
 mod store;
 
 pub use error::{ErrorCounts, KvError};
-pub use handle::{Handle, Swap};
+pub use handle::{Handle, MAX_LISTED_BYTES, Swap, listed_bytes};
 pub use redis_store::{CONNECT_TIMEOUT, IO_TIMEOUT};
 pub use registry::{Placement, Registry};
 pub use store::{

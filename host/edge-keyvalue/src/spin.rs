@@ -255,8 +255,7 @@ impl<T: KeyValueView + Send> v3::HostStoreWithStore<T> for HasKeyValue {
             Ok(keys) => (keys, Ok(())),
             Err(e) => (Vec::new(), Err(e)),
         };
-        // (Each a `String` of 24 bytes and its text.)
-        let bytes = keys.iter().map(|k| 24 + k.len()).sum();
+        let bytes = keys.iter().map(|k| crate::listed_bytes(k)).sum();
         let unread = accessor.with(|mut access| access.get().unread.clone());
         let (keys, result) = match unread.stream(keys, bytes) {
             Ok(keys) => (keys, result),

@@ -735,6 +735,34 @@ mod tests {
     }
 
     #[test]
+    fn every_key_is_listed_at_once_only_within_the_bound() {
+        let (_d, _r, s) = store(1 << 30);
+        // Keys of 1,000 bytes, listed as 1,024: 16,384 fit in 16 MiB.
+        let key = |i: usize| format!("{i:06}{}", "k".repeat(994));
+        let pairs = |from: usize, to: usize| -> Vec<(String, Vec<u8>)> {
+            (from..to).map(|i| (key(i), vec![])).collect()
+        };
+        for from in (0..16_384).step_by(MAX_BATCH_KEYS) {
+            s.set_many(&pairs(from, (from + MAX_BATCH_KEYS).min(16_384)))
+                .unwrap();
+        }
+        let all = s.all_keys().unwrap();
+        assert_eq!(all.len(), 16_384);
+        let listed: usize = all.iter().map(|k| crate::listed_bytes(k)).sum();
+        assert_eq!(listed, crate::MAX_LISTED_BYTES);
+
+        s.set_many(&pairs(16_384, 16_400)).unwrap();
+        let refused = s.all_keys().unwrap_err();
+        assert!(
+            matches!(refused, KvError::TooManyKeys(16_384)),
+            "{refused:?}"
+        );
+        assert!(refused.to_string().contains("list-keys"), "{refused}");
+        // A page at a time, they all are.
+        assert_eq!(s.list_keys(16_000).unwrap().0.len(), 400);
+    }
+
+    #[test]
     fn list_keys_pages() {
         let (_d, _r, s) = store(1 << 30);
         let pairs: Vec<(String, Vec<u8>)> =
