@@ -21,7 +21,7 @@
 //! A lookup holds one of its tenant's [`PER_TENANT`] places while its
 //! query runs, so a tenant cannot pile queries onto the operator's DNS
 //! servers, and one of the host's [`PER_HOST`] (each query takes a socket
-//! or two). Its caller giving up while it waits for a place ends it; once
+//! or two), which go to the tenants running fewest first. Its caller giving up while it waits for a place ends it; once
 //! sent, a query runs to its answer or its timeout in its places (a loop
 //! of lookups given up at once is held to the caps, not to the caller's
 //! patience). Why a lookup found nothing is said in fixed words (the
@@ -46,13 +46,14 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::op::Query;
 use hickory_resolver::proto::rr::{Name, RecordType};
 use hickory_resolver::{Hosts, TokioResolver};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
 /// Lookups one tenant may have running at once.
 pub const PER_TENANT: usize = 16;
@@ -80,7 +81,7 @@ pub struct Resolver {
     current: Mutex<Arc<Configured>>,
     /// Answers, by name as asked.
     kept: moka::sync::Cache<String, Kept>,
-    queries: Semaphore,
+    queries: Arc<Places>,
     /// Lookups that found nothing, by [`FAILURES`].
     failures: [AtomicU64; 3],
     /// Lookups answered from `kept`.
@@ -218,6 +219,94 @@ impl moka::Expiry<String, Kept> for UntilItsTtl {
     }
 }
 
+/// The host's query places, handed out fewest-held first: a place that
+/// comes free goes to the waiting query whose tenant had the fewest
+/// lookups running when it asked (the earlier of equals). With a queue in
+/// arrival order, tenants looking up names whose servers are silent, each
+/// within its 16, would have every other tenant's query wait behind theirs
+/// for their timeouts.
+struct Places {
+    state: Mutex<Queue>,
+}
+
+struct Queue {
+    free: usize,
+    running: usize,
+    asked: u64,
+    /// By the tenant's lookups running and the order of asking.
+    waiting: BTreeMap<(usize, u64), oneshot::Sender<Place>>,
+}
+
+/// One of the host's query places, given back when dropped (also when
+/// handed to a query that gave up before taking it).
+struct Place(Option<Arc<Places>>);
+
+impl Places {
+    fn new(places: usize) -> Arc<Places> {
+        Arc::new(Places {
+            state: Mutex::new(Queue {
+                free: places,
+                running: 0,
+                asked: 0,
+                waiting: BTreeMap::new(),
+            }),
+        })
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A place, for a tenant with `held` lookups running.
+    async fn take(self: &Arc<Self>, held: usize) -> Place {
+        let waiting = {
+            let mut queue = self.queue();
+            if queue.free > 0 && queue.waiting.is_empty() {
+                queue.free -= 1;
+                queue.running += 1;
+                return Place(Some(self.clone()));
+            }
+            let (tx, rx) = oneshot::channel();
+            queue.asked += 1;
+            let order = queue.asked;
+            queue.waiting.insert((held, order), tx);
+            rx
+        };
+        waiting
+            .await
+            .expect("a waiting query's sender is kept until it is sent a place")
+    }
+
+    /// A place back: to the first waiting query still waiting, or free.
+    fn give_back(self: &Arc<Self>) {
+        let mut queue = self.queue();
+        while let Some((_, waiter)) = queue.waiting.pop_first() {
+            match waiter.send(Place(Some(self.clone()))) {
+                Ok(()) => return,
+                // That query gave up: its place is passed on, not dropped.
+                Err(mut place) => place.0 = None,
+            }
+        }
+        queue.running -= 1;
+        queue.free += 1;
+    }
+
+    /// Places taken, and queries waiting for one (some of which may have
+    /// given up since).
+    fn counts(&self) -> (usize, usize) {
+        let queue = self.queue();
+        (queue.running, queue.waiting.len())
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Some(places) = self.0.take() {
+            places.give_back();
+        }
+    }
+}
+
 impl Resolver {
     /// The host's resolver, under the system's configuration
     /// (`/etc/resolv.conf` and `/etc/hosts`).
@@ -264,7 +353,7 @@ impl Resolver {
             files,
             current: Mutex::new(Arc::new(current)),
             kept,
-            queries: Semaphore::new(PER_HOST),
+            queries: Places::new(PER_HOST),
             failures: Default::default(),
             hits: AtomicU64::new(0),
         })
@@ -302,8 +391,9 @@ impl Resolver {
         (!found.is_empty()).then_some(found)
     }
 
-    /// The addresses of `name`, or why there are none in fixed words.
-    async fn addresses(&self, name: &str) -> std::io::Result<Vec<IpAddr>> {
+    /// The addresses of `name`, or why there are none in fixed words, for
+    /// a tenant running `held` lookups.
+    async fn addresses(&self, name: &str, held: usize) -> std::io::Result<Vec<IpAddr>> {
         use std::io::{Error, ErrorKind};
         let configured = self.configured();
         if let Some(listed) = Self::listed(&configured.hosts, name) {
@@ -313,11 +403,7 @@ impl Resolver {
             self.hits.fetch_add(1, Relaxed);
             return Ok(kept.addresses.to_vec());
         }
-        let _query = self
-            .queries
-            .acquire()
-            .await
-            .expect("the host's semaphore is never closed");
+        let _query = self.queries.take(held).await;
         let (failure, error) = match configured.names.lookup_ip(name).await {
             Ok(found) => {
                 let addresses: Arc<[IpAddr]> = found.iter().take(ADDRESSES_PER_NAME).collect();
@@ -350,10 +436,10 @@ impl Resolver {
 
     /// Its figures in the Prometheus text format.
     fn render(&self, out: &mut String) {
-        let running = PER_HOST - self.queries.available_permits();
+        let (running, waiting) = self.queries.counts();
         let _ = writeln!(
             out,
-            "# HELP edge_dns_queries_running Name queries the host's resolver has running (at most {PER_HOST}).\n# TYPE edge_dns_queries_running gauge\nedge_dns_queries_running {running}"
+            "# HELP edge_dns_queries_running Name queries the host's resolver has running (at most {PER_HOST}).\n# TYPE edge_dns_queries_running gauge\nedge_dns_queries_running {running}\n# HELP edge_dns_queries_waiting Name queries waiting for one of those places.\n# TYPE edge_dns_queries_waiting gauge\nedge_dns_queries_waiting {waiting}"
         );
         out.push_str("# HELP edge_dns_failures_total Name lookups that found nothing: no_address (the name has none), timeout (its servers did not answer in time), other.\n# TYPE edge_dns_failures_total counter\n");
         for (reason, n) in FAILURES.iter().zip(&self.failures) {
@@ -409,9 +495,10 @@ pub fn resolve_with(
         let place = tenant.lookup_place().await;
         // Once sent, the query ends in its place whatever its caller does;
         // its polls are the tenant's work.
+        let held = tenant.lookups_running();
         let query = tokio::spawn(charged(tenant.work(), async move {
             let _place = place;
-            resolver.addresses(&name).await
+            resolver.addresses(&name, held).await
         }));
         let found = query.await.map_err(std::io::Error::other)??;
         Ok(found
@@ -669,6 +756,50 @@ mod tests {
             "a hosts file gone lists nothing"
         );
         assert!(Resolver::listed(&none.hosts, "pinned.test").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_host_place_that_comes_free_goes_to_the_tenant_running_fewest() {
+        let places = Places::new(2);
+        let waiting = |n| {
+            let places = places.clone();
+            async move { until(|| places.counts().1 == n).await }
+        };
+        let take = |held| {
+            let places = places.clone();
+            tokio::spawn(async move { places.take(held).await })
+        };
+        // Tenant A holds both places and asks for a third; tenant B then
+        // asks for its first.
+        let (a1, a2) = (places.take(1).await, places.take(2).await);
+        let a3 = take(3);
+        waiting(1).await;
+        let b1 = take(1);
+        waiting(2).await;
+        drop(a1);
+        let b1 = tokio::time::timeout(Duration::from_secs(5), b1)
+            .await
+            .expect("B had the place A gave back")
+            .unwrap();
+        assert!(!a3.is_finished(), "A waits for the next");
+        drop(a2);
+        let a3 = a3.await.unwrap();
+        assert_eq!(places.counts(), (2, 0));
+
+        // A query that gave up waiting passes the place on.
+        let gone = take(1);
+        waiting(1).await;
+        gone.abort();
+        let _ = gone.await;
+        let c = take(5);
+        waiting(2).await;
+        drop(b1);
+        let c = c.await.unwrap();
+        assert_eq!(places.counts(), (2, 0));
+        drop((a3, c));
+        assert_eq!(places.counts(), (0, 0));
+        let free = tokio::time::timeout(Duration::from_secs(5), places.take(0)).await;
+        assert!(free.is_ok(), "a place is free again");
     }
 
     #[tokio::test]
