@@ -11,7 +11,8 @@
 //! which any tenant can own, and a few tenants would hold every thread the
 //! host could spare.
 //!
-//! Answers are kept as their records' TTLs allow, at most
+//! Answers are kept as their records' TTLs allow (and that a name has
+//! none as its zone's SOA says, within an hour), at most
 //! [`ADDRESSES_PER_NAME`] addresses of each and [`CACHE_BYTES`] for the
 //! host, least recently used first out. (hickory's own cache keeps whole
 //! messages by count: a tenant's server answering names of 253 bytes with
@@ -43,6 +44,7 @@ use hickory_resolver::config::{
     ResolverConfig, ResolverOpts,
 };
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::net::{DnsError, NetError, NoRecords};
 use hickory_resolver::proto::op::Query;
 use hickory_resolver::proto::rr::{Name, RecordType};
 use hickory_resolver::{Hosts, TokioResolver};
@@ -130,7 +132,7 @@ impl Files {
     fn read(&self) -> Configured {
         let read = self.stamps();
         let (config, options) = std::fs::read(&self.resolv_conf)
-            .map_err(hickory_resolver::net::NetError::from)
+            .map_err(NetError::from)
             .and_then(hickory_resolver::system_conf::parse_resolv_conf)
             .unwrap_or_else(|e| {
                 tracing::warn!(file = %self.resolv_conf.display(), error = %e, "no DNS server named: asking 127.0.0.1");
@@ -195,7 +197,17 @@ fn configured(
     Configured { hosts, names, read }
 }
 
-/// A name's addresses, as kept.
+/// How long a name found to have no address is kept so at most.
+const NEGATIVE_TTL_MAX: Duration = Duration::from_secs(3600);
+
+fn no_address(name: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("no address found for {name}"),
+    )
+}
+
+/// A name's addresses, as kept (none: the name has none).
 #[derive(Clone)]
 struct Kept {
     addresses: Arc<[IpAddr]>,
@@ -401,6 +413,10 @@ impl Resolver {
         }
         if let Some(kept) = self.kept.get(name) {
             self.hits.fetch_add(1, Relaxed);
+            if kept.addresses.is_empty() {
+                self.failures[0].fetch_add(1, Relaxed);
+                return Err(no_address(name));
+            }
             return Ok(kept.addresses.to_vec());
         }
         let _query = self.queries.take(held).await;
@@ -414,11 +430,24 @@ impl Resolver {
                 self.kept.insert(name.to_owned(), kept);
                 return Ok(addresses.to_vec());
             }
-            Err(e) if e.is_no_records_found() => (
-                0,
-                Error::new(ErrorKind::NotFound, format!("no address found for {name}")),
-            ),
-            Err(hickory_resolver::net::NetError::Timeout) => (
+            Err(e) if e.is_no_records_found() => {
+                // Kept as long as the zone says (its SOA's), as a resolver
+                // keeps it, within an hour.
+                if let NetError::Dns(DnsError::NoRecordsFound(NoRecords {
+                    negative_ttl: Some(ttl),
+                    ..
+                })) = e
+                {
+                    let ttl = Duration::from_secs(u64::from(ttl)).min(NEGATIVE_TTL_MAX);
+                    let kept = Kept {
+                        addresses: Arc::from([]),
+                        until: Instant::now() + ttl,
+                    };
+                    self.kept.insert(name.to_owned(), kept);
+                }
+                (0, no_address(name))
+            }
+            Err(NetError::Timeout) => (
                 1,
                 Error::new(
                     ErrorKind::TimedOut,
@@ -536,8 +565,8 @@ mod tests {
 
     /// A DNS server of the test's on loopback: names whose first label
     /// starts with `ok` have the address 127.0.0.1 (for 60 s), those
-    /// starting with `nx` do not exist, and it counts the A queries for
-    /// each; it never answers others. And a resolver asking only it, once,
+    /// starting with `nx` do not exist (for 60 s, its SOA says), and it
+    /// counts the A queries for each; it never answers others. And a resolver asking only it, once,
     /// waiting `timeout`, after `hosts` (a hosts file's text).
     async fn server(
         timeout: Duration,
@@ -576,9 +605,10 @@ mod tests {
                         l if l.starts_with("nx") => 3,
                         _ => continue,
                     };
-                    if a {
+                    if qtype == 1 {
                         *counts.lock().unwrap().entry(labels.join(".")).or_insert(0) += 1;
                     }
+                    let soa = rcode == 3;
                     let mut answer = query[..2].to_vec();
                     answer.extend_from_slice(&[
                         0x81,
@@ -588,7 +618,7 @@ mod tests {
                         0,
                         u8::from(a),
                         0,
-                        0,
+                        u8::from(soa),
                         0,
                         0,
                     ]);
@@ -597,6 +627,17 @@ mod tests {
                         answer.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
                         answer.extend_from_slice(&60u32.to_be_bytes());
                         answer.extend_from_slice(&[0, 4, 127, 0, 0, 1]);
+                    }
+                    if soa {
+                        // The zone's SOA (at the name itself, for brevity):
+                        // root names, then serial, refresh, retry, expire
+                        // and the minimum, 60 s, as is its TTL.
+                        answer.extend_from_slice(&[0xc0, 12, 0, 6, 0, 1]);
+                        answer.extend_from_slice(&60u32.to_be_bytes());
+                        answer.extend_from_slice(&[0, 22, 0, 0]);
+                        for field in [1u32, 3600, 600, 86400, 60] {
+                            answer.extend_from_slice(&field.to_be_bytes());
+                        }
                     }
                     socket.send_to(&answer, from).await.unwrap();
                 }
@@ -697,6 +738,26 @@ mod tests {
 
     /// A name `/etc/hosts` lists has its addresses there and no other: no
     /// query leaves with it (getaddrinfo's `files` before `dns`).
+    #[tokio::test]
+    async fn a_name_without_address_is_kept_so_as_its_zone_says() {
+        let (resolver, asked) = server(Duration::from_secs(5), "").await;
+        let tenant = Arc::new(TenantOutbound::new("t", 1));
+        for _ in 0..3 {
+            let lookup = resolve_with(resolver.clone(), tenant.clone(), "nx.kept.test".into(), 80);
+            let e = lookup.await.unwrap_err();
+            assert_eq!(e.to_string(), "no address found for nx.kept.test");
+        }
+        assert_eq!(asked.lock().unwrap().get("nx.kept.test"), Some(&1));
+        let mut figures = String::new();
+        resolver.render(&mut figures);
+        for line in [
+            "edge_dns_failures_total{reason=\"no_address\"} 3",
+            "edge_dns_cache_hits_total 2",
+        ] {
+            assert!(figures.contains(line), "{line} in {figures}");
+        }
+    }
+
     #[tokio::test]
     async fn a_listed_name_is_answered_by_the_hosts_file_alone() {
         let hosts = "# pinned\n127.0.0.2 ok.listed.test other.test\n::2 ok.listed.test\n";
