@@ -186,12 +186,7 @@ impl Handle {
 
     /// The values of `keys`, in order, from one snapshot.
     pub fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
-        if keys.len() > MAX_BATCH_KEYS {
-            return Err(KvError::BatchTooLarge(format!(
-                "{} keys asked, at most {MAX_BATCH_KEYS}",
-                keys.len()
-            )));
-        }
+        check_batch(keys.len())?;
         keys.iter().try_for_each(|k| check_key(k))?;
         let store = match &self.store {
             Backend::File(s) => s,
@@ -228,9 +223,17 @@ impl Handle {
 
     /// Sets every pair, all or none.
     pub fn set_many(&self, pairs: &[(String, Vec<u8>)]) -> Result<(), KvError> {
+        check_batch(pairs.len())?;
+        let mut total = 0usize;
         for (k, v) in pairs {
             check_key(k)?;
             check_value(v)?;
+            total += k.len() + v.len();
+        }
+        if total > MAX_BATCH_BYTES {
+            return Err(KvError::BatchTooLarge(format!(
+                "the keys and values come to {total} bytes, at most {MAX_BATCH_BYTES}"
+            )));
         }
         match &self.store {
             Backend::File(s) => s.write(self.cap, |c| {
@@ -257,6 +260,7 @@ impl Handle {
 
     /// Deletes every key, all or none.
     pub fn delete_many(&self, keys: &[String]) -> Result<(), KvError> {
+        check_batch(keys.len())?;
         keys.iter().try_for_each(|k| check_key(k))?;
         match &self.store {
             Backend::File(s) => s.write(self.cap, |c| keys.iter().try_for_each(|k| c.remove(k))),
@@ -432,6 +436,19 @@ impl Handle {
 /// Page marks a store keeps (see `Store::page_marks`): as many listings
 /// under way at once find their place without walking.
 const PAGE_MARKS: usize = 64;
+
+/// A batch of `keys` keys is at most [`MAX_BATCH_KEYS`]: one write
+/// transaction (or one script on a shared Redis server) per batch, so a
+/// batch of millions would hold the store's writer, or the server, for
+/// seconds.
+fn check_batch(keys: usize) -> Result<(), KvError> {
+    if keys > MAX_BATCH_KEYS {
+        return Err(KvError::BatchTooLarge(format!(
+            "{keys} keys in one batch, at most {MAX_BATCH_KEYS}"
+        )));
+    }
+    Ok(())
+}
 
 fn check_key(key: &str) -> Result<(), KvError> {
     if key.len() > MAX_KEY_BYTES {

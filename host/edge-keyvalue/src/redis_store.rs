@@ -62,6 +62,21 @@ return total
 "#;
 
 /// Deletes the keys in `ARGV` (absent ones are fine).
+/// The values of the keys `ARGV[2..]`, unless they come to more than
+/// `ARGV[1]` bytes: measured first, so that the server never builds (nor
+/// the host reads) a reply of a thousand values of a MiB each.
+const GET_MANY: &str = r#"
+local limit = tonumber(ARGV[1])
+local total = 0
+for i = 2, #ARGV do
+  total = total + redis.call('HSTRLEN', KEYS[1], ARGV[i])
+  if total > limit then
+    return redis.error_reply('EDGEBATCH ' .. total)
+  end
+end
+return redis.call('HMGET', KEYS[1], unpack(ARGV, 2))
+"#;
+
 const DELETE: &str = r#"
 local used = tonumber(redis.call('GET', KEYS[2]) or '0')
 for i = 1, #ARGV do
@@ -186,15 +201,18 @@ impl RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let values: Vec<Option<Vec<u8>>> =
-            self.run(|c| redis::cmd("HMGET").arg(&self.data_key).arg(keys).query(c))?;
-        let total: usize = values.iter().flatten().map(Vec::len).sum();
-        if total > MAX_BATCH_BYTES {
-            return Err(KvError::BatchTooLarge(format!(
+        self.run(|c| {
+            self.script(GET_MANY)
+                .arg(MAX_BATCH_BYTES)
+                .arg(keys)
+                .query(c)
+        })
+        .map_err(|e| match e {
+            KvError::Script(code, _) if code == "EDGEBATCH" => KvError::BatchTooLarge(format!(
                 "the values come to more than {MAX_BATCH_BYTES} bytes; ask for fewer keys"
-            )));
-        }
-        Ok(values)
+            )),
+            other => other,
+        })
     }
 
     /// Sets every pair, all or none, within `cap` bytes.
@@ -406,6 +424,7 @@ fn server_of(url: &str) -> String {
 mod tests {
     use super::*;
     use crate::handle::Backend;
+    use crate::store::MAX_VALUE_BYTES;
     use crate::{Handle, Placement, Registry, Swap};
 
     /// A Redis server from the machine's `redis-server`, on a Unix socket
@@ -457,6 +476,29 @@ mod tests {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+
+    #[test]
+    fn a_batch_read_past_its_bytes_is_refused_before_the_server_builds_it() {
+        let server = Server::start();
+        let s = server.store("acme", 1 << 30);
+        s.set("big", &vec![7; MAX_VALUE_BYTES]).unwrap();
+        // A thousand of one MiB value: a reply of 1 GiB, refused by the
+        // script after the seventeenth.
+        let many: Vec<String> = vec!["big".into(); 1000];
+        let refused = s.get_many(&many).unwrap_err();
+        assert!(matches!(refused, KvError::BatchTooLarge(_)), "{refused:?}");
+        let sixteen = s.get_many(&many[..16]).unwrap();
+        assert!(
+            sixteen
+                .iter()
+                .all(|v| v.as_ref().map(Vec::len) == Some(MAX_VALUE_BYTES))
+        );
+        assert_eq!(
+            s.get_many(&["big".into(), "none".into()]).unwrap()[1],
+            None,
+            "absent keys count nothing"
+        );
     }
 
     #[test]

@@ -698,6 +698,25 @@ mod tests {
     }
 
     #[test]
+    fn batch_writes_are_bounded() {
+        let (_d, _r, s) = store(1 << 30);
+        let refused = |r: Result<(), KvError>| matches!(r, Err(KvError::BatchTooLarge(_)));
+        let too_many: Vec<(String, Vec<u8>)> = (0..=MAX_BATCH_KEYS)
+            .map(|i| (i.to_string(), vec![]))
+            .collect();
+        assert!(refused(s.set_many(&too_many)));
+        let keys: Vec<String> = too_many.iter().map(|p| p.0.clone()).collect();
+        assert!(refused(s.delete_many(&keys)));
+        let too_big: Vec<(String, Vec<u8>)> = (0..17)
+            .map(|i| (i.to_string(), vec![0; MAX_VALUE_BYTES]))
+            .collect();
+        assert!(refused(s.set_many(&too_big)));
+        assert_eq!(s.used_bytes().unwrap(), 0, "nothing was written");
+        s.set_many(&too_many[..MAX_BATCH_KEYS]).unwrap();
+        s.delete_many(&keys[..MAX_BATCH_KEYS]).unwrap();
+    }
+
+    #[test]
     fn batch_reads_are_bounded() {
         let (_d, _r, s) = store(1 << 30);
         s.set("big", &vec![0; MAX_VALUE_BYTES]).unwrap();
@@ -767,7 +786,9 @@ mod tests {
         let (_d, _r, s) = store(1 << 30);
         let pairs: Vec<(String, Vec<u8>)> =
             (0..2500).map(|i| (format!("k{i:05}"), vec![])).collect();
-        s.set_many(&pairs).unwrap();
+        for batch in pairs.chunks(MAX_BATCH_KEYS) {
+            s.set_many(batch).unwrap();
+        }
         let (first, next) = s.list_keys(0).unwrap();
         assert_eq!(first.len(), 1000);
         assert_eq!(first[0], "k00000");
