@@ -5,7 +5,8 @@
 //! the client, outside the guest's memory cap. [`ReplyCap`] reads the
 //! connection's bytes through a scanner of the protocol (RESP2 and RESP3)
 //! and fails the connection as soon as one reply declares or takes more
-//! than [`MAX_REPLY_BYTES`], before the client buffers it.
+//! than [`MAX_REPLY_BYTES`], each value counted with what the host holds
+//! it in ([`HELD_PER_VALUE`]), before the client buffers it.
 
 use std::io;
 
@@ -15,6 +16,18 @@ pub const MAX_REPLY_BYTES: usize = 16 << 20;
 
 /// The longest line (a status, an error, a number) a reply may have.
 const MAX_LINE_BYTES: usize = 64 << 10;
+
+/// What each value of a reply is counted with beside its bytes: the
+/// `redis::Value` the client holds it in and the item of the guest's
+/// result it becomes ([`crate::Reply`]), together under 96 bytes. Three
+/// bytes of RESP3 null would otherwise have been 90 bytes of host memory:
+/// a reply of 16 MiB, hundreds of MiB.
+pub const HELD_PER_VALUE: usize = 96;
+
+/// What a double is counted with beside [`HELD_PER_VALUE`]: its text as
+/// the guest is given it (Rust's shortest round-trip decimal, without an
+/// exponent: `5e-324` is 326 characters).
+const DOUBLE_TEXT: usize = 330;
 
 /// Where the scanner is in the byte stream.
 #[derive(Debug)]
@@ -61,7 +74,8 @@ impl Scanner {
             let taken = match &mut self.at {
                 At::Start => {
                     self.at = At::Line(bytes[0], Vec::new());
-                    self.count(1)?;
+                    let double = if bytes[0] == b',' { DOUBLE_TEXT } else { 0 };
+                    self.count(1 + HELD_PER_VALUE + double)?;
                     1
                 }
                 At::Line(kind, line) => {
@@ -160,7 +174,7 @@ impl Scanner {
                 };
                 if values <= 0 {
                     self.done();
-                } else if values as u64 > MAX_REPLY_BYTES as u64 {
+                } else if values as u64 > (MAX_REPLY_BYTES / HELD_PER_VALUE) as u64 {
                     return Err(too_large(format!("an aggregate of {n} values")));
                 } else {
                     self.open.push(values as usize);
@@ -261,6 +275,42 @@ mod tests {
             assert!(e.to_string().contains("malformed length"), "{e}");
         }
         assert!(scan_all(&[b"$-1\r\n*-1\r\n"]).is_ok());
+    }
+
+    #[test]
+    fn each_value_counts_what_the_host_holds_it_in() {
+        assert!(
+            std::mem::size_of::<redis::Value>() + std::mem::size_of::<crate::Reply>()
+                <= HELD_PER_VALUE
+        );
+        assert_eq!(5e-324f64.to_string().len(), 326);
+        // A million nulls: 3 MB on the wire, 90 MB held.
+        let mut s = Scanner::default();
+        s.scan(b"*174762\r\n").unwrap();
+        let e = (0..174_762)
+            .find_map(|_| s.scan(b"_\r\n").err())
+            .expect("refused");
+        assert!(e.to_string().contains("a reply of more than"), "{e}");
+        // Declared past what the cap holds: refused at the header.
+        let e = scan_all(&[b"*1000000\r\n"]).unwrap_err();
+        assert!(
+            e.to_string().contains("an aggregate of 1000000 values"),
+            "{e}"
+        );
+        // Doubles, as their text.
+        let mut s = Scanner::default();
+        s.scan(b"*40000\r\n").unwrap();
+        let e = (0..40_000)
+            .find_map(|_| s.scan(b",5e-324\r\n").err())
+            .expect("refused");
+        assert!(e.to_string().contains("a reply of more than"), "{e}");
+        // A set of 100,000 short members passes.
+        let mut s = Scanner::default();
+        s.scan(b"~100000\r\n").unwrap();
+        for i in 0..100_000 {
+            s.scan(format!("$6\r\nm{i:05}\r\n").as_bytes()).unwrap();
+        }
+        assert_eq!(s.reply, 0);
     }
 
     #[test]
