@@ -12,7 +12,7 @@ use lol_html::{
     Selector, Settings,
 };
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::mpsc::Receiver;
 /// The thread's answers: sent without blocking, awaited by the guest's
@@ -21,6 +21,16 @@ type Sender<T> = tokio::sync::mpsc::UnboundedSender<T>;
 
 /// Most bytes the rewriter may buffer (a start tag split over chunks, say).
 pub const MAX_BUFFER_BYTES: usize = 8 * 1024 * 1024;
+
+/// Content a rewriter may hold for elements' end tags (`append`, `after`
+/// wait in lol_html until the end tag passes, and a page whose end tags
+/// never come would keep them to its end), each change counted with
+/// [`WAITING_OVERHEAD`].
+pub const MAX_WAITING_BYTES: usize = 8 * 1024 * 1024;
+
+/// What a waiting change takes beside its content: its place in lol_html's
+/// end tag queue and the handler that gives its bytes back.
+const WAITING_OVERHEAD: usize = 64;
 
 /// What the host side sends the thread.
 pub enum Input {
@@ -131,6 +141,8 @@ struct Io {
     /// Rewritten bytes not yet sent: sent before each stop (so output and
     /// stops keep their order) and when the written input is used up.
     pending: RefCell<Vec<u8>>,
+    /// Bytes of changes waiting for their elements' end tags.
+    waiting: Cell<usize>,
 }
 
 impl Io {
@@ -177,9 +189,15 @@ fn apply_element(el: &mut Element<'_, '_>, changes: Vec<Change>, io: &Rc<Io>) ->
             Change::RemoveAttribute(name) => el.remove_attribute(&name),
             Change::SetName(name) => el.set_tag_name(&name)?,
             Change::Before(c) => el.before(&c.value, c.kind()),
-            Change::After(c) => el.after(&c.value, c.kind()),
+            Change::After(c) => {
+                until_end_tag(el, c.value.len(), io)?;
+                el.after(&c.value, c.kind())
+            }
             Change::Prepend(c) => el.prepend(&c.value, c.kind()),
-            Change::Append(c) => el.append(&c.value, c.kind()),
+            Change::Append(c) => {
+                until_end_tag(el, c.value.len(), io)?;
+                el.append(&c.value, c.kind())
+            }
             Change::Replace(c) => el.replace(&c.value, c.kind()),
             Change::SetInnerContent(c) => el.set_inner_content(&c.value, c.kind()),
             Change::Remove => el.remove(),
@@ -200,6 +218,30 @@ fn apply_element(el: &mut Element<'_, '_>, changes: Vec<Change>, io: &Rc<Io>) ->
             other @ Change::SetText(_) => return Err(unsupported(&other, "an element")),
         }
     }
+    Ok(())
+}
+
+/// Counts `bytes` of content as waiting for `el`'s end tag, until it
+/// passes; refused past [`MAX_WAITING_BYTES`]. (An element without an end
+/// tag has its content go out at once.)
+fn until_end_tag(el: &mut Element<'_, '_>, bytes: usize, io: &Rc<Io>) -> HandlerResult {
+    let Some(handlers) = el.end_tag_handlers() else {
+        return Ok(());
+    };
+    let bytes = bytes + WAITING_OVERHEAD;
+    let waiting = io.waiting.get() + bytes;
+    if waiting > MAX_WAITING_BYTES {
+        return Err(format!(
+            "content waiting for its elements' end tags (append, after) would take {waiting} bytes, past the {MAX_WAITING_BYTES}-byte limit"
+        )
+        .into());
+    }
+    io.waiting.set(waiting);
+    let io = io.clone();
+    handlers.push(Box::new(move |_: &mut EndTag<'_>| {
+        io.waiting.set(io.waiting.get().saturating_sub(bytes));
+        Ok(())
+    }));
     Ok(())
 }
 
@@ -291,6 +333,7 @@ pub fn run(
         input,
         output,
         pending: RefCell::new(Vec::new()),
+        waiting: Cell::new(0),
     });
     let mut element_handlers = Vec::new();
     for (i, s) in selectors.iter().enumerate() {

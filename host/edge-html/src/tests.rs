@@ -142,6 +142,54 @@ fn a_change_that_does_not_fit_stops_the_rewriter_with_the_reason() {
 }
 
 #[test]
+fn content_waiting_for_end_tags_is_bounded_and_given_back_as_they_pass() {
+    let mib = "x".repeat(1 << 20);
+    let append = |_: &Event| vec![Change::Append(html(&mib)), Change::After(html("!"))];
+    // Closed at once: each element's content goes out with its end tag.
+    let closed = vec!["<div></div>"; 40];
+    let (out, stops) = rewrite(
+        vec![on("div", true, false, false)],
+        DocumentHandlers::default(),
+        &closed,
+        append,
+    );
+    assert_eq!(stops.len(), 40);
+    assert_eq!(out.len(), 40 * ((1 << 20) + "<div></div>!".len()));
+
+    // Never closed: the content would wait to the page's end.
+    let (input_tx, input_rx) = mpsc::sync_channel(1);
+    let (output_tx, mut output_rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        parse::run(
+            vec![on("div", true, false, false)],
+            DocumentHandlers::default(),
+            input_rx,
+            output_tx,
+        )
+    });
+    let mut answered = 0;
+    'page: for _ in 0..40 {
+        input_tx.send(Input::Chunk(b"<div>".to_vec())).unwrap();
+        loop {
+            match output_rx.blocking_recv().unwrap() {
+                Ok(Event::Output(_)) => {}
+                Ok(Event::NeedInput) => break,
+                Ok(stop @ Event::Element { .. }) => {
+                    answered += 1;
+                    input_tx.send(Input::Changes(append(&stop))).unwrap();
+                }
+                Ok(other) => panic!("{other:?}"),
+                Err(reason) => {
+                    assert!(reason.contains("past the 8388608-byte limit"), "{reason}");
+                    break 'page;
+                }
+            }
+        }
+    }
+    assert_eq!(answered, 8, "the eighth MiB is the one past the limit");
+}
+
+#[test]
 fn the_guests_wit_is_the_hosts() {
     let host = include_str!("../../../wit/html/html.wit");
     let guest = include_str!("../../../workers/wit/deps/html/html.wit");
