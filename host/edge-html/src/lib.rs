@@ -6,7 +6,8 @@
 //! its `respond` resumes the parse with the handler's changes. The host
 //! enforces the conversation's order (write → next… → respond → next… →
 //! need-input), so at most one chunk's output waits at a time, and bounds
-//! what a hostile guest can hold: chunks of 64 KiB, 8 MiB of parse buffer,
+//! what a hostile guest can hold: chunks of 64 KiB, 8 MiB of parse buffer
+//! and 8 MiB of content waiting for end tags,
 //! 16 rewriters per instance, 256 rewriting threads per host (each counted
 //! until its thread ends, not only while the guest holds it), 256
 //! selectors of at most 16 KiB in all per rewriter (lol_html tries every
