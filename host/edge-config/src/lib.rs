@@ -30,6 +30,7 @@ mod secrets;
 pub mod sidecar;
 mod site;
 mod spin;
+pub mod template;
 
 pub use error::{ConfigError, SourceFile};
 pub use files::FileMount;

@@ -1749,34 +1749,23 @@ pub fn check_variable_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Renders a Spin variable template: literal text with `{{ name }}`
-/// references to application variables.
+/// Renders a Spin variable template from the application's variables
+/// (within [`crate::template::MAX_RENDERED_BYTES`]).
 fn render_template(
     template: &str,
     values: &BTreeMap<String, Result<String, String>>,
 ) -> Result<String, String> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| format!("unclosed '{{{{' in template {template:?}"))?;
-        let name = after[..end].trim();
-        match values.get(name) {
-            Some(Ok(v)) => out.push_str(v),
-            Some(Err(e)) => return Err(e.clone()),
-            None => {
-                return Err(format!(
-                    "template {template:?} names {name:?}, which is not in the application's [variables]"
-                ));
-            }
-        }
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    crate::template::render(
+        template,
+        crate::template::MAX_RENDERED_BYTES,
+        |name| match values.get(name) {
+            Some(Ok(v)) => Ok(v.as_str()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(format!(
+                "template {template:?} names {name:?}, which is not in the application's [variables]"
+            )),
+        },
+    )
 }
 
 /// A tenant's SQLite statements at once by default: the host's cores, so

@@ -11,23 +11,19 @@ pub fn is_name(name: &str) -> bool {
     name.len() <= 63 && edge_config::check_variable_name(name).is_ok()
 }
 
+/// Bytes a version's rendered variables and outbound rules may take in
+/// all: what every node is sent and keeps (one template is bounded by
+/// [`edge_config::template::MAX_RENDERED_BYTES`], but a version may have
+/// thousands).
+pub const MAX_SPEC_RENDERED_BYTES: usize = 16 << 20;
+
 /// The variable names `template` refers to, or why it is malformed.
 pub fn references(template: &str) -> Result<Vec<&str>, String> {
-    let mut out = Vec::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| format!("{template:?}: `{{{{` without `}}}}`"))?;
-        let name = after[..end].trim();
-        if !is_name(name) {
-            return Err(format!("{template:?}: {name:?} is not a variable name"));
-        }
-        out.push(name);
-        rest = &after[end + 2..];
+    let names = edge_config::template::references(template)?;
+    match names.iter().find(|name| !is_name(name)) {
+        Some(name) => Err(format!("{template:?}: {name:?} is not a variable name")),
+        None => Ok(names),
     }
-    Ok(out)
 }
 
 /// `template` with every `{{ name }}` replaced by its value.
@@ -36,30 +32,19 @@ pub fn render(
     set: &BTreeMap<String, String>,
     declared: &BTreeMap<String, VariableDecl>,
 ) -> Result<String, String> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| format!("{template:?}: `{{{{` without `}}}}`"))?;
-        let name = after[..end].trim();
-        let value = set
-            .get(name)
+    use edge_config::template::MAX_RENDERED_BYTES;
+    edge_config::template::render(template, MAX_RENDERED_BYTES, |name| {
+        set.get(name)
             .or_else(|| declared.get(name).and_then(|d| d.default.as_ref()))
+            .map(String::as_str)
             .ok_or_else(|| {
                 if declared.contains_key(name) {
                     format!("variable {name:?} has no value (set it: PUT .../variables/{name})")
                 } else {
                     format!("variable {name:?} is not declared in the version's variables")
                 }
-            })?;
-        out.push_str(value);
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
+            })
+    })
 }
 
 /// Renders every component variable and templated outbound rule of
@@ -82,9 +67,24 @@ pub fn render_spec(
         }
     }
     let declared = spec.variables.clone();
+    let mut total = 0usize;
+    let mut count = |id: &str, field: &str, rendered: &str| {
+        total += rendered.len();
+        if total > MAX_SPEC_RENDERED_BYTES {
+            return Err((
+                id.to_string(),
+                field.to_string(),
+                format!(
+                    "the version's variables and outbound rules render to more than {MAX_SPEC_RENDERED_BYTES} bytes in all"
+                ),
+            ));
+        }
+        Ok(())
+    };
     for (id, c) in spec.components.iter_mut() {
         for (var, value) in c.variables.iter_mut() {
             *value = render(value, set, &declared).map_err(|e| (id.clone(), var.clone(), e))?;
+            count(id, var, value)?;
         }
         let mut rules = Vec::with_capacity(c.allowed_outbound_hosts.len());
         for (i, rule) in c.allowed_outbound_hosts.iter().enumerate() {
@@ -95,6 +95,7 @@ pub fn render_spec(
             let field = format!("allowed_outbound_hosts[{i}]");
             let rendered =
                 render(rule, set, &declared).map_err(|e| (id.clone(), field.clone(), e))?;
+            count(id, &field, &rendered)?;
             let parsed = edge_config::OutboundRule::parse_rendered(&rendered).map_err(|e| {
                 // Values stay out of the message: a secret's would reach
                 // the API's answer and the audit log.
@@ -161,6 +162,44 @@ mod tests {
         assert_eq!(references("a {{ b }} {{c_1}}").unwrap(), ["b", "c_1"]);
         assert!(references("{{ B }}").is_err());
         assert!(references("{{ open").is_err());
+    }
+
+    #[test]
+    fn rendering_is_bounded_per_template_and_per_version() {
+        use crate::model::ComponentSpec;
+        let big = "v".repeat(64 << 10);
+        let set = BTreeMap::from([("a".to_string(), big)]);
+        let spec = |variables: Vec<(String, String)>| VersionSpec {
+            components: BTreeMap::from([(
+                "api".to_string(),
+                ComponentSpec {
+                    digest: "sha256:00".into(),
+                    key_value_stores: Vec::new(),
+                    sqlite_databases: Vec::new(),
+                    allowed_outbound_hosts: Vec::new(),
+                    variables: variables.into_iter().collect(),
+                    files: Vec::new(),
+                },
+            )]),
+            routes: Vec::new(),
+            variables: BTreeMap::from([("a".to_string(), VariableDecl::default())]),
+        };
+        // Five bytes naming 64 KiB, a million times: 64 GiB unbounded.
+        let mut s = spec(vec![("x".into(), "{{a}}".repeat(1 << 20))]);
+        let (_, field, why) = render_spec(&mut s, &set).unwrap_err();
+        assert_eq!(field, "x");
+        assert!(why.contains("renders to more than 1048576 bytes"), "{why}");
+        // Each within its bound, 300 of them past the version's.
+        let many = (0..300)
+            .map(|i| (format!("v{i}"), "{{a}}".into()))
+            .collect();
+        let mut s = spec(many);
+        let (_, _, why) = render_spec(&mut s, &set).unwrap_err();
+        assert!(why.contains("more than 16777216 bytes in all"), "{why}");
+        let fewer = (0..200)
+            .map(|i| (format!("v{i}"), "{{a}}".into()))
+            .collect();
+        render_spec(&mut spec(fewer), &set).unwrap();
     }
 
     #[test]
