@@ -215,3 +215,64 @@ async fn a_reload_that_replaces_a_session_pool_frees_its_slots() {
         "the session lived through a reload that changed nothing"
     );
 }
+
+#[tokio::test]
+async fn a_replaced_component_leaves_memory_and_unused_artifacts_leave_the_disk() {
+    // echo from a file of the test's, so that a new version can replace it.
+    let dir = edge_tests::TempDir::new("new-versions");
+    let echo = dir.path().join("echo.wasm");
+    let original = std::fs::read(edge_tests::component("echo")).expect("echo");
+    std::fs::write(&echo, &original).expect("copy");
+    let spin = standard_spin().replace(&edge_tests::component("echo"), &echo.display().to_string());
+    let edge = Edge::start(&spin, &config(""));
+    let loaded = edge.metric("edge_components_loaded").await;
+    assert!(loaded >= 2.0, "echo and fixtures: {loaded}");
+
+    // In the compile cache: an artifact no build has used for two days,
+    // and one used an hour ago (names as the cache writes them).
+    let cache = edge.dir.path().join("data/cache");
+    let artifact = |byte: u8| cache.join(format!("{}-0011223344556677.cwasm", hex(&[byte; 32])));
+    let (stale, recent) = (artifact(0xa1), artifact(0xa2));
+    for (file, age) in [(&stale, 48 * 3600), (&recent, 3600)] {
+        let f = std::fs::File::create(file).expect("artifact");
+        f.set_modified(std::time::SystemTime::now() - Duration::from_secs(age))
+            .expect("its time");
+    }
+
+    // Three new versions of echo, one after the other (a custom section
+    // of their own each: other bytes, the same code).
+    for version in 2u8..5 {
+        let mut bytes = original.clone();
+        bytes.extend_from_slice(&[0, 3, 1, b'v', b'0' + version]);
+        let reloads = edge.metric("edge_reloads_total{result=\"ok\"}").await;
+        let new = dir.path().join("echo.new");
+        std::fs::write(&new, &bytes).expect("new version");
+        std::fs::rename(&new, &echo).expect("in place");
+        edge.signal(SIGHUP);
+        let mut waited = 0;
+        while edge.metric("edge_reloads_total{result=\"ok\"}").await <= reloads {
+            waited += 1;
+            assert!(waited < 600, "version {version} reloaded");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(get(&format!("{}/x", edge.url)).await.0, 200);
+        assert_eq!(
+            edge.metric("edge_components_loaded").await,
+            loaded,
+            "version {version}: the versions before it are not kept in memory"
+        );
+    }
+    assert!(
+        !stale.exists(),
+        "an artifact unused for two days is removed"
+    );
+    assert!(
+        recent.exists(),
+        "one used an hour ago is kept for a rollback"
+    );
+    std::fs::remove_file(&recent).expect("the test's own");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -254,6 +254,8 @@ pub struct App {
     hosts: HostIndex,
     /// Load status per component id.
     pub status: BTreeMap<String, ComponentStatus>,
+    /// Content hashes of the components it runs.
+    compiled: std::collections::HashSet<ContentHash>,
 }
 
 impl App {
@@ -350,6 +352,10 @@ impl App {
             .suffix
             .sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
 
+        let compiled = prepared
+            .values()
+            .filter_map(|p| p.as_ref().ok().map(|p| p.hash))
+            .collect();
         let failed = status
             .values()
             .filter(|s| matches!(s, ComponentStatus::Failed(_)))
@@ -364,6 +370,7 @@ impl App {
             tenants,
             hosts,
             status,
+            compiled,
         })
     }
 
@@ -459,6 +466,20 @@ impl App {
                 }
             }
         }
+        // What the apps before this one compiled and this one does not
+        // run leaves memory once they drain (each pool holds its own).
+        let removed = rt.cache.retain(&self.compiled, crate::files::UNUSED_FOR);
+        if removed > 0 {
+            tracing::info!(
+                artifacts = removed,
+                "compiled components no build used for a day removed"
+            );
+        }
+        rt.metrics.forget_unserved();
+        rt.metrics.components_loaded.store(
+            rt.cache.loaded_count() as i64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let swept = crate::files::sweep(&rt.files, crate::files::UNUSED_FOR);
         if swept > 0 {
             tracing::info!(

@@ -430,7 +430,13 @@ pub struct ComponentCache {
 #[derive(Default)]
 struct WorkersEngine {
     path: Option<PathBuf>,
-    loaded: Option<(u64, std::time::SystemTime, Component, Option<u32>)>,
+    loaded: Option<(
+        u64,
+        std::time::SystemTime,
+        Component,
+        Option<u32>,
+        ContentHash,
+    )>,
 }
 
 struct Sha256Hasher(Sha256);
@@ -454,6 +460,20 @@ fn engine_key(engine: &Engine) -> String {
 /// by the engine with `key`.
 fn artifact_name(hash: &ContentHash, key: &str) -> String {
     format!("{}-{key}.cwasm", hex::encode(hash))
+}
+
+/// The content hash an artifact's file name names, if it is one's.
+fn artifact_hash(name: &str) -> Option<ContentHash> {
+    let (hash, rest) = name.split_once('-')?;
+    rest.strip_suffix(".cwasm")?;
+    hex::decode(hash).ok()?.try_into().ok()
+}
+
+/// Marks `file` as used now (its modification time).
+fn touch(file: &Path) {
+    if let Ok(f) = std::fs::File::options().append(true).open(file) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
 }
 
 impl ComponentCache {
@@ -580,7 +600,7 @@ impl ComponentCache {
         let meta = std::fs::metadata(&path)
             .with_context(|| format!("the Workers engine {}", path.display()))?;
         let stamp = (meta.len(), meta.modified()?);
-        if let Some((len, modified, component, core_instances)) = &engine.loaded
+        if let Some((len, modified, component, core_instances, _)) = &engine.loaded
             && (*len, *modified) == stamp
         {
             return Ok((component.clone(), *core_instances));
@@ -595,6 +615,7 @@ impl ComponentCache {
             stamp.1,
             loaded.component.clone(),
             loaded.core_instances,
+            loaded.hash,
         ));
         Ok((loaded.component, loaded.core_instances))
     }
@@ -615,6 +636,74 @@ impl ComponentCache {
             let file = self.dir.join(artifact_name(hash, key));
             file.exists().then_some((*kind, file))
         })
+    }
+
+    /// Keeps in memory only the components with the hashes `in_use` (and
+    /// the Workers engine), marks their artifacts used now, and removes
+    /// the artifacts no build has used for `unused_for` (a rollback within
+    /// it loads rather than compiles); the number removed. Before, every
+    /// component ever compiled stayed in memory (its code anonymous memory
+    /// when compiled here) and on disk for the process's life: each deploy
+    /// of a new version added its compiled code.
+    pub fn retain(
+        &self,
+        in_use: &std::collections::HashSet<ContentHash>,
+        unused_for: Duration,
+    ) -> usize {
+        let engine = self
+            .workers_engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .loaded
+            .as_ref()
+            .map(|loaded| loaded.4);
+        let keep = |hash: &ContentHash| in_use.contains(hash) || engine == Some(*hash);
+        self.lock().retain(|hash, _| keep(hash));
+        self.core_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|hash, _| keep(hash));
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(hash) = artifact_hash(&name.to_string_lossy()) else {
+                continue;
+            };
+            if keep(&hash) {
+                touch(&entry.path());
+                continue;
+            }
+            let unused = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= unused_for);
+            if unused {
+                match std::fs::remove_file(entry.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) => {
+                        tracing::warn!(file = %entry.path().display(), error = %e, "an unused compiled component was not removed")
+                    }
+                }
+            }
+        }
+        removed
+    }
+
+    /// How many compiled components are held in memory.
+    pub fn loaded_count(&self) -> usize {
+        let engine = self
+            .workers_engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .loaded
+            .as_ref()
+            .is_some_and(|loaded| !self.lock().contains_key(&loaded.4));
+        self.lock().len() + usize::from(engine)
     }
 
     /// Whether the component with `hash` is loaded in memory.

@@ -163,6 +163,8 @@ pub struct Metrics {
     pub reloads_failed: AtomicU64,
     /// Components that failed to load in the serving config.
     pub components_failed: AtomicI64,
+    /// Compiled components held in memory.
+    pub components_loaded: AtomicI64,
 }
 
 impl Metrics {
@@ -173,6 +175,19 @@ impl Metrics {
             .entry((tenant.to_string(), component.to_string()))
             .or_default()
             .clone()
+    }
+
+    /// Forgets the routes nothing serves any more: those only this map
+    /// holds (an app, and its instances, hold theirs while they serve or
+    /// drain). Component ids carry their version (`tenant/app@N/comp`), so
+    /// every deploy adds routes: kept, they grew `/metrics` and the host
+    /// for good. Called when an app is put in force; a route an older app
+    /// still drains goes at a later one.
+    pub fn forget_unserved(&self) -> usize {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let before = routes.len();
+        routes.retain(|_, m| Arc::strong_count(m) > 1);
+        before - routes.len()
     }
 
     /// Calls `f` with every (tenant, component) and its metrics, under the
@@ -308,7 +323,7 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{{}}} {}", labels(t, c), get(m));
             }
         }
-        let global: [(&str, &str, &str, i64); 8] = [
+        let global: [(&str, &str, &str, i64); 9] = [
             (
                 "edge_unrouted_host_total",
                 "counter",
@@ -350,6 +365,12 @@ impl Metrics {
                 "gauge",
                 "Components that failed to load.",
                 self.components_failed.load(Relaxed),
+            ),
+            (
+                "edge_components_loaded",
+                "gauge",
+                "Compiled components held in memory: those the configuration in service runs, and the Workers engine.",
+                self.components_loaded.load(Relaxed),
             ),
             (
                 "edge_panics_total",
@@ -471,6 +492,21 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routes_nothing_serves_are_forgotten() {
+        let m = Metrics::default();
+        let served = m.route("t", "t/app@2/api");
+        drop(m.route("t", "t/app@1/api"));
+        assert_eq!(m.forget_unserved(), 1);
+        let mut left = Vec::new();
+        m.each_route(|t, c, _| left.push(format!("{t} {c}")));
+        assert_eq!(left, ["t t/app@2/api"]);
+        assert!(m.render(std::iter::empty()).contains("t/app@2/api"));
+        drop(served);
+        assert_eq!(m.forget_unserved(), 1);
+        assert!(!m.render(std::iter::empty()).contains("t/app@2/api"));
+    }
 
     #[test]
     fn guest_counters_are_named_sparingly() {
