@@ -85,6 +85,9 @@ pub struct HostState {
     table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
+    /// Bytes one set of header fields may hold (`http`'s limit, which it
+    /// does not tell).
+    max_fields_bytes: usize,
     hooks: HttpHooks,
     variables: Variables,
     kv: Grants,
@@ -187,6 +190,7 @@ impl HostState {
             table,
             wasi: wasi.build(),
             http,
+            max_fields_bytes: spec.max_fields_bytes,
             hooks: HttpHooks {
                 outbound: spec.outbound.clone(),
                 body_bytes_left: BODY_BUFFER_BYTES,
@@ -223,6 +227,11 @@ impl HostState {
 }
 
 impl HostState {
+    /// Bytes one set of header fields the guest builds may hold.
+    pub fn max_fields_bytes(&self) -> usize {
+        self.max_fields_bytes
+    }
+
     /// Where the instance may connect, and its tenant's outbound cap.
     pub fn outbound(&self) -> &OutboundPolicy {
         &self.hooks.outbound
