@@ -222,7 +222,8 @@ fn apply_element(el: &mut Element<'_, '_>, changes: Vec<Change>, io: &Rc<Io>) ->
 }
 
 /// Counts `bytes` of content as waiting for `el`'s end tag, until it
-/// passes; refused past [`MAX_WAITING_BYTES`]. (An element without an end
+/// passes (or the element is closed without it); refused past
+/// [`MAX_WAITING_BYTES`]. (An element without an end
 /// tag has its content go out at once.)
 fn until_end_tag(el: &mut Element<'_, '_>, bytes: usize, io: &Rc<Io>) -> HandlerResult {
     let Some(handlers) = el.end_tag_handlers() else {
@@ -237,12 +238,31 @@ fn until_end_tag(el: &mut Element<'_, '_>, bytes: usize, io: &Rc<Io>) -> Handler
         .into());
     }
     io.waiting.set(waiting);
-    let io = io.clone();
+    // The bytes come back when the handler is dropped: after it ran at the
+    // end tag, or unrun when lol_html discards it (an element closed by
+    // another's end tag, `<p>` by `</div>`, never sees its own).
+    let waiting = Waiting {
+        io: io.clone(),
+        bytes,
+    };
     handlers.push(Box::new(move |_: &mut EndTag<'_>| {
-        io.waiting.set(io.waiting.get().saturating_sub(bytes));
+        let _waiting = &waiting;
         Ok(())
     }));
     Ok(())
+}
+
+/// Bytes counted in [`Io::waiting`] until this is dropped.
+struct Waiting {
+    io: Rc<Io>,
+    bytes: usize,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let io = &self.io;
+        io.waiting.set(io.waiting.get().saturating_sub(self.bytes));
+    }
 }
 
 fn apply_end_tag(end: &mut EndTag<'_>, changes: Vec<Change>) -> HandlerResult {

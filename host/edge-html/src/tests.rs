@@ -155,6 +155,16 @@ fn content_waiting_for_end_tags_is_bounded_and_given_back_as_they_pass() {
     );
     assert_eq!(stops.len(), 40);
     assert_eq!(out.len(), 40 * ((1 << 20) + "<div></div>!".len()));
+    // Closed by an outer end tag (`</div>` closes the `<p>`, whose
+    // appended content lol_html drops): nothing is refused.
+    let implied = vec!["<div><p>x</div>"; 40];
+    let (_, stops) = rewrite(
+        vec![on("div", true, false, false), on("p", true, false, false)],
+        DocumentHandlers::default(),
+        &implied,
+        append,
+    );
+    assert_eq!(stops.len(), 80);
 
     // Never closed: the content would wait to the page's end.
     let (input_tx, input_rx) = mpsc::sync_channel(1);
