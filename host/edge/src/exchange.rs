@@ -37,16 +37,11 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         "response-head",
         |mut store, (status, headers, body): (u16, String, Option<Vec<u8>>)| {
             let state: &mut HostState = store.data_mut();
-            // A body held whole is host memory outside the guest's cap: it
-            // comes out of the request's body budget, as buffered body
-            // writes do. Past the budget the response is made with a body
-            // to write, and the guest streams it.
-            let body = body.filter(|b| state.take_body_bytes(b.len()));
             // Read only if its fields could fit (each byte of a name or
             // value is at most six of JSON): a string of the guest's up to
             // 128 MiB would be gigabytes of host strings before the fields'
             // own limit is checked.
-            let most = 6 * state.max_fields_bytes() + 64;
+            let most = state.max_fields_bytes().saturating_mul(6).saturating_add(64);
             if headers.len() > most {
                 return Ok((Err(format!(
                     "response headers: {} bytes of JSON, more than fields of at most {} bytes take (limits.max_fields_bytes)",
@@ -54,6 +49,11 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                     state.max_fields_bytes()
                 )),));
             }
+            // A body held whole is host memory outside the guest's cap: it
+            // comes out of the request's body budget, as buffered body
+            // writes do. Past the budget the response is made with a body
+            // to write, and the guest streams it.
+            let body = body.filter(|b| state.take_body_bytes(b.len()));
             Ok((response_head(&mut state.http(), status, &headers, body)?,))
         },
     )?;
