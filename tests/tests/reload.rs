@@ -224,13 +224,15 @@ async fn a_replaced_component_leaves_memory_and_unused_artifacts_leave_the_disk(
     let original = std::fs::read(edge_tests::component("echo")).expect("echo");
     std::fs::write(&echo, &original).expect("copy");
     let spin = standard_spin().replace(&edge_tests::component("echo"), &echo.display().to_string());
-    let edge = Edge::start(&spin, &config(""));
+    // A compile cache of its own: what leaves it is this edge's doing.
+    let data = edge_tests::TempDir::new("own-cache");
+    let edge = Edge::start_with(&spin, &config(""), data.path());
     let loaded = edge.metric("edge_components_loaded").await;
     assert!(loaded >= 2.0, "echo and fixtures: {loaded}");
 
     // In the compile cache: an artifact no build has used for two days,
     // and one used an hour ago (names as the cache writes them).
-    let cache = edge.dir.path().join("data/cache");
+    let cache = data.path().join("cache");
     let artifact = |byte: u8| cache.join(format!("{}-0011223344556677.cwasm", hex(&[byte; 32])));
     let (stale, recent) = (artifact(0xa1), artifact(0xa2));
     for (file, age) in [(&stale, 48 * 3600), (&recent, 3600)] {
@@ -270,7 +272,6 @@ async fn a_replaced_component_leaves_memory_and_unused_artifacts_leave_the_disk(
         recent.exists(),
         "one used an hour ago is kept for a rollback"
     );
-    std::fs::remove_file(&recent).expect("the test's own");
 }
 
 fn hex(bytes: &[u8]) -> String {

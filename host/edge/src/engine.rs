@@ -411,9 +411,11 @@ impl Drop for EpochTicker {
 /// A content hash of a component's bytes.
 pub type ContentHash = [u8; 32];
 
-/// Compiles components once and keeps them: in memory for reloads, on disk
-/// for restarts, keyed by content hash and the compatibility hash of the
-/// engine that compiled them (the file name says which engine loads it).
+/// Compiles components once and keeps them: in memory while the
+/// configuration in force runs them, on disk for restarts and rollbacks
+/// (a day after last use: [`ComponentCache::retain`]), keyed by content
+/// hash and the compatibility hash of the engine that compiled them (the
+/// file name says which engine loads it).
 pub struct ComponentCache {
     engines: Arc<Engines>,
     dir: PathBuf,
@@ -737,7 +739,12 @@ impl ComponentCache {
         // also checks the artifact's header and engine settings. A file
         // that fails those checks is removed and recompiled.
         match unsafe { Component::deserialize_file(engine, &file) } {
-            Ok(c) => Ok(Some(c)),
+            Ok(c) => {
+                // Used now: a commit's sweep keeps it (a rollback's
+                // artefact, adopted before the build that runs it).
+                touch(&file);
+                Ok(Some(c))
+            }
             Err(e) => {
                 tracing::warn!(file = %file.display(), error = %e, "removing unusable compile-cache entry");
                 let _ = std::fs::remove_file(&file);
