@@ -61,7 +61,6 @@ redis.call('SET', KEYS[2], total)
 return total
 "#;
 
-/// Deletes the keys in `ARGV` (absent ones are fine).
 /// The values of the keys `ARGV[2..]`, unless they come to more than
 /// `ARGV[1]` bytes: measured first, so that the server never builds (nor
 /// the host reads) a reply of a thousand values of a MiB each.
@@ -77,6 +76,7 @@ end
 return redis.call('HMGET', KEYS[1], unpack(ARGV, 2))
 "#;
 
+/// Deletes the keys in `ARGV` (absent ones are fine).
 const DELETE: &str = r#"
 local used = tonumber(redis.call('GET', KEYS[2]) or '0')
 for i = 1, #ARGV do
