@@ -14,7 +14,7 @@
 //! Answers are kept as their records' TTLs allow (and that a name has
 //! none as its zone's SOA says, within an hour), at most
 //! [`ADDRESSES_PER_NAME`] addresses of each and [`CACHE_BYTES`] for the
-//! host, least recently used first out. (hickory's own cache keeps whole
+//! host, least recently used out first. (hickory's own cache keeps whole
 //! messages by count: a tenant's server answering names of 253 bytes with
 //! sixty records each, the name copied into every one, had the host keep
 //! 33 KB a name, 136 MB for its 4,096.)
@@ -22,11 +22,14 @@
 //! A lookup holds one of its tenant's [`PER_TENANT`] places while its
 //! query runs, so a tenant cannot pile queries onto the operator's DNS
 //! servers, and one of the host's [`PER_HOST`] (each query takes a socket
-//! or two), which go to the tenants running fewest first. Its caller giving up while it waits for a place ends it; once
-//! sent, a query runs to its answer or its timeout in its places (a loop
-//! of lookups given up at once is held to the caps, not to the caller's
-//! patience). Why a lookup found nothing is said in fixed words (the
-//! resolver's own errors name the operator's search domains).
+//! or two), in the order asked but tenants running many set back. Its
+//! caller giving up while it waits for a place ends it; once sent, a
+//! query runs to its answer or its timeout in its places (a loop of
+//! lookups given up at once is held to the caps, not to the caller's
+//! patience). A and AAAA are asked on their own, so that a name whose
+//! one family's query failed is not kept as having the other alone. Why
+//! a lookup found nothing is said in fixed words (the resolver's own
+//! errors name the operator's search domains).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -116,7 +119,9 @@ fn stamp(path: &Path) -> Stamp {
 /// others, and the stamps of the files they were read from.
 struct Configured {
     hosts: Hosts,
-    names: TokioResolver,
+    /// A lookups, and AAAA.
+    v4: TokioResolver,
+    v6: TokioResolver,
     read: (Stamp, Stamp),
 }
 
@@ -167,8 +172,6 @@ fn configured(
     // (hickory's attempts are tries after the first.)
     options.attempts = options.attempts.saturating_sub(1);
     options.use_hosts_file = ResolveHosts::Never;
-    // IPv4 first, as most hosts here reach it.
-    options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
     // Answers are kept by `Resolver::kept`, bounded in bytes.
     options.cache_size = 0;
     // EDNS always, with hickory's 1,232 bytes (the DNS flag day's): without
@@ -190,11 +193,20 @@ fn configured(
         .collect();
     let config =
         ResolverConfig::from_parts(config.domain().cloned(), config.search().to_vec(), servers);
-    let names = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
-        .with_options(options)
-        .build()
-        .expect("a resolver of a configuration without encryption");
-    Configured { hosts, names, read }
+    let family = |strategy| {
+        let mut options = options.clone();
+        options.ip_strategy = strategy;
+        TokioResolver::builder_with_config(config.clone(), TokioRuntimeProvider::default())
+            .with_options(options)
+            .build()
+            .expect("a resolver of a configuration without encryption")
+    };
+    Configured {
+        v4: family(LookupIpStrategy::Ipv4Only),
+        v6: family(LookupIpStrategy::Ipv6Only),
+        hosts,
+        read,
+    }
 }
 
 /// How long a name found to have no address is kept so at most.
@@ -229,14 +241,78 @@ impl moka::Expiry<String, Kept> for UntilItsTtl {
     fn expire_after_create(&self, _: &String, kept: &Kept, now: Instant) -> Option<Duration> {
         Some(kept.until.saturating_duration_since(now))
     }
+
+    // A name answered again (two lookups that missed at once) is kept as
+    // its newer answer says.
+    fn expire_after_update(
+        &self,
+        _: &String,
+        kept: &Kept,
+        now: Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(kept.until.saturating_duration_since(now))
+    }
 }
 
-/// The host's query places, handed out fewest-held first: a place that
-/// comes free goes to the waiting query whose tenant had the fewest
-/// lookups running when it asked (the earlier of equals). With a queue in
-/// arrival order, tenants looking up names whose servers are silent, each
-/// within its 16, would have every other tenant's query wait behind theirs
-/// for their timeouts.
+/// What a lookup of one address family found.
+enum Family {
+    /// Addresses, valid until then.
+    Found(hickory_resolver::lookup_ip::LookupIp),
+    /// None, for the zone's negative TTL if it gave one.
+    None(Option<Duration>),
+    /// No answer to go by (a timeout, a server failure).
+    Failed(NetError),
+}
+
+impl Family {
+    fn of(result: Result<hickory_resolver::lookup_ip::LookupIp, NetError>) -> Family {
+        match result {
+            Ok(found) => Family::Found(found),
+            Err(NetError::Dns(DnsError::NoRecordsFound(NoRecords { negative_ttl, .. }))) => {
+                Family::None(negative_ttl.map(|s| Duration::from_secs(u64::from(s))))
+            }
+            Err(e) => Family::Failed(e),
+        }
+    }
+
+    fn addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        match self {
+            Family::Found(found) => Some(found.iter()),
+            _ => None,
+        }
+        .into_iter()
+        .flatten()
+    }
+
+    /// Until when both families' answers may be kept together: never if
+    /// either failed; as long as the addresses found are valid, a family
+    /// without any kept as long; a name with none, for the zones' negative
+    /// TTLs (within [`NEGATIVE_TTL_MAX`]) if they gave them.
+    fn keep_until(a: &Family, b: &Family) -> Option<Instant> {
+        let now = Instant::now();
+        let found = [a, b].into_iter().filter_map(|f| match f {
+            Family::Found(found) => Some(found.valid_until()),
+            _ => None,
+        });
+        match (a, b) {
+            (Family::Failed(_), _) | (_, Family::Failed(_)) => None,
+            (Family::None(a), Family::None(b)) => {
+                let ttl = a.zip(*b).map(|(a, b)| a.min(b).min(NEGATIVE_TTL_MAX))?;
+                Some(now + ttl)
+            }
+            _ => found.min(),
+        }
+    }
+}
+
+/// The host's query places, handed out in the order queries asked, each
+/// set back [`SET_BACK_PER_LOOKUP`] places for every lookup its tenant had
+/// running when it asked: a place that comes free goes to a tenant running
+/// few before tenants running many (who still get theirs, however many
+/// others keep asking). In plain arrival order, tenants looking up names
+/// whose servers are silent, each within its 16, would have every other
+/// tenant's query wait behind theirs for their timeouts.
 struct Places {
     state: Mutex<Queue>,
 }
@@ -245,9 +321,13 @@ struct Queue {
     free: usize,
     running: usize,
     asked: u64,
-    /// By the tenant's lookups running and the order of asking.
-    waiting: BTreeMap<(usize, u64), oneshot::Sender<Place>>,
+    /// By place in the queue, then the order of asking.
+    waiting: BTreeMap<(u64, u64), oneshot::Sender<Place>>,
 }
+
+/// How far back in the host's queue each lookup its tenant runs sets a
+/// query.
+const SET_BACK_PER_LOOKUP: u64 = 64;
 
 /// One of the host's query places, given back when dropped (also when
 /// handed to a query that gave up before taking it).
@@ -281,7 +361,8 @@ impl Places {
             let (tx, rx) = oneshot::channel();
             queue.asked += 1;
             let order = queue.asked;
-            queue.waiting.insert((held, order), tx);
+            let place = order + held as u64 * SET_BACK_PER_LOOKUP;
+            queue.waiting.insert((place, order), tx);
             rx
         };
         waiting
@@ -357,6 +438,7 @@ impl Resolver {
             .expect("a thread for name lookups");
         let kept = moka::sync::Cache::builder()
             .max_capacity(CACHE_BYTES)
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .weigher(|name: &String, kept: &Kept| weight(name, kept))
             .expire_after(UntilItsTtl)
             .build();
@@ -420,44 +502,39 @@ impl Resolver {
             return Ok(kept.addresses.to_vec());
         }
         let _query = self.queries.take(held).await;
-        let (failure, error) = match configured.names.lookup_ip(name).await {
-            Ok(found) => {
-                let addresses: Arc<[IpAddr]> = found.iter().take(ADDRESSES_PER_NAME).collect();
-                let kept = Kept {
-                    addresses: addresses.clone(),
-                    until: found.valid_until(),
-                };
-                self.kept.insert(name.to_owned(), kept);
-                return Ok(addresses.to_vec());
-            }
-            Err(e) if e.is_no_records_found() => {
-                // Kept as long as the zone says (its SOA's), as a resolver
-                // keeps it, within an hour.
-                if let NetError::Dns(DnsError::NoRecordsFound(NoRecords {
-                    negative_ttl: Some(ttl),
-                    ..
-                })) = e
-                {
-                    let ttl = Duration::from_secs(u64::from(ttl)).min(NEGATIVE_TTL_MAX);
-                    let kept = Kept {
-                        addresses: Arc::from([]),
-                        until: Instant::now() + ttl,
-                    };
-                    self.kept.insert(name.to_owned(), kept);
-                }
-                (0, no_address(name))
-            }
-            Err(NetError::Timeout) => (
+        // Each family on its own: a combined lookup answers with one
+        // family when the other's query failed, and that half would be
+        // kept as the whole for the answer's TTL.
+        let (v4, v6) = tokio::join!(configured.v4.lookup_ip(name), configured.v6.lookup_ip(name));
+        let (v4, v6) = (Family::of(v4), Family::of(v6));
+        let addresses: Arc<[IpAddr]> = v4
+            .addresses()
+            .chain(v6.addresses())
+            .take(ADDRESSES_PER_NAME)
+            .collect();
+        if let Some(until) = Family::keep_until(&v4, &v6) {
+            let kept = Kept {
+                addresses: addresses.clone(),
+                until,
+            };
+            self.kept.insert(name.to_owned(), kept);
+        }
+        if !addresses.is_empty() {
+            return Ok(addresses.to_vec());
+        }
+        let (failure, error) = match (&v4, &v6) {
+            (Family::Failed(NetError::Timeout), _) | (_, Family::Failed(NetError::Timeout)) => (
                 1,
                 Error::new(
                     ErrorKind::TimedOut,
                     format!("the DNS servers did not answer for {name} in time"),
                 ),
             ),
-            Err(e) => {
+            (Family::Failed(e), _) | (_, Family::Failed(e)) => {
                 tracing::debug!(name, error = %e, "name lookup failed");
                 (2, Error::other(format!("{name} could not be resolved")))
             }
+            _ => (0, no_address(name)),
         };
         self.failures[failure].fetch_add(1, Relaxed);
         Err(error)
@@ -565,8 +642,9 @@ mod tests {
 
     /// A DNS server of the test's on loopback: names whose first label
     /// starts with `ok` have the address 127.0.0.1 (for 60 s), those
-    /// starting with `nx` do not exist (for 60 s, its SOA says), and it
-    /// counts the A queries for each; it never answers others. And a resolver asking only it, once,
+    /// starting with `nx` do not exist (for 60 s, its SOA says), those
+    /// starting with `half` have 127.0.0.1 and no answer to AAAA queries,
+    /// and it counts the A queries for each; it never answers others. And a resolver asking only it, once,
     /// waiting `timeout`, after `hosts` (a hosts file's text).
     async fn server(
         timeout: Duration,
@@ -599,9 +677,11 @@ mod tests {
                     }
                     let qtype = u16::from_be_bytes([query[at + 1], query[at + 2]]);
                     let question_end = at + 5;
-                    let a = qtype == 1 && labels[0].starts_with("ok");
+                    let half = labels[0].starts_with("half");
+                    let a = qtype == 1 && (labels[0].starts_with("ok") || half);
                     let rcode = match &labels[0] {
                         l if l.starts_with("ok") => 0,
+                        _ if half && qtype == 1 => 0,
                         l if l.starts_with("nx") => 3,
                         _ => continue,
                     };
@@ -662,6 +742,7 @@ mod tests {
         (Resolver::new(config, options, listed), asked)
     }
 
+    /// Waits for `what` to hold; fails the test if it does not in 5 s.
     async fn until(what: impl Fn() -> bool) {
         for _ in 0..500 {
             if what() {
@@ -669,6 +750,7 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        panic!("still not so after 5 s");
     }
 
     #[tokio::test]
@@ -736,8 +818,19 @@ mod tests {
         assert_eq!(asked.lock().unwrap().get("ok.cached.test"), Some(&1));
     }
 
-    /// A name `/etc/hosts` lists has its addresses there and no other: no
-    /// query leaves with it (getaddrinfo's `files` before `dns`).
+    /// One family's query unanswered: the other's addresses are the
+    /// answer, but not one to keep (the next lookup asks again).
+    #[tokio::test]
+    async fn an_answer_missing_a_family_is_not_kept() {
+        let (resolver, asked) = server(Duration::from_millis(200), "").await;
+        let tenant = Arc::new(TenantOutbound::new("t", 1));
+        for _ in 0..2 {
+            let found = resolve_with(resolver.clone(), tenant.clone(), "half.test".into(), 80);
+            assert_eq!(found.await.unwrap(), vec!["127.0.0.1:80".parse().unwrap()]);
+        }
+        assert_eq!(asked.lock().unwrap().get("half.test"), Some(&2));
+    }
+
     #[tokio::test]
     async fn a_name_without_address_is_kept_so_as_its_zone_says() {
         let (resolver, asked) = server(Duration::from_secs(5), "").await;
@@ -758,6 +851,8 @@ mod tests {
         }
     }
 
+    /// A name `/etc/hosts` lists has its addresses there and no other: no
+    /// query leaves with it (getaddrinfo's `files` before `dns`).
     #[tokio::test]
     async fn a_listed_name_is_answered_by_the_hosts_file_alone() {
         let hosts = "# pinned\n127.0.0.2 ok.listed.test other.test\n::2 ok.listed.test\n";
@@ -777,7 +872,6 @@ mod tests {
         assert!(asked.lock().unwrap().is_empty(), "no query was sent");
     }
 
-    /// Why a lookup found nothing, in words that name only the name.
     #[tokio::test]
     async fn edits_to_the_files_are_read_at_the_next_lookup() {
         let dir = tempfile::tempdir().unwrap();
@@ -863,6 +957,39 @@ mod tests {
         assert!(free.is_ok(), "a place is free again");
     }
 
+    #[tokio::test]
+    async fn a_tenant_running_many_is_set_back_not_starved() {
+        let places = Places::new(1);
+        let held = places.take(0).await;
+        // A asks with 2 lookups running, then others with 1 each, on and
+        // on: A is set back 128 places, those after it 64.
+        let (tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+        let ask = |who: usize, running: usize| {
+            let (places, tx) = (places.clone(), tx.clone());
+            tokio::spawn(async move {
+                let place = places.take(running).await;
+                tx.send(who).unwrap();
+                drop(place);
+            })
+        };
+        let mut asked = vec![ask(0, 2)];
+        until(|| places.counts().1 == 1).await;
+        for who in 1..=100 {
+            asked.push(ask(who, 1));
+            until(|| places.counts().1 == who + 1).await;
+        }
+        drop(held);
+        let mut order = Vec::new();
+        while order.len() < 101 {
+            order.push(served.recv().await.unwrap());
+        }
+        assert_eq!(order.iter().position(|&w| w == 0), Some(63), "{order:?}");
+        for task in asked {
+            task.await.unwrap();
+        }
+    }
+
+    /// Why a lookup found nothing, in words that name only the name.
     #[tokio::test]
     async fn failures_are_said_in_fixed_words() {
         let (resolver, _) = server(Duration::from_millis(200), "").await;
