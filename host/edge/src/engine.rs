@@ -652,13 +652,7 @@ impl ComponentCache {
         in_use: &std::collections::HashSet<ContentHash>,
         unused_for: Duration,
     ) -> usize {
-        let engine = self
-            .workers_engine
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .loaded
-            .as_ref()
-            .map(|loaded| loaded.4);
+        let engine = self.workers_engine_hash();
         let keep = |hash: &ContentHash| in_use.contains(hash) || engine == Some(*hash);
         self.lock().retain(|hash, _| keep(hash));
         self.core_counts
@@ -698,14 +692,18 @@ impl ComponentCache {
 
     /// How many compiled components are held in memory.
     pub fn loaded_count(&self) -> usize {
+        let engine = self.workers_engine_hash();
+        let loaded = self.lock();
+        loaded.len() + usize::from(engine.is_some_and(|hash| !loaded.contains_key(&hash)))
+    }
+
+    /// The content hash of the Workers engine, if it is loaded.
+    fn workers_engine_hash(&self) -> Option<ContentHash> {
         let engine = self
             .workers_engine
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .loaded
-            .as_ref()
-            .is_some_and(|loaded| !self.lock().contains_key(&loaded.4));
-        self.lock().len() + usize::from(engine)
+            .unwrap_or_else(|e| e.into_inner());
+        engine.loaded.as_ref().map(|loaded| loaded.4)
     }
 
     /// Whether the component with `hash` is loaded in memory.
