@@ -125,6 +125,30 @@ pub fn render_spec(
 mod tests {
     use super::*;
 
+    /// A version of one component `api` with these variables and outbound
+    /// rules, declaring `declared`.
+    fn spec(
+        variables: Vec<(String, String)>,
+        rules: &[&str],
+        declared: BTreeMap<String, VariableDecl>,
+    ) -> VersionSpec {
+        VersionSpec {
+            components: BTreeMap::from([(
+                "api".to_string(),
+                crate::model::ComponentSpec {
+                    digest: "sha256:00".into(),
+                    key_value_stores: Vec::new(),
+                    sqlite_databases: Vec::new(),
+                    allowed_outbound_hosts: rules.iter().map(|r| r.to_string()).collect(),
+                    variables: variables.into_iter().collect(),
+                    files: Vec::new(),
+                },
+            )]),
+            routes: Vec::new(),
+            variables: declared,
+        }
+    }
+
     #[test]
     fn templates_render_from_set_values_then_defaults() {
         let set = BTreeMap::from([("key".to_string(), "s3cret".to_string())]);
@@ -166,24 +190,10 @@ mod tests {
 
     #[test]
     fn rendering_is_bounded_per_template_and_per_version() {
-        use crate::model::ComponentSpec;
         let big = "v".repeat(64 << 10);
         let set = BTreeMap::from([("a".to_string(), big)]);
-        let spec = |variables: Vec<(String, String)>| VersionSpec {
-            components: BTreeMap::from([(
-                "api".to_string(),
-                ComponentSpec {
-                    digest: "sha256:00".into(),
-                    key_value_stores: Vec::new(),
-                    sqlite_databases: Vec::new(),
-                    allowed_outbound_hosts: Vec::new(),
-                    variables: variables.into_iter().collect(),
-                    files: Vec::new(),
-                },
-            )]),
-            routes: Vec::new(),
-            variables: BTreeMap::from([("a".to_string(), VariableDecl::default())]),
-        };
+        let declared = BTreeMap::from([("a".to_string(), VariableDecl::default())]);
+        let spec = |variables| spec(variables, &[], declared.clone());
         // Five bytes naming 64 KiB, a million times: 64 GiB unbounded.
         let mut s = spec(vec![("x".into(), "{{a}}".repeat(1 << 20))]);
         let (_, field, why) = render_spec(&mut s, &set).unwrap_err();
@@ -204,31 +214,17 @@ mod tests {
 
     #[test]
     fn outbound_templates_render_and_must_make_rules() {
-        use crate::model::ComponentSpec;
-        let spec = |rules: &[&str]| VersionSpec {
-            components: BTreeMap::from([(
-                "api".to_string(),
-                ComponentSpec {
-                    digest: "sha256:00".into(),
-                    key_value_stores: Vec::new(),
-                    sqlite_databases: Vec::new(),
-                    allowed_outbound_hosts: rules.iter().map(|r| r.to_string()).collect(),
-                    variables: BTreeMap::new(),
-                    files: Vec::new(),
+        let declared = BTreeMap::from([
+            ("db_host".to_string(), VariableDecl::default()),
+            (
+                "extra".to_string(),
+                VariableDecl {
+                    default: Some(String::new()),
+                    ..Default::default()
                 },
-            )]),
-            routes: Vec::new(),
-            variables: BTreeMap::from([
-                ("db_host".to_string(), VariableDecl::default()),
-                (
-                    "extra".to_string(),
-                    VariableDecl {
-                        default: Some(String::new()),
-                        ..Default::default()
-                    },
-                ),
-            ]),
-        };
+            ),
+        ]);
+        let spec = |rules: &[&str]| spec(Vec::new(), rules, declared.clone());
         let set = BTreeMap::from([("db_host".to_string(), "10.0.0.5".to_string())]);
         let mut s = spec(&[
             "https://fixed.example",
