@@ -471,13 +471,6 @@ fn artifact_hash(name: &str) -> Option<ContentHash> {
     hex::decode(hash).ok()?.try_into().ok()
 }
 
-/// Marks `file` as used now (its modification time).
-fn touch(file: &Path) {
-    if let Ok(f) = std::fs::File::options().append(true).open(file) {
-        let _ = f.set_modified(std::time::SystemTime::now());
-    }
-}
-
 impl ComponentCache {
     /// A cache storing compiled artifacts under `dir`.
     pub fn new(engines: Arc<Engines>, dir: &Path) -> Self {
@@ -669,16 +662,10 @@ impl ComponentCache {
                 continue;
             };
             if keep(&hash) {
-                touch(&entry.path());
+                crate::files::touch(&entry.path());
                 continue;
             }
-            let unused = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age >= unused_for);
-            if unused {
+            if crate::files::unused_for(&entry, unused_for) {
                 match std::fs::remove_file(entry.path()) {
                     Ok(()) => removed += 1,
                     Err(e) => {
@@ -740,7 +727,7 @@ impl ComponentCache {
             Ok(c) => {
                 // Used now: a commit's sweep keeps it (a rollback's
                 // artefact, adopted before the build that runs it).
-                touch(&file);
+                crate::files::touch(&file);
                 Ok(Some(c))
             }
             Err(e) => {

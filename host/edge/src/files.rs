@@ -24,11 +24,22 @@ use std::time::{Duration, SystemTime};
 /// How long a staged directory no build uses is kept.
 pub const UNUSED_FOR: Duration = Duration::from_secs(24 * 3600);
 
-/// Marks `dir` as used now (its modification time).
-fn touch(dir: &Path) {
-    if let Ok(f) = std::fs::File::open(dir) {
+/// Marks `path` (a file or a directory) as used now: its modification
+/// time, which [`unused_for`] reads.
+pub fn touch(path: &Path) {
+    if let Ok(f) = std::fs::File::open(path) {
         let _ = f.set_modified(SystemTime::now());
     }
+}
+
+/// Whether `entry` was last used (modified) at least `how_long` ago.
+pub fn unused_for(entry: &std::fs::DirEntry, how_long: Duration) -> bool {
+    entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age >= how_long)
 }
 
 /// Removes, under `root`, the staged directories not used for
@@ -46,13 +57,7 @@ pub fn sweep(root: &Path, unused_for: Duration) -> usize {
         if !staged && !name.starts_with(".staging-") {
             continue;
         }
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= unused_for);
-        if !old {
+        if !self::unused_for(&e, unused_for) {
             continue;
         }
         match std::fs::remove_dir_all(e.path()) {
