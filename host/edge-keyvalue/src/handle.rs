@@ -393,8 +393,9 @@ impl Handle {
     /// Every key, in one pass (a file store) or page by page (Redis), as
     /// long as they take at most [`MAX_LISTED_BYTES`] as [`listed_bytes`]
     /// counts them; past that, [`KvError::TooManyKeys`] (a store within
-    /// the default cap can hold 2.4 million keys: 130 MB of `String`s,
-    /// built in host memory, outside the guest's cap).
+    /// the default cap can hold 2.4 million keys: 70 MB of `String`s and
+    /// their text, more with the allocator's share, built in host memory,
+    /// outside the guest's cap).
     pub fn all_keys(&self) -> Result<Vec<String>, KvError> {
         let store = match &self.store {
             Backend::File(s) => s,
