@@ -71,6 +71,7 @@ fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             shared.runtime.shares.render_cpu(&mut text);
             text.push_str(&shared.runtime.outbound.render());
             text.push_str(&shared.runtime.sqlite_slots.render());
+            shared.runtime.cache.render(&mut text);
             respond::bytes(
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",

@@ -476,10 +476,6 @@ impl App {
             );
         }
         rt.metrics.forget_unserved();
-        rt.metrics.components_loaded.store(
-            rt.cache.loaded_count() as i64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
         let swept = crate::files::sweep(&rt.files, crate::files::UNUSED_FOR);
         if swept > 0 {
             tracing::info!(

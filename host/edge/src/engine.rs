@@ -684,6 +684,16 @@ impl ComponentCache {
         loaded.len() + usize::from(engine.is_some_and(|hash| !loaded.contains_key(&hash)))
     }
 
+    /// Its figures in the Prometheus text format.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(
+            out,
+            "# HELP edge_components_loaded Compiled components held in memory: those the configuration in force runs (and any a build under way loaded), and the Workers engine.\n# TYPE edge_components_loaded gauge\nedge_components_loaded {}",
+            self.loaded_count()
+        );
+    }
+
     /// The content hash of the Workers engine, if it is loaded.
     fn workers_engine_hash(&self) -> Option<ContentHash> {
         let engine = self

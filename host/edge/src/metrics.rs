@@ -163,8 +163,6 @@ pub struct Metrics {
     pub reloads_failed: AtomicU64,
     /// Components that failed to load in the serving config.
     pub components_failed: AtomicI64,
-    /// Compiled components held in memory.
-    pub components_loaded: AtomicI64,
 }
 
 impl Metrics {
@@ -323,7 +321,7 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{{}}} {}", labels(t, c), get(m));
             }
         }
-        let global: [(&str, &str, &str, i64); 9] = [
+        let global: [(&str, &str, &str, i64); 8] = [
             (
                 "edge_unrouted_host_total",
                 "counter",
@@ -365,12 +363,6 @@ impl Metrics {
                 "gauge",
                 "Components that failed to load.",
                 self.components_failed.load(Relaxed),
-            ),
-            (
-                "edge_components_loaded",
-                "gauge",
-                "Compiled components held in memory: those the configuration in service runs, and the Workers engine.",
-                self.components_loaded.load(Relaxed),
             ),
             (
                 "edge_panics_total",
