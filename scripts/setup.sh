@@ -59,3 +59,12 @@ node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.ex
 if [ ! -d tests/browser/node_modules/playwright-core ]; then
   npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error >/dev/null
 fi
+# rustc's incremental caches (the release profile keeps them, for edits
+# between runs): a directory per crate and build of it (each checkout's
+# path, tests or not), which neither rustc nor cargo removes. They had
+# grown to 52 GB and filled the disk; one no build has written for a day
+# goes (that crate compiles whole once if it is built again).
+incremental="${CARGO_TARGET_DIR:-target}/release/incremental"
+if [ -d "$incremental" ]; then
+  find "$incremental" -mindepth 1 -maxdepth 1 -type d -mmin +1440 -exec rm -rf {} +
+fi
