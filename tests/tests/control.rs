@@ -2165,6 +2165,13 @@ fn tenant_shares_apply_at_once(backend: Backend) {
         ("sqlite_statements", 0, 400, "at least 1"),
         ("sqlite_statements", 65537, 422, "65536"),
         ("max_open_files", 1 << 21, 422, "1048576"),
+        ("max_total_memory_bytes", 65535, 400, "at least 65536"),
+        (
+            "max_total_memory_bytes",
+            1 << 60,
+            422,
+            "[pool] total_memory_bytes",
+        ),
     ] {
         let (s, v) = rt.block_on(node.post(
             "/v1/tenants",

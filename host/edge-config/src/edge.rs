@@ -159,6 +159,7 @@ pub(crate) struct PoolSection {
     pub max_tables_per_component: u32,
     pub keep_resident_bytes: u64,
     pub session_instances: Option<Spanned<u32>>,
+    pub total_memory_bytes: Option<Spanned<u64>>,
 }
 
 impl Default for PoolSection {
@@ -175,6 +176,7 @@ impl Default for PoolSection {
             max_tables_per_component: 8,
             keep_resident_bytes: 1024 * 1024,
             session_instances: None,
+            total_memory_bytes: None,
         }
     }
 }
@@ -190,6 +192,7 @@ pub(crate) struct LimitsSection {
     pub max_open_files: Option<Spanned<u64>>,
     pub max_outbound_requests: Option<Spanned<u64>>,
     pub max_instances: Option<Spanned<u64>>,
+    pub max_total_memory_bytes: Option<Spanned<u64>>,
     pub max_sessions: Option<Spanned<u64>>,
     pub max_inflight: Option<Spanned<u64>>,
     pub session_rate: Option<Spanned<u64>>,

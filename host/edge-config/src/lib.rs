@@ -249,6 +249,9 @@ pub struct Pool {
     /// Instances pinned sessions may hold host-wide; the rest of the pool
     /// is kept for per-request instances.
     pub session_instances: u32,
+    /// Linear memory every instance together may hold (the slots are
+    /// address space; this is what the machine can back).
+    pub total_memory_bytes: u64,
 }
 
 /// A component from the manifest plus its edge settings.
@@ -457,6 +460,9 @@ pub struct Limits {
     pub max_outbound_requests: usize,
     /// The tenant's share: instances (per-request and pinned) alive at once.
     pub max_instances: u64,
+    /// The tenant's share of `Pool::total_memory_bytes`: linear memory its
+    /// instances hold together.
+    pub max_total_memory_bytes: u64,
     /// Pinned sessions of the tenant alive at once, over all its components.
     pub max_sessions: u64,
     /// Requests of the tenant being served or queued at once.

@@ -415,6 +415,17 @@ impl Resolver<'_> {
             Some(n) => *n.get_ref(),
             None => (instances / 4 * 3).max(1),
         };
+        let total_memory_bytes = match &p.total_memory_bytes {
+            Some(n) if *n.get_ref() < max_mem => {
+                return self.edge_err(
+                    n.span(),
+                    "pool.total_memory_bytes",
+                    format!("must be at least pool.max_memory_bytes ({max_mem}): one instance's"),
+                );
+            }
+            Some(n) => *n.get_ref(),
+            None => default_total_memory_bytes().max(max_mem),
+        };
         // Each component instance typically holds a few core instances (the
         // guest plus adapter shims) but one memory; size the rest from that.
         Ok(Pool {
@@ -431,6 +442,7 @@ impl Resolver<'_> {
             max_memories_per_component: p.max_memories_per_component,
             max_tables_per_component: p.max_tables_per_component,
             keep_resident_bytes: p.keep_resident_bytes,
+            total_memory_bytes,
         })
     }
 
@@ -569,6 +581,23 @@ impl Resolver<'_> {
             base.map(|b| b.max_instances),
             (pool_slots / 2).max(1),
         )?;
+        let max_total_memory_bytes = match &l.max_total_memory_bytes {
+            Some(v) if *v.get_ref() < 65536 || *v.get_ref() > pool.total_memory_bytes => {
+                return self.edge_err(
+                    v.span(),
+                    &format!("{key}.max_total_memory_bytes"),
+                    format!(
+                        "{} is outside 65536 (one Wasm page) ..= pool.total_memory_bytes ({})",
+                        v.get_ref(),
+                        pool.total_memory_bytes
+                    ),
+                );
+            }
+            Some(v) => *v.get_ref(),
+            None => base.map_or((pool.total_memory_bytes / 2).max(65536), |b| {
+                b.max_total_memory_bytes.min(pool.total_memory_bytes)
+            }),
+        };
         let max_sessions = count(
             &l.max_sessions,
             "max_sessions",
@@ -598,6 +627,7 @@ impl Resolver<'_> {
             max_open_files,
             max_outbound_requests,
             max_instances,
+            max_total_memory_bytes,
             max_sessions,
             max_inflight: count(
                 &l.max_inflight,
@@ -1773,6 +1803,22 @@ fn render_template(
 /// cores) however many of its instances run them.
 fn default_sqlite_statements() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// `pool.total_memory_bytes` by default: three quarters of the machine's
+/// memory (`MemTotal`), the rest for the host's own (header fields,
+/// buffers, compiled code) and the system; 16 GiB where it cannot be read.
+fn default_total_memory_bytes() -> u64 {
+    let mem_total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|kb| kb.trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb.saturating_mul(1024));
+    mem_total.map_or(16 << 30, |bytes| bytes / 4 * 3)
 }
 
 #[cfg(test)]

@@ -120,6 +120,10 @@ const POOL_KEYS: &[(&str, &[&str])] = &[
     ("max_memories_per_component", &["4", "0"]),
     ("max_tables_per_component", &["8", "0"]),
     ("keep_resident_bytes", &["0", "16777216"]),
+    (
+        "total_memory_bytes",
+        &["17179869184", "134217728", "134217727", "0"],
+    ),
 ];
 
 const LIMITS_KEYS: &[(&str, &[&str])] = &[
@@ -130,6 +134,10 @@ const LIMITS_KEYS: &[(&str, &[&str])] = &[
     ),
     ("kv_store_bytes", &["67108864", "4096", "4095"]),
     ("max_instances", &["500", "1", "0", "1001"]),
+    (
+        "max_total_memory_bytes",
+        &["1073741824", "65536", "65535", "99999999999999999"],
+    ),
     ("max_sessions", &["250", "1", "0", "501"]),
     ("max_inflight", &["4096", "1", "0"]),
     ("session_rate", &["200", "1", "0"]),

@@ -46,6 +46,9 @@ pub struct Shares {
     /// Linear-memory cap per instance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// Linear memory of its instances together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_total_memory_bytes: Option<u64>,
     /// Wall-clock limit of one request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_deadline_ms: Option<u64>,

@@ -45,6 +45,7 @@ fn main() -> anyhow::Result<()> {
                 max_tables_per_component: 1,
                 keep_resident_bytes: 1 << 20,
                 session_instances: 4,
+                total_memory_bytes: 1 << 30,
             },
             edge::engine::resets_in_place(),
             edge::engine::EngineKind::Plain,

@@ -432,6 +432,7 @@ impl App {
         }
         rt.mixer
             .set_max_total_bytes(self.config.mixer_max_total_bytes);
+        rt.shares.memory.set_max(self.files.pool.total_memory_bytes);
         rt.shares.apply(
             self.config
                 .tenants
@@ -706,6 +707,7 @@ fn build_target(
         script: prepared.as_ref().ok().and_then(|p| p.script.clone()),
         html_threads: share.html_threads.clone(),
         unread_bytes: share.unread_bytes.clone(),
+        memory_share: share.clone(),
         open_files: share.open_files.clone(),
         blocking: blocking.clone(),
         sockets: crate::state::Sockets::of(&outbound),
@@ -1073,6 +1075,7 @@ mod tests {
             max_memory_bytes: 64 << 20,
             keep_resident_bytes: 0,
             session_instances: 750,
+            total_memory_bytes: 16 << 30,
         };
         let needs = |memories, tables| wasmtime::ResourcesRequired {
             num_memories: memories,

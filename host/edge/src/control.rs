@@ -200,6 +200,7 @@ fn limits(default: &edge_config::Limits, s: &edge_control::model::Shares) -> edg
     set(s.max_inflight, &mut l.max_inflight);
     set(s.session_rate, &mut l.session_rate);
     set(s.memory_bytes, &mut l.memory_bytes);
+    set(s.max_total_memory_bytes, &mut l.max_total_memory_bytes);
     set(s.kv_store_bytes, &mut l.kv_store_bytes);
     if let Some(ms) = s.request_deadline_ms {
         l.request_deadline = Duration::from_millis(ms);
@@ -430,10 +431,14 @@ impl edge_control::Node for Node {
             .unwrap_or_default()
     }
 
-    fn pool_bounds(&self) -> (u64, u64) {
+    fn pool_bounds(&self) -> edge_control::api::PoolBounds {
         let app = self.shared.app.load();
         let pool = &app.files.pool;
-        (pool.total_component_instances as u64, pool.max_memory_bytes)
+        edge_control::api::PoolBounds {
+            instances: pool.total_component_instances as u64,
+            memory_bytes: pool.max_memory_bytes,
+            total_memory_bytes: pool.total_memory_bytes,
+        }
     }
 
     fn serves_sites(&self) -> bool {
@@ -922,6 +927,7 @@ mod tests {
             max_open_files: 5,
             max_outbound_requests: 6,
             max_instances: 7,
+            max_total_memory_bytes: 13,
             max_sessions: 8,
             max_inflight: 9,
             session_rate: 10,
@@ -935,6 +941,7 @@ mod tests {
             max_inflight: Some(109),
             session_rate: Some(110),
             memory_bytes: Some(101),
+            max_total_memory_bytes: Some(111),
             request_deadline_ms: Some(500),
             max_outbound_requests: Some(106),
             kv_store_bytes: Some(102),
@@ -951,6 +958,7 @@ mod tests {
             max_open_files: 105,
             max_outbound_requests: 106,
             max_instances: 107,
+            max_total_memory_bytes: 111,
             max_sessions: 108,
             max_inflight: 109,
             session_rate: 110,

@@ -174,7 +174,7 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
         .await;
         let failure = match made {
             Ok(Ok(guest)) => return Ok(guest),
-            Ok(Err(e)) => Failure::classify(&e, store.data().limiter.hit),
+            Ok(Err(e)) => Failure::classify(&e, &store.data().limiter),
             Err(_) => Failure::Deadline,
         };
         if !matches!(failure, Failure::PoolExhausted) {
@@ -309,7 +309,7 @@ pub async fn call(
     let result = match ran {
         Err(panicked) => Err(panicked),
         Ok(Ok(Ok(()))) => Ok(()),
-        Ok(Ok(Err(e))) => Err(Failure::classify(&e, store.data().limiter.hit)),
+        Ok(Ok(Err(e))) => Err(Failure::classify(&e, &store.data().limiter)),
         // The guest was blocked in the host: if on a request body the
         // client is still to send, the client is the slow one.
         Ok(Err(_))

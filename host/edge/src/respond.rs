@@ -57,6 +57,9 @@ pub enum Failure {
     Trap(String),
     /// The pool has no free slot for another instance.
     PoolExhausted,
+    /// Every tenant's instances together hold the host's memory for guests
+    /// (`pool.total_memory_bytes`).
+    MemoryExhausted,
     /// The guest returned without calling `response-outparam.set`.
     NoResponse,
     /// The guest set an error instead of a response.
@@ -87,10 +90,18 @@ impl Failure {
         Self::GuestError(format!("{code:?}"))
     }
 
-    /// Classifies an error from instantiating or calling a guest.
-    pub fn classify(error: &wasmtime::Error, memory_cap_hit: bool) -> Self {
-        if memory_cap_hit {
+    /// Classifies an error from instantiating or calling a guest, with
+    /// what its store's memory limiter saw.
+    pub fn classify(error: &wasmtime::Error, memory: &crate::state::MemoryCap) -> Self {
+        if memory.hit {
             return Self::MemoryCap(format!("{error:#}"));
+        }
+        match memory.refused {
+            Some(crate::share::MemoryRefusal::Tenant) => {
+                return Self::OverShare(crate::share::Limit::Memory);
+            }
+            Some(crate::share::MemoryRefusal::Host) => return Self::MemoryExhausted,
+            None => {}
         }
         if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
             if *trap == wasmtime::Trap::Interrupt {
@@ -134,6 +145,10 @@ impl Failure {
             Self::PoolExhausted => retry(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no free instance slot; try again shortly",
+            ),
+            Self::MemoryExhausted => retry(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no free memory for the component; try again shortly",
             ),
             Self::NoResponse => text(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -3,10 +3,12 @@
 //! Every tenant has a [`TenantShare`] (kept across reloads, limits updated
 //! when a config is swapped in) that counts its live instances, its pinned
 //! sessions and its requests in flight, and meters how fast it starts new
-//! sessions. A request or session over a limit is refused at once with a
-//! status that names the limit's kind (503 or 429, `Retry-After`); nothing
-//! of another tenant's is touched. The counts are plain atomics: taking a
-//! permit is one `fetch_add` and a compare, giving it back one `fetch_sub`.
+//! sessions, and the linear memory its instances hold together (within
+//! the host's, [`HostMemory`]). A request or session over a limit is
+//! refused at once with a status that names the limit's kind (503 or 429,
+//! `Retry-After`); nothing of another tenant's is touched. The counts are
+//! plain atomics: taking a permit is one `fetch_add` and a compare, giving
+//! it back one `fetch_sub`.
 
 use edge_config::Limits;
 use std::collections::HashMap;
@@ -25,15 +27,18 @@ pub enum Limit {
     Inflight,
     /// `session_rate`: new sessions per second.
     SessionRate,
+    /// `max_total_memory_bytes`: linear memory of the tenant's instances.
+    Memory,
 }
 
 impl Limit {
     /// Every limit, in the order metrics list them.
-    pub const ALL: [Limit; 4] = [
+    pub const ALL: [Limit; 5] = [
         Limit::Instances,
         Limit::Sessions,
         Limit::Inflight,
         Limit::SessionRate,
+        Limit::Memory,
     ];
 
     /// The config key that sets it.
@@ -43,6 +48,7 @@ impl Limit {
             Limit::Sessions => "max_sessions",
             Limit::Inflight => "max_inflight",
             Limit::SessionRate => "session_rate",
+            Limit::Memory => "max_total_memory_bytes",
         }
     }
 }
@@ -60,6 +66,8 @@ pub struct ShareLimits {
     pub session_rate: u64,
     /// `max_open_files`.
     pub open_files: usize,
+    /// `max_total_memory_bytes`.
+    pub memory: u64,
 }
 
 impl From<&Limits> for ShareLimits {
@@ -70,6 +78,7 @@ impl From<&Limits> for ShareLimits {
             inflight: l.max_inflight,
             session_rate: l.session_rate,
             open_files: l.max_open_files,
+            memory: l.max_total_memory_bytes,
         }
     }
 }
@@ -82,14 +91,19 @@ pub struct TenantShare {
     instances: AtomicU64,
     sessions: AtomicU64,
     inflight: AtomicU64,
+    /// Bytes of linear memory its instances hold.
+    memory: AtomicU64,
     max_instances: AtomicU64,
     max_sessions: AtomicU64,
     max_inflight: AtomicU64,
     session_rate: AtomicU64,
+    max_memory: AtomicU64,
+    /// Every tenant's memory, which its own is part of.
+    host_memory: Arc<HostMemory>,
     /// Session-start tokens: (tokens, when last refilled).
     bucket: Mutex<Option<(f64, Instant)>>,
     /// Refusals by limit, in [`Limit::ALL`] order.
-    refused: [AtomicU64; 4],
+    refused: [AtomicU64; Limit::ALL.len()],
     /// The CPU its guests use, and which lane they run in.
     pub cpu: crate::lanes::CpuMeter,
     /// Idle sessions of its ended to make room for another instance.
@@ -165,6 +179,52 @@ impl LogBudget {
     }
 }
 
+/// Linear memory every tenant's instances hold together, and the most
+/// they may (`pool.total_memory_bytes`). The pool's slots are address
+/// space only: at the defaults, one tenant's half of the pool at its
+/// instances' cap is 500 × 64 MiB, more memory than most machines have,
+/// and the kernel's answer to that is to kill the host.
+pub struct HostMemory {
+    held: AtomicU64,
+    max: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Default for HostMemory {
+    fn default() -> Self {
+        Self {
+            held: AtomicU64::new(0),
+            max: AtomicU64::new(u64::MAX),
+            refused: AtomicU64::new(0),
+        }
+    }
+}
+
+impl HostMemory {
+    /// Applies a config's `pool.total_memory_bytes` (what is held stays).
+    pub fn set_max(&self, bytes: u64) {
+        self.max.store(bytes, Relaxed);
+    }
+
+    /// (held, most allowed, refusals so far).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        (
+            self.held.load(Relaxed),
+            self.max.load(Relaxed),
+            self.refused.load(Relaxed),
+        )
+    }
+}
+
+/// Whose bound refused more linear memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryRefusal {
+    /// The tenant's `max_total_memory_bytes`.
+    Tenant,
+    /// The host's `pool.total_memory_bytes`, every tenant's together.
+    Host,
+}
+
 /// Gives back one unit of a count when dropped.
 pub struct Permit {
     share: Arc<TenantShare>,
@@ -187,7 +247,34 @@ impl TenantShare {
         self.max_sessions.store(limits.sessions, Relaxed);
         self.max_inflight.store(limits.inflight, Relaxed);
         self.session_rate.store(limits.session_rate, Relaxed);
+        self.max_memory.store(limits.memory, Relaxed);
         self.open_files.set_max(limits.open_files);
+    }
+
+    /// Takes `bytes` more linear memory for one of the tenant's instances
+    /// (a memory made or grown), within its share and the host's; a
+    /// refusal is counted. [`TenantShare::give_memory`] gives it back.
+    pub fn take_memory(&self, bytes: u64) -> Result<(), MemoryRefusal> {
+        if self.memory.fetch_add(bytes, Relaxed) + bytes > self.max_memory.load(Relaxed) {
+            self.memory.fetch_sub(bytes, Relaxed);
+            self.refuse(Limit::Memory);
+            return Err(MemoryRefusal::Tenant);
+        }
+        let host = &self.host_memory;
+        if host.held.fetch_add(bytes, Relaxed) + bytes > host.max.load(Relaxed) {
+            host.held.fetch_sub(bytes, Relaxed);
+            self.memory.fetch_sub(bytes, Relaxed);
+            host.refused.fetch_add(1, Relaxed);
+            return Err(MemoryRefusal::Host);
+        }
+        Ok(())
+    }
+
+    /// Gives back `bytes` of linear memory taken by
+    /// [`TenantShare::take_memory`] (its instance is gone).
+    pub fn give_memory(&self, bytes: u64) {
+        self.memory.fetch_sub(bytes, Relaxed);
+        self.host_memory.held.fetch_sub(bytes, Relaxed);
     }
 
     fn counter(&self, limit: Limit) -> &AtomicU64 {
@@ -195,6 +282,7 @@ impl TenantShare {
             Limit::Instances => &self.instances,
             Limit::Sessions => &self.sessions,
             Limit::Inflight | Limit::SessionRate => &self.inflight,
+            Limit::Memory => &self.memory,
         }
     }
 
@@ -204,6 +292,7 @@ impl TenantShare {
             Limit::Sessions => self.max_sessions.load(Relaxed),
             Limit::Inflight => self.max_inflight.load(Relaxed),
             Limit::SessionRate => self.session_rate.load(Relaxed),
+            Limit::Memory => self.max_memory.load(Relaxed),
         }
     }
 
@@ -290,7 +379,7 @@ impl TenantShare {
     }
 
     /// Refusals so far, by limit.
-    pub fn refused(&self) -> [(Limit, u64); 4] {
+    pub fn refused(&self) -> [(Limit, u64); Limit::ALL.len()] {
         Limit::ALL.map(|l| {
             let i = Limit::ALL.iter().position(|x| *x == l).unwrap_or(0);
             (l, self.refused[i].load(Relaxed))
@@ -305,6 +394,11 @@ impl TenantShare {
             self.inflight.load(Relaxed),
         )
     }
+
+    /// Bytes of linear memory its instances hold now.
+    pub fn memory_held(&self) -> u64 {
+        self.memory.load(Relaxed)
+    }
 }
 
 /// A tenant name as a Prometheus label value.
@@ -317,17 +411,22 @@ fn label(t: &str) -> String {
 /// Every tenant's share by name; kept across reloads, as sessions are.
 /// Clones see the same shares.
 #[derive(Default, Clone)]
-pub struct Shares(Arc<Mutex<HashMap<String, Arc<TenantShare>>>>);
+pub struct Shares {
+    map: Arc<Mutex<HashMap<String, Arc<TenantShare>>>>,
+    /// Every tenant's linear memory together.
+    pub memory: Arc<HostMemory>,
+}
 
 impl Shares {
     /// The share of `tenant`, created with `limits` on first use (later
     /// limits apply only when a config is swapped in: [`Shares::apply`]).
     pub fn get(&self, tenant: &str, limits: ShareLimits) -> Arc<TenantShare> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(tenant.to_string())
             .or_insert_with(|| {
                 let share = TenantShare {
                     tenant: tenant.to_string(),
+                    host_memory: self.memory.clone(),
                     ..TenantShare::default()
                 };
                 share.set_limits(limits);
@@ -377,6 +476,7 @@ impl Shares {
                 ("sessions", sessions),
                 ("inflight", inflight),
                 ("open_files", share.open_files.held() as u64),
+                ("memory_bytes", share.memory_held()),
             ] {
                 let _ = writeln!(
                     out,
@@ -385,6 +485,11 @@ impl Shares {
                 );
             }
         }
+        let (held, max, refused) = self.memory.counts();
+        let _ = write!(
+            out,
+            "# HELP edge_guest_memory_bytes Linear memory every tenant's instances hold together (held), and the most they may (max: pool.total_memory_bytes).\n# TYPE edge_guest_memory_bytes gauge\nedge_guest_memory_bytes{{state=\"held\"}} {held}\nedge_guest_memory_bytes{{state=\"max\"}} {max}\n# HELP edge_guest_memory_refusals_total Instances not made, or stopped growing, because every tenant's together held pool.total_memory_bytes.\n# TYPE edge_guest_memory_refusals_total counter\nedge_guest_memory_refusals_total {refused}\n"
+        );
         out.push_str("# HELP edge_open_files_refused_total Files, directories and SQLite connections a tenant's guest could not open: the tenant had max_open_files open, or guests had the host's share of descriptors.\n# TYPE edge_open_files_refused_total counter\n");
         for (tenant, share) in &all {
             let _ = writeln!(
@@ -422,7 +527,7 @@ impl Shares {
 
     /// Every share, by tenant name.
     pub fn snapshot(&self) -> Vec<(String, Arc<TenantShare>)> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let mut all: Vec<_> = map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
@@ -439,7 +544,30 @@ mod tests {
             inflight: 2,
             session_rate: rate,
             open_files: 8,
+            memory: 1 << 20,
         }
+    }
+
+    #[test]
+    fn memory_is_taken_within_the_tenants_share_and_the_hosts() {
+        let shares = Shares::default();
+        shares.memory.set_max(5 << 19);
+        let a = shares.get("a", limits(2, 1, 10)); // 1 MiB each
+        let b = shares.get("b", limits(2, 1, 10));
+        let c = shares.get("c", limits(2, 1, 10));
+        a.take_memory(1 << 20).unwrap();
+        assert_eq!(a.take_memory(1), Err(MemoryRefusal::Tenant));
+        b.take_memory(1 << 20).unwrap();
+        c.take_memory(1 << 19).unwrap();
+        // c is within its own share, but the host holds all it may.
+        assert_eq!(c.take_memory(1 << 19), Err(MemoryRefusal::Host));
+        assert_eq!(c.memory_held(), 1 << 19, "a refusal takes nothing");
+        assert_eq!(shares.memory.counts(), (5 << 19, 5 << 19, 1));
+        a.give_memory(1 << 20);
+        c.take_memory(1 << 19).unwrap();
+        assert_eq!(a.memory_held(), 0);
+        assert_eq!(a.refused()[4], (Limit::Memory, 1));
+        assert_eq!(c.refused()[4], (Limit::Memory, 0), "the host's, not c's");
     }
 
     #[test]

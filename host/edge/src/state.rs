@@ -19,6 +19,9 @@ use wasmtime_wasi_http::{
 pub struct StoreSpec {
     /// Linear-memory cap per instance.
     pub memory_bytes: u64,
+    /// The tenant's share, which the instance's memories are taken from
+    /// (`max_total_memory_bytes`, within the host's).
+    pub memory_share: std::sync::Arc<crate::share::TenantShare>,
     /// Host resources (fields, streams, requests...) an instance may hold:
     /// each is host memory the guest's own cap does not see.
     pub max_resources: usize,
@@ -123,18 +126,47 @@ pub struct HostState {
     pub call_clock: Option<crate::lanes::CallClock>,
 }
 
-/// Caps each linear memory of an instance and remembers whether the cap was
-/// hit, so a trap can be reported as a memory-cap kill rather than a bug.
+/// Caps each linear memory of an instance, takes what its memories hold
+/// together from its tenant's share (and so the host's), and remembers
+/// which bound a guest hit, so a trap can be reported as a memory-cap kill
+/// or a refusal rather than a bug.
 pub struct MemoryCap {
     bytes: usize,
     /// Set when the guest asked for more than `bytes`.
     pub hit: bool,
+    /// Set when its tenant's share or the host's had no more memory.
+    pub refused: Option<crate::share::MemoryRefusal>,
+    share: std::sync::Arc<crate::share::TenantShare>,
+    /// Bytes taken from `share`, given back when the store is dropped
+    /// (memories never shrink; a growth that fails after it was allowed,
+    /// which the caps below make rare, stays counted until then).
+    taken: u64,
+}
+
+impl MemoryCap {
+    fn new(bytes: usize, share: std::sync::Arc<crate::share::TenantShare>) -> Self {
+        Self {
+            bytes,
+            hit: false,
+            refused: None,
+            share,
+            taken: 0,
+        }
+    }
+}
+
+impl Drop for MemoryCap {
+    fn drop(&mut self) {
+        self.share.give_memory(self.taken);
+    }
 }
 
 impl ResourceLimiter for MemoryCap {
+    // Called for each memory when it is made (from 0) and each time it
+    // grows.
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -147,7 +179,26 @@ impl ResourceLimiter for MemoryCap {
                 self.bytes
             );
         }
-        Ok(maximum.is_none_or(|m| desired <= m))
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        let more = desired.saturating_sub(current) as u64;
+        if let Err(refusal) = self.share.take_memory(more) {
+            // Trapping too: the request is answered 503 (Retry-After), the
+            // guest does not go on without the memory it asked for.
+            self.refused = Some(refusal);
+            let bound = match refusal {
+                crate::share::MemoryRefusal::Tenant => {
+                    "the tenant's instances hold its limits.max_total_memory_bytes"
+                }
+                crate::share::MemoryRefusal::Host => {
+                    "every tenant's instances hold the host's pool.total_memory_bytes"
+                }
+            };
+            wasmtime::bail!("memory refused: the guest asked for {more} bytes more and {bound}");
+        }
+        self.taken += more;
+        Ok(true)
     }
 
     fn table_growing(
@@ -213,10 +264,7 @@ impl HostState {
             open_files: spec.open_files.clone(),
             blocking: spec.blocking.clone(),
             script: spec.script.clone(),
-            limiter: MemoryCap {
-                bytes: spec.memory_bytes as usize,
-                hit: false,
-            },
+            limiter: MemoryCap::new(spec.memory_bytes as usize, spec.memory_share.clone()),
             deadline: std::time::Instant::now(),
             client_pace: None,
             log,

@@ -27,6 +27,7 @@ export const QUOTA_FIELDS: QuotaField[] = [
   { key: "shares.max_inflight", label: "Requests in flight", unit: "count", optional: true },
   { key: "shares.session_rate", label: "New sessions", unit: "per s", optional: true },
   { key: "shares.memory_bytes", label: "Memory per instance", unit: "bytes", optional: true, min: 65536 },
+  { key: "shares.max_total_memory_bytes", label: "Memory of all instances", unit: "bytes", optional: true, min: 65536 },
   { key: "shares.request_deadline_ms", label: "Request deadline", unit: "ms", optional: true, max: 600000 },
   { key: "shares.max_outbound_requests", label: "Outbound requests in flight", unit: "count", optional: true },
   { key: "shares.kv_store_bytes", label: "Key-value store size", unit: "bytes", optional: true, min: 4096 },

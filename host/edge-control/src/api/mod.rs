@@ -17,6 +17,18 @@ mod tokens;
 mod variables;
 
 pub use auth::Caller;
+
+/// A node's pool, as a tenant's shares must stay within it.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolBounds {
+    /// Instances in all (`[pool] total_component_instances`).
+    pub instances: u64,
+    /// The largest memory one instance may have (`[pool] max_memory_bytes`).
+    pub memory_bytes: u64,
+    /// Linear memory every instance together may hold (`[pool]
+    /// total_memory_bytes`).
+    pub total_memory_bytes: u64,
+}
 pub use error::ApiError;
 pub use json::JsonBody;
 pub use metrics::{AppSeries, Instances, NodeHealth, Point, Responses, TenantMetrics};
@@ -90,9 +102,8 @@ pub trait Node: Send + Sync + 'static {
     /// Tenant names and host patterns the node's own configuration files
     /// hold: an API tenant may take none of them.
     fn claimed(&self) -> (Vec<String>, Vec<String>);
-    /// The node's pool: instances in all, and the largest memory one may
-    /// have (what a tenant's shares must stay within).
-    fn pool_bounds(&self) -> (u64, u64);
+    /// The node's pool: what a tenant's shares must stay within.
+    fn pool_bounds(&self) -> PoolBounds;
     /// Whether the node can proxy sites (it has a rewriter component).
     fn serves_sites(&self) -> bool;
     /// Programs the node's sidecar may run (`[sidecar] allow`): what an
@@ -517,8 +528,12 @@ mod tests {
         fn claimed(&self) -> (Vec<String>, Vec<String>) {
             (Vec::new(), Vec::new())
         }
-        fn pool_bounds(&self) -> (u64, u64) {
-            (1000, 1 << 30)
+        fn pool_bounds(&self) -> PoolBounds {
+            PoolBounds {
+                instances: 1000,
+                memory_bytes: 1 << 30,
+                total_memory_bytes: 16 << 30,
+            }
         }
         fn serves_sites(&self) -> bool {
             false

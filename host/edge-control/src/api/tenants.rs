@@ -138,7 +138,11 @@ pub async fn create(
 /// Checks a quota against the node: each field at least its minimum (one,
 /// or what `[limits]` asks of the same key), shares within its pool.
 fn check_quota(c: &Control, q: &Quota) -> Result<(), ApiError> {
-    let (instances, memory) = c.node.pool_bounds();
+    let super::PoolBounds {
+        instances,
+        memory_bytes: memory,
+        total_memory_bytes,
+    } = c.node.pool_bounds();
     let pool = "the node's pool ([pool] total_component_instances)";
     let s = &q.shares;
     // (field, value, minimum, maximum and what it is)
@@ -177,6 +181,15 @@ fn check_quota(c: &Control, q: &Quota) -> Result<(), ApiError> {
             s.memory_bytes,
             65536,
             Some((memory, "the node's slot size ([pool] max_memory_bytes)")),
+        ),
+        (
+            "quota.shares.max_total_memory_bytes",
+            s.max_total_memory_bytes,
+            65536,
+            Some((
+                total_memory_bytes,
+                "the node's memory for guests ([pool] total_memory_bytes)",
+            )),
         ),
         (
             "quota.shares.request_deadline_ms",

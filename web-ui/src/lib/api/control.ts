@@ -26,6 +26,7 @@ export interface Shares {
   max_inflight?: number;
   session_rate?: number;
   memory_bytes?: number;
+  max_total_memory_bytes?: number;
   request_deadline_ms?: number;
   max_outbound_requests?: number;
   kv_store_bytes?: number;
