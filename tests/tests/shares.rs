@@ -661,3 +661,48 @@ async fn a_tenants_instances_hold_at_most_its_share_of_memory_together() {
     let (status, _) = get_host(&format!("{}/fixtures/hog?mb=8", edge.url), "hostile.test").await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn host_resources_a_tenants_instances_hold_count_in_its_memory_share() {
+    let edge = Edge::start(&spin(), &memory_shares());
+    // Each instance holds 1,000 sets of 24 KiB of header fields, or 300
+    // unsent bodies, in host memory (24–32 MiB), then waits: two of
+    // them pass the tenant's 48 MiB.
+    let bombs: Vec<_> = [
+        "fields-bomb?n=1000&per=3",
+        "fields-bomb?n=1000&per=3",
+        "body-bomb?n=300",
+        "body-bomb?n=300",
+    ]
+    .into_iter()
+    .map(|bomb| {
+        let url = format!("{}/fixtures/{bomb}&ms=2000", edge.url);
+        tokio::spawn(async move { get_host(&url, "hostile.test").await })
+    })
+    .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, body) = get_host(&format!("{}/fixtures/hog?mb=8", edge.url), "calm.test").await;
+    assert_eq!((status, body.as_str()), (200, "allocated 8 MiB\n"));
+    let mut outcomes = Vec::new();
+    for bomb in bombs {
+        outcomes.push(bomb.await.unwrap());
+    }
+    let refused = outcomes
+        .iter()
+        .filter(|(s, b)| *s == 503 && b.contains("max_total_memory_bytes"))
+        .count();
+    let held = outcomes
+        .iter()
+        .filter(|(s, b)| *s == 200 && b.starts_with("held"))
+        .count();
+    assert!(
+        refused >= 1 && held >= 1 && refused + held == 4,
+        "{outcomes:?}"
+    );
+    let since = Instant::now();
+    let kept = "edge_share_held{tenant=\"hostile\",kind=\"memory_bytes\"}";
+    while edge.metric(kept).await > 0.0 && since.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(edge.metric(kept).await, 0.0);
+}

@@ -127,11 +127,12 @@ pub fn new_store(target: &Target, deadline: Instant, clock: CallClock) -> Store<
     store.limiter(|s| &mut s.limiter);
     store.data_mut().deadline = deadline;
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|store| {
-        let data = store.data();
+    store.epoch_deadline_callback(|mut store| {
+        let data = store.data_mut();
         if let Some(clock) = &data.call_clock {
             clock.tick();
         }
+        data.count_host_memory()?;
         if Instant::now() >= data.deadline {
             Ok(UpdateDeadline::Interrupt)
         } else {
