@@ -632,7 +632,8 @@ async fn a_tenants_instances_hold_at_most_its_share_of_memory_together() {
             other => panic!("unexpected {other}: {body}"),
         }
     }
-    assert!(served >= 2, "{served} served, {refused} refused");
+    // (Which ones: growing at once, any may be the one refused.)
+    assert!(served >= 1, "{served} served, {refused} refused");
     assert!(refused >= 1, "{served} served, {refused} refused");
     assert_eq!(
         edge.metric(
@@ -665,9 +666,15 @@ async fn a_tenants_instances_hold_at_most_its_share_of_memory_together() {
 #[tokio::test]
 async fn host_resources_a_tenants_instances_hold_count_in_its_memory_share() {
     let edge = Edge::start(&spin(), &memory_shares());
-    // Each instance holds 1,000 sets of 24 KiB of header fields, or 300
-    // unsent bodies, in host memory (24–32 MiB), then waits: two of
-    // them pass the tenant's 48 MiB.
+    // Alone, an instance holding 1,000 sets of 24 KiB of header fields in
+    // host memory (counted 32 MiB) is within the tenant's 48 MiB.
+    let alone = format!("{}/fixtures/fields-bomb?n=1000&per=3", edge.url);
+    assert_eq!(
+        get_host(&alone, "hostile.test").await,
+        (200, "held 1000\n".into())
+    );
+    // Four at once, two of them holding 300 unsent bodies instead, each
+    // then waiting: two of them pass it.
     let bombs: Vec<_> = [
         "fields-bomb?n=1000&per=3",
         "fields-bomb?n=1000&per=3",
@@ -696,7 +703,8 @@ async fn host_resources_a_tenants_instances_hold_count_in_its_memory_share() {
         .filter(|(s, b)| *s == 200 && b.starts_with("held"))
         .count();
     assert!(
-        refused >= 1 && held >= 1 && refused + held == 4,
+        // (Building at once, any may be refused, all four even.)
+        refused >= 1 && refused + held == 4,
         "{outcomes:?}"
     );
     let since = Instant::now();
@@ -705,4 +713,53 @@ async fn host_resources_a_tenants_instances_hold_count_in_its_memory_share() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(edge.metric(kept).await, 0.0);
+}
+
+#[tokio::test]
+async fn a_tenant_out_of_memory_ends_its_own_idle_session_for_a_new_instance() {
+    // Room for two instances of the fixtures guest (1.1 MiB of linear
+    // memory each, and its host resources), not three.
+    let edge = Edge::start(
+        &spin(),
+        r#"app = "spin.toml"
+[[tenant]]
+name = "t"
+hosts = ["t.test"]
+components = ["*"]
+[tenant.limits]
+max_total_memory_bytes = 3145728
+[component.counter]
+instance = "session"
+session_key = "path:2"
+idle_timeout_ms = 600000
+"#,
+    );
+    for key in ["a", "b"] {
+        let url = format!("{}/counter/{key}/count", edge.url);
+        assert_eq!(get_host(&url, "t.test").await, (200, "1\n".into()));
+    }
+    // A per-request instance takes the memory of the least recently used
+    // idle session, a's; then a third session fits beside b.
+    let (status, body) = get_host(&format!("{}/fixtures/ok", edge.url), "t.test").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    let reclaimed = "edge_sessions_reclaimed_total{tenant=\"t\"}";
+    assert_eq!(
+        edge.metric(reclaimed).await,
+        1.0,
+        "{}",
+        edge.metrics().await
+    );
+    let url = format!("{}/counter/c/count", edge.url);
+    assert_eq!(get_host(&url, "t.test").await, (200, "1\n".into()));
+    // a's session was the one ended: it starts again, in b's place.
+    let url = format!("{}/counter/a/count", edge.url);
+    assert_eq!(get_host(&url, "t.test").await, (200, "1\n".into()));
+    assert_eq!(edge.metric(reclaimed).await, 2.0);
+    let url = format!("{}/counter/c/count", edge.url);
+    assert_eq!(get_host(&url, "t.test").await, (200, "2\n".into()));
+    assert_eq!(
+        edge.metric("edge_share_refusals_total{tenant=\"t\",limit=\"max_total_memory_bytes\"}")
+            .await,
+        0.0
+    );
 }

@@ -166,6 +166,8 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
     let mut reclaimed = 0;
     let mut waits = [].iter();
     let result = loop {
+        // (A refusal of an earlier try is not this one's.)
+        store.data_mut().limiter.refused = None;
         let made = tokio::time::timeout_at(deadline, async {
             match &prepared.entry {
                 Entry::P2(pre) => pre.instantiate_async(&mut *store).await.map(Guest::P2),
@@ -178,16 +180,20 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
             Ok(Err(e)) => Failure::classify(&e, &store.data().limiter),
             Err(_) => Failure::Deadline,
         };
-        if !matches!(failure, Failure::PoolExhausted) {
-            break failure;
-        }
-        // The pool is full: take a slot back from an idle session of the
-        // tenant that holds the most (its instance is dropped right there)
-        // and try again at once, before another instantiation takes it.
-        // Should one have, wait a little longer each time.
+        // The pool is full, or the host's memory for guests: take a slot
+        // and its memory back from an idle session of the tenant that holds
+        // the most (its instance is dropped right there) and try again at
+        // once, before another instantiation takes it; the tenant's own
+        // memory share full, from one of its own idle sessions. Should one
+        // have, wait a little longer each time.
+        let from = match failure {
+            Failure::PoolExhausted | Failure::MemoryExhausted => None,
+            Failure::OverShare(crate::share::Limit::Memory) => Some(&*target.tenant),
+            _ => break failure,
+        };
         let wait = match waits.next() {
             Some(ms) => Some(*ms),
-            None if reclaimed < RECLAIM_TRIES => target.idle_sessions.reclaim().map(|from| {
+            None if reclaimed < RECLAIM_TRIES => target.idle_sessions.reclaim_from(from).map(|from| {
                 reclaimed += 1;
                 tracing::debug!(tenant = %target.tenant, component = %target.component, from = %from, "pool full: an idle session was ended for this instance");
                 waits = SLOT_WAITS_MS.iter();
@@ -464,6 +470,16 @@ pub fn count_failure(target: &Target, failure: &Failure) {
     match failure {
         Failure::Deadline => {
             m.deadline_kills.fetch_add(1, Relaxed);
+        }
+        Failure::OverShare(crate::share::Limit::Memory) => {
+            target
+                .share
+                .refuse_memory(crate::share::MemoryRefusal::Tenant);
+        }
+        Failure::MemoryExhausted => {
+            target
+                .share
+                .refuse_memory(crate::share::MemoryRefusal::Host);
         }
         Failure::MemoryCap(_) => {
             m.traps.fetch_add(1, Relaxed);

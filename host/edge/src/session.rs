@@ -199,7 +199,13 @@ impl IdleSessions {
     /// its instance (so its pool slot is free on return); None if none of
     /// the largest holders has an idle one (or its pool is busy).
     pub fn reclaim(&self) -> Option<Arc<str>> {
-        self.reclaim_holding(None)
+        self.reclaim_holding(None, None)
+    }
+
+    /// [`Self::reclaim`], or with `tenant`, one of that tenant's own idle
+    /// sessions (its least recently used in its largest pool).
+    pub fn reclaim_from(&self, tenant: Option<&str>) -> Option<Arc<str>> {
+        self.reclaim_holding(None, tenant)
     }
 
     /// [`Self::reclaim`] by a caller holding `locked`'s sessions: that
@@ -208,10 +214,14 @@ impl IdleSessions {
     fn reclaim_holding(
         &self,
         mut locked: Option<(&SessionPool, &mut HashMap<String, Session>)>,
+        only: Option<&str>,
     ) -> Option<Arc<str>> {
         let pools: Vec<Arc<SessionPool>> = {
             let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            map.values().filter_map(Weak::upgrade).collect()
+            map.values()
+                .filter_map(Weak::upgrade)
+                .filter(|p| only.is_none_or(|t| *p.tenant == *t))
+                .collect()
         };
         let mut held: HashMap<&str, usize> = HashMap::new();
         for p in &pools {
@@ -461,7 +471,7 @@ impl SessionPool {
         if cap > 0
             && self.host.live.load(Relaxed) >= cap
             && IdleSessions(self.pools.clone())
-                .reclaim_holding(Some((self, sessions)))
+                .reclaim_holding(Some((self, sessions)), None)
                 .is_none()
         {
             return Err(refuse(Failure::SessionsFull(format!(

@@ -251,23 +251,34 @@ impl TenantShare {
         self.open_files.set_max(limits.open_files);
     }
 
-    /// Takes `bytes` more linear memory for one of the tenant's instances
-    /// (a memory made or grown), within its share and the host's; a
-    /// refusal is counted. [`TenantShare::give_memory`] gives it back.
+    /// Takes `bytes` more memory for one of the tenant's instances (a
+    /// memory made or grown, host resources counted), within its share and
+    /// the host's. [`TenantShare::give_memory`] gives it back. A refusal
+    /// is counted by [`TenantShare::refuse_memory`] once it fails a request
+    /// (an instantiation may yet succeed once an idle session is ended).
     pub fn take_memory(&self, bytes: u64) -> Result<(), MemoryRefusal> {
         if self.memory.fetch_add(bytes, Relaxed) + bytes > self.max_memory.load(Relaxed) {
             self.memory.fetch_sub(bytes, Relaxed);
-            self.refuse(Limit::Memory);
             return Err(MemoryRefusal::Tenant);
         }
         let host = &self.host_memory;
         if host.held.fetch_add(bytes, Relaxed) + bytes > host.max.load(Relaxed) {
             host.held.fetch_sub(bytes, Relaxed);
             self.memory.fetch_sub(bytes, Relaxed);
-            host.refused.fetch_add(1, Relaxed);
             return Err(MemoryRefusal::Host);
         }
         Ok(())
+    }
+
+    /// Counts a request failed for want of memory: the tenant's refusals
+    /// (`max_total_memory_bytes`) or the host's.
+    pub fn refuse_memory(&self, refusal: MemoryRefusal) {
+        match refusal {
+            MemoryRefusal::Tenant => self.refuse(Limit::Memory),
+            MemoryRefusal::Host => {
+                self.host_memory.refused.fetch_add(1, Relaxed);
+            }
+        }
     }
 
     /// Gives back `bytes` of linear memory taken by
@@ -562,7 +573,10 @@ mod tests {
         // c is within its own share, but the host holds all it may.
         assert_eq!(c.take_memory(1 << 19), Err(MemoryRefusal::Host));
         assert_eq!(c.memory_held(), 1 << 19, "a refusal takes nothing");
-        assert_eq!(shares.memory.counts(), (5 << 19, 5 << 19, 1));
+        assert_eq!(shares.memory.counts(), (5 << 19, 5 << 19, 0));
+        a.refuse_memory(MemoryRefusal::Tenant);
+        c.refuse_memory(MemoryRefusal::Host);
+        assert_eq!(shares.memory.counts().2, 1);
         a.give_memory(1 << 20);
         c.take_memory(1 << 19).unwrap();
         assert_eq!(a.memory_held(), 0);
