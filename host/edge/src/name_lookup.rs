@@ -41,11 +41,21 @@ enum Failure {
 
 type Found = Result<Vec<IpAddr>, Failure>;
 
+/// The longest name looked up, in bytes: a host name is at most 253
+/// characters in its ASCII form, each of which a Unicode name's text may
+/// spend up to four bytes on. (A lookup holds its name until it ends: a
+/// stream the guest never reads holds it for the instance's life, and an
+/// instance may hold a thousand streams.)
+const MAX_NAME_BYTES: usize = 1024;
+
 /// What `name` is: a domain to resolve, or the answer at once (an
 /// address literal, a refusal).
 fn domain(granted: bool, name: &str) -> Result<String, Found> {
     if !granted {
         return Err(Err(Failure::NotGranted));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(Err(Failure::InvalidName));
     }
     match url::Host::parse(name) {
         Ok(url::Host::Domain(domain)) => Ok(domain),
@@ -197,4 +207,21 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_longer_than_a_host_name_can_be_are_refused_before_a_lookup() {
+        let longest = format!("{}.test", "a".repeat(MAX_NAME_BYTES - 5));
+        assert!(matches!(domain(true, &longest), Ok(d) if d.len() == MAX_NAME_BYTES));
+        let longer = format!("a{longest}");
+        assert!(matches!(
+            domain(true, &longer),
+            Err(Err(Failure::InvalidName))
+        ));
+        assert!(matches!(domain(true, "127.0.0.1"), Err(Ok(_))));
+    }
 }

@@ -53,6 +53,11 @@ impl HostState {
     }
 }
 
+/// The longest path `open-at` takes (Linux's `PATH_MAX`; the kernel
+/// refuses longer ones anyway, but only once the call has waited its turn
+/// on the blocking pool, holding the guest's path, up to its whole memory).
+const MAX_PATH_BYTES: usize = 4096;
+
 /// Links `open-at` of both versions over the library's (call it after
 /// wasmtime-wasi's own `add_to_linker`s).
 pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmtime::Result<()> {
@@ -71,6 +76,9 @@ pub fn add_to_linker(linker: &mut Linker<HostState>, concurrent: bool) -> wasmti
             DescriptorFlags,
         )| {
             Box::new(async move {
+                if path.len() > MAX_PATH_BYTES {
+                    return Ok((Err(ErrorCode::NameTooLong),));
+                }
                 let state: &mut HostState = store.data_mut();
                 let Some(place) = state.file_place() else {
                     return Ok((Err(ErrorCode::Quota),));
@@ -111,6 +119,9 @@ fn add_p3(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             DescriptorFlags,
         )| {
             Box::pin(async move {
+                if path.len() > MAX_PATH_BYTES {
+                    return Ok((Err(ErrorCode::NameTooLong),));
+                }
                 let Some(place) = store.with(|mut s| s.get().file_place()) else {
                     return Ok((Err(ErrorCode::Quota),));
                 };
