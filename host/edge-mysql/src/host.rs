@@ -154,7 +154,7 @@ impl v2::HostConnection for Mysql<'_> {
         params: Vec<v2types::ParameterValue>,
     ) -> wasmtime::Result<Result<v2types::RowSet, v2types::Error>> {
         let params = params.into_iter().map(Into::into).collect();
-        Ok(query(self.shared(&c)?, statement, params)
+        Ok(query(self.shared(&c)?, statement, params, self.unread)
             .await
             .map(|RowSet { columns, rows }| v2types::RowSet {
                 columns: columns.into_iter().map(Into::into).collect(),
@@ -173,7 +173,7 @@ impl v2::HostConnection for Mysql<'_> {
         params: Vec<v2types::ParameterValue>,
     ) -> wasmtime::Result<Result<(), v2types::Error>> {
         let params = params.into_iter().map(Into::into).collect();
-        Ok(execute(self.shared(&c)?, statement, params)
+        Ok(execute(self.shared(&c)?, statement, params, self.unread)
             .await
             .map_err(Into::into))
     }
@@ -226,11 +226,14 @@ impl<T: MysqlView + Send> v3::HostConnectionWithStore<T> for HasMysql {
             v3::Error,
         >,
     > {
-        let shared = a.with(|mut v| v.get().shared(&c))?;
+        let (shared, unread) = a.with(|mut v| {
+            let v = v.get();
+            (v.shared(&c), v.unread.clone())
+        });
         let params = params.into_iter().map(Into::into).collect();
         // Rows are read before the stream opens (bounded by
         // MAX_RESULT_BYTES): a failure is the call's, never the stream's.
-        let set = match query(shared, statement, params).await {
+        let set = match query(shared?, statement, params, &unread).await {
             Ok(s) => s,
             Err(e) => return Ok(Err(e.into())),
         };
@@ -253,9 +256,14 @@ impl<T: MysqlView + Send> v3::HostConnectionWithStore<T> for HasMysql {
         statement: String,
         params: Vec<v3::ParameterValue>,
     ) -> wasmtime::Result<Result<(), v3::Error>> {
-        let shared = a.with(|mut v| v.get().shared(&c))?;
+        let (shared, unread) = a.with(|mut v| {
+            let v = v.get();
+            (v.shared(&c), v.unread.clone())
+        });
         let params = params.into_iter().map(Into::into).collect();
-        Ok(execute(shared, statement, params).await.map_err(Into::into))
+        Ok(execute(shared?, statement, params, &unread)
+            .await
+            .map_err(Into::into))
     }
 }
 

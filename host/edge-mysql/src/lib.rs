@@ -233,6 +233,8 @@ pub struct Mysql<'a> {
     pub outbound: &'a OutboundPolicy,
     /// The instance's resource table.
     pub table: &'a mut ResourceTable,
+    /// The bytes its tenant's calls and unread results hold.
+    pub unread: &'a edge_unread::UnreadBudget,
 }
 
 /// Store data that carries a component's outbound policy.
@@ -465,8 +467,45 @@ fn from_mysql(v: mysql_async::Value, t: DataType) -> Result<Value, Error> {
     })
 }
 
+/// Holds what a call's statement and parameters take in the tenant's
+/// budget (shared with its unread results) while the call runs: they are
+/// the host's copies of the guest's (up to Wasmtime's 128 MiB a call),
+/// waiting for the connection and on the tenant's server, which may never
+/// answer; without this a tenant's instances could each hold that much at
+/// once.
+fn hold(
+    unread: &edge_unread::UnreadBudget,
+    statement: &str,
+    params: &[Value],
+) -> Result<edge_unread::Held, Error> {
+    let bytes = statement.len()
+        + params
+            .iter()
+            .map(|p| {
+                std::mem::size_of::<Value>()
+                    + match p {
+                        Value::Str(s) => s.len(),
+                        Value::Binary(b) => b.len(),
+                        _ => 0,
+                    }
+            })
+            .sum::<usize>();
+    unread.hold(bytes).map_err(|held| {
+        Error::Other(format!(
+            "the statement and its parameters take {bytes} bytes, and this tenant's calls and unread results hold {held}: more would pass the {}-byte limit",
+            edge_unread::MAX_TENANT_UNREAD_BYTES
+        ))
+    })
+}
+
 /// Runs a statement that returns rows.
-pub async fn query(conn: Shared, statement: String, params: Vec<Value>) -> Result<RowSet, Error> {
+pub async fn query(
+    conn: Shared,
+    statement: String,
+    params: Vec<Value>,
+    unread: &edge_unread::UnreadBudget,
+) -> Result<RowSet, Error> {
+    let _held = hold(unread, &statement, &params)?;
     exclusive(&conn, async |conn| {
         let stmt = prepare(conn, &statement).await?;
         let rows = read_rows(conn, &stmt, params).await;
@@ -587,7 +626,13 @@ async fn read_rows(
 }
 
 /// Runs a statement without rows.
-pub async fn execute(conn: Shared, statement: String, params: Vec<Value>) -> Result<(), Error> {
+pub async fn execute(
+    conn: Shared,
+    statement: String,
+    params: Vec<Value>,
+    unread: &edge_unread::UnreadBudget,
+) -> Result<(), Error> {
+    let _held = hold(unread, &statement, &params)?;
     exclusive(&conn, async |conn| {
         let stmt = prepare(conn, &statement).await?;
         let params = mysql_async::Params::Positional(params.into_iter().map(to_mysql).collect());

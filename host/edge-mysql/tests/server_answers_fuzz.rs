@@ -253,11 +253,11 @@ proptest! {
                         edge_mysql::Value::Int32(1),
                         edge_mysql::Value::Str("x".into()),
                     ];
-                    let rows = edge_mysql::query(conn.clone(), "SELECT ?, ?".into(), params.clone()).await;
+                    let rows = edge_mysql::query(conn.clone(), "SELECT ?, ?".into(), params.clone(), &Default::default()).await;
                     if std::env::var_os("EDGE_FUZZ_SHOW").is_some() {
                         println!("query: {:?}", rows.map(|r| (r.columns.len(), r.rows.len())));
                     }
-                    edge_mysql::execute(conn, "UPDATE t SET a = ? WHERE b = ?".into(), params).await
+                    edge_mysql::execute(conn, "UPDATE t SET a = ? WHERE b = ?".into(), params, &Default::default()).await
                 };
                 tokio::time::timeout(Duration::from_secs(1), calls)
                     .await

@@ -34,7 +34,7 @@ impl v4::HostConnection for Postgres<'_> {
         statement: String,
         params: Vec<v4::ParameterValue>,
     ) -> wasmtime::Result<Result<v4::RowSet, v4::Error>> {
-        Ok(query(self.client(&c)?, statement, params).await)
+        Ok(query(self.client(&c)?, statement, params, self.unread).await)
     }
 
     async fn execute(
@@ -43,7 +43,7 @@ impl v4::HostConnection for Postgres<'_> {
         statement: String,
         params: Vec<v4::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, v4::Error>> {
-        Ok(execute(self.client(&c)?, statement, params).await)
+        Ok(execute(self.client(&c)?, statement, params, self.unread).await)
     }
 
     async fn drop(&mut self, c: Resource<Connection>) -> wasmtime::Result<()> {
@@ -150,7 +150,7 @@ impl<T: PostgresView + Send> v4::HostConnectionWithStore<T> for HasPostgres {
         let client = client?;
         // Rows are read before the stream opens (bounded by
         // MAX_RESULT_BYTES): a failure is the call's, never the stream's.
-        let set = match query(client, statement, params).await {
+        let set = match query(client, statement, params, &unread).await {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
@@ -172,8 +172,11 @@ impl<T: PostgresView + Send> v4::HostConnectionWithStore<T> for HasPostgres {
         statement: String,
         params: Vec<v4::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, v4::Error>> {
-        let client = a.with(|mut v| v.get().client(&c))?;
-        Ok(execute(client, statement, params).await)
+        let (client, unread) = a.with(|mut v| {
+            let v = v.get();
+            (v.client(&c), v.unread.clone())
+        });
+        Ok(execute(client?, statement, params, &unread).await)
     }
 }
 
@@ -338,7 +341,7 @@ impl v3::HostConnection for Postgres<'_> {
         params: Vec<v3::ParameterValue>,
     ) -> wasmtime::Result<Result<v3::RowSet, v3::Error>> {
         let params = params.into_iter().map(v3_param).collect();
-        Ok(query(self.client(&c)?, statement, params)
+        Ok(query(self.client(&c)?, statement, params, self.unread)
             .await
             .map(v3_row_set)
             .map_err(Into::into))
@@ -351,7 +354,7 @@ impl v3::HostConnection for Postgres<'_> {
         params: Vec<v3::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, v3::Error>> {
         let params = params.into_iter().map(v3_param).collect();
-        Ok(execute(self.client(&c)?, statement, params)
+        Ok(execute(self.client(&c)?, statement, params, self.unread)
             .await
             .map_err(Into::into))
     }
@@ -386,7 +389,7 @@ impl v2::HostConnection for Postgres<'_> {
             Ok(p) => p,
             Err(e) => return Ok(Err(e.into())),
         };
-        Ok(query(self.client(&c)?, statement, params)
+        Ok(query(self.client(&c)?, statement, params, self.unread)
             .await
             .map(v2_row_set)
             .map_err(Into::into))
@@ -402,7 +405,7 @@ impl v2::HostConnection for Postgres<'_> {
             Ok(p) => p,
             Err(e) => return Ok(Err(e.into())),
         };
-        Ok(execute(self.client(&c)?, statement, params)
+        Ok(execute(self.client(&c)?, statement, params, self.unread)
             .await
             .map_err(Into::into))
     }

@@ -157,13 +157,34 @@ fn params(params: Vec<ParameterValue>) -> Result<Vec<types::Param>, Error> {
     params.into_iter().map(types::param).collect()
 }
 
+/// Holds what a call's statement and parameters take in the tenant's
+/// budget (shared with its unread results) while the call runs: they are
+/// the host's copies of the guest's (up to Wasmtime's 128 MiB a call),
+/// waiting on the tenant's server, which may never answer; without this a
+/// tenant's instances could each hold that much at once.
+fn hold(
+    unread: &edge_unread::UnreadBudget,
+    statement: &str,
+    parameters: &[ParameterValue],
+) -> Result<edge_unread::Held, Error> {
+    let bytes = statement.len() + parameters.iter().map(types::held_bytes).sum::<usize>();
+    unread.hold(bytes).map_err(|held| {
+        Error::Other(format!(
+            "the statement and its parameters take {bytes} bytes, and this tenant's calls and unread results hold {held}: more would pass the {}-byte limit",
+            edge_unread::MAX_TENANT_UNREAD_BYTES
+        ))
+    })
+}
+
 /// Runs a statement that returns rows.
 pub async fn query(
     link: std::sync::Arc<Link>,
     statement: String,
     parameters: Vec<ParameterValue>,
+    unread: &edge_unread::UnreadBudget,
 ) -> Result<RowSet, Error> {
     use futures_util::StreamExt;
+    let _held = hold(unread, &statement, &parameters)?;
     let params = params(parameters)?;
     let stmt = link
         .client
@@ -234,7 +255,9 @@ pub async fn execute(
     link: std::sync::Arc<Link>,
     statement: String,
     parameters: Vec<ParameterValue>,
+    unread: &edge_unread::UnreadBudget,
 ) -> Result<u64, Error> {
+    let _held = hold(unread, &statement, &parameters)?;
     let params = params(parameters)?;
     let refs: Vec<&(dyn ToSql + Sync)> = params
         .iter()

@@ -74,6 +74,29 @@ pub fn param(p: ParameterValue) -> Result<Param, Error> {
     })
 }
 
+/// Host memory a parameter takes while its statement runs: itself, what
+/// it owns, and for JSON the parsed value (up to 16 bytes a byte of text:
+/// `[0,0,...]` is two bytes an element, each a `serde_json::Value`).
+pub fn held_bytes(p: &ParameterValue) -> usize {
+    let strings = |v: &[Option<String>]| {
+        v.iter()
+            .map(|s| std::mem::size_of::<Option<String>>() + s.as_ref().map_or(0, String::len))
+            .sum::<usize>()
+    };
+    std::mem::size_of::<ParameterValue>()
+        + match p {
+            ParameterValue::Str(v) | ParameterValue::Uuid(v) | ParameterValue::Decimal(v) => {
+                v.len()
+            }
+            ParameterValue::Binary(v) => v.len(),
+            ParameterValue::Jsonb(v) => v.len().saturating_mul(16),
+            ParameterValue::ArrayInt32(v) => v.len() * 8,
+            ParameterValue::ArrayInt64(v) => v.len() * 16,
+            ParameterValue::ArrayDecimal(v) | ParameterValue::ArrayStr(v) => strings(v),
+            _ => 0,
+        }
+}
+
 fn decimal(s: &str) -> Result<Decimal, Error> {
     s.parse::<Decimal>()
         .or_else(|_| Decimal::from_scientific(s))

@@ -394,6 +394,7 @@ proptest! {
                         link.clone(),
                         "SELECT $1".into(),
                         vec![ParameterValue::Int32(1)],
+                        &Default::default(),
                     )
                     .await;
                     if std::env::var_os("EDGE_FUZZ_SHOW").is_some() {
@@ -403,6 +404,7 @@ proptest! {
                         link,
                         "UPDATE t SET a = $1".into(),
                         vec![ParameterValue::Str("x".into())],
+                        &Default::default(),
                     )
                     .await
                     .map(drop)

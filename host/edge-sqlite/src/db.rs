@@ -29,6 +29,18 @@ pub enum Value {
     Null,
 }
 
+impl Value {
+    /// Host memory the value takes: itself and what it owns.
+    pub fn held_bytes(&self) -> usize {
+        std::mem::size_of::<Value>()
+            + match self {
+                Value::Text(s) => s.len(),
+                Value::Blob(b) => b.len(),
+                _ => 0,
+            }
+    }
+}
+
 /// What a statement gave back.
 #[derive(Debug, Default, PartialEq)]
 pub struct QueryResult {

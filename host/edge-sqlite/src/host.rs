@@ -127,7 +127,7 @@ macro_rules! sync_host {
             ) -> wasmtime::Result<Result<$v::QueryResult, $v::Error>> {
                 let params = parameters.into_iter().map(Into::into).collect();
                 let db = self.connection(&conn);
-                Ok(execute(db, statement, params, self.deadline, self.grant.slots.clone())
+                Ok(execute(db, statement, params, self.deadline, self.grant.slots.clone(), self.unread)
                     .await
                     .map(Into::into)
                     .map_err(Into::into))
@@ -216,7 +216,7 @@ impl<T: SqliteView + Send> v31::HostConnectionWithStore<T> for HasSqlite {
         });
         // The rows are read before the stream opens (bounded by
         // MAX_RESULT_BYTES), so a failure is the call's, never the stream's.
-        let result = match execute(db, statement, params, deadline, slots).await {
+        let result = match execute(db, statement, params, deadline, slots, &unread).await {
             Ok(r) => r,
             Err(e) => return Ok(Err(e.into())),
         };

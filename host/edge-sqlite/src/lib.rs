@@ -606,8 +606,20 @@ async fn execute(
     params: Vec<Value>,
     deadline: Instant,
     slots: Option<Arc<TenantSlots>>,
+    unread: &edge_unread::UnreadBudget,
 ) -> Result<QueryResult, SqlError> {
     let db = db?;
+    // The statement and its values are the host's copies of the guest's
+    // (up to Wasmtime's 128 MiB a call), held while the call waits for a
+    // slot: in the tenant's budget, so its instances cannot pile up
+    // gigabytes of them behind its own slow statements.
+    let bytes = sql.len() + params.iter().map(Value::held_bytes).sum::<usize>();
+    let _held = unread.hold(bytes).map_err(|held| {
+        SqlError::Io(format!(
+            "the statement and its values are {bytes} bytes, and this tenant's calls and unread results hold {held}: more would pass the {}-byte limit",
+            edge_unread::MAX_TENANT_UNREAD_BYTES
+        ))
+    })?;
     blocking(slots, deadline, || {
         move || {
             let mut db = db.lock().unwrap_or_else(|e| e.into_inner());
@@ -640,6 +652,7 @@ mod tests {
             vec![],
             later(),
             None,
+            &Default::default(),
         )
         .await
     }
@@ -816,7 +829,17 @@ mod tests {
         // The tenant's one slot held (by a statement of another instance).
         let held = slots.slots.clone().try_acquire_owned().unwrap();
         let soon = Instant::now() + Duration::from_millis(100);
-        match execute(db(), "SELECT 1".into(), vec![], soon, Some(slots.clone())).await {
+        let none = edge_unread::UnreadBudget::default();
+        match execute(
+            db(),
+            "SELECT 1".into(),
+            vec![],
+            soon,
+            Some(slots.clone()),
+            &none,
+        )
+        .await
+        {
             Err(SqlError::Io(m)) => assert!(
                 m.starts_with("busy: ") && m.contains("sqlite_statements"),
                 "{m}"
@@ -824,19 +847,41 @@ mod tests {
             other => panic!("{:?}", other.map(|r| r.rows.len())),
         }
         // Freed while one waits: it runs.
+        // Freed while one waits: it runs. Its values are held in the
+        // tenant's budget while it waits.
+        let tenant = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let budget = edge_unread::UnreadBudget::for_tenant(tenant.clone());
         let waiting = execute(
             db(),
-            "SELECT 1".into(),
-            vec![],
+            "SELECT length(?)".into(),
+            vec![Value::Blob(vec![0; 1 << 20])],
             later(),
             Some(slots.clone()),
+            &budget,
         );
         let release = async {
             tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(tenant.load(Relaxed) > 1 << 20, "held while waiting");
             drop(held);
         };
         let (r, ()) = tokio::join!(waiting, release);
         assert_eq!(r.unwrap().rows.len(), 1);
+        assert_eq!(tenant.load(Relaxed), 0, "given back");
+        // A tenant whose calls hold its budget is refused at once.
+        tenant.store(edge_unread::MAX_TENANT_UNREAD_BYTES - 100, Relaxed);
+        match execute(
+            db(),
+            "SELECT 1".into(),
+            vec![Value::Text("x".repeat(200))],
+            later(),
+            Some(slots.clone()),
+            &budget,
+        )
+        .await
+        {
+            Err(SqlError::Io(m)) => assert!(m.contains("this tenant's calls"), "{m}"),
+            other => panic!("{:?}", other.map(|r| r.rows.len())),
+        }
         assert_eq!(slots.slots.available_permits(), 1, "the slot came back");
         assert_eq!(slots.busy.load(Relaxed), 1);
     }

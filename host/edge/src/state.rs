@@ -628,6 +628,7 @@ impl edge_mysql::MysqlView for HostState {
         edge_mysql::Mysql {
             outbound: &self.hooks.outbound,
             table: &mut self.table,
+            unread: &self.unread,
         }
     }
 }

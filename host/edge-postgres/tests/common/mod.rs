@@ -136,7 +136,13 @@ where
 {
     run_against(script, move |link| async move {
         for _ in 0..runs {
-            edge_postgres::query(link.clone(), "SELECT 1".into(), Vec::new()).await?;
+            edge_postgres::query(
+                link.clone(),
+                "SELECT 1".into(),
+                Vec::new(),
+                &Default::default(),
+            )
+            .await?;
         }
         Ok(())
     })
