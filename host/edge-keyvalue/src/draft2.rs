@@ -9,7 +9,7 @@
 //! its value or none; a `cas` handle remembers a key's value when it was
 //! made, and `swap` writes only if the value is still that.
 
-use crate::handle::{Access, Swap};
+use crate::handle::{Access, Args, Swap};
 use crate::{Bucket, Handle, KeyValue, KeyValueView, KvError};
 use wasmtime::component::{HasData, Linker, Resource};
 
@@ -98,9 +98,12 @@ impl store::HostBucket for KeyValue<'_> {
         bucket: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, store::Error>> {
-        run(self.draft2_store(&bucket), Access::Read, move |s| {
-            s.get(&key)
-        })
+        run(
+            self.draft2_store(&bucket)
+                .and_then(|s| s.before(Args::Key(&key))),
+            Access::Read,
+            move |s| s.get(&key),
+        )
         .await
     }
 
@@ -110,9 +113,12 @@ impl store::HostBucket for KeyValue<'_> {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), store::Error>> {
-        run(self.draft2_store(&bucket), Access::Write, move |s| {
-            s.set(&key, &value)
-        })
+        run(
+            self.draft2_store(&bucket)
+                .and_then(|s| s.before(Args::Pair(&key, &value))),
+            Access::Write,
+            move |s| s.set(&key, &value),
+        )
         .await
     }
 
@@ -121,9 +127,12 @@ impl store::HostBucket for KeyValue<'_> {
         bucket: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<(), store::Error>> {
-        run(self.draft2_store(&bucket), Access::Write, move |s| {
-            s.delete(&key)
-        })
+        run(
+            self.draft2_store(&bucket)
+                .and_then(|s| s.before(Args::Key(&key))),
+            Access::Write,
+            move |s| s.delete(&key),
+        )
         .await
     }
 
@@ -132,9 +141,12 @@ impl store::HostBucket for KeyValue<'_> {
         bucket: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<bool, store::Error>> {
-        run(self.draft2_store(&bucket), Access::Read, move |s| {
-            Ok(s.get(&key)?.is_some())
-        })
+        run(
+            self.draft2_store(&bucket)
+                .and_then(|s| s.before(Args::Key(&key))),
+            Access::Read,
+            move |s| Ok(s.get(&key)?.is_some()),
+        )
         .await
     }
 
@@ -226,9 +238,12 @@ impl atomics::Host for KeyValue<'_> {
         key: String,
         delta: i64,
     ) -> wasmtime::Result<Result<i64, store::Error>> {
-        run(self.draft2_store(&bucket), Access::Write, move |s| {
-            s.add(&key, delta)
-        })
+        run(
+            self.draft2_store(&bucket)
+                .and_then(|s| s.before(Args::Key(&key))),
+            Access::Write,
+            move |s| s.add(&key, delta),
+        )
         .await
     }
 
@@ -247,9 +262,11 @@ impl atomics::Host for KeyValue<'_> {
         self.release_cas(&current);
         let swapped = {
             let key = key.clone();
-            run(Ok(store.clone()), Access::Write, move |s| {
-                s.swap_if(&key, current.as_deref(), &value)
-            })
+            run(
+                store.clone().before(Args::Pair(&key, &value)),
+                Access::Write,
+                move |s| s.swap_if(&key, current.as_deref(), &value),
+            )
             .await?
         };
         Ok(match swapped {
@@ -279,7 +296,12 @@ impl atomics::HostCas for KeyValue<'_> {
         };
         let read = {
             let key = key.clone();
-            run(Ok(store.clone()), Access::Read, move |s| s.get(&key)).await?
+            run(
+                store.clone().before(Args::Key(&key)),
+                Access::Read,
+                move |s| s.get(&key),
+            )
+            .await?
         };
         Ok(match read {
             Ok(current) => self.cas_handle(store, key, current)?,
@@ -307,10 +329,15 @@ impl batch::Host for KeyValue<'_> {
         bucket: Resource<Bucket>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<Vec<(String, Option<Vec<u8>>)>, store::Error>> {
-        run(self.draft2_store(&bucket), Access::Read, move |s| {
-            let values = s.get_many(&keys)?;
-            Ok(keys.into_iter().zip(values).collect())
-        })
+        run(
+            self.draft2_store(&bucket)
+                .and_then(|s| s.before(Args::Keys(&keys))),
+            Access::Read,
+            move |s| {
+                let values = s.get_many(&keys)?;
+                Ok(keys.into_iter().zip(values).collect())
+            },
+        )
         .await
     }
 
@@ -319,9 +346,12 @@ impl batch::Host for KeyValue<'_> {
         bucket: Resource<Bucket>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> wasmtime::Result<Result<(), store::Error>> {
-        run(self.draft2_store(&bucket), Access::Write, move |s| {
-            s.set_many(&key_values)
-        })
+        run(
+            self.draft2_store(&bucket)
+                .and_then(|s| s.before(Args::Pairs(&key_values))),
+            Access::Write,
+            move |s| s.set_many(&key_values),
+        )
         .await
     }
 
@@ -330,9 +360,12 @@ impl batch::Host for KeyValue<'_> {
         bucket: Resource<Bucket>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<(), store::Error>> {
-        run(self.draft2_store(&bucket), Access::Write, move |s| {
-            s.delete_many(&keys)
-        })
+        run(
+            self.draft2_store(&bucket)
+                .and_then(|s| s.before(Args::Keys(&keys))),
+            Access::Write,
+            move |s| s.delete_many(&keys),
+        )
         .await
     }
 }
@@ -395,6 +428,38 @@ mod tests {
                 unread: &self.unread,
             }
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn oversized_arguments_are_refused_before_the_call_waits_for_the_store() {
+        let mut instance = Instance::new(Default::default());
+        let handle = instance.grants.stores["default"].clone();
+        let _writes = handle.hold_writes();
+        let mut kv = instance.kv();
+        let bucket = store::Host::open(&mut kv, "default".into())
+            .await
+            .unwrap()
+            .unwrap();
+        let b = || Resource::<Bucket>::new_borrow(bucket.rep());
+        let too_big = vec![0u8; crate::MAX_VALUE_BYTES + 1];
+        let long_key = "k".repeat(crate::MAX_KEY_BYTES + 1);
+        let soon = std::time::Duration::from_secs(5);
+        let set = tokio::time::timeout(soon, kv.set(b(), "k".into(), too_big)).await;
+        assert!(
+            matches!(&set, Ok(Ok(Err(store::Error::Other(m)))) if m.contains("larger than")),
+            "{set:?}"
+        );
+        let delete = tokio::time::timeout(soon, kv.delete(b(), long_key)).await;
+        assert!(
+            matches!(&delete, Ok(Ok(Err(store::Error::Other(m)))) if m.contains("longer")),
+            "{delete:?}"
+        );
+        let pairs = vec![("k".to_string(), vec![]); crate::MAX_BATCH_KEYS + 1];
+        let many = tokio::time::timeout(soon, batch::Host::set_many(&mut kv, b(), pairs)).await;
+        assert!(
+            matches!(&many, Ok(Ok(Err(store::Error::Other(m)))) if m.contains("keys in one batch")),
+            "{many:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread")]

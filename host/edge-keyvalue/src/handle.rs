@@ -223,18 +223,7 @@ impl Handle {
 
     /// Sets every pair, all or none.
     pub fn set_many(&self, pairs: &[(String, Vec<u8>)]) -> Result<(), KvError> {
-        check_batch(pairs.len())?;
-        let mut total = 0usize;
-        for (k, v) in pairs {
-            check_key(k)?;
-            check_value(v)?;
-            total += k.len() + v.len();
-        }
-        if total > MAX_BATCH_BYTES {
-            return Err(KvError::BatchTooLarge(format!(
-                "the keys and values come to {total} bytes, at most {MAX_BATCH_BYTES}"
-            )));
-        }
+        check_pairs(pairs)?;
         match &self.store {
             Backend::File(s) => s.write(self.cap, |c| {
                 pairs.iter().try_for_each(|(k, v)| c.put(k, v))
@@ -442,6 +431,65 @@ const PAGE_MARKS: usize = 64;
 /// transaction (or one script on a shared Redis server) per batch, so a
 /// batch of millions would hold the store's writer, or the server, for
 /// seconds.
+/// What a call carries, for [`Handle::before`].
+pub(crate) enum Args<'a> {
+    /// One key.
+    Key(&'a str),
+    /// A key and its value.
+    Pair(&'a str, &'a [u8]),
+    /// A batch of keys.
+    Keys(&'a [String]),
+    /// A batch of keys and values.
+    Pairs(&'a [(String, Vec<u8>)]),
+}
+
+impl Handle {
+    /// This handle, once `args` pass the checks their operation will make
+    /// (so the errors are its own), made here before the call waits for
+    /// its permits: until it has them the host holds the guest's copies
+    /// (a key or value up to the guest's memory, a batch up to Wasmtime's
+    /// 128 MiB a call), and a tenant's calls wait behind its own.
+    pub(crate) fn before(self, args: Args<'_>) -> Result<Handle, KvError> {
+        match args {
+            Args::Key(k) => check_key(k)?,
+            Args::Pair(k, v) => {
+                check_key(k)?;
+                check_value(v)?;
+            }
+            Args::Keys(keys) => {
+                check_batch(keys.len())?;
+                keys.iter().try_for_each(|k| check_key(k))?;
+            }
+            Args::Pairs(pairs) => check_pairs(pairs)?,
+        }
+        Ok(self)
+    }
+
+    /// Every write permit of the store, as a long write would hold them.
+    #[cfg(test)]
+    pub(crate) fn hold_writes(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let permits = self.store.permits(Access::Write).clone();
+        let n = u32::try_from(permits.available_permits()).unwrap();
+        permits.try_acquire_many_owned(n).unwrap()
+    }
+}
+
+fn check_pairs(pairs: &[(String, Vec<u8>)]) -> Result<(), KvError> {
+    check_batch(pairs.len())?;
+    let mut total = 0usize;
+    for (k, v) in pairs {
+        check_key(k)?;
+        check_value(v)?;
+        total += k.len() + v.len();
+    }
+    if total > MAX_BATCH_BYTES {
+        return Err(KvError::BatchTooLarge(format!(
+            "the keys and values come to {total} bytes, at most {MAX_BATCH_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
 fn check_batch(keys: usize) -> Result<(), KvError> {
     if keys > MAX_BATCH_KEYS {
         return Err(KvError::BatchTooLarge(format!(

@@ -2,7 +2,7 @@
 //! store operation on the blocking pool ([`Handle`]'s `blocking`).
 
 use crate::generated::wasi::keyvalue::{atomics, batch, store as wit};
-use crate::handle::Access;
+use crate::handle::{Access, Args};
 use crate::{Bucket, Handle, KeyValue, KvError};
 use wasmtime::component::Resource;
 
@@ -42,7 +42,7 @@ impl wit::HostBucket for KeyValue<'_> {
         bucket: Resource<Bucket>,
         key: String,
     ) -> Result<Option<Vec<u8>>, KvError> {
-        let s = self.store(&bucket)?;
+        let s = self.store(&bucket)?.before(Args::Key(&key))?;
         s.blocking(Access::Read, move |s| s.get(&key)).await
     }
 
@@ -52,18 +52,18 @@ impl wit::HostBucket for KeyValue<'_> {
         key: String,
         value: Vec<u8>,
     ) -> Result<(), KvError> {
-        let s = self.store(&bucket)?;
+        let s = self.store(&bucket)?.before(Args::Pair(&key, &value))?;
         s.blocking(Access::Write, move |s| s.set(&key, &value))
             .await
     }
 
     async fn delete(&mut self, bucket: Resource<Bucket>, key: String) -> Result<(), KvError> {
-        let s = self.store(&bucket)?;
+        let s = self.store(&bucket)?.before(Args::Key(&key))?;
         s.blocking(Access::Write, move |s| s.delete(&key)).await
     }
 
     async fn exists(&mut self, bucket: Resource<Bucket>, key: String) -> Result<bool, KvError> {
-        let s = self.store(&bucket)?;
+        let s = self.store(&bucket)?.before(Args::Key(&key))?;
         s.blocking(Access::Read, move |s| Ok(s.get(&key)?.is_some()))
             .await
     }
@@ -93,7 +93,7 @@ impl atomics::Host for KeyValue<'_> {
         key: String,
         delta: u64,
     ) -> Result<u64, KvError> {
-        let s = self.store(&bucket)?;
+        let s = self.store(&bucket)?.before(Args::Key(&key))?;
         s.blocking(Access::Write, move |s| s.increment(&key, delta))
             .await
     }
@@ -105,7 +105,7 @@ impl batch::Host for KeyValue<'_> {
         bucket: Resource<Bucket>,
         keys: Vec<String>,
     ) -> Result<Vec<Option<(String, Vec<u8>)>>, KvError> {
-        let s = self.store(&bucket)?;
+        let s = self.store(&bucket)?.before(Args::Keys(&keys))?;
         s.blocking(Access::Read, move |s| {
             let values = s.get_many(&keys)?;
             Ok(keys
@@ -122,7 +122,7 @@ impl batch::Host for KeyValue<'_> {
         bucket: Resource<Bucket>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> Result<(), KvError> {
-        let s = self.store(&bucket)?;
+        let s = self.store(&bucket)?.before(Args::Pairs(&key_values))?;
         s.blocking(Access::Write, move |s| s.set_many(&key_values))
             .await
     }
@@ -132,7 +132,7 @@ impl batch::Host for KeyValue<'_> {
         bucket: Resource<Bucket>,
         keys: Vec<String>,
     ) -> Result<(), KvError> {
-        let s = self.store(&bucket)?;
+        let s = self.store(&bucket)?.before(Args::Keys(&keys))?;
         s.blocking(Access::Write, move |s| s.delete_many(&keys))
             .await
     }

@@ -8,7 +8,7 @@
 //! `store-table-full`; anything else is `other` with fixed words (a
 //! storage fault's detail goes to the log).
 
-use crate::handle::Access;
+use crate::handle::{Access, Args};
 use crate::{Bucket, Handle, KeyValue, KeyValueView, KvError};
 use wasmtime::component::{Accessor, FutureReader, HasData, Linker, Resource, StreamReader};
 
@@ -110,7 +110,13 @@ impl v2::HostStore for KeyValue<'_> {
         store: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, v2::Error>> {
-        run(self.spin_store(&store), Access::Read, move |s| s.get(&key)).await
+        run(
+            self.spin_store(&store)
+                .and_then(|s| s.before(Args::Key(&key))),
+            Access::Read,
+            move |s| s.get(&key),
+        )
+        .await
     }
 
     async fn set(
@@ -119,9 +125,12 @@ impl v2::HostStore for KeyValue<'_> {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), v2::Error>> {
-        run(self.spin_store(&store), Access::Write, move |s| {
-            s.set(&key, &value)
-        })
+        run(
+            self.spin_store(&store)
+                .and_then(|s| s.before(Args::Pair(&key, &value))),
+            Access::Write,
+            move |s| s.set(&key, &value),
+        )
         .await
     }
 
@@ -130,9 +139,12 @@ impl v2::HostStore for KeyValue<'_> {
         store: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<(), v2::Error>> {
-        run(self.spin_store(&store), Access::Write, move |s| {
-            s.delete(&key)
-        })
+        run(
+            self.spin_store(&store)
+                .and_then(|s| s.before(Args::Key(&key))),
+            Access::Write,
+            move |s| s.delete(&key),
+        )
         .await
     }
 
@@ -141,9 +153,12 @@ impl v2::HostStore for KeyValue<'_> {
         store: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<bool, v2::Error>> {
-        run(self.spin_store(&store), Access::Read, move |s| {
-            Ok(s.get(&key)?.is_some())
-        })
+        run(
+            self.spin_store(&store)
+                .and_then(|s| s.before(Args::Key(&key))),
+            Access::Read,
+            move |s| Ok(s.get(&key)?.is_some()),
+        )
         .await
     }
 
@@ -188,16 +203,11 @@ fn v3_store<T: KeyValueView>(
     accessor.with(|mut access| access.get().spin_store(store))
 }
 
-async fn run_v3<T, R: Send + 'static>(
-    accessor: &Accessor<T, HasKeyValue>,
-    store: Resource<Bucket>,
+async fn run_v3<R: Send + 'static>(
+    store: Result<Handle, KvError>,
     access: Access,
     f: impl FnOnce(&Handle) -> Result<R, KvError> + Send + 'static,
-) -> wasmtime::Result<Result<R, v3::Error>>
-where
-    T: KeyValueView,
-{
-    let store = v3_store(accessor, &store);
+) -> wasmtime::Result<Result<R, v3::Error>> {
     Ok(run(store, access, f).await?.map_err(v3_error))
 }
 
@@ -214,7 +224,8 @@ impl<T: KeyValueView + Send> v3::HostStoreWithStore<T> for HasKeyValue {
         store: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, v3::Error>> {
-        run_v3(accessor, store, Access::Read, move |s| s.get(&key)).await
+        let store = v3_store(accessor, &store).and_then(|s| s.before(Args::Key(&key)));
+        run_v3(store, Access::Read, move |s| s.get(&key)).await
     }
 
     async fn set(
@@ -223,7 +234,8 @@ impl<T: KeyValueView + Send> v3::HostStoreWithStore<T> for HasKeyValue {
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), v3::Error>> {
-        run_v3(accessor, store, Access::Write, move |s| s.set(&key, &value)).await
+        let store = v3_store(accessor, &store).and_then(|s| s.before(Args::Pair(&key, &value)));
+        run_v3(store, Access::Write, move |s| s.set(&key, &value)).await
     }
 
     async fn delete(
@@ -231,7 +243,8 @@ impl<T: KeyValueView + Send> v3::HostStoreWithStore<T> for HasKeyValue {
         store: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<(), v3::Error>> {
-        run_v3(accessor, store, Access::Write, move |s| s.delete(&key)).await
+        let store = v3_store(accessor, &store).and_then(|s| s.before(Args::Key(&key)));
+        run_v3(store, Access::Write, move |s| s.delete(&key)).await
     }
 
     async fn exists(
@@ -239,10 +252,8 @@ impl<T: KeyValueView + Send> v3::HostStoreWithStore<T> for HasKeyValue {
         store: Resource<Bucket>,
         key: String,
     ) -> wasmtime::Result<Result<bool, v3::Error>> {
-        run_v3(accessor, store, Access::Read, move |s| {
-            Ok(s.get(&key)?.is_some())
-        })
-        .await
+        let store = v3_store(accessor, &store).and_then(|s| s.before(Args::Key(&key)));
+        run_v3(store, Access::Read, move |s| Ok(s.get(&key)?.is_some())).await
     }
 
     async fn get_keys(
@@ -251,10 +262,11 @@ impl<T: KeyValueView + Send> v3::HostStoreWithStore<T> for HasKeyValue {
     ) -> wasmtime::Result<(StreamReader<String>, FutureReader<Result<(), v3::Error>>)> {
         // The keys are read before the stream opens: a store's keys are
         // bounded by its size cap.
-        let (keys, result) = match run_v3(accessor, store, Access::Read, all_keys).await? {
-            Ok(keys) => (keys, Ok(())),
-            Err(e) => (Vec::new(), Err(e)),
-        };
+        let (keys, result) =
+            match run_v3(v3_store(accessor, &store), Access::Read, all_keys).await? {
+                Ok(keys) => (keys, Ok(())),
+                Err(e) => (Vec::new(), Err(e)),
+            };
         let bytes = keys.iter().map(|k| crate::listed_bytes(k)).sum();
         let unread = accessor.with(|mut access| access.get().unread.clone());
         let (keys, result) = match unread.stream(keys, bytes) {
