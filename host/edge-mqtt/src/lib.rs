@@ -70,6 +70,16 @@ pub enum Error {
     Other(String),
 }
 
+/// The longest broker address taken.
+const MAX_ADDRESS_BYTES: usize = 4096;
+
+/// The longest string an MQTT packet carries (its length is two bytes).
+const MAX_STRING_BYTES: usize = 65535;
+
+/// The largest packet a publish may send (rumqttc's default, which it
+/// checks only when it writes the packet).
+const MAX_PACKET_BYTES: usize = 10 * 1024;
+
 /// Opens a connection to `address` (connected at the first publish, as
 /// rumqttc does).
 pub async fn open(
@@ -79,6 +89,18 @@ pub async fn open(
     password: String,
     keep_alive: Duration,
 ) -> Result<Connection, Error> {
+    // Checked before anything waits (the outbound place, the name lookup):
+    // until then the host holds the guest's copies, up to its memory each.
+    if address.len() > MAX_ADDRESS_BYTES {
+        return Err(Error::InvalidAddress);
+    }
+    if username.len() > MAX_STRING_BYTES || password.len() > MAX_STRING_BYTES {
+        return Err(Error::Other(format!(
+            "the user name and password are {} and {} bytes: MQTT allows at most {MAX_STRING_BYTES} each",
+            username.len(),
+            password.len()
+        )));
+    }
     let mut options = MqttOptions::parse_url(address).map_err(|_| Error::InvalidAddress)?;
     let (host, port) = options.broker_address();
     let checked = outbound
@@ -146,6 +168,15 @@ impl Publisher {
             Qos::AtLeastOnce => QoS::AtLeastOnce,
             Qos::ExactlyOnce => QoS::ExactlyOnce,
         };
+        // Refused before waiting for the connection (which a publish the
+        // broker never acknowledges can hold until the deadline) rather
+        // than when written: until then the host holds the guest's copies.
+        if topic.len() + payload.len() > MAX_PACKET_BYTES {
+            return Err(Error::Other(format!(
+                "the topic and payload are {} bytes: a packet may be at most {MAX_PACKET_BYTES}",
+                topic.len() + payload.len()
+            )));
+        }
         let mut wire = self.wire.lock().await;
         self.client
             .publish(topic, qos, false, payload)
@@ -233,6 +264,27 @@ mod tests {
             }
         });
         port
+    }
+
+    #[tokio::test]
+    async fn a_publish_too_large_to_send_is_refused_without_waiting_for_the_connection() {
+        let (client, events) = AsyncClient::new(MqttOptions::new("t", "127.0.0.1", 1), 4);
+        let publisher = Publisher {
+            client,
+            wire: std::sync::Arc::new(tokio::sync::Mutex::new(Wire { events, unsent: 0 })),
+        };
+        // The connection is busy (a publish the broker never acknowledges).
+        let _busy = publisher.wire.clone().lock_owned().await;
+        let refused = tokio::time::timeout(
+            Duration::from_secs(5),
+            publisher.publish("t".into(), vec![0; MAX_PACKET_BYTES], Qos::AtMostOnce),
+        )
+        .await
+        .expect("refused at once");
+        assert!(
+            matches!(&refused, Err(Error::Other(m)) if m.contains("at most 10240")),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread")]
