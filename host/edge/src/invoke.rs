@@ -168,6 +168,7 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
     let result = loop {
         // (A refusal of an earlier try is not this one's.)
         store.data_mut().limiter.refused = None;
+        let taken = store.data().limiter.linear();
         let made = tokio::time::timeout_at(deadline, async {
             match &prepared.entry {
                 Entry::P2(pre) => pre.instantiate_async(&mut *store).await.map(Guest::P2),
@@ -186,16 +187,20 @@ pub async fn instantiate(store: &mut Store<HostState>, target: &Target) -> Resul
         // once, before another instantiation takes it; the tenant's own
         // memory share full, from one of its own idle sessions. Should one
         // have, wait a little longer each time.
+        // (Only if the try took no memory: what a failed instantiation
+        // made stays in the store, and a second would count it twice.)
+        let took_none = store.data().limiter.linear() == taken;
         let from = match failure {
-            Failure::PoolExhausted | Failure::MemoryExhausted => None,
-            Failure::OverShare(crate::share::Limit::Memory) => Some(&*target.tenant),
+            Failure::PoolExhausted => None,
+            Failure::MemoryExhausted if took_none => None,
+            Failure::OverShare(crate::share::Limit::Memory) if took_none => Some(&*target.tenant),
             _ => break failure,
         };
         let wait = match waits.next() {
             Some(ms) => Some(*ms),
             None if reclaimed < RECLAIM_TRIES => target.idle_sessions.reclaim_from(from).map(|from| {
                 reclaimed += 1;
-                tracing::debug!(tenant = %target.tenant, component = %target.component, from = %from, "pool full: an idle session was ended for this instance");
+                tracing::debug!(tenant = %target.tenant, component = %target.component, from = %from, "no slot or memory: an idle session was ended for this instance");
                 waits = SLOT_WAITS_MS.iter();
                 0
             }),

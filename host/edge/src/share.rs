@@ -257,6 +257,10 @@ impl TenantShare {
     /// is counted by [`TenantShare::refuse_memory`] once it fails a request
     /// (an instantiation may yet succeed once an idle session is ended).
     pub fn take_memory(&self, bytes: u64) -> Result<(), MemoryRefusal> {
+        // (Nothing more is never refused, even past a limit lowered since.)
+        if bytes == 0 {
+            return Ok(());
+        }
         if self.memory.fetch_add(bytes, Relaxed) + bytes > self.max_memory.load(Relaxed) {
             self.memory.fetch_sub(bytes, Relaxed);
             return Err(MemoryRefusal::Tenant);

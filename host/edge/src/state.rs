@@ -159,6 +159,11 @@ impl MemoryCap {
         }
     }
 
+    /// Bytes of linear memory taken so far.
+    pub fn linear(&self) -> u64 {
+        self.linear
+    }
+
     /// Counts the instance's host memory as `bytes` from now on: takes
     /// what it grew by from the share, or gives back what it shrank by.
     fn count_host(&mut self, bytes: u64) -> Result<(), crate::share::MemoryRefusal> {
@@ -429,13 +434,12 @@ pub const BODY_BUFFER_BYTES: usize = 8 << 20;
 /// The write size of outgoing bodies past a request's big-chunk budget.
 pub const SMALL_CHUNK: usize = 16 << 10;
 
-/// What one entry of an instance's resource table is counted as in its
-/// tenant's memory share: the most one holds in host memory at the
-/// default limits (a set of header fields, `max_fields_bytes`, 32 KiB; an
-/// outgoing body's two [`SMALL_CHUNK`] writes), or the tenant's
-/// `max_fields_bytes` if larger. Measured: 50 instances each holding
-/// 1,000 sets of 24 KiB of fields grew the host by 24.5 MiB each; each
-/// holding 300 unsent bodies (17 MiB written), by 19.1 MiB each.
+/// What one entry of an instance's resource table other than a set of
+/// header fields (counted as its `max_fields_bytes`) is counted as in its
+/// tenant's memory share: the most one holds in host memory (an outgoing
+/// body's two [`SMALL_CHUNK`] writes). Measured: 50 instances each
+/// holding 1,000 sets of 24 KiB of fields grew the host by 24.5 MiB each;
+/// each holding 300 unsent bodies (17 MiB written), by 19.1 MiB each.
 pub const HOST_BYTES_PER_RESOURCE: usize = 32 << 10;
 
 /// What wasi-http asks of the host for one store: where outbound requests
@@ -505,16 +509,28 @@ impl HostState {
     }
 
     /// What the instance's host resources are counted as in its tenant's
-    /// memory share: [`HOST_BYTES_PER_RESOURCE`] for each entry of its
-    /// resource table (the most one holds, within the limits), the big
-    /// chunks its outgoing bodies took of this request's
-    /// [`BODY_BUFFER_BYTES`], and its key-value CAS handles' values.
+    /// memory share: for each entry of its resource table the most it may
+    /// hold (a set of header fields its `max_fields_bytes`, any other
+    /// [`HOST_BYTES_PER_RESOURCE`]), and its key-value CAS handles' values.
+    /// (Not the big writes of a request's first outgoing bodies: those are
+    /// bounded by [`BODY_BUFFER_BYTES`] a request, and taken from it when a
+    /// body is made, the guest's own response's too, whether or not it
+    /// ever writes that much.)
     pub fn host_bytes(&mut self) -> u64 {
-        let per_resource = HOST_BYTES_PER_RESOURCE.max(self.max_fields_bytes) as u64;
-        let resources = self.table.iter_mut().count() as u64;
-        resources * per_resource
-            + (BODY_BUFFER_BYTES - self.hooks.body_bytes_left) as u64
-            + self.kv_cas_bytes as u64
+        let fields = self.max_fields_bytes as u64;
+        let other = HOST_BYTES_PER_RESOURCE as u64;
+        let resources: u64 = self
+            .table
+            .iter_mut()
+            .map(|entry| {
+                if entry.is::<wasmtime_wasi_http::FieldMap>() {
+                    fields
+                } else {
+                    other
+                }
+            })
+            .sum();
+        resources + self.kv_cas_bytes as u64
     }
 
     /// Counts [`HostState::host_bytes`] in the tenant's memory share (at
