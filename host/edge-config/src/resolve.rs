@@ -1805,9 +1805,10 @@ fn default_sqlite_statements() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-/// `pool.total_memory_bytes` by default: three quarters of the machine's
-/// memory (`MemTotal`), the rest for the host's own (header fields,
-/// buffers, compiled code) and the system; 16 GiB where it cannot be read.
+/// `pool.total_memory_bytes` by default: three quarters of the memory the
+/// host may use (the machine's `MemTotal`, or its cgroup's `memory.max`
+/// if lower, as in a container), the rest for the host's own (buffers,
+/// compiled code) and the system; 16 GiB where neither can be read.
 fn default_total_memory_bytes() -> u64 {
     let mem_total = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -1818,7 +1819,30 @@ fn default_total_memory_bytes() -> u64 {
                 .and_then(|kb| kb.trim().parse::<u64>().ok())
         })
         .map(|kb| kb.saturating_mul(1024));
-    mem_total.map_or(16 << 30, |bytes| bytes / 4 * 3)
+    // The cgroup's limit: v1's "N:memory:/PATH" line of /proc/self/cgroup,
+    // else v2's "0::/PATH" ("max", or a huge number, when unbounded).
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let limit = |line: &str| {
+        let file = if let Some((_, path)) = line.split_once(":memory:") {
+            format!("/sys/fs/cgroup/memory{}/memory.limit_in_bytes", path.trim())
+        } else {
+            format!(
+                "/sys/fs/cgroup{}/memory.max",
+                line.strip_prefix("0::")?.trim()
+            )
+        };
+        std::fs::read_to_string(file)
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    };
+    let cgroup_max = cgroups.lines().find_map(limit);
+    let usable = match (mem_total, cgroup_max) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    usable.map_or(16 << 30, |bytes| bytes / 4 * 3)
 }
 
 #[cfg(test)]
