@@ -41,6 +41,8 @@ impl Connection {
 pub struct Publisher {
     client: AsyncClient,
     wire: std::sync::Arc<tokio::sync::Mutex<Wire>>,
+    /// The largest packet the connection sends ([`max_packet_bytes`]).
+    max_packet: usize,
 }
 
 /// What the linked functions see of the store data.
@@ -76,9 +78,26 @@ const MAX_ADDRESS_BYTES: usize = 4096;
 /// The longest string an MQTT packet carries (its length is two bytes).
 const MAX_STRING_BYTES: usize = 65535;
 
-/// The largest packet a publish may send (rumqttc's default, which it
-/// checks only when it writes the packet).
+/// The largest packet a publish may send unless the address says
+/// otherwise (rumqttc's default, which it checks only when it writes the
+/// packet).
 const MAX_PACKET_BYTES: usize = 10 * 1024;
+
+/// The largest packet a connection to `address` sends: its
+/// `max_outgoing_packet_size_bytes` (read by rumqttc's `parse_url`, which
+/// does not say it back), else [`MAX_PACKET_BYTES`].
+fn max_packet_bytes(address: &str) -> usize {
+    address
+        .split_once('?')
+        .and_then(|(_, query)| {
+            query.split('&').find_map(|pair| {
+                pair.strip_prefix("max_outgoing_packet_size_bytes=")?
+                    .parse()
+                    .ok()
+            })
+        })
+        .unwrap_or(MAX_PACKET_BYTES)
+}
 
 /// Opens a connection to `address` (connected at the first publish, as
 /// rumqttc does).
@@ -134,6 +153,7 @@ pub async fn open(
         publisher: Publisher {
             client,
             wire: std::sync::Arc::new(tokio::sync::Mutex::new(Wire { events, unsent: 0 })),
+            max_packet: max_packet_bytes(address),
         },
         _permit: checked.permit,
     })
@@ -171,10 +191,12 @@ impl Publisher {
         // Refused before waiting for the connection (which a publish the
         // broker never acknowledges can hold until the deadline) rather
         // than when written: until then the host holds the guest's copies.
-        if topic.len() + payload.len() > MAX_PACKET_BYTES {
+        // (rumqttc adds the packet's header when it checks.)
+        if topic.len() + payload.len() > self.max_packet {
             return Err(Error::Other(format!(
-                "the topic and payload are {} bytes: a packet may be at most {MAX_PACKET_BYTES}",
-                topic.len() + payload.len()
+                "the topic and payload are {} bytes: a packet may be at most {}",
+                topic.len() + payload.len(),
+                self.max_packet
             )));
         }
         let mut wire = self.wire.lock().await;
@@ -272,6 +294,7 @@ mod tests {
         let publisher = Publisher {
             client,
             wire: std::sync::Arc::new(tokio::sync::Mutex::new(Wire { events, unsent: 0 })),
+            max_packet: max_packet_bytes("mqtt://127.0.0.1:1?client_id=t"),
         };
         // The connection is busy (a publish the broker never acknowledges).
         let _busy = publisher.wire.clone().lock_owned().await;
@@ -285,6 +308,9 @@ mod tests {
             matches!(&refused, Err(Error::Other(m)) if m.contains("at most 10240")),
             "{refused:?}"
         );
+        // An address may raise it, as rumqttc reads it.
+        let raised = "mqtt://b:1883?client_id=t&max_outgoing_packet_size_bytes=1048576";
+        assert_eq!(max_packet_bytes(raised), 1 << 20);
     }
 
     #[tokio::test(flavor = "multi_thread")]
