@@ -427,10 +427,6 @@ impl Handle {
 /// under way at once find their place without walking.
 const PAGE_MARKS: usize = 64;
 
-/// A batch of `keys` keys is at most [`MAX_BATCH_KEYS`]: one write
-/// transaction (or one script on a shared Redis server) per batch, so a
-/// batch of millions would hold the store's writer, or the server, for
-/// seconds.
 /// What a call carries, for [`Handle::before`].
 pub(crate) enum Args<'a> {
     /// One key.
@@ -490,6 +486,10 @@ fn check_pairs(pairs: &[(String, Vec<u8>)]) -> Result<(), KvError> {
     Ok(())
 }
 
+/// A batch of `keys` keys is at most [`MAX_BATCH_KEYS`]: one write
+/// transaction (or one script on a shared Redis server) per batch, so a
+/// batch of millions would hold the store's writer, or the server, for
+/// seconds.
 fn check_batch(keys: usize) -> Result<(), KvError> {
     if keys > MAX_BATCH_KEYS {
         return Err(KvError::BatchTooLarge(format!(

@@ -75,8 +75,9 @@ pub fn param(p: ParameterValue) -> Result<Param, Error> {
 }
 
 /// Host memory a parameter takes while its statement runs: itself, what
-/// it owns, and for JSON the parsed value (up to 16 bytes a byte of text:
-/// `[0,0,...]` is two bytes an element, each a `serde_json::Value`).
+/// it owns, and for JSON the parsed value too, taken as four times its
+/// text (objects of short keys and values parse to three to five times
+/// theirs; `[0,0,...]`, two bytes an element, to sixteen).
 pub fn held_bytes(p: &ParameterValue) -> usize {
     let strings = |v: &[Option<String>]| {
         v.iter()
@@ -89,7 +90,7 @@ pub fn held_bytes(p: &ParameterValue) -> usize {
                 v.len()
             }
             ParameterValue::Binary(v) => v.len(),
-            ParameterValue::Jsonb(v) => v.len().saturating_mul(16),
+            ParameterValue::Jsonb(v) => v.len().saturating_mul(5),
             ParameterValue::ArrayInt32(v) => v.len() * 8,
             ParameterValue::ArrayInt64(v) => v.len() * 16,
             ParameterValue::ArrayDecimal(v) | ParameterValue::ArrayStr(v) => strings(v),

@@ -846,7 +846,6 @@ mod tests {
             ),
             other => panic!("{:?}", other.map(|r| r.rows.len())),
         }
-        // Freed while one waits: it runs.
         // Freed while one waits: it runs. Its values are held in the
         // tenant's budget while it waits.
         let tenant = Arc::new(std::sync::atomic::AtomicUsize::new(0));
