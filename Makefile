@@ -11,7 +11,7 @@ HINTS_DATA := $(HOME)/.cache/edge/hints
 HINTS_INDEX := build/hints/address.idx build/hints/names.idx
 WASM_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/wasm
 
-.PHONY: run test setup components host billing spin-apps workers workers-engine web-ui hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-deploy bench-spin bench-workers bench-web-ui soak clean
+.PHONY: run test setup components host billing spin-apps workers workers-engine web-ui hints-data hints-index bench-hints lint bench-host bench-rewrite-engine bench-rewriter bench-udf bench-codec bench-hostile bench-tenant-memory bench-deploy bench-spin bench-workers bench-web-ui soak clean
 
 setup:
 	@./scripts/setup.sh
@@ -104,6 +104,10 @@ bench-hints: components host
 # Hostile tenants beside a healthy one, and the soak (docs/RELIABILITY.md).
 bench-hostile: components host spin-apps
 	./bench/hostile.sh
+
+# What one tenant's instances can make the host hold, within its share.
+bench-tenant-memory: components host
+	./bench/tenant-memory.sh
 
 # Spin apps from Spin's SDKs on `edge up` beside `wasmtime serve`.
 bench-spin: host
