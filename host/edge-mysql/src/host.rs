@@ -237,12 +237,19 @@ impl<T: MysqlView + Send> v3::HostConnectionWithStore<T> for HasMysql {
             Ok(s) => s,
             Err(e) => return Ok(Err(e.into())),
         };
+        // Held in the tenant's budget until read, as PostgreSQL's and
+        // SQLite's results are: a guest could open hundreds and read none.
+        let bytes = crate::held_bytes(&set);
         let columns = set.columns.into_iter().map(Into::into).collect();
         let rows: Vec<Vec<v3::DbValue>> = set
             .rows
             .into_iter()
             .map(|r| r.into_iter().map(Into::into).collect())
             .collect();
+        let rows = match unread.stream(rows, bytes) {
+            Ok(r) => r,
+            Err(refused) => return Ok(Err(v3::Error::Other(refused.to_string()))),
+        };
         a.with(|mut v| {
             let rows = StreamReader::new(&mut v, rows)?;
             let done = FutureReader::new(&mut v, async { wasmtime::Result::<_>::Ok(Ok(())) })?;

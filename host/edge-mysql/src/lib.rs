@@ -307,6 +307,21 @@ pub struct RowSet {
     pub rows: Vec<Vec<Value>>,
 }
 
+/// What a value of a result is counted as (its result's
+/// [`MAX_RESULT_BYTES`], the tenant's unread budget).
+fn value_bytes(v: &Value) -> usize {
+    16 + match v {
+        Value::Str(s) => s.len(),
+        Value::Binary(b) => b.len(),
+        _ => 8,
+    }
+}
+
+/// What a result's rows are counted as until the guest has read them.
+pub fn held_bytes(set: &RowSet) -> usize {
+    set.rows.iter().flatten().map(value_bytes).sum()
+}
+
 /// Opens `address` under `outbound`.
 pub async fn open(outbound: OutboundPolicy, address: &str) -> Result<Connection, Error> {
     let not_permitted = || Error::ConnectionFailed(format!("address {address} is not permitted"));
@@ -607,12 +622,7 @@ async fn read_rows(
         let mut values = Vec::with_capacity(columns.len());
         for (i, value) in row.unwrap().into_iter().enumerate() {
             let v = from_mysql(value, columns.get(i).map_or(DataType::Other, |c| c.1))?;
-            let size = 16
-                + match &v {
-                    Value::Str(s) => s.len(),
-                    Value::Binary(b) => b.len(),
-                    _ => 8,
-                };
+            let size = value_bytes(&v);
             budget = budget.checked_sub(size).ok_or_else(|| {
                 Error::Other(format!(
                     "the result is larger than the {MAX_RESULT_BYTES}-byte limit: select fewer rows or columns"
