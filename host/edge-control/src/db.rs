@@ -85,6 +85,28 @@ impl Db {
             url: shown.clone(),
             reason: e.to_string(),
         })?;
+        if backend == Backend::Mysql {
+            // On a connection of its own, closed before the pool opens
+            // any: a MariaDB connection keeps the database's character set
+            // as it was when it chose the database, so a table made on one
+            // opened before the change would still be latin1 (seen: a
+            // migration on such a connection, then "Incorrect string
+            // value" for a rule set in Japanese).
+            let once = AnyPoolOptions::new()
+                .max_connections(1)
+                .connect_with(options.clone())
+                .await
+                .map_err(|source| OpenError::Sql {
+                    url: shown.clone(),
+                    source,
+                })?;
+            let prepared = prepare_mariadb(&once).await;
+            once.close().await;
+            prepared.map_err(|source| OpenError::Sql {
+                url: shown.clone(),
+                source,
+            })?;
+        }
         let pool = AnyPoolOptions::new()
             .max_connections(match backend {
                 // One writer at a time either way; a few readers beside it.
@@ -110,14 +132,6 @@ impl Db {
                 url: shown.clone(),
                 source,
             })?;
-        if backend == Backend::Mysql {
-            prepare_mariadb(&pool)
-                .await
-                .map_err(|source| OpenError::Sql {
-                    url: shown.clone(),
-                    source,
-                })?;
-        }
         MIGRATOR
             .run(&pool)
             .await
