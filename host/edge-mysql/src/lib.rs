@@ -483,34 +483,14 @@ fn from_mysql(v: mysql_async::Value, t: DataType) -> Result<Value, Error> {
 }
 
 /// Holds what a call's statement and parameters take in the tenant's
-/// budget (shared with its unread results) while the call runs: they are
-/// the host's copies of the guest's (up to Wasmtime's 128 MiB a call),
-/// waiting for the connection and on the tenant's server, which may never
-/// answer; without this a tenant's instances could each hold that much at
-/// once.
+/// budget while the call runs ([`edge_unread::UnreadBudget::hold_call`]).
 fn hold(
     unread: &edge_unread::UnreadBudget,
     statement: &str,
     params: &[Value],
 ) -> Result<edge_unread::Held, Error> {
-    let bytes = statement.len()
-        + params
-            .iter()
-            .map(|p| {
-                std::mem::size_of::<Value>()
-                    + match p {
-                        Value::Str(s) => s.len(),
-                        Value::Binary(b) => b.len(),
-                        _ => 0,
-                    }
-            })
-            .sum::<usize>();
-    unread.hold(bytes).map_err(|held| {
-        Error::Other(format!(
-            "the statement and its parameters take {bytes} bytes, and this tenant's calls and unread results hold {held}: more would pass the {}-byte limit",
-            edge_unread::MAX_TENANT_UNREAD_BYTES
-        ))
-    })
+    let bytes = statement.len() + params.iter().map(value_bytes).sum::<usize>();
+    unread.hold_call(bytes).map_err(Error::Other)
 }
 
 /// Runs a statement that returns rows.

@@ -158,22 +158,14 @@ fn params(params: Vec<ParameterValue>) -> Result<Vec<types::Param>, Error> {
 }
 
 /// Holds what a call's statement and parameters take in the tenant's
-/// budget (shared with its unread results) while the call runs: they are
-/// the host's copies of the guest's (up to Wasmtime's 128 MiB a call),
-/// waiting on the tenant's server, which may never answer; without this a
-/// tenant's instances could each hold that much at once.
+/// budget while the call runs ([`edge_unread::UnreadBudget::hold_call`]).
 fn hold(
     unread: &edge_unread::UnreadBudget,
     statement: &str,
     parameters: &[ParameterValue],
 ) -> Result<edge_unread::Held, Error> {
     let bytes = statement.len() + parameters.iter().map(types::held_bytes).sum::<usize>();
-    unread.hold(bytes).map_err(|held| {
-        Error::Other(format!(
-            "the statement and its parameters take {bytes} bytes, and this tenant's calls and unread results hold {held}: more would pass the {}-byte limit",
-            edge_unread::MAX_TENANT_UNREAD_BYTES
-        ))
-    })
+    unread.hold_call(bytes).map_err(Error::Other)
 }
 
 /// Runs a statement that returns rows.

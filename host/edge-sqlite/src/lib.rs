@@ -609,17 +609,8 @@ async fn execute(
     unread: &edge_unread::UnreadBudget,
 ) -> Result<QueryResult, SqlError> {
     let db = db?;
-    // The statement and its values are the host's copies of the guest's
-    // (up to Wasmtime's 128 MiB a call), held while the call waits for a
-    // slot: in the tenant's budget, so its instances cannot pile up
-    // gigabytes of them behind its own slow statements.
     let bytes = sql.len() + params.iter().map(Value::held_bytes).sum::<usize>();
-    let _held = unread.hold(bytes).map_err(|held| {
-        SqlError::Io(format!(
-            "the statement and its values are {bytes} bytes, and this tenant's calls and unread results hold {held}: more would pass the {}-byte limit",
-            edge_unread::MAX_TENANT_UNREAD_BYTES
-        ))
-    })?;
+    let _held = unread.hold_call(bytes).map_err(SqlError::Io)?;
     blocking(slots, deadline, || {
         move || {
             let mut db = db.lock().unwrap_or_else(|e| e.into_inner());

@@ -153,6 +153,21 @@ impl UnreadBudget {
     }
 }
 
+impl UnreadBudget {
+    /// [`UnreadBudget::hold`] for a call's arguments (a statement and its
+    /// values): the host's copies of the guest's (up to Wasmtime's 128 MiB
+    /// a call), held while the call waits for a slot, its connection or
+    /// the tenant's server, so that the tenant's instances cannot pile up
+    /// gigabytes of them. Refused in words.
+    pub fn hold_call(&self, bytes: usize) -> Result<Held, String> {
+        self.hold(bytes).map_err(|held| {
+            format!(
+                "the statement and its values take {bytes} bytes, and this tenant's calls and unread results hold {held}: more would pass the {MAX_TENANT_UNREAD_BYTES}-byte limit"
+            )
+        })
+    }
+}
+
 /// Items handed out as the reader asks for them; their bytes are given
 /// back to the budget when the last is handed out or the stream is
 /// dropped.
