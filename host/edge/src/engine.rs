@@ -432,13 +432,7 @@ pub struct ComponentCache {
 #[derive(Default)]
 struct WorkersEngine {
     path: Option<PathBuf>,
-    loaded: Option<(
-        u64,
-        std::time::SystemTime,
-        Component,
-        Option<u32>,
-        ContentHash,
-    )>,
+    loaded: Option<((u64, std::time::SystemTime), Loaded)>,
 }
 
 struct Sha256Hasher(Sha256);
@@ -595,24 +589,19 @@ impl ComponentCache {
         let meta = std::fs::metadata(&path)
             .with_context(|| format!("the Workers engine {}", path.display()))?;
         let stamp = (meta.len(), meta.modified()?);
-        if let Some((len, modified, component, core_instances, _)) = &engine.loaded
-            && (*len, *modified) == stamp
+        if let Some((loaded_at, loaded)) = &engine.loaded
+            && *loaded_at == stamp
         {
-            return Ok((component.clone(), *core_instances));
+            return Ok((loaded.component.clone(), loaded.core_instances));
         }
         let bytes = std::fs::read(&path)
             .with_context(|| format!("reading the Workers engine {}", path.display()))?;
         crate::worker::check_engine(&bytes)
             .with_context(|| format!("the Workers engine {}", path.display()))?;
         let loaded = self.load_bytes(&path, &bytes)?;
-        engine.loaded = Some((
-            stamp.0,
-            stamp.1,
-            loaded.component.clone(),
-            loaded.core_instances,
-            loaded.hash,
-        ));
-        Ok((loaded.component, loaded.core_instances))
+        let answer = (loaded.component.clone(), loaded.core_instances);
+        engine.loaded = Some((stamp, loaded));
+        Ok(answer)
     }
 
     fn key(&self, kind: EngineKind) -> &str {
@@ -700,7 +689,7 @@ impl ComponentCache {
             .workers_engine
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        engine.loaded.as_ref().map(|loaded| loaded.4)
+        engine.loaded.as_ref().map(|(_, loaded)| loaded.hash)
     }
 
     /// Whether the component with `hash` is loaded in memory.
