@@ -43,8 +43,7 @@
 
 use crate::limit::TenantOutbound;
 use hickory_resolver::config::{
-    ConnectionConfig, LookupIpStrategy, NameServerConfig, ProtocolConfig, ResolveHosts,
-    ResolverConfig, ResolverOpts,
+    ConnectionConfig, NameServerConfig, ProtocolConfig, ResolveHosts, ResolverConfig, ResolverOpts,
 };
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::net::{DnsError, NetError, NoRecords};
@@ -119,9 +118,8 @@ fn stamp(path: &Path) -> Stamp {
 /// others, and the stamps of the files they were read from.
 struct Configured {
     hosts: Hosts,
-    /// A lookups, and AAAA.
-    v4: TokioResolver,
-    v6: TokioResolver,
+    /// Asked for each name's A and AAAA records on their own.
+    names: TokioResolver,
     read: (Stamp, Stamp),
 }
 
@@ -193,17 +191,11 @@ fn configured(
         .collect();
     let config =
         ResolverConfig::from_parts(config.domain().cloned(), config.search().to_vec(), servers);
-    let family = |strategy| {
-        let mut options = options.clone();
-        options.ip_strategy = strategy;
-        TokioResolver::builder_with_config(config.clone(), TokioRuntimeProvider::default())
+    Configured {
+        names: TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
             .with_options(options)
             .build()
-            .expect("a resolver of a configuration without encryption")
-    };
-    Configured {
-        v4: family(LookupIpStrategy::Ipv4Only),
-        v6: family(LookupIpStrategy::Ipv6Only),
+            .expect("a resolver of a configuration without encryption"),
         hosts,
         read,
     }
@@ -505,8 +497,15 @@ impl Resolver {
         // Each family on its own: a combined lookup answers with one
         // family when the other's query failed, and that half would be
         // kept as the whole for the answer's TTL.
-        let (v4, v6) = tokio::join!(configured.v4.lookup_ip(name), configured.v6.lookup_ip(name));
-        let (v4, v6) = (Family::of(v4), Family::of(v6));
+        // (Names only: address literals never come here.)
+        let (v4, v6) = tokio::join!(
+            configured.names.lookup(name, RecordType::A),
+            configured.names.lookup(name, RecordType::AAAA)
+        );
+        let (v4, v6) = (
+            Family::of(v4.map(hickory_resolver::lookup_ip::LookupIp::from)),
+            Family::of(v6.map(hickory_resolver::lookup_ip::LookupIp::from)),
+        );
         let addresses: Arc<[IpAddr]> = v4
             .addresses()
             .chain(v6.addresses())
